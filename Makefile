@@ -1,0 +1,38 @@
+# normlab: `make book` builds the study, `make test` runs the tests. Both install first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PROFILE ?= auto
+INSTALLED := $(VENV)/.installed
+
+.PHONY: install test book notebooks ledger gpu-bench clean
+
+install: $(INSTALLED)
+
+# Everything pinned in requirements.lock; torch is the CPU build (2.13.0+cpu) on these machines.
+$(INSTALLED): requirements.lock pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade "pip<27"
+	$(PY) -m pip install --quiet -r requirements.lock
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $@
+
+test: $(INSTALLED)
+	$(PY) -m pytest
+
+notebooks: $(INSTALLED)
+	$(PY) -m normlab.study.run --profile $(PROFILE)
+
+ledger: $(INSTALLED)
+	$(PY) -m normlab.study.ledger
+
+book: notebooks ledger
+	$(VENV)/bin/jupyter-book build . --quiet
+	@echo "book: $(CURDIR)/_build/html/index.html"
+
+gpu-bench: $(INSTALLED)
+	$(PY) -m normlab.bench --profile gpu --output data/gpu-bench.json
+
+clean:
+	rm -rf build _build
