@@ -126,8 +126,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="auto", help=f"one of {', '.join(PROFILES)}")
     parser.add_argument("--force", action="store_true", help="re-execute even when nothing changed")
     args = parser.parse_args(argv)
+    valid = available_notebooks()
+    unknown = [name for name in args.notebooks if name not in valid]
+    if unknown or args.profile not in PROFILES:
+        problem = f"unknown notebook(s) {unknown}; valid notebooks: {', '.join(valid)}" if unknown else (
+            f"unknown profile {args.profile!r}; valid profiles: {', '.join(PROFILES)}")
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     try:
-        for name in args.notebooks or available_notebooks():
+        for name in args.notebooks or valid:
             execute(name, args.profile, force=args.force)
     except (ValueError, NotebookFailed) as error:
         print(f"error: {error}", file=sys.stderr)
