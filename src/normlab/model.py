@@ -1,0 +1,278 @@
+"""A small decoder-only GPT whose normalisation is the object of study.
+
+Everything the study varies is a field of `GPTConfig`: the norm (RMSNorm or
+LayerNorm, from normlab's own modules, with a selectable backend), where it
+sits (pre-LN with a final norm, or post-LN on the trunk), the MLP (SwiGLU or
+GELU), positions (RoPE or learned) and tied embeddings. The default is the
+"LLaMA style" combination: pre-LN, RMSNorm, SwiGLU, RoPE.
+
+The residual stream is observable through `GPT.capture_residual_stream()`,
+and the mean component can be removed from every norm's input with
+`GPT.project_out_mean_before_norms()` (the causal test of "the mean carries no
+information").
+"""
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from . import functional
+from .modules import LayerNorm, RMSNorm
+
+NORMS = ("rms", "layer")
+PLACEMENTS = ("pre", "post")
+MLPS = ("swiglu", "gelu")
+POSITIONS = ("rope", "learned")
+
+
+def _choice(name: str, value, options) -> None:
+    if value not in options:
+        raise ValueError(f"GPTConfig.{name}={value!r} is not known; choose one of {', '.join(map(repr, options))}")
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int = 256
+    context: int = 128
+    width: int = 128
+    depth: int = 4
+    heads: int = 4
+    norm: str = "rms"
+    placement: str = "pre"
+    mlp: str = "swiglu"
+    positions: str = "rope"
+    tie_embeddings: bool = False
+    norm_backend: str = "auto"
+    norm_eps: float = 1e-5
+    dropout: float = 0.0
+
+    def __post_init__(self):
+        for name in ("vocab_size", "context", "width", "depth", "heads"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"GPTConfig.{name} must be a positive int, got {value!r}")
+        if self.width % self.heads:
+            raise ValueError(
+                f"GPTConfig.heads={self.heads} does not divide width={self.width}; "
+                f"pick heads among the divisors of width (e.g. {_divisors_near(self.width, self.heads)})"
+            )
+        _choice("norm", self.norm, NORMS)
+        _choice("placement", self.placement, PLACEMENTS)
+        _choice("mlp", self.mlp, MLPS)
+        _choice("positions", self.positions, POSITIONS)
+        _choice("norm_backend", self.norm_backend, functional.BACKENDS)
+        if self.positions == "rope" and self.head_dim % 2:
+            raise ValueError(
+                f"RoPE rotates channel pairs, so the head size width/heads={self.head_dim} must be even; "
+                f"change width or heads, or use positions='learned'"
+            )
+        if not (isinstance(self.norm_eps, (int, float)) and self.norm_eps > 0 and math.isfinite(self.norm_eps)):
+            raise ValueError(f"GPTConfig.norm_eps must be a positive finite float, got {self.norm_eps!r}")
+        if not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0):
+            raise ValueError(f"GPTConfig.dropout must be in [0, 1), got {self.dropout!r}")
+        if not isinstance(self.tie_embeddings, bool):
+            raise ValueError(f"GPTConfig.tie_embeddings must be a bool, got {self.tie_embeddings!r}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.width // self.heads
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _divisors_near(width: int, heads: int) -> list[int]:
+    divisors = [d for d in range(1, width + 1) if width % d == 0]
+    return sorted(divisors, key=lambda d: abs(d - heads))[:3]
+
+
+def make_norm(cfg: GPTConfig) -> nn.Module:
+    if cfg.norm == "rms":
+        return RMSNorm(cfg.width, eps=cfg.norm_eps, backend=cfg.norm_backend)
+    return LayerNorm(cfg.width, eps=cfg.norm_eps, backend=cfg.norm_backend)
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotates each (first-half, second-half) channel pair of a head by a position-dependent angle."""
+
+    def __init__(self, head_dim: int, context: int, base: float = 10000.0):
+        super().__init__()
+        inv_freq = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+        angles = torch.outer(torch.arange(context, dtype=torch.float64), inv_freq)
+        angles = torch.cat([angles, angles], dim=-1)
+        # Not persistent: they are a pure function of the config, so checkpoints need not carry them.
+        self.register_buffer("cos", angles.cos().float(), persistent=False)
+        self.register_buffer("sin", angles.sin().float(), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (B, heads, T, head_dim)
+        T = x.shape[-2]
+        cos, sin = self.cos[:T].to(x.dtype), self.sin[:T].to(x.dtype)
+        first, second = x.chunk(2, dim=-1)
+        rotated = torch.cat([-second, first], dim=-1)
+        return x * cos + rotated * sin
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.heads, self.dropout = cfg.heads, cfg.dropout
+        self.qkv = nn.Linear(cfg.width, 3 * cfg.width, bias=False)
+        self.proj = nn.Linear(cfg.width, cfg.width, bias=False)
+        self.proj.is_residual_projection = True
+        self.rope = RotaryEmbedding(cfg.head_dim, cfg.context) if cfg.positions == "rope" else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
+        if self.rope is not None:
+            q, k = self.rope(q), self.rope(k)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.kind = cfg.mlp
+        if cfg.mlp == "swiglu":
+            # 2/3 of 4*width keeps the parameter count of a GELU MLP with three matrices instead of two.
+            hidden = 8 * ((int(8 * cfg.width / 3) + 7) // 8)
+            self.gate = nn.Linear(cfg.width, hidden, bias=False)
+            self.up = nn.Linear(cfg.width, hidden, bias=False)
+        else:
+            hidden = 4 * cfg.width
+            self.up = nn.Linear(cfg.width, hidden, bias=False)
+        self.down = nn.Linear(hidden, cfg.width, bias=False)
+        self.down.is_residual_projection = True
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kind == "swiglu":
+            return self.down(F.silu(self.gate(x)) * self.up(x))
+        return self.down(F.gelu(self.up(x)))
+
+
+class Block(nn.Module):
+    """One transformer block.
+
+    pre-LN:  x + attn(norm1(x)), then + mlp(norm2(.)): the trunk is an identity path.
+    post-LN: norm1(x + attn(x)), then norm2(. + mlp(.)): the norms sit on the trunk.
+    """
+
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.placement = cfg.placement
+        self.norm1, self.norm2 = make_norm(cfg), make_norm(cfg)
+        self.attn, self.mlp = CausalSelfAttention(cfg), MLP(cfg)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.placement == "pre":
+            x = x + self.drop(self.attn(self.norm1(x)))
+            return x + self.drop(self.mlp(self.norm2(x)))
+        x = self.norm1(x + self.drop(self.attn(x)))
+        return self.norm2(x + self.drop(self.mlp(x)))
+
+
+class GPT(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        if not isinstance(cfg, GPTConfig):
+            raise TypeError(f"GPT needs a GPTConfig, got {type(cfg).__name__}")
+        self.cfg = cfg
+        self.token_embedding = nn.Embedding(cfg.vocab_size, cfg.width)
+        self.position_embedding = nn.Embedding(cfg.context, cfg.width) if cfg.positions == "learned" else None
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.depth))
+        self.final_norm = make_norm(cfg) if cfg.placement == "pre" else None
+        self.lm_head = nn.Linear(cfg.width, cfg.vocab_size, bias=False)
+        self.apply(self._init_weights)
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.token_embedding.weight
+
+    def _init_weights(self, module: nn.Module) -> None:
+        # GPT-2 style: N(0, 0.02), with the projections that write into the trunk scaled by 1/sqrt(2*depth)
+        # so the residual stream's variance does not grow with depth at initialisation.
+        if isinstance(module, nn.Linear):
+            std = 0.02 / math.sqrt(2 * self.cfg.depth) if getattr(module, "is_residual_projection", False) else 0.02
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def norms(self) -> list[tuple[str, nn.Module]]:
+        """Every norm module, named by its path in the model (e.g. "blocks.0.norm1", "final_norm")."""
+        return [(name, module) for name, module in self.named_modules() if isinstance(module, (RMSNorm, LayerNorm))]
+
+    def embed(self, idx: torch.Tensor) -> torch.Tensor:
+        x = self.token_embedding(idx)
+        if self.position_embedding is not None:
+            x = x + self.position_embedding(torch.arange(idx.shape[1], device=idx.device))
+        return self.drop(x)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        if not isinstance(idx, torch.Tensor) or idx.dtype != torch.long or idx.dim() != 2:
+            raise ValueError("idx must be a LongTensor of token ids with shape (batch, time)")
+        if idx.shape[1] > self.cfg.context:
+            raise ValueError(f"sequence length {idx.shape[1]} exceeds the model's context {self.cfg.context}")
+        x = self.embed(idx)
+        for block in self.blocks:
+            x = block(x)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        logits = self.lm_head(x)
+        loss = None
+        if targets is not None:
+            if targets.shape != idx.shape:
+                raise ValueError(f"targets has shape {tuple(targets.shape)} but idx has {tuple(idx.shape)}; they must match")
+            loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        return logits, loss
+
+    @contextmanager
+    def capture_residual_stream(self):
+        """Record the residual stream during forwards: stream[0] is block 0's input (the embeddings),
+        stream[i] the output of block i-1, stream[depth] the last block's output (before the final norm).
+
+        Tensors are detached. Each new forward replaces the previous capture.
+        """
+        stream: list[torch.Tensor] = []
+
+        def record_input(module, args):
+            stream.clear()
+            stream.append(args[0].detach())
+
+        def record_output(module, args, output):
+            stream.append(output.detach())
+
+        handles = [self.blocks[0].register_forward_pre_hook(record_input)]
+        handles += [block.register_forward_hook(record_output) for block in self.blocks]
+        try:
+            yield stream
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    @contextmanager
+    def project_out_mean_before_norms(self):
+        """Within this context every norm's input has its per-token mean (its component along
+        the all-ones direction) removed. LayerNorm is blind to it by construction; for RMSNorm this
+        tests whether the mean component carries anything the network uses."""
+
+        def remove_mean(module, args):
+            x = args[0]
+            return (x - x.mean(dim=-1, keepdim=True),) + tuple(args[1:])
+
+        handles = [module.register_forward_pre_hook(remove_mean) for _, module in self.norms()]
+        try:
+            yield self
+        finally:
+            for handle in handles:
+                handle.remove()
