@@ -107,6 +107,7 @@ def execute(
             log_output=log_output,
         )
     except papermill.PapermillExecutionError as error:
+        result_file.unlink(missing_ok=True)  # a half-run notebook's verdicts must not reach the ledger
         raise NotebookFailed(
             f"notebook {name!r} failed in cell {error.cell_index} (execution count {error.exec_count}): "
             f"{error.ename}: {error.evalue}\nexecuted copy with the traceback: {output}"
