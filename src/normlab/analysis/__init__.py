@@ -1,0 +1,1 @@
+"""Analysis helpers behind the study's notebooks: each module serves one chapter."""
