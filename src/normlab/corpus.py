@@ -1,0 +1,145 @@
+"""The training text: the Python standard library's own source, read as bytes.
+
+It ships with every Python, so it needs no download and no extra dependency.
+It is real text: English docstrings and comments interleaved with code.
+The selection is a fixed list of single-file modules that exist from Python
+3.10 on, read in that order. Their contents still change between Python
+releases, so every corpus carries the SHA-256 of its exact training bytes and
+the Python version it came from; runs record both.
+
+Tokens are bytes (vocabulary 256). The split is per file: the head of each
+module (the first ~90%, cut at a line end) goes to training and its tail to
+validation, so both splits see every module's style and never share a byte.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import platform
+import sysconfig
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+
+# Single-file modules present from Python 3.10 through 3.13 (none of them became a
+# package or a shim in that range), so the selection is stable even where the text is not.
+STDLIB_MODULES = (
+    "argparse", "ast", "base64", "bdb", "bisect", "calendar", "cmd", "code", "codecs", "colorsys",
+    "configparser", "contextlib", "copy", "csv", "dataclasses", "difflib", "dis", "doctest", "enum",
+    "filecmp", "fileinput", "fnmatch", "fractions", "ftplib", "functools", "getopt", "gettext", "glob",
+    "graphlib", "gzip", "hashlib", "heapq", "hmac", "imaplib", "inspect", "ipaddress", "keyword",
+    "linecache", "locale", "mailbox", "mimetypes", "netrc", "numbers", "operator", "optparse", "pdb",
+    "pickle", "platform", "plistlib", "pprint", "pstats", "pydoc", "queue", "random", "reprlib", "sched",
+    "secrets", "selectors", "shelve", "shlex", "shutil", "smtplib", "socket", "ssl", "stat", "statistics",
+    "string", "subprocess", "symtable", "tarfile", "tempfile", "textwrap", "threading", "timeit",
+    "tokenize", "trace", "traceback", "typing", "uuid", "wave", "weakref", "webbrowser",
+)
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """Byte tokens of the training and validation text, with their provenance."""
+
+    train: torch.Tensor  # uint8, 1-D
+    val: torch.Tensor  # uint8, 1-D
+    sha256: str  # of the exact training bytes
+    val_sha256: str
+    sources: tuple[str, ...]  # module names, in reading order
+    python_version: str
+    vocab_size: int = 256
+    byte_counts: torch.Tensor = field(repr=False, default=None)
+
+    @property
+    def unigram_entropy_nats(self) -> float:
+        """Entropy of the training bytes' frequency table, in nats (the unit of the loss):
+        the loss of the best model that ignores context."""
+        p = self.byte_counts.double() / self.byte_counts.sum()
+        p = p[p > 0]
+        return float(-(p * p.log()).sum())
+
+    @property
+    def unigram_entropy_bits(self) -> float:
+        return self.unigram_entropy_nats / math.log(2)
+
+    def describe(self) -> dict:
+        return {
+            "train_bytes": int(self.train.numel()),
+            "val_bytes": int(self.val.numel()),
+            "sha256": self.sha256,
+            "val_sha256": self.val_sha256,
+            "modules": len(self.sources),
+            "python_version": self.python_version,
+            "unigram_entropy_nats": self.unigram_entropy_nats,
+            "unigram_entropy_bits": self.unigram_entropy_bits,
+        }
+
+    def check_context(self, context: int) -> None:
+        shortest = min(self.train.numel(), self.val.numel())
+        if context + 1 > shortest:
+            raise ValueError(
+                f"context {context} is longer than the corpus allows: a window needs context+1 bytes and the "
+                f"smaller split has {shortest}; lower the context or use a larger corpus"
+            )
+
+    def batch(self, split: str, batch_size: int, context: int, generator: torch.Generator, device="cpu"):
+        """Random windows of `context` bytes and their next-byte targets, drawn with `generator`."""
+        data = {"train": self.train, "val": self.val}.get(split)
+        if data is None:
+            raise ValueError(f"split must be 'train' or 'val', got {split!r}")
+        self.check_context(context)
+        starts = torch.randint(0, data.numel() - context, (batch_size,), generator=generator)
+        offsets = starts[:, None] + torch.arange(context + 1)
+        windows = data[offsets].long()
+        x, y = windows[:, :-1], windows[:, 1:]
+        return x.to(device), y.to(device)
+
+
+def module_source(name: str) -> Path:
+    # The file in the stdlib folder, not importlib's origin: some of these modules are frozen into the interpreter.
+    path = Path(sysconfig.get_paths()["stdlib"]) / f"{name}.py"
+    if not path.is_file():
+        raise FileNotFoundError(f"standard-library module {name!r} has no single source file here (looked for {path})")
+    return path
+
+
+def split_text(text: bytes, val_fraction: float) -> tuple[bytes, bytes]:
+    """Cut `text` at the first line end after (1 - val_fraction) of it: head for training, tail for validation."""
+    cut = int(len(text) * (1.0 - val_fraction))
+    newline = text.find(b"\n", cut)
+    cut = len(text) if newline < 0 else newline + 1
+    return text[:cut], text[cut:]
+
+
+def build_corpus(texts: list[tuple[str, bytes]], val_fraction: float = 0.1) -> Corpus:
+    """Split each named text into a training head and a validation tail and join them."""
+    if not 0.0 < val_fraction < 1.0:
+        raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction!r}")
+    if not texts:
+        raise ValueError("no texts to build a corpus from")
+    heads, tails = zip(*(split_text(text, val_fraction) for _, text in texts))
+    train_bytes, val_bytes = b"".join(heads), b"".join(tails)
+    if not train_bytes or not val_bytes:
+        raise ValueError("the texts are too short to give both a training and a validation split")
+    train = torch.frombuffer(bytearray(train_bytes), dtype=torch.uint8)
+    val = torch.frombuffer(bytearray(val_bytes), dtype=torch.uint8)
+    return Corpus(
+        train=train,
+        val=val,
+        sha256=hashlib.sha256(train_bytes).hexdigest(),
+        val_sha256=hashlib.sha256(val_bytes).hexdigest(),
+        sources=tuple(name for name, _ in texts),
+        python_version=platform.python_version(),
+        byte_counts=torch.bincount(train.long(), minlength=256),
+    )
+
+
+@lru_cache(maxsize=4)
+def load_corpus(modules: tuple[str, ...] = STDLIB_MODULES, val_fraction: float = 0.1) -> Corpus:
+    """The standard-library corpus. Modules missing from this Python are an error, not skipped,
+    so a corpus never silently shrinks."""
+    modules = tuple(modules)
+    if len(set(modules)) != len(modules):
+        raise ValueError("modules lists a module more than once")
+    return build_corpus([(name, module_source(name).read_bytes()) for name in modules], val_fraction)
