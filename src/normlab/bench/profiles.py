@@ -1,0 +1,102 @@
+"""The benchmark grids: which cases each profile times, and the checks on what a caller asks for.
+
+Profiles:
+    smoke  tiny sizes, seconds; used by the tests and the smoke build.
+    cpu    the full CPU study, under 5 minutes on 2 cores.
+    gpu    the full GPU study, under 8 minutes on one H200.
+
+Each profile is a set of studies; a study is a grid of cases that answers one
+question (the LN/RMS ratio across d, small-batch latency, pRMSNorm, ...).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import torch
+
+from .timing import TimingSettings
+
+PROFILES = ("smoke", "cpu", "gpu")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+STUDIES = ("sweep", "backward", "small-batch", "partial", "chunked")
+PAPER_PARTIAL = 0.0625  # pRMSNorm's p = 6.25%, the setting Zhang & Sennrich (2019) used
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    device: str
+    train_rows: int  # the training-like batch (rows = batch x sequence)
+    sweep_d: tuple[int, ...]  # row lengths for the forward LN/RMS ratio across d
+    sweep_dtypes: tuple[str, ...]
+    backward_d: tuple[int, ...]
+    backward_dtypes: tuple[str, ...]
+    small_rows: tuple[int, ...]  # inference batches (latency bound)
+    small_d: tuple[int, ...]
+    small_dtypes: tuple[str, ...]
+    partial_d: tuple[int, ...]
+    chunked_d: tuple[int, ...]  # rows too long for one program: the chunked kernels
+    chunked_rows: int
+    timing: TimingSettings
+    # backend -> (studies it is timed in, why not elsewhere); absent: timed everywhere
+    limited: dict = field(default_factory=dict)
+    # dtype -> largest d timed in the sweep (bf16 on CPU is slow to emulate)
+    dtype_max_d: dict = field(default_factory=dict)
+
+
+_COMPILE_BUDGET = (
+    "torch.compile builds a new graph per dtype and direction (seconds each on 2 cores), "
+    "which this profile's time budget cannot afford"
+)
+
+PROFILE_SETTINGS = {
+    "smoke": Profile(
+        name="smoke", device="cpu", train_rows=256, sweep_d=(256, 1024), sweep_dtypes=("float32", "bfloat16"),
+        backward_d=(256,), backward_dtypes=("float32",), small_rows=(1, 16), small_d=(256,), small_dtypes=("float32",),
+        partial_d=(1024,), chunked_d=(4096,), chunked_rows=64,
+        timing=TimingSettings(warmup=1, min_repeats=3, max_repeats=5, budget_s=0.01, min_repeat_s=2e-4,
+                              rotation_bytes=1 << 20, max_buffers=4),
+        limited={"compile": ((), _COMPILE_BUDGET)},
+    ),
+    "cpu": Profile(
+        name="cpu", device="cpu", train_rows=8192, sweep_d=(256, 1024, 4096, 16384), sweep_dtypes=("float32", "bfloat16"),
+        backward_d=(1024, 4096), backward_dtypes=("float32", "bfloat16"), small_rows=(1, 16), small_d=(4096,),
+        small_dtypes=("float32", "bfloat16"), partial_d=(4096,), chunked_d=(65536,), chunked_rows=1024,
+        timing=TimingSettings(warmup=2, min_repeats=3, max_repeats=15, budget_s=0.6, min_repeat_s=2e-3,
+                              rotation_bytes=64 << 20, max_buffers=32),
+        dtype_max_d={"bfloat16": 4096},
+    ),
+    "gpu": Profile(
+        name="gpu", device="cuda", train_rows=8192,
+        sweep_d=(256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536), sweep_dtypes=("float32", "bfloat16"),
+        backward_d=(1024, 4096, 16384), backward_dtypes=("float32", "bfloat16"), small_rows=(1, 4, 16),
+        small_d=(4096, 8192), small_dtypes=("float32", "bfloat16"), partial_d=(4096, 16384),
+        chunked_d=(65536, 131072), chunked_rows=2048,
+        timing=TimingSettings(warmup=5, min_repeats=10, max_repeats=50, budget_s=0.15, min_repeat_s=1e-3,
+                              rotation_bytes=512 << 20, max_buffers=16),
+    ),
+}
+
+
+def check_choice(name: str, value, valid) -> None:
+    if value not in valid:
+        raise ValueError(f"unknown {name} {value!r}; valid {name}s: {', '.join(map(str, valid))}")
+
+
+def get_profile(name: str, *, backends=None, dtypes=None) -> tuple[Profile, tuple[str, ...] | None]:
+    """The profile's settings, narrowed to `dtypes` if given; unknown names fail with the valid lists."""
+    check_choice("profile", name, PROFILES)
+    profile = PROFILE_SETTINGS[name]
+    if dtypes is not None:
+        for dtype in dtypes:
+            check_choice("dtype", dtype, tuple(DTYPES))
+        keep = lambda chosen: tuple(d for d in chosen if d in dtypes)  # noqa: E731
+        profile = replace(profile, sweep_dtypes=keep(profile.sweep_dtypes), backward_dtypes=keep(profile.backward_dtypes),
+                          small_dtypes=keep(profile.small_dtypes))
+    if backends is not None:
+        from normlab import BACKENDS
+
+        for backend in backends:
+            check_choice("backend", backend, BACKENDS)
+        backends = tuple(backends)
+    return profile, backends

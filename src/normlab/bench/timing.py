@@ -1,0 +1,128 @@
+"""Timing: warm up, then the median of repeats with its spread, inputs rotated.
+
+On CPU each repeat is timed with `time.perf_counter`; on CUDA with a pair of
+CUDA events around the repeat. A repeat runs the call `number` times back to
+back, with `number` chosen from the warm-up so a repeat lasts long enough for
+the clock's resolution (sub-millisecond calls, such as one-row inference, are
+otherwise all noise). Every call takes the next set of inputs from a rotation
+of several buffers, so the caches do not hold the previous call's data.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable, Sequence
+
+import torch
+
+
+@dataclass(frozen=True)
+class TimingSettings:
+    warmup: int = 2  # calls before any measurement (first-call costs: allocation, compilation, caches)
+    min_repeats: int = 3
+    max_repeats: int = 25
+    budget_s: float = 1.0  # target measuring time per case; repeats stop at max_repeats or this budget
+    min_repeat_s: float = 2e-3  # a repeat lasts at least this long (on CPU, the perf_counter noise floor)
+    rotation_bytes: int = 64 * 2**20  # spread inputs over at least this many bytes, to defeat the caches
+    max_buffers: int = 32
+
+    def __post_init__(self):
+        if self.warmup < 0 or self.min_repeats < 1 or self.max_repeats < self.min_repeats:
+            raise ValueError(
+                f"need warmup >= 0 and 1 <= min_repeats <= max_repeats, got warmup={self.warmup}, "
+                f"min_repeats={self.min_repeats}, max_repeats={self.max_repeats}"
+            )
+        if self.budget_s <= 0 or self.min_repeat_s <= 0:
+            raise ValueError(f"budget_s and min_repeat_s must be positive, got {self.budget_s}, {self.min_repeat_s}")
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per call: median over repeats, quartiles and extremes."""
+
+    median_s: float
+    q25_s: float
+    q75_s: float
+    min_s: float
+    max_s: float
+    repeats: int
+    number: int  # calls per repeat
+    buffers: int  # input sets rotated through
+
+    @property
+    def iqr_s(self) -> float:
+        return self.q75_s - self.q25_s
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def buffer_count(bytes_per_set: int, settings: TimingSettings) -> int:
+    """How many input sets to rotate through: enough to exceed `rotation_bytes`, at least 2."""
+    wanted = math.ceil(settings.rotation_bytes / max(1, bytes_per_set))
+    return max(2, min(settings.max_buffers, wanted))
+
+
+def summarise(per_call: Sequence[float], number: int, buffers: int) -> Timing:
+    if not per_call:
+        raise ValueError("no samples to summarise")
+    ordered = sorted(per_call)
+    if len(ordered) >= 2:
+        q25, _, q75 = statistics.quantiles(ordered, n=4, method="inclusive")
+    else:
+        q25 = q75 = ordered[0]
+    return Timing(
+        median_s=statistics.median(ordered), q25_s=q25, q75_s=q75, min_s=ordered[0], max_s=ordered[-1],
+        repeats=len(ordered), number=number, buffers=buffers,
+    )
+
+
+class _Clock:
+    """Seconds elapsed over a block of work, on the device that does it."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+
+    def measure(self, work: Callable[[], None]) -> float:
+        if self.cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            start.record()
+            work()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / 1e3
+        started = time.perf_counter()
+        work()
+        return time.perf_counter() - started
+
+
+def time_call(call: Callable[..., object], input_sets: Sequence[tuple], settings: TimingSettings, device: torch.device) -> Timing:
+    """Time `call(*inputs)`, cycling through `input_sets`."""
+    if not input_sets:
+        raise ValueError("input_sets is empty; give at least one set of inputs")
+    clock = _Clock(torch.device(device))
+    position = [0]
+
+    def one_call():
+        inputs = input_sets[position[0] % len(input_sets)]
+        position[0] += 1
+        call(*inputs)
+
+    estimate = None
+    for _ in range(max(1, settings.warmup)):
+        estimate = clock.measure(one_call)
+    # the last warm-up call estimates the steady state, once first-call costs are paid
+    estimate = max(estimate, 1e-7)
+    number = max(1, math.ceil(settings.min_repeat_s / estimate))
+    repeat_cost = estimate * number
+    repeats = int(min(settings.max_repeats, max(settings.min_repeats, settings.budget_s // repeat_cost)))
+
+    def block():
+        for _ in range(number):
+            one_call()
+
+    samples = [clock.measure(block) / number for _ in range(repeats)]
+    return summarise(samples, number, len(input_sets))
