@@ -338,6 +338,9 @@ def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus) ->
                 break
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            paused = time.perf_counter()
+            layer_norms = gradient_norms(model)  # before clipping: what each layer's gradient really was
+            measuring = time.perf_counter() - paused  # kept out of step_time, which times training alone
             total = nn.utils.clip_grad_norm_(model.parameters(), tcfg.grad_clip if tcfg.grad_clip > 0 else math.inf)
             if not math.isfinite(float(total)):
                 diverged = True
@@ -347,9 +350,9 @@ def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus) ->
             optimizer.step()
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
-            row["step_time"] = time.perf_counter() - started
+            row["step_time"] = time.perf_counter() - started - measuring
             row["grad_norm/total"] = float(total)
-            row.update(gradient_norms(model))
+            row.update(layer_norms)
             row.update(gain_norms(model))
             history.append(row)
             step += 1

@@ -1,0 +1,209 @@
+"""The small GPT: configuration checks, the block wiring, hooks, and the residual-stream statistics."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from normlab.analysis.stream import layer_statistics, ones_share, stream_statistics, write_mean_agreement
+from normlab.model import GPT, GPTConfig, RotaryEmbedding
+from normlab.modules import LayerNorm, RMSNorm
+
+TINY = dict(vocab_size=256, context=16, width=32, depth=2, heads=4)
+
+
+def tiny(**overrides) -> GPTConfig:
+    return GPTConfig(**{**TINY, **overrides})
+
+
+def ids(batch=2, time=16, seed=0):
+    return torch.randint(0, 256, (batch, time), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (dict(width=30, heads=4), "does not divide width"),
+    (dict(norm="batch"), "norm='batch'"),
+    (dict(placement="middle"), "placement"),
+    (dict(mlp="relu"), "mlp"),
+    (dict(positions="alibi"), "positions"),
+    (dict(depth=0), "depth"),
+    (dict(width=-8), "width"),
+    (dict(context=2.5), "context"),
+    (dict(width=12, heads=4), "must be even"),  # head size 3 cannot be rotated in pairs
+    (dict(norm_eps=0.0), "norm_eps"),
+    (dict(dropout=1.0), "dropout"),
+    (dict(norm_backend="cuda-magic"), "norm_backend"),
+])
+def test_impossible_configs_are_refused_with_the_field_named(overrides, words):
+    with pytest.raises(ValueError, match=words):
+        tiny(**overrides)
+
+
+def test_default_is_llama_style():
+    cfg = GPTConfig()
+    assert (cfg.norm, cfg.placement, cfg.mlp, cfg.positions) == ("rms", "pre", "swiglu", "rope")
+
+
+@pytest.mark.parametrize("norm", ["rms", "layer"])
+@pytest.mark.parametrize("placement", ["pre", "post"])
+@pytest.mark.parametrize("mlp, positions", [("swiglu", "rope"), ("gelu", "learned")])
+def test_forward_shapes_and_norm_wiring(norm, placement, mlp, positions):
+    torch.manual_seed(0)
+    model = GPT(tiny(norm=norm, placement=placement, mlp=mlp, positions=positions))
+    logits, loss = model(ids())
+    assert logits.shape == (2, 16, 256) and loss is None
+    norm_type = RMSNorm if norm == "rms" else LayerNorm
+    names = [name for name, module in model.norms()]
+    expected = [f"blocks.{i}.norm{j}" for i in range(2) for j in (1, 2)] + (["final_norm"] if placement == "pre" else [])
+    assert names == expected
+    assert all(isinstance(module, norm_type) for _, module in model.norms())
+    assert (model.final_norm is None) == (placement == "post")
+
+
+def test_loss_is_cross_entropy_and_starts_near_uniform():
+    torch.manual_seed(1)
+    model = GPT(tiny()).double()
+    x, y = ids(seed=1), ids(seed=2)
+    logits, loss = model(x, y)
+    expected = F.cross_entropy(logits.reshape(-1, 256), y.reshape(-1))
+    assert torch.allclose(loss.double(), expected, atol=1e-6)
+    # Small initial weights give near-uniform predictions: loss close to ln(256).
+    assert abs(loss.item() - math.log(256)) < 0.1
+
+
+@pytest.mark.parametrize("positions", ["rope", "learned"])
+def test_causal_future_tokens_do_not_change_earlier_logits(positions):
+    torch.manual_seed(2)
+    model = GPT(tiny(positions=positions)).double()
+    x = ids()
+    x2 = x.clone()
+    x2[:, 10:] = (x2[:, 10:] + 7) % 256
+    a, _ = model(x)
+    b, _ = model(x2)
+    assert torch.allclose(a[:, :10], b[:, :10], atol=1e-12)
+    assert not torch.allclose(a[:, 10:], b[:, 10:])
+
+
+def test_rope_scores_depend_only_on_relative_position():
+    rope = RotaryEmbedding(head_dim=8, context=32).double()
+    rope.cos, rope.sin = rope.cos.double(), rope.sin.double()
+    q, k = torch.randn(8, dtype=torch.float64), torch.randn(8, dtype=torch.float64)
+    qs, ks = rope(q.expand(1, 1, 32, 8).clone()), rope(k.expand(1, 1, 32, 8).clone())
+    scores = qs[0, 0] @ ks[0, 0].T  # scores[i, j] = rotated q at i . rotated k at j
+    assert torch.allclose(scores[5, 2], scores[20, 17], atol=1e-12)
+    assert torch.allclose(scores[3, 3], q @ k, atol=1e-12)
+    assert not torch.allclose(scores[5, 2], scores[5, 3])
+
+
+@pytest.mark.parametrize("placement", ["pre", "post"])
+def test_block_computes_the_documented_formula(placement):
+    torch.manual_seed(3)
+    model = GPT(tiny(placement=placement)).double()
+    block = model.blocks[0]
+    x = torch.randn(2, 16, 32, dtype=torch.float64)
+    if placement == "pre":
+        h = x + block.attn(block.norm1(x))
+        expected = h + block.mlp(block.norm2(h))
+    else:
+        h = block.norm1(x + block.attn(x))
+        expected = block.norm2(h + block.mlp(h))
+    assert torch.allclose(block(x), expected, atol=1e-12)
+
+
+def test_tied_embeddings_share_one_tensor():
+    model = GPT(tiny(tie_embeddings=True))
+    assert model.lm_head.weight is model.token_embedding.weight
+    untied = GPT(tiny())
+    assert model.num_parameters() == untied.num_parameters() - 256 * 32
+
+
+def test_input_checks():
+    model = GPT(tiny())
+    with pytest.raises(ValueError, match="exceeds the model's context"):
+        model(ids(time=17))
+    with pytest.raises(ValueError, match="LongTensor"):
+        model(ids().float())
+    with pytest.raises(ValueError, match="targets"):
+        model(ids(), ids(time=8))
+
+
+@pytest.mark.parametrize("placement", ["pre", "post"])
+def test_captured_stream_is_each_blocks_input_and_output(placement):
+    torch.manual_seed(4)
+    model = GPT(tiny(placement=placement, depth=3)).double()
+    x = ids()
+    with model.capture_residual_stream() as stream:
+        logits, _ = model(x)
+        model(x)  # a second forward replaces the capture rather than appending
+    assert len(stream) == 4
+    assert torch.equal(stream[0], model.embed(x))
+    for i, block in enumerate(model.blocks):
+        assert torch.allclose(stream[i + 1], block(stream[i]), atol=1e-12)
+    head_input = model.final_norm(stream[-1]) if placement == "pre" else stream[-1]
+    assert torch.allclose(logits, model.lm_head(head_input), atol=1e-12)
+    model(x)
+    assert len(stream) == 4  # hooks are gone after the context
+
+
+def test_removing_the_mean_before_norms_is_invisible_to_layernorm_but_not_rmsnorm():
+    x, y = ids(seed=5), ids(seed=6)
+    for norm in ("layer", "rms"):
+        torch.manual_seed(5)
+        model = GPT(tiny(norm=norm)).double()
+        # Give the stream a visible mean so the test can fail for RMSNorm.
+        with torch.no_grad():
+            model.token_embedding.weight += 0.05
+        plain = model(x, y)[1]
+        with model.project_out_mean_before_norms():
+            removed = model(x, y)[1]
+        if norm == "layer":
+            assert torch.allclose(plain, removed, atol=1e-10)
+        else:
+            assert abs(plain.item() - removed.item()) > 1e-6
+    # The RMSNorm case equals a hand-centred forward.
+    block = model.blocks[0]
+    h = model.embed(x)
+    centre = lambda t: t - t.mean(-1, keepdim=True)
+    with model.project_out_mean_before_norms():
+        assert torch.allclose(block.norm1(h), F.rms_norm(centre(h), (32,), block.norm1.weight, 1e-5), atol=1e-12)
+
+
+# ---- analysis.stream -----------------------------------------------------------------------------------
+
+def test_ones_share_matches_float64_definition():
+    x = torch.randn(3, 5, 16, dtype=torch.float64) + torch.randn(3, 5, 1, dtype=torch.float64)
+    mu = x.mean(-1)
+    sigma2 = x.var(-1, correction=0)
+    assert torch.allclose(ones_share(x), (mu ** 2 / (mu ** 2 + sigma2)).reshape(-1), atol=1e-12)
+    ones = torch.ones(1, 1, 16)
+    assert torch.allclose(ones_share(ones), torch.ones(1, dtype=torch.float64))
+    assert ones_share(torch.zeros(1, 1, 16)).item() == 0.0
+
+
+def test_constant_offset_and_noise_are_told_apart():
+    noise = torch.randn(4, 64, 32, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    offset = noise * 0.1 + 3.0
+    stats_offset, stats_noise = layer_statistics(offset), layer_statistics(noise)
+    assert stats_offset["ones_share"] > 0.99 and stats_noise["ones_share"] < 0.1
+    assert stats_offset["token_mean_cv"] < 0.05 and stats_noise["token_mean_cv"] > 2
+    assert stats_offset["token_mean_sign_agreement"] == 1.0
+    assert stats_offset["offset_share"] > 0.99 and stats_noise["offset_share"] < 0.1
+    rows = stream_statistics([noise, offset])
+    assert [r["layer"] for r in rows] == [0, 1]
+
+
+def test_write_mean_agreement_sees_blocks_pushing_the_same_way():
+    g = torch.Generator().manual_seed(8)
+    push = torch.randn(2, 32, 1, generator=g, dtype=torch.float64) + 1.0  # per-token mean each block adds
+    stream = [torch.randn(2, 32, 16, generator=g, dtype=torch.float64)]
+    for _ in range(3):
+        stream.append(stream[-1] + push + 0.01 * torch.randn(2, 32, 16, generator=g, dtype=torch.float64))
+    together = write_mean_agreement(stream)
+    assert together["write_mean_correlation"] > 0.95 and together["write_mean_sign_agreement"] == 1.0
+    # Independent stream positions: neighbouring writes share one position with opposite signs
+    # (correlation -1/2), others share none (0), so the pair average is -1/3.
+    independent = [torch.randn(8, 256, 16, generator=g, dtype=torch.float64) for _ in range(4)]
+    apart = write_mean_agreement(independent)
+    assert abs(apart["write_mean_correlation"] + 1 / 3) < 0.1
+    with pytest.raises(ValueError):
+        write_mean_agreement(stream[:2])
