@@ -175,7 +175,7 @@ def train_grid(grid: list[dict], base_model: GPTConfig, base_train, corpus, *, p
 
     if not grid:
         raise ValueError("grid is empty; give at least one run")
-    entropy = corpus.unigram_entropy_nats()
+    entropy = corpus.unigram_entropy_nats
     rows = []
     iterator = grid if progress is None else progress(grid)
     for entry in iterator:
