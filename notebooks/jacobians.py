@@ -37,7 +37,7 @@ results_dir = "build/results"
 SETTINGS = {
     # dims: feature sizes checked; tokens: random tokens per size; scales: points in the 1/r sweep;
     # fit_tokens/fit_steps: the B14 gain-fitting experiment.
-    "smoke": {"dims": [8, 32], "tokens": 4, "scales": 9, "eps_points": 7, "fit_tokens": 256, "fit_steps": 150, "gain_trials": 50},
+    "smoke": {"dims": [8, 32], "tokens": 4, "scales": 9, "eps_points": 7, "fit_tokens": 256, "fit_steps": 150, "gain_trials": 24},
     "cpu": {"dims": [8, 64, 256], "tokens": 24, "scales": 33, "eps_points": 25, "fit_tokens": 4096, "fit_steps": 400, "gain_trials": 2000},
     "gpu": {"dims": [8, 64, 256, 512], "tokens": 32, "scales": 33, "eps_points": 25, "fit_tokens": 8192, "fit_steps": 400, "gain_trials": 4000},
 }

@@ -92,6 +92,17 @@ def test_crossover_rms():
     assert math.isclose(G.crossover_rms(rms_values, gaps, 3e-7), 1e-6 / 3e-7, rel_tol=1e-9)
     assert G.crossover_rms(rms_values, gaps, 1.0) == 0.0
     assert G.crossover_rms(rms_values, gaps, 1e-8) == math.inf
+    # a dip below threshold in the middle must not hide the crossing at larger RMS
+    assert math.isclose(G.crossover_rms([1e-2, 0.5, 1.0, 10.0], [1e-3, 0.0, 1e-5, 1e-7], 1e-6), math.sqrt(10))
+
+
+def test_crossover_matches_prediction_on_measured_gaps():
+    eps = 1e-6
+    rms_values = torch.logspace(-6, 4, 200, dtype=torch.float64).tolist()
+    gaps = G.placement_output_gap(G.tokens_with_rms(rms_values, 16, _generator(10)), eps)
+    for resolution in (torch.finfo(torch.float32).eps, torch.finfo(torch.bfloat16).eps):
+        measured = G.crossover_rms(rms_values, gaps, resolution)
+        assert 0.5 < measured / G.predicted_crossover_rms(eps, resolution) < 2
 
 
 def test_eps_effect_on_mean_dominated_inputs():

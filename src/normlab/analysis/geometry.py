@@ -117,22 +117,26 @@ def placement_rounded_disagreement(x: torch.Tensor, eps: float, dtype: torch.dty
 
 
 def crossover_rms(rms_values, gaps, threshold: float) -> float:
-    """The RMS below which the placement gap exceeds threshold, by log-log interpolation (gap falls as RMS grows).
+    """The largest RMS at which the placement gap still exceeds threshold, log-log interpolated to the next point.
 
-    Returns 0 if the gap never exceeds threshold and inf if it always does.
+    The gap is not monotone (its two leading terms, ε/r and ε/(2r²), cancel near r = 1/2), so the scan starts
+    from the large-RMS end. Returns 0 if the gap never exceeds threshold and inf if it does at the largest RMS.
     """
     points = sorted(zip(map(float, rms_values), map(float, gaps)))
     if points[-1][1] > threshold:
         return math.inf
-    if points[0][1] <= threshold:
-        return 0.0
-    for (r0, g0), (r1, g1) in zip(points, points[1:]):
-        if g0 > threshold >= g1:
+    for (r0, g0), (r1, g1) in reversed(list(zip(points, points[1:]))):
+        if g0 > threshold:
             if g1 <= 0:
                 return r1
             t = (math.log(g0) - math.log(threshold)) / (math.log(g0) - math.log(g1))
             return math.exp(math.log(r0) + t * (math.log(r1) - math.log(r0)))
     return 0.0
+
+
+def predicted_crossover_rms(eps: float, resolution: float) -> float:
+    """Leading-order estimate of crossover_rms: the gap is ≈ ε/r for r ≫ 1/2 and ≈ ε/(2r²) for r ≪ 1/2."""
+    return max(eps / resolution, math.sqrt(eps / (2 * resolution)))
 
 
 # ---------------------------------------------------------------- eps on mean-dominated inputs (B11)

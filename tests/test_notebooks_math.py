@@ -1,0 +1,80 @@
+"""Smoke runs of the geometry and Jacobian chapters through papermill, asserting on their results JSON."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from normlab.study import VERDICTS
+from normlab.study.run import execute
+
+
+def _numbers(value):
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from _numbers(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _numbers(item)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        yield value
+    elif isinstance(value, str) and value.lower() in ("nan", "inf", "-inf"):
+        yield float(value)
+
+
+def _run(name, tmp_path_factory):
+    root = tmp_path_factory.mktemp(name)
+    results = execute(name, "smoke", executed_dir=root / "ex", results_dir=root / "res", force=True)
+    assert results["notebook"] == name and results["profile"] == "smoke"
+    return {claim["id"]: claim for claim in results["claims"]}
+
+
+@pytest.fixture(scope="module")
+def geometry(tmp_path_factory):
+    return _run("geometry", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def jacobians(tmp_path_factory):
+    return _run("jacobians", tmp_path_factory)
+
+
+def _check_records(claims, expected_ids):
+    assert set(claims) == expected_ids
+    for claim in claims.values():
+        assert claim["verdict"] in VERDICTS and claim["verdict"] != "not testable here"
+        assert claim["summary"] and claim["section"]
+        numbers = list(_numbers(claim["evidence"]))
+        assert numbers, f"{claim['id']} has no numeric evidence"
+        assert all(math.isfinite(n) for n in numbers), f"{claim['id']} has non-finite evidence"
+
+
+def test_geometry_chapter(geometry):
+    _check_records(geometry, {"A1", "A2", "A3", "A4", "A6", "B2", "B3", "B4", "B11", "B16", "Q1"})
+    assert geometry["A1"]["verdict"] == "holds" and geometry["A1"]["evidence"]["max_abs_diff"] < 1e-12
+    assert geometry["B2"]["verdict"] == "holds"
+    # A2's ε-outside formula is not what torch computes
+    assert geometry["A2"]["verdict"] == "holds with caveats" and geometry["A2"]["evidence"]["vs_torch"] > 1e-9
+    assert geometry["B4"]["evidence"]["rms_shift_change_at_c_sigma"] > 0.5
+    assert geometry["A4"]["evidence"]["ln_shift_limit_sigma"]["float64"] >= 1e4
+    assert geometry["A4"]["evidence"]["ln_shift_limit_sigma"]["float32"] <= 1e5  # float32 rounding breaks it
+    ranks, d = geometry["B16"]["evidence"]["ranks"], geometry["B16"]["evidence"]["d"]
+    assert (ranks["LayerNorm"], ranks["RMSNorm"]) == (d - 1, d)
+    params = geometry["A6"]["evidence"]["parameters"]
+    assert params["torch.nn.LayerNorm"] == 2 * params["torch.nn.RMSNorm"]
+    crossover = geometry["Q1"]["evidence"]["crossovers"]["eps=1e-06/float32"]["output"]
+    assert 4 < crossover < 16  # ≈ ε / finfo(float32).eps = 8.4
+    assert geometry["B11"]["verdict"] == "holds"
+
+
+def test_jacobian_chapter(jacobians):
+    _check_records(jacobians, {"B3", "B12", "B13", "B14"})
+    b12 = jacobians["B12"]["evidence"]
+    assert b12["exact_form_error"] < 1e-12 and b12["printed_form_error"] > 0.1
+    assert b12["one_over_r_error_eps0"] < 1e-12
+    assert jacobians["B12"]["verdict"] == "holds with caveats"
+    b13 = jacobians["B13"]["evidence"]
+    assert b13["gain_gradient_error"] < 1e-12 and b13["exact_input_gradient_error"] < 1e-12
+    assert b13["printed_input_gradient_error"] > 0.1
+    assert jacobians["B3"]["verdict"] == "holds" and jacobians["B3"]["evidence"]["layer_norm_jacobian_error"] < 1e-12
+    assert jacobians["B14"]["evidence"]["fit_error_vs_slope"] < 1e-8
