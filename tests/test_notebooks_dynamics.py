@@ -1,0 +1,31 @@
+import math
+
+import pytest
+
+from normlab.study.run import execute
+
+
+def _numbers(value):
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _numbers(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _numbers(v)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        yield value
+
+
+@pytest.mark.parametrize("name, claims", [("depth", {"B17", "B18", "B19"}), ("gain", {"B15"})])
+def test_dynamics_notebooks_smoke(tmp_path, name, claims):
+    result = execute(name, "smoke", executed_dir=tmp_path / "ex", results_dir=tmp_path / "res", force=True)
+    recorded = {c["id"]: c for c in result["claims"]}
+    assert claims <= set(recorded)
+    for claim in claims:
+        numbers = list(_numbers(recorded[claim]["evidence"]))
+        assert numbers and all(math.isfinite(n) for n in numbers), claim
+    if name == "gain":
+        effective = recorded["B15"]["evidence"]["effective_lr"]
+        assert effective["sgd_exponent_gain"] == pytest.approx(-2.0, abs=0.15)
+        assert effective["adam_exponent_gain"] == pytest.approx(-1.0, abs=0.15)
+        assert recorded["B15"]["evidence"]["wd_schedule"]["li_arora_max_angle_rad"] < 1e-9
