@@ -31,7 +31,7 @@ SETTINGS = {
     # tokens/d: the random batch for formula and invariance checks; points: resolution of every sweep;
     # rank_tokens/rank_d: the batch whose output rank is measured.
     "smoke": {"tokens": 64, "d": 64, "points": 9, "rank_tokens": 256, "rank_d": 32},
-    "cpu": {"tokens": 2048, "d": 256, "points": 31, "rank_tokens": 4096, "rank_d": 256},
+    "cpu": {"tokens": 1024, "d": 256, "points": 31, "rank_tokens": 4096, "rank_d": 256},
     "gpu": {"tokens": 8192, "d": 512, "points": 41, "rank_tokens": 8192, "rank_d": 512},
 }
 if profile not in SETTINGS:
@@ -410,6 +410,7 @@ axes[0].set_yscale("log")
 axes[0].set_xlabel("RMS of the input x (input units)")
 axes[0].set_ylabel("max |inside − outside| / max |inside|")
 axes[0].set_title("ε inside vs outside the root, float64")
+axes[0].legend(loc="upper right", fontsize=8)
 shares = placement.melt(id_vars=["eps", "RMS of x"], value_vars=["float32 elements differing", "bfloat16 elements differing"],
                         var_name="dtype", value_name="share")
 sns.lineplot(data=shares, x="RMS of x", y="share", hue="eps", style="dtype", ax=axes[1])
@@ -436,7 +437,7 @@ torch_is_inside = torch_inside_error < FORMULA_TOL and torch_outside_gap > FORMU
 results.record(
     "Q1", decide(torch_is_inside and predicted_ok, caveat=fp32_crossover > 1.0),
     f"All checked implementations put ε inside the root (torch measured: {torch_inside_error:.0e}) except the RMSNorm authors' code; "
-    f"the outputs differ by ≈ ε/r, which for ε = 1e-6 exceeds float32 resolution below r ≈ {fp32_crossover:.1f} "
+    f"the outputs differ by ≈ |ε/r − ε/(2r²)|, which for ε = 1e-6 exceeds float32 resolution below r ≈ {fp32_crossover:.1f} "
     f"({share32_at_1:.0%} of float32 outputs differ at r = 1) and bfloat16 resolution only below r ≈ {bf16_crossover:.1e}.",
     {"torch_vs_inside_max_abs": torch_inside_error, "torch_vs_outside_max_abs": torch_outside_gap,
      "torch_default_eps_is_finfo_eps_error": torch_default_eps_error,
@@ -451,8 +452,8 @@ results.record(
 results.record(
     "A2", decide(a2_vs_outside_reference < FORMULA_TOL, caveat=a2_vs_torch > FORMULA_TOL),
     f"A2's ε-outside formula is a valid RMSNorm (it is the authors' own code's form, matched to {a2_vs_outside_reference:.0e}) "
-    f"but not what PyTorch, LLaMA, T5 or Gemma compute (ε inside, as B2 writes): the two differ by up to {a2_vs_torch:.0e} here, "
-    f"≈ ε/r, visible in float32 below r ≈ {fp32_crossover:.1f} for ε = 1e-6.",
+    f"but not what PyTorch, LLaMA, T5 or Gemma compute (ε inside, as B2 writes): on these random tokens the two differ by up to "
+    f"{a2_vs_torch:.0e} (max abs), a difference visible in float32 for any RMS below ≈ {fp32_crossover:.1f} when ε = 1e-6.",
     {"vs_outside_reference": a2_vs_outside_reference, "vs_torch": a2_vs_torch, "float32_crossover_rms_eps_1e-6": fp32_crossover,
      "bfloat16_crossover_rms_eps_1e-6": bf16_crossover, "tolerance": FORMULA_TOL},
     section="geometry-eps-placement",
@@ -484,12 +485,12 @@ for c in offsets:
 b11 = pd.DataFrame(b11_rows)
 
 fig, axes = plt.subplots(1, 2, figsize=(13, 4))
-sns.lineplot(data=b11.assign(**{"ε effect": b11["ε effect"].clip(lower=1e-18)}), x="statistic / ε", y="ε effect",
+sns.lineplot(data=b11.assign(**{"ε effect": b11["ε effect"].clip(lower=1e-18)}), x="noise s", y="ε effect",
              hue="norm", style="offset c", markers=True, ax=axes[0])
 axes[0].set_xscale("log")
 axes[0].set_yscale("log")
-axes[0].axvline(1.0, color="grey", ls=":", lw=1)
-axes[0].set_xlabel("padded statistic / ε  (σ² for LayerNorm, mean(x²) for RMSNorm)")
+axes[0].axvline(math.sqrt(B11_EPS), color="grey", ls=":", lw=1, label="s = √ε")
+axes[0].set_xlabel("per-token noise s (input units; offset c in line style)")
 axes[0].set_ylabel("relative output change caused by ε")
 axes[0].set_title(f"What ε = {B11_EPS:g} does")
 sns.lineplot(data=b11[b11["offset c"] > 0].assign(**{"noise / offset": lambda f: f["noise s"] / f["offset c"]}),
