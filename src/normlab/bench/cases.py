@@ -78,10 +78,11 @@ def build_cases(profile: Profile, backends: tuple[str, ...] | None = None) -> li
     for dtype in profile.sweep_dtypes:
         for d in profile.sweep_d:
             if d <= profile.dtype_max_d.get(dtype, d):
-                norms_over("sweep", "forward", dtype, profile.train_rows, d)
+                norms_over("sweep", "forward", dtype, profile.sweep_rows(d), d)
     for dtype in profile.backward_dtypes:
         for d in profile.backward_d:
-            norms_over("backward", "forward+backward", dtype, profile.train_rows, d)
+            if d <= profile.backward_dtype_max_d.get(dtype, d):
+                norms_over("backward", "forward+backward", dtype, profile.train_rows, d)
     for dtype in profile.small_dtypes:
         for d in profile.small_d:
             for rows in profile.small_rows:

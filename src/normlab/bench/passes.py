@@ -130,22 +130,33 @@ def profiler_ops(fn: Callable[[], object], full_numel: int, device: str = "cpu")
     only allocate or alias. On
     CUDA: every device kernel launched.
     """
-    from torch.profiler import ProfilerActivity, profile
-
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-    with profile(activities=activities, record_shapes=True) as prof:
-        fn()
-        if device == "cuda":
-            torch.cuda.synchronize()
-    events = prof.events()
     if device == "cuda":
-        kernels = [e.name for e in events if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA]
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
+            fn()
+            torch.cuda.synchronize()
+        kernels = [e.name for e in prof.events() if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA]
         return ProfilerOps(kernels, device)
+    events = _cpu_events(fn)
     names = []
     for event in events:
         if _moves_full_tensor(event, full_numel) and not any(_moves_full_tensor(c, full_numel) for c in event.cpu_children):
             names.append(event.name[len("aten::"):])
     return ProfilerOps(names, device)
+
+
+def _cpu_events(fn: Callable[[], object]):
+    """CPU op events. The legacy (non-Kineto) profiler starts in milliseconds; Kineto takes ~10 s to start up."""
+    try:
+        with torch.autograd.profiler.profile(use_kineto=False, record_shapes=True) as prof:
+            fn()
+    except (RuntimeError, TypeError, AssertionError):  # a torch without the legacy profiler
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+            fn()
+    return prof.events() if hasattr(prof, "events") else prof.function_events
 
 
 def _moves_full_tensor(event, full_numel: int) -> bool:

@@ -40,8 +40,16 @@ class Profile:
     timing: TimingSettings
     # backend -> (studies it is timed in, why not elsewhere); absent: timed everywhere
     limited: dict = field(default_factory=dict)
-    # dtype -> largest d timed in the sweep (bf16 on CPU is slow to emulate)
+    # dtype -> largest d timed in the sweep / the backward study (bf16 on CPU is slow to emulate)
     dtype_max_d: dict = field(default_factory=dict)
+    backward_dtype_max_d: dict = field(default_factory=dict)
+    # the sweep keeps rows x d at most this (None: no cap), so the longest rows fit the profile's time
+    max_elements: int | None = None
+
+    def sweep_rows(self, d: int) -> int:
+        if self.max_elements is None:
+            return self.train_rows
+        return max(1, min(self.train_rows, self.max_elements // d))
 
 
 _COMPILE_BUDGET = (
@@ -62,9 +70,9 @@ PROFILE_SETTINGS = {
         name="cpu", device="cpu", train_rows=8192, sweep_d=(256, 1024, 4096, 16384), sweep_dtypes=("float32", "bfloat16"),
         backward_d=(1024, 4096), backward_dtypes=("float32", "bfloat16"), small_rows=(1, 16), small_d=(4096,),
         small_dtypes=("float32", "bfloat16"), partial_d=(4096,), chunked_d=(65536,), chunked_rows=1024,
-        timing=TimingSettings(warmup=2, min_repeats=3, max_repeats=15, budget_s=0.6, min_repeat_s=2e-3,
+        timing=TimingSettings(warmup=2, min_repeats=3, max_repeats=10, budget_s=0.4, min_repeat_s=2e-3,
                               rotation_bytes=64 << 20, max_buffers=32),
-        dtype_max_d={"bfloat16": 4096},
+        dtype_max_d={"bfloat16": 4096}, backward_dtype_max_d={"bfloat16": 1024}, max_elements=8192 * 4096,
     ),
     "gpu": Profile(
         name="gpu", device="cuda", train_rows=8192,

@@ -25,14 +25,14 @@ def measured(df: pd.DataFrame) -> pd.DataFrame:
 def ln_rms_ratios(df: pd.DataFrame) -> pd.DataFrame:
     """One row per implementation and shape timed for both norms: t_ln, t_rms, ratio t_ln/t_rms, saving."""
     ok = measured(df)
-    ln = ok[ok["norm"] == "layer"].set_index(MATCH)
-    rms = ok[ok["norm"] == "rms"].set_index(MATCH)
-    joined = ln[["median_s", "fraction_of_copy", "effective_passes"]].join(
-        rms[["median_s", "fraction_of_copy", "effective_passes"]], lsuffix="_ln", rsuffix="_rms", how="inner")
+    values = ["median_s", "fraction_of_copy", "effective_passes"]
+    ln = ok[ok["norm"] == "layer"][MATCH + values]
+    rms = ok[ok["norm"] == "rms"][MATCH + values]
+    joined = ln.merge(rms, on=MATCH, how="inner", suffixes=("_ln", "_rms"))
     joined = joined.rename(columns={"median_s_ln": "t_ln_s", "median_s_rms": "t_rms_s"})
     joined["ratio_ln_over_rms"] = joined["t_ln_s"] / joined["t_rms_s"]
     joined["saving"] = 1.0 - joined["t_rms_s"] / joined["t_ln_s"]
-    return joined.reset_index()
+    return joined
 
 
 def skipped(df: pd.DataFrame) -> pd.DataFrame:

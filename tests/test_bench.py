@@ -1,0 +1,275 @@
+"""The benchmark harness: byte model, pass census, timing arithmetic, bad input, and a consistent results document.
+
+Nothing here asserts on speed: timings are only checked to be positive,
+finite and consistent with the numbers derived from them.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+import normlab
+from normlab.bench import claims, harness, passes, provenance, report, traffic
+from normlab.bench.__main__ import main as bench_main
+from normlab.bench.cases import Case, build_cases, skip_reason
+from normlab.bench.profiles import PROFILE_SETTINGS, get_profile
+from normlab.bench.timing import TimingSettings, buffer_count, summarise, time_call
+
+
+# ---------------------------------------------------------------- byte model
+
+@pytest.mark.parametrize("dtype, size", [(torch.float32, 4), (torch.bfloat16, 2)])
+def test_forward_bytes_are_x_read_y_written_and_the_parameters(dtype, size):
+    rows, d = 8192, 4096
+    assert traffic.must_move("layer", "forward", rows, d, dtype).total == 2 * rows * d * size + 2 * d * size
+    assert traffic.must_move("rms", "forward", rows, d, dtype).total == 2 * rows * d * size + d * size
+
+
+def test_backward_bytes_add_dy_x_dx_statistics_and_parameter_gradients():
+    rows, d, s = 1000, 256, 4
+    ln = traffic.must_move("layer", "forward+backward", rows, d, torch.float32)
+    # forward x, y; backward dy, x, dx  -> 5 tensors
+    assert ln.activations == 5 * rows * d * s
+    # weight+bias read in forward and backward, their gradients written
+    assert ln.parameters == 3 * 2 * d * s
+    # mean and rstd (fp32) written by the forward, read by the backward
+    assert ln.statistics == 2 * 2 * rows * 4
+    rms = traffic.must_move("rms", "forward+backward", rows, d, torch.float32)
+    assert rms.parameters == 3 * d * s and rms.statistics == 2 * rows * 4
+
+
+def test_copy_bytes_and_effective_passes():
+    assert traffic.copy_bytes(10, 20, torch.float32) == 2 * 10 * 20 * 4
+    assert traffic.effective_passes(3.0, 1.5) == pytest.approx(4.0)
+    assert traffic.bandwidth(2e9, 2.0) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="positive"):
+        traffic.bandwidth(1, 0.0)
+
+
+def test_byte_model_rejects_unknown_names():
+    with pytest.raises(ValueError, match="valid norms: layer, rms"):
+        traffic.must_move("batch", "forward", 1, 1, torch.float32)
+    with pytest.raises(ValueError, match="valid directions"):
+        traffic.must_move("rms", "backward", 1, 1, torch.float32)
+    with pytest.raises(ValueError, match="valid: chunked"):
+        traffic.strategy_passes("rms", "chunked two-pass")
+
+
+def test_strategy_passes_put_two_pass_layer_norm_one_read_above_welford_and_rms():
+    assert traffic.strategy_passes("layer", "persistent") == traffic.strategy_passes("rms", "persistent") == 2
+    assert traffic.strategy_passes("layer", "chunked two-pass") == traffic.strategy_passes("rms", "chunked") + 1
+    assert traffic.strategy_passes("layer", "chunked welford") == traffic.strategy_passes("rms", "chunked")
+
+
+# ---------------------------------------------------------------- pass census
+
+def _census(fn, x):
+    traced = passes.trace_traffic(fn, x.numel(), x.numel() * x.element_size())
+    profiled = passes.profiler_ops(fn, x.numel())
+    return traced, profiled
+
+
+def test_eager_composites_make_the_passes_the_byte_model_counts_and_the_profiler_agrees():
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(64, 256, generator=g)
+    w, b = torch.rand(256, generator=g) + 0.5, torch.randn(256, generator=g)
+    # RMS (HF order, fp32): pow (r+w), mean (r), x*rsqrt (r+w), weight*y (r+w) = 7 full-size passes, 4 ops
+    rms, rms_prof = _census(lambda: normlab.rms_norm(x, w, backend="eager"), x)
+    assert rms.passes == 7 and len(rms.op_names) == 4 == rms_prof.count
+    # LN composite: mean, sub, pow, mean, mul(rsqrt), mul(weight), add(bias) = 1+2+2+1+2+2+2 = 12 passes, 7 ops
+    ln, ln_prof = _census(lambda: normlab.layer_norm(x, w, b, backend="eager"), x)
+    assert ln.passes == 12 and len(ln.op_names) == 7 == ln_prof.count
+    assert passes.count_reductions(ln.op_names) == 2 and passes.count_reductions(rms.op_names) == 1
+    # the native fused LayerNorm is one op: one read, one write
+    native, native_prof = _census(lambda: normlab.layer_norm(x, w, b, backend="torch"), x)
+    assert native.passes == 2 and native.op_names == ["native_layer_norm"] == native_prof.names
+
+
+def test_bf16_composites_count_their_fp32_temporaries_as_double_passes():
+    x = torch.randn(32, 128).bfloat16()
+    w = torch.ones(128, dtype=torch.bfloat16)
+    traced, profiled = _census(lambda: normlab.rms_norm(x, w, backend="eager"), x)
+    # up-cast (r1 + w2), pow (r2 + w2), mean (r2), x*rsqrt (r2 + w2), down-cast (r2 + w1), weight*y (r1 + w1)
+    assert traced.passes == 3 + 4 + 2 + 4 + 3 + 2
+    assert len(traced.op_names) == profiled.count
+
+
+def test_views_move_nothing_but_a_copy_forced_by_layout_counts():
+    x = torch.randn(16, 64)
+    views = passes.trace_traffic(lambda: x.view(64, 16).t().unsqueeze(0), x.numel(), x.numel() * 4)
+    assert views.passes == 0 and views.moving_ops == []
+    # flattening a transposed tensor has to copy it: one read, one write
+    copied = passes.trace_traffic(lambda: x.t().reshape(-1), x.numel(), x.numel() * 4)
+    assert copied.passes == 2 and len(copied.moving_ops) == 1
+
+
+# ---------------------------------------------------------------- timing
+
+def test_summarise_reports_median_quartiles_and_extremes():
+    timing = summarise([4.0, 1.0, 3.0, 2.0, 5.0], number=10, buffers=3)
+    assert (timing.median_s, timing.min_s, timing.max_s) == (3.0, 1.0, 5.0)
+    assert (timing.q25_s, timing.q75_s) == (2.0, 4.0) and timing.iqr_s == 2.0
+    assert timing.repeats == 5 and timing.number == 10
+
+
+def test_time_call_rotates_through_every_input_set():
+    seen = []
+    settings = TimingSettings(warmup=1, min_repeats=3, max_repeats=3, budget_s=1e-3, min_repeat_s=1e-9)
+    timing = time_call(lambda i: seen.append(i), [(0,), (1,), (2,)], settings, torch.device("cpu"))
+    assert set(seen) == {0, 1, 2}
+    assert timing.repeats == 3 and math.isfinite(timing.median_s) and timing.median_s > 0
+
+
+def test_buffer_count_spreads_inputs_but_stays_bounded():
+    settings = TimingSettings(rotation_bytes=1000, max_buffers=8)
+    assert buffer_count(10, settings) == 8
+    assert buffer_count(400, settings) == 3
+    assert buffer_count(10**9, settings) == 2
+
+
+def test_timing_settings_reject_impossible_values():
+    with pytest.raises(ValueError, match="min_repeats <= max_repeats"):
+        TimingSettings(min_repeats=5, max_repeats=2)
+
+
+# ---------------------------------------------------------------- bad input and availability
+
+def test_unknown_profile_dtype_or_backend_is_rejected_with_the_valid_list():
+    with pytest.raises(ValueError, match="valid profiles: smoke, cpu, gpu"):
+        get_profile("fast")
+    with pytest.raises(ValueError, match="valid dtypes: float32, bfloat16, float16"):
+        get_profile("smoke", dtypes=["fp8"])
+    with pytest.raises(ValueError, match="valid backends: .*eager.*auto"):
+        get_profile("smoke", backends=["cuda-graphs"])
+
+
+def test_cli_reports_bad_input_and_exits_2(capsys):
+    assert bench_main(["--profile", "fast", "--no-progress"]) == 2
+    assert "valid profiles: smoke, cpu, gpu" in capsys.readouterr().err
+    assert bench_main(["--profile", "smoke", "--backend", "nope", "--no-progress"]) == 2
+    assert "valid backends" in capsys.readouterr().err
+
+
+def test_gpu_profile_without_a_gpu_says_so():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(RuntimeError, match="needs CUDA"):
+        harness.run("gpu", progress=False)
+
+
+def test_triton_and_chunked_cases_are_skipped_on_cpu_with_a_reason():
+    profile = PROFILE_SETTINGS["smoke"]
+    cases = build_cases(profile)
+    triton = [c for c in cases if c.backend == "triton"]
+    assert triton and all("not a speed measurement" in skip_reason(c, profile, torch.device("cpu")) for c in triton)
+    assert {c.study for c in cases} == {"sweep", "backward", "small-batch", "partial", "chunked"}
+
+
+def test_every_profile_grid_covers_both_norms_and_the_studies_the_issue_asks_for():
+    cpu = PROFILE_SETTINGS["cpu"]
+    gpu = PROFILE_SETTINGS["gpu"]
+    assert cpu.train_rows >= 8192 and gpu.train_rows >= 8192
+    assert min(cpu.sweep_d) == 256 and max(cpu.sweep_d) == 16384 and max(gpu.sweep_d) == 65536
+    assert max(cpu.small_rows) <= 16 and max(gpu.small_rows) <= 16
+    assert {"float32", "bfloat16"} <= set(cpu.sweep_dtypes)
+    assert any(c.d == 4096 and c.rows == 8192 and c.implementation == "auto" for c in build_cases(cpu))
+
+
+# ---------------------------------------------------------------- a small real run
+
+@pytest.fixture(scope="module")
+def document():
+    return harness.run("smoke", backends=["eager", "torch", "triton"], dtypes=["float32"], progress=False)
+
+
+def test_run_document_carries_environment_and_only_valid_statuses(document):
+    assert document["hardware"]["cpu"] and document["versions"]["torch"] == torch.__version__
+    assert {r["status"] for r in document["records"]} <= {"ok", "skipped", "error"}
+    assert not [r for r in document["records"] if r["status"] == "error"]
+    assert all(r["reason"] for r in document["records"] if r["status"] != "ok")
+    json.dumps(document, allow_nan=False)
+
+
+def test_copy_benchmark_reaches_exactly_its_own_bandwidth(document):
+    copies = [r for r in document["records"] if r["norm"] == "copy"]
+    assert copies
+    for record in copies:
+        assert record["fraction_of_copy"] == pytest.approx(1.0, rel=1e-12)
+        assert record["effective_passes"] == pytest.approx(2.0, rel=1e-12)
+
+
+def test_bandwidths_are_positive_finite_and_bytes_match_the_formula(document):
+    for r in (r for r in document["records"] if r["status"] == "ok"):
+        assert math.isfinite(r["bandwidth_gbs"]) and r["bandwidth_gbs"] > 0
+        assert math.isfinite(r["fraction_of_copy"]) and r["fraction_of_copy"] > 0
+        assert r["q25_s"] <= r["median_s"] <= r["q75_s"] and r["min_s"] <= r["median_s"] <= r["max_s"]
+        dtype = getattr(torch, r["dtype"])
+        expected = (traffic.copy_bytes(r["rows"], r["d"], dtype) if r["norm"] == "copy"
+                    else traffic.must_move(r["norm"], r["direction"], r["rows"], r["d"], dtype).total)
+        assert r["bytes"] == expected
+        assert r["bandwidth_gbs"] == pytest.approx(r["bytes"] / r["median_s"] / 1e9)
+        assert r["fraction_of_copy"] == pytest.approx(r["bandwidth_gbs"] / r["copy_bandwidth_gbs"])
+
+
+def test_ratios_are_consistent_with_the_times(document):
+    df = report.frame(document)
+    ratios = report.ln_rms_ratios(df)
+    assert not ratios.empty
+    ok = report.measured(df).set_index(["study", "norm", "implementation", "direction", "dtype", "rows", "d", "mode"])
+    for row in ratios.itertuples():
+        key = (row.study, "{}", row.implementation, row.direction, row.dtype, row.rows, row.d, row.mode)
+        t_ln = ok.loc[tuple(k if k != "{}" else "layer" for k in key), "median_s"]
+        t_rms = ok.loc[tuple(k if k != "{}" else "rms" for k in key), "median_s"]
+        assert row.ratio_ln_over_rms == pytest.approx(t_ln / t_rms)
+        assert row.saving == pytest.approx(1 - t_rms / t_ln)
+
+
+def test_census_records_agreeing_op_counts_for_the_traceable_backends(document):
+    census = report.census(report.frame(document))
+    traced = census[census["traced_passes"].notna()]
+    assert not traced.empty and traced["ops_agree"].all()
+    eager_rms = traced[(traced["norm"] == "rms") & (traced["implementation"] == "eager") & (traced["direction"] == "forward")]
+    assert eager_rms["traced_passes"].iloc[0] == 7
+
+
+def test_claim_findings_have_valid_verdicts_and_finite_key_numbers(document):
+    df = report.frame(document)
+    a8, b6 = claims.a8_b6(df, paper_checked=True)
+    assert a8.evidence["citation_accurate"] is False and b6.evidence["citation_accurate"] is True
+    assert a8.verdict in ("does not hold", "holds with caveats")
+    findings = [a8, b6, claims.a5(df, 0.1), *claims.a7_b8(df, 0.5), claims.b9(df, 0.5), claims.a10(df, 0.5),
+                claims.b10(df), claims.q2(df, 0.1)]
+    for finding in findings:
+        assert finding.verdict in ("holds", "holds with caveats", "does not hold", "not testable here")
+        assert finding.summary
+    assert math.isfinite(a8.evidence["measured_saving_min"])
+
+
+def test_partial_rms_estimate_error_shrinks_with_more_features():
+    coarse = claims.partial_rms_estimate_error(1024, 0.0625)
+    fine = claims.partial_rms_estimate_error(16384, 0.0625)
+    # k i.i.d. squares: relative error of the RMS ~ 1/sqrt(2k)
+    assert 0.3 / math.sqrt(2 * 64) < coarse < 3 / math.sqrt(2 * 64)
+    assert fine < coarse
+
+
+# ---------------------------------------------------------------- committed results
+
+def test_committed_results_are_found_and_labelled_with_where_and_when(tmp_path, document):
+    assert provenance.load_committed(tmp_path) == []
+    synthetic = dict(document, hardware=dict(document["hardware"], gpu="Synthetic GPU"), profile="gpu")
+    harness.save(synthetic, tmp_path / "gpu-bench.json")
+    (tmp_path / "other.json").write_text("{}")
+    [(label, frame)] = provenance.load_committed(tmp_path)
+    assert "Synthetic GPU" in label and document["started"] in label and "gpu-bench.json" in label
+    assert len(frame) == len(document["records"])
+
+
+def test_loading_a_file_that_is_not_bench_results_fails_clearly(tmp_path):
+    path = tmp_path / "gpu-bench-bad.json"
+    path.write_text(json.dumps({"notebook": "speed"}))
+    with pytest.raises(ValueError, match="not a normlab.bench results file"):
+        harness.load(path)
