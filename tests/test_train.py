@@ -4,6 +4,15 @@ import math
 import pytest
 import torch
 
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    # Small models on shared cores: one thread avoids threads of several processes spinning against each other.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
 from normlab.corpus import build_corpus, load_corpus
 from normlab.model import GPT, GPTConfig
 from normlab.train import TrainConfig, learning_rate, parameter_groups, train
@@ -12,7 +21,7 @@ MODEL = GPTConfig(context=32, width=32, depth=2, heads=4)
 
 
 def run_config(**overrides) -> TrainConfig:
-    base = dict(steps=12, batch_size=4, lr=3e-3, warmup_steps=3, eval_every=4, eval_batches=2, stream_every=6, progress=False)
+    base = dict(steps=12, batch_size=4, lr=1e-2, warmup_steps=3, eval_every=4, eval_batches=2, stream_every=6, progress=False)
     return TrainConfig(**{**base, **overrides})
 
 
@@ -60,14 +69,10 @@ def test_same_seed_same_curve_and_the_tables_are_complete(corpus):
     assert sorted(a.stream["step"].unique()) == [0, 6, 12]
     assert sorted(a.stream["layer"].unique()) == [0, 1, 2]
     assert a.corpus_sha256 == corpus.sha256 and not a.diverged
+    assert a.val["val_loss"].iloc[-1] < a.val["val_loss"].iloc[0] - 1.0  # it learns: 5.5 -> about 3.7 nats
     # Grad norm of the whole model is the root of the sum of the parts' squares.
     parts = [c for c in h.columns if c.startswith("grad_norm/") and c != "grad_norm/total"]
     assert h[parts].pow(2).sum(axis=1).pow(0.5).sub(h["grad_norm/total"]).abs().max() < 1e-4
-
-
-def test_loss_falls(corpus):
-    run = train(MODEL, run_config(steps=40, lr=1e-2, eval_every=20), corpus)
-    assert run.val["val_loss"].iloc[-1] < run.val["val_loss"].iloc[0] - 1.0
 
 
 def test_interrupted_and_resumed_run_matches_an_uninterrupted_one(corpus, tmp_path):
@@ -88,7 +93,7 @@ def test_interrupted_and_resumed_run_matches_an_uninterrupted_one(corpus, tmp_pa
 def test_mismatched_or_corrupt_checkpoints_are_refused(corpus, tmp_path):
     path = tmp_path / "run.ckpt"
     train(MODEL, run_config(steps=4, checkpoint_path=str(path)), corpus)
-    with pytest.raises(ValueError, match=r"train config lr: checkpoint has 0.003, this run has 0.001"):
+    with pytest.raises(ValueError, match=r"train config lr: checkpoint has 0.01, this run has 0.001"):
         train(MODEL, run_config(steps=4, lr=1e-3, checkpoint_path=str(path)), corpus)
     with pytest.raises(ValueError, match=r"model config norm: checkpoint has 'rms', this run has 'layer'"):
         train(GPTConfig(context=32, width=32, depth=2, heads=4, norm="layer"), run_config(steps=4, checkpoint_path=str(path)), corpus)

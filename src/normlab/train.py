@@ -388,3 +388,44 @@ def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus) ->
         train_config=tcfg.to_dict(),
         interrupted=interrupted,
     )
+
+
+def compare_step_times(configs: dict[str, GPTConfig], corpus: Corpus, *, batch_size: int, repeats: int = 20,
+                       warmup: int = 3, device: str = "cpu", seed: int = 0, progress: bool = True) -> pd.DataFrame:
+    """Seconds per training step (forward, backward, AdamW update) of each model, measured interleaved
+    (one step of each in turn) so that drifting machine load affects all alike. One row per step timed."""
+    if not configs:
+        raise ValueError("configs is empty: give at least one named GPTConfig")
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"repeats must be >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
+    device = torch.device(device)
+    setups = {}
+    for name, cfg in configs.items():
+        corpus.check_context(cfg.context)
+        torch.manual_seed(seed)
+        model = GPT(cfg).to(device).train()
+        optimizer = torch.optim.AdamW(parameter_groups(model, TrainConfig()), lr=1e-4, foreach=False)
+        setups[name] = (model, optimizer, cfg)
+    generator = torch.Generator().manual_seed(seed)
+    batches = [corpus.batch("train", batch_size, max(c.context for c in configs.values()), generator, device) for _ in range(4)]
+    rows = []
+    rounds = range(warmup + repeats)
+    if progress:
+        from tqdm.auto import tqdm
+
+        rounds = tqdm(rounds, desc="timing steps", leave=False)
+    for r in rounds:
+        for name, (model, optimizer, cfg) in setups.items():
+            x, y = (t[:, : cfg.context] for t in batches[r % len(batches)])
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            started = time.perf_counter()
+            _, loss = model(x, y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            if r >= warmup:
+                rows.append({"model": name, "repeat": r - warmup, "step_time": time.perf_counter() - started})
+    return pd.DataFrame(rows)

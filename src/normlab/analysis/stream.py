@@ -109,3 +109,17 @@ def mean_projection_effect(model, batches) -> dict[str, float]:
         model.train(was_training)
     loss, loss_removed = sum(plain) / len(plain), sum(removed) / len(removed)
     return {"loss": loss, "loss_mean_removed": loss_removed, "loss_increase": loss_removed - loss}
+
+
+@torch.no_grad()
+def stream_report(model, x: torch.Tensor) -> tuple[list[dict], dict[str, float]]:
+    """Per-layer statistics of a GPT's residual stream on tokens `x`, and whether its blocks' writes
+    move the mean together."""
+    was_training = model.training
+    model.eval()
+    try:
+        with model.capture_residual_stream() as stream:
+            model(x)
+    finally:
+        model.train(was_training)
+    return stream_statistics(stream), write_mean_agreement(stream)

@@ -1,0 +1,51 @@
+"""Is one training recipe's final loss different from another's, beyond seed-to-seed noise?
+
+`loss_parity(a, b)` compares two samples of final losses (one per seed):
+the difference of means b - a with its 95% Welch t-interval, and the
+seed-to-seed spread (the pooled standard deviation across seeds). Parity is
+declared when |difference| is no larger than that spread: the two recipes
+differ by less than re-running one of them with another seed does.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+# Two-sided 95% quantiles of Student's t, t_{0.975}(df), for df = 1..30 (standard table values).
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def t975(df: float) -> float:
+    """t_{0.975} for (possibly fractional, Welch) degrees of freedom: rounded down (conservative); 1.96 past 30."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    return _T975[int(df) - 1] if df <= 30 else 1.96
+
+
+def _mean_var(values: Sequence[float]) -> tuple[float, float]:
+    n = len(values)
+    mean = sum(values) / n
+    return mean, sum((v - mean) ** 2 for v in values) / (n - 1)
+
+
+def loss_parity(a: Sequence[float], b: Sequence[float]) -> dict[str, float | bool]:
+    a, b = [float(v) for v in a], [float(v) for v in b]
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError("loss_parity needs at least two seeds per recipe to measure a spread")
+    if not all(math.isfinite(v) for v in a + b):
+        raise ValueError("loss_parity got a non-finite loss: a run diverged; report it instead of averaging it")
+    (mean_a, var_a), (mean_b, var_b) = _mean_var(a), _mean_var(b)
+    se2_a, se2_b = var_a / len(a), var_b / len(b)
+    se = math.sqrt(se2_a + se2_b)
+    # Welch-Satterthwaite degrees of freedom; with zero variance in both the interval is a point.
+    df = (se2_a + se2_b) ** 2 / (se2_a ** 2 / (len(a) - 1) + se2_b ** 2 / (len(b) - 1)) if se > 0 else math.inf
+    half_width = t975(max(df, 1.0)) * se if se > 0 else 0.0
+    spread = math.sqrt(((len(a) - 1) * var_a + (len(b) - 1) * var_b) / (len(a) + len(b) - 2))
+    difference = mean_b - mean_a
+    return {
+        "mean_a": mean_a, "mean_b": mean_b, "difference": difference,
+        "ci_low": difference - half_width, "ci_high": difference + half_width,
+        "seed_spread": spread, "parity": abs(difference) <= spread,
+        "relative_difference": difference / mean_a,
+    }
