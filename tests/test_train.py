@@ -125,3 +125,23 @@ def test_diverging_run_is_reported_not_raised(corpus):
     run = train(MODEL, run_config(steps=12, lr=1e30, warmup_steps=0, grad_clip=0.0), corpus)
     assert run.diverged and run.steps_done < 12
     assert not math.isfinite(run.history["loss"].iloc[-1]) or not math.isfinite(run.history["grad_norm/total"].iloc[-1])
+
+
+def test_loss_parity_against_a_hand_computation():
+    from normlab.analysis.parity import loss_parity, t975
+
+    a, b = [2.00, 2.10, 1.90], [2.05, 2.25, 2.15]
+    result = loss_parity(a, b)
+    mean_a, mean_b = sum(a) / 3, sum(b) / 3
+    var_a = sum((v - mean_a) ** 2 for v in a) / 2
+    var_b = sum((v - mean_b) ** 2 for v in b) / 2
+    assert result["difference"] == pytest.approx(mean_b - mean_a, abs=1e-12)
+    assert result["seed_spread"] == pytest.approx(math.sqrt((var_a + var_b) / 2), abs=1e-12)
+    se = math.sqrt(var_a / 3 + var_b / 3)  # equal variances here, so Welch's df is 4
+    assert result["ci_high"] - result["difference"] == pytest.approx(t975(4) * se, abs=1e-9)
+    assert result["parity"] is False  # a 0.15 gap against a 0.1 spread
+    assert loss_parity(a, [v + 0.05 for v in a])["parity"] is True
+    with pytest.raises(ValueError, match="diverged"):
+        loss_parity(a, [2.0, math.nan])
+    with pytest.raises(ValueError, match="two seeds"):
+        loss_parity([1.0], [1.0, 2.0])
