@@ -23,7 +23,7 @@ from . import paths
 
 PROFILES = ("smoke", "cpu", "gpu", "auto")
 # Order of the book; every notebook in notebooks/ must be listed here.
-ORDER = ("geometry", "jacobians", "speed", "quality", "depth", "gain")
+ORDER = ("ecosystem", "geometry", "jacobians", "speed", "quality", "depth", "gain")
 
 
 class NotebookFailed(RuntimeError):

@@ -1,0 +1,12 @@
+"""The ecosystem chapter runs at profile smoke and records A11 and B1 from the measured survey."""
+from normlab.study import run
+
+
+def test_ecosystem_notebook_records_measured_verdicts(tmp_path):
+    data = run.execute("ecosystem", "smoke", executed_dir=tmp_path / "ex", results_dir=tmp_path / "res", force=True)
+    claims = {c["id"]: c for c in data["claims"]}
+    assert set(claims) == {"A11", "B1"}
+    assert claims["A11"]["evidence"]["kinds"] == {"llama": "RMSNorm", "mistral": "RMSNorm", "gemma": "RMSNorm"}
+    b1 = claims["B1"]["evidence"]
+    assert 0 < b1["rms_share_after_2019"] < 1 and b1["families_after_2019"] >= 20
+    assert "GPT-NeoX-20B / Pythia" in b1["layer_norm_families"]
