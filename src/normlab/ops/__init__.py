@@ -1,0 +1,71 @@
+"""normlab.ops: Triton kernels for RMSNorm and LayerNorm (forward, backward, fused residual add).
+
+Entry points (for the speed study and other callers)
+-----------------------------------------------------
+* ``rms_norm(x, weight, eps, *, residual, offset, eps_placement, partial, onchip_limit=None, chunk=None)``
+  and ``layer_norm(x, weight, bias, eps, *, residual, stats="welford", onchip_limit=None, chunk=None)``:
+  differentiable (autograd through the registered backward op) and torch.compile-able. Same results
+  as ``normlab.rms_norm(..., backend="triton")``, plus the kernel-selection keywords:
+
+  - ``onchip_limit``: rows of length <= this (elements) are kept whole in registers; longer rows use
+    the chunked kernels. ``onchip_limit=0`` forces the chunked path at any length. Default
+    ``launch.ONCHIP_LIMIT`` (16384).
+  - ``chunk``: elements streamed per step by the chunked kernels (a power of two; default 4096).
+  - ``stats`` (LayerNorm only): how the chunked kernel gets mean and variance. ``"two_pass"`` streams
+    the row twice for them (mean, then centred squares) and a third time to normalise; ``"welford"``
+    streams it once (per-chunk statistics merged with Chan et al.'s update) and once to normalise.
+    The on-chip kernel ignores it (the row is read once either way).
+
+* ``launch.rms_forward(...)`` / ``launch.layer_forward(...)`` and the ``*_backward`` functions: the bare
+  launchers without autograd, returning the saved statistics too; the cheapest thing to time.
+  Outputs are always freshly allocated and contiguous.
+
+Kernels run on CUDA tensors; on CPU only in Triton's interpreter (TRITON_INTERPRET=1 set before this
+package is first imported). Otherwise a RuntimeError explains that.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..validation import check_layer_args, check_rms_args, partial_size
+from . import custom_ops, launch
+from ._runtime import check_triton_device
+
+__all__ = ["launch", "layer_norm", "rms_norm"]
+
+
+def _common_dtype(x: torch.Tensor, residual: torch.Tensor | None):
+    # x + residual promotes in PyTorch; the kernels add in one dtype, so promote first.
+    if residual is None or residual.dtype == x.dtype:
+        return x, residual
+    dtype = torch.promote_types(x.dtype, residual.dtype)
+    return x.to(dtype), residual.to(dtype)
+
+
+def _limits(onchip_limit, chunk):
+    return (launch.ONCHIP_LIMIT if onchip_limit is None else int(onchip_limit),
+            launch.CHUNK if chunk is None else int(chunk))
+
+
+def rms_norm(x, weight=None, eps=1e-6, *, residual=None, offset=0.0, eps_placement="inside", partial=1.0,
+             onchip_limit=None, chunk=None):
+    """RMSNorm with the Triton kernels; returns y, or (y, x + residual) when `residual` is given."""
+    check_rms_args(x, weight, eps, residual, offset, eps_placement, partial)
+    check_triton_device(x, launch.INTERPRETED)
+    x, residual = _common_dtype(x, residual)
+    k = partial_size(x.shape[-1], partial)
+    y, s, _ = torch.ops.normlab.rms_norm_forward(
+        x, weight, residual, float(eps), float(offset), eps_placement == "inside", k, *_limits(onchip_limit, chunk))
+    return (y, s) if residual is not None else y
+
+
+def layer_norm(x, weight=None, bias=None, eps=1e-5, *, residual=None, stats="welford", onchip_limit=None, chunk=None):
+    """LayerNorm with the Triton kernels; returns y, or (y, x + residual) when `residual` is given."""
+    check_layer_args(x, weight, bias, eps, residual)
+    if stats not in launch.LAYER_STATS:
+        raise ValueError(f"stats must be one of {launch.LAYER_STATS}, got {stats!r}")
+    check_triton_device(x, launch.INTERPRETED)
+    x, residual = _common_dtype(x, residual)
+    y, s, _, _ = torch.ops.normlab.layer_norm_forward(
+        x, weight, bias, residual, float(eps), stats, *_limits(onchip_limit, chunk))
+    return (y, s) if residual is not None else y

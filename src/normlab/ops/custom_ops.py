@@ -1,0 +1,124 @@
+"""The Triton norms as torch.library custom ops, with fake impls and autograd.
+
+`torch.library.custom_op` (not `triton_op`) because it compiles with
+fullgraph=True on CPU in Triton's interpreter too: torch.compile treats the op
+as opaque, asks the fake impl for output shapes, and routes gradients through
+the registered backward op, so no graph break and no tracing into the kernel.
+
+Ops (all outputs freshly allocated; an empty tensor stands for "absent"):
+    normlab::rms_norm_forward   -> (y, s, mean_square)
+    normlab::rms_norm_backward  -> (dx, dweight)
+    normlab::layer_norm_forward -> (y, s, mean, rstd)
+    normlab::layer_norm_backward-> (dx, dweight, dbias)
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from . import launch
+
+
+def _stats_like(x: Tensor) -> Tensor:
+    return x.new_empty(x.shape[:-1], dtype=launch.compute_dtype(x.dtype))
+
+
+def _maybe_like(present: bool, t: Tensor) -> Tensor:
+    return t.new_empty(t.shape) if present else t.new_empty(0)
+
+
+# ---------------------------------------------------------------- RMSNorm
+
+@torch.library.custom_op("normlab::rms_norm_forward", mutates_args=())
+def rms_norm_forward(x: Tensor, weight: Optional[Tensor], residual: Optional[Tensor], eps: float, offset: float,
+                     eps_inside: bool, k: int, onchip_limit: int, chunk: int) -> tuple[Tensor, Tensor, Tensor]:
+    return launch.rms_forward(x, weight, residual, eps, offset, eps_inside, k, onchip_limit, chunk)
+
+
+@rms_norm_forward.register_fake
+def _(x, weight, residual, eps, offset, eps_inside, k, onchip_limit, chunk):
+    return x.new_empty(x.shape), _maybe_like(residual is not None, x), _stats_like(x)
+
+
+@torch.library.custom_op("normlab::rms_norm_backward", mutates_args=())
+def rms_norm_backward(dy: Tensor, ds: Optional[Tensor], s: Tensor, weight: Optional[Tensor], mean_square: Tensor,
+                      eps: float, offset: float, eps_inside: bool, k: int, onchip_limit: int,
+                      chunk: int) -> tuple[Tensor, Tensor]:
+    return launch.rms_backward(dy, ds, s, weight, mean_square, eps, offset, eps_inside, k, onchip_limit, chunk)
+
+
+@rms_norm_backward.register_fake
+def _(dy, ds, s, weight, mean_square, eps, offset, eps_inside, k, onchip_limit, chunk):
+    return s.new_empty(s.shape), (weight.new_empty(weight.shape) if weight is not None else s.new_empty(0))
+
+
+def _rms_setup_context(ctx, inputs, output):
+    x, weight, residual, eps, offset, eps_inside, k, onchip_limit, chunk = inputs
+    _, s, mean_square = output
+    ctx.has_residual = residual is not None
+    ctx.config = (eps, offset, eps_inside, k, onchip_limit, chunk)
+    ctx.save_for_backward(s if ctx.has_residual else x, weight, mean_square)
+
+
+def _rms_backward(ctx, dy, ds, _dmean_square):
+    s, weight, mean_square = ctx.saved_tensors
+    dx, dweight = torch.ops.normlab.rms_norm_backward(
+        dy, ds if ctx.has_residual else None, s, weight, mean_square, *ctx.config)
+    return (dx, dweight if weight is not None else None, dx if ctx.has_residual else None) + (None,) * 6
+
+
+rms_norm_forward.register_autograd(_rms_backward, setup_context=_rms_setup_context)
+
+
+# ---------------------------------------------------------------- LayerNorm
+
+@torch.library.custom_op("normlab::layer_norm_forward", mutates_args=())
+def layer_norm_forward(x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], residual: Optional[Tensor],
+                       eps: float, stats: str, onchip_limit: int, chunk: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    return launch.layer_forward(x, weight, bias, residual, eps, stats, onchip_limit, chunk)
+
+
+@layer_norm_forward.register_fake
+def _(x, weight, bias, residual, eps, stats, onchip_limit, chunk):
+    return x.new_empty(x.shape), _maybe_like(residual is not None, x), _stats_like(x), _stats_like(x)
+
+
+@torch.library.custom_op("normlab::layer_norm_backward", mutates_args=())
+def layer_norm_backward(dy: Tensor, ds: Optional[Tensor], s: Tensor, weight: Optional[Tensor], mean: Tensor,
+                        rstd: Tensor, has_bias: bool, onchip_limit: int, chunk: int) -> tuple[Tensor, Tensor, Tensor]:
+    return launch.layer_backward(dy, ds, s, weight, mean, rstd, has_bias, onchip_limit, chunk)
+
+
+@layer_norm_backward.register_fake
+def _(dy, ds, s, weight, mean, rstd, has_bias, onchip_limit, chunk):
+    n_features = s.shape[-1]
+    param_dtype = weight.dtype if weight is not None else s.dtype
+    param = s.new_empty(n_features, dtype=param_dtype)
+    return s.new_empty(s.shape), (param if weight is not None else s.new_empty(0)), (param.new_empty(n_features) if has_bias else s.new_empty(0))
+
+
+def _layer_setup_context(ctx, inputs, output):
+    x, weight, bias, residual, eps, stats, onchip_limit, chunk = inputs
+    _, s, mean, rstd = output
+    ctx.has_residual = residual is not None
+    ctx.bias_dtype = None if bias is None else bias.dtype
+    ctx.config = (onchip_limit, chunk)
+    ctx.save_for_backward(s if ctx.has_residual else x, weight, mean, rstd)
+
+
+def _layer_backward(ctx, dy, ds, _dmean, _drstd):
+    s, weight, mean, rstd = ctx.saved_tensors
+    has_bias = ctx.bias_dtype is not None
+    dx, dweight, dbias = torch.ops.normlab.layer_norm_backward(
+        dy, ds if ctx.has_residual else None, s, weight, mean, rstd, has_bias, *ctx.config)
+    return (
+        dx,
+        dweight if weight is not None else None,
+        dbias.to(ctx.bias_dtype) if has_bias else None,
+        dx if ctx.has_residual else None,
+    ) + (None,) * 4
+
+
+layer_norm_forward.register_autograd(_layer_backward, setup_context=_layer_setup_context)

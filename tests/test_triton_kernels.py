@@ -1,0 +1,337 @@
+"""normlab.ops Triton kernels against the float64 reference.
+
+On CPU these run in Triton's interpreter (tests/conftest.py sets
+TRITON_INTERPRET=1), which executes programs one by one: shapes are small, and
+the on-chip limit and chunk size are lowered so that the chunked kernels run
+at a few hundred elements. On a GPU (scripts/gpu_check.sh) the same tests run
+on CUDA tensors with the real compiler.
+"""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import normlab
+from normlab import layer_norm_reference, ops, rms_norm_reference
+from normlab.ops import launch
+
+DEVICE = "cpu" if launch.INTERPRETED or not torch.cuda.is_available() else "cuda"
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+ROW_LENGTHS = (1, 3, 127, 1000, 4096)
+SMALL_LIMIT, SMALL_CHUNK, CHUNKED_LENGTH = 128, 64, 400  # 400 >= 3 x 128: the chunked kernels
+
+# Kernel paths: (name, keyword arguments for ops.*)
+RMS_PATHS = {"onchip": {}, "chunked": dict(onchip_limit=SMALL_LIMIT, chunk=SMALL_CHUNK)}
+LAYER_PATHS = {
+    "onchip": {},
+    "two_pass": dict(onchip_limit=SMALL_LIMIT, chunk=SMALL_CHUNK, stats="two_pass"),
+    "welford": dict(onchip_limit=SMALL_LIMIT, chunk=SMALL_CHUNK, stats="welford"),
+}
+
+
+def randn(*shape, dtype=torch.float32, requires_grad=False):
+    return torch.randn(*shape, dtype=dtype, device=DEVICE, requires_grad=requires_grad)
+
+
+def relative_error(actual, expected):
+    actual, expected = actual.double(), expected.double()
+    if expected.numel() == 0:
+        return 0.0
+    return ((actual - expected).abs().max() / expected.abs().max().clamp_min(1e-30)).item()
+
+
+def length_for(path):
+    return CHUNKED_LENGTH if path != "onchip" else 127
+
+
+# ---------------------------------------------------------------- forward, fp32
+
+@pytest.mark.parametrize("d", ROW_LENGTHS)
+@pytest.mark.parametrize("rows", (0, 1, 6))
+def test_onchip_forward_fp32(d, rows):
+    torch.manual_seed(d + rows)
+    x, weight, bias = randn(rows, d), randn(d), randn(d)
+    y = normlab.rms_norm(x, weight, backend="triton")
+    assert y.shape == x.shape and y.dtype == x.dtype
+    assert relative_error(y, rms_norm_reference(x.double(), weight.double())) < 1e-5
+    y = normlab.layer_norm(x, weight, bias, backend="triton")
+    assert relative_error(y, layer_norm_reference(x.double(), weight.double(), bias.double())) < 1e-5
+
+
+@pytest.mark.parametrize("rows", (0, 1, 3))
+def test_chunked_forward_fp32(rows, monkeypatch):
+    # Through the public API, with the module-level limits lowered.
+    monkeypatch.setattr(launch, "ONCHIP_LIMIT", SMALL_LIMIT)
+    monkeypatch.setattr(launch, "CHUNK", SMALL_CHUNK)
+    torch.manual_seed(rows)
+    x, weight, bias = randn(rows, CHUNKED_LENGTH), randn(CHUNKED_LENGTH), randn(CHUNKED_LENGTH)
+    y = normlab.rms_norm(x, weight, backend="triton")
+    assert relative_error(y, rms_norm_reference(x.double(), weight.double())) < 1e-5
+    for stats in ("two_pass", "welford"):
+        y = ops.layer_norm(x, weight, bias, stats=stats)
+        assert relative_error(y, layer_norm_reference(x.double(), weight.double(), bias.double())) < 1e-5
+
+
+@pytest.mark.parametrize("path", RMS_PATHS)
+@pytest.mark.parametrize("features", [
+    dict(offset=1.0), dict(eps_placement="outside"), dict(partial=0.3),
+    dict(offset=1.0, eps_placement="outside", partial=0.5), dict(weight=None),
+])
+def test_rms_features_with_residual(path, features):
+    torch.manual_seed(11)
+    d = length_for(path)
+    x, residual = randn(3, d), randn(3, d)
+    weight = features.pop("weight", randn(d) * 0.2)
+    w64 = None if weight is None else weight.double()
+    y, s = ops.rms_norm(x, weight, residual=residual, **features, **RMS_PATHS[path])
+    y_ref, s_ref = rms_norm_reference(x.double(), w64, residual=residual.double(), **features)
+    assert relative_error(y, y_ref) < 1e-5 and relative_error(s, s_ref) < 1e-6
+    y = ops.rms_norm(x, weight, **features, **RMS_PATHS[path])
+    assert relative_error(y, rms_norm_reference(x.double(), w64, **features)) < 1e-5
+
+
+@pytest.mark.parametrize("path", LAYER_PATHS)
+def test_layer_norm_with_residual_and_without_affine(path):
+    torch.manual_seed(12)
+    d = length_for(path)
+    x, residual, weight, bias = randn(3, d), randn(3, d), randn(d), randn(d)
+    y, s = ops.layer_norm(x, weight, bias, residual=residual, **LAYER_PATHS[path])
+    y_ref, s_ref = layer_norm_reference(x.double(), weight.double(), bias.double(), residual=residual.double())
+    assert relative_error(y, y_ref) < 1e-5 and relative_error(s, s_ref) < 1e-6
+    y = ops.layer_norm(x, None, None, **LAYER_PATHS[path])
+    assert relative_error(y, layer_norm_reference(x.double())) < 1e-5
+
+
+def test_leading_dimensions_and_transposed_view():
+    torch.manual_seed(13)
+    x3 = randn(2, 3, 50)
+    xt = randn(50, 4).t()  # (4, 50) with last-dim stride 4
+    weight, bias = randn(50), randn(50)
+    for x in (x3, xt):
+        y = normlab.rms_norm(x, weight, backend="triton")
+        assert y.shape == x.shape and relative_error(y, rms_norm_reference(x.double(), weight.double())) < 1e-5
+        y = normlab.layer_norm(x, weight, bias, backend="triton")
+        assert relative_error(y, layer_norm_reference(x.double(), weight.double(), bias.double())) < 1e-5
+    # A row-strided (sliced) view keeps its stride: no copy needed, still correct.
+    wide = randn(4, 80)
+    x = wide[:, :50]
+    assert relative_error(ops.rms_norm(x, weight), rms_norm_reference(x.double(), weight.double())) < 1e-5
+
+
+# ---------------------------------------------------------------- half precision
+
+@pytest.mark.parametrize("dtype", (torch.float16, torch.bfloat16))
+@pytest.mark.parametrize("weight_dtype", ("same", "float32"))
+@pytest.mark.parametrize("path", ("onchip", "chunked"))
+def test_half_precision_no_worse_than_twice_pytorch(dtype, weight_dtype, path):
+    torch.manual_seed(14)
+    d = length_for(path)
+    wdt = dtype if weight_dtype == "same" else torch.float32
+    x, weight, bias = randn(5, d, dtype=dtype), randn(d, dtype=wdt), randn(d, dtype=wdt)
+    floor = torch.finfo(dtype).eps
+
+    expected = rms_norm_reference(x.double(), weight.double())
+    pytorch = relative_error(F.rms_norm(x, (d,), weight.to(dtype), 1e-6), expected)
+    y = ops.rms_norm(x, weight, **RMS_PATHS[path])
+    assert y.dtype == dtype and relative_error(y, expected) <= 2 * pytorch + floor
+
+    expected = layer_norm_reference(x.double(), weight.double(), bias.double())
+    pytorch = relative_error(F.layer_norm(x, (d,), weight.to(dtype), bias.to(dtype), 1e-5), expected)
+    layer_path = LAYER_PATHS["onchip" if path == "onchip" else "welford"]
+    y = ops.layer_norm(x, weight, bias, **layer_path)
+    assert y.dtype == dtype and relative_error(y, expected) <= 2 * pytorch + floor
+
+
+# ---------------------------------------------------------------- gradients
+
+RMS_GRAD_CASES = [
+    dict(), dict(residual=True), dict(offset=0.5), dict(partial=0.5), dict(eps_placement="outside"),
+    dict(residual=True, offset=0.5, partial=0.6, eps_placement="outside"), dict(weight=False),
+]
+
+
+@pytest.mark.parametrize("case", RMS_GRAD_CASES, ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()) or "plain")
+def test_rms_gradcheck_float64(case):
+    torch.manual_seed(15)
+    case = dict(case)
+    with_residual, with_weight = case.pop("residual", False), case.pop("weight", True)
+    inputs = [randn(3, 5, dtype=torch.float64, requires_grad=True)]
+    if with_weight:
+        inputs.append(randn(5, dtype=torch.float64, requires_grad=True))
+    if with_residual:
+        inputs.append(randn(3, 5, dtype=torch.float64, requires_grad=True))
+
+    def call(x, *rest):
+        weight = rest[0] if with_weight else None
+        residual = rest[-1] if with_residual else None
+        return ops.rms_norm(x, weight, eps=1e-3, residual=residual, **case)
+
+    assert torch.autograd.gradcheck(call, tuple(inputs))
+
+
+@pytest.mark.parametrize("residual", (False, True))
+def test_layer_gradcheck_float64(residual):
+    torch.manual_seed(16)
+    x = randn(3, 5, dtype=torch.float64, requires_grad=True)
+    weight, bias = randn(5, dtype=torch.float64, requires_grad=True), randn(5, dtype=torch.float64, requires_grad=True)
+    if residual:
+        r = randn(3, 5, dtype=torch.float64, requires_grad=True)
+        assert torch.autograd.gradcheck(lambda x, w, b, r: ops.layer_norm(x, w, b, residual=r), (x, weight, bias, r))
+    else:
+        assert torch.autograd.gradcheck(lambda x, w, b: ops.layer_norm(x, w, b), (x, weight, bias))
+        assert torch.autograd.gradcheck(lambda x: ops.layer_norm(x), (x,))
+
+
+@pytest.mark.parametrize("path", ("rms", "two_pass", "welford"))
+def test_chunked_gradcheck_float64(path):
+    # Rows of 10 streamed 4 at a time: three chunks, the last one partial.
+    torch.manual_seed(17)
+    x, r = randn(2, 10, dtype=torch.float64, requires_grad=True), randn(2, 10, dtype=torch.float64, requires_grad=True)
+    weight, bias = randn(10, dtype=torch.float64, requires_grad=True), randn(10, dtype=torch.float64, requires_grad=True)
+    limits = dict(onchip_limit=4, chunk=4)
+    if path == "rms":
+        call = lambda x, w, r: ops.rms_norm(x, w, eps=1e-3, residual=r, offset=0.5, partial=0.7, eps_placement="outside", **limits)
+        inputs = (x, weight, r)
+    else:
+        call = lambda x, w, b, r: ops.layer_norm(x, w, b, residual=r, stats=path, **limits)
+        inputs = (x, weight, bias, r)
+    assert torch.autograd.gradcheck(call, inputs, fast_mode=True)
+
+
+@pytest.mark.parametrize("path", ("onchip", "chunked"))
+def test_gradients_many_programs_fp32(path):
+    # Enough rows that several programs each accumulate partial dweight/dbias sums.
+    torch.manual_seed(18)
+    d = 200 if path == "onchip" else CHUNKED_LENGTH
+    limits = {} if path == "onchip" else dict(onchip_limit=SMALL_LIMIT, chunk=SMALL_CHUNK)
+    rows = 37 if path == "onchip" else 9  # chunked: one row per program step, 8 programs
+    x, r = randn(rows, d, requires_grad=True), randn(rows, d, requires_grad=True)
+    weight, bias = randn(d, requires_grad=True), randn(d, requires_grad=True)
+    upstream, upstream_s = randn(rows, d), randn(rows, d)
+
+    def check(ours, reference, params):
+        (y, s), (y_ref, s_ref) = ours, reference
+        grads = torch.autograd.grad((y * upstream).sum() + (s * upstream_s).sum(), params)
+        grads_ref = torch.autograd.grad((y_ref * upstream).sum() + (s_ref * upstream_s).sum(), params)
+        for grad, grad_ref in zip(grads, grads_ref):
+            assert relative_error(grad, grad_ref) < 1e-5
+
+    as64 = lambda *ts: [t.double() for t in ts]
+    x64, r64, w64, b64 = as64(x, r, weight, bias)
+    check(ops.rms_norm(x, weight, residual=r, offset=0.5, **limits),
+          rms_norm_reference(x64, w64, residual=r64, offset=0.5), (x, r, weight))
+    check(ops.layer_norm(x, weight, bias, residual=r, **limits),
+          layer_norm_reference(x64, w64, b64, residual=r64), (x, r, weight, bias))
+
+
+# ---------------------------------------------------------------- numerics and coverage
+
+@pytest.mark.parametrize("path", LAYER_PATHS)
+def test_mean_dominated_layer_norm(path):
+    torch.manual_seed(19)
+    d = length_for(path)
+    x = 1e4 + randn(4, d)
+    expected = layer_norm_reference(x.double())
+    assert relative_error(ops.layer_norm(x, **LAYER_PATHS[path]), expected) < 1e-2
+    # The test can fail: the naive one-pass E[x^2] - E[x]^2 in fp32 misses by far more.
+    naive_variance = (x * x).mean(-1, keepdim=True) - x.mean(-1, keepdim=True) ** 2
+    naive = (x - x.mean(-1, keepdim=True)) * torch.rsqrt(naive_variance.clamp_min(0) + 1e-5)
+    assert relative_error(naive, expected) > 1e-1
+
+
+@pytest.fixture
+def poisoned_outputs(monkeypatch):
+    """Every buffer the launchers allocate starts as NaN, so an unwritten element shows."""
+    def empty(shape, dtype, device):
+        return torch.full(shape, float("nan"), dtype=dtype, device=device)
+    monkeypatch.setattr(launch, "_empty", empty)
+
+
+@pytest.mark.parametrize("path", ("onchip", "chunked"))
+def test_every_output_element_written(path, poisoned_outputs):
+    torch.manual_seed(20)
+    d = 127 if path == "onchip" else CHUNKED_LENGTH
+    limits = {} if path == "onchip" else dict(onchip_limit=SMALL_LIMIT, chunk=SMALL_CHUNK)
+    rows = 37 if path == "onchip" else 9  # not a multiple of the tile height; more rows than programs
+    x, r = randn(rows, d, requires_grad=True), randn(rows, d, requires_grad=True)
+    weight, bias = randn(d, requires_grad=True), randn(d, requires_grad=True)
+    outputs = [ops.rms_norm(x, weight, residual=r, partial=0.5, **limits), ops.rms_norm(x, weight, **limits)]
+    for stats in ("two_pass", "welford"):
+        outputs += [ops.layer_norm(x, weight, bias, residual=r, stats=stats, **limits), ops.layer_norm(x, weight, bias, stats=stats, **limits)]
+    for output in outputs:
+        tensors = output if isinstance(output, tuple) else (output,)
+        assert all(torch.isfinite(t).all() for t in tensors)
+        loss = sum((t * t).sum() for t in tensors)
+        grads = torch.autograd.grad(loss, (x, r, weight, bias), allow_unused=True)
+        assert all(torch.isfinite(g).all() for g in grads if g is not None)
+
+
+@pytest.mark.parametrize("path", ("onchip", "chunked"))
+def test_nan_and_inf_stay_in_their_row(path):
+    d = 64 if path == "onchip" else CHUNKED_LENGTH
+    limits = {} if path == "onchip" else dict(onchip_limit=SMALL_LIMIT, chunk=SMALL_CHUNK)
+    x = randn(4, d)
+    x[1, 3], x[2, 5] = float("nan"), float("inf")
+    for y in (ops.rms_norm(x, randn(d), **limits), ops.layer_norm(x, randn(d), randn(d), **limits)):
+        assert torch.isfinite(y[[0, 3]]).all()
+        assert not torch.isfinite(y[1]).any() and not torch.isfinite(y[2]).all()
+
+
+def test_million_element_row():
+    torch.manual_seed(21)
+    n = 1_000_000
+    x, weight = randn(1, n, requires_grad=True), randn(n)
+    y = ops.rms_norm(x, weight, chunk=1 << 16)  # longer than ONCHIP_LIMIT: the chunked kernels
+    assert relative_error(y, rms_norm_reference(x.double(), weight.double())) < 1e-5
+    (grad,) = torch.autograd.grad(y.sum(), x)
+    x64 = x.detach().double().requires_grad_()
+    (grad_ref,) = torch.autograd.grad(rms_norm_reference(x64, weight.double()).sum(), x64)
+    assert relative_error(grad, grad_ref) < 1e-4
+    y = ops.layer_norm(x.detach(), weight, stats="welford", chunk=1 << 16)
+    assert relative_error(y, layer_norm_reference(x.detach().double(), weight.double())) < 1e-5
+
+
+# ---------------------------------------------------------------- torch.compile and backend errors
+
+class TwoLayerBlock(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.norm1 = normlab.RMSNorm(d, backend="triton")
+        self.norm2 = normlab.LayerNorm(d, backend="triton")
+        self.mix1, self.mix2 = torch.nn.Linear(d, d), torch.nn.Linear(d, d)
+
+    def forward(self, x):
+        h, stream = self.norm1(x, residual=torch.zeros_like(x))
+        stream = stream + self.mix1(h)
+        return stream + self.mix2(self.norm2(stream))
+
+
+def test_torch_compile_fullgraph_matches_eager():
+    torch.manual_seed(22)
+    block = TwoLayerBlock(32).to(DEVICE)
+    x = randn(2, 5, 32, requires_grad=True)
+    compiled = torch.compile(block, fullgraph=True, backend="aot_eager" if DEVICE == "cpu" else "inductor")
+    y_eager, y_compiled = block(x), compiled(x)
+    assert relative_error(y_compiled, y_eager) < 1e-6
+    params = (x,) + tuple(block.parameters())
+    grads_eager = torch.autograd.grad(y_eager.square().sum(), params)
+    grads_compiled = torch.autograd.grad(y_compiled.square().sum(), params)
+    for a, b in zip(grads_compiled, grads_eager):
+        assert relative_error(a, b) < 1e-5
+
+
+def test_cpu_tensor_without_interpreter_explains_triton_interpret(monkeypatch):
+    monkeypatch.setattr(launch, "INTERPRETED", False)
+    x = torch.randn(2, 8)
+    with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1"):
+        normlab.rms_norm(x, backend="triton")
+    with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1"):
+        normlab.layer_norm(x, backend="triton")
+
+
+def test_chunk_must_be_power_of_two():
+    with pytest.raises(ValueError, match="chunk"):
+        ops.rms_norm(randn(2, 300), onchip_limit=128, chunk=48)
+    with pytest.raises(ValueError, match="stats"):
+        ops.layer_norm(randn(2, 30), stats="naive")
