@@ -1,0 +1,86 @@
+"""normlab.RMSNorm / LayerNorm as drop-in replacements for torch.nn's modules."""
+import pytest
+import torch
+
+import normlab
+
+BACKENDS = ("torch", "eager", "triton", "auto")
+
+
+def relative_error(actual, expected):
+    actual, expected = actual.double(), expected.double()
+    return ((actual - expected).abs().max() / expected.abs().max()).item()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rms_norm_state_dict_swaps_with_torch(backend):
+    torch.manual_seed(0)
+    d = 48
+    theirs = torch.nn.RMSNorm(d, eps=1e-6)
+    with torch.no_grad():
+        theirs.weight.copy_(torch.randn(d))
+    ours = normlab.RMSNorm(d, eps=1e-6, backend=backend)
+    assert set(ours.state_dict()) == set(theirs.state_dict()) == {"weight"}
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(3, 4, d)
+    assert relative_error(ours(x), theirs(x)) < 1e-5
+    # And back: a checkpoint of ours loads into torch's module.
+    with torch.no_grad():
+        ours.weight.mul_(2)
+    theirs.load_state_dict(ours.state_dict())
+    assert relative_error(theirs(x), ours(x)) < 1e-5
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("bias", (True, False))
+def test_layer_norm_state_dict_swaps_with_torch(backend, bias):
+    torch.manual_seed(1)
+    d = 48
+    theirs = torch.nn.LayerNorm(d, eps=1e-5, bias=bias)
+    with torch.no_grad():
+        for p in theirs.parameters():
+            p.copy_(torch.randn(d))
+    ours = normlab.LayerNorm(d, eps=1e-5, bias=bias, backend=backend)
+    assert set(ours.state_dict()) == set(theirs.state_dict())
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(3, 4, d)
+    assert relative_error(ours(x), theirs(x)) < 1e-5
+    theirs.load_state_dict(ours.state_dict())
+    assert relative_error(theirs(x), ours(x)) < 1e-5
+
+
+def test_without_affine_has_no_parameters():
+    assert not list(normlab.RMSNorm(8, elementwise_affine=False).parameters())
+    assert not list(normlab.LayerNorm(8, elementwise_affine=False).parameters())
+    assert list(normlab.RMSNorm(8, elementwise_affine=False).state_dict()) == list(torch.nn.RMSNorm(8, elementwise_affine=False).state_dict())
+
+
+def test_offset_module_starts_as_unit_gain_and_fuses_residual():
+    torch.manual_seed(2)
+    module = normlab.RMSNorm(16, offset=1.0, backend="triton")
+    assert torch.equal(module.weight, torch.zeros(16))
+    x, residual = torch.randn(2, 16), torch.randn(2, 16)
+    y, s = module(x, residual=residual)
+    y_ref, s_ref = normlab.rms_norm_reference(x.double(), module.weight.double(), 1e-6, residual=residual.double(), offset=1.0)
+    assert relative_error(y, y_ref) < 1e-5 and relative_error(s, s_ref) < 1e-6
+
+
+def test_module_gradients_reach_weight_and_bias():
+    torch.manual_seed(3)
+    module = normlab.LayerNorm(24, backend="triton")
+    x = torch.randn(5, 24, requires_grad=True)
+    upstream = torch.randn(5, 24)  # (not y**2: its x-gradient nearly cancels to zero)
+    (module(x) * upstream).sum().backward()
+    assert module.weight.grad is not None and module.bias.grad is not None and x.grad is not None
+    reference = torch.nn.LayerNorm(24)
+    x2 = x.detach().clone().requires_grad_()
+    (reference(x2) * upstream).sum().backward()
+    for ours, theirs in ((module.weight.grad, reference.weight.grad), (module.bias.grad, reference.bias.grad), (x.grad, x2.grad)):
+        assert relative_error(ours, theirs) < 1e-5
+
+
+def test_bad_normalized_shape():
+    with pytest.raises(ValueError, match="normalized_shape"):
+        normlab.RMSNorm((4, 4))
+    with pytest.raises(ValueError, match="normalized_shape"):
+        normlab.LayerNorm(0)
