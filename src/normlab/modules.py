@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .functional import layer_norm, rms_norm
+from .functional import _check_backend, layer_norm, rms_norm
 
 
 def _features(normalized_shape) -> int:
@@ -18,6 +18,7 @@ class RMSNorm(nn.Module):
     def __init__(self, normalized_shape, eps: float = 1e-6, elementwise_affine: bool = True, *, offset: float = 0.0,
                  eps_placement: str = "inside", partial: float = 1.0, backend: str = "auto", device=None, dtype=None):
         super().__init__()
+        _check_backend(backend)
         self.normalized_shape = (_features(normalized_shape),)
         self.eps, self.offset, self.eps_placement, self.partial, self.backend = eps, offset, eps_placement, partial, backend
         if elementwise_affine:
@@ -39,6 +40,7 @@ class LayerNorm(nn.Module):
     def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True, *,
                  backend: str = "auto", device=None, dtype=None):
         super().__init__()
+        _check_backend(backend)
         self.normalized_shape = (_features(normalized_shape),)
         self.eps, self.backend = eps, backend
         if elementwise_affine:
