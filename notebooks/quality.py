@@ -29,9 +29,9 @@ PROFILES = {
     # seconds: proves the pipeline, not the claims
     "smoke": dict(width=32, depth=2, heads=4, context=32, batch_size=8, steps=30, lr=1e-2, warmup_steps=5,
                   seeds=3, eval_every=10, eval_batches=4, timing_repeats=5, minilm_texts=4, threads=1),
-    # 2 CPU cores shared with other chapters: about 5 minutes
-    "cpu": dict(width=96, depth=4, heads=4, context=96, batch_size=16, steps=300, lr=5e-3, warmup_steps=30,
-                seeds=3, eval_every=50, eval_batches=8, timing_repeats=20, minilm_texts=32, threads=1),
+    # 2 CPU cores shared with other chapters: a few minutes (width 96 took over 6 minutes to train alone)
+    "cpu": dict(width=64, depth=4, heads=4, context=64, batch_size=16, steps=250, lr=5e-3, warmup_steps=25,
+                seeds=3, eval_every=50, eval_batches=8, timing_repeats=15, minilm_texts=32, threads=1),
     # one H200: a few minutes
     "gpu": dict(width=384, depth=8, heads=6, context=256, batch_size=64, steps=2000, lr=2e-3, warmup_steps=100,
                 seeds=4, eval_every=100, eval_batches=20, timing_repeats=50, minilm_texts=64, threads=None),
