@@ -48,20 +48,25 @@ def api_has_out(norm: str) -> bool:
     return "out" in inspect.signature(_norm_function(norm)).parameters
 
 
-def chunked_layer_norm_api():
-    """The kernels' chunked LayerNorm entry point, if `normlab.ops` offers one with a choice of statistics.
+# chunked LayerNorm statistics: our label -> the keyword normlab.ops.layer_norm takes
+CHUNKED_STATISTICS = {"two-pass": "two_pass", "welford": "welford"}
 
-    Returns (function, statistics names) or (None, reason).
+
+def chunked_layer_norm_api():
+    """The kernels' LayerNorm entry point with a choice of chunked statistics, or (None, reason).
+
+    `normlab.ops.layer_norm(..., stats="two_pass" | "welford", onchip_limit=0)` forces the chunked
+    kernel at any row length; see the note at the top of normlab/ops/__init__.py.
     """
     try:
         from normlab import ops
     except ImportError as error:
         return None, f"normlab.ops (the Triton kernels) cannot be imported here: {error}"
     function = getattr(ops, "layer_norm", None)
-    if function is None or "statistics" not in inspect.signature(function).parameters:
-        return None, "normlab.ops.layer_norm has no `statistics=` choice (two-pass vs Welford) to compare"
-    choices = getattr(ops, "LAYER_NORM_STATISTICS", ("two-pass", "welford"))
-    return function, tuple(choices)
+    parameters = inspect.signature(function).parameters if function is not None else {}
+    if "stats" not in parameters or "onchip_limit" not in parameters:
+        return None, "normlab.ops.layer_norm has no stats=/onchip_limit= choice (two-pass vs Welford) to compare"
+    return function, tuple(CHUNKED_STATISTICS)
 
 
 def build_cases(profile: Profile, backends: tuple[str, ...] | None = None) -> list[Case]:
@@ -94,7 +99,7 @@ def build_cases(profile: Profile, backends: tuple[str, ...] | None = None) -> li
                 cases.append(Case("partial", "rms", label, backend, "forward", "float32", profile.train_rows, d, "alloc",
                                   (("partial", partial),)))
     for d in profile.chunked_d:
-        for statistics in ("two-pass", "welford"):
+        for statistics in CHUNKED_STATISTICS:
             cases.append(Case("chunked", "layer", f"triton chunked {statistics}", "triton", "forward", "float32",
                               profile.chunked_rows, d, "alloc", (("statistics", statistics),)))
         cases.append(Case("chunked", "rms", "triton chunked", "triton", "forward", "float32", profile.chunked_rows, d, "alloc"))
@@ -127,14 +132,17 @@ class Prepared:
 
 
 def make_inputs(case: Case, device: torch.device, generator: torch.Generator):
-    """One set of inputs: x (and dy for the backward), with the parameters."""
+    """One set of inputs: x (and dy for the backward), with the parameters, drawn on the device itself."""
     dtype = DTYPES[case.dtype]
-    x = torch.randn(case.rows, case.d, generator=generator, dtype=torch.float32).to(device=device, dtype=dtype)
-    weight = (1 + 0.1 * torch.randn(case.d, generator=generator)).to(device=device, dtype=dtype)
-    bias = (0.1 * torch.randn(case.d, generator=generator)).to(device=device, dtype=dtype) if case.norm == "layer" else None
-    dy = None
-    if case.direction == "forward+backward":
-        dy = torch.randn(case.rows, case.d, generator=generator, dtype=torch.float32).to(device=device, dtype=dtype)
+
+    def normal(*shape, scale=1.0, shift=0.0):
+        values = torch.randn(*shape, generator=generator, device=device, dtype=torch.float32)
+        return (values * scale + shift).to(dtype)
+
+    x = normal(case.rows, case.d)
+    weight = normal(case.d, scale=0.1, shift=1.0)
+    bias = normal(case.d, scale=0.1) if case.norm == "layer" else None
+    dy = normal(case.rows, case.d) if case.direction == "forward+backward" else None
     return x, weight, bias, dy
 
 
@@ -146,10 +154,11 @@ def make_call(case: Case) -> Callable:
     if case.study == "chunked":
         function, _ = chunked_layer_norm_api()
         if case.norm == "layer":
-            return lambda x, weight, bias: function(x, weight, bias, statistics=options["statistics"])
+            stats = CHUNKED_STATISTICS[options["statistics"]]
+            return lambda x, weight, bias: function(x, weight, bias, 1e-5, stats=stats, onchip_limit=0)
         from normlab import ops
 
-        return lambda x, weight: ops.rms_norm(x, weight)
+        return lambda x, weight: ops.rms_norm(x, weight, 1e-6, onchip_limit=0)
     norm = _norm_function(case.norm)
     backend = case.backend
     if case.direction == "forward":
@@ -174,7 +183,7 @@ def make_call(case: Case) -> Callable:
 
 
 def prepare(case: Case, device: torch.device, buffers: int, seed: int = 0) -> Prepared:
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator(device=device).manual_seed(seed)
     sets = []
     for _ in range(buffers):
         x, weight, bias, dy = make_inputs(case, device, generator)

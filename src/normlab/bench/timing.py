@@ -20,7 +20,7 @@ import torch
 
 @dataclass(frozen=True)
 class TimingSettings:
-    warmup: int = 2  # calls before any measurement (first-call costs: allocation, compilation, caches)
+    warmup: int = 2  # untimed calls first (first-call costs: allocation, compilation, caches); one more calibrates
     min_repeats: int = 3
     max_repeats: int = 25
     budget_s: float = 1.0  # target measuring time per case; repeats stop at max_repeats or this budget
@@ -111,11 +111,11 @@ def time_call(call: Callable[..., object], input_sets: Sequence[tuple], settings
         position[0] += 1
         call(*inputs)
 
-    estimate = None
-    for _ in range(max(1, settings.warmup)):
-        estimate = clock.measure(one_call)
-    # the last warm-up call estimates the steady state, once first-call costs are paid
-    estimate = max(estimate, 1e-7)
+    for _ in range(settings.warmup):
+        clock.measure(one_call)
+    # one call after the warm-up (first-call costs such as compilation paid) estimates the steady state
+    calibration = clock.measure(one_call)
+    estimate = max(calibration, 1e-7)
     number = max(1, math.ceil(settings.min_repeat_s / estimate))
     repeat_cost = estimate * number
     repeats = int(min(settings.max_repeats, max(settings.min_repeats, settings.budget_s // repeat_cost)))
@@ -124,5 +124,7 @@ def time_call(call: Callable[..., object], input_sets: Sequence[tuple], settings
         for _ in range(number):
             one_call()
 
-    samples = [clock.measure(block) / number for _ in range(repeats)]
+    # a slow call is timed one at a time, so the calibration call is already a valid first sample
+    samples = [calibration] if number == 1 else []
+    samples += [clock.measure(block) / number for _ in range(repeats - len(samples))]
     return summarise(samples, number, len(input_sets))
