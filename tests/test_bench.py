@@ -273,3 +273,51 @@ def test_loading_a_file_that_is_not_bench_results_fails_clearly(tmp_path):
     path.write_text(json.dumps({"notebook": "speed"}))
     with pytest.raises(ValueError, match="not a normlab.bench results file"):
         harness.load(path)
+
+
+# ---------------------------------------------------------------- verdict logic on hand-made frames
+
+def _row(norm, implementation, median_s, copy_s, study="sweep", d=4096, rows=8192, direction="forward"):
+    return {"study": study, "norm": norm, "implementation": implementation, "direction": direction, "dtype": "float32",
+            "rows": rows, "d": d, "mode": "alloc", "status": "ok", "median_s": median_s,
+            "fraction_of_copy": copy_s / median_s, "effective_passes": 2 * median_s / copy_s}
+
+
+def test_fused_equal_times_make_q2_hold_and_a7_b8_fail_without_chunked_kernels():
+    import pandas as pd
+
+    df = pd.DataFrame([
+        _row("layer", "fused", 1.00, 1.0), _row("rms", "fused", 1.02, 1.0),  # both at ~2 passes
+        _row("layer", "composite", 6.0, 1.0), _row("rms", "composite", 3.5, 1.0),  # 12 vs 7 passes
+    ])
+    q2 = claims.q2(df, equal_time=0.10)
+    assert q2.verdict == "holds" and q2.evidence["fused_max_abs_saving"] == pytest.approx(0.02)
+    a7, b8 = claims.a7_b8(df, extra_pass=0.5)
+    assert a7.verdict == b8.verdict == "does not hold"
+    assert a7.evidence["best_ln_passes"] == pytest.approx(2.0) and a7.evidence["best_rms_passes"] == pytest.approx(2.04)
+
+
+def test_chunked_two_pass_layer_norm_making_an_extra_pass_gives_a7_a_caveat_and_welford_matches_rms():
+    import pandas as pd
+
+    df = pd.DataFrame([_row("layer", "fused", 1.0, 1.0), _row("rms", "fused", 1.0, 1.0)])
+    gpu = pd.DataFrame([
+        _row("layer", "triton chunked two-pass", 2.0, 1.0, study="chunked"),  # 4 passes
+        _row("layer", "triton chunked welford", 1.5, 1.0, study="chunked"),  # 3 passes
+        _row("rms", "triton chunked", 1.5, 1.0, study="chunked"),  # 3 passes
+    ])
+    a7, _ = claims.a7_b8(df, extra_pass=0.5, chunked_df=gpu)
+    assert a7.verdict == "holds with caveats"
+    assert a7.evidence["chunked_passes"]["triton chunked two-pass"] == pytest.approx(4.0)
+    b9 = claims.b9(df, welford_equal=0.5, chunked_df=gpu)  # no traced composites in this frame
+    assert b9.verdict == "does not hold" and b9.evidence["chunked_passes"]["triton chunked welford"] == pytest.approx(3.0)
+
+
+def test_a8_is_never_upheld_while_its_range_differs_from_the_papers():
+    import pandas as pd
+
+    # every measured point inside 10%-50%: the measurement agrees, the citation still does not
+    df = pd.DataFrame([_row("layer", "x", 1.0, 1.0), _row("rms", "x", 0.7, 1.0)])
+    a8, b6 = claims.a8_b6(df, paper_checked=True)
+    assert a8.evidence["share_of_points_in_10_50"] == 1.0 and a8.verdict == "does not hold"
+    assert b6.verdict == "holds"

@@ -64,7 +64,7 @@ PROFILE_SETTINGS = {
         partial_d=(1024,), chunked_d=(4096,), chunked_rows=64,
         timing=TimingSettings(warmup=1, min_repeats=5, max_repeats=7, budget_s=0.01, min_repeat_s=1e-3,
                               rotation_bytes=1 << 20, max_buffers=4),
-        limited={"compile": ((), _COMPILE_BUDGET)},
+        limited={"compile": ((), _COMPILE_BUDGET)}, dtype_max_d={"bfloat16": 256},
     ),
     "cpu": Profile(
         name="cpu", device="cpu", train_rows=8192, sweep_d=(256, 1024, 4096, 16384), sweep_dtypes=("float32", "bfloat16"),
@@ -78,8 +78,8 @@ PROFILE_SETTINGS = {
     "gpu": Profile(
         name="gpu", device="cuda", train_rows=8192,
         sweep_d=(256, 1024, 4096, 8192, 16384, 32768, 65536), sweep_dtypes=("float32", "bfloat16"),
-        backward_d=(1024, 4096, 16384), backward_dtypes=("float32", "bfloat16"), small_rows=(1, 4, 16),
-        small_d=(4096, 8192), small_dtypes=("float32", "bfloat16"), partial_d=(4096, 16384),
+        backward_d=(1024, 4096, 16384), backward_dtypes=("float32", "bfloat16"), small_rows=(1, 16),
+        small_d=(4096,), small_dtypes=("float32", "bfloat16"), partial_d=(4096, 16384),
         chunked_d=(16384, 65536), chunked_rows=4096,
         timing=TimingSettings(warmup=5, min_repeats=10, max_repeats=50, budget_s=0.15, min_repeat_s=1e-3,
                               rotation_bytes=512 << 20, max_buffers=16),
