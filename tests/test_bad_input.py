@@ -6,13 +6,16 @@ import normlab
 from normlab import ops
 from normlab.ops import launch
 
+# CPU runs the Triton backend in the interpreter; a GPU run (scripts/gpu_check.sh) uses CUDA.
+DEVICE = "cpu" if launch.INTERPRETED or not torch.cuda.is_available() else "cuda"
 BACKENDS = ("reference", "eager", "torch", "compile", "triton", "auto")
 D = 8
 
 
 def good():
     torch.manual_seed(0)
-    return dict(x=torch.randn(3, D), weight=torch.randn(D), bias=torch.randn(D), residual=torch.randn(3, D))
+    return {name: tensor.to(DEVICE) for name, tensor in
+            dict(x=torch.randn(3, D), weight=torch.randn(D), bias=torch.randn(D), residual=torch.randn(3, D)).items()}
 
 
 # (description, overrides of the good call, error type, argument the message must name)
@@ -100,10 +103,10 @@ def test_unknown_backend(backend):
 @pytest.mark.parametrize("backend", ("reference", "eager", "torch", "triton", "auto"))
 def test_nan_and_inf_stay_in_their_row(backend):
     torch.manual_seed(1)
-    x = torch.randn(4, 32)
+    x = torch.randn(4, 32, device=DEVICE)
     x[1, 7], x[2, 0] = float("nan"), float("inf")
-    for y in (normlab.rms_norm(x, torch.randn(32), backend=backend),
-              normlab.layer_norm(x, torch.randn(32), torch.randn(32), backend=backend)):
+    w, b = torch.randn(32, device=DEVICE), torch.randn(32, device=DEVICE)
+    for y in (normlab.rms_norm(x, w, backend=backend), normlab.layer_norm(x, w, b, backend=backend)):
         assert torch.isfinite(y[[0, 3]]).all()
         assert not torch.isfinite(y[1]).any()
         assert not torch.isfinite(y[2]).all()

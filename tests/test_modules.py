@@ -3,7 +3,10 @@ import pytest
 import torch
 
 import normlab
+from normlab.ops import launch
 
+# CPU runs the Triton backend in the interpreter; a GPU run (scripts/gpu_check.sh) uses CUDA.
+DEVICE = "cpu" if launch.INTERPRETED or not torch.cuda.is_available() else "cuda"
 BACKENDS = ("torch", "eager", "triton", "auto")
 
 
@@ -16,13 +19,13 @@ def relative_error(actual, expected):
 def test_rms_norm_state_dict_swaps_with_torch(backend):
     torch.manual_seed(0)
     d = 48
-    theirs = torch.nn.RMSNorm(d, eps=1e-6)
+    theirs = torch.nn.RMSNorm(d, eps=1e-6, device=DEVICE)
     with torch.no_grad():
-        theirs.weight.copy_(torch.randn(d))
-    ours = normlab.RMSNorm(d, eps=1e-6, backend=backend)
+        theirs.weight.copy_(torch.randn(d, device=DEVICE))
+    ours = normlab.RMSNorm(d, eps=1e-6, backend=backend, device=DEVICE)
     assert set(ours.state_dict()) == set(theirs.state_dict()) == {"weight"}
     ours.load_state_dict(theirs.state_dict())
-    x = torch.randn(3, 4, d)
+    x = torch.randn(3, 4, d, device=DEVICE)
     assert relative_error(ours(x), theirs(x)) < 1e-5
     # And back: a checkpoint of ours loads into torch's module.
     with torch.no_grad():
@@ -36,14 +39,14 @@ def test_rms_norm_state_dict_swaps_with_torch(backend):
 def test_layer_norm_state_dict_swaps_with_torch(backend, bias):
     torch.manual_seed(1)
     d = 48
-    theirs = torch.nn.LayerNorm(d, eps=1e-5, bias=bias)
+    theirs = torch.nn.LayerNorm(d, eps=1e-5, bias=bias, device=DEVICE)
     with torch.no_grad():
         for p in theirs.parameters():
-            p.copy_(torch.randn(d))
-    ours = normlab.LayerNorm(d, eps=1e-5, bias=bias, backend=backend)
+            p.copy_(torch.randn(d, device=DEVICE))
+    ours = normlab.LayerNorm(d, eps=1e-5, bias=bias, backend=backend, device=DEVICE)
     assert set(ours.state_dict()) == set(theirs.state_dict())
     ours.load_state_dict(theirs.state_dict())
-    x = torch.randn(3, 4, d)
+    x = torch.randn(3, 4, d, device=DEVICE)
     assert relative_error(ours(x), theirs(x)) < 1e-5
     theirs.load_state_dict(ours.state_dict())
     assert relative_error(theirs(x), ours(x)) < 1e-5
@@ -57,9 +60,9 @@ def test_without_affine_has_no_parameters():
 
 def test_offset_module_starts_as_unit_gain_and_fuses_residual():
     torch.manual_seed(2)
-    module = normlab.RMSNorm(16, offset=1.0, backend="triton")
-    assert torch.equal(module.weight, torch.zeros(16))
-    x, residual = torch.randn(2, 16), torch.randn(2, 16)
+    module = normlab.RMSNorm(16, offset=1.0, backend="triton", device=DEVICE)
+    assert torch.equal(module.weight, torch.zeros(16, device=DEVICE))
+    x, residual = torch.randn(2, 16, device=DEVICE), torch.randn(2, 16, device=DEVICE)
     y, s = module(x, residual=residual)
     y_ref, s_ref = normlab.rms_norm_reference(x.double(), module.weight.double(), 1e-6, residual=residual.double(), offset=1.0)
     assert relative_error(y, y_ref) < 1e-5 and relative_error(s, s_ref) < 1e-6
@@ -67,12 +70,12 @@ def test_offset_module_starts_as_unit_gain_and_fuses_residual():
 
 def test_module_gradients_reach_weight_and_bias():
     torch.manual_seed(3)
-    module = normlab.LayerNorm(24, backend="triton")
-    x = torch.randn(5, 24, requires_grad=True)
-    upstream = torch.randn(5, 24)  # (not y**2: its x-gradient nearly cancels to zero)
+    module = normlab.LayerNorm(24, backend="triton", device=DEVICE)
+    x = torch.randn(5, 24, device=DEVICE, requires_grad=True)
+    upstream = torch.randn(5, 24, device=DEVICE)  # (not y**2: its x-gradient nearly cancels to zero)
     (module(x) * upstream).sum().backward()
     assert module.weight.grad is not None and module.bias.grad is not None and x.grad is not None
-    reference = torch.nn.LayerNorm(24)
+    reference = torch.nn.LayerNorm(24, device=DEVICE)
     x2 = x.detach().clone().requires_grad_()
     (reference(x2) * upstream).sum().backward()
     for ours, theirs in ((module.weight.grad, reference.weight.grad), (module.bias.grad, reference.bias.grad), (x.grad, x2.grad)):

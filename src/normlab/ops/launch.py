@@ -20,6 +20,10 @@ from ._runtime import (check_triton_device, kernels_interpreted, multiprocessor_
 # 16K fp32 values per row is 32 values per thread at 16 warps: the most that
 # stays in registers on current NVIDIA parts without spilling.
 ONCHIP_LIMIT = 16384
+# The backward holds about twice as many live values per element (s, dy, the
+# gain, dx, the dweight accumulator): at 16K it spills registers on sm_90
+# (ptxas, scripts/compile_kernels_sm90.py), at 8K with 16 warps it does not.
+BACKWARD_ONCHIP_LIMIT = 8192
 # 4K elements per chunk: 16 KB of fp32 in flight per program, enough to hide
 # latency while a row streams through L2.
 CHUNK = 4096
@@ -51,6 +55,11 @@ def _rows(t: torch.Tensor, n_features: int) -> torch.Tensor:
 
 def _is_onchip(n_features: int, onchip_limit: int) -> bool:
     return n_features <= onchip_limit
+
+
+def backward_warps(elements_per_program: int) -> int:
+    # Half the values per thread of the forward, for the same reason as BACKWARD_ONCHIP_LIMIT.
+    return min(16, 2 * warps_for(elements_per_program))
 
 
 def _tile(n_rows: int, n_features: int) -> tuple[int, int]:
@@ -126,14 +135,14 @@ def rms_backward(dy, ds, s, weight, ms, eps: float, offset: float, eps_inside: b
     ds_arg = s2 if ds2 is None else ds2
     flags = dict(HAS_DS=ds2 is not None, HAS_WEIGHT=weight is not None, EPS_INSIDE=eps_inside)
     ms2 = ms.reshape(-1)
-    if _is_onchip(n_features, onchip_limit):
+    if _is_onchip(n_features, min(onchip_limit, BACKWARD_ONCHIP_LIMIT)):
         rows, block = _tile(n_rows, n_features)
         programs = min(triton.cdiv(n_rows, rows), 2 * multiprocessor_count(s.device))
         partial = _empty((programs, n_features), stats, s.device)
         rms_kernels.rms_backward_onchip[(programs,)](
             dy2, ds_arg, s2, w, ms2, dx, partial, n_rows, n_features, k,
             dy2.stride(0), ds_arg.stride(0), s2.stride(0), eps, offset,
-            **flags, ROWS=rows, BLOCK=block, num_warps=warps_for(rows * block))
+            **flags, ROWS=rows, BLOCK=block, num_warps=backward_warps(rows * block))
     else:
         chunk = _chunk(n_features, chunk)
         programs = min(n_rows, 2 * multiprocessor_count(s.device))
@@ -195,7 +204,7 @@ def layer_backward(dy, ds, s, weight, mean, rstd, has_bias: bool,
     ds_arg = s2 if ds2 is None else ds2
     flags = dict(HAS_DS=ds2 is not None, HAS_WEIGHT=weight is not None, HAS_BIAS=has_bias)
     mean2, rstd2 = mean.reshape(-1), rstd.reshape(-1)
-    if _is_onchip(n_features, onchip_limit):
+    if _is_onchip(n_features, min(onchip_limit, BACKWARD_ONCHIP_LIMIT)):
         rows, block = _tile(n_rows, n_features)
         programs = min(triton.cdiv(n_rows, rows), 2 * multiprocessor_count(s.device))
         dw_partial = _empty((programs, n_features), stats, s.device)
@@ -203,7 +212,7 @@ def layer_backward(dy, ds, s, weight, mean, rstd, has_bias: bool,
         layer_kernels.layer_backward_onchip[(programs,)](
             dy2, ds_arg, s2, w, mean2, rstd2, dx, dw_partial, db_partial, n_rows, n_features,
             dy2.stride(0), ds_arg.stride(0), s2.stride(0),
-            **flags, ROWS=rows, BLOCK=block, num_warps=warps_for(rows * block))
+            **flags, ROWS=rows, BLOCK=block, num_warps=backward_warps(rows * block))
     else:
         chunk = _chunk(n_features, chunk)
         programs = min(n_rows, 2 * multiprocessor_count(s.device))
