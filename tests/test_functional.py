@@ -165,3 +165,18 @@ def test_auto_uses_compiled_composite_for_large_cpu_inputs(monkeypatch):
     assert calls == ["rms"]
     assert relative_error(y, rms_norm_reference(x.double(), weight.double(), 1e-6, residual=residual.double(), offset=1.0,
                                                 eps_placement="outside", partial=0.5)[0]) < 1e-5
+
+
+def test_auto_falls_back_when_this_machine_cannot_compile(monkeypatch):
+    monkeypatch.setattr(functional, "AUTO_CPU_COMPILE_MIN_NUMEL", 0)
+    monkeypatch.setattr(functional, "_compile_failure", None)
+
+    def broken(*args):
+        raise RuntimeError("no C++ compiler")
+
+    monkeypatch.setattr(functional, "_run_compiled", broken)
+    x, weight = torch.randn(3, 16), torch.randn(16)
+    with pytest.warns(UserWarning, match="torch.compile is unusable"):
+        y = rms_norm(x, weight, partial=0.5)
+    assert relative_error(y, rms_norm_reference(x.double(), weight.double(), partial=0.5)) < 1e-5
+    assert functional._auto_rms_backend(x, set()) == "torch"  # and it does not try again
