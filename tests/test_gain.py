@@ -72,9 +72,16 @@ def test_gain_sensitivity_on_a_tiny_gpt():
     before = {n: m.weight.detach().clone() for n, m in model.norms()}
     x = torch.randint(0, 256, (2, 8))
     frame = G.gain_sensitivity(model, [(x, x)], [0.5, 1.0, 3.0])
-    assert set(frame["location"]) == {"attn_input", "mlp_input", "final"}
+    assert set(frame["location"]) == {"attention input", "MLP input", "final"}
     assert frame[frame["factor"] == 1.0]["delta_loss"].abs().max() < 1e-6
     assert frame[frame["factor"] == 3.0]["delta_loss"].abs().max() > 1e-4  # pre-LN gains are not scale invariant
     for name, module in model.norms():  # gains restored
         assert torch.equal(module.weight, before[name])
     assert all(v == pytest.approx(1.0) for v in G.gain_norms(model).values())
+
+
+def test_post_ln_locations_are_named_by_the_trunk():
+    model = GPT(GPTConfig(context=8, width=16, depth=2, heads=2, placement="post"))
+    locations = G.norm_locations(model)
+    assert set(locations) == {"trunk after attention", "trunk after MLP"}
+    assert all(len(modules) == 2 for modules in locations.values())

@@ -335,17 +335,19 @@ def equilibrium_check(run: pd.DataFrame, optimizer: str, lr: float, weight_decay
 # ---- the small GPT ----------------------------------------------------------------------------
 
 def norm_locations(model) -> dict[str, list]:
-    """Group a model's norm modules by location: 'attn_input', 'mlp_input', 'final' (others by their name)."""
+    """Group a model's norm modules by what they feed.
+
+    pre-LN: norm1 -> 'attention input', norm2 -> 'MLP input', plus 'final'. post-LN: the norms sit on the
+    trunk, so norm1 -> 'trunk after attention' (it feeds the MLP) and norm2 -> 'trunk after MLP' (it feeds
+    the next block, and the head after the last block). Other norms keep their own names.
+    """
+    post = getattr(getattr(model, "cfg", None), "placement", "pre") == "post"
+    labels = {"norm1": "trunk after attention" if post else "attention input",
+              "norm2": "trunk after MLP" if post else "MLP input"}
     locations: dict[str, list] = {}
     for name, module in model.norms():
-        if name.endswith("norm1"):
-            key = "attn_input"
-        elif name.endswith("norm2"):
-            key = "mlp_input"
-        elif "final" in name:
-            key = "final"
-        else:
-            key = name
+        leaf = name.rsplit(".", 1)[-1]
+        key = labels.get(leaf, "final" if "final" in name else name)
         locations.setdefault(key, []).append(module)
     return locations
 
