@@ -80,7 +80,7 @@ def census(df: pd.DataFrame) -> pd.DataFrame:
     rows = df[df["profiler_ops"].notna()].copy()
     rows["profiler_count"] = rows["profiler_ops"].map(len)
     rows["traced_count"] = rows["traced_ops"].map(lambda ops: len(ops) if isinstance(ops, list) else None)
-    columns = ["norm", "implementation", "direction", "dtype", "rows", "d", "traced_passes", "traced_count",
+    columns = ["study", "norm", "implementation", "direction", "dtype", "rows", "d", "traced_passes", "traced_count",
                "profiler_count", "ops_agree", "effective_passes", "traced_ops", "profiler_ops"]
     if "traced_reductions" in rows:
         columns.insert(8, "traced_reductions")
