@@ -228,7 +228,8 @@ results.record(
     "B17", decide(b17_holds, caveat=(post_rate == 1.0 or not xiong_match)),
     f"At depth {deepest} the pre-LN per-block gradient norms differ by at most ×{pre_spread:.2f} (threshold ×10); "
     f"without warm-up pre-LN trained in {pre_rate:.0%} of grid runs vs post-LN {post_rate:.0%} "
-    f"(post-LN with warm-up {post_warm_rate:.0%}); last-block gradient ~ L^{xiong_pre:.2f} (pre) and L^{xiong_post:.2f} (post) "
+    f"(post-LN with warm-up {post_warm_rate:.0%}) at depths {P['train_depths']}, lr ≤ {max(P['lrs']):g}, {P['train_steps']} steps "
+    f"with gradient clipping; last-block gradient ~ L^{xiong_pre:.2f} (pre) and L^{xiong_post:.2f} (post) "
     f"vs Xiong et al. 2020's L^-0.5 and L^0.",
     {"deepest_depth": deepest, "pre_ln_gradient_max_over_min": pre_spread, "pre_trained_rate_no_warmup": pre_rate,
      "post_trained_rate_no_warmup": post_rate, "post_trained_rate_with_warmup": post_warm_rate,
