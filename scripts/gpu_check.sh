@@ -12,6 +12,8 @@ mkdir -p "$out"
 export TRITON_INTERPRET=0          # conftest.py only sets it when absent
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 python -c "import torch, triton; assert torch.cuda.is_available(); print(torch.__version__, triton.__version__, torch.cuda.get_device_name())" | tee "$out/versions.txt"
+status=0  # a test failure must not stop the bandwidth run: both results are wanted from one call
 python -m pytest -q -p no:cacheprovider tests/test_triton_kernels.py tests/test_modules.py tests/test_bad_input.py \
-    --junitxml="$out/kernel-tests.xml" 2>&1 | tee "$out/kernel-tests.txt"
-python scripts/gpu_bandwidth.py --out "$out/gpu_bandwidth.json" 2>&1 | tee "$out/gpu_bandwidth.txt"
+    --junitxml="$out/kernel-tests.xml" 2>&1 | tee "$out/kernel-tests.txt" || status=$?
+python scripts/gpu_bandwidth.py --out "$out/gpu_bandwidth.json" 2>&1 | tee "$out/gpu_bandwidth.txt" || status=$?
+exit $status
