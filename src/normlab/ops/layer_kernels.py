@@ -180,7 +180,8 @@ def layer_backward_chunked(
     # DW_PARTIAL / DB_PARTIAL must be zeroed by the caller: each program adds its rows into its own line.
     compute = MEAN.dtype.element_ty
     program, programs = tl.program_id(0), tl.num_programs(0)
-    dw_row, db_row = DW_PARTIAL + program * N, DB_PARTIAL + program * N
+    partial_offset = tl.cast(program, tl.int64) * N  # programs x N can pass 2^31 for very long rows
+    dw_row, db_row = DW_PARTIAL + partial_offset, DB_PARTIAL + partial_offset
     for row in range(program, n_rows, programs):
         row64 = tl.cast(row, tl.int64)
         s_row, dy_row = S + row64 * stride_s, DY + row64 * stride_dy

@@ -159,7 +159,7 @@ def rms_backward_chunked(
     # DW_PARTIAL must be zeroed by the caller: each program adds its rows into its own line.
     compute = MS.dtype.element_ty
     program, programs = tl.program_id(0), tl.num_programs(0)
-    dw_row = DW_PARTIAL + program * N
+    dw_row = DW_PARTIAL + tl.cast(program, tl.int64) * N  # programs x N can pass 2^31 for very long rows
     for row in range(program, n_rows, programs):
         row64 = tl.cast(row, tl.int64)
         s_row, dy_row = S + row64 * stride_s, DY + row64 * stride_dy
