@@ -49,7 +49,7 @@ PROFILES = {
                   stress_lr_factor=3.0, device="cpu", threads=1),
     "cpu": dict(init_depths=[2, 4, 8, 16, 32], init_width=48, init_context=32, init_batch=4, init_seeds=[0, 1],
                 train_depths=[2, 6], train_width=32, train_context=32, train_batch=8, train_steps=100,
-                lrs=[3e-3, 1e-2], warmups=[0, 25], ablation_depth=3, ablation_steps=120, ablation_seeds=[0, 1],
+                lrs=[3e-3, 1e-2, 3e-2], warmups=[0, 25], ablation_depth=3, ablation_steps=120, ablation_seeds=[0, 1],
                 stress_lr_factor=3.0, device="cpu", threads=1),
     "gpu": dict(init_depths=[2, 4, 8, 16, 32, 64, 128], init_width=256, init_context=128, init_batch=16,
                 init_seeds=[0, 1, 2], train_depths=[2, 8, 24], train_width=256, train_context=128, train_batch=32,
