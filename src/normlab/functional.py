@@ -118,12 +118,20 @@ def _compiled(kind: str):
     return torch.compile(function, dynamic=True, fullgraph=True)
 
 
-def _run_compiled(kind: str, *args):
+def _run_compiled(kind: str, x, *args):
+    """Runs the composite compiled; the residual is args[1] (rms) or args[2] (layer)."""
     if torch.compiler.is_compiling():
         # Already inside an outer torch.compile: let it trace the composite.
         function = composite.rms_norm_general if kind == "rms" else composite.layer_norm_general
-        return function(*args)
-    return _compiled(kind)(*args)
+        return function(x, *args)
+    # Seen as 2-D, inputs of any rank share one graph instead of compiling per rank.
+    shape, n_features = x.shape, x.shape[-1]
+    args = list(args)
+    where = 1 if kind == "rms" else 2
+    if args[where] is not None:
+        args[where] = args[where].reshape(-1, n_features)
+    y, s = _compiled(kind)(x.reshape(-1, n_features), *args)
+    return y.reshape(shape), (None if s is None else s.reshape(shape))
 
 
 _compile_failure: str | None = None
