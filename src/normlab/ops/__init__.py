@@ -9,7 +9,8 @@ Entry points (for the speed study and other callers)
 
   - ``onchip_limit``: rows of length <= this (elements) are kept whole in registers; longer rows use
     the chunked kernels. ``onchip_limit=0`` forces the chunked path at any length. Default
-    ``launch.ONCHIP_LIMIT`` (16384).
+    ``launch.ONCHIP_LIMIT`` (16384); the backward also caps it at ``launch.BACKWARD_ONCHIP_LIMIT``
+    (8192), above which its on-chip kernel would spill registers.
   - ``chunk``: elements streamed per step by the chunked kernels (a power of two; default 4096).
   - ``stats`` (LayerNorm only): how the chunked kernel gets mean and variance. ``"two_pass"`` streams
     the row twice for them (mean, then centred squares) and a third time to normalise; ``"welford"``
@@ -19,6 +20,10 @@ Entry points (for the speed study and other callers)
 * ``launch.rms_forward(...)`` / ``launch.layer_forward(...)`` and the ``*_backward`` functions: the bare
   launchers without autograd, returning the saved statistics too; the cheapest thing to time.
   Outputs are always freshly allocated and contiguous.
+
+GPU-side checks without a GPU: ``scripts/compile_kernels_sm90.py`` compiles every kernel variant for
+sm_90 and reports register spills; ``scripts/gpu_check.sh`` is the one-call test + bandwidth run for
+a CUDA machine.
 
 Kernels run on CUDA tensors; on CPU only in Triton's interpreter (TRITON_INTERPRET=1 set before this
 package is first imported). Otherwise a RuntimeError explains that.
