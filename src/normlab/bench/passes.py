@@ -16,6 +16,9 @@ instead (see `traffic.effective_passes`).
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
@@ -146,10 +149,29 @@ def profiler_ops(fn: Callable[[], object], full_numel: int, device: str = "cpu")
     return ProfilerOps(names, device)
 
 
+@contextlib.contextmanager
+def _native_stderr_silenced():
+    """Some torch builds print a line to fd 2 each time a profiler starts and stops; keep the tables readable."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
 def _cpu_events(fn: Callable[[], object]):
     """CPU op events. The legacy (non-Kineto) profiler starts in milliseconds; Kineto takes ~10 s to start up."""
     try:
-        with torch.autograd.profiler.profile(use_kineto=False, record_shapes=True) as prof:
+        with _native_stderr_silenced(), torch.autograd.profiler.profile(use_kineto=False, record_shapes=True) as prof:
             fn()
     except (RuntimeError, TypeError, AssertionError):  # a torch without the legacy profiler
         from torch.profiler import ProfilerActivity, profile

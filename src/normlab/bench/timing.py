@@ -21,6 +21,7 @@ import torch
 @dataclass(frozen=True)
 class TimingSettings:
     warmup: int = 2  # untimed calls first (first-call costs: allocation, compilation, caches); one more calibrates
+    warmup_s: float = 0.0  # ...and keep warming up until this long has passed (page faults and allocator state settle)
     min_repeats: int = 3
     max_repeats: int = 25
     budget_s: float = 1.0  # target measuring time per case; repeats stop at max_repeats or this budget
@@ -34,6 +35,8 @@ class TimingSettings:
                 f"need warmup >= 0 and 1 <= min_repeats <= max_repeats, got warmup={self.warmup}, "
                 f"min_repeats={self.min_repeats}, max_repeats={self.max_repeats}"
             )
+        if self.warmup_s < 0:
+            raise ValueError(f"warmup_s must be >= 0, got {self.warmup_s}")
         if self.budget_s <= 0 or self.min_repeat_s <= 0:
             raise ValueError(f"budget_s and min_repeat_s must be positive, got {self.budget_s}, {self.min_repeat_s}")
 
@@ -111,8 +114,10 @@ def time_call(call: Callable[..., object], input_sets: Sequence[tuple], settings
         position[0] += 1
         call(*inputs)
 
-    for _ in range(settings.warmup):
-        clock.measure(one_call)
+    warmed, calls = 0.0, 0
+    while calls < settings.warmup or warmed < settings.warmup_s:
+        warmed += clock.measure(one_call)
+        calls += 1
     # one call after the warm-up (first-call costs such as compilation paid) estimates the steady state
     calibration = clock.measure(one_call)
     estimate = max(calibration, 1e-7)
