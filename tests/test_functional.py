@@ -180,3 +180,18 @@ def test_auto_falls_back_when_this_machine_cannot_compile(monkeypatch):
         y = rms_norm(x, weight, partial=0.5)
     assert relative_error(y, rms_norm_reference(x.double(), weight.double(), partial=0.5)) < 1e-5
     assert functional._auto_rms_backend(x, set()) == "torch"  # and it does not try again
+
+
+@pytest.mark.parametrize("rows", (0, 1))
+def test_compile_backend_zero_and_one_rows(rows):
+    # Sizes 0 and 1 are specialised by torch.compile, so they get their own graphs: check them too.
+    torch.manual_seed(10)
+    x, residual, weight, bias = torch.randn(rows, 24), torch.randn(rows, 24), torch.randn(24), torch.randn(24)
+    kwargs = dict(residual=residual, offset=1.0, eps_placement="outside", partial=0.5)
+    y, s = rms_norm(x, weight, 1e-6, backend="compile", **kwargs)
+    y_ref, s_ref = rms_norm_reference(x.double(), weight.double(), 1e-6, residual=residual.double(), offset=1.0,
+                                      eps_placement="outside", partial=0.5)
+    assert y.shape == x.shape and relative_error(y, y_ref) < 1e-5 and relative_error(s, s_ref) < 1e-6
+    y, s = layer_norm(x, weight, bias, residual=residual, backend="compile")
+    y_ref, _ = layer_norm_reference(x.double(), weight.double(), bias.double(), residual=residual.double())
+    assert y.shape == x.shape and relative_error(y, y_ref) < 1e-5
