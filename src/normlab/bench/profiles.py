@@ -70,7 +70,7 @@ PROFILE_SETTINGS = {
         name="cpu", device="cpu", train_rows=8192, sweep_d=(256, 1024, 4096, 16384), sweep_dtypes=("float32", "bfloat16"),
         backward_d=(256, 1024), backward_dtypes=("float32", "bfloat16"), small_rows=(1, 16), small_d=(4096,),
         small_dtypes=("float32", "bfloat16"), partial_d=(4096,), chunked_d=(65536,), chunked_rows=1024,
-        timing=TimingSettings(warmup=1, warmup_s=0.5, min_repeats=3, max_repeats=8, budget_s=0.3, min_repeat_s=2e-3,
+        timing=TimingSettings(warmup=1, warmup_s=0.5, min_repeats=3, max_repeats=25, budget_s=0.3, min_repeat_s=2e-3,
                               rotation_bytes=64 << 20, max_buffers=32),
         # bf16 arithmetic is emulated on this CPU (several times slower than fp32), so it gets the short rows
         dtype_max_d={"bfloat16": 1024}, backward_dtype_max_d={"bfloat16": 256}, max_elements=8192 * 4096,
