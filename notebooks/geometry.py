@@ -288,7 +288,7 @@ plt.show()
 print(f"numerical ranks: {ranks} (d = {rank_d}); std over tokens of mean(y): {mean_channel_spread}")
 
 # %%
-# The claim's further parts (drift of layer means, g using or suppressing the freedom) need training runs: the gain chapter.
+# The claim's further parts (drift of layer means, g using or suppressing the freedom) need training runs: the quality chapter, which records B16 too.
 DYNAMICS_TESTED_HERE = False
 rank_ok = ranks["LayerNorm"] == rank_d - 1 and ranks["RMSNorm"] == rank_d
 results.record(
@@ -296,7 +296,7 @@ results.record(
                   caveat=not DYNAMICS_TESTED_HERE),
     f"The outputs of {settings['rank_tokens']} random tokens have rank {ranks['RMSNorm']} under RMSNorm and {ranks['LayerNorm']} under "
     f"LayerNorm (d = {rank_d}): one more dimension, the output mean (spread {mean_channel_spread['RMSNorm']:.2f} vs "
-    f"{mean_channel_spread['LayerNorm']:.0e}); whether training uses or suppresses it is left to the gain chapter.",
+    f"{mean_channel_spread['LayerNorm']:.0e}); whether training uses or suppresses it is measured in the quality chapter.",
     {"ranks": ranks, "d": rank_d, "tokens": settings["rank_tokens"], "output_mean_spread": mean_channel_spread,
      "smallest_singular_value": {name: float(G.singular_values(y)[-1]) for name, y in rank_outputs.items()}},
     section="geometry-dimension",
