@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PROFILE ?= auto
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install test book notebooks ledger gpu-bench clean
+.PHONY: install test book notebooks ledger gpu-bench gpu-check compile-check clean
 
 install: $(INSTALLED)
 
@@ -35,6 +35,14 @@ book: notebooks ledger
 
 gpu-bench: $(INSTALLED)
 	$(PY) -m normlab.bench --profile gpu --output data/gpu-bench.json
+
+# On a CUDA machine: the kernel tests on the GPU in fp32/fp16/bf16, and bandwidth against a copy.
+gpu-check: $(INSTALLED)
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH bash scripts/gpu_check.sh
+
+# Without a GPU: compile every Triton kernel variant for sm_90 and report register spills.
+compile-check: $(INSTALLED)
+	$(PY) scripts/compile_kernels_sm90.py
 
 clean:
 	rm -rf build _build
