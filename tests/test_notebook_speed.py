@@ -14,18 +14,9 @@ from normlab.bench import harness
 from normlab.study.results import VERDICTS
 from normlab.study.run import execute
 
+from evidence import evidence_numbers
+
 SPEED_CLAIMS = {"A5", "A7", "A8", "A10", "B6", "B8", "B9", "B10", "Q2", "Q3"}
-
-
-def _numbers(value):
-    if isinstance(value, dict):
-        for v in value.values():
-            yield from _numbers(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _numbers(v)
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        yield value
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +50,7 @@ def test_every_speed_claim_gets_one_valid_verdict_with_a_summary(speed_run):
 def test_evidence_numbers_are_finite(speed_run):
     result, _, _ = speed_run
     for claim in result["claims"]:
-        numbers = list(_numbers(claim["evidence"]))
+        numbers = list(evidence_numbers(claim["evidence"]))
         assert all(math.isfinite(n) for n in numbers), claim["id"]
 
 

@@ -4,16 +4,7 @@ import pytest
 
 from normlab.study.run import execute
 
-
-def _numbers(value):
-    if isinstance(value, dict):
-        for v in value.values():
-            yield from _numbers(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _numbers(v)
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        yield value
+from evidence import evidence_numbers
 
 
 @pytest.mark.parametrize("name, claims", [("depth", {"B17", "B18", "B19"}), ("gain", {"B15"})])
@@ -22,7 +13,7 @@ def test_dynamics_notebooks_smoke(tmp_path, name, claims):
     recorded = {c["id"]: c for c in result["claims"]}
     assert claims <= set(recorded)
     for claim in claims:
-        numbers = list(_numbers(recorded[claim]["evidence"]))
+        numbers = list(evidence_numbers(recorded[claim]["evidence"]))
         assert numbers and all(math.isfinite(n) for n in numbers), claim
     if name == "gain":
         effective = recorded["B15"]["evidence"]["effective_lr"]

@@ -8,18 +8,7 @@ import pytest
 from normlab.study import VERDICTS
 from normlab.study.run import execute
 
-
-def _numbers(value):
-    if isinstance(value, dict):
-        for item in value.values():
-            yield from _numbers(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _numbers(item)
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        yield value
-    elif isinstance(value, str) and value.lower() in ("nan", "inf", "-inf"):
-        yield float(value)
+from evidence import evidence_numbers
 
 
 def _run(name, tmp_path_factory):
@@ -44,7 +33,7 @@ def _check_records(claims, expected_ids):
     for claim in claims.values():
         assert claim["verdict"] in VERDICTS and claim["verdict"] != "not testable here"
         assert claim["summary"] and claim["section"]
-        numbers = list(_numbers(claim["evidence"]))
+        numbers = list(evidence_numbers(claim["evidence"]))
         assert numbers, f"{claim['id']} has no numeric evidence"
         assert all(math.isfinite(n) for n in numbers), f"{claim['id']} has non-finite evidence"
 

@@ -5,13 +5,7 @@ import pytest
 import torch
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # Small models on shared cores: one thread avoids threads of several processes spinning against each other.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 from normlab.corpus import build_corpus, load_corpus
 from normlab.model import GPT, GPTConfig
