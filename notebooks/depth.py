@@ -118,6 +118,24 @@ for axis, (name, part) in zip(ax, last.groupby("init")):
     axis.legend(fontsize=8)
 plt.tight_layout()
 
+# %% [markdown]
+# Xiong et al.'s theorem is about how the last layer's gradient scales with depth. Its levels are another matter:
+# here pre-LN's last-block gradient sits far *above* post-LN's. The printout below shows why, with numbers from
+# this run: in pre-LN the final norm divides by the trunk's norm, and with embeddings initialised at
+# std 0.02 (GPT-2's choice) that trunk is small, so the final norm amplifies the gradient it passes back. In post-LN
+# every block's output has already been normalised to unit RMS.
+
+# %%
+xiong_last = last[last["init"] == "Xiong (unscaled)"]
+level = xiong_last.groupby(["depth", "config"])["grad_mlp_down"].mean().unstack("config")
+trunk = init[(init["init"] == "Xiong (unscaled)") & (init["layer"] == init["depth"])]
+trunk_norm = trunk.groupby(["depth", "config"])["residual_norm"].mean().unstack("config")
+print(pd.DataFrame({
+    "pre/post last-block gradient": level[["pre-rms", "pre-layer"]].mean(axis=1) / level[["post-rms", "post-layer"]].mean(axis=1),
+    "pre-LN trunk norm at the final norm": trunk_norm[["pre-rms", "pre-layer"]].mean(axis=1),
+    "post-LN trunk norm (normalised)": trunk_norm[["post-rms", "post-layer"]].mean(axis=1),
+}).round(3))
+
 # %%
 deepest = max(P["init_depths"])
 at_depth = init[(init["depth"] == deepest) & (init["layer"] > 0)]

@@ -237,7 +237,7 @@ def weight_decay_as_schedule(chain: ToyChain, lr: float, weight_decay: float, st
                      "norm_with_decay": float(decayed["W1"].detach().norm()),
                      "norm_scheduled": float(scheduled["W1"].detach().norm()),
                      "scheduled_lr": lr * rho ** (-(2 * t + 1)),
-                     "loss": float(chain.loss(decayed))})
+                     "loss": float(chain.loss(decayed).detach())})
     return pd.DataFrame(rows)
 
 
