@@ -84,6 +84,14 @@ def _prepare(x, residual, onchip_limit, chunk):
     return n_features, _rows(x, n_features), None if residual is None else _rows(residual, n_features)
 
 
+def _prepare_backward(dy, ds, s):
+    """Row views of s, dy and ds (None when absent), and dx allocated in s's layout."""
+    check_triton_device(s, INTERPRETED)
+    n_features = s.shape[-1]
+    ds2 = None if ds is None else _rows(ds, n_features)
+    return n_features, _rows(s, n_features), _rows(dy, n_features), ds2, _empty(s.shape, s.dtype, s.device)
+
+
 def _reduce_partials(partial: torch.Tensor, like: torch.Tensor | None, n_features: int, device):
     if like is None:
         return torch.empty(0, device=device)
@@ -122,13 +130,8 @@ def rms_forward(x, weight, residual, eps: float, offset: float, eps_inside: bool
 def rms_backward(dy, ds, s, weight, ms, eps: float, offset: float, eps_inside: bool, k: int,
                  onchip_limit: int = ONCHIP_LIMIT, chunk: int = CHUNK):
     """Returns (dx, dweight); dx also includes ds (the gradient reaching s = x + residual directly)."""
-    check_triton_device(s, INTERPRETED)
-    n_features = s.shape[-1]
-    s2, dy2 = _rows(s, n_features), _rows(dy, n_features)
-    ds2 = None if ds is None else _rows(ds, n_features)
-    n_rows = s2.shape[0]
-    stats = compute_dtype(s.dtype)
-    dx = _empty(s.shape, s.dtype, s.device)
+    n_features, s2, dy2, ds2, dx = _prepare_backward(dy, ds, s)
+    n_rows, stats = s2.shape[0], compute_dtype(s.dtype)
     if n_rows == 0:
         return dx, (torch.zeros_like(weight) if weight is not None else s.new_empty(0))
     w = s2 if weight is None else weight.contiguous()
@@ -189,13 +192,8 @@ def layer_forward(x, weight, bias, residual, eps: float, stats: str = "welford",
 def layer_backward(dy, ds, s, weight, mean, rstd, has_bias: bool,
                    onchip_limit: int = ONCHIP_LIMIT, chunk: int = CHUNK):
     """Returns (dx, dweight, dbias); empty tensors stand for absent parameters."""
-    check_triton_device(s, INTERPRETED)
-    n_features = s.shape[-1]
-    s2, dy2 = _rows(s, n_features), _rows(dy, n_features)
-    ds2 = None if ds is None else _rows(ds, n_features)
-    n_rows = s2.shape[0]
-    stats = compute_dtype(s.dtype)
-    dx = _empty(s.shape, s.dtype, s.device)
+    n_features, s2, dy2, ds2, dx = _prepare_backward(dy, ds, s)
+    n_rows, stats = s2.shape[0], compute_dtype(s.dtype)
     param_dtype = weight.dtype if weight is not None else s.dtype
     if n_rows == 0:
         zeros = lambda present: torch.zeros(n_features, dtype=param_dtype, device=s.device) if present else s.new_empty(0)
