@@ -23,6 +23,8 @@ accumulated per program in the statistics dtype for the caller to reduce.
 import triton
 import triton.language as tl
 
+from .fused_add import load_summed
+
 
 @triton.jit
 def layer_forward_onchip(
@@ -38,10 +40,8 @@ def layer_forward_onchip(
     col_ok = cols < N
     mask = row_ok[:, None] & col_ok[None, :]
     rows64 = rows.to(tl.int64)
-    s = tl.load(X + rows64[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
-    if HAS_RESIDUAL:
-        s = s + tl.load(R + rows64[:, None] * stride_r + cols[None, :], mask=mask, other=0.0)
-        tl.store(S + rows64[:, None] * N + cols[None, :], s, mask=mask)
+    s = load_summed(X + rows64[:, None] * stride_x + cols[None, :], R + rows64[:, None] * stride_r + cols[None, :],
+                    S + rows64[:, None] * N + cols[None, :], mask, HAS_RESIDUAL)
     s = s.to(compute)
     mean = tl.sum(s, axis=1) / N
     centred = tl.where(col_ok[None, :], s - mean[:, None], 0.0)
@@ -73,10 +73,7 @@ def layer_forward_chunked(
         for start in range(0, N, CHUNK):
             cols = start + tl.arange(0, CHUNK)
             in_row = cols < N
-            s = tl.load(x_row + cols, mask=in_row, other=0.0)
-            if HAS_RESIDUAL:
-                s = s + tl.load(r_row + cols, mask=in_row, other=0.0)
-                tl.store(s_row + cols, s, mask=in_row)
+            s = load_summed(x_row + cols, r_row + cols, s_row + cols, in_row, HAS_RESIDUAL)
             s = s.to(compute)
             n_chunk = tl.minimum(N - start, CHUNK).to(compute)
             chunk_mean = tl.sum(s, axis=0) / n_chunk
@@ -93,10 +90,7 @@ def layer_forward_chunked(
         for start in range(0, N, CHUNK):
             cols = start + tl.arange(0, CHUNK)
             in_row = cols < N
-            s = tl.load(x_row + cols, mask=in_row, other=0.0)
-            if HAS_RESIDUAL:
-                s = s + tl.load(r_row + cols, mask=in_row, other=0.0)
-                tl.store(s_row + cols, s, mask=in_row)
+            s = load_summed(x_row + cols, r_row + cols, s_row + cols, in_row, HAS_RESIDUAL)
             total += s.to(compute)
         mean = tl.sum(total, axis=0) / N
         if HAS_RESIDUAL:

@@ -22,6 +22,8 @@ statistics dtype into a [programs, N] buffer that the caller reduces.
 import triton
 import triton.language as tl
 
+from .fused_add import load_summed
+
 
 @triton.jit
 def _inverse_rms(ms, eps, EPS_INSIDE: tl.constexpr):
@@ -56,10 +58,8 @@ def rms_forward_onchip(
     row_ok = rows < n_rows
     mask = row_ok[:, None] & (cols < N)[None, :]
     rows64 = rows.to(tl.int64)
-    s = tl.load(X + rows64[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
-    if HAS_RESIDUAL:
-        s = s + tl.load(R + rows64[:, None] * stride_r + cols[None, :], mask=mask, other=0.0)
-        tl.store(S + rows64[:, None] * N + cols[None, :], s, mask=mask)
+    s = load_summed(X + rows64[:, None] * stride_x + cols[None, :], R + rows64[:, None] * stride_r + cols[None, :],
+                    S + rows64[:, None] * N + cols[None, :], mask, HAS_RESIDUAL)
     s = s.to(compute)
     head = tl.where((cols < K)[None, :], s, 0.0)
     ms = tl.sum(head * head, axis=1) / K
@@ -88,10 +88,7 @@ def rms_forward_chunked(
     for start in range(0, stat_end, CHUNK):
         cols = start + tl.arange(0, CHUNK)
         in_row = cols < N
-        s = tl.load(x_row + cols, mask=in_row, other=0.0)
-        if HAS_RESIDUAL:
-            s = s + tl.load(r_row + cols, mask=in_row, other=0.0)
-            tl.store(s_row + cols, s, mask=in_row)
+        s = load_summed(x_row + cols, r_row + cols, s_row + cols, in_row, HAS_RESIDUAL)
         s = tl.where(cols < K, s.to(compute), 0.0)
         acc += s * s
     ms = tl.sum(acc, axis=0) / K
