@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -54,24 +55,61 @@ class Results:
         self.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.claims: list[dict] = []
 
-    def record(self, claim_id: str, verdict: str, summary: str, evidence: dict, section: str | None = None) -> dict:
-        """Record one claim's verdict. `section` is the MyST label of the notebook section that measured it."""
+    def record(self, claim_id: str, verdict: str, summary: str, evidence: dict, section: str | None = None, *,
+               key_number: float | None = None, threshold: float | None = None, spread: float | None = None,
+               rule: str | None = None) -> dict:
+        """Record the verdict of a claim this chapter owns.
+
+        `section` is the MyST label of the notebook section that measured it.
+        `key_number` is the measured number the verdict turns on, `threshold`
+        the value it was judged against, and `spread` that number's run-to-run
+        spread (a standard deviation over seeds or repeats measured in this
+        run). The ledger marks the verdict fragile when the spread could carry
+        the key number across the threshold. `rule` says, in one sentence, how
+        the verdict follows from the number (and how parts from other chapters
+        were combined).
+        """
         if verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, got {verdict!r}")
-        if any(c["id"] == claim_id for c in self.claims):
-            raise ValueError(f"claim {claim_id} is already recorded in {self.notebook}")
-        if not summary or not isinstance(summary, str):
-            raise ValueError("summary must be a non-empty sentence with the key number")
+        self._check_new(claim_id, summary)
+        for name, value in (("key_number", key_number), ("threshold", threshold), ("spread", spread)):
+            if value is not None and not (isinstance(value, numbers.Real) and math.isfinite(float(value))):
+                raise ValueError(f"{name} for {claim_id} must be a finite number or None, got {value!r}")
+        if spread is not None and float(spread) < 0:
+            raise ValueError(f"spread for {claim_id} must be >= 0, got {spread!r}")
         entry = {
             "id": claim_id,
             "verdict": verdict,
             "summary": summary,
             "evidence": _to_json(evidence),
             "section": section,
+            "key_number": None if key_number is None else float(key_number),
+            "threshold": None if threshold is None else float(threshold),
+            "spread": None if spread is None else float(spread),
+            "rule": rule,
         }
         self.claims.append(entry)
-        print(f"[{claim_id}] {verdict}: {summary}")
+        print(f"[{claim_id}] {verdict}: {summary}", file=sys.__stderr__)
         return entry
+
+    def record_evidence(self, claim_id: str, summary: str, evidence: dict, section: str | None = None) -> dict:
+        """Record evidence for a claim another chapter owns: numbers, no verdict.
+
+        The owning chapter reads this file (see `load_evidence`) and combines
+        the parts by the rule it states; the ledger lists the part beside the
+        owner's verdict.
+        """
+        self._check_new(claim_id, summary)
+        entry = {"id": claim_id, "verdict": None, "summary": summary, "evidence": _to_json(evidence),
+                 "section": section}
+        self.claims.append(entry)
+        return entry
+
+    def _check_new(self, claim_id: str, summary: str) -> None:
+        if any(c["id"] == claim_id for c in self.claims):
+            raise ValueError(f"claim {claim_id} is already recorded in {self.notebook}")
+        if not summary or not isinstance(summary, str):
+            raise ValueError("summary must be a non-empty sentence with the key number")
 
     def to_dict(self) -> dict:
         return {
@@ -90,3 +128,21 @@ class Results:
         path = self.results_dir / f"{self.notebook}.json"
         path.write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False))
         return path
+
+
+def load_evidence(notebook: str, claim_id: str, results_dir: str | Path = "build/results") -> dict | None:
+    """The evidence record another chapter left for `claim_id`, or None when that chapter has not run.
+
+    Owners that combine parts from other chapters call this; a missing part
+    must show as missing in the owner's verdict, never be silently skipped.
+    """
+    path = Path(results_dir) / f"{notebook}.json"
+    if not path.exists():
+        return None
+    try:
+        run = json.loads(path.read_text())
+        records = [c for c in run["claims"] if c["id"] == claim_id]
+    except (json.JSONDecodeError, KeyError, TypeError) as error:
+        raise ValueError(f"results file {path} is corrupt ({error}); rebuild it with "
+                         f"`make notebooks FORCE={notebook}`") from None
+    return records[0] if records else None
