@@ -1,0 +1,108 @@
+"""What a chapter shows its reader: the claims box, tables with sensible figures, the verdict table.
+
+Each function returns an object that Jupyter displays as Markdown or HTML,
+so a notebook cell tagged `remove-input` shows only the result. The
+Markdown is MyST (the book sets `nb_render_markdown_format: myst`), so
+admonitions and cross-references work inside generated output.
+"""
+from __future__ import annotations
+
+import html
+import math
+import numbers
+
+from .ledger import VERDICT_BADGES, parse_claims
+
+
+def significant(value, digits: int = 3) -> str:
+    """A number with `digits` significant figures, without scientific notation for everyday magnitudes."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return str(value)
+    value = float(value)
+    if math.isnan(value):
+        return "—"
+    if not math.isfinite(value):
+        return "∞" if value > 0 else "−∞"
+    if value == 0:
+        return "0"
+    magnitude = math.floor(math.log10(abs(value)))
+    if magnitude >= 6 or magnitude <= -4:
+        return f"{value:.{digits - 1}e}"
+    decimals = max(digits - 1 - magnitude, 0)
+    return f"{value:,.{decimals}f}"
+
+
+class _Markdown:
+    def __init__(self, text: str):
+        self.text = text
+
+    def _repr_markdown_(self) -> str:
+        return self.text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class _HTML:
+    def __init__(self, text: str):
+        self.text = text
+
+    def _repr_html_(self) -> str:
+        return self.text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def claims_box(ids: list[str], *, title: str = "Claims tested in this chapter") -> _Markdown:
+    """An admonition quoting each claim this chapter tests (text from data/claims.md)."""
+    claims = {c.id: c.text for c in parse_claims()}
+    unknown = [i for i in ids if i not in claims]
+    if unknown:
+        raise ValueError(f"claims_box: unknown claim IDs {unknown}; valid IDs are in data/claims.md")
+    body = "\n".join(f"- **{i}**: {claims[i]}" for i in ids)
+    return _Markdown(f":::{{admonition}} {title}\n:class: note\n\n{body}\n:::\n")
+
+
+def table(frame, *, digits: int = 3, index: bool = False, caption: str | None = None) -> _HTML:
+    """A pandas DataFrame as an HTML table, numbers to `digits` significant figures."""
+    formatted = frame.copy()
+    for column in formatted.columns:
+        formatted[column] = [significant(v, digits) if isinstance(v, numbers.Real) and not isinstance(v, bool)
+                             else ("—" if v is None else v) for v in formatted[column]]
+    styled = formatted.to_html(index=index, escape=True, border=0, classes="normlab-table")
+    if caption:
+        styled = styled.replace("<thead>", f"<caption>{html.escape(caption)}</caption><thead>", 1)
+    return _HTML(styled)
+
+
+def is_fragile(record: dict) -> bool | None:
+    """True where the run-to-run spread could carry the key number across its threshold.
+
+    Fragile when |key − threshold| ≤ 2·spread (about a 95% band for a
+    standard deviation); None when the record lacks any of the three.
+    """
+    key, threshold, spread = record.get("key_number"), record.get("threshold"), record.get("spread")
+    if key is None or threshold is None or spread is None:
+        return None
+    return abs(key - threshold) <= 2 * spread
+
+
+def verdict_table(results) -> _Markdown:
+    """The chapter's closing table, built from what it recorded in this run."""
+    rows = ["| claim | verdict | key number | threshold | spread | fragile | summary |", "|---|---|---|---|---|---|---|"]
+    for record in results.claims:
+        if record.get("verdict") is None:
+            verdict = "evidence only (judged in its owning chapter)"
+        else:
+            verdict = VERDICT_BADGES[record["verdict"]]
+        fragile = is_fragile(record)
+        rows.append(
+            f"| {record['id']} | {verdict} | {significant(record.get('key_number'))} | "
+            f"{significant(record.get('threshold'))} | {significant(record.get('spread'))} | "
+            f"{'—' if fragile is None else ('**yes**' if fragile else 'no')} | "
+            f"{record['summary'].replace('|', chr(92) + '|')} |"
+        )
+    return _Markdown("\n".join(rows) + "\n")
