@@ -33,6 +33,7 @@ from torch import nn
 from .analysis.stream import stream_statistics
 from .corpus import Corpus
 from .model import GPT, GPTConfig
+from .progress import terminal_progress
 
 CHECKPOINT_MAGIC = b"normlab-checkpoint-v1\n"
 # Fields that do not change the numbers a run produces, so a resumed run may differ in them.
@@ -313,9 +314,8 @@ def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus) ->
 
     progress = None
     if tcfg.progress:
-        from tqdm.auto import tqdm
-
-        progress = tqdm(total=tcfg.steps, initial=step, desc=f"{mcfg.norm}-{mcfg.placement} seed {tcfg.seed}", leave=False)
+        progress = terminal_progress(total=tcfg.steps, initial=step, desc=f"{mcfg.norm}-{mcfg.placement} seed {tcfg.seed}",
+                                     leave=False)
     steps_this_call, interrupted = 0, False
     model.train()
     try:
@@ -411,9 +411,7 @@ def compare_step_times(configs: dict[str, GPTConfig], corpus: Corpus, *, batch_s
     rows = []
     rounds = range(warmup + repeats)
     if progress:
-        from tqdm.auto import tqdm
-
-        rounds = tqdm(rounds, desc="timing steps", leave=False)
+        rounds = terminal_progress(rounds, desc="timing steps", leave=False)
     for r in rounds:
         for name, (model, optimizer, cfg) in setups.items():
             x, y = (t[:, : cfg.context] for t in batches[r % len(batches)])
