@@ -14,6 +14,7 @@ information").
 from __future__ import annotations
 
 import math
+import zlib
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
@@ -184,26 +185,33 @@ class GPT(nn.Module):
         if not isinstance(cfg, GPTConfig):
             raise TypeError(f"GPT needs a GPTConfig, got {type(cfg).__name__}")
         self.cfg = cfg
+        # One draw from the global RNG, before any submodule is built: every parameter is then drawn from a
+        # generator of its own, seeded by this draw and the parameter's name, so models that differ in one part
+        # (the norm, LayerNorm's extra bias, the MLP, the positions) start with identical values in every
+        # parameter they share. Paired comparisons rest on that.
+        self._init_seed = int(torch.randint(0, 2**62, (1,)).item())
         self.token_embedding = nn.Embedding(cfg.vocab_size, cfg.width)
         self.position_embedding = nn.Embedding(cfg.context, cfg.width) if cfg.positions == "learned" else None
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.depth))
         self.final_norm = make_norm(cfg) if cfg.placement == "pre" else None
         self.lm_head = nn.Linear(cfg.width, cfg.vocab_size, bias=False)
-        self.apply(self._init_weights)
+        for name, module in self.named_modules():
+            self._init_weights(module, name)
         if cfg.tie_embeddings:
             self.lm_head.weight = self.token_embedding.weight
 
-    def _init_weights(self, module: nn.Module) -> None:
+    def _init_weights(self, module: nn.Module, name: str) -> None:
         # GPT-2 style: N(0, 0.02), with the projections that write into the trunk scaled by 1/sqrt(2*depth)
         # so the residual stream's variance does not grow with depth at initialisation.
+        generator = torch.Generator().manual_seed(self._init_seed ^ zlib.crc32(name.encode()))
         if isinstance(module, nn.Linear):
             std = 0.02 / math.sqrt(2 * self.cfg.depth) if getattr(module, "is_residual_projection", False) else 0.02
-            nn.init.normal_(module.weight, mean=0.0, std=std)
+            nn.init.normal_(module.weight, mean=0.0, std=std, generator=generator)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            nn.init.normal_(module.weight, mean=0.0, std=0.02, generator=generator)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
