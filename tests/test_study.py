@@ -41,30 +41,132 @@ def test_results_file_follows_the_contract(tmp_path):
     assert data["claims"][0]["evidence"] == {"errors": [1.0, "inf"], "n": 3}
 
 
-def _run(notebook_id, verdict):
-    return {"notebook": notebook_id, "profile": "smoke", "claims": [
-        {"id": "A1", "verdict": verdict, "summary": f"from {notebook_id}", "evidence": {}, "section": "sec"}]}
+def _run(notebook_id, verdict, claim="A1", **extra):
+    run = {"notebook": notebook_id, "profile": "smoke", "hardware": {"cpu": "test cpu", "cpu_cores": 2, "gpu": None},
+           "versions": {"python": "3.11", "torch": "x", "triton": None}, "git_commit": "abc", "started": "t0",
+           "finished": "t1", "claims": [
+               {"id": claim, "verdict": verdict, "summary": f"from {notebook_id}", "evidence": {}, "section": "sec"}]}
+    run["claims"][0].update(extra)
+    return run
 
 
-def test_ledger_shows_every_claim_once_with_pending_and_counts():
+def _write_runs(folder, runs):
+    folder.mkdir(parents=True, exist_ok=True)
+    for r in runs:
+        (folder / f"{r['notebook']}.json").write_text(json.dumps(r))
+
+
+def test_ledger_shows_every_claim_once_with_pending_counts_and_parts():
     claims = ledger.parse_claims()
-    page = ledger.render_ledger(claims, [_run("jacobians", "does not hold"), _run("geometry", "holds")])
-    rows = [line for line in page.splitlines() if line.startswith("| A") or line.startswith("| B") or line.startswith("| Q")]
+    page = ledger.render_ledger(claims, [_run("jacobians", None), _run("geometry", "holds")])
+    main_table = page.split("## Parts measured")[0]
+    rows = [line for line in main_table.splitlines() if line[:3] in ("| A", "| B", "| Q")]
     assert len(rows) == len(claims) == 33
     a1 = next(r for r in rows if r.startswith("| A1 |"))
-    # geometry comes first in book order, so it is the primary record; jacobians is further evidence.
-    assert "✅ holds" in a1 and "from geometry" in a1 and "also" in a1
-    assert "| ⏳ pending | 32 |" in page
-    assert "| ✅ holds | 1 |" in page
+    # The owner's verdict is the row's verdict; the evidence-only record is a part, never a verdict.
+    assert "✅ holds" in a1 and "from geometry" in a1 and "parts: {ref}`jacobians <sec>`" in a1
+    assert "| A1 | {ref}`jacobians <sec>` | from jacobians |" in page
+    assert "| ⏳ pending | 32 |" in page and "| ✅ holds | 1 |" in page
 
 
-def test_ledger_refuses_unknown_claims_and_verdicts():
+def test_ledger_refuses_two_verdicts_for_one_claim_naming_both_chapters():
     claims = ledger.parse_claims()
-    bad_id = {"notebook": "geometry", "profile": "smoke", "claims": [{"id": "Z9", "verdict": "holds", "summary": "s", "evidence": {}}]}
-    with pytest.raises(ValueError, match="unknown claim"):
-        ledger.render_ledger(claims, [bad_id])
-    with pytest.raises(ValueError, match="invalid verdict"):
-        ledger.render_ledger(claims, [_run("geometry", "probably")])
+    with pytest.raises(ledger.LedgerError, match=r"A1 has two verdicts: 'geometry' says 'holds' and 'jacobians' "
+                                                 r"says 'does not hold'.*record_evidence"):
+        ledger.render_ledger(claims, [_run("jacobians", "does not hold"), _run("geometry", "holds")])
+
+
+def test_ledger_refuses_unknown_claims_and_verdicts_naming_the_file(tmp_path):
+    claims = ledger.parse_claims()
+    _write_runs(tmp_path, [_run("geometry", "holds", claim="Z9")])
+    with pytest.raises(ledger.LedgerError, match=r"geometry.json.*unknown claim 'Z9'.*FORCE=geometry"):
+        ledger.verdicts(claims, ledger.load_results(tmp_path))
+    _write_runs(tmp_path, [_run("geometry", "probably")])
+    with pytest.raises(ledger.LedgerError, match=r"geometry.json.*invalid verdict 'probably'.*FORCE=geometry"):
+        ledger.verdicts(claims, ledger.load_results(tmp_path))
+
+
+def test_ledger_names_a_corrupt_or_incomplete_file_and_leaves_pages_unchanged(tmp_path, capsys, monkeypatch):
+    results, pages = tmp_path / "results", tmp_path / "pages"
+    _write_runs(results, [_run("geometry", "holds")])
+    ledger.build(results, pages, executed_dir=tmp_path / "ex")
+    before = {p.name: p.read_bytes() for p in pages.iterdir()}
+    assert set(before) == {"ledger.md", "intro.md", "reproducibility.md", "verdicts.png"}
+
+    good = (results / "geometry.json").read_text()
+    (results / "geometry.json").write_text(good[: len(good) // 2])  # truncated mid-write
+    with pytest.raises(ledger.LedgerError, match=r"geometry.json: not valid JSON .*truncated.*make notebooks FORCE=geometry"):
+        ledger.build(results, pages, executed_dir=tmp_path / "ex")
+    broken = json.loads(good)
+    del broken["claims"][0]["summary"]
+    (results / "geometry.json").write_text(json.dumps(broken))
+    with pytest.raises(ledger.LedgerError, match=r"geometry.json: claim A1 lacks key\(s\) summary.*FORCE=geometry"):
+        ledger.build(results, pages, executed_dir=tmp_path / "ex")
+    broken = json.loads(good)
+    del broken["profile"]
+    (results / "geometry.json").write_text(json.dumps(broken))
+    monkeypatch.setattr(paths, "RESULTS", results)
+    monkeypatch.setattr(paths, "PAGES", pages)
+    monkeypatch.setattr(paths, "EXECUTED", tmp_path / "ex")
+    assert ledger.main([]) == 2
+    err = capsys.readouterr().err
+    assert "geometry.json: missing key(s) profile" in err and "left unchanged" in err
+    assert {p.name: p.read_bytes() for p in pages.iterdir()} == before
+
+
+def test_ledger_refuses_mixed_profiles_and_commits_unless_allowed(tmp_path):
+    claims = ledger.parse_claims()
+    smoke, cpu = _run("geometry", "holds"), _run("jacobians", "holds", claim="B12")
+    cpu["profile"] = "cpu"
+    with pytest.raises(ledger.LedgerError, match=r"2 profiles \(cpu, smoke\).*MIXED=1"):
+        ledger.check_consistent([smoke, cpu])
+    other = _run("jacobians", "holds", claim="B12", )
+    other["git_commit"] = "def"
+    with pytest.raises(ledger.LedgerError, match=r"2 commits"):
+        ledger.check_consistent([smoke, other])
+    # A chapter the runner re-checked at the current commit (cache hit) counts at that commit.
+    other["_checked_commit"] = "abc"
+    assert ledger.check_consistent([smoke, other]) is None
+    warning = ledger.check_consistent([smoke, cpu], allow_mixed=True)
+    page = ledger.render_ledger(claims, [smoke, cpu], warning=warning)
+    assert page.index(":::{warning}") < page.index("| ID |") and "mix 2 profiles" in page
+
+    results = tmp_path / "results"
+    _write_runs(results, [smoke, cpu])
+    with pytest.raises(ledger.LedgerError):
+        ledger.build(results, tmp_path / "pages", executed_dir=tmp_path / "ex")
+    assert not (tmp_path / "pages" / "ledger.md").exists()
+    assert ledger.build(results, tmp_path / "pages", executed_dir=tmp_path / "ex", allow_mixed=True)["mixed"]
+    assert ":::{warning}" in (tmp_path / "pages" / "intro.md").read_text()
+
+
+@pytest.mark.parametrize("key, threshold, spread, expected", [
+    (1.30, 1.00, 0.10, False),   # 3 spreads above the threshold: solid
+    (1.15, 1.00, 0.10, True),    # 1.5 spreads: a repeat could cross it
+    (0.80, 1.00, 0.10, True),    # exactly 2 spreads below counts as fragile (the band is closed)
+    (0.79, 1.00, 0.10, False),
+    (1.00, 1.00, 0.00, True),    # on the threshold, with no spread
+    (1.30, None, 0.10, None),    # no threshold: unknown, not "no"
+    (1.30, 1.00, None, None),
+])
+def test_fragility_rule_on_hand_made_records(key, threshold, spread, expected):
+    from normlab.study.present import is_fragile as from_present
+    from normlab.study.results import is_fragile
+
+    record = {"key_number": key, "threshold": threshold, "spread": spread}
+    assert is_fragile(record) is expected and from_present(record) is expected
+    row = next(r for r in ledger.render_ledger(ledger.parse_claims(), [_run("geometry", "holds", **record)]).splitlines()
+               if r.startswith("| A1 |"))
+    assert f"| {'—' if expected is None else ('**yes**' if expected else 'no')} |" in row
+
+
+def test_ledger_counts_fragile_verdicts_at_the_top():
+    page = ledger.render_ledger(ledger.parse_claims(), [
+        _run("geometry", "holds", key_number=1.1, threshold=1.0, spread=0.1),
+        _run("jacobians", "does not hold", claim="B12", key_number=3.0, threshold=1.0, spread=0.1)])
+    assert "**1 of 2 verdicts are fragile** (A1)" in page
+    assert page.index("verdicts are fragile") < page.index("| ID |")
+    assert "1.10 vs 1.00" in page
 
 
 def test_runner_rejects_unknown_profile_and_notebook(capsys):

@@ -1,22 +1,35 @@
-"""Build the claims ledger and the reproducibility page from the results JSON.
+"""Build the claims ledger, the opening page and the reproducibility page from the results JSON.
 
-    python -m normlab.study.ledger
+    python -m normlab.study.ledger [--allow-mixed]
 
-Every claim ID in data/claims.md appears exactly once; a claim no results file
-covers is shown as pending. Nothing here is typed by hand: verdicts, numbers
-and provenance all come from build/results/*.json.
+Every claim ID in data/claims.md appears exactly once, with at most one
+verdict: the one its owning chapter recorded. Evidence that other chapters
+recorded for it (verdict None, from `Results.record_evidence`) is listed as
+parts beside that verdict, never as a verdict. A claim no chapter has judged
+is shown as pending.
+
+The ledger refuses, with exit status 2 and a message naming the file and the
+fix, anything that would publish a wrong or stale verdict: a results file that
+is not valid JSON or lacks a key, an unknown claim ID or verdict, two verdicts
+for one ID, or results from different profiles or commits (unless
+--allow-mixed, and then every generated page says so). Pages are written only
+after every check has passed, each by an atomic rename, so a refused build
+leaves the previous pages as they were.
 """
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import re
 import sys
+import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import paths
-from .results import VERDICTS
+from .results import VERDICTS, is_fragile
 
 PENDING = "pending"
 VERDICT_BADGES = {
@@ -26,6 +39,12 @@ VERDICT_BADGES = {
     "not testable here": "➖ not testable here",
     PENDING: "⏳ pending",
 }
+RUN_KEYS = ("notebook", "profile", "hardware", "versions", "git_commit", "started", "finished", "claims")
+RECORD_KEYS = ("id", "verdict", "summary", "evidence")
+
+
+class LedgerError(ValueError):
+    """A results file the ledger must not publish; the message names the file and the fix."""
 
 
 @dataclass(frozen=True)
@@ -50,38 +69,134 @@ def parse_claims(path: Path = paths.CLAIMS) -> list[Claim]:
     return claims
 
 
-def load_results(results_dir: Path = paths.RESULTS) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(results_dir.glob("*.json"))]
+def _fix(notebook: str) -> str:
+    return f"rebuild it with `make notebooks FORCE={notebook}` (or `make book FORCE={notebook}`)"
 
 
-def primary_records(claims: list[Claim], runs: list[dict]) -> dict[str, dict]:
-    """The one record per claim ID that the ledger shows.
+def _where(run: dict) -> str:
+    return run.get("_file") or f"the results of {run.get('notebook', '?')}"
 
-    A claim may be touched by several notebooks; the first notebook in book
-    order that records it is the primary one, the others are listed as
-    further evidence.
+
+def load_results(results_dir: Path = paths.RESULTS, executed_dir: Path | None = None) -> list[dict]:
+    """Every results file, parsed and checked against the contract's shape.
+
+    Each run gets `_file` (its path, for messages) and, when the runner left a
+    stamp beside the executed notebook, `_checked_commit`: the commit at which
+    the runner last confirmed the chapter's inputs unchanged.
+    """
+    results_dir = Path(results_dir)
+    executed_dir = Path(executed_dir) if executed_dir is not None else results_dir.parent / "executed"
+    runs = []
+    for path in sorted(results_dir.glob("*.json")):
+        name = path.stem
+        try:
+            run = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as error:
+            raise LedgerError(f"{path}: not valid JSON ({error.msg} at line {error.lineno}, column {error.colno}); "
+                              f"the file is truncated or was edited by hand: {_fix(name)}") from None
+        except UnicodeDecodeError:
+            raise LedgerError(f"{path}: not UTF-8 text; {_fix(name)}") from None
+        if not isinstance(run, dict):
+            raise LedgerError(f"{path}: expected a JSON object, found {type(run).__name__}; {_fix(name)}")
+        missing = [key for key in RUN_KEYS if key not in run]
+        if missing:
+            raise LedgerError(f"{path}: missing key(s) {', '.join(missing)}; {_fix(name)}")
+        if run["notebook"] != name:
+            raise LedgerError(f"{path}: records notebook {run['notebook']!r} but is named after {name!r}; "
+                              f"delete it and {_fix(run['notebook'])}")
+        if not isinstance(run["claims"], list) or not all(isinstance(c, dict) for c in run["claims"]):
+            raise LedgerError(f"{path}: 'claims' must be a list of records; {_fix(name)}")
+        for index, record in enumerate(run["claims"]):
+            gaps = [key for key in RECORD_KEYS if key not in record]
+            if gaps:
+                label = record.get("id", f"record {index}")
+                raise LedgerError(f"{path}: claim {label} lacks key(s) {', '.join(gaps)}; {_fix(name)}")
+        run["_file"] = str(path)
+        stamp = executed_dir / f"{name}.fingerprint"
+        if stamp.exists():
+            try:
+                run["_checked_commit"] = json.loads(stamp.read_text()).get("checked_commit")
+            except (json.JSONDecodeError, AttributeError):
+                pass  # an old plain-text stamp: fall back to the commit the chapter ran at
+        runs.append(run)
+    return runs
+
+
+def _commit(run: dict) -> str | None:
+    return run.get("_checked_commit") or run.get("git_commit")
+
+
+def check_consistent(runs: list[dict], *, allow_mixed: bool = False) -> str | None:
+    """Refuse results from more than one profile or commit; with allow_mixed, return a warning for the pages.
+
+    A chapter served from the runner's cache counts at the commit where the
+    runner last confirmed its inputs unchanged: its results are then what
+    that commit would produce.
+    """
+    profiles = sorted({run["profile"] for run in runs})
+    commits = sorted({str(_commit(run)) for run in runs})
+    if len(profiles) <= 1 and len(commits) <= 1:
+        return None
+    detail = "; ".join(f"{run['notebook']}: profile {run['profile']}, commit {str(_commit(run))[:12]}" for run in runs)
+    what = " and ".join(part for part in (
+        f"{len(profiles)} profiles ({', '.join(profiles)})" if len(profiles) > 1 else "",
+        f"{len(commits)} commits" if len(commits) > 1 else "") if part)
+    if not allow_mixed:
+        raise LedgerError(
+            f"the results in {Path(runs[0]['_file']).parent if runs[0].get('_file') else 'the results folder'} "
+            f"come from {what} ({detail}). Re-run them together with one profile: `make notebooks PROFILE=<profile>` "
+            f"(unchanged chapters are re-checked, not re-run; force one with FORCE=<chapter>), "
+            f"or publish the mixture knowingly with `make book MIXED=1`.")
+    return (f"These results mix {what}: {detail}. "
+            "They were combined on purpose (`--allow-mixed`); numbers from different chapters may not be comparable.")
+
+
+def verdicts(claims: list[Claim], runs: list[dict]) -> dict[str, dict]:
+    """For each claim ID: {'record': the owner's verdict record or None, 'parts': evidence-only records}.
+
+    Exactly one chapter owns each claim. Two verdict records for one ID are
+    refused, naming both chapters; an unknown ID or verdict is refused, naming
+    the file.
     """
     from .run import ORDER
 
     known = {c.id for c in claims}
     rank = {name: i for i, name in enumerate(ORDER)}
-    records: dict[str, dict] = {}
-    for run in sorted(runs, key=lambda r: rank.get(r["notebook"], len(rank))):
+    table: dict[str, dict] = {c.id: {"record": None, "parts": []} for c in claims}
+    for run in sorted(runs, key=lambda r: (rank.get(r["notebook"], len(rank)), r["notebook"])):
         for record in run["claims"]:
-            if record["id"] not in known:
-                raise ValueError(f"notebook {run['notebook']} records unknown claim {record['id']!r}")
-            if record["verdict"] not in VERDICTS:
-                raise ValueError(f"notebook {run['notebook']} gives {record['id']} an invalid verdict {record['verdict']!r}")
+            claim_id, verdict = record["id"], record["verdict"]
+            if claim_id not in known:
+                raise LedgerError(f"{_where(run)}: notebook {run['notebook']} records unknown claim {claim_id!r} "
+                                  f"(valid IDs are in data/claims.md); fix the ID in notebooks/{run['notebook']}.py, "
+                                  f"then {_fix(run['notebook'])}")
+            if verdict is not None and verdict not in VERDICTS:
+                raise LedgerError(f"{_where(run)}: notebook {run['notebook']} gives {claim_id} an invalid verdict "
+                                  f"{verdict!r} (valid: {', '.join(VERDICTS)}); {_fix(run['notebook'])}")
             entry = dict(record, notebook=run["notebook"], profile=run["profile"])
-            if record["id"] in records:
-                records[record["id"]].setdefault("also", []).append(entry)
+            slot = table[claim_id]
+            if verdict is None:
+                slot["parts"].append(entry)
+            elif slot["record"] is not None:
+                first = slot["record"]["notebook"]
+                raise LedgerError(
+                    f"claim {claim_id} has two verdicts: {first!r} says {slot['record']['verdict']!r} and "
+                    f"{run['notebook']!r} says {verdict!r} ({_where(run)}). One chapter owns each claim: "
+                    f"the other must record its part with results.record_evidence({claim_id!r}, ...) (no verdict), "
+                    f"and the owner combine the parts by a stated rule; then `make notebooks FORCE={run['notebook']}`.")
             else:
-                records[record["id"]] = entry
-    return records
+                slot["record"] = entry
+    return table
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+def _cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _number(value) -> str:
+    from .present import significant
+
+    return significant(value)
 
 
 def _link(record: dict) -> str:
@@ -90,70 +205,260 @@ def _link(record: dict) -> str:
     return f"{{doc}}`{record['notebook']} <../executed/{record['notebook']}>`"
 
 
-def render_ledger(claims: list[Claim], runs: list[dict]) -> str:
-    records = primary_records(claims, runs)
-    counts = Counter(records[c.id]["verdict"] if c.id in records else PENDING for c in claims)
+def _fragile_cell(record: dict) -> str:
+    fragile = is_fragile(record)
+    return "—" if fragile is None else ("**yes**" if fragile else "no")
+
+
+def _warning_box(warning: str | None) -> list[str]:
+    if not warning:
+        return []
+    return [":::{warning}", _cell(warning), ":::", ""]
+
+
+def render_ledger(claims: list[Claim], runs: list[dict], *, warning: str | None = None) -> str:
+    table = verdicts(claims, runs)
+    counts = Counter(slot["record"]["verdict"] if slot["record"] else PENDING for slot in table.values())
+    judged = [slot["record"] for slot in table.values() if slot["record"]]
+    fragile = [r["id"] for r in judged if is_fragile(r)]
+    unmeasured = [r["id"] for r in judged if is_fragile(r) is None]
     lines = [
         "(ledger)=",
         "# The claims ledger",
         "",
+        *_warning_box(warning),
         "Generated from the results files of this build; nothing on this page is typed by hand. "
-        "Each verdict was computed in the linked notebook from numbers measured in that run.",
+        "Each verdict was computed in the linked chapter from numbers measured in that run. "
+        "Each claim has one owning chapter; parts measured elsewhere are listed beside its verdict.",
+        "",
+        f"**{len(fragile)} of {len(judged)} verdicts are fragile**"
+        + (f" ({', '.join(fragile)})" if fragile else "")
+        + ": their key number lies within twice its run-to-run spread of the threshold, so a repeat run could flip them."
+        + (f" {len(unmeasured)} verdicts record no spread or threshold, so their fragility is unknown (—)."
+           if unmeasured else ""),
         "",
         "| verdict | claims |",
         "|---|---|",
     ]
     for verdict in (*VERDICTS, PENDING):
         lines.append(f"| {VERDICT_BADGES[verdict]} | {counts.get(verdict, 0)} |")
-    lines += ["", f"**{len(claims)} claims in all.**", "", "| ID | claim | verdict | key number | measured in |", "|---|---|---|---|---|"]
+    lines += [
+        "", f"**{len(claims)} claims in all.**", "",
+        "| ID | claim | verdict | key number vs threshold | spread | fragile | summary | where measured |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for claim in claims:
-        record = records.get(claim.id)
+        slot = table[claim.id]
+        record, parts = slot["record"], slot["parts"]
+        part_links = "; ".join(_link(p) for p in parts)
         if record is None:
-            lines.append(f"| {claim.id} | {_cell(claim.text)} | {VERDICT_BADGES[PENDING]} | no notebook tests this yet | — |")
+            where = f"parts: {part_links}" if parts else "—"
+            note = "no chapter has judged this yet" + (" (only parts measured)" if parts else "")
+            lines.append(f"| {claim.id} | {_cell(claim.text)} | {VERDICT_BADGES[PENDING]} | — | — | — | {note} | {where} |")
             continue
-        where = _link(record)
-        for extra in record.get("also", []):
-            where += f"; also {_link(extra)} ({extra['verdict']})"
+        key = "—" if record.get("key_number") is None else (
+            f"{_number(record['key_number'])} vs {_number(record.get('threshold'))}")
+        where = _link(record) + (f"; parts: {part_links}" if parts else "")
         lines.append(
-            f"| {claim.id} | {_cell(claim.text)} | {VERDICT_BADGES[record['verdict']]} "
-            f"| {_cell(record['summary'])} | {where} |"
-        )
+            f"| {claim.id} | {_cell(claim.text)} | {VERDICT_BADGES[record['verdict']]} | {key} "
+            f"| {_number(record.get('spread'))} | {_fragile_cell(record)} | {_cell(record['summary'])} | {where} |")
+    parts = [(claim.id, part) for claim in claims for part in table[claim.id]["parts"]]
+    if parts:
+        lines += ["", "## Parts measured in other chapters", "",
+                  "Evidence without a verdict: the owning chapter reads it and combines it by the rule it states.", "",
+                  "| ID | measured in | further evidence |", "|---|---|---|"]
+        lines += [f"| {cid} | {_link(part)} | {_cell(part['summary'])} |" for cid, part in parts]
     return "\n".join(lines) + "\n"
 
 
-def render_reproducibility(runs: list[dict]) -> str:
+def _machine(run: dict) -> str:
+    hw = run["hardware"]
+    return f"{hw.get('cpu', '?')} ({hw.get('cpu_cores', '?')} cores)" + (f", {hw['gpu']}" if hw.get("gpu") else "")
+
+
+def render_reproducibility(runs: list[dict], *, warning: str | None = None) -> str:
     lines = [
         "# Reproducibility",
         "",
-        "Every chapter was executed by papermill in this build. This is what each run was made on.",
+        *_warning_box(warning),
+        "Every chapter was executed by papermill for this build. This is what each run was made on. "
+        "*Commit* is the commit the chapter ran at; *checked at* is the commit at which the runner last found its "
+        "inputs (notebook, parameters, package code, data files, upstream results) unchanged and reused it.",
         "",
-        "| notebook | profile | hardware | python | torch | triton | commit | started | finished |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| notebook | profile | hardware | python | torch | triton | commit | checked at | started | finished |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
-        hw = run["hardware"]
-        machine = f"{hw['cpu']} ({hw['cpu_cores']} cores)" + (f", {hw['gpu']}" if hw.get("gpu") else "")
         v = run["versions"]
         lines.append(
-            f"| {run['notebook']} | {run['profile']} | {_cell(machine)} | {v['python']} | {v['torch']} "
-            f"| {v['triton']} | `{(run['git_commit'] or 'unknown')[:12]}` | {run['started']} | {run['finished']} |"
+            f"| {run['notebook']} | {run['profile']} | {_cell(_machine(run))} | {v.get('python')} | {v.get('torch')} "
+            f"| {v.get('triton')} | `{(run['git_commit'] or 'unknown')[:12]}` | `{str(_commit(run))[:12]}` "
+            f"| {run['started']} | {run['finished']} |"
         )
     lines += [
         "",
         "To rebuild everything: `make book` (profile `auto`: `gpu` when CUDA is present, else `cpu`), "
-        "or `make book PROFILE=smoke` for a quick preview. The corpus and every seed are fixed in the notebooks.",
+        "or `make book PROFILE=smoke` for a quick preview; `make book FORCE=<chapter>` re-runs one chapter. "
+        "The corpus and every seed are fixed in the notebooks.",
     ]
     return "\n".join(lines) + "\n"
 
 
-def main() -> int:
-    claims = parse_claims()
-    runs = load_results()
-    paths.PAGES.mkdir(parents=True, exist_ok=True)
-    (paths.PAGES / "ledger.md").write_text(render_ledger(claims, runs), encoding="utf-8")
-    (paths.PAGES / "reproducibility.md").write_text(render_reproducibility(runs), encoding="utf-8")
-    tested = len(primary_records(claims, runs))
-    print(f"ledger: {tested} of {len(claims)} claims have verdicts, from {len(runs)} results files")
+def _chapter_order(runs: list[dict]) -> list[str]:
+    from .run import BOOK_ORDER
+
+    names = [r["notebook"] for r in runs]
+    return [n for n in BOOK_ORDER if n in names] + sorted(set(names) - set(BOOK_ORDER))
+
+
+def summary_figure(claims: list[Claim], runs: list[dict], path: Path) -> None:
+    """Verdict counts per chapter, one horizontal stacked bar each; written to `path` as PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    table = verdicts(claims, runs)
+    owners = _chapter_order(runs)
+    rows = owners + ["(pending)"]
+    counts = {row: Counter() for row in rows}
+    for slot in table.values():
+        record = slot["record"]
+        counts[record["notebook"] if record else "(pending)"][record["verdict"] if record else PENDING] += 1
+    rows = [row for row in rows if sum(counts[row].values())]
+    colours = {"holds": "#2a9d8f", "holds with caveats": "#e9c46a", "does not hold": "#e76f51",
+               "not testable here": "#8d99ae", PENDING: "#d9d9d9"}
+    figure, axis = plt.subplots(figsize=(7, 0.45 * len(rows) + 1.4))
+    left = [0] * len(rows)
+    for verdict in (*VERDICTS, PENDING):
+        widths = [counts[row][verdict] for row in rows]
+        if any(widths):
+            axis.barh(rows, widths, left=left, color=colours[verdict], label=verdict, edgecolor="white")
+            left = [a + b for a, b in zip(left, widths)]
+    axis.invert_yaxis()
+    axis.set_xlabel("claims (count)")
+    axis.xaxis.get_major_locator().set_params(integer=True)
+    axis.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False, fontsize=8)
+    axis.spines[["top", "right"]].set_visible(False)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(figure)
+
+
+def _split_intro(text: str) -> tuple[str, str]:
+    marker = "<!-- findings -->"
+    if marker in text:
+        head, tail = text.split(marker, 1)
+        return head.rstrip() + "\n", tail.lstrip()
+    return text.rstrip() + "\n", ""
+
+
+def render_intro(claims: list[Claim], runs: list[dict], *, prose: str, figure: str,
+                 warning: str | None = None) -> str:
+    """The opening page: the hand-written prose of book/intro.md with the findings of this build spliced in."""
+    table = verdicts(claims, runs)
+    counts = Counter(slot["record"]["verdict"] if slot["record"] else PENDING for slot in table.values())
+    judged = [slot["record"] for slot in table.values() if slot["record"]]
+    fragile = [r["id"] for r in judged if is_fragile(r)]
+    head, tail = _split_intro(prose)
+    tally = ", ".join(f"**{counts[v]}** {v}" for v in (*VERDICTS, PENDING) if counts.get(v))
+    lines = [head, *_warning_box(warning), "## What we found", "",
+             f"Of the {len(claims)} claims, {tally}. "
+             f"{len(fragile)} of the {len(judged)} verdicts are fragile (a repeat run could flip them)"
+             + (f": {', '.join(fragile)}." if fragile else ".")
+             + " The {ref}`ledger <ledger>` gives every claim with its key number, threshold and spread.", ""]
+    for name in _chapter_order(runs):
+        owned = [slot["record"] for slot in table.values() if slot["record"] and slot["record"]["notebook"] == name]
+        if not owned:
+            continue
+        lines.append(f"- {{doc}}`../executed/{name}`")
+        for record in owned:
+            key = "" if record.get("key_number") is None else (
+                f" (key number {_number(record['key_number'])} against {_number(record.get('threshold'))})")
+            lines.append(f"  - **{record['id']}** {VERDICT_BADGES[record['verdict']]}{key}: {_cell(record['summary'])}")
+    pending = [cid for cid, slot in table.items() if slot["record"] is None]
+    if pending:
+        lines.append(f"- Not yet judged by any chapter: {', '.join(pending)}.")
+    lines += ["", f"```{{figure}} {figure}", ":name: fig-intro-verdicts", ":alt: verdict counts per chapter", "",
+              "Verdicts per chapter, counted from this build's results. Each bar is one chapter; its colours split "
+              "the claims that chapter owns by verdict, so the red and grey segments show where the articles' "
+              "claims fail or could not be tested here.", "```", ""]
+    profiles = sorted({r["profile"] for r in runs})
+    machines = sorted({_machine(r) for r in runs})
+    lines += ["## Where these numbers come from", "",
+              f"Profile {', '.join(f'`{p}`' for p in profiles) or '(none)'}, on {'; '.join(machines) or 'no machine'}. "
+              "The reproducibility page lists each chapter's versions, commit and run times.", ""]
+    if tail:
+        lines += [tail]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _write_atomically(pages: dict[Path, bytes]) -> None:
+    """Write every page to a temporary file first, then rename each into place."""
+    staged = []
+    try:
+        for path, content in pages.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+            with os.fdopen(handle, "wb") as stream:
+                stream.write(content)
+            staged.append((temporary, path))
+    except BaseException:
+        for temporary, _ in staged:
+            Path(temporary).unlink(missing_ok=True)
+        raise
+    for temporary, path in staged:
+        os.replace(temporary, path)
+
+
+def build(results_dir: Path | None = None, pages_dir: Path | None = None, *, executed_dir: Path | None = None,
+          claims_path: Path | None = None, intro_path: Path | None = None, allow_mixed: bool = False) -> dict:
+    """Check every results file, then write ledger.md, intro.md, reproducibility.md and the summary figure.
+
+    Folders default to paths.* looked up at call time (tests point them elsewhere).
+    """
+    results_dir = Path(results_dir or paths.RESULTS)
+    pages_dir = Path(pages_dir or paths.PAGES)
+    executed_dir = Path(executed_dir or paths.EXECUTED)
+    intro_path = Path(intro_path or paths.ROOT / "book" / "intro.md")
+    claims = parse_claims(claims_path or paths.CLAIMS)
+    runs = load_results(results_dir, executed_dir)
+    if not runs:
+        raise LedgerError(f"no results files in {results_dir}; run the chapters first with `make notebooks`")
+    warning = check_consistent(runs, allow_mixed=allow_mixed)
+    table = verdicts(claims, runs)
+    pages_dir.mkdir(parents=True, exist_ok=True)
+    figure_name = "verdicts.png"
+    handle, staged_figure = tempfile.mkstemp(dir=pages_dir, prefix=".verdicts.", suffix=".png")
+    os.close(handle)
+    try:
+        summary_figure(claims, runs, Path(staged_figure))
+        pages = {
+            pages_dir / "ledger.md": render_ledger(claims, runs, warning=warning).encode(),
+            pages_dir / "reproducibility.md": render_reproducibility(runs, warning=warning).encode(),
+            pages_dir / "intro.md": render_intro(claims, runs, prose=Path(intro_path).read_text(encoding="utf-8"),
+                                                 figure=figure_name, warning=warning).encode(),
+        }
+        _write_atomically(pages)
+        os.replace(staged_figure, pages_dir / figure_name)
+    finally:
+        Path(staged_figure).unlink(missing_ok=True)
+    return {"claims": len(claims), "judged": sum(1 for s in table.values() if s["record"]), "runs": len(runs),
+            "mixed": warning is not None}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--allow-mixed", action="store_true",
+                        help="publish results from different profiles or commits, with a warning on every page")
+    args = parser.parse_args(argv)
+    try:
+        summary = build(allow_mixed=args.allow_mixed)
+    except LedgerError as error:
+        print(f"ledger: error: {error}\nledger: the book's pages were left unchanged.", file=sys.stderr)
+        return 2
+    print(f"ledger: {summary['judged']} of {summary['claims']} claims have verdicts, from {summary['runs']} results files"
+          + (" (MIXED profiles or commits, flagged on the pages)" if summary["mixed"] else ""))
     return 0
 
 

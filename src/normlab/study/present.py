@@ -12,6 +12,7 @@ import math
 import numbers
 
 from .ledger import VERDICT_BADGES, parse_claims
+from .results import is_fragile  # noqa: F401  (re-exported: chapters import it from here)
 
 
 def significant(value, digits: int = 3) -> str:
@@ -76,18 +77,6 @@ def table(frame, *, digits: int = 3, index: bool = False, caption: str | None = 
     if caption:
         styled = styled.replace("<thead>", f"<caption>{html.escape(caption)}</caption><thead>", 1)
     return _HTML(styled)
-
-
-def is_fragile(record: dict) -> bool | None:
-    """True where the run-to-run spread could carry the key number across its threshold.
-
-    Fragile when |key − threshold| ≤ 2·spread (about a 95% band for a
-    standard deviation); None when the record lacks any of the three.
-    """
-    key, threshold, spread = record.get("key_number"), record.get("threshold"), record.get("spread")
-    if key is None or threshold is None or spread is None:
-        return None
-    return abs(key - threshold) <= 2 * spread
 
 
 def verdict_table(results) -> _Markdown:

@@ -29,6 +29,20 @@ def decide(holds: bool, *, caveat: bool = False) -> str:
     return "holds with caveats" if caveat else "holds"
 
 
+def is_fragile(record: dict) -> bool | None:
+    """True where the run-to-run spread could carry the key number across its threshold.
+
+    Fragile when |key - threshold| <= 2*spread (about a 95% band for a
+    standard deviation); None when the record lacks any of the three. It lives
+    here, beside the contract that defines the three numbers, so that the
+    ledger and the chapters' verdict tables apply one rule.
+    """
+    key, threshold, spread = record.get("key_number"), record.get("threshold"), record.get("spread")
+    if key is None or threshold is None or spread is None:
+        return None
+    return abs(float(key) - float(threshold)) <= 2 * float(spread)
+
+
 def _to_json(value):
     """Convert tensors, numpy scalars and arrays to plain JSON values; NaN/Inf become strings."""
     if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):

@@ -22,8 +22,10 @@ from pathlib import Path
 from . import paths
 
 PROFILES = ("smoke", "cpu", "gpu", "auto")
-# Order of the book; every notebook in notebooks/ must be listed here.
-ORDER = ("ecosystem", "geometry", "jacobians", "speed", "quality", "depth", "gain")
+# Run order: a chapter that reads another's evidence (results:NAME in INPUTS) runs after it.
+ORDER = ("ecosystem", "geometry", "jacobians", "realmodels", "quality", "depth", "gain", "speed", "landscape")
+# Reading order of the book (the table of contents); may differ from the run order.
+BOOK_ORDER = ("ecosystem", "geometry", "jacobians", "speed", "quality", "depth", "gain", "realmodels", "landscape")
 
 
 class NotebookFailed(RuntimeError):
