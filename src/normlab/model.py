@@ -1,10 +1,14 @@
 """A small decoder-only GPT whose normalisation is the object of study.
 
-Everything the study varies is a field of `GPTConfig`: the norm (RMSNorm or
-LayerNorm, from normlab's own modules, with a selectable backend), where it
-sits (pre-LN with a final norm, or post-LN on the trunk), the MLP (SwiGLU or
-GELU), positions (RoPE or learned) and tied embeddings. The default is the
-"LLaMA style" combination: pre-LN, RMSNorm, SwiGLU, RoPE.
+Everything the study varies is a field of `GPTConfig`: the norm (RMSNorm,
+LayerNorm or DyT, from normlab's own modules, with a selectable backend), where
+it sits (pre-LN with a final norm, post-LN on the trunk, Peri-LN around each
+sublayer, or OLMo 2's norm after the sublayer), QK-norm, LayerNorm Scaling
+(1/sqrt(layer) on every block norm's output), the MLP (SwiGLU or GELU),
+positions (RoPE or learned) and tied embeddings. The default is the "LLaMA
+style" combination: pre-LN, RMSNorm, SwiGLU, RoPE. The options added later
+(DyT, peri, post-sublayer, qk_norm, depth_scaling) leave the state_dict names
+and the initial weights of the earlier configurations unchanged.
 
 The residual stream is observable through `GPT.capture_residual_stream()`,
 and the mean component can be removed from every norm's input with
@@ -23,10 +27,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import functional
+from .dyt import DyT, check_alpha_init
 from .modules import LayerNorm, RMSNorm
 
-NORMS = ("rms", "layer")
-PLACEMENTS = ("pre", "post")
+NORMS = ("rms", "layer", "dyt")
+# pre: x + f(norm(x)); post: norm(x + f(x)); peri: x + norm_out(f(norm(x))) (Gemma 2/3, Peri-LN);
+# post-sublayer: x + norm(f(x)) (OLMo 2).
+PLACEMENTS = ("pre", "post", "peri", "post-sublayer")
+# Placements whose trunk is an identity path, so a final norm precedes the head and a 1/sqrt(l) scale on a
+# norm's output scales only what a branch adds.
+TRUNK_IDENTITY_PLACEMENTS = ("pre", "peri", "post-sublayer")
 MLPS = ("swiglu", "gelu")
 POSITIONS = ("rope", "learned")
 
@@ -51,6 +61,9 @@ class GPTConfig:
     norm_backend: str = "auto"
     norm_eps: float = 1e-5
     dropout: float = 0.0
+    dyt_alpha: float = 0.5  # DyT's initial alpha (Zhu et al. 2025's default); used only with norm="dyt"
+    qk_norm: bool = False  # RMSNorm over head_dim on queries and keys, per head, before RoPE
+    depth_scaling: bool = False  # LayerNorm Scaling (Sun et al. 2025): block l's norms output × 1/sqrt(l)
 
     def __post_init__(self):
         for name in ("vocab_size", "context", "width", "depth", "heads"):
@@ -78,6 +91,25 @@ class GPTConfig:
             raise ValueError(f"GPTConfig.dropout must be in [0, 1), got {self.dropout!r}")
         if not isinstance(self.tie_embeddings, bool):
             raise ValueError(f"GPTConfig.tie_embeddings must be a bool, got {self.tie_embeddings!r}")
+        for name in ("qk_norm", "depth_scaling"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"GPTConfig.{name} must be a bool, got {getattr(self, name)!r}")
+        try:
+            check_alpha_init(self.dyt_alpha)
+        except ValueError as error:
+            raise ValueError(f"GPTConfig.dyt_alpha: {error}") from None
+        if self.norm == "dyt" and self.norm_backend == "triton":
+            raise ValueError("GPTConfig.norm='dyt' has no Triton kernel; set norm_backend to 'auto', 'torch' or 'compile'")
+        if self.depth_scaling:
+            if self.placement not in TRUNK_IDENTITY_PLACEMENTS:
+                raise ValueError(
+                    f"GPTConfig.depth_scaling needs a placement whose trunk is an identity path "
+                    f"({', '.join(map(repr, TRUNK_IDENTITY_PLACEMENTS))}); with placement={self.placement!r} the norm "
+                    f"sits on the trunk and 1/sqrt(l) would shrink the whole stream at every block")
+            if self.depth < 2:
+                raise ValueError(
+                    f"GPTConfig.depth_scaling needs depth >= 2: with depth={self.depth} every scale is 1/sqrt(1) = 1 "
+                    f"and the option would change nothing; use more blocks or set depth_scaling=False")
 
     @property
     def head_dim(self) -> int:
@@ -92,9 +124,14 @@ def _divisors_near(width: int, heads: int) -> list[int]:
     return sorted(divisors, key=lambda d: abs(d - heads))[:3]
 
 
+NORM_MODULES = (RMSNorm, LayerNorm, DyT)
+
+
 def make_norm(cfg: GPTConfig) -> nn.Module:
     if cfg.norm == "rms":
         return RMSNorm(cfg.width, eps=cfg.norm_eps, backend=cfg.norm_backend)
+    if cfg.norm == "dyt":
+        return DyT(cfg.width, alpha_init=cfg.dyt_alpha, backend=cfg.norm_backend)
     return LayerNorm(cfg.width, eps=cfg.norm_eps, backend=cfg.norm_backend)
 
 
@@ -126,12 +163,28 @@ class CausalSelfAttention(nn.Module):
         self.proj = nn.Linear(cfg.width, cfg.width, bias=False)
         self.proj.is_residual_projection = True
         self.rope = RotaryEmbedding(cfg.head_dim, cfg.context) if cfg.positions == "rope" else None
+        if cfg.qk_norm:
+            self.q_norm = RMSNorm(cfg.head_dim, eps=cfg.norm_eps, backend=cfg.norm_backend)
+            self.k_norm = RMSNorm(cfg.head_dim, eps=cfg.norm_eps, backend=cfg.norm_backend)
+        else:
+            self.q_norm = self.k_norm = None
+        # Set by GPT.capture_max_attention_logit(): the largest pre-softmax logit q·k/sqrt(d) of the last forward.
+        self.track_max_logit = False
+        self.max_logit: float | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         if self.rope is not None:
             q, k = self.rope(q), self.rope(k)
+        if self.track_max_logit:
+            # SDPA never shows its logits, so they are recomputed here (only while tracking).
+            with torch.no_grad():
+                logits = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+                mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+                self.max_logit = float(logits.masked_fill(~mask, -math.inf).amax())
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
@@ -160,21 +213,40 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """One transformer block.
 
-    pre-LN:  x + attn(norm1(x)), then + mlp(norm2(.)): the trunk is an identity path.
-    post-LN: norm1(x + attn(x)), then norm2(. + mlp(.)): the norms sit on the trunk.
+    pre-LN:        x + attn(norm1(x)), then + mlp(norm2(.)): the trunk is an identity path.
+    post-LN:       norm1(x + attn(x)), then norm2(. + mlp(.)): the norms sit on the trunk.
+    peri-LN:       x + post_norm1(attn(norm1(x))), then + post_norm2(mlp(norm2(.))).
+    post-sublayer: x + norm1(attn(x)), then + norm2(mlp(.)) (OLMo 2).
+
+    With depth scaling, block `index` (0-based) multiplies each of its norms' outputs by 1/sqrt(index + 1).
+    The scale is a plain float, not a buffer, so it adds no state_dict entry.
     """
 
-    def __init__(self, cfg: GPTConfig):
+    def __init__(self, cfg: GPTConfig, index: int = 0):
         super().__init__()
         self.placement = cfg.placement
         self.norm1, self.norm2 = make_norm(cfg), make_norm(cfg)
         self.attn, self.mlp = CausalSelfAttention(cfg), MLP(cfg)
+        if cfg.placement == "peri":
+            self.post_norm1, self.post_norm2 = make_norm(cfg), make_norm(cfg)
         self.drop = nn.Dropout(cfg.dropout)
+        self.norm_scale = 1.0 / math.sqrt(index + 1) if cfg.depth_scaling else 1.0
+
+    def _norm(self, norm: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        y = norm(x)
+        return y * self.norm_scale if self.norm_scale != 1.0 else y
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = self._norm
         if self.placement == "pre":
-            x = x + self.drop(self.attn(self.norm1(x)))
-            return x + self.drop(self.mlp(self.norm2(x)))
+            x = x + self.drop(self.attn(n(self.norm1, x)))
+            return x + self.drop(self.mlp(n(self.norm2, x)))
+        if self.placement == "peri":
+            x = x + self.drop(n(self.post_norm1, self.attn(n(self.norm1, x))))
+            return x + self.drop(n(self.post_norm2, self.mlp(n(self.norm2, x))))
+        if self.placement == "post-sublayer":
+            x = x + self.drop(n(self.norm1, self.attn(x)))
+            return x + self.drop(n(self.norm2, self.mlp(x)))
         x = self.norm1(x + self.drop(self.attn(x)))
         return self.norm2(x + self.drop(self.mlp(x)))
 
@@ -193,8 +265,8 @@ class GPT(nn.Module):
         self.token_embedding = nn.Embedding(cfg.vocab_size, cfg.width)
         self.position_embedding = nn.Embedding(cfg.context, cfg.width) if cfg.positions == "learned" else None
         self.drop = nn.Dropout(cfg.dropout)
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.depth))
-        self.final_norm = make_norm(cfg) if cfg.placement == "pre" else None
+        self.blocks = nn.ModuleList(Block(cfg, index) for index in range(cfg.depth))
+        self.final_norm = make_norm(cfg) if cfg.placement in TRUNK_IDENTITY_PLACEMENTS else None
         self.lm_head = nn.Linear(cfg.width, cfg.vocab_size, bias=False)
         for name, module in self.named_modules():
             self._init_weights(module, name)
@@ -218,7 +290,7 @@ class GPT(nn.Module):
 
     def norms(self) -> list[tuple[str, nn.Module]]:
         """Every norm module, named by its path in the model (e.g. "blocks.0.norm1", "final_norm")."""
-        return [(name, module) for name, module in self.named_modules() if isinstance(module, (RMSNorm, LayerNorm))]
+        return [(name, module) for name, module in self.named_modules() if isinstance(module, NORM_MODULES)]
 
     def embed(self, idx: torch.Tensor) -> torch.Tensor:
         x = self.token_embedding(idx)
@@ -265,6 +337,30 @@ class GPT(nn.Module):
         try:
             yield stream
         finally:
+            for handle in handles:
+                handle.remove()
+
+    @contextmanager
+    def capture_max_attention_logit(self):
+        """Within this context each forward records, per block, the largest causal pre-softmax attention
+        logit q·k/sqrt(head_dim) (after QK-norm and RoPE). Yields a list whose entry i is block i's, refreshed
+        by every forward."""
+        attentions = [block.attn for block in self.blocks]
+        values: list[float | None] = [None] * len(attentions)
+
+        def record(index):
+            def hook(module, args, output):
+                values[index] = module.max_logit
+            return hook
+
+        handles = [attn.register_forward_hook(record(i)) for i, attn in enumerate(attentions)]
+        for attn in attentions:
+            attn.track_max_logit = True
+        try:
+            yield values
+        finally:
+            for attn in attentions:
+                attn.track_max_logit, attn.max_logit = False, None
             for handle in handles:
                 handle.remove()
 

@@ -1,0 +1,221 @@
+"""The landscape options of the GPT: DyT, peri / post-sublayer placements, QK-norm, LayerNorm Scaling.
+
+Each option: shapes, a state_dict round trip, the wiring it claims, and its bad input. The configurations
+that existed before these options keep their state_dict names and initial weights (recorded below from the
+model as it was at commit d49f810).
+"""
+import math
+
+import pytest
+import torch
+
+from normlab.dyt import DyT
+from normlab.model import GPT, NORMS, PLACEMENTS, GPTConfig
+from normlab.modules import RMSNorm
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+TINY = dict(vocab_size=256, context=16, width=32, depth=2, heads=4)
+
+
+def tiny(**overrides) -> GPTConfig:
+    return GPTConfig(**{**TINY, **overrides})
+
+
+def ids(batch=2, time=16, seed=0):
+    return torch.randint(0, 256, (batch, time), generator=torch.Generator().manual_seed(seed))
+
+
+def _block_keys(i, parts):
+    return [f"blocks.{i}.{p}" for p in parts]
+
+
+_PRE_RMS_BLOCK = ["norm1.weight", "norm2.weight", "attn.qkv.weight", "attn.proj.weight", "mlp.gate.weight",
+                  "mlp.up.weight", "mlp.down.weight"]
+_LAYER_BLOCK = ["norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias", "attn.qkv.weight", "attn.proj.weight"]
+RECORDED_KEYS = {
+    "pre-rms": (dict(), ["token_embedding.weight", *_block_keys(0, _PRE_RMS_BLOCK), *_block_keys(1, _PRE_RMS_BLOCK),
+                         "final_norm.weight", "lm_head.weight"]),
+    "post-layer": (dict(norm="layer", placement="post"),
+                   ["token_embedding.weight",
+                    *_block_keys(0, _LAYER_BLOCK + ["mlp.gate.weight", "mlp.up.weight", "mlp.down.weight"]),
+                    *_block_keys(1, _LAYER_BLOCK + ["mlp.gate.weight", "mlp.up.weight", "mlp.down.weight"]),
+                    "lm_head.weight"]),
+    "pre-layer-gelu-learned-tied": (dict(norm="layer", mlp="gelu", positions="learned", tie_embeddings=True),
+                                    ["token_embedding.weight", "position_embedding.weight",
+                                     *_block_keys(0, _LAYER_BLOCK + ["mlp.up.weight", "mlp.down.weight"]),
+                                     *_block_keys(1, _LAYER_BLOCK + ["mlp.up.weight", "mlp.down.weight"]),
+                                     "final_norm.weight", "final_norm.bias", "lm_head.weight"]),
+}
+# Loss on ids 0..31 and the sum of all parameters after torch.manual_seed(0), recorded before the options existed.
+RECORDED_NUMBERS = {"pre-rms": (5.559810638427734, 162.4095348831934),
+                    "post-layer": (5.55640983581543, 130.4095348831934)}
+
+
+@pytest.mark.parametrize("name", sorted(RECORDED_KEYS))
+def test_existing_configurations_keep_their_state_dict_names(name):
+    overrides, keys = RECORDED_KEYS[name]
+    assert list(GPT(tiny(**overrides)).state_dict()) == keys
+
+
+@pytest.mark.parametrize("name", sorted(RECORDED_NUMBERS))
+def test_existing_configurations_keep_their_initial_weights(name):
+    overrides = RECORDED_KEYS[name][0] if name in RECORDED_KEYS else {}
+    torch.manual_seed(0)
+    model = GPT(tiny(**overrides))
+    idx = (torch.arange(32) % 256).reshape(2, 16)
+    loss, total = RECORDED_NUMBERS[name]
+    with torch.no_grad():
+        assert float(model(idx, idx)[1]) == pytest.approx(loss, rel=1e-6)
+        assert float(sum(p.double().sum() for p in model.parameters())) == pytest.approx(total, rel=1e-12)
+
+
+OPTIONS = {
+    "dyt": dict(norm="dyt"),
+    "dyt-alpha": dict(norm="dyt", dyt_alpha=1.5),
+    "peri": dict(placement="peri"),
+    "post-sublayer": dict(placement="post-sublayer"),
+    "qk_norm": dict(qk_norm=True),
+    "depth_scaling": dict(depth_scaling=True, depth=3),
+    "all": dict(norm="layer", placement="peri", qk_norm=True, depth_scaling=True),
+    "dyt-post": dict(norm="dyt", placement="post"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONS))
+def test_option_shapes_backward_and_state_dict_round_trip(name):
+    cfg = tiny(**OPTIONS[name])
+    torch.manual_seed(0)
+    model = GPT(cfg)
+    x = ids()
+    logits, loss = model(x, x)
+    assert logits.shape == (2, 16, 256) and math.isfinite(float(loss))
+    loss.backward()
+    assert all(p.grad is not None and bool(torch.isfinite(p.grad).all()) for p in model.parameters())
+    torch.manual_seed(1)
+    other = GPT(cfg)
+    other.load_state_dict(model.state_dict(), strict=True)
+    with torch.no_grad():
+        torch.testing.assert_close(other(x)[0], model(x)[0], rtol=0, atol=0)
+    # Names are the same whatever the seed, and a second build yields the same names (stable, no ids or counters).
+    assert list(other.state_dict()) == list(model.state_dict())
+
+
+def test_dyt_model_uses_dyt_everywhere_with_its_alpha():
+    model = GPT(tiny(norm="dyt", dyt_alpha=0.8))
+    norms = model.norms()
+    assert [n for n, _ in norms] == ["blocks.0.norm1", "blocks.0.norm2", "blocks.1.norm1", "blocks.1.norm2", "final_norm"]
+    assert all(isinstance(m, DyT) and m.alpha.item() == pytest.approx(0.8) for _, m in norms)
+
+
+def _spy(module, store, key):
+    module.register_forward_hook(lambda m, a, out: store.__setitem__(key, (a[0].detach(), out.detach())))
+
+
+def test_peri_normalises_the_sublayer_output_before_adding_it():
+    # eps tiny: the attention output at init is so small (std ~1e-4) that eps=1e-5 would dominate its variance.
+    model = GPT(tiny(placement="peri", norm="layer", norm_eps=1e-12)).eval()
+    block = model.blocks[0]
+    with torch.no_grad():
+        block.post_norm1.weight.fill_(2.0)
+    seen = {}
+    _spy(block.attn, seen, "attn")
+    _spy(block.post_norm1, seen, "post1")
+    _spy(block.norm1, seen, "norm1")
+    block_in = {}
+    block.register_forward_pre_hook(lambda m, a: block_in.__setitem__("x", a[0].detach()))
+    with torch.no_grad():
+        model(ids())
+    torch.testing.assert_close(seen["post1"][0], seen["attn"][1])  # post_norm1 takes the attention output
+    torch.testing.assert_close(seen["norm1"][0], block_in["x"])  # norm1 takes the block input
+    # The post-norm's output (LayerNorm, gain 2) has per-token std 2 whatever the attention's scale.
+    torch.testing.assert_close(seen["post1"][1].std(-1, correction=0), torch.full((2, 16), 2.0), rtol=1e-3, atol=1e-3)
+    assert model.final_norm is not None
+
+
+def test_post_sublayer_norms_the_branch_not_the_trunk():
+    model = GPT(tiny(placement="post-sublayer")).eval()
+    block = model.blocks[0]
+    seen, block_in = {}, {}
+    _spy(block.attn, seen, "attn")
+    _spy(block.norm1, seen, "norm1")
+    block.attn.register_forward_pre_hook(lambda m, a: block_in.__setitem__("attn_in", a[0].detach()))
+    block.register_forward_pre_hook(lambda m, a: block_in.__setitem__("x", a[0].detach()))
+    with torch.no_grad():
+        model(ids())
+    torch.testing.assert_close(block_in["attn_in"], block_in["x"])  # the sublayer sees the raw trunk
+    torch.testing.assert_close(seen["norm1"][0], seen["attn"][1])  # norm1 takes the sublayer's output
+    assert model.final_norm is not None
+
+
+def test_qk_norm_normalises_each_head_of_queries_and_keys():
+    model = GPT(tiny(qk_norm=True, norm_eps=1e-12)).eval()
+    attn = model.blocks[0].attn
+    assert isinstance(attn.q_norm, RMSNorm) and attn.q_norm.normalized_shape == (8,)
+    seen = {}
+    _spy(attn.q_norm, seen, "q")
+    _spy(attn.k_norm, seen, "k")
+    with torch.no_grad():
+        model(ids())
+    for key in ("q", "k"):
+        inp, out = seen[key]
+        assert inp.shape == (2, 4, 16, 8)  # (batch, heads, time, head_dim): per head
+        rms = out.pow(2).mean(-1).sqrt()
+        torch.testing.assert_close(rms, torch.ones_like(rms), rtol=1e-3, atol=1e-3)
+    assert "blocks.0.attn.q_norm.weight" in model.state_dict()
+
+
+def test_max_attention_logit_capture_matches_explicit_attention():
+    model = GPT(tiny()).eval()
+    x = ids()
+    with torch.no_grad(), model.capture_max_attention_logit() as logits:
+        model(x)
+    assert len(logits) == 2 and all(isinstance(v, float) for v in logits)
+    # Recompute block 0's logits by hand from its input.
+    attn, seen = model.blocks[0].attn, {}
+    attn.register_forward_pre_hook(lambda m, a: seen.__setitem__("x", a[0]))
+    with torch.no_grad():
+        model(x)
+        B, T, C = seen["x"].shape
+        q, k, _ = attn.qkv(seen["x"]).view(B, T, 3, 4, 8).permute(2, 0, 3, 1, 4)
+        q, k = attn.rope(q), attn.rope(k)
+        s = (q @ k.transpose(-2, -1)) / math.sqrt(8)
+        s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), -math.inf)
+    assert logits[0] == pytest.approx(float(s.max()), rel=1e-5)
+    assert not attn.track_max_logit  # switched off on exit
+
+
+def test_depth_scaling_multiplies_each_block_norm_by_one_over_sqrt_layer():
+    torch.manual_seed(0)
+    scaled = GPT(tiny(depth=4, depth_scaling=True)).eval()
+    torch.manual_seed(0)
+    plain = GPT(tiny(depth=4)).eval()
+    assert list(scaled.state_dict()) == list(plain.state_dict())  # a float attribute, no new state
+    assert [b.norm_scale for b in scaled.blocks] == pytest.approx([1, 1 / math.sqrt(2), 1 / math.sqrt(3), 0.5])
+    seen = {}
+    block = scaled.blocks[2]
+    block.attn.register_forward_pre_hook(lambda m, a: seen.__setitem__("attn_in", a[0]))
+    block.norm1.register_forward_hook(lambda m, a, out: seen.__setitem__("norm_out", out))
+    with torch.no_grad():
+        scaled(ids())
+    torch.testing.assert_close(seen["attn_in"], seen["norm_out"] / math.sqrt(3))
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (dict(norm="group"), r"norm='group'.*'rms', 'layer', 'dyt'"),
+    (dict(placement="sandwich"), r"placement='sandwich'.*'pre', 'post', 'peri', 'post-sublayer'"),
+    (dict(norm="dyt", dyt_alpha=0.0), "dyt_alpha.*positive"),
+    (dict(norm="dyt", dyt_alpha=-1.0), "dyt_alpha.*positive"),
+    (dict(norm="dyt", norm_backend="triton"), "no Triton kernel"),
+    (dict(depth_scaling=True, depth=1), "depth_scaling needs depth >= 2"),
+    (dict(depth_scaling=True, placement="post"), "depth_scaling needs a placement"),
+    (dict(qk_norm=1), "qk_norm must be a bool"),
+    (dict(depth_scaling="yes"), "depth_scaling must be a bool"),
+])
+def test_bad_options_are_refused_by_name(overrides, words):
+    with pytest.raises(ValueError, match=words):
+        tiny(**overrides)
+
+
+def test_valid_names_are_listed():
+    assert NORMS == ("rms", "layer", "dyt") and PLACEMENTS == ("pre", "post", "peri", "post-sublayer")
