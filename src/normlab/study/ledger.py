@@ -57,7 +57,7 @@ def parse_claims(path: Path = paths.CLAIMS) -> list[Claim]:
     """Claims from the table rows (`| A1 | paraphrase | original |`) and the Q bullets (`- Q1: text`)."""
     claims = []
     for line in path.read_text(encoding="utf-8").splitlines():
-        row = re.match(r"^\|\s*([AB]\d+)\s*\|\s*(.+?)\s*\|", line)
+        row = re.match(r"^\|\s*([ABV]\d+)\s*\|\s*(.+?)\s*\|", line)
         question = re.match(r"^-\s*(Q\d+):\s*(.+)$", line)
         match = row or question
         if match:
