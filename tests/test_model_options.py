@@ -2,7 +2,7 @@
 
 Each option: shapes, a state_dict round trip, the wiring it claims, and its bad input. The configurations
 that existed before these options keep their state_dict names and initial weights (recorded below from the
-model as it was at commit d49f810).
+model as it was at commit 7673181, before the options).
 """
 import math
 
