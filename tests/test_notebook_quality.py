@@ -1,4 +1,4 @@
-"""The quality chapter runs end to end on the smoke profile and records its verdicts."""
+"""The quality chapter runs end to end on the smoke profile and records its verdicts from paired statistics."""
 import math
 
 from normlab.study.results import VERDICTS
@@ -8,17 +8,29 @@ from normlab.study.run import execute
 def test_quality_notebook_smoke(tmp_path):
     results = execute("quality", "smoke", executed_dir=tmp_path / "ex", results_dir=tmp_path / "res", force=True)
     claims = {c["id"]: c for c in results["claims"]}
-    assert {"A9", "B5", "B7", "B16"} <= set(claims)
-    assert all(c["verdict"] in VERDICTS and c["section"] for c in claims.values())
+    assert {"A9", "B5", "B7", "B16", "B6"} <= set(claims)
+    owned = {k: v for k, v in claims.items() if k != "B6"}
+    assert all(c["verdict"] in VERDICTS and c["section"] for c in owned.values())
+    assert claims["B6"]["verdict"] is None  # evidence only: the speed chapter owns B6
     a9 = claims["A9"]["evidence"]
     # It learns: validation loss falls from about ln(256) = 5.55 by more than a nat even in a few steps.
     assert a9["initial_val_loss"] > 5.3 and a9["final_val_loss"] < a9["initial_val_loss"] - 1.0
     assert a9["resume_matches"] is True and a9["resume_max_abs_loss_difference"] <= 1e-6
     assert a9["diverged_runs"] == 0 and len(a9["corpus_sha256"]) == 64
+    paired = a9["paired_final_loss"]
+    assert paired["pairs"] == 3 and paired["margin"] == a9["margin_nats"] == claims["A9"]["threshold"]
+    # The verdict follows the interval: "holds" only with the whole interval inside the margin.
+    inside = -paired["margin"] < paired["ci_low"] and paired["ci_high"] < paired["margin"]
+    assert (claims["A9"]["verdict"] == "holds") == inside
     b7 = claims["B7"]["evidence"]
-    assert 0.2 < b7["step_time_ratio_rms_over_layer"] < 5
+    assert 0.2 < b7["step_time_ratio_rms_over_layer"] < 5 and b7["step_time_ratio_spread"] >= 0
+    assert claims["B7"]["key_number"] == b7["step_time_ratio_rms_over_layer"]
     b5 = claims["B5"]["evidence"]
     # LayerNorm cannot see the mean, so removing it changes nothing there.
     assert abs(b5["projection_loss_increase_layer"]) < 1e-4
-    assert 0 <= b5["offset_share_last_rms_trained"] <= 1
-    assert all(math.isfinite(v) for v in (b5["projection_loss_increase_rms"], b5["seed_spread"]))
+    for key in ("offset_share_last", "ones_share_last", "offset_share_without_top_channel"):
+        assert 0 <= b5[key] <= 1, key
+    assert b5["massive_ratio_last"] >= 1 and math.isfinite(b5["projection_paired"]["mean_difference"])
+    # Absent evidence from other chapters is said, never skipped.
+    assert "absent" in claims["B5"]["summary"] or b5["realmodels_present"]
+    assert "absent" in claims["B16"]["summary"] or claims["B16"]["evidence"]["geometry_present"]

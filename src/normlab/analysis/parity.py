@@ -49,3 +49,45 @@ def loss_parity(a: Sequence[float], b: Sequence[float]) -> dict[str, float | boo
         "seed_spread": spread, "parity": abs(difference) <= spread,
         "relative_difference": difference / mean_a,
     }
+
+
+def ratio_with_spread(numerator: Sequence[float], denominator: Sequence[float], *, resamples: int = 400,
+                      seed: int = 0) -> dict[str, float]:
+    """Median of per-repeat ratios numerator_i / denominator_i (repeats measured interleaved, so paired),
+    and its spread: the standard deviation of that median over bootstrap resamples of the repeats."""
+    import torch
+
+    num, den = [float(v) for v in numerator], [float(v) for v in denominator]
+    if len(num) != len(den) or len(num) < 3:
+        raise ValueError(f"need the same number (>= 3) of paired repeats on each side, got {len(num)} and {len(den)}")
+    if min(den) <= 0 or min(num) <= 0:
+        raise ValueError("times must be positive")
+    ratios = torch.tensor(num, dtype=torch.float64) / torch.tensor(den, dtype=torch.float64)
+    generator = torch.Generator().manual_seed(seed)
+    picks = torch.randint(0, len(ratios), (resamples, len(ratios)), generator=generator)
+    medians = ratios[picks].median(dim=1).values
+    return {"ratio": float(ratios.median()), "spread": float(medians.std()), "repeats": len(ratios),
+            "ratio_q25": float(ratios.quantile(0.25)), "ratio_q75": float(ratios.quantile(0.75))}
+
+
+def equivalence_verdict(paired: dict) -> str:
+    """The verdict a "no difference" claim gets from `paired.paired_difference`: holds only when the whole
+    interval lies inside the margin; does not hold when it lies wholly outside; otherwise the run could not
+    tell (interval wider than the margin, or straddling it): not testable here, with `pairs_needed` beside it."""
+    outcome = paired["outcome"]
+    if outcome == "equivalent":
+        return "holds"
+    if outcome == "different":
+        return "does not hold"
+    return "not testable here"
+
+
+def interval_text(paired: dict, unit: str = "nats") -> str:
+    """'+0.0031 nats (95% CI −0.0042..+0.0104, margin ±0.02, 6 pairs)', plus the pairs needed when inconclusive."""
+    text = (f"{paired['mean_difference']:+.4f} {unit} (95% CI {paired['ci_low']:+.4f}..{paired['ci_high']:+.4f}, "
+            f"margin ±{paired['margin']:g}, {paired['pairs']} pairs)")
+    if paired["outcome"] == "inconclusive":
+        needed = paired.get("pairs_needed")
+        text += (f"; about {needed} pairs would be needed to decide" if needed else
+                 "; the mean difference sits at the margin, so no number of pairs would show equivalence")
+    return text

@@ -9,7 +9,10 @@ the share of the vector's energy along the all-ones direction: the only part
 LayerNorm removes and RMSNorm keeps. A "constant offset" in the sense of the
 essay (B5) would show as a mu that is nearly the same for every token; the
 `offset_share` measures the more general common offset, the per-channel mean
-over tokens, in any direction.
+over tokens, in any direction: a shared vector that mean-centring does not
+remove (it removes only each token's own component along the all-ones
+direction). Outlier channels (massive activations) are measured apart from
+both by `outlier_statistics`.
 """
 from __future__ import annotations
 
@@ -57,6 +60,34 @@ def layer_statistics(x: torch.Tensor) -> dict[str, float]:
         # Fraction of tokens whose mu has the sign of the average mu: 1 for a constant offset, ~0.5 for noise.
         "token_mean_sign_agreement": float((torch.sign(mu) == math.copysign(1.0, mu_avg)).double().mean()),
         "offset_share": float(offset.pow(2).sum() / tokens.pow(2).sum(dim=-1).mean()),
+        **outlier_statistics(tokens),
+    }
+
+
+def outlier_statistics(x: torch.Tensor) -> dict[str, float]:
+    """Massive activations (Sun et al. 2024, "Massive Activations in Large Language Models"): a few channels
+    whose magnitude dwarfs the rest, a third thing apart from the ones-direction share and the common offset.
+
+    - `massive_ratio`: the largest |x| anywhere over the median |x| (Sun et al. call an activation massive
+      at about 1000x the median in billion-parameter models);
+    - `top_channel_share`: the share of the stream's energy in its single largest channel (1/width if even);
+    - `offset_share_without_top`: the common-offset share with that channel left out, which says whether
+      the common offset is one outlier channel or spread over many.
+    """
+    tokens = _flat_tokens(x)
+    magnitude = tokens.abs()
+    median = float(magnitude.median())
+    energy = tokens.pow(2).mean(dim=0)  # per channel
+    top = int(energy.argmax())
+    rest = torch.ones(tokens.shape[-1], dtype=torch.bool)
+    rest[top] = False
+    kept = tokens[:, rest]
+    return {
+        "massive_ratio": float(magnitude.max()) / median if median > 0 else math.inf,
+        "top_channel_share": float(energy[top] / energy.sum()) if energy.sum() > 0 else 0.0,
+        "top_channel": top,
+        "offset_share_without_top": float(kept.mean(dim=0).pow(2).sum() / kept.pow(2).sum(dim=-1).mean())
+        if kept.pow(2).sum() > 0 else 0.0,
     }
 
 
@@ -123,3 +154,22 @@ def stream_report(model, x: torch.Tensor) -> tuple[list[dict], dict[str, float]]
     finally:
         model.train(was_training)
     return stream_statistics(stream), write_mean_agreement(stream)
+
+
+def find_numbers(evidence, contains: str) -> dict[str, float]:
+    """Every finite number in a (nested) evidence dict whose key path contains `contains`, keyed by that path.
+
+    Owners combine evidence other chapters recorded; this reads it without depending on their exact layout.
+    """
+    found: dict[str, float] = {}
+
+    def walk(value, path):
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, f"{path}.{key}" if path else str(key))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            if contains in path:
+                found[path] = float(value)
+
+    walk(evidence or {}, "")
+    return found
