@@ -1,0 +1,1 @@
+"""normlab inside other libraries' models (today: HuggingFace transformers)."""
