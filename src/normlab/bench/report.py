@@ -22,17 +22,60 @@ def measured(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["status"] == "ok"].copy()
 
 
-def ln_rms_ratios(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per implementation and shape timed for both norms: t_ln, t_rms, ratio t_ln/t_rms, saving."""
+def stable(df: pd.DataFrame) -> pd.DataFrame:
+    """Measured cases whose timing can be believed (not marked unstable by the harness)."""
     ok = measured(df)
-    values = ["median_s", "fraction_of_copy", "effective_passes"]
+    if "unstable" in ok:
+        ok = ok[~ok["unstable"].fillna(False).astype(bool)]
+    return ok
+
+
+def unstable(df: pd.DataFrame) -> pd.DataFrame:
+    """Cases the harness re-measured and still could not believe: excluded from every summary."""
+    ok = measured(df)
+    if "unstable" not in ok:
+        return ok.iloc[0:0]
+    return ok[ok["unstable"].fillna(False).astype(bool)]
+
+
+def ln_rms_ratios(df: pd.DataFrame, *, include_unstable: bool = False) -> pd.DataFrame:
+    """One row per implementation and shape timed for both norms: t_ln, t_rms, ratio t_ln/t_rms, saving.
+
+    `saving_sd` is the saving's run-to-run spread from the two cases' repeats. Cases
+    the harness marked unstable are left out unless `include_unstable`.
+    """
+    ok = measured(df) if include_unstable else stable(df)
+    if "relative_sd" not in ok:
+        ok = ok.assign(relative_sd=float("nan"))
+    values = ["median_s", "fraction_of_copy", "effective_passes", "relative_sd"]
     ln = ok[ok["norm"] == "layer"][MATCH + values]
     rms = ok[ok["norm"] == "rms"][MATCH + values]
     joined = ln.merge(rms, on=MATCH, how="inner", suffixes=("_ln", "_rms"))
     joined = joined.rename(columns={"median_s_ln": "t_ln_s", "median_s_rms": "t_rms_s"})
     joined["ratio_ln_over_rms"] = joined["t_ln_s"] / joined["t_rms_s"]
     joined["saving"] = 1.0 - joined["t_rms_s"] / joined["t_ln_s"]
+    ratio_sd = (joined["relative_sd_ln"] ** 2 + joined["relative_sd_rms"] ** 2) ** 0.5
+    joined["ratio_sd"] = joined["ratio_ln_over_rms"] * ratio_sd
+    joined["saving_sd"] = (joined["t_rms_s"] / joined["t_ln_s"]) * ratio_sd
     return joined
+
+
+def implementation_summary(ratios: pd.DataFrame) -> pd.DataFrame:
+    """Per implementation: the median LN/RMS time ratio and saving over the shapes given, with their spread.
+
+    The spread is the median over shapes of each point's run-to-run sd (from its
+    repeats), so one noisy shape cannot widen it; a min-to-max range of ratios is
+    never reported.
+    """
+    rows = []
+    for name, group in ratios.groupby("implementation"):
+        rows.append({"implementation": name, "points": len(group),
+                     "median ratio t_LN/t_RMS": float(group["ratio_ln_over_rms"].median()),
+                     "ratio sd": float(group["ratio_sd"].median()),
+                     "median saving": float(group["saving"].median()),
+                     "saving sd": float(group["saving_sd"].median())})
+    return pd.DataFrame(rows, columns=["implementation", "points", "median ratio t_LN/t_RMS", "ratio sd",
+                                       "median saving", "saving sd"])
 
 
 def skipped(df: pd.DataFrame) -> pd.DataFrame:
@@ -85,3 +128,59 @@ def census(df: pd.DataFrame) -> pd.DataFrame:
     if "traced_reductions" in rows:
         columns.insert(8, "traced_reductions")
     return rows[columns].reset_index(drop=True)
+
+
+def backward_vs_copies(df: pd.DataFrame, implementation: str = "auto", dtype: str = "float32") -> pd.DataFrame:
+    """Forward+backward of both norms against the two timings of a same-size copy made in the same run.
+
+    One row per norm and width: the median time with its sd, the time in units of
+    each copy, the achieved fraction of copy bandwidth (bytes the norm must move),
+    and LN/RMS as a ratio with its sd. Unstable cases stay in the table, flagged.
+    """
+    ok = measured(df)
+    back = ok[(ok["study"] == "backward") & (ok["implementation"] == implementation) & (ok["dtype"] == dtype)]
+    copies = ok[(ok["norm"] == "copy") & (ok["dtype"] == dtype) & (ok["mode"] == "alloc")]
+    rows = []
+    for record in back.sort_values(["d", "norm"]).itertuples():
+        same = copies[(copies["rows"] == record.rows) & (copies["d"] == record.d)]
+        first = same[same["implementation"] == "copy (clone)"]["median_s"]
+        again = same[same["implementation"] == "copy (clone) again"]["median_s"]
+        sd = getattr(record, "relative_sd", float("nan"))
+        rows.append({"rows × d": f"{record.rows}×{record.d}", "norm": "LayerNorm" if record.norm == "layer" else "RMSNorm",
+                     "time (ms)": record.median_s * 1e3, "sd (ms)": record.median_s * sd * 1e3,
+                     "÷ copy": record.median_s / first.iloc[0] if len(first) else None,
+                     "÷ copy again": record.median_s / again.iloc[0] if len(again) else None,
+                     "fraction of copy bandwidth": record.fraction_of_copy,
+                     "unstable": bool(getattr(record, "unstable", False) or False)})
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    ratios = ln_rms_ratios(df, include_unstable=True)
+    ratios = ratios[(ratios["study"] == "backward") & (ratios["implementation"] == implementation) & (ratios["dtype"] == dtype)]
+    lookup = {f"{r.rows}×{r.d}": (r.ratio_ln_over_rms, r.ratio_sd) for r in ratios.itertuples()}
+    table["t_LN / t_RMS"] = table["rows × d"].map(lambda key: lookup.get(key, (None, None))[0])
+    table["ratio sd"] = table["rows × d"].map(lambda key: lookup.get(key, (None, None))[1])
+    return table
+
+
+def copy_agreement(df: pd.DataFrame) -> pd.DataFrame:
+    """Each pair of identical code paths timed in this run (auto and its dispatch target, a copy and its repeat)."""
+    ok = measured(df)
+    if "same_path_as" not in ok:
+        return pd.DataFrame()
+    pairs = ok[ok["same_path_as"].notna()]
+    rows = []
+    for r in pairs.itertuples():
+        partner = ok[(ok["implementation"] == r.same_path_as) & (ok["rows"] == r.rows) & (ok["d"] == r.d)
+                     & (ok["dtype"] == r.dtype) & (ok["mode"] == r.mode) & (ok["direction"] == r.direction)
+                     & ((ok["norm"] == r.norm) | (r.norm == "copy"))]
+        if r.norm != "copy":
+            partner = partner[partner["study"] == r.study]
+        if partner.empty:
+            continue
+        p = partner.iloc[0]
+        rows.append({"case": f"{r.study} {r.norm} {r.dtype} {r.rows}×{r.d} {r.mode}", "implementation": r.implementation,
+                     "same path": r.same_path_as, "time (ms)": r.median_s * 1e3, "same path (ms)": p["median_s"] * 1e3,
+                     "ratio": r.median_s / p["median_s"], "agree within spread": bool(r.same_path_agrees),
+                     "re-measured": bool(r.remeasured) or bool(p["remeasured"]), "unstable": bool(r.unstable)})
+    return pd.DataFrame(rows)

@@ -133,3 +133,44 @@ def time_call(call: Callable[..., object], input_sets: Sequence[tuple], settings
     samples = [calibration] if number == 1 else []
     samples += [clock.measure(block) / number for _ in range(repeats - len(samples))]
     return summarise(samples, number, len(input_sets))
+
+
+# ---------------------------------------------------------------- stability
+
+# Quartile spread of a normal distribution is 1.349 standard deviations.
+IQR_PER_SD = 1.349
+# Repeats "disagree" when their sd exceeds this share of the median: on a quiet machine a
+# steady case stays within a few percent; a scheduler stall or a page-fault storm goes past it.
+UNSTABLE_RELATIVE_SD = 0.15
+# Two timings of one code path "agree" when their log-ratio is within twice their combined
+# relative sd, or within this floor: repeats taken seconds apart on a shared machine drift
+# by a few percent even when each set is steady.
+AGREEMENT_FLOOR = 0.10
+
+
+def relative_sd(median_s: float, q25_s: float, q75_s: float) -> float:
+    """The repeats' standard deviation as a share of the median, estimated from the quartiles."""
+    if median_s <= 0:
+        raise ValueError(f"median must be positive, got {median_s}")
+    return (q75_s - q25_s) / IQR_PER_SD / median_s
+
+
+def timing_relative_sd(timing: Timing) -> float:
+    return relative_sd(timing.median_s, timing.q25_s, timing.q75_s)
+
+
+def repeats_disagree(timing: Timing, limit: float = UNSTABLE_RELATIVE_SD) -> bool:
+    return timing_relative_sd(timing) > limit
+
+
+def agree(median_a: float, sd_a: float, median_b: float, sd_b: float, floor: float = AGREEMENT_FLOOR) -> bool:
+    """Whether two timings of the same code path agree within their spread (sd_* relative to the median)."""
+    if median_a <= 0 or median_b <= 0:
+        raise ValueError(f"medians must be positive, got {median_a}, {median_b}")
+    combined = math.hypot(sd_a, sd_b)
+    return abs(math.log(median_a / median_b)) <= max(2 * combined, floor)
+
+
+def ratio_relative_sd(sd_a: float, sd_b: float) -> float:
+    """Relative sd of a ratio of two independent timings (first order)."""
+    return math.hypot(sd_a, sd_b)
