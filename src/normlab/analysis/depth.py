@@ -168,6 +168,36 @@ def run_outcome(result, unigram_entropy: float) -> dict:
             "steps_done": int(result.steps_done)}
 
 
+def job_outcome(out: dict, unigram_entropy: float) -> dict:
+    """`run_outcome` for the plain dict a `normlab.analysis.runs.train_job` returns."""
+    val = np.array([v for _, v in out["val"]], dtype=float)
+    final = float(val[-1]) if len(val) else math.nan
+    finite = val[np.isfinite(val)]
+    diverged = bool(out["diverged"]) or not math.isfinite(final) or (len(finite) > 0 and final > finite[0])
+    return {"diverged": diverged, "trained": (not diverged) and final < unigram_entropy, "final_val_loss": final,
+            "initial_val_loss": float(val[0]) if len(val) else math.nan, "final_drop": out["final_drop"],
+            "steps_done": out["steps_done"]}
+
+
+def run_grid(grid: list[dict], base_model: dict, base_train: dict, unigram_entropy: float, *, devices=None,
+             desc: str = "depth runs") -> pd.DataFrame:
+    """Train every entry of `grid` in parallel worker processes (`normlab.parallel.run_parallel`), one row per run.
+
+    Entries are dicts with optional `label`, model overrides under `model` and train overrides under `train`;
+    `base_model`/`base_train` are GPTConfig/TrainConfig keyword dicts.
+    """
+    from ..parallel import run_parallel
+    from .runs import train_job
+
+    if not grid:
+        raise ValueError("grid is empty; give at least one run")
+    jobs = [dict(model={**base_model, **entry.get("model", {})}, train={**base_train, **entry.get("train", {})})
+            for entry in grid]
+    outputs = run_parallel(train_job, jobs, devices=devices, desc=desc)
+    return pd.DataFrame([{"label": entry.get("label", ""), **entry.get("model", {}), **entry.get("train", {}),
+                          **job_outcome(out, unigram_entropy)} for entry, out in zip(grid, outputs)])
+
+
 def train_grid(grid: list[dict], base_model: GPTConfig, base_train, corpus, *, progress=None) -> pd.DataFrame:
     """Train every entry of `grid` (dicts with optional keys: label, model overrides under 'model',
     train overrides under 'train') and return one row per run with its `run_outcome` and settings."""

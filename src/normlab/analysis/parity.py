@@ -89,5 +89,6 @@ def interval_text(paired: dict, unit: str = "nats") -> str:
     if paired["outcome"] == "inconclusive":
         needed = paired.get("pairs_needed")
         text += (f"; about {needed} pairs would be needed to decide" if needed else
-                 "; the mean difference sits at the margin, so no number of pairs would show equivalence")
+                 "; the mean difference lies at or beyond the margin: more pairs could show a difference, none could show "
+                 "equivalence")
     return text
