@@ -10,8 +10,11 @@ from normlab.study import Results, decide, ledger, paths, run
 
 def test_claims_file_lists_every_id_once():
     ids = [c.id for c in ledger.parse_claims()]
-    expected = [f"A{i}" for i in range(1, 12)] + [f"B{i}" for i in range(1, 20)] + ["Q1", "Q2", "Q3"]
-    assert ids == expected
+    assert ids[:30] == [f"A{i}" for i in range(1, 12)] + [f"B{i}" for i in range(1, 20)]
+    for prefix in "ABQV":  # each series numbered 1, 2, ... without gaps, in file order
+        series = [i for i in ids if i[0] == prefix]
+        assert series == [f"{prefix}{n}" for n in range(1, len(series) + 1)]
+    assert len(set(ids)) == len(ids)
 
 
 def test_decide_maps_outcomes_to_verdicts():
@@ -61,12 +64,12 @@ def test_ledger_shows_every_claim_once_with_pending_counts_and_parts():
     page = ledger.render_ledger(claims, [_run("jacobians", None), _run("geometry", "holds")])
     main_table = page.split("## Parts measured")[0]
     rows = [line for line in main_table.splitlines() if line[:3] in ("| A", "| B", "| Q")]
-    assert len(rows) == len(claims) == 33
+    assert len(rows) == len(claims)
     a1 = next(r for r in rows if r.startswith("| A1 |"))
     # The owner's verdict is the row's verdict; the evidence-only record is a part, never a verdict.
     assert "✅ holds" in a1 and "from geometry" in a1 and "parts: {ref}`jacobians <sec>`" in a1
     assert "| A1 | {ref}`jacobians <sec>` | from jacobians |" in page
-    assert "| ⏳ pending | 32 |" in page and "| ✅ holds | 1 |" in page
+    assert f"| ⏳ pending | {len(claims) - 1} |" in page and "| ✅ holds | 1 |" in page
 
 
 def test_ledger_refuses_two_verdicts_for_one_claim_naming_both_chapters():
