@@ -256,7 +256,7 @@ Markdown(
     f"of the paired runs the loss still fell {drop:.4f} nats.\n\n**B17 verdict: {b17}.**")
 
 # %% tags=["remove-cell"]
-results.record(
+_ = results.record(
     "B17", b17,
     f"Pre-LN per-block gradient norms at depth {deepest} differ by at most ×{pre_spread:.2f} (threshold ×10); without "
     f"warm-up at depth {P['deep']} pre-LN trained in {pre_rate:.0%} of runs vs post-LN {post_rate:.0%}; paired pre − post "
@@ -304,7 +304,7 @@ Markdown(
     f"token cosine {cos_rms:.3f} vs {cos_ln:.3f}.\n\n**B18 verdict: {b18}.**")
 
 # %% tags=["remove-cell"]
-results.record(
+_ = results.record(
     "B18", b18,
     f"Post-LN at depth {P['deep']}: paired final loss RMSNorm − LayerNorm {b18_text}; at init (depth {deepest}) "
     f"first/last gradient ratio {ratio_rms:.3f} vs {ratio_ln:.3f}, last-layer token cosine {cos_rms:.3f} vs {cos_ln:.3f}.",
@@ -363,7 +363,7 @@ Markdown(f"Interaction of the norm and placement swaps: {interval_text(interacti
          f"\n\n**B19 verdict: {b19}.**")
 
 # %% tags=["remove-cell"]
-results.record(
+_ = results.record(
     "B19", b19,
     f"Interaction of the norm and placement swaps at depth {P['ablation_depth']}: "
     f"{interval_text(interaction) if interaction else 'not computable'}; single swaps vs LLaMA style: "

@@ -266,7 +266,7 @@ Markdown(f"**B7 verdict: {b7_verdict}.** Mean validation loss over the curve, RM
 
 # %% tags=["remove-cell"]
 a9_key = max(abs(a9_pair["ci_low"]), abs(a9_pair["ci_high"])) if a9_pair else None
-results.record(
+_ = results.record(
     "A9", a9_verdict,
     f"Final validation loss RMSNorm − LayerNorm = {a9_text}, after {steps} steps (loss still fell "
     f"{last_drop:.4f} nats over the last 10%).",
@@ -276,7 +276,7 @@ results.record(
     spread=a9_pair["sd_of_differences"] / math.sqrt(a9_pair["pairs"]) if a9_pair else None,
     rule="Holds when the whole 95% interval of the paired final-loss difference lies inside ±0.02 nats; "
          "not testable when it is wider than that; does not hold when it lies outside.")
-results.record(
+_ = results.record(
     "B7", b7_verdict,
     f"Curves {curves_half if curves_half != 'holds' else 'coincide'}: {b7_text}.",
     {**common, "paired_curve_loss": b7_pair, "curves_half": curves_half, "step_time_ratio_rms_over_layer": speed_ratio,
@@ -287,7 +287,7 @@ results.record(
     rule="Both halves: the paired whole-curve loss difference inside ±0.02 nats, and the median step-time ratio "
          "≤ 0.95; one half alone gives 'holds with caveats'.")
 speedup = 1.0 / speed_ratio - 1.0
-results.record_evidence(
+_ = results.record_evidence(
     "B6",
     f"Model-level step here: RMSNorm's training step takes {speed_ratio:.3f}× LayerNorm's (spread {speed['spread']:.3f}), "
     f"a speed-up of {100 * speedup:+.1f}% (backend {backend!r}, {device}), with final-loss difference {a9_text}.",
@@ -404,7 +404,7 @@ Markdown(
     f"{real_text}\n\n**B5 verdict: {b5}.**")
 
 # %% tags=["remove-cell"]
-results.record(
+_ = results.record(
     "B5", b5,
     f"After {depth} trained RMSNorm blocks the common offset (per-channel mean) holds {offset_last:.2f} of the energy "
     f"(embeddings {offset_first:.2f}; all-ones share {ones_last:.3f}; largest |x|/median {massive:.0f}); removing the "
@@ -462,7 +462,7 @@ Markdown(
     f"({'they drift together' if drift_together else 'no common drift'}). {geometry_text}\n\n**B16 verdict: {b16}.**")
 
 # %% tags=["remove-cell"]
-results.record(
+_ = results.record(
     "B16", b16,
     f"Removing the all-ones component from trained RMSNorm models changes the loss by {interval_text(info_pair)}; "
     f"block write means correlate at r = {drift_corr:.2f} ({100 * drift_sign:.0f}% same sign); "
