@@ -63,7 +63,7 @@ def test_ledger_shows_every_claim_once_with_pending_counts_and_parts():
     claims = ledger.parse_claims()
     page = ledger.render_ledger(claims, [_run("jacobians", None), _run("geometry", "holds")])
     main_table = page.split("## Parts measured")[0]
-    rows = [line for line in main_table.splitlines() if line[:3] in ("| A", "| B", "| Q")]
+    rows = [line for line in main_table.splitlines() if line[:3] in ("| A", "| B", "| Q", "| V")]
     assert len(rows) == len(claims)
     a1 = next(r for r in rows if r.startswith("| A1 |"))
     # The owner's verdict is the row's verdict; the evidence-only record is a part, never a verdict.
