@@ -1,0 +1,73 @@
+"""The landscape chapter's measures: LR ranges, hidden growth, drop-one contributions, the probed training job."""
+import math
+
+import pytest
+import torch
+
+from normlab.analysis.landscape import (drop_one_losses, growth_ratio, landscape_run, later_half_share,
+                                        max_attention_logit, non_inferiority, paired_or_none, usable_flags,
+                                        usable_lr_range)
+from normlab.model import GPT, GPTConfig
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_usable_lr_range_is_the_contiguous_run_from_the_lowest_usable():
+    r = usable_lr_range([1e-3, 3e-3, 1e-2, 3e-2, 1e-1], [False, True, True, False, True])
+    assert r["lr_low"] == 3e-3 and r["lr_high"] == 1e-2 and r["fails_at"] == 3e-2
+    assert r["decades"] == pytest.approx(math.log10(1e-2 / 3e-3)) and r["fraction_trained"] == 0.6
+    everything = usable_lr_range([1e-2, 1e-3], [True, True])  # unsorted input
+    assert everything["lr_low"] == 1e-3 and everything["lr_high"] == 1e-2 and everything["fails_at"] is None
+    nothing = usable_lr_range([1e-3, 1e-2], [False, False])
+    assert nothing["lr_low"] is None and nothing["fails_at"] == 1e-3 and nothing["fraction_trained"] == 0
+    with pytest.raises(ValueError, match="one trained flag per learning rate"):
+        usable_lr_range([1e-3], [True, False])
+
+
+def test_usable_flags():
+    assert usable_flags([1.0, 1.2, 1.3, math.nan], [False, False, False, True], best=1.0, tolerance=0.25) == \
+        [True, True, False, False]
+    with pytest.raises(ValueError, match="tolerance"):
+        usable_flags([1.0], [False], 1.0, 0)
+
+
+def test_growth_ratio_and_later_half_share():
+    stream = [(0, 0, 0.1), (0, 1, 1.0), (0, 2, 1.0), (10, 0, 0.1), (10, 1, 2.0), (10, 2, 3.0), (10, 3, 8.0)]
+    assert growth_ratio(stream) == 4.0 and growth_ratio(stream, step=0) == 1.0
+    with pytest.raises(ValueError, match="no stream"):
+        growth_ratio([])
+    assert later_half_share([3.0, 1.0, 0.5, 0.5]) == pytest.approx(0.2)
+    assert later_half_share([1.0, -5.0, 1.0, 0.0]) == pytest.approx(0.5)  # a harmful block counts as zero
+    assert math.isnan(later_half_share([0.0, -1.0]))
+
+
+def test_non_inferiority_reads_the_interval_against_the_margin():
+    assert non_inferiority(paired_or_none([1.0, 1.1, 1.2], [1.0, 1.1, 1.2], 0.03)) == "no worse"
+    assert non_inferiority(paired_or_none([1.0, 1.1, 1.2], [1.5, 1.6, 1.71], 0.03)) == "worse"
+    assert non_inferiority(paired_or_none([1.0, 1.1, 1.2], [1.0, 1.3, 1.1], 0.03)) == "undecided"
+    assert paired_or_none([1.0, math.nan], [1.0, 1.0], 0.03) is None and non_inferiority(None) == "undecided"
+
+
+def test_drop_one_and_max_logit_probes():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(width=32, depth=3, heads=4, context=16))
+    x = torch.randint(0, 256, (2, 16), generator=torch.Generator().manual_seed(0))
+    assert max_attention_logit(model, x) > 0
+    changes = drop_one_losses(model, [(x, x)])
+    assert len(changes) == 3 and all(math.isfinite(c) for c in changes)
+    with torch.no_grad():
+        full = float(model(x, x)[1])
+        model.blocks[1].forward = lambda h: h  # the same as dropping block 1 by hand
+        dropped = float(model(x, x)[1])
+    assert changes[1] == pytest.approx(dropped - full, abs=1e-6)
+
+
+def test_probed_run_equals_unprobed_run():
+    model = dict(width=16, depth=2, heads=2, context=16)
+    train = dict(steps=10, batch_size=4, warmup_steps=2, eval_every=2, stream_every=5, lr=1e-2)
+    probed = landscape_run(model=model, train=train, probe_every=3, drop_one=True)
+    plain = landscape_run(model=model, train=train)
+    assert probed["val"] == plain["val"] and probed["grad_norms"] == plain["grad_norms"]
+    assert [p["step"] for p in probed["max_logit"]] == [0, 3, 6, 9, 10]
+    assert len(probed["drop_one"]) == 2 and plain["drop_one"] is None
+    assert len(probed["grad_norms"][0]) == 2 and {layer for _, layer, _ in probed["stream_rms"]} == {0, 1, 2}

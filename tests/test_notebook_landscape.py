@@ -1,0 +1,38 @@
+"""The landscape chapter runs end to end on the smoke profile; each verdict follows from its recorded numbers."""
+import json
+
+from normlab.study.results import VERDICTS
+from normlab.study.run import execute
+
+
+def test_landscape_notebook_smoke(tmp_path):
+    results = execute("landscape", "smoke", executed_dir=tmp_path / "ex", results_dir=tmp_path / "res", force=True)
+    claims = {c["id"]: c for c in results["claims"]}
+    assert set(claims) == {"V1", "V2", "V3", "V4"}
+    for c in claims.values():
+        assert c["verdict"] in VERDICTS and c["section"].startswith("landscape-") and c["rule"]
+        assert c["threshold"] is not None
+    v1 = claims["V1"]
+    paired = v1["evidence"]["dyt_minus_rms"]
+    assert paired["pairs"] == 2 and v1["threshold"] == paired["margin"] == 0.03
+    # Non-inferiority read off the interval: "does not hold" exactly when the interval sits at or above the margin.
+    assert (v1["verdict"] == "does not hold") == (paired["ci_low"] >= 0.03)
+    assert v1["verdict"].startswith("holds") == (paired["ci_high"] < 0.03)
+    assert v1["key_number"] == paired["mean_difference"] and v1["spread"] == paired["sd_of_differences"]
+    v2 = claims["V2"]["evidence"]
+    assert set(v2["growth"]) == {"pre", "post", "peri", "post-sublayer"} and all(len(g) == 2 for g in v2["growth"].values())
+    v3 = claims["V3"]
+    assert v3["key_number"] == sum(v3["evidence"]["gain_decades_per_seed"]) / len(v3["evidence"]["gain_decades_per_seed"])
+    # The largest attention logit is tracked through training for every LR of the grid.
+    assert all(row["largest logit, QK-norm"] is not None for row in v3["evidence"]["final_max_logit"])
+    v4 = claims["V4"]["evidence"]
+    assert all(0 <= s <= 1 for s in v4["later_half_share_plain"] + v4["later_half_share_scaled"])
+    # The executed page: the figures are labelled and nothing leaks a warning or a machine path.
+    page = json.loads((tmp_path / "ex" / "landscape.ipynb").read_text())
+    names = [c["metadata"].get("mystnb", {}).get("figure", {}).get("name") for c in page["cells"] if c["cell_type"] == "code"]
+    assert {"fig-landscape-dyt", "fig-landscape-placement", "fig-landscape-qk", "fig-landscape-depth",
+            "fig-landscape-summary"} <= set(names)
+    for cell in page["cells"]:
+        for output in cell.get("outputs", []):
+            text = output.get("text", "") if output["output_type"] == "stream" else ""
+            assert "Warning" not in "".join(text) and str(tmp_path) not in "".join(text)
