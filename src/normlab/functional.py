@@ -1,9 +1,9 @@
 """Public functional API: `rms_norm` and `layer_norm`, dispatched to a backend.
 
     reference  the float64-capable specification (normlab.reference); every feature
-    eager      the unfused composite as HuggingFace computes it (normlab.composite)
+    eager      the unfused composite, HuggingFace's op sequence (normlab.composite)
     torch      PyTorch's native F.rms_norm / F.layer_norm
-    compile    torch.compile of the general composite (inductor fuses it)
+    compile    forward and backward each compiled by inductor (normlab.compiled)
     triton     normlab.ops: our Triton kernels behind torch.library custom ops
     auto       the fastest backend for the device that has the requested features
 
@@ -18,9 +18,9 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from . import composite
+from . import compiled, composite
 from .reference import layer_norm_reference, rms_norm_reference
-from .validation import check_layer_args, check_rms_args, partial_size
+from .validation import check_casting_mode, check_layer_args, check_rms_args, partial_size, resolve_eps, sum_dtype
 
 BACKENDS = ("reference", "eager", "torch", "compile", "triton", "auto")
 
@@ -109,44 +109,41 @@ def _triton_importable() -> bool:
 
 # ---------------------------------------------------------------- compile
 
-@functools.lru_cache(maxsize=None)
-def _compiled(kind: str):
-    # dynamic=True: one graph serves every shape, so varying batch or sequence
-    # lengths do not recompile. Float/bool arguments (eps, flags) are guarded
-    # on, so each distinct feature set compiles once.
-    function = composite.rms_norm_general if kind == "rms" else composite.layer_norm_general
-    return torch.compile(function, dynamic=True, fullgraph=True)
-
-
 def _run_compiled(kind: str, x, *args):
-    """Runs the composite compiled; the residual is args[1] (rms) or args[2] (layer)."""
+    """The compiled backend (normlab.compiled): returns (y, s or None).
+
+    rms args: weight, residual, eps, offset, eps_inside, k, s_dtype, llama;
+    layer args: weight, bias, residual, eps, s_dtype."""
     if torch.compiler.is_compiling():
-        # Already inside an outer torch.compile: let it trace the composite.
-        function = composite.rms_norm_general if kind == "rms" else composite.layer_norm_general
-        return function(x, *args)
-    # Seen as 2-D, inputs of any rank share one graph instead of compiling per rank.
-    shape, n_features = x.shape, x.shape[-1]
-    args = list(args)
-    where = 1 if kind == "rms" else 2
-    if args[where] is not None:
-        args[where] = args[where].reshape(-1, n_features)
-    y, s = _compiled(kind)(x.reshape(-1, n_features), *args)
-    return y.reshape(shape), (None if s is None else s.reshape(shape))
+        # Already inside an outer torch.compile or torch.export: let it trace the math, so the outer graph fuses it.
+        n = x.shape[-1]
+        if kind == "rms":
+            weight, residual, *rest = args
+            y, s, _ = compiled.rms_forward_math(x.reshape(-1, n), weight, None if residual is None else residual.reshape(-1, n), *rest)
+        else:
+            weight, bias, residual, *rest = args
+            y, s, _, _ = compiled.layer_forward_math(x.reshape(-1, n), weight, bias, None if residual is None else residual.reshape(-1, n), *rest)
+        return y.reshape(x.shape), (None if s is None else s.reshape(x.shape))
+    return (compiled.rms_norm if kind == "rms" else compiled.layer_norm)(x, *args)
 
 
-_compile_failure: str | None = None
+# Signatures (dtypes and flags) that this machine failed to compile, with the reason; auto uses native ops for them.
+_compile_failures: dict[tuple, str] = {}
 
 
-def _auto_compiled(kind: str, *args):
-    """The compiled composite for auto; returns None (and warns once) if this machine cannot compile."""
-    global _compile_failure
-    if _compile_failure is not None:
+def _auto_compiled(kind: str, signature: tuple, *args):
+    """The compiled backend for auto; None (after one warning naming what failed) if this signature cannot compile."""
+    if signature in _compile_failures:
         return None
     try:
         return _run_compiled(kind, *args)
-    except Exception as error:  # no C++ compiler, unsupported platform, ...: auto must still answer
-        _compile_failure = f"{type(error).__name__}: {error}"
-        warnings.warn(f"normlab: torch.compile is unusable here ({_compile_failure}); auto uses the native ops", stacklevel=3)
+    except Exception as error:  # no C++ compiler, an unsupported platform, ...: auto must still answer
+        reason = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+        _compile_failures[signature] = reason
+        warnings.warn(
+            f"normlab: torch.compile failed to compile the {kind} norm for {signature} ({reason}); "
+            "auto uses PyTorch's native ops for this call pattern. backend='compile' shows the full error.",
+            stacklevel=3)
         return None
 
 
@@ -155,7 +152,7 @@ def _auto_compiled(kind: str, *args):
 def _auto_rms_backend(x: torch.Tensor, requested: set[str]) -> str:
     if x.device.type == "cuda" and _triton_importable():
         return "triton"
-    if x.device.type == "cpu" and x.numel() >= AUTO_CPU_COMPILE_MIN_NUMEL and _compile_failure is None:
+    if x.device.type == "cpu" and x.numel() >= AUTO_CPU_COMPILE_MIN_NUMEL:
         return "compile"
     if requested <= _RMS_FEATURES["torch"]:
         return "torch"
@@ -172,69 +169,115 @@ def _auto_layer_backend(x: torch.Tensor) -> str:
 
 # ---------------------------------------------------------------- public API
 
-def rms_norm(x, weight=None, eps=1e-6, *, residual=None, offset=0.0, eps_placement="inside", partial=1.0, backend="auto"):
+_DTYPES_DOC = """
+    Dtypes (the same on every backend): y has x's dtype. With a residual, the
+    running sum s = x + residual has the dtype PyTorch gives `x + residual`
+    (torch.promote_types), or at least float32 with residual_in_fp32=True (as
+    in flash-attention: a bf16 model can carry its residual stream in fp32),
+    and the norm is computed from s as stored. Without a residual,
+    residual_in_fp32 has no effect. Statistics are computed in float32 for
+    half inputs and float64 for float64 (normlab.reference.statistics_dtype).
+"""
+
+
+def _rms_native(x, weight, eps, residual, offset, s_dtype, casting_mode, backend):
+    s = x if residual is None else x.to(s_dtype) + residual.to(s_dtype)
+    if backend == "torch" and casting_mode != "llama":
+        gain = None if weight is None else (weight + offset if offset else weight)
+        if gain is not None and gain.dtype != s.dtype:
+            # F.rms_norm wants one dtype: compute in the wider one, round once to x's dtype.
+            wide = torch.promote_types(s.dtype, gain.dtype)
+            y = F.rms_norm(s.to(wide), (s.shape[-1],), gain.to(wide), eps)
+        else:
+            y = F.rms_norm(s, (s.shape[-1],), gain, eps)
+    else:
+        y = composite.rms_norm_hf(s, weight, eps, offset, llama=casting_mode == "llama")
+    return y.to(x.dtype), s
+
+
+def rms_norm(x, weight=None, eps=1e-6, *, residual=None, offset=0.0, eps_placement="inside", partial=1.0,
+             residual_in_fp32=False, casting_mode="none", backend="auto"):
     """RMSNorm over the last dimension.
 
     y = x / sqrt(mean(x[..., :k]**2) + eps) * (offset + weight)   (eps_placement="inside")
     y = x / (sqrt(mean(x[..., :k]**2)) + eps) * (offset + weight) (eps_placement="outside")
 
     with k = ceil(partial * d). With `residual`, s = x + residual is normalised
-    and `(y, s)` is returned. The output has x's dtype.
-    """
+    and `(y, s)` is returned. eps=None means torch.finfo(x.dtype).eps (as torch.nn.RMSNorm).
+
+    casting_mode: "none" (default) and "gemma" compute x/rms and the gain in
+    float32 and round once to x's dtype (transformers' GemmaRMSNorm, with
+    offset=1.0); "llama" rounds x/rms to x's dtype first and then multiplies by
+    the gain in the gain's dtype (transformers' LlamaRMSNorm). Only the rounding
+    differs; in float32 and float64 all three agree.
+    """ + _DTYPES_DOC
     _check_backend(backend)
+    eps = resolve_eps(eps, x)
     check_rms_args(x, weight, eps, residual, offset, eps_placement, partial)
+    check_casting_mode(casting_mode)
+    s_dtype = sum_dtype(x, residual, residual_in_fp32)
     requested = _requested_rms_features(weight, residual, offset, eps_placement, partial)
+    llama = casting_mode == "llama" and weight is not None
+    k = None if partial == 1.0 else partial_size(x.shape[-1], partial)
+    compiled_args = (x, weight, residual, float(eps), float(offset), eps_placement == "inside", k, s_dtype, llama)
     if backend == "auto":
         backend = _auto_rms_backend(x, requested)
         if backend == "compile":
-            k = None if partial == 1.0 else partial_size(x.shape[-1], partial)
-            out = _auto_compiled("rms", x, weight, residual, float(eps), float(offset), eps_placement == "inside", k)
+            signature = ("rms", x.dtype, _dtype(weight), _dtype(residual), s_dtype, tuple(sorted(requested)), casting_mode)
+            out = _auto_compiled("rms", signature, *compiled_args)
             if out is not None:
                 y, s = out
                 return (y, s) if residual is not None else y
             backend = "torch" if requested <= _RMS_FEATURES["torch"] else "reference"
+        if backend == "triton" and llama:
+            backend = "compile"  # the kernels round once (casting_mode "none"); llama's extra rounding is the composite's
     _require_rms_features(backend, requested)
+    if llama and backend == "triton":
+        raise UnsupportedFeature("backend 'triton' does not support casting_mode='llama'; use backend='compile', 'eager', "
+                                 "'torch' or 'reference' (or 'auto')")
 
     if backend == "reference":
-        return rms_norm_reference(x, weight, eps, residual=residual, offset=offset, eps_placement=eps_placement, partial=partial)
+        return rms_norm_reference(x, weight, eps, residual=residual, offset=offset, eps_placement=eps_placement,
+                                  partial=partial, residual_in_fp32=residual_in_fp32, casting_mode=casting_mode)
     if backend == "triton":
-        return _ops().rms_norm(x, weight, eps, residual=residual, offset=offset, eps_placement=eps_placement, partial=partial)
+        return _ops().rms_norm(x, weight, eps, residual=residual, offset=offset, eps_placement=eps_placement,
+                               partial=partial, residual_in_fp32=residual_in_fp32)
     if backend == "compile":
-        k = None if partial == 1.0 else partial_size(x.shape[-1], partial)
-        y, s = _run_compiled("rms", x, weight, residual, float(eps), float(offset), eps_placement == "inside", k)
+        y, s = _run_compiled("rms", *compiled_args)
         return (y, s) if residual is not None else y
-
-    s = x if residual is None else x + residual
-    if backend == "torch":
-        gain = None if weight is None else (weight + offset if offset else weight)
-        y = F.rms_norm(s, (s.shape[-1],), gain, eps)
-    else:
-        y = composite.rms_norm_hf(s, weight, eps, offset)
+    y, s = _rms_native(x, weight, eps, residual, offset, s_dtype, casting_mode, backend)
     return (y, s) if residual is not None else y
 
 
-def layer_norm(x, weight=None, bias=None, eps=1e-5, *, residual=None, backend="auto"):
+def _dtype(t):
+    return None if t is None else t.dtype
+
+
+def layer_norm(x, weight=None, bias=None, eps=1e-5, *, residual=None, residual_in_fp32=False, backend="auto"):
     """LayerNorm over the last dimension: (x - mean) / sqrt(var + eps) * weight + bias.
 
     The variance is the biased (1/d) one. With `residual`, s = x + residual is
-    normalised and `(y, s)` is returned. The output has x's dtype.
-    """
+    normalised and `(y, s)` is returned. eps=None means torch.finfo(x.dtype).eps.
+    """ + _DTYPES_DOC
     _check_backend(backend)
+    eps = resolve_eps(eps, x)
     check_layer_args(x, weight, bias, eps, residual)
+    s_dtype = sum_dtype(x, residual, residual_in_fp32)
     if backend == "auto":
         backend = _auto_layer_backend(x)
 
     if backend == "reference":
-        return layer_norm_reference(x, weight, bias, eps, residual=residual)
+        return layer_norm_reference(x, weight, bias, eps, residual=residual, residual_in_fp32=residual_in_fp32)
     if backend == "triton":
-        return _ops().layer_norm(x, weight, bias, eps, residual=residual)
+        return _ops().layer_norm(x, weight, bias, eps, residual=residual, residual_in_fp32=residual_in_fp32)
     if backend == "compile":
-        y, s = _run_compiled("layer", x, weight, bias, residual, float(eps))
+        y, s = _run_compiled("layer", x, weight, bias, residual, float(eps), s_dtype)
         return (y, s) if residual is not None else y
 
-    s = x if residual is None else x + residual
+    s = x if residual is None else x.to(s_dtype) + residual.to(s_dtype)
     if backend == "torch":
         y = F.layer_norm(s, (s.shape[-1],), weight, bias, eps)
     else:
         y = composite.layer_norm_unfused(s, weight, bias, eps)
+    y = y.to(x.dtype)
     return (y, s) if residual is not None else y

@@ -8,6 +8,10 @@ from __future__ import annotations
 import torch
 
 EPS_PLACEMENTS = ("inside", "outside")
+# How RMSNorm rounds (see normlab.functional.rms_norm): "none" computes in fp32 and rounds once,
+# "gemma" is the same path (transformers' GemmaRMSNorm), "llama" rounds the normalised row to
+# x's dtype before the gain, as transformers' LlamaRMSNorm does.
+CASTING_MODES = ("none", "gemma", "llama")
 
 
 def check_input(x: torch.Tensor, name: str = "x") -> None:
@@ -58,6 +62,35 @@ def check_eps(eps: float) -> None:
         raise TypeError(f"eps must be a positive float, got {type(eps).__name__}")
     if not eps > 0:  # also rejects NaN
         raise ValueError(f"eps must be > 0 (it keeps the denominator away from zero), got {eps}")
+
+
+def resolve_eps(eps, x: torch.Tensor):
+    """eps=None means the machine epsilon of x's dtype, as in torch.nn.RMSNorm."""
+    if eps is not None:
+        return eps
+    if not isinstance(x, torch.Tensor) or not x.dtype.is_floating_point:
+        dtype = getattr(x, "dtype", type(x).__name__)
+        raise TypeError(f"eps=None means torch.finfo(x.dtype).eps, which needs a floating x, got {dtype}; "
+                        "pass eps explicitly or cast x to a floating dtype")
+    return torch.finfo(x.dtype).eps
+
+
+def check_casting_mode(casting_mode: str) -> None:
+    if casting_mode not in CASTING_MODES:
+        raise ValueError(f"casting_mode must be one of {CASTING_MODES}, got {casting_mode!r}")
+
+
+def sum_dtype(x: torch.Tensor, residual: torch.Tensor | None, residual_in_fp32: bool) -> torch.dtype:
+    """The dtype of the running sum s = x + residual.
+
+    PyTorch's promotion of x and residual (what `x + residual` gives), raised to at least
+    float32 with residual_in_fp32=True. Without a residual there is no s: x's dtype."""
+    if not isinstance(residual_in_fp32, bool):
+        raise TypeError(f"residual_in_fp32 must be a bool, got {type(residual_in_fp32).__name__}")
+    if residual is None:
+        return x.dtype
+    dtype = torch.promote_types(x.dtype, residual.dtype)
+    return torch.promote_types(dtype, torch.float32) if residual_in_fp32 else dtype
 
 
 def check_partial(partial: float) -> None:

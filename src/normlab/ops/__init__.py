@@ -32,18 +32,18 @@ from __future__ import annotations
 
 import torch
 
-from ..validation import check_layer_args, check_rms_args, partial_size
+from ..validation import check_layer_args, check_rms_args, partial_size, resolve_eps, sum_dtype
 from . import custom_ops, launch
 from ._runtime import check_triton_device
 
 __all__ = ["launch", "layer_norm", "rms_norm"]
 
 
-def _common_dtype(x: torch.Tensor, residual: torch.Tensor | None):
-    # x + residual promotes in PyTorch; the kernels add in one dtype, so promote first.
-    if residual is None or residual.dtype == x.dtype:
+def _common_dtype(x: torch.Tensor, residual: torch.Tensor | None, residual_in_fp32: bool):
+    # The kernels add in one dtype and store s in it: cast both to s's dtype (validation.sum_dtype) first.
+    if residual is None:
         return x, residual
-    dtype = torch.promote_types(x.dtype, residual.dtype)
+    dtype = sum_dtype(x, residual, residual_in_fp32)
     return x.to(dtype), residual.to(dtype)
 
 
@@ -53,24 +53,34 @@ def _limits(onchip_limit, chunk):
 
 
 def rms_norm(x, weight=None, eps=1e-6, *, residual=None, offset=0.0, eps_placement="inside", partial=1.0,
-             onchip_limit=None, chunk=None):
-    """RMSNorm with the Triton kernels; returns y, or (y, x + residual) when `residual` is given."""
+             residual_in_fp32=False, onchip_limit=None, chunk=None):
+    """RMSNorm with the Triton kernels; returns y, or (y, x + residual) when `residual` is given.
+
+    y has x's dtype; s has sum_dtype(x, residual, residual_in_fp32) (see normlab.functional.rms_norm)."""
+    eps = resolve_eps(eps, x)
     check_rms_args(x, weight, eps, residual, offset, eps_placement, partial)
     check_triton_device(x, launch.INTERPRETED)
-    x, residual = _common_dtype(x, residual)
+    out_dtype = x.dtype
+    x, residual = _common_dtype(x, residual, residual_in_fp32)
     k = partial_size(x.shape[-1], partial)
     y, s, _ = torch.ops.normlab.rms_norm_forward(
         x, weight, residual, float(eps), float(offset), eps_placement == "inside", k, *_limits(onchip_limit, chunk))
+    # A mixed-dtype call computed y in s's dtype; y is x's (one rounding from fp32 either way).
+    y = y.to(out_dtype)
     return (y, s) if residual is not None else y
 
 
-def layer_norm(x, weight=None, bias=None, eps=1e-5, *, residual=None, stats="welford", onchip_limit=None, chunk=None):
-    """LayerNorm with the Triton kernels; returns y, or (y, x + residual) when `residual` is given."""
+def layer_norm(x, weight=None, bias=None, eps=1e-5, *, residual=None, residual_in_fp32=False, stats="welford",
+               onchip_limit=None, chunk=None):
+    """LayerNorm with the Triton kernels; returns y, or (y, x + residual) when `residual` is given (dtypes as rms_norm)."""
+    eps = resolve_eps(eps, x)
     check_layer_args(x, weight, bias, eps, residual)
     if stats not in launch.LAYER_STATS:
         raise ValueError(f"stats must be one of {launch.LAYER_STATS}, got {stats!r}")
     check_triton_device(x, launch.INTERPRETED)
-    x, residual = _common_dtype(x, residual)
+    out_dtype = x.dtype
+    x, residual = _common_dtype(x, residual, residual_in_fp32)
     y, s, _, _ = torch.ops.normlab.layer_norm_forward(
         x, weight, bias, residual, float(eps), stats, *_limits(onchip_limit, chunk))
+    y = y.to(out_dtype)
     return (y, s) if residual is not None else y

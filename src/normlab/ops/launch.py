@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 import triton
 
+from ..reference import statistics_dtype
 from . import layer_kernels, rms_kernels
 from ._runtime import (check_triton_device, kernels_interpreted, multiprocessor_count,
                        patch_interpreter_for_numpy_2_4, warps_for)
@@ -42,8 +43,7 @@ def _empty(shape, dtype, device) -> torch.Tensor:
     return torch.empty(shape, dtype=dtype, device=device)
 
 
-def compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float64 if dtype == torch.float64 else torch.float32
+compute_dtype = statistics_dtype  # one rule for every backend (normlab.reference)
 
 
 def _rows(t: torch.Tensor, n_features: int) -> torch.Tensor:

@@ -1,0 +1,73 @@
+"""RMSNorm vs LayerNorm training step (forward+backward) on CPU, side by side with a copy.
+
+    python scripts/cpu_train_step.py [--repeats 30] [--shapes 8192x256 8192x1024]
+
+Times, interleaved round by round, an allocating copy (clone) and forward+backward
+of backend="auto" RMSNorm and LayerNorm (and RMSNorm's native F.rms_norm path), as
+the speed chapter's harness does: gradients returned by torch.autograd.grad, not
+accumulated. Prints the median, the interquartile range, and the fraction of copy
+bandwidth: (5 full-size passes / time) / (2 passes / copy time), as
+normlab.bench.traffic.must_move counts the bytes.
+"""
+import argparse
+import statistics
+import time
+
+import torch
+
+import normlab
+
+
+def time_round_robin(functions, repeats):
+    for function in functions.values():  # warm up, and compile
+        for _ in range(3):
+            function()
+    samples = {name: [] for name in functions}
+    for _ in range(repeats):
+        for name, function in functions.items():
+            start = time.perf_counter()
+            function()
+            samples[name].append(time.perf_counter() - start)
+    return samples
+
+
+def step(norm, backend, params):
+    def run(x, dy):
+        y = norm(x, *params, backend=backend)
+        return torch.autograd.grad(y, (x, *params), dy)
+    return run
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--shapes", nargs="+", default=["8192x256", "8192x1024"])
+    args = parser.parse_args()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    for shape in args.shapes:
+        rows, d = map(int, shape.split("x"))
+        torch.manual_seed(0)
+        x = torch.randn(rows, d, requires_grad=True)
+        dy = torch.randn(rows, d)
+        weight = (1 + 0.1 * torch.randn(d)).requires_grad_()
+        bias = (0.1 * torch.randn(d)).requires_grad_()
+        functions = {
+            "clone": lambda: x.detach().clone(),
+            "rms auto": lambda: step(normlab.rms_norm, "auto", (weight,))(x, dy),
+            "layer auto": lambda: step(normlab.layer_norm, "auto", (weight, bias))(x, dy),
+            "rms torch": lambda: step(normlab.rms_norm, "torch", (weight,))(x, dy),
+        }
+        samples = time_round_robin(functions, args.repeats)
+        clone = statistics.median(samples["clone"])
+        print(f"\n{rows} x {d} fp32, forward+backward ({args.repeats} interleaved repeats)")
+        for name, times in samples.items():
+            median = statistics.median(times)
+            q1, _, q3 = statistics.quantiles(times, n=4)
+            passes = 2 if name == "clone" else 5
+            fraction = (passes / median) / (2 / clone)
+            print(f"  {name:11s} {median * 1e3:8.3f} ms  (IQR {q1 * 1e3:.3f}-{q3 * 1e3:.3f})  "
+                  f"{median / clone:5.2f} x clone  {median / (2 * clone):5.2f} x two clones  fraction of copy {fraction:5.2f}")
+
+
+if __name__ == "__main__":
+    main()
