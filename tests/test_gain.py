@@ -85,3 +85,47 @@ def test_post_ln_locations_are_named_by_the_trunk():
     locations = G.norm_locations(model)
     assert set(locations) == {"trunk after attention", "trunk after MLP"}
     assert all(len(modules) == 2 for modules in locations.values())
+
+
+def _tiny_pre_ln(seed=0, norm="rms"):
+    torch.manual_seed(seed)
+    return GPT(GPTConfig(context=8, width=16, depth=2, heads=2, norm=norm)).double()
+
+
+def _batch(seed=1):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 256, (2, 8), generator=g)
+    return x, torch.roll(x, -1, dims=1)
+
+
+@pytest.mark.parametrize("norm", ["rms", "layer"])
+def test_gain_linear_rescale_leaves_the_function_unchanged_in_float64(norm):
+    model = _tiny_pre_ln(norm=norm)
+    table = G.rescale_symmetry(model, [_batch()], [0.3, 3.0])
+    assert table["delta_loss_rescaled_pair"].abs().max() < 1e-12
+    # The gain alone is not scale invariant in pre-LN: the same factors move the loss.
+    assert table["delta_loss_gain_alone"].abs().min() > 1e-4
+
+
+def test_following_linears_cover_every_norm_and_refuse_post_ln():
+    model = _tiny_pre_ln()
+    pairs = G.following_linears(model)
+    assert set(pairs) == {name for name, _ in model.norms()}
+    assert pairs["final_norm"] == [model.lm_head] and pairs["blocks.1.norm1"] == [model.blocks[1].attn.qkv]
+    torch.manual_seed(0)
+    with pytest.raises(ValueError, match="pre-LN"):
+        G.following_linears(GPT(GPTConfig(context=8, width=16, depth=1, heads=2, placement="post")))
+
+
+def test_effective_update_scales_as_derived():
+    # W's gradient scales as a and g's as 1/a: SGD's W-part goes as a^2 and g-part as a^-2; Adam's as a and 1/a.
+    model, batch = _tiny_pre_ln(), _batch()
+    factors = [1.0, 2.0, 4.0]
+    sgd = G.effective_update(model, batch, factors, optimizer="sgd", lr=1e-3)
+    adam = G.effective_update(model, batch, factors, optimizer="adam", lr=1e-4)
+    assert G.fit_power_law(sgd.factor, sgd.via_W) == pytest.approx(2.0, abs=0.02)
+    assert G.fit_power_law(sgd.factor, sgd.via_g) == pytest.approx(-2.0, abs=0.02)
+    assert G.fit_power_law(adam.factor, adam.via_W) == pytest.approx(1.0, abs=0.02)
+    assert G.fit_power_law(adam.factor, adam.via_g) == pytest.approx(-1.0, abs=0.02)
+    with pytest.raises(ValueError, match="optimizer"):
+        G.effective_update(model, batch, factors, optimizer="lion")

@@ -20,3 +20,12 @@ def test_dynamics_notebooks_smoke(tmp_path, name, claims):
         assert effective["sgd_exponent_gain"] == pytest.approx(-2.0, abs=0.15)
         assert effective["adam_exponent_gain"] == pytest.approx(-1.0, abs=0.15)
         assert recorded["B15"]["evidence"]["wd_schedule"]["li_arora_max_angle_rad"] < 1e-9
+        update = recorded["B15"]["evidence"]["effective_update"]
+        assert update["adam_exponent_via_W"] == pytest.approx(1.0, abs=0.05)
+        assert update["sgd_exponent_via_W"] == pytest.approx(2.0, abs=0.05)
+        assert recorded["B15"]["evidence"]["forward"]["symmetry_max_abs_delta_loss"] < 1e-4
+    else:
+        for claim in ("B18", "B19"):
+            assert recorded[claim]["threshold"] == recorded[claim]["evidence"]["margin_nats"] == 0.02
+        interaction = recorded["B19"]["evidence"]["interaction"]
+        assert interaction is None or interaction["pairs"] == recorded["B19"]["evidence"]["seeds"]

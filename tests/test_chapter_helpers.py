@@ -1,0 +1,66 @@
+"""Helpers the training chapters judge with: equivalence verdicts, timing ratios, stream outliers, run summaries."""
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from normlab.analysis.depth import job_outcome
+from normlab.analysis.paired import paired_difference
+from normlab.analysis.parity import equivalence_verdict, interval_text, ratio_with_spread
+from normlab.analysis.runs import final_drop, flat_eval_every
+from normlab.analysis.stream import find_numbers, layer_statistics, outlier_statistics
+
+
+def test_equivalence_verdict_follows_the_interval():
+    inside = paired_difference([1.0, 1.1, 1.2, 1.3, 1.4], [1.001, 1.102, 1.199, 1.301, 1.402], margin=0.02)
+    assert equivalence_verdict(inside) == "holds"
+    outside = paired_difference([1.0, 1.1, 1.2, 1.3, 1.4], [1.2, 1.31, 1.39, 1.5, 1.6], margin=0.02)
+    assert equivalence_verdict(outside) == "does not hold"
+    wide = paired_difference([1.0, 1.1, 1.2, 1.3, 1.4], [1.1, 1.0, 1.3, 1.2, 1.45], margin=0.02)
+    assert equivalence_verdict(wide) == "not testable here"
+    assert "pairs" in interval_text(wide) and "margin ±0.02" in interval_text(inside)
+
+
+def test_ratio_with_spread_is_the_median_of_paired_ratios():
+    out = ratio_with_spread([2.0, 2.2, 1.8, 2.0, 2.1], [1.0, 1.0, 1.0, 1.0, 1.0])
+    assert out["ratio"] == pytest.approx(2.0) and out["spread"] > 0 and out["repeats"] == 5
+    assert ratio_with_spread([1.0] * 4, [2.0] * 4)["spread"] == 0.0
+    with pytest.raises(ValueError, match="paired repeats"):
+        ratio_with_spread([1.0, 2.0], [1.0, 2.0, 3.0])
+
+
+def test_outliers_are_measured_apart_from_the_common_offset():
+    torch.manual_seed(0)
+    x = torch.randn(400, 32, dtype=torch.float64)
+    x[:, 5] += 40.0  # one massive channel carries the whole common offset
+    stats = outlier_statistics(x)
+    assert stats["top_channel"] == 5 and stats["top_channel_share"] > 0.9
+    assert stats["offset_share_without_top"] < 0.05  # without it, the rest has no shared offset
+    assert layer_statistics(x)["offset_share"] > 0.9
+    # The all-ones share is a different thing: centring a token removes its mean, not a shared channel.
+    y = torch.randn(400, 32, dtype=torch.float64)
+    y = y - y.mean(dim=0) + 3.0  # every channel offset by the same constant: all along the all-ones direction
+    assert layer_statistics(y)["ones_share"] > 0.85 and outlier_statistics(y)["top_channel_share"] < 0.1
+
+
+def test_final_drop_reads_the_evaluation_at_ninety_percent():
+    assert flat_eval_every(300) == 30
+    with pytest.raises(ValueError, match="multiple of 10"):
+        flat_eval_every(25)
+    val = pd.DataFrame({"step": [0, 90, 100], "val_loss": [5.0, 2.05, 2.0]})
+    assert final_drop(val, 100) == pytest.approx(0.05)
+    assert math.isnan(final_drop(val.iloc[[0, 2]], 100))
+
+
+def test_job_outcome_marks_divergence_and_training():
+    out = {"val": [(0, 5.5), (10, 2.0)], "diverged": False, "final_drop": 0.1, "steps_done": 10}
+    assert job_outcome(out, 3.0)["trained"] and not job_outcome(out, 3.0)["diverged"]
+    worse = {**out, "val": [(0, 5.5), (10, 6.0)]}
+    assert job_outcome(worse, 3.0)["diverged"]
+
+
+def test_find_numbers_walks_nested_evidence():
+    evidence = {"smollm2": {"offset_share_last": 0.4, "note": "x"}, "offset_share_first": float("nan"), "other": 1}
+    assert find_numbers(evidence, "offset_share") == {"smollm2.offset_share_last": 0.4}
+    assert find_numbers(None, "offset_share") == {}
