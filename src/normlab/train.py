@@ -30,7 +30,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from .analysis.stream import stream_statistics
+from .residual import stream_statistics
 from .corpus import Corpus
 from .model import GPT, GPTConfig
 from .progress import terminal_progress
@@ -102,7 +102,7 @@ class TrainResult:
     model: GPT
     history: pd.DataFrame  # one row per step: step, loss, lr, step_time, grad_norm/<part>, gain_norm/<norm>
     val: pd.DataFrame  # step, val_loss
-    stream: pd.DataFrame  # step, layer and the statistics of analysis.stream.layer_statistics
+    stream: pd.DataFrame  # step, layer and the statistics of residual.layer_statistics
     corpus_sha256: str
     diverged: bool
     steps_done: int
