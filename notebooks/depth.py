@@ -90,6 +90,8 @@ claims_box(["B17", "B18", "B19"])
 # Four models, {pre, post} × {LayerNorm, RMSNorm}, at each depth, on the same batch of real text. Per block we
 # record the gradient norm of its weight matrices, the norm of the residual stream after it, and the mean cosine
 # similarity between different tokens of a sequence (1 means every token looks the same).
+# {numref}`fig-depth-xiong` sets the last block's gradient against depth under both initialisations: look for
+# the 1/√L slope in pre-LN on the left, and its disappearance on the right.
 
 # %% tags=["remove-cell"]
 CONFIGS = {f"{placement}-{norm}": {"norm": norm, "placement": placement}
@@ -154,6 +156,7 @@ plt.show()
 # initial value in every shared parameter, the same batches), at a base learning rate with warm-up. Separately,
 # one seed of each is trained **without** warm-up at higher learning rates, where Xiong et al. expect post-LN to
 # fail. A run *trained* if it did not diverge and its final validation loss is below the corpus's unigram entropy.
+# {numref}`fig-depth-training` shows both sets of runs.
 #
 # **Margin, stated before measuring: 0.02 nats per byte** for every paired loss comparison in this chapter. It is
 # the smallest difference between norm variants the literature reports as real (Narang et al. 2021, T5-base:
@@ -323,7 +326,8 @@ _ = results.record(
 # seeds. If the parts interlock, the double swap's effect is not the sum of the single ones: the interaction
 # Δ(double) − Δ(norm) − Δ(placement), computed per seed, is judged against the ±0.02-nat margin. Interaction beyond
 # the margin: holds with caveats (one pair of parts tested); inside: does not hold (the effects add up); wider:
-# not testable here. Each single swap's paired effect, and whether it diverges at the stress learning rate, is shown.
+# not testable here. Each single swap's paired effect ({numref}`fig-depth-ablation`), and whether it diverges at the
+# stress learning rate, is shown.
 
 # %% tags=["remove-cell"]
 base = ablation[ablation["setting"] == "base lr"]

@@ -100,7 +100,8 @@ claims_box(["B15"])
 # multiply the gains by a and measure the validation loss. In pre-LN the locations are the attention-input
 # norms, the MLP-input norms and the final norm; in post-LN the norms sit on the trunk. "Barely changes the
 # forward pass" is taken as less than 1% of the loss for a ∈ {0.5, 2}. Then, in the pre-LN model, the symmetry:
-# every gain times a and its next linear layer's input weights times 1/a.
+# every gain times a and its next linear layer's input weights times 1/a. {numref}`fig-gain-forward` shows how
+# far the loss moves when only the gains are scaled.
 
 # %% tags=["remove-cell"]
 sweep_steps = P["sweep_steps"]
@@ -162,7 +163,7 @@ Markdown(f"Scaling one location's gains by 0.5 or 2 changes the loss by up to {b
 # initialised pre-LN models of several seeds, and split ‖ΔE‖/‖E‖ into the part through W's update and through g's.
 # Derivation: under SGD the W-part goes as a² and the g-part as a⁻²; Adam's step ignores the gradient's scale, so
 # a and a⁻¹. B15's "linearly scales the effective learning rate" is then true, for the next layer, under Adam:
-# exponent +1 (threshold ±0.15).
+# exponent +1 (threshold ±0.15). {numref}`fig-gain-update` shows the two parts for each optimizer.
 
 # %% tags=["remove-cell"]
 update_rows = []
@@ -205,7 +206,7 @@ table(update_exponents.groupby("optimizer")[["exponent via W (a ≥ 1)", "expone
 # optimizer and measure its effective learning rate (angular update over the gradient on the unit sphere):
 # theory says ‖w‖⁻² under SGD and ‖w‖⁻¹ under Adam (tolerance ±0.15). Then Li & Arora's equivalence, and the
 # equilibrium norm and angular update under weight decay, each within ±10% (AdamW with β₂ = 0.99 so its
-# second-moment estimate reaches steady state within the run).
+# second-moment estimate reaches steady state within the run); see {numref}`fig-gain-toy`.
 
 # %% tags=["remove-cell"]
 chain = G.make_toy_chain(seed=0)
@@ -283,7 +284,8 @@ table(pd.DataFrame([
 # schedule's average rate is about 0.55η, so roughly half that). The runs are pairs: the same seed, initial weights
 # and batches, only the gains' decay coefficient differs. **Margin, stated before measuring: 0.02 nats** (the
 # smallest difference between norm variants reported as real, Narang et al. 2021's T5-base 1.821 vs 1.838; from a
-# transcription). "Sensitive" means the paired final-loss change lies wholly beyond the margin.
+# transcription). "Sensitive" means the paired final-loss change lies wholly beyond the margin; {numref}`fig-gain-decay`
+# shows the paired changes and the gains' trajectories.
 #
 # Which models decay their gains at all? GPT-2's and nanoGPT's training code, and the LLaMA recipes that follow it,
 # exempt all 1-D parameters (gains and biases) from weight decay, as `normlab.train` does by default

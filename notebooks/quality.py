@@ -114,6 +114,8 @@ table(pd.DataFrame([{"training bytes": info["train_bytes"], "validation bytes": 
 #
 # For A9 the measure is the final validation loss; for B7's "curves almost on top of each other", the
 # validation loss averaged over every evaluation after the start (the whole curve), with the same margin.
+# {numref}`fig-quality-curves` shows the curves; {numref}`fig-quality-paired` the paired differences against the
+# margin, which is where the verdict is read.
 
 # %% tags=["remove-cell"]
 MARGIN = 0.02  # nats per byte; reason in the text above, fixed before any run
@@ -222,7 +224,7 @@ Markdown(f"Largest |loss difference| between the uninterrupted and the resumed r
 # RMSNorm / LayerNorm; its spread is the standard deviation of that median over bootstrap resamples of the
 # rounds. **Threshold, fixed before measuring: "visibly" means a ratio ≤ 0.95** (a step at least 5% shorter).
 # The norm backend is normlab's `"auto"`: on CPU, PyTorch's fused `F.layer_norm` for LayerNorm and an eager
-# float32 RMSNorm. For comparison, Narang et al. 2021 measured T5-base at 3.68 steps/s with RMSNorm against 3.50
+# float32 RMSNorm ({numref}`fig-quality-steptime`). For comparison, Narang et al. 2021 measured T5-base at 3.68 steps/s with RMSNorm against 3.50
 # with vanilla LayerNorm (RMSNorm's step 0.95× as long; from a transcription, not checked against the paper).
 
 # %% tags=["remove-cell"]
@@ -315,6 +317,8 @@ _ = results.record_evidence(
 # "Per-token information": we evaluate each trained RMSNorm model with the all-ones component removed before
 # every norm (what LayerNorm would discard) and compare the loss on the same batches, as a paired difference
 # over seeds with the same ±0.02-nat margin. LayerNorm is blind to that component by construction.
+# {numref}`fig-quality-stream` shows the three measures along the stream: compare the panels, since (b) can be
+# large while (a) stays small.
 
 # %% tags=["remove-cell"]
 probe = corpus.batch("val", settings["batch_size"], settings["context"], torch.Generator().manual_seed(123), device)[0]
@@ -484,7 +488,7 @@ _ = results.record(
 # width-384 BERT); `normlab.analysis.minilm` reads them without `transformers`. BERT is **post-LN**: every
 # sub-layer ends in LayerNorm(x + f(x)), so we look both at the layer outputs and at the sums each LayerNorm
 # receives, where a common offset would build up before being removed. We feed it standard-library docstrings.
-# This section is context for B5, not part of its verdict.
+# This section is context for B5, not part of its verdict ({numref}`fig-quality-minilm`).
 
 # %% tags=["remove-cell"]
 minilm_table = None
