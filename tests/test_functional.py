@@ -195,3 +195,27 @@ def test_compile_backend_zero_and_one_rows(rows):
     y, s = layer_norm(x, weight, bias, residual=residual, backend="compile")
     y_ref, _ = layer_norm_reference(x.double(), weight.double(), bias.double(), residual=residual.double())
     assert y.shape == x.shape and relative_error(y, y_ref) < 1e-5
+
+
+@pytest.mark.parametrize("backend", ("reference", "eager", "torch", "compile", "triton", "auto"))
+@pytest.mark.parametrize("x_dtype, r_dtype, in_fp32, s_dtype", [
+    (torch.bfloat16, torch.float32, False, torch.float32),   # mixed: s as PyTorch promotes x + residual
+    (torch.bfloat16, torch.bfloat16, True, torch.float32),   # residual_in_fp32: the running sum kept in fp32
+    (torch.float16, torch.float16, False, torch.float16),
+    (torch.float32, torch.bfloat16, False, torch.float32),
+])
+def test_residual_dtypes_are_the_same_on_every_backend(backend, x_dtype, r_dtype, in_fp32, s_dtype):
+    torch.manual_seed(11)
+    x, residual = torch.randn(5, 48).to(x_dtype), torch.randn(5, 48).to(r_dtype)
+    weight, bias = torch.randn(48).to(x_dtype), torch.randn(48).to(x_dtype)
+    y, s = rms_norm(x, weight, residual=residual, residual_in_fp32=in_fp32, backend=backend)
+    y_ref, s_ref = rms_norm_reference(x, weight, residual=residual, residual_in_fp32=in_fp32)
+    assert (y.dtype, s.dtype) == (x_dtype, s_dtype) == (y_ref.dtype, s_ref.dtype)
+    assert torch.equal(s, s_ref)
+    exact = rms_norm_reference(x.double(), weight.double(), residual=s_ref.double() - x.double())[0]
+    assert relative_error(y, exact) <= 2 * relative_error(y_ref, exact) + 1e-6
+    y, s = layer_norm(x, weight, bias, residual=residual, residual_in_fp32=in_fp32, backend=backend)
+    y_ref, s_ref = layer_norm_reference(x, weight, bias, residual=residual, residual_in_fp32=in_fp32)
+    assert (y.dtype, s.dtype) == (x_dtype, s_dtype) and torch.equal(s, s_ref)
+    exact = layer_norm_reference(x.double(), weight.double(), bias.double(), residual=s_ref.double() - x.double())[0]
+    assert relative_error(y, exact) <= 2 * relative_error(y_ref, exact) + 1e-6

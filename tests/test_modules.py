@@ -1,6 +1,7 @@
 """normlab.RMSNorm / LayerNorm as drop-in replacements for torch.nn's modules."""
 import pytest
 import torch
+from torch import nn
 
 import normlab
 from normlab.ops import launch
@@ -87,3 +88,43 @@ def test_bad_normalized_shape():
         normlab.RMSNorm((4, 4))
     with pytest.raises(ValueError, match="normalized_shape"):
         normlab.LayerNorm(0)
+
+
+def test_modules_expose_torch_nn_attributes():
+    for ours, theirs in ((normlab.RMSNorm(12), nn.RMSNorm(12)), (normlab.LayerNorm(12), nn.LayerNorm(12)),
+                         (normlab.RMSNorm(12, elementwise_affine=False), nn.RMSNorm(12, elementwise_affine=False)),
+                         (normlab.LayerNorm(12, bias=False), nn.LayerNorm(12, bias=False))):
+        for name in ("normalized_shape", "elementwise_affine"):
+            assert getattr(ours, name) == getattr(theirs, name), name
+        assert set(ours.state_dict()) == set(theirs.state_dict())
+        for name, param in theirs.named_parameters():
+            assert torch.equal(getattr(ours, name), param)
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16, torch.float64))
+def test_eps_none_is_the_machine_epsilon_torch_uses(dtype):
+    # torch.nn.RMSNorm documents finfo(x.dtype).eps but computes with the epsilon of its
+    # float32 computation type for half inputs; a drop-in must match what it computes.
+    eps = torch.finfo(torch.promote_types(dtype, torch.float32)).eps
+    torch.manual_seed(3)
+    x = torch.randn(4, 16, dtype=dtype) * 1e-3
+    ours, theirs = normlab.RMSNorm(16, eps=None, backend="reference", dtype=dtype), nn.RMSNorm(16, eps=None, dtype=dtype)
+    expected = normlab.rms_norm_reference(x, ours.weight, eps)
+    assert torch.equal(ours(x), expected)
+    assert relative_error(ours(x), theirs(x)) <= 2 * torch.finfo(dtype).eps
+    layer = normlab.LayerNorm(16, eps=None, backend="torch", dtype=dtype)
+    assert torch.equal(layer(x), torch.nn.functional.layer_norm(x, (16,), layer.weight, layer.bias, eps))
+
+
+def test_offset_without_weight_is_refused_at_construction():
+    with pytest.raises(ValueError, match="offset=1.0 needs a weight.*elementwise_affine=False"):
+        normlab.RMSNorm(8, elementwise_affine=False, offset=1.0)
+
+
+def test_bad_casting_mode_and_eps_none_with_integer_input():
+    with pytest.raises(ValueError, match="casting_mode must be one of"):
+        normlab.RMSNorm(8, casting_mode="mistral")
+    with pytest.raises(ValueError, match="casting_mode must be one of"):
+        normlab.rms_norm(torch.randn(2, 8), casting_mode="bf16")
+    with pytest.raises(TypeError, match="eps=None means torch.finfo"):
+        normlab.rms_norm(torch.ones(2, 8, dtype=torch.int64), eps=None)

@@ -276,7 +276,15 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, *, residual=None, residual_i
 
     s = x if residual is None else x.to(s_dtype) + residual.to(s_dtype)
     if backend == "torch":
-        y = F.layer_norm(s, (s.shape[-1],), weight, bias, eps)
+        params = [p for p in (weight, bias) if p is not None]
+        if any(p.dtype != s.dtype for p in params):
+            # F.layer_norm on CPU refuses some mixed dtypes: compute in the widest, round once to x's dtype.
+            wide = functools.reduce(torch.promote_types, [p.dtype for p in params], s.dtype)
+            s_wide = s.to(wide)
+            weight, bias = (None if p is None else p.to(wide) for p in (weight, bias))
+        else:
+            s_wide = s
+        y = F.layer_norm(s_wide, (s.shape[-1],), weight, bias, eps)
     else:
         y = composite.layer_norm_unfused(s, weight, bias, eps)
     y = y.to(x.dtype)

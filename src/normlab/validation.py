@@ -65,14 +65,17 @@ def check_eps(eps: float) -> None:
 
 
 def resolve_eps(eps, x: torch.Tensor):
-    """eps=None means the machine epsilon of x's dtype, as in torch.nn.RMSNorm."""
+    """eps=None means the machine epsilon of the dtype the statistics are computed in, as torch.nn.RMSNorm does.
+
+    torch documents torch.finfo(x.dtype).eps, but its kernels take the epsilon of the
+    computation ("opmath") type, float32 for half inputs; normlab matches what torch computes."""
     if eps is not None:
         return eps
     if not isinstance(x, torch.Tensor) or not x.dtype.is_floating_point:
         dtype = getattr(x, "dtype", type(x).__name__)
         raise TypeError(f"eps=None means torch.finfo(x.dtype).eps, which needs a floating x, got {dtype}; "
                         "pass eps explicitly or cast x to a floating dtype")
-    return torch.finfo(x.dtype).eps
+    return torch.finfo(torch.promote_types(x.dtype, torch.float32)).eps
 
 
 def check_casting_mode(casting_mode: str) -> None:
