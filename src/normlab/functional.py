@@ -93,7 +93,7 @@ def _ops():
         from . import ops
     except ImportError as error:  # triton is an optional dependency
         raise ImportError(
-            f"backend='triton' needs the triton package ({error}); install normlab[triton], or pick another backend"
+            f"backend='triton' needs the triton package ({error}); install it with `pip install \"normlab[triton]\"`, or pick another backend"
         ) from error
     return ops
 

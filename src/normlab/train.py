@@ -26,7 +26,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import pandas as pd
+try:
+    import pandas as pd
+except ImportError as error:  # the trainer's history is a DataFrame; pandas comes with the study extra
+    raise ImportError(f'normlab.train needs pandas ({error}); install it with `pip install "normlab[study]"`') from error
 import torch
 from torch import nn
 
@@ -268,6 +271,8 @@ def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus) ->
     # checked whole before a single tensor is copied in.
     state = None
     path = Path(tcfg.checkpoint_path) if tcfg.checkpoint_path else None
+    if path is not None and path.is_dir():
+        raise ValueError(f"checkpoint_path {str(path)!r} is a directory; give a file inside it, e.g. {str(path / 'checkpoint.pt')!r}")
     if path is not None and path.exists():
         state = load_checkpoint(path)
         check_checkpoint(state, mcfg, tcfg, corpus, path)

@@ -32,6 +32,14 @@ from __future__ import annotations
 
 import torch
 
+try:
+    import triton  # noqa: F401
+except ImportError as error:  # an optional dependency: say which extra brings it
+    raise ImportError(
+        f"normlab.ops (the Triton kernels, backend='triton') needs the triton package ({error}); "
+        'install it with `pip install "normlab[triton]"`, or use another backend (e.g. "auto", "compile", "torch")'
+    ) from error
+
 from ..validation import check_layer_args, check_rms_args, partial_size, resolve_eps, sum_dtype
 from . import custom_ops, launch
 from ._runtime import check_triton_device
