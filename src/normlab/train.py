@@ -256,7 +256,56 @@ def check_checkpoint(state: dict, mcfg: GPTConfig, tcfg: TrainConfig, corpus: Co
 
 # ---- the loop ----------------------------------------------------------------------------------------
 
-def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus) -> TrainResult:
+def _distributed() -> tuple[int, int]:
+    """(rank, world size): (0, 1) unless torch.distributed is initialised (e.g. under torchrun)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _check_ranks_agree(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus, world: int) -> None:
+    """Refuse, on every rank and before training, a run whose ranks were given different configs or data."""
+    if world == 1:
+        return
+    import torch.distributed as dist
+
+    mine = {"model config": mcfg.to_dict(), "train config": _comparable(tcfg.to_dict()),
+            "checkpoint_path": tcfg.checkpoint_path, "corpus sha256": corpus.sha256}
+    everyone: list = [None] * world
+    dist.all_gather_object(everyone, mine)
+    for rank, theirs in enumerate(everyone):
+        for key in mine:
+            if theirs[key] != everyone[0][key]:
+                raise ValueError(f"ranks disagree on the {key}: rank 0 has {everyone[0][key]!r}, rank {rank} has "
+                                 f"{theirs[key]!r}; give every rank the same configuration")
+
+
+def _shard(t: torch.Tensor, rank: int, world: int) -> torch.Tensor:
+    """This rank's rows of a global batch (the batch size is checked to divide evenly)."""
+    share = t.shape[0] // world
+    return t[rank * share:(rank + 1) * share]
+
+
+def _mean_across_ranks(value: torch.Tensor, world: int) -> float:
+    if world == 1:
+        return float(value)
+    import torch.distributed as dist
+
+    value = value.detach().clone().float()
+    dist.all_reduce(value)
+    return float(value) / world
+
+
+
+def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus, *, on_step=None) -> TrainResult:
+    """Train, or resume from tcfg.checkpoint_path. `on_step(row)` is called on rank 0 after each step.
+
+    Under torch.distributed (torchrun), the model is wrapped in DistributedDataParallel: every rank
+    draws the same global batch of tcfg.batch_size sequences and trains on its own equal share, the
+    gradients are averaged, the logged loss is the mean over ranks, and only rank 0 writes the
+    checkpoint. A checkpoint does not depend on the number of ranks, so a run resumes with any."""
     mcfg, tcfg = model_config, train_config
     if not isinstance(mcfg, GPTConfig) or not isinstance(tcfg, TrainConfig):
         raise TypeError("train(model_config, train_config, corpus) needs a GPTConfig and a TrainConfig")
@@ -266,6 +315,10 @@ def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus) ->
     if tcfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device {tcfg.device!r} asked for, but CUDA is not available; use device='cpu'")
     device = torch.device(tcfg.device)
+    rank, world = _distributed()
+    if tcfg.batch_size % world:
+        raise ValueError(f"batch_size={tcfg.batch_size} (the global batch) does not split evenly over {world} ranks; "
+                         f"use a multiple of {world}")
 
     # Everything a checkpoint could replace is built first, then the checkpoint (if any) is read and
     # checked whole before a single tensor is copied in.
@@ -273,6 +326,7 @@ def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus) ->
     path = Path(tcfg.checkpoint_path) if tcfg.checkpoint_path else None
     if path is not None and path.is_dir():
         raise ValueError(f"checkpoint_path {str(path)!r} is a directory; give a file inside it, e.g. {str(path / 'checkpoint.pt')!r}")
+    _check_ranks_agree(mcfg, tcfg, corpus, world)
     if path is not None and path.exists():
         state = load_checkpoint(path)
         check_checkpoint(state, mcfg, tcfg, corpus, path)
@@ -305,8 +359,17 @@ def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus) ->
         val.append({"step": 0, "val_loss": evaluate(model, eval_batches)})
         stream.extend(measure_stream(model, stream_probe, 0))
 
+    stepper = model
+    if world > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        stepper = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+
     def checkpoint() -> None:
         if path is None:
+            return
+        if rank != 0:  # one writer; the others wait until the file is complete
+            torch.distributed.barrier()
             return
         save_checkpoint(path, {
             "model_config": mcfg.to_dict(), "train_config": tcfg.to_dict(), "corpus_sha256": corpus.sha256,
@@ -316,9 +379,11 @@ def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus) ->
             "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
             "history": history, "val": val, "stream": stream,
         })
+        if world > 1:
+            torch.distributed.barrier()
 
     progress = None
-    if tcfg.progress:
+    if tcfg.progress and rank == 0:
         progress = terminal_progress(total=tcfg.steps, initial=step, desc=f"{mcfg.norm}-{mcfg.placement} seed {tcfg.seed}",
                                      leave=False)
     steps_this_call, interrupted = 0, False
@@ -332,9 +397,11 @@ def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus) ->
             for group in optimizer.param_groups:
                 group["lr"] = lr
             x, y = corpus.batch("train", tcfg.batch_size, mcfg.context, data_rng, device)
+            if world > 1:
+                x, y = _shard(x, rank, world), _shard(y, rank, world)
             started = time.perf_counter()
-            _, loss = model(x, y)
-            loss_value = float(loss.detach())
+            _, loss = stepper(x, y)
+            loss_value = _mean_across_ranks(loss.detach(), world)
             row = {"step": step + 1, "loss": loss_value, "lr": lr}
             if not math.isfinite(loss_value):
                 diverged = True
@@ -360,6 +427,8 @@ def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus) ->
             row.update(layer_norms)
             row.update(gain_norms(model))
             history.append(row)
+            if on_step is not None and rank == 0:
+                on_step(row)
             step += 1
             steps_this_call += 1
             if progress is not None:
@@ -393,6 +462,7 @@ def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus) ->
         train_config=tcfg.to_dict(),
         interrupted=interrupted,
     )
+
 
 
 def compare_step_times(configs: dict[str, GPTConfig], corpus: Corpus, *, batch_size: int, repeats: int = 20,
@@ -432,3 +502,9 @@ def compare_step_times(configs: dict[str, GPTConfig], corpus: Corpus, *, batch_s
             if r >= warmup:
                 rows.append({"model": name, "repeat": r - warmup, "step_time": time.perf_counter() - started})
     return pd.DataFrame(rows)
+
+
+if __name__ == "__main__":  # python -m normlab.train: the command-line trainer (normlab.cli_train)
+    from normlab.cli_train import main
+
+    main()
