@@ -29,25 +29,26 @@ PROFILES = {
     # seconds: proves the pipeline, not the claims
     "smoke": dict(
         small=dict(width=16, depth=2, heads=2, context=16), small_train=dict(steps=20, batch_size=4, warmup_steps=2, lr=1e-2),
-        lr_grid=[1e-2, 1e-1], seeds=2, grid_seeds=1, alphas=[0.5, 2.0], alpha_widths=[16, 32],
+        lr_grid=[1e-2, 1e-1], seeds=2, grid_seeds=1, deep_grid_seeds=1, alphas=[0.5, 2.0], alpha_widths=[16, 32],
         deep=dict(width=16, depth=3, heads=2, context=16), deep_train=dict(steps=20, batch_size=4, warmup_steps=2, lr=1e-2),
         deep_lr_grid=[1e-2, 1e-1],
         deepest=dict(width=16, depth=4, heads=2, context=16), deepest_train=dict(steps=20, batch_size=4, warmup_steps=2, lr=1e-2),
         timing_repeats=3, workers=None, devices=None),
-    # 2 CPU cores: sized for under 12 minutes on a quiet machine, both cores busy with one-thread runs
+    # 2 CPU cores: sized for under 12 minutes on a quiet machine, both cores busy with one-thread runs (68 runs;
+    # a first sizing with 96 runs at 200-250 steps and 24 blocks measured about 15 minutes' worth)
     "cpu": dict(
-        small=dict(width=64, depth=4, heads=4, context=64), small_train=dict(steps=250, batch_size=16, warmup_steps=25, lr=5e-3),
-        lr_grid=[1.5e-3, 5e-3, 1.5e-2, 5e-2, 1.5e-1], seeds=3, grid_seeds=2, alphas=[0.1, 0.25, 0.5, 1.0, 2.0],
+        small=dict(width=64, depth=4, heads=4, context=64), small_train=dict(steps=200, batch_size=16, warmup_steps=20, lr=5e-3),
+        lr_grid=[5e-3, 1.5e-2, 5e-2, 1.5e-1], seeds=3, grid_seeds=2, deep_grid_seeds=1, alphas=[0.1, 0.5, 2.0],
         alpha_widths=[32, 64],
-        deep=dict(width=32, depth=12, heads=4, context=64), deep_train=dict(steps=200, batch_size=16, warmup_steps=20, lr=5e-3),
-        deep_lr_grid=[1.5e-3, 5e-3, 1.5e-2, 5e-2],
-        deepest=dict(width=32, depth=24, heads=4, context=64), deepest_train=dict(steps=200, batch_size=16, warmup_steps=20, lr=5e-3),
+        deep=dict(width=32, depth=12, heads=4, context=64), deep_train=dict(steps=150, batch_size=16, warmup_steps=15, lr=5e-3),
+        deep_lr_grid=[5e-3, 1.5e-2, 5e-2],
+        deepest=dict(width=32, depth=16, heads=4, context=64), deepest_train=dict(steps=150, batch_size=16, warmup_steps=15, lr=5e-3),
         timing_repeats=15, workers=None, devices=None),
     # one H200, sized for about 10 minutes: eight one-thread worker processes share the GPU (these models are
     # far too small to fill it alone); the same design at 4-8x the width and 2-3x the steps
     "gpu": dict(
         small=dict(width=256, depth=6, heads=4, context=128), small_train=dict(steps=600, batch_size=32, warmup_steps=60, lr=3e-3),
-        lr_grid=[1e-3, 3e-3, 1e-2, 3e-2, 1e-1], seeds=4, grid_seeds=2, alphas=[0.1, 0.25, 0.5, 1.0, 2.0],
+        lr_grid=[1e-3, 3e-3, 1e-2, 3e-2, 1e-1], seeds=4, grid_seeds=2, deep_grid_seeds=2, alphas=[0.1, 0.25, 0.5, 1.0, 2.0],
         alpha_widths=[128, 256],
         deep=dict(width=128, depth=16, heads=4, context=128), deep_train=dict(steps=500, batch_size=32, warmup_steps=50, lr=3e-3),
         deep_lr_grid=[1e-3, 3e-3, 1e-2, 3e-2],
@@ -60,8 +61,8 @@ P = PROFILES[profile]
 for scale, grid_name in (("small", "lr_grid"), ("deep", "deep_lr_grid")):
     if P[f"{scale}_train"]["lr"] not in P[grid_name]:
         raise ValueError(f"profile {profile!r}: the {scale} reference learning rate must lie on {grid_name}")
-if P["seeds"] < 2 or P["grid_seeds"] > P["seeds"]:
-    raise ValueError("paired intervals need at least 2 seeds, and grid_seeds <= seeds")
+if P["seeds"] < 2 or max(P["grid_seeds"], P["deep_grid_seeds"]) > P["seeds"]:
+    raise ValueError("paired intervals need at least 2 seeds, and grid seeds <= seeds")
 if profile != "smoke" and P["deep"]["depth"] < 12:
     raise ValueError("V2 needs at least 12 blocks, where placement matters")
 
@@ -140,10 +141,10 @@ def job(scale: str, label: str, model: dict, *, lr=None, seed=0, **options) -> d
                 tag=dict(scale=scale, label=label, lr=train["lr"], seed=seed, **{k: v for k, v in model.items()}), **options)
 
 
-def grid_jobs(scale, label, model, grid, **options):
+def grid_jobs(scale, label, model, grid, grid_seeds, **options):
     ref = P[f"{scale}_train"]["lr"]
     out = [job(scale, label, model, lr=ref, seed=s, **options) for s in range(P["seeds"])]
-    out += [job(scale, label, model, lr=lr, seed=s, **options) for lr in grid if lr != ref for s in range(P["grid_seeds"])]
+    out += [job(scale, label, model, lr=lr, seed=s, **options) for lr in grid if lr != ref for s in range(grid_seeds)]
     return out
 
 
@@ -152,7 +153,7 @@ SMALL = {"rms": dict(norm="rms"), "layer": dict(norm="layer"), "dyt": dict(norm=
 jobs = []
 for label, model in SMALL.items():
     probe = small_steps // 10 if label in ("rms", "rms+qk") else 0
-    jobs += grid_jobs("small", label, model, P["lr_grid"], probe_every=probe)
+    jobs += grid_jobs("small", label, model, P["lr_grid"], P["grid_seeds"], probe_every=probe)
 for width in P["alpha_widths"]:
     widths = dict(width=width)
     if width != P["small"]["width"]:
@@ -162,7 +163,7 @@ for width in P["alpha_widths"]:
             jobs.append(job("small", "dyt", {"norm": "dyt", "dyt_alpha": alpha, **widths}))
 PLACEMENTS = ("pre", "post", "peri", "post-sublayer")
 for placement in PLACEMENTS:
-    jobs += grid_jobs("deep", placement, dict(placement=placement), P["deep_lr_grid"])
+    jobs += grid_jobs("deep", placement, dict(placement=placement), P["deep_lr_grid"], P["deep_grid_seeds"])
 for scaled in (False, True):
     jobs += [job("deepest", "1/√l" if scaled else "pre", dict(depth_scaling=scaled), seed=s, drop_one=True)
              for s in range(P["seeds"])]
@@ -337,8 +338,9 @@ else:
     v1_verdict = "not testable here"
 key = dyt_vs_rms["mean_difference"] if dyt_vs_rms else None
 v1_summary = (f"DyT − RMSNorm final loss {significant(key)} nats (95% CI {significant(dyt_vs_rms['ci_low'])}.."
-              f"{significant(dyt_vs_rms['ci_high'])}), {v1_outcome} against a +{LOSS_MARGIN} margin; best α₀ per width "
-              f"{dict(zip(P['alpha_widths'], best_alphas))}." if dyt_vs_rms else
+              f"{significant(dyt_vs_rms['ci_high'])}), {v1_outcome} against a +{LOSS_MARGIN} margin; best α₀ "
+              + ", ".join(f"{significant(a, 2)} at width {w}" for w, a in zip(P['alpha_widths'], best_alphas)) + "."
+              if dyt_vs_rms else
               "A DyT or RMSNorm run diverged at the reference learning rate, so no paired interval exists.")
 dyt_range, rms_range = range_summary(small_ranges, "dyt"), range_summary(small_ranges, "rms")
 results.record(
@@ -408,7 +410,7 @@ relative = {p: np.array(growth[p]) / pre_growth for p in ("peri", "post-sublayer
 rel_mean = {p: float(np.nanmean(v)) for p, v in relative.items()}
 rel_sd = {p: float(np.nanstd(v, ddof=1)) if np.isfinite(v).sum() > 1 else math.nan for p, v in relative.items()}
 worse = max(rel_mean, key=lambda p: rel_mean[p])
-deep_ranges, deep_best = lr_ranges("deep", list(PLACEMENTS), [0])
+deep_ranges, deep_best = lr_ranges("deep", list(PLACEMENTS), range(P["deep_grid_seeds"]))
 deep_range = {p: range_summary(deep_ranges, p) for p in PLACEMENTS}
 placement_vs_pre = {p: versus("deep", "pre", p) for p in ("post", "peri", "post-sublayer")}
 placement_table = pd.DataFrame([
@@ -420,7 +422,7 @@ placement_table = pd.DataFrame([
 
 # %% tags=["remove-input"]
 table(placement_table, caption="The four placements at the deep scale: hidden growth at the reference learning rate (mean over seeds), "
-                               "paired loss difference to pre-LN, and the usable learning-rate range (seed 0).")
+                               "paired loss difference to pre-LN, and the usable learning-rate range (the narrowest over grid seeds).")
 
 # %% tags=["remove-cell"]
 pre_growth_mean = float(np.nanmean(pre_growth))
