@@ -54,27 +54,50 @@ def test_evidence_numbers_are_finite(speed_run):
         assert all(math.isfinite(n) for n in numbers), claim["id"]
 
 
-def test_a8_citation_is_judged_against_the_papers_7_to_64_percent(speed_run):
+def test_every_verdict_records_its_key_number_threshold_and_spread(speed_run):
+    result, _, _ = speed_run
+    for claim in result["claims"]:
+        if claim["verdict"] == "not testable here":
+            continue
+        assert claim["key_number"] is not None and claim["threshold"] is not None, claim["id"]
+        assert claim["spread"] is None or claim["spread"] >= 0
+        assert claim["rule"], claim["id"]
+
+
+def test_a8_and_b6_are_judged_on_the_papers_rows_and_say_what_model_level_part_is_missing(speed_run):
     result, _, _ = speed_run
     a8 = next(c for c in result["claims"] if c["id"] == "A8")
     b6 = next(c for c in result["claims"] if c["id"] == "B6")
-    assert a8["evidence"]["citation_accurate"] is False and a8["verdict"] != "holds"
-    assert b6["evidence"]["citation_accurate"] is True
-    assert a8["evidence"]["paper_range"] == [0.07, 0.64]
-    # the measured range is an ordered, finite pair from this run
-    assert a8["evidence"]["measured_saving_min"] <= a8["evidence"]["measured_saving_max"]
+    assert a8["key_number"] == pytest.approx(4 / 7) and a8["threshold"] == 0.5
+    assert b6["key_number"] == pytest.approx(0.408) and "pRMSNorm" in b6["summary"]
+    # the quality and realmodels chapters did not run into this results folder: their parts show as missing
+    assert a8["evidence"]["model_level"]["quality_ran"] is False
+    assert a8["evidence"]["narang_t5_base"]["steps_per_s_rms"] == 3.68
+
+
+def _outputs(notebook):
+    text = []
+    for cell in notebook["cells"]:
+        for output in cell.get("outputs", []) if cell["cell_type"] == "code" else []:
+            text.append("".join(output.get("text", "")))
+            for value in output.get("data", {}).values():
+                text.append("".join(value) if isinstance(value, list) else str(value))
+    return "".join(text)
 
 
 def test_chapter_shows_committed_gpu_rows_with_their_provenance(speed_run):
     _, root, tiny = speed_run
-    notebook = json.loads((root / "ex" / "speed.ipynb").read_text())
-    executed = "".join(
-        "".join(output.get("text", "")) for cell in notebook["cells"] if cell["cell_type"] == "code"
-        for output in cell.get("outputs", [])
-    )
+    executed = _outputs(json.loads((root / "ex" / "speed.ipynb").read_text()))
     assert "measured on Synthetic Test GPU" in executed
     assert tiny["started"] in executed
     assert "not yet measured" not in executed
+
+
+def test_chapter_shows_forward_backward_against_two_copies_and_no_progress_bars(speed_run):
+    _, root, _ = speed_run
+    executed = _outputs(json.loads((root / "ex" / "speed.ipynb").read_text()))
+    assert "÷ copy again" in executed and "fraction of copy bandwidth" in executed
+    assert "it/s]" not in executed and "case/s" not in executed and str(root) not in executed
 
 
 def test_bench_results_written_beside_the_results_not_into_them(speed_run):
