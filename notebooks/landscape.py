@@ -250,7 +250,9 @@ Markdown(f"Model sizes: " + ", ".join(f"{scale} {P[scale]['depth']} blocks × wi
 # **Test.** The small model with DyT in all its norm positions (`norm="dyt"`, α initialised at the paper's
 # default 0.5), against RMSNorm and LayerNorm, at the baseline's learning rate, paired over seeds: that is DyT
 # "without tuning". Then its sensitivity: α's initialisation on two widths (the paper reports that LLMs need a
-# smaller α₀ as width grows), and the learning-rate grid.
+# smaller α₀ as width grows), and the learning-rate grid. DyT is used as a plain drop-in, one α₀ for every norm;
+# for its LLaMA models the paper set separate α₀ for the attention norms and the others, and its abstract says
+# "mostly without hyperparameter tuning" (both read from a transcription of the paper, not checked against the PDF).
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Left: final validation loss of each norm at the reference learning rate, one dot per seed (lines join a seed's runs). Middle: DyT's final loss against its initial α on two widths, RMSNorm's as a dashed line per width. Right: final loss over the learning-rate grid (mean over seeds; a missing point diverged).", "name": "fig-landscape-dyt"}}
 fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
