@@ -181,3 +181,17 @@ def saved_for_backward_bytes(function, x: torch.Tensor) -> int:
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
         function(x)
     return sum(storages.values())
+
+
+def repeated(measure, repeats: int, seed: int = 0) -> tuple[float, float, list[float]]:
+    """Run `measure(generator)` on `repeats` independent random draws: (mean, sample sd, values).
+
+    The sd is the run-to-run spread a verdict records: how much the key number
+    moves when the random inputs are drawn again.
+    """
+    if not (isinstance(repeats, int) and repeats >= 2):
+        raise ValueError(f"repeats must be an int >= 2 (a spread needs two draws), got {repeats!r}")
+    values = [float(measure(torch.Generator().manual_seed(seed + 1000 * i))) for i in range(repeats)]
+    mean = sum(values) / repeats
+    sd = (sum((v - mean) ** 2 for v in values) / (repeats - 1)) ** 0.5
+    return mean, sd, values
