@@ -188,6 +188,8 @@ class _Accumulator:
     energy_first: float = 0.0
     channel_sum: torch.Tensor | None = None  # over tokens at positions >= 1
     channel_max: torch.Tensor | None = None  # max |x| per channel, all positions
+    max_abs_first: float = 0.0
+    max_abs_rest: float = 0.0
     max_abs: float = 0.0
     max_channel: int = -1
     max_position: int = -1
@@ -237,6 +239,8 @@ class StreamStats:
         magnitude = x.abs()
         channel_max = magnitude.amax(dim=(0, 1))
         a.channel_max = channel_max if a.channel_max is None else torch.maximum(a.channel_max, channel_max)
+        a.max_abs_first = max(a.max_abs_first, float(magnitude[:, 0].max()))
+        a.max_abs_rest = max(a.max_abs_rest, float(magnitude[:, 1:].max()))
         peak = float(magnitude.max())
         if peak > a.max_abs:
             flat = int(magnitude.argmax())
@@ -263,6 +267,7 @@ class StreamStats:
                 "shared_mean_share": float((mean_vector ** 2).mean() / energy_rest),
                 # is that shared vector itself a uniform offset (what centring removes)?
                 "shared_mean_along_ones": float(along_ones_share(mean_vector)),
+                "max_abs_first_token": a.max_abs_first, "max_abs_other_tokens": a.max_abs_rest,
                 "max_abs": a.max_abs, "max_channel": a.max_channel, "max_position": a.max_position,
                 "median_abs": median, "max_over_median": a.max_abs / max(median, 1e-30),
                 "top_channels": [int(c) for c in top.indices], "top_channel_max": [float(v) for v in top.values],
@@ -279,12 +284,12 @@ def stream_statistics(model: nn.Module, chunks: torch.Tensor, batch: int = 4) ->
     return stats.table()
 
 
-def stream_depth(name: str) -> float:
-    """A norm's depth in blocks: input_layernorm of block i -> i, post_attention_layernorm -> i + 0.5,
-    the final norm -> number of blocks (matched by the caller)."""
+def stream_depth(name: str, blocks: int | None = None) -> float:
+    """A norm's depth in blocks: input_layernorm of block i -> i, post_attention_layernorm -> i + 0.5;
+    any other norm (the final one) -> `blocks` (inf when not given)."""
     match = re.search(r"layers\.(\d+)\.(\w+)", name)
     if not match:
-        return math.inf
+        return math.inf if blocks is None else float(blocks)
     return int(match.group(1)) + (0.5 if "post_attention" in match.group(2) else 0.0)
 
 
@@ -301,6 +306,22 @@ def chunk_losses(model: nn.Module, chunks: torch.Tensor, batch: int = 4) -> list
                               reduction="none").view(ids.shape[0], -1)
         losses.extend(nll.mean(1).tolist())
     return losses
+
+
+@torch.no_grad()
+def per_norm_effects(model: nn.Module, chunks: torch.Tensor, *, backend: str = "torch", batch: int = 4,
+                     progress=None) -> list[dict]:
+    """Centring added at one norm at a time: the mean loss change over `chunks` for each norm."""
+    base = chunk_losses(model, chunks, batch)
+    names = list(find_norms(model))
+    rows = []
+    for name in (names if progress is None else progress(names, desc="one norm at a time")):
+        with installed(model, variant_modules(model, backend, convert="layer_norm", only=[name])):
+            losses = chunk_losses(model, chunks, batch)
+        diffs = [b - a for a, b in zip(base, losses)]
+        rows.append({"norm": name, "depth": stream_depth(name, len(names) // 2), "loss_change": statistics.fmean(diffs),
+                     "sd_over_chunks": statistics.stdev(diffs) if len(diffs) > 1 else 0.0})
+    return rows
 
 
 class FirstTokenApart(nn.Module):
@@ -352,6 +373,14 @@ class installed:
 
 # ---------------------------------------------------------------- timing
 
+def _cache_keyword(model: nn.Module) -> str:
+    """transformers 5.x calls the KV cache argument `cache` (`past_key_values` is deprecated); 4.x knows only
+    `past_key_values`."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -376,16 +405,17 @@ def time_variants(model: nn.Module, prompt: torch.Tensor, variants: dict[str, di
     names = list(variants)
     samples = {name: {"prefill_s": [], "decode_s": []} for name in names}
     next_token = prompt[:, -1:]
+    keyword = _cache_keyword(model)
 
     def prefill():
         cache = DynamicCache()
-        model(prompt, past_key_values=cache, use_cache=True)
+        model(prompt, use_cache=True, **{keyword: cache})
         return cache
 
     def decode(cache):
         for _ in range(decode_steps):
-            model(next_token, past_key_values=cache, use_cache=True)
-            cache.crop(prompt.shape[1])
+            model(next_token, use_cache=True, **{keyword: cache})
+            cache.crop(-1)  # negative: drop the token just added (both transformers 4.x and 5.x)
 
     for name in names:  # warm-up: compiles, allocator state, first-call costs
         with installed(model, variants[name]):
@@ -450,17 +480,18 @@ def hooked_norm_share(model: nn.Module, prompt: torch.Tensor, *, repeats: int, d
 
     shares = {"prefill": [], "decode": []}
     next_token = prompt[:, -1:]
+    keyword = _cache_keyword(model)
     for r in range(repeats + 1):  # the first round warms up
         with NormTimer(model) as timer:
             cache = DynamicCache()
             start = time.perf_counter()
-            model(prompt, past_key_values=cache, use_cache=True)
+            model(prompt, use_cache=True, **{keyword: cache})
             prefill_total, prefill_norms = time.perf_counter() - start, timer.total
             timer.total = 0.0
             start = time.perf_counter()
             for _ in range(decode_steps):
-                model(next_token, past_key_values=cache, use_cache=True)
-                cache.crop(prompt.shape[1])
+                model(next_token, use_cache=True, **{keyword: cache})
+                cache.crop(-1)
             decode_total, decode_norms = time.perf_counter() - start, timer.total
         if r:
             shares["prefill"].append(prefill_norms / prefill_total)
@@ -475,7 +506,8 @@ def summarise_times(samples: dict[str, dict], baseline: str, no_norms: str | Non
     rows = []
     for phase in ("prefill_s", "decode_s"):
         base = samples[baseline][phase]
-        for name, values in samples.items():
+        for name in samples:
+            values = samples[name][phase]
             ratios = [v / b for v, b in zip(values, base)]
             rows.append({"variant": name, "phase": phase[:-2], "median_ms": 1e3 * statistics.median(values),
                          "sd_ms": 1e3 * statistics.stdev(values) if len(values) > 1 else 0.0,
@@ -553,3 +585,42 @@ def minilm_without_centring(texts: list[str], model: MiniLM | None = None) -> di
         "retrieval": {k: retrieval_scores(v["q"], v["d"]) for k, v in stacked.items()},
         "norm_input_along_ones_share": (shares / len(pairs)).tolist(),
     }
+
+
+# ---------------------------------------------------------------- verdicts
+
+def q4_verdict(smollm2: dict, minilm: dict, cosine_threshold: float) -> dict:
+    """Q4 read as "mean-centring matters in real trained models", from two measurements:
+
+    - SmolLM2 with centring added: the paired interval of the loss change (`paired_difference` output)
+      against its margin: "different" = matters, "equivalent" = does not, else undecided;
+    - MiniLM with centring removed: matters when the median cosine of the sentence embeddings to the
+      original falls below `cosine_threshold`.
+    holds: both matter; holds with caveats: one matters and the other does not (or is undecided);
+    does not hold: neither matters; not testable here: SmolLM2 undecided and MiniLM does not matter.
+    """
+    smol = {"different": True, "equivalent": False}.get(smollm2["outcome"])
+    mini = minilm["cosine_median"] < cosine_threshold
+    if smol is True and mini:
+        verdict = "holds"
+    elif smol is None and not mini:
+        verdict = "not testable here"
+    elif smol is False and not mini:
+        verdict = "does not hold"
+    else:
+        verdict = "holds with caveats"
+    return {"verdict": verdict, "smollm2_matters": smol, "minilm_matters": mini,
+            "key_number": smollm2["mean_difference"], "threshold": smollm2["margin"],
+            "spread": smollm2["sd_of_differences"] / math.sqrt(smollm2["pairs"])}
+
+
+def q5_verdict(prefill_share: list[float], decode_share: list[float], threshold: float) -> dict:
+    """Q5 read as "a real LLM's norms take a large enough share of its forward time for a norm choice to
+    change it by `threshold` (the 7% low end of 7%–64%)": holds when the median share reaches the threshold
+    in both prefill and decoding, with caveats in one of them, does not hold in neither."""
+    prefill, decode = statistics.median(prefill_share), statistics.median(decode_share)
+    reached = (prefill >= threshold) + (decode >= threshold)
+    verdict = {2: "holds", 1: "holds with caveats", 0: "does not hold"}[reached]
+    spread = statistics.stdev(prefill_share) if len(prefill_share) > 1 else 0.0
+    return {"verdict": verdict, "prefill_share": prefill, "decode_share": decode,
+            "key_number": prefill, "threshold": threshold, "spread": spread}
