@@ -349,6 +349,7 @@ def _split_intro(text: str) -> tuple[str, str]:
     marker = "<!-- findings -->"
     if marker in text:
         head, tail = text.split(marker, 1)
+        tail = re.sub(r"^\s*<!--.*?-->", "", tail, count=1, flags=re.S)  # the note for editors stays in the source
         return head.rstrip() + "\n", tail.lstrip()
     return text.rstrip() + "\n", ""
 
@@ -425,6 +426,16 @@ def build(results_dir: Path | None = None, pages_dir: Path | None = None, *, exe
     runs = load_results(results_dir, executed_dir)
     if not runs:
         raise LedgerError(f"no results files in {results_dir}; run the chapters first with `make notebooks`")
+    if executed_dir.is_dir():
+        # Results without a complete executed chapter: a run under way or killed, or a chapter since removed.
+        for run in runs:
+            name = run["notebook"]
+            if not (paths.NOTEBOOKS / f"{name}.py").exists():
+                raise LedgerError(f"{run['_file']}: no chapter notebooks/{name}.py made it (removed or renamed?); "
+                                  f"delete the file")
+            if not (executed_dir / f"{name}.ipynb").exists():
+                raise LedgerError(f"{run['_file']}: chapter {name} has no executed copy in {executed_dir} (its run "
+                                  f"failed, was interrupted or is under way); {_fix(name)}")
     warning = check_consistent(runs, allow_mixed=allow_mixed)
     table = verdicts(claims, runs)
     pages_dir.mkdir(parents=True, exist_ok=True)

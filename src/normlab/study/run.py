@@ -256,7 +256,8 @@ def execute(
     if (not force and output.exists() and result_file.exists()
             and _read_stamp(stamp_file).get("fingerprint") == stamp):
         # Re-stamp: the inputs are confirmed unchanged at this commit, which the ledger's commit check relies on.
-        stamp_file.write_text(json.dumps(dict(_read_stamp(stamp_file), checked_commit=git_commit(paths.ROOT))))
+        stamp_file.write_text(json.dumps(dict(_read_stamp(stamp_file), parameters=parameters,
+                                               checked_commit=git_commit(paths.ROOT))))
         print(f"[{name}] unchanged since last run ({profile}); using cached output")
         return json.loads(result_file.read_text())
 
@@ -313,8 +314,8 @@ def execute(
     nbformat.write(executed, running)
     os.replace(running, output)
     (failed_dir / f"{name}.ipynb").unlink(missing_ok=True)
-    stamp_file.write_text(json.dumps({"fingerprint": stamp, "profile": profile, "checked_commit": git_commit(paths.ROOT),
-                                      "inputs": inputs_of(name)}))
+    stamp_file.write_text(json.dumps({"fingerprint": stamp, "profile": profile, "parameters": parameters,
+                                      "checked_commit": git_commit(paths.ROOT), "inputs": inputs_of(name)}))
     print(f"[{name}] done in {time.perf_counter() - started:.0f} s")
     return json.loads(result_file.read_text())
 

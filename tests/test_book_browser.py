@@ -1,0 +1,174 @@
+"""The smoke book, built as `make book` builds it (warnings are errors), read in headless Chromium.
+
+The book is built in a copy of the book's sources under build/smoke-book/, so this test never replaces a
+cpu- or gpu-profile book in build/ and _build/; the copy's executed chapters persist between runs, and the
+runner re-executes only the chapters whose inputs changed.
+"""
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import urllib.request
+from pathlib import Path
+from urllib.parse import urljoin, urlparse
+
+import pytest
+
+from normlab.study import paths
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path(shutil.which("chromedriver") or "/usr/bin/chromedriver")
+INSTALL = "install them with `apt-get install chromium chromium-driver` (Debian) to run the browser test"
+pytestmark = pytest.mark.skipif(not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
+                                reason=f"Chromium or chromedriver is missing: {INSTALL}")
+SOURCES = ("_config.yml", "_toc.yml", "book", "notebooks", "data")
+MAX_PAGE_BYTES = 300_000
+VENV_BIN = Path(sys.executable).parent
+
+
+def _sync(root: Path) -> None:
+    """Copy the book's sources into the smoke copy, leaving its build/ (the cached executions) in place."""
+    for name in SOURCES:
+        target = root / name
+        if target.is_dir():
+            shutil.rmtree(target)
+        source = paths.ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "seeds"))
+        else:
+            shutil.copy2(source, target)
+    shutil.rmtree(root / "_build", ignore_errors=True)
+
+
+def _step(command: list[str], root: Path, timeout: int = 900) -> subprocess.CompletedProcess:
+    env = dict(os.environ, NORMLAB_ROOT=str(root))
+    return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def book() -> Path:
+    root = paths.ROOT / "build" / "smoke-book"
+    root.mkdir(parents=True, exist_ok=True)
+    _sync(root)
+    python = str(VENV_BIN / "python")
+    # Twice: the second pass finds every chapter cached and re-stamps it at the current commit, which the ledger's
+    # commit check reads (in a shared checkout, a commit can land while the first pass runs).
+    for _ in range(2):
+        chapters = _step([python, "-m", "normlab.study.run", "--profile", "smoke"], root)
+        assert chapters.returncode == 0, chapters.stdout[-3000:] + chapters.stderr[-3000:]
+    ledger = _step([python, "-m", "normlab.study.ledger"], root)
+    assert ledger.returncode == 0, ledger.stderr
+    build = _step([str(VENV_BIN / "jupyter-book"), "build", ".", "-W", "--keep-going"], root)
+    assert build.returncode == 0, f"the smoke book does not build with warnings as errors:\n{build.stdout[-6000:]}\n{build.stderr[-3000:]}"
+    return root / "_build" / "html"
+
+
+@pytest.fixture(scope="module")
+def server(book):
+    handler = functools.partial(_QuietHandler, directory=str(book))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed: pip install selenium")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-dev-shm-usage", f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+                 "--window-size=1280,2000"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=str(CHROMEDRIVER)))
+    driver.set_page_load_timeout(60)
+    driver.set_script_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def _sidebar_links(driver, base: str) -> list[str]:
+    driver.get(base + "index.html")
+    hrefs = [a.get_attribute("href") for a in driver.find_elements("css selector", "nav.bd-links a.reference.internal")]
+    return list(dict.fromkeys(h.split("#")[0] for h in hrefs if h))
+
+
+def test_no_page_loads_a_script_from_the_network(book):
+    for page in book.rglob("*.html"):
+        remote = re.findall(r"<script[^>]*\bsrc=\"(?:https?:)?//[^\"]+\"", page.read_text(encoding="utf-8"))
+        assert not remote, f"{page.relative_to(book)} loads {remote}: the book must read offline"
+    assert (book / "_static" / "mathjax" / "tex-chtml.js").exists()
+
+
+def test_every_page_reads_cleanly_in_chromium(book, server, browser):
+    links = _sidebar_links(browser, server)
+    assert len(links) >= 5, f"sidebar has only {links}"
+    problems = []
+    for url in [server + "index.html"] + links:
+        assert url.startswith(server), url
+        with urllib.request.urlopen(url) as response:  # sidebar links resolve
+            assert response.status == 200, url
+        page = book / urlparse(url).path.lstrip("/")
+        name = page.relative_to(book)
+        html = page.read_text(encoding="utf-8")
+        if len(html.encode()) >= MAX_PAGE_BYTES:
+            problems.append(f"{name}: {len(html.encode()) / 1000:.0f} kB of HTML (limit {MAX_PAGE_BYTES // 1000} kB)")
+        for needle in {str(paths.ROOT), str(book.parents[1])}:
+            if needle in html:
+                problems.append(f"{name}: contains the checkout's path {needle}")
+        if re.search(r"\d(it/s|s/it)\]", html):
+            problems.append(f"{name}: progress-bar residue")
+        if "Warning:" in re.sub(r"<[^>]+>", "", html):
+            problems.append(f"{name}: warning text")
+
+        browser.get(url)
+        # MathJax typesets asynchronously; wait for it to finish before counting.
+        browser.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "if (window.MathJax && MathJax.startup && MathJax.startup.promise) {"
+            "  MathJax.startup.promise.then(() => done(true), () => done(false)); } else { done(null); }")
+        for entry in browser.get_log("browser"):
+            if entry["level"] == "SEVERE":
+                problems.append(f"{name}: console error {entry['message']}")
+        math = browser.find_elements("css selector", ".math")
+        untypeset = [m.text[:40] for m in math if not m.find_elements("css selector", "mjx-container")]
+        if untypeset:
+            problems.append(f"{name}: {len(untypeset)} of {len(math)} math elements not typeset, e.g. {untypeset[0]!r}")
+        for figure in browser.find_elements("css selector", "figure"):
+            images = figure.find_elements("css selector", "img")
+            caption = " ".join(c.text for c in figure.find_elements("css selector", "figcaption")).strip()
+            if not images or not caption:
+                problems.append(f"{name}: a figure without {'an image' if not images else 'a caption'}")
+            for image in images:
+                if not browser.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", image):
+                    problems.append(f"{name}: image {image.get_attribute('src')[:60]} did not load")
+        loose = browser.execute_script(
+            "return Array.from(document.querySelectorAll('.cell_output img')).filter(i => !i.closest('figure')).length")
+        if loose:
+            problems.append(f"{name}: {loose} output image(s) outside a captioned figure")
+    assert not problems, "\n".join(problems)
+
+
+def test_bare_build_on_a_fresh_clone_stops_with_a_message_naming_make_book(tmp_path):
+    for name in SOURCES:
+        source = paths.ROOT / name
+        (shutil.copytree if source.is_dir() else shutil.copy2)(source, tmp_path / name)
+    result = _step([str(VENV_BIN / "jupyter-book"), "build", "."], tmp_path, timeout=300)
+    assert result.returncode != 0
+    message = [line for line in result.stderr.splitlines() if line.startswith("normlab:")]
+    assert len(message) == 1 and "make book" in message[0], result.stdout[-2000:] + result.stderr[-2000:]
+    assert not (tmp_path / "_build" / "html" / "index.html").exists()
