@@ -1,0 +1,70 @@
+"""The real-models chapter runs end to end at smoke profile (two of SmolLM2's layers, a few dozen tokens)."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from normlab.analysis import realmodels
+from normlab.study.results import VERDICTS
+from normlab.study.run import execute
+
+from evidence import evidence_numbers
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    try:
+        realmodels.smollm2_dir()
+    except FileNotFoundError as error:
+        pytest.skip(str(error))
+    root = tmp_path_factory.mktemp("realmodels")
+    result = execute("realmodels", "smoke", executed_dir=root / "ex", results_dir=root / "res", force=True)
+    return result, root
+
+
+def test_owned_verdicts_and_evidence_records(run):
+    result, _ = run
+    claims = {c["id"]: c for c in result["claims"]}
+    assert set(claims) == {"Q4", "Q5", "B5", "B16", "A8", "B6"}
+    for owned in ("Q4", "Q5"):
+        record = claims[owned]
+        assert record["verdict"] in VERDICTS and record["section"].startswith("realmodels-")
+        assert all(isinstance(record[k], float) for k in ("key_number", "threshold", "spread"))
+        assert record["rule"]
+    for part in ("B5", "B16", "A8", "B6"):
+        assert claims[part]["verdict"] is None and claims[part]["summary"]
+    assert "nats" in claims["Q4"]["summary"] and "SmolLM2" in claims["Q4"]["summary"]
+    assert "%" in claims["Q5"]["summary"]
+
+
+def test_evidence_is_finite_and_carries_provenance(run):
+    result, _ = run
+    claims = {c["id"]: c for c in result["claims"]}
+    for claim in result["claims"]:
+        assert all(math.isfinite(n) for n in evidence_numbers(claim["evidence"])), claim["id"]
+    provenance = claims["Q4"]["evidence"]["provenance"]
+    assert provenance["gguf_sha256"] == realmodels.SMOLLM2_SHA256
+    assert provenance["versions"]["gguf"] and provenance["versions"]["transformers"]
+    b5 = claims["B5"]["evidence"]
+    blocks = b5["blocks"]
+    assert len(b5["along_ones_share_by_layer"]) == blocks + 1 == len(b5["max_abs_by_layer"])
+    assert 0 <= b5["max_along_ones_share"] <= 1
+    assert "norm_time_share_prefill_pct" in claims["A8"]["evidence"]
+
+
+def test_page_shows_no_plumbing(run):
+    _, root = run
+    notebook = json.loads((root / "ex" / "realmodels.ipynb").read_text())
+    for cell in notebook["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        outputs = cell.get("outputs", [])
+        assert not [o for o in outputs if o["output_type"] in ("stream", "error")], cell["source"][:80]
+        figure = cell.get("metadata", {}).get("mystnb", {}).get("figure")
+        if figure:
+            assert figure["name"].startswith("fig-realmodels-")
+            assert len(outputs) == 1 and "image/png" in outputs[0]["data"]

