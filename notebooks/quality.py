@@ -446,11 +446,19 @@ rms_drift = drift_table[(drift_table.norm == "rms") & (drift_table.stage == "tra
 drift_corr, drift_sign = float(rms_drift.write_mean_correlation.mean()), float(rms_drift.write_mean_sign_agreement.mean())
 drift_together = drift_corr >= 0.3 and drift_sign >= 0.75
 geometry = load_evidence("geometry", "B16", results_dir)
-geometry_ok = None if geometry is None else (geometry.get("verdict") in ("holds", "holds with caveats")
-                                             or bool(find_numbers(geometry["evidence"], "rank")))
-if geometry is None:
+geometry_ok = None
+if geometry is not None:
+    # Geometry records whether RMSNorm's outputs span one more dimension than LayerNorm's (`rank_one_more`).
+    g_evidence = geometry["evidence"]
+    ranks = g_evidence.get("ranks", {})
+    if "rank_one_more" in g_evidence:
+        geometry_ok = bool(g_evidence["rank_one_more"])
+    elif "RMSNorm" in ranks and "LayerNorm" in ranks:
+        geometry_ok = ranks["RMSNorm"] == ranks["LayerNorm"] + 1
+if geometry is None or geometry_ok is None:
     b16 = "holds with caveats" if uses_info else "not testable here"
-    geometry_text = "The geometry chapter has not run: the extra dimension is not checked here."
+    geometry_text = ("The geometry chapter has not run: the extra dimension is not checked here." if geometry is None else
+                     f"The geometry chapter's evidence has no rank comparison ({geometry['summary']}), so it is not combined.")
 else:
     geometry_text = f"Geometry chapter: {geometry['summary']}"
     if not geometry_ok:
@@ -470,7 +478,7 @@ _ = results.record(
     "B16", b16,
     f"Removing the all-ones component from trained RMSNorm models changes the loss by {interval_text(info_pair)}; "
     f"block write means correlate at r = {drift_corr:.2f} ({100 * drift_sign:.0f}% same sign); "
-    + ("geometry evidence absent." if geometry is None else "geometry evidence combined."),
+    + ("geometry evidence absent." if geometry_ok is None else "geometry evidence combined."),
     {"projection_paired": info_pair, "uses_offset": uses_info, "write_mean_correlation_rms": drift_corr,
      "write_mean_sign_agreement_rms": drift_sign, "drift_together": drift_together,
      "write_mean_correlation_layer": float(drift_table[(drift_table.norm == "layer") & (drift_table.stage == "trained")].write_mean_correlation.mean()),
