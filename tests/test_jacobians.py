@@ -129,3 +129,20 @@ def test_bad_input():
         J.gain_gradient(torch.randn(4, dtype=torch.float64), torch.randn(4, dtype=torch.float64))
     with pytest.raises(ValueError, match="steps must be >= 1"):
         J.fit_gain(torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64), steps=0, lr=0.1)
+
+
+def test_rmsnorm_jacobian_removes_the_radial_part_and_passes_the_tangential_part_scaled_by_one_over_r():
+    from normlab.analysis.jacobians import radial_tangential
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(32, generator=g, dtype=torch.float64) + 0.7
+    v = torch.randn(32, generator=g, dtype=torch.float64)
+    parts = radial_tangential(x, v)
+    assert parts["radial kept"] < 1e-13
+    assert parts["tangential error"] < 1e-13
+    assert parts["output change along y"] < 1e-13
+    # a purely radial change moves nothing; with a large eps inside the root the radial part leaks through
+    leaky = radial_tangential(x, v, eps=float(x.pow(2).mean()))
+    assert leaky["radial kept"] > 1e-3
+    with pytest.raises(ValueError, match="shape"):
+        radial_tangential(x, v[:5])

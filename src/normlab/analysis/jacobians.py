@@ -221,3 +221,30 @@ def gradient_scale_ratios(x: torch.Tensor, gain: torch.Tensor, upstream: torch.T
     base = autograd_rms_gradients(x, gain, upstream)[0].norm()
     ratios = [float(a) * autograd_rms_gradients(float(a) * x, gain, upstream, eps)[0].norm() / base for a in scales]
     return torch.tensor(ratios, dtype=torch.float64)
+
+
+def radial_tangential(x: torch.Tensor, perturbation: torch.Tensor, eps: float = 0.0) -> dict[str, float]:
+    """Split a change of x into its radial part (along x) and its tangential part, and see what RMSNorm's Jacobian does to each.
+
+    With J the autograd Jacobian of x ↦ x/rms(x) at x:
+    - "radial kept": ||J v_r|| / (||J|| ||v_r||), 0 when the radial part is removed;
+    - "tangential error": ||J v_t − v_t / r|| / ||v_t / r||, 0 when the tangential part passes scaled by 1/r;
+    - "output change along y": |y · J v| / (||y|| ||J v||), 0 when a change of x moves the output only along the
+      sphere ||y|| = √d, i.e. changes its direction and never its length.
+    """
+    _check_vector(x)
+    if perturbation.shape != x.shape:
+        raise ValueError(f"perturbation must have x's shape {tuple(x.shape)}, got {tuple(perturbation.shape)}")
+    unit = x / x.norm()
+    radial = (perturbation @ unit) * unit
+    tangential = perturbation - radial
+    jacobian = autograd_jacobian(lambda v: rms_normalise(v, eps), x)
+    y = rms_normalise(x, eps)
+    spectral = torch.linalg.matrix_norm(jacobian, 2)
+    moved = jacobian @ perturbation
+    r = rms(x)
+    return {
+        "radial kept": float((jacobian @ radial).norm() / (spectral * radial.norm())),
+        "tangential error": float((jacobian @ tangential - tangential / r).norm() / (tangential / r).norm()),
+        "output change along y": float((y @ moved).abs() / (y.norm() * moved.norm())),
+    }
