@@ -10,3 +10,6 @@ def test_ecosystem_notebook_records_measured_verdicts(tmp_path):
     b1 = claims["B1"]["evidence"]
     assert 0 < b1["rms_share_after_2019"] < 1 and b1["families_after_2019"] >= 20
     assert "GPT-NeoX-20B / Pythia" in b1["layer_norm_families"]
+    for claim in data["claims"]:
+        assert claim["key_number"] is not None and claim["threshold"] is not None and claim["spread"] >= 0
+    assert claims["B1"]["threshold"] == 0.9 and claims["B1"]["key_number"] == b1["rms_share_after_2019"]

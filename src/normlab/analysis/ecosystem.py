@@ -103,10 +103,11 @@ def survey(families, seed: int = 0, progress: bool = True):
     `families` is a DataFrame with at least `model_type`; its other columns are kept.
     """
     import pandas as pd
-    from tqdm.auto import tqdm
+
+    from normlab.progress import terminal_progress
 
     rows = []
-    for family in tqdm(families.to_dict("records"), desc="architectures", disable=not progress):
+    for family in terminal_progress(families.to_dict("records"), desc="architectures", disable=not progress):
         uses = norm_uses(family["model_type"], seed)
         rows.append({**family, "norm": dominant_kind(uses),
                      "norm_classes": ", ".join(sorted({u.class_name for u in uses if u.kind != "unclassified"}))})
