@@ -219,3 +219,16 @@ def test_bad_options_are_refused_by_name(overrides, words):
 
 def test_valid_names_are_listed():
     assert NORMS == ("rms", "layer", "dyt") and PLACEMENTS == ("pre", "post", "peri", "post-sublayer")
+
+
+def test_dyt_and_qk_norm_parameters_reach_the_right_optimizer_groups():
+    from normlab.train import TrainConfig, parameter_groups
+
+    model = GPT(tiny(norm="dyt", qk_norm=True))
+    groups = {g["name"]: {id(p) for p in g["params"]} for g in parameter_groups(model, TrainConfig())}
+    names = {id(p): n for n, p in model.named_parameters()}
+    gains = {names[i] for i in groups["gains"]}
+    assert "blocks.0.norm1.weight" in gains and "blocks.0.attn.q_norm.weight" in gains
+    # alpha is a scalar: no weight decay, which would pull it toward 0 and flatten tanh.
+    assert "blocks.0.norm1.alpha" in {names[i] for i in groups["no_decay"]}
+    assert sum(len(g) for g in groups.values()) == len(list(model.parameters()))
