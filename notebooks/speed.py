@@ -108,30 +108,25 @@ else:
 
 # %% [markdown]
 # (tab-speed-same-path)=
-# The table above lists each pair of identical code paths measured in this run.
-#
-# :::{dropdown} Every measured case (median time, spread, bandwidth, passes)
+# The table above lists each pair of identical code paths measured in this run. Every measured case follows, folded:
+# its median time and spread, fraction of copy bandwidth and effective passes.
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input", "hide-output"]
 cases = timed.assign(**{"time (ms)": timed["median_s"] * 1e3,
                         "sd (ms)": timed["median_s"] * timed.get("relative_sd", 0) * 1e3})
 table(cases[["study", "norm", "implementation", "direction", "dtype", "rows", "d", "mode", "time (ms)", "sd (ms)",
              "fraction_of_copy", "effective_passes", "unstable"]])
 
 # %% [markdown]
-# :::
-#
-# :::{dropdown} Cases not timed, and unstable cases
+# The cases that could not be timed here, and those left unstable after re-measuring, folded:
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input", "hide-output"]
 skipped = report.skipped(df)
 Markdown("\n".join([f"- **{r.status}** ({r.cases} cases: {r.implementations}; {r.studies}): {r.reason}"
                     for r in skipped.itertuples()] + [f"- **unstable**: {line}" for line in unstable_list]
                    or ["Every case was timed and stable."]))
 
 # %% [markdown]
-# :::
-#
 # (speed-ratio)=
 # ## The LayerNorm/RMSNorm time ratio, implementation by implementation
 #

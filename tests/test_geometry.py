@@ -131,3 +131,16 @@ def test_shift_change_rounds_in_input_dtype(dtype):
     x = torch.randn(4, 16, generator=_generator(9)).to(dtype)
     change = G.shift_change(lambda v: v, x, [0.0])
     assert change[0] == 0.0
+
+
+def test_repeated_gives_the_sample_sd_over_independent_draws():
+    from normlab.analysis.geometry import repeated
+
+    mean, sd, values = repeated(lambda g: torch.randn((), generator=g, dtype=torch.float64), 4, seed=5)
+    assert len(values) == 4 and len(set(values)) == 4  # independent draws
+    assert mean == pytest.approx(sum(values) / 4)
+    assert sd == pytest.approx(torch.tensor(values, dtype=torch.float64).std().item())
+    _, zero, _ = repeated(lambda g: 1.0, 3)
+    assert zero == 0.0
+    with pytest.raises(ValueError, match="repeats"):
+        repeated(lambda g: 1.0, 1)
