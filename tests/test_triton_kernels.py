@@ -143,6 +143,62 @@ def test_half_precision_no_worse_than_twice_pytorch(dtype, weight_dtype, path):
         assert y.dtype == dtype and relative_error(y, expected) <= 2 * pytorch + floor
 
 
+@pytest.mark.parametrize("dtype", (torch.float16, torch.bfloat16))
+@pytest.mark.parametrize("residual", (False, True))
+@pytest.mark.parametrize("path", ("onchip", "chunked"))
+def test_half_precision_forward_and_backward_with_and_without_residual(dtype, residual, path):
+    # On CPU this runs in the interpreter, which normlab patches to compute bf16 in fp32 and round to
+    # nearest (ops._runtime.patch_interpreter_bf16); unpatched, bf16 x + residual came out NaN.
+    torch.manual_seed(15)
+    d = length_for(path)
+    x, weight = randn(6, d, dtype=dtype, requires_grad=True), randn(d, dtype=dtype, requires_grad=True)
+    r = randn(6, d, dtype=dtype, requires_grad=True) if residual else None
+    dy = randn(6, d, dtype=dtype)
+    floor = torch.finfo(dtype).eps
+    leaves = [x, weight] + ([r] if residual else [])
+    wide = [t.detach().double().requires_grad_() for t in leaves]
+    expected = rms_norm_reference(wide[0], wide[1], residual=wide[2] if residual else None)
+    expected_y = expected[0] if residual else expected
+    expected_grads = torch.autograd.grad(expected_y, wide, dy.double())
+
+    def pytorch_step():  # PyTorch's own computation in this dtype, judged against the same reference
+        s = x if r is None else x + r
+        y = F.rms_norm(s, (d,), weight, 1e-6)
+        return y, torch.autograd.grad(y, leaves, dy)
+
+    pytorch_y, pytorch_grads = pytorch_step()
+    out = ops.rms_norm(x, weight, residual=r, **RMS_PATHS[path])
+    y = out[0] if residual else out
+    grads = torch.autograd.grad(y, leaves, dy)
+    assert y.dtype == dtype and torch.isfinite(y).all()
+    assert relative_error(y, expected_y) <= 2 * relative_error(pytorch_y, expected_y) + floor
+    for got, theirs, want in zip(grads, pytorch_grads, expected_grads):
+        assert got.dtype == dtype and torch.isfinite(got).all()
+        assert relative_error(got, want) <= 2 * relative_error(theirs, want) + floor
+    if residual:
+        assert torch.equal(out[1], x + r)  # s rounded as the unfused add rounds it
+
+    layer_out = ops.layer_norm(x, weight, weight, residual=r, **LAYER_PATHS["onchip" if path == "onchip" else "welford"])
+    layer_y = layer_out[0] if residual else layer_out
+    s = x.double() if r is None else (x + r).double()
+    expected_layer = F.layer_norm(s, (d,), weight.double(), weight.double(), 1e-5)
+    pytorch_layer = F.layer_norm(x if r is None else x + r, (d,), weight, weight, 1e-5)
+    assert relative_error(layer_y, expected_layer) <= 2 * relative_error(pytorch_layer, expected_layer) + floor
+
+
+def test_interpreter_rounds_bf16_to_nearest():
+    # fp32 statistics, one rounding: the kernel's bf16 output equals the fp32 result rounded to nearest
+    # (torch's .to(bfloat16)) except where fp32 summation order flips a tie; truncation was 1 ulp off on half.
+    torch.manual_seed(16)
+    x, weight = randn(64, 256, dtype=torch.bfloat16), randn(256, dtype=torch.bfloat16)
+    rounded = rms_norm_reference(x.float(), weight.float()).to(torch.bfloat16)
+    y = ops.rms_norm(x, weight)
+    differ = (y != rounded).float().mean().item()
+    assert differ < 0.01, f"{differ:.1%} of bf16 outputs differ from round-to-nearest"
+    s, s_expected = ops.rms_norm(x, weight, residual=x)[1], x + x
+    assert torch.equal(s, s_expected)
+
+
 # ---------------------------------------------------------------- gradients
 
 RMS_GRAD_CASES = [

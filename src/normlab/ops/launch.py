@@ -16,7 +16,7 @@ import triton
 from ..reference import statistics_dtype
 from . import layer_kernels, rms_kernels
 from ._runtime import (check_triton_device, kernels_interpreted, multiprocessor_count,
-                       patch_interpreter_for_numpy_2_4, warps_for)
+                       patch_interpreter_bf16, patch_interpreter_for_numpy_2_4, warps_for)
 
 # 16K fp32 values per row is 32 values per thread at 16 warps: the most that
 # stays in registers on current NVIDIA parts without spilling.
@@ -36,6 +36,7 @@ LAYER_STATS = ("two_pass", "welford")
 INTERPRETED = kernels_interpreted(rms_kernels.rms_forward_onchip)
 if INTERPRETED:
     patch_interpreter_for_numpy_2_4()
+    patch_interpreter_bf16()
 
 
 def _empty(shape, dtype, device) -> torch.Tensor:
