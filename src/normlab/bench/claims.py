@@ -356,6 +356,9 @@ def a7_b8(df: pd.DataFrame, extra_pass: float, chunked_df: pd.DataFrame | None =
     common = dict(key_number=_finite_or_none(gap), threshold=extra_pass, spread=_finite_or_none(gap_sd),
                   rule="Holds if the best LN makes at least EXTRA_PASS more effective passes than the best RMS, with rows on "
                        "chip and with chunked rows; one of the two gives a caveat.")
+    if verdict == "not testable here":
+        text = "Every training-batch forward case of one of the norms was unstable in this run, so no pass count can be compared."
+        return Finding(verdict, text, evidence), Finding(verdict, text, evidence)
     a7 = Finding(verdict, f"At the training batch {gap_text}, {persistent_text}; {chunk_text}.", evidence, **common)
     b8 = Finding(
         verdict,
