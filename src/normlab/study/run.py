@@ -349,7 +349,34 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, NotebookFailed) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2 if isinstance(error, ValueError) else 1
+    changed = restamp(chosen)
+    if changed:
+        print(f"error: the inputs of {', '.join(changed)} changed while this run went on (an edit to the package, "
+              "a notebook or a data file); run `make notebooks` again", file=sys.stderr)
+        return 1
     return 0
+
+
+def restamp(names: list[str], executed_dir: Path | None = None, results_dir: Path | None = None) -> list[str]:
+    """Stamp every chapter whose inputs are still those it ran with at the commit now checked out; return the others.
+
+    Chapters of one run execute minutes apart, and the tree can move meanwhile. A chapter whose fingerprint still
+    matches at the end is what this commit produces, so all of them get one commit, which the ledger compares.
+    """
+    from .environment import git_commit
+
+    executed_dir = Path(executed_dir or paths.EXECUTED)
+    results_dir = Path(results_dir or paths.RESULTS)
+    head = git_commit(paths.ROOT)
+    changed = []
+    for name in names:
+        stamp_file = _stamp(executed_dir, name)
+        stamp = _read_stamp(stamp_file)
+        if stamp.get("parameters") is None or fingerprint(name, stamp["parameters"], results_dir) != stamp.get("fingerprint"):
+            changed.append(name)
+            continue
+        stamp_file.write_text(json.dumps(dict(stamp, checked_commit=head)))
+    return changed
 
 
 if __name__ == "__main__":
