@@ -373,6 +373,16 @@ def test_a_case_whose_repeats_disagree_is_remeasured_and_marked_unstable_if_it_s
     stalled = iter([_timing(4.0, 0.001), _timing(4.0, 0.001)])
     _, flags = harness.measure_believably(case, None, None, 0, copy, timer=lambda c: next(stalled))
     assert flags["unstable"] and "implausibly slow" in flags["unstable_reason"]
+    # a steady 28 ms for a 16-row copy (a few hundred kilobytes) is a stall, whatever its repeats say
+    small_copy = Case("small-batch", "copy", "copy (clone)", None, "forward", "float32", 16, 4096)
+    stalled_copy = iter([_timing(28e-3, 0.01), _timing(28e-3, 0.01)])
+    _, flags = harness.measure_believably(small_copy, None, None, 0, None, timer=lambda c: next(stalled_copy))
+    assert flags["unstable"] and "implausibly slow for a copy" in flags["unstable_reason"]
+    # ...and a norm timed against it is still held to the plausible copy time
+    small_norm = Case("small-batch", "layer", "torch", "torch", "forward", "bfloat16", 16, 4096)
+    stalled_norm = iter([_timing(20e-3, 0.01), _timing(20e-3, 0.01)])
+    _, flags = harness.measure_believably(small_norm, None, None, 0, _timing(28e-3, 0.01), timer=lambda c: next(stalled_norm))
+    assert flags["unstable"]
 
 
 def _record(implementation, median, spread=0.01, norm="layer", rows=16, d=4096, study="small-batch"):

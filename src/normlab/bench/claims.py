@@ -264,9 +264,12 @@ def a8_b6(df: pd.DataFrame, model_level: dict | None = None) -> tuple[Finding, F
                 "measured_saving_sd": measured_sd, "measured_kind": measured_kind, "measured_speedup": measured_speedup,
                 "op_level_auto_saving": op_saving, "op_level_auto_saving_sd": op_sd, "op_level_points": op_points,
                 "model_level": model_level, "narang_t5_base": narang}
-    measured_text = ("nothing measured" if measured is None else
-                     f"this run's {measured_kind}: a {_pct(measured)} saving (sd {abs(measured_sd or 0):.0%}), "
-                     f"i.e. {measured_speedup:+.0%} faster")
+    if measured is None:
+        measured_text = "no stable auto case and no model-level step time were measured in this run"
+    else:
+        spread_text = "sd not recorded" if measured_sd is None else f"sd {abs(measured_sd):.0%}"
+        pace = (f"{measured_speedup:.0%} faster" if measured_speedup >= 0 else f"{1 - 1 / (1 + measured_speedup):.0%} slower")
+        measured_text = f"this run's {measured_kind}: a {_pct(measured)} saving ({spread_text}), i.e. RMSNorm {pace}"
     a8 = Finding(
         decide(share_speedup >= 0.5, caveat=not in_range),
         f"The paper's RMSNorm rows save 6.9%-40.8% of LayerNorm's time ({share_saving:.0%} of 7 rows within 10-50% as savings, "
@@ -311,7 +314,8 @@ def a5(df: pd.DataFrame, equal_time: float) -> Finding:
            "when the traffic is equal is untested here." if fused.empty else
            f"where both are fused ({', '.join(sorted(set(fused['implementation'])))}) RMSNorm saves a median {fused_gap:+.1%} "
            f"(sd {gap_sd:.1%}) of LayerNorm's time"
-           + (": the extra arithmetic hides under the memory traffic." if hidden else ", so the arithmetic shows in the time.")),
+           + (", so RMSNorm is not faster there: the extra arithmetic does not show in the time." if fused_gap <= -equal_time else
+              ": the extra arithmetic hides under the memory traffic." if hidden else ", so the arithmetic shows in the time.")),
         {"composite_ops_ln": ln_ops, "composite_ops_rms": rms_ops, "fused_median_saving": fused_gap,
          "fused_saving_sd": gap_sd, "equal_time_threshold": equal_time, "census": census},
         # with no fused pair timed, the verdict turns on the op counts alone (a trace: the same on every call)
