@@ -267,8 +267,9 @@ def a8_b6(df: pd.DataFrame, model_level: dict | None = None) -> tuple[Finding, F
     if measured is None:
         measured_text = "no stable auto case and no model-level step time were measured in this run"
     else:
-        spread_text = "sd not recorded" if measured_sd is None else f"sd {abs(measured_sd):.0%}"
-        pace = (f"{measured_speedup:.0%} faster" if measured_speedup >= 0 else f"{1 - 1 / (1 + measured_speedup):.0%} slower")
+        spread_text = "sd not recorded" if _finite_or_none(measured_sd) is None else f"sd {abs(measured_sd):.0%}"
+        # slower by t_rms / t_ln - 1, which is minus the saving
+        pace = f"{measured_speedup:.0%} faster" if measured_speedup >= 0 else f"{-measured:.0%} slower"
         measured_text = f"this run's {measured_kind}: a {_pct(measured)} saving ({spread_text}), i.e. RMSNorm {pace}"
     a8 = Finding(
         decide(share_speedup >= 0.5, caveat=not in_range),
