@@ -175,14 +175,3 @@ def test_every_page_reads_cleanly_in_chromium(book, server, browser):
         if loose:
             problems.append(f"{name}: {loose} output image(s) outside a captioned figure")
     assert not problems, "\n".join(problems)
-
-
-def test_bare_build_on_a_fresh_clone_stops_with_a_message_naming_make_book(tmp_path):
-    for name in SOURCES:
-        source = paths.ROOT / name
-        (shutil.copytree if source.is_dir() else shutil.copy2)(source, tmp_path / name)
-    result = _step([str(VENV_BIN / "jupyter-book"), "build", "."], tmp_path, timeout=300)
-    assert result.returncode != 0
-    message = [line for line in result.stderr.splitlines() if line.startswith("normlab:")]
-    assert len(message) == 1 and "make book" in message[0], result.stdout[-2000:] + result.stderr[-2000:]
-    assert not (tmp_path / "_build" / "html" / "index.html").exists()

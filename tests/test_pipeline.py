@@ -1,6 +1,10 @@
 """The runner's cache sees every input a chapter reads, and a failed or interrupted chapter leaves nothing to render."""
 import json
+import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -146,3 +150,39 @@ def test_failed_or_interrupted_chapter_leaves_nothing_renderable(repo, monkeypat
         run.execute("cheap", "smoke", force=True)
     assert not (executed / "cheap.ipynb").exists() and not (results / "cheap.json").exists()
     assert not list((repo / "build" / "running").glob("*.ipynb"))
+
+
+def test_bare_build_on_a_fresh_clone_stops_with_a_message_naming_make_book(tmp_path):
+    for name in ("_config.yml", "_toc.yml", "book", "notebooks", "data"):
+        source = paths.ROOT / name
+        (shutil.copytree if source.is_dir() else shutil.copy2)(source, tmp_path / name)
+    result = subprocess.run([str(Path(sys.executable).parent / "jupyter-book"), "build", "."], cwd=tmp_path,
+                            env=dict(os.environ, NORMLAB_ROOT=str(tmp_path)), capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    message = [line for line in result.stderr.splitlines() if line.startswith("normlab:")]
+    assert len(message) == 1 and "make book" in message[0], result.stdout[-2000:] + result.stderr[-2000:]
+    assert not (tmp_path / "_build" / "html" / "index.html").exists()
+
+
+def test_book_check_names_missing_unlisted_and_stale_chapters(repo):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("normlab_check", Path(__file__).parents[1] / "book/_ext/normlab_check.py")
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    (repo / "_toc.yml").write_text("format: jb-book\nroot: build/pages/intro\nchapters:\n"
+                                   "  - file: build/executed/cheap\n  - file: build/pages/ledger\n")
+    found = check.problems(repo)
+    assert "build/pages/intro.md is missing: run `make ledger` (or `make book`)" in found
+    assert "notebooks/ecosystem.py is not in _toc.yml: add `- file: build/executed/ecosystem`" in found
+    assert any(p.startswith("chapter 'cheap' is missing: it has not been executed") for p in found)
+
+    (repo / "notebooks" / "ecosystem.py").unlink()
+    run.execute("cheap", "smoke")
+    (repo / "build" / "pages").mkdir()
+    for page in ("intro", "ledger"):
+        (repo / "build" / "pages" / f"{page}.md").write_text("# page\n")
+    assert check.problems(repo) == []
+    (repo / "data" / "cheap.csv").write_text("a\nb\nc\n")
+    assert check.problems(repo) == ["chapter 'cheap' is stale (its notebook, the package or its inputs changed since "
+                                    "it ran): run `make book`"]
