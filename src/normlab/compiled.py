@@ -6,12 +6,11 @@ Why not `torch.compile(composite)` and let AOT-autograd derive the backward:
   `fullgraph=True` the 9th is a hard `FailOnRecompileLimitHit`. A model makes
   more than 8 call patterns easily: every hidden width (an nn.Parameter's shape
   is static to dynamo), dtype, residual-or-not and grad-or-not is a new graph.
-  Here every *signature* (dtypes, which inputs are present, eps, offset, ε
-  placement, casting mode, whether the weight needs a gradient) gets its own
+  Here every *signature* (width, dtypes, which inputs are present, eps, offset,
+  ε placement, casting mode, whether the weight needs a gradient) gets its own
   copy of the function's code object, so its own cache; within one signature
-  only the shapes vary, and they are dynamic (the weight is passed detached,
-  so it is an ordinary tensor whose width is symbolic too). Empty inputs never
-  reach the compiler.
+  only the row count varies, and it is marked dynamic (one graph, plus 1-row
+  and few-row specialisations). Empty inputs never reach the compiler.
 * AOT-autograd donates the forward's saved buffers to the backward, which
   makes `backward(retain_graph=True)` fail. Here both halves are inference
   graphs, so nothing is donated; a second backward just runs it again.
@@ -54,9 +53,19 @@ def compiled_for(function, key: tuple):
             compiled = _CACHE.get(full_key)
             if compiled is None:
                 tag = str(len(_CACHE))
-                compiled = torch.compile(_fresh_code(function, tag), dynamic=True, fullgraph=True)
+                # dynamic=None with the row dimension marked dynamic (_rows_dynamic): the width is part of
+                # the key, so inductor specialises the inner loop on it (at 8192x256 fp32 the forward
+                # took 0.34 ms static-width against 0.53 ms fully dynamic, the backward 0.75 against 1.07).
+                compiled = torch.compile(_fresh_code(function, tag), fullgraph=True)
                 _CACHE[full_key] = compiled
     return compiled
+
+
+def _rows_dynamic(*tensors) -> None:
+    """Tell dynamo the row count varies (so one graph serves every batch and sequence length)."""
+    for t in tensors:
+        if t is not None and t.dim() == 2:
+            torch._dynamo.maybe_mark_dynamic(t, 0)
 
 
 def signatures_compiled() -> int:
@@ -188,7 +197,8 @@ def _detached(t):
 class _RMSNorm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, residual, eps, offset, eps_inside, k, s_dtype, llama):
-        key = ("rms", x.dtype, _dtype_of(weight), _dtype_of(residual), s_dtype, eps, offset, eps_inside, k is None, llama)
+        key = ("rms", x.shape[-1], x.dtype, _dtype_of(weight), _dtype_of(residual), s_dtype, eps, offset, eps_inside, k, llama)
+        _rows_dynamic(x, residual)
         y, s, ms = compiled_for(rms_forward_math, key)(
             x.detach(), _detached(weight), _detached(residual), eps, offset, eps_inside, k, s_dtype, llama)
         ctx.config = (eps, offset, eps_inside, k, llama, x.dtype, _dtype_of(residual))
@@ -208,8 +218,9 @@ class _RMSNorm(torch.autograd.Function):
             ms = (head * head).mean(-1, keepdim=True)
             dsum, dweight = rms_backward_math(dy, ds, s, weight, ms, eps, offset, eps_inside, k, llama, x_dtype, need_dweight)
         else:
-            key = ("rms_backward", dy.dtype, _dtype_of(ds), s.dtype, _dtype_of(weight), eps, offset, eps_inside,
-                   k is None, llama, x_dtype, need_dweight)
+            key = ("rms_backward", s.shape[-1], dy.dtype, _dtype_of(ds), s.dtype, _dtype_of(weight), eps, offset, eps_inside,
+                   k, llama, x_dtype, need_dweight)
+            _rows_dynamic(dy, ds, s, ms)
             dsum, dweight = compiled_for(rms_backward_math, key)(
                 dy.detach(), _detached(ds), s.detach(), _detached(weight), ms, eps, offset, eps_inside, k, llama, x_dtype, need_dweight)
         dx = dsum.to(x_dtype)
@@ -220,7 +231,8 @@ class _RMSNorm(torch.autograd.Function):
 class _LayerNorm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, residual, eps, s_dtype):
-        key = ("layer", x.dtype, _dtype_of(weight), _dtype_of(bias), _dtype_of(residual), s_dtype, eps)
+        key = ("layer", x.shape[-1], x.dtype, _dtype_of(weight), _dtype_of(bias), _dtype_of(residual), s_dtype, eps)
+        _rows_dynamic(x, residual)
         y, s, mean, rstd = compiled_for(layer_forward_math, key)(
             x.detach(), _detached(weight), _detached(bias), _detached(residual), eps, s_dtype)
         ctx.config = (x.dtype, _dtype_of(residual), _dtype_of(bias))
@@ -242,7 +254,9 @@ class _LayerNorm(torch.autograd.Function):
             rstd = torch.rsqrt(((s32 - mean) ** 2).mean(-1, keepdim=True) + ctx.eps)
             dsum, dweight, dbias = layer_backward_math(dy, ds, s, weight, mean, rstd, need_dweight, need_dbias, bias_dtype)
         else:
-            key = ("layer_backward", dy.dtype, _dtype_of(ds), s.dtype, _dtype_of(weight), need_dweight, need_dbias, bias_dtype)
+            key = ("layer_backward", s.shape[-1], dy.dtype, _dtype_of(ds), s.dtype, _dtype_of(weight), need_dweight, need_dbias,
+                   bias_dtype)
+            _rows_dynamic(dy, ds, s, mean, rstd)
             dsum, dweight, dbias = compiled_for(layer_backward_math, key)(
                 dy.detach(), _detached(ds), s.detach(), _detached(weight), mean, rstd, need_dweight, need_dbias, bias_dtype)
         dx = dsum.to(x_dtype)
