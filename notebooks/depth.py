@@ -211,7 +211,7 @@ drop = float(paired_runs["final_drop"].mean())
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Final validation loss at the training depth (12 blocks on the cpu profile), one dot per seed, lines joining a seed's pair. Left: the paired runs with warm-up; right: one seed without warm-up at each learning rate (above the dotted unigram entropy means it learned nothing).", "name": "fig-depth-training"}}
 fig, ax = plt.subplots(1, 2, figsize=(12, 4))
-sns.stripplot(data=paired_runs, x="config", y="final_val_loss", hue="seed", ax=ax[0], size=6, legend=False)
+sns.stripplot(data=paired_runs, x="config", y="final_val_loss", hue="seed", ax=ax[0], size=6, jitter=False, legend=False)
 for seed, part in paired_runs.groupby("seed"):
     ax[0].plot(part["config"], part["final_val_loss"], color="grey", lw=0.5)
 ax[0].set(xlabel="configuration", ylabel="final validation loss (nats/byte)", title=f"depth {P['deep']}, with warm-up")

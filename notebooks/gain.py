@@ -356,7 +356,9 @@ Markdown(
     f"next layer goes as a^{adam_exponent:.2f} (sd {adam_exponent_sd:.2f}), SGD's as a^{sgd_w_update:.2f}. (3) Decay ≡ "
     f"growing learning rate to {schedule_angle:.0e} rad on scale-invariant weights; equilibrium formulas "
     f"{'within' if schedule_holds else 'not within'} ±10%. (4) {sweep_text}; loss still fell {sweep_drop:.4f} nats over "
-    f"the last 10% of steps.\n\n**B15 verdict: {b15}.**")
+    f"the last 10% of steps. With that decay the gains end at RMS {float(final_gain.get(strongest, math.nan)):.3f} against "
+    f"{float(final_gain.get(0.0, math.nan)):.3f} undecayed: in pre-LN, decay that has time to act shrinks what the next "
+    f"layer sees, a change of the function and not only of a learning rate.\n\n**B15 verdict: {b15}.**")
 
 # %% tags=["remove-cell"]
 _ = results.record(
