@@ -1,8 +1,9 @@
 """The smoke book, built as `make book` builds it (warnings are errors), read in headless Chromium.
 
-The book is built in a copy of the book's sources under build/smoke-book/, so this test never replaces a
-cpu- or gpu-profile book in build/ and _build/; the copy's executed chapters persist between runs, and the
-runner re-executes only the chapters whose inputs changed.
+The book is built in a copy of the book's sources and the package under build/smoke-book/, so this test never
+replaces a cpu- or gpu-profile book in build/ and _build/, and edits made to the checkout while it runs do not
+reach it halfway. The copy's executed chapters persist between runs, and the runner re-executes only the
+chapters whose inputs changed.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ CHROMEDRIVER = Path(shutil.which("chromedriver") or "/usr/bin/chromedriver")
 INSTALL = "install them with `apt-get install chromium chromium-driver` (Debian) to run the browser test"
 pytestmark = pytest.mark.skipif(not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
                                 reason=f"Chromium or chromedriver is missing: {INSTALL}")
-SOURCES = ("_config.yml", "_toc.yml", "book", "notebooks", "data")
+SOURCES = ("_config.yml", "_toc.yml", "book", "notebooks", "data", "src")
 MAX_PAGE_BYTES = 300_000
 VENV_BIN = Path(sys.executable).parent
 
@@ -40,14 +41,15 @@ def _sync(root: Path) -> None:
             shutil.rmtree(target)
         source = paths.ROOT / name
         if source.is_dir():
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "seeds"))
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "seeds", "*.egg-info"))
         else:
             shutil.copy2(source, target)
     shutil.rmtree(root / "_build", ignore_errors=True)
 
 
 def _step(command: list[str], root: Path, timeout: int = 900) -> subprocess.CompletedProcess:
-    env = dict(os.environ, NORMLAB_ROOT=str(root))
+    # The copy's package shadows the editable install (PYTHONPATH comes before site-packages' .pth entries).
+    env = dict(os.environ, NORMLAB_ROOT=str(root), PYTHONPATH=str(root / "src"))
     return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
 
 
