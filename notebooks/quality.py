@@ -43,7 +43,7 @@ from normlab.analysis.minilm import MiniLM, model_dir, stdlib_docstrings
 from normlab.analysis.paired import paired_difference
 from normlab.analysis.parity import equivalence_verdict, interval_text, ratio_with_spread
 from normlab.analysis.runs import flat_eval_every, train_job
-from normlab.analysis.stream import find_numbers, mean_projection_effect, stream_report, stream_statistics
+from normlab.analysis.stream import deepest_value, mean_projection_effect, stream_report, stream_statistics
 from normlab.corpus import load_corpus
 from normlab.model import GPT, GPTConfig
 from normlab.parallel import run_parallel
@@ -378,14 +378,15 @@ large = offset_last >= OFFSET_LARGE and offset_last > offset_first
 no_info = info_pair["outcome"] == "equivalent"
 uses_info = info_pair["outcome"] == "different"
 real = load_evidence("realmodels", "B5", results_dir)
-real_offsets = find_numbers(real["evidence"], "offset_share") if real else {}
+# The real-model chapter calls (b) the shared mean vector's share, per layer; its last entry is the deepest layer.
+real_offset = deepest_value(real["evidence"], "shared_mean_share_by_layer", "offset_share_last") if real else None
 if real is None:
     real_text = "The real-model chapter has not run, so the 'dozens of layers' part rests on this small model alone."
-elif real_offsets:
-    real_text = f"The real-model chapter records: {real['summary']}"
+elif real_offset is not None:
+    real_text = f"The real-model chapter records (deepest layer's common-offset share {real_offset[1]:.3f}): {real['summary']}"
 else:
-    real_text = f"The real-model chapter records (no common-offset share among its numbers): {real['summary']}"
-real_large = bool(real_offsets) and max(real_offsets.values()) >= OFFSET_LARGE
+    real_text = f"The real-model chapter records (no common-offset share among its numbers, so not combined): {real['summary']}"
+real_large = real_offset is not None and real_offset[1] >= OFFSET_LARGE
 if uses_info or not large:
     b5 = "does not hold" if (uses_info or real is None or not real_large) else "holds with caveats"
 elif no_info:
@@ -417,7 +418,8 @@ _ = results.record(
     {"offset_share_last": offset_last, "offset_share_embeddings": offset_first, "offset_share_sd": offset_sd,
      "ones_share_last": ones_last, "offset_share_without_top_channel": without_top, "massive_ratio_last": massive,
      "projection_paired": info_pair, "projection_loss_increase_layer": float(layer_proj.loss_increase.mean()),
-     "realmodels_present": real is not None, "realmodels_offset_shares": real_offsets, "large": large,
+     "realmodels_present": real is not None, "realmodels_offset_share_deepest": real_offset[1] if real_offset else None,
+     "large": large,
      "depth": depth, "corpus_sha256": corpus.sha256},
     section="quality-stream", key_number=offset_last, threshold=OFFSET_LARGE, spread=offset_sd,
     rule="(b) common-offset share ≥ 0.25 and above the embeddings, the all-ones component carrying no information "
@@ -432,12 +434,13 @@ _ = results.record(
 # > use or suppress that freedom."
 #
 # The geometry chapter checks the extra dimension itself (evidence read from its results). Here: does training
-# use it (the same paired mean-removal test as above, now asking for a difference beyond the margin), and do
+# use it (the same paired mean-removal test as above, now asking for a difference beyond the margin; and the
+# real-model chapter's paired test of adding centring to SmolLM2, against its own margin), and do
 # the blocks' writes move the per-token mean together (average pairwise correlation over tokens of the blocks'
 # write means ≥ 0.3, and ≥ 75% of blocks pushing the same sign)?
 #
 # **Combining rule.** The geometry part decides whether the freedom exists; the training part whether trained
-# models use it. Both: holds. Freedom exists but unused (paired change inside the margin): holds with caveats
+# models use it (ours or the real model: either showing a difference beyond its margin counts). Both: holds. Freedom exists but unused (paired change inside the margin): holds with caveats
 # (the model *can*, but ours did not). Training part undecided: holds with caveats, saying so. Geometry's
 # evidence absent: the verdict rests on training alone and says so. The "g is enough" part is not tested.
 
@@ -445,6 +448,9 @@ _ = results.record(
 rms_drift = drift_table[(drift_table.norm == "rms") & (drift_table.stage == "trained")]
 drift_corr, drift_sign = float(rms_drift.write_mean_correlation.mean()), float(rms_drift.write_mean_sign_agreement.mean())
 drift_together = drift_corr >= 0.3 and drift_sign >= 0.75
+real16 = load_evidence("realmodels", "B16", results_dir)
+real_uses = real16 is not None and real16["evidence"].get("smollm2_outcome") == "different"
+used = uses_info or real_uses
 geometry = load_evidence("geometry", "B16", results_dir)
 geometry_ok = None
 if geometry is not None:
@@ -456,7 +462,7 @@ if geometry is not None:
     elif "RMSNorm" in ranks and "LayerNorm" in ranks:
         geometry_ok = ranks["RMSNorm"] == ranks["LayerNorm"] + 1
 if geometry is None or geometry_ok is None:
-    b16 = "holds with caveats" if uses_info else "not testable here"
+    b16 = "holds with caveats" if used else "not testable here"
     geometry_text = ("The geometry chapter has not run: the extra dimension is not checked here." if geometry is None else
                      f"The geometry chapter's evidence has no rank comparison ({geometry['summary']}), so it is not combined.")
 else:
@@ -464,25 +470,30 @@ else:
     if not geometry_ok:
         b16 = "does not hold"
     else:
-        b16 = "holds" if uses_info else "holds with caveats"
+        b16 = "holds" if used else "holds with caveats"
 
 # %% tags=["remove-input"]
 Markdown(
     f"Removing the all-ones component from the trained RMSNorm models changes the loss by {interval_text(info_pair)}: "
     f"{'the models use it' if uses_info else ('they do not use it' if no_info else 'undecided at this number of pairs')}. "
     f"The blocks' write means correlate at r = {drift_corr:.2f} with {100 * drift_sign:.0f}% sharing a sign "
-    f"({'they drift together' if drift_together else 'no common drift'}). {geometry_text}\n\n**B16 verdict: {b16}.**")
+    f"({'they drift together' if drift_together else 'no common drift'}). {geometry_text} "
+    + (f"Real models: {real16['summary']}" if real16 else "The real-model chapter has not run: no real model's paired test.")
+    + f"\n\n**B16 verdict: {b16}.**")
 
 # %% tags=["remove-cell"]
 _ = results.record(
     "B16", b16,
     f"Removing the all-ones component from trained RMSNorm models changes the loss by {interval_text(info_pair)}; "
     f"block write means correlate at r = {drift_corr:.2f} ({100 * drift_sign:.0f}% same sign); "
-    + ("geometry evidence absent." if geometry_ok is None else "geometry evidence combined."),
+    + ("geometry evidence absent; " if geometry_ok is None else "geometry evidence combined; ")
+    + ("real-model evidence absent." if real16 is None else
+       f"SmolLM2 with centring added: {real16['evidence'].get('smollm2_outcome')}."),
     {"projection_paired": info_pair, "uses_offset": uses_info, "write_mean_correlation_rms": drift_corr,
      "write_mean_sign_agreement_rms": drift_sign, "drift_together": drift_together,
      "write_mean_correlation_layer": float(drift_table[(drift_table.norm == "layer") & (drift_table.stage == "trained")].write_mean_correlation.mean()),
-     "geometry_present": geometry is not None, "geometry_ok": geometry_ok},
+     "geometry_present": geometry is not None, "geometry_ok": geometry_ok, "realmodels_present": real16 is not None,
+     "realmodels_smollm2_outcome": real16["evidence"].get("smollm2_outcome") if real16 else None, "used": used},
     section="quality-b16", key_number=info_pair["mean_difference"], threshold=MARGIN,
     spread=info_pair["sd_of_differences"] / math.sqrt(info_pair["pairs"]),
     rule="Geometry's extra dimension and a paired loss change beyond ±0.02 nats when it is removed: holds; "

@@ -64,3 +64,12 @@ def test_find_numbers_walks_nested_evidence():
     evidence = {"smollm2": {"offset_share_last": 0.4, "note": "x"}, "offset_share_first": float("nan"), "other": 1}
     assert find_numbers(evidence, "offset_share") == {"smollm2.offset_share_last": 0.4}
     assert find_numbers(None, "offset_share") == {}
+
+
+def test_deepest_value_reads_per_layer_lists_and_scalars():
+    from normlab.analysis.stream import deepest_value
+
+    evidence = {"shared_mean_share_by_layer": [0.1, 0.3, float("nan")], "offset_share_last": 0.2}
+    assert deepest_value(evidence, "shared_mean_share_by_layer", "offset_share_last") == ("shared_mean_share_by_layer", 0.3)
+    assert deepest_value({"offset_share_last": 0.2}, "shared_mean_share_by_layer", "offset_share_last") == ("offset_share_last", 0.2)
+    assert deepest_value({}, "x") is None and deepest_value(None, "x") is None

@@ -90,3 +90,17 @@ def find_numbers(evidence, contains: str) -> dict[str, float]:
 
     walk(evidence or {}, "")
     return found
+
+
+def deepest_value(evidence, *names) -> tuple[str, float] | None:
+    """The first of `names` present in `evidence` as a number, or as a per-layer list (its last finite entry,
+    the deepest layer): (name, value), or None when none is there."""
+    for name in names:
+        value = (evidence or {}).get(name)
+        if isinstance(value, (list, tuple)):
+            finite = [float(v) for v in value if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+            if finite:
+                return name, finite[-1]
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return name, float(value)
+    return None
