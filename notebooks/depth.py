@@ -238,7 +238,11 @@ table(nowarm[["config", "lr", "trained", "diverged", "final_val_loss"]].reset_in
 # %% tags=["remove-cell"]
 deep_pre = pd.concat([spreads[s][(spreads[s]["depth"] == deepest) & spreads[s]["config"].str.startswith("pre")] for s in (False, True)])
 pre_spread = float(deep_pre["max_over_min"].max())
-pre_spread_sd = float(deep_pre["max_over_min"].std()) if len(deep_pre) > 1 else 0.0
+# Spread over seeds: the same key number (worst pre-LN block-to-block ratio at the deepest depth) seed by seed.
+per_seed = [max(float(g[(g["depth"] == deepest) & g["config"].str.startswith("pre")]["max_over_min"].max())
+                for g in (D.gradient_spread(profiles[s][profiles[s]["seed"] == seed]) for s in (False, True)))
+            for seed in P["init_seeds"]]
+pre_spread_sd = float(np.std(per_seed, ddof=1)) if len(per_seed) > 1 else None
 pre_rate = float(nowarm[nowarm["placement"] == "pre"]["trained"].mean())
 post_rate = float(nowarm[nowarm["placement"] == "post"]["trained"].mean())
 xiong_pre = float(np.mean([exponents[False][c] for c in ("pre-rms", "pre-layer")]))
