@@ -196,7 +196,7 @@ def _rms_native(x, weight, eps, residual, offset, s_dtype, casting_mode, backend
 
 
 def rms_norm(x, weight=None, eps=1e-6, *, residual=None, offset=0.0, eps_placement="inside", partial=1.0,
-             residual_in_fp32=False, casting_mode="none", backend="auto"):
+             residual_in_fp32=False, casting_mode=None, backend="auto"):
     """RMSNorm over the last dimension.
 
     y = x / sqrt(mean(x[..., :k]**2) + eps) * (offset + weight)   (eps_placement="inside")
@@ -205,16 +205,20 @@ def rms_norm(x, weight=None, eps=1e-6, *, residual=None, offset=0.0, eps_placeme
     with k = ceil(partial * d). With `residual`, s = x + residual is normalised
     and `(y, s)` is returned. eps=None means torch.finfo(x.dtype).eps (as torch.nn.RMSNorm).
 
-    casting_mode: "none" (default) and "gemma" compute x/rms and the gain in
-    float32 and round once to x's dtype (transformers' GemmaRMSNorm, with
-    offset=1.0); "llama" rounds x/rms to x's dtype first and then multiplies by
-    the gain in the gain's dtype (transformers' LlamaRMSNorm). Only the rounding
-    differs; in float32 and float64 all three agree.
+    casting_mode: "none" and "gemma" compute x/rms and the gain in float32 and
+    round once to x's dtype (transformers' GemmaRMSNorm, with offset=1.0);
+    "llama" rounds x/rms to x's dtype first and then multiplies by the gain in
+    the gain's dtype (transformers' LlamaRMSNorm). Only the rounding differs;
+    in float32 and float64 all three agree. The default (None) is "none",
+    except on backend="eager", which computes as HuggingFace does: "llama"
+    without an offset, "gemma" with one.
     """ + _DTYPES_DOC
     _check_backend(backend)
     eps = resolve_eps(eps, x)
     check_rms_args(x, weight, eps, residual, offset, eps_placement, partial)
     check_casting_mode(casting_mode)
+    if casting_mode is None:
+        casting_mode = "llama" if backend == "eager" and not offset else "none"
     s_dtype = sum_dtype(x, residual, residual_in_fp32)
     requested = _requested_rms_features(weight, residual, offset, eps_placement, partial)
     llama = casting_mode == "llama" and weight is not None

@@ -35,7 +35,7 @@ class RMSNorm(nn.Module):
     """
 
     def __init__(self, normalized_shape, eps: float | None = 1e-6, elementwise_affine: bool = True, *, offset: float = 0.0,
-                 eps_placement: str = "inside", partial: float = 1.0, casting_mode: str = "none",
+                 eps_placement: str = "inside", partial: float = 1.0, casting_mode: str | None = None,
                  residual_in_fp32: bool = False, backend: str = "auto", device=None, dtype=None):
         super().__init__()
         _check_backend(backend)

@@ -40,7 +40,7 @@ def rms_norm_reference(
     eps_placement: str = "inside",
     partial: float = 1.0,
     residual_in_fp32: bool = False,
-    casting_mode: str = "none",
+    casting_mode: str | None = None,
 ):
     eps = resolve_eps(eps, x)
     check_rms_args(x, weight, eps, residual, offset, eps_placement, partial)

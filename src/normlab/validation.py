@@ -78,8 +78,9 @@ def resolve_eps(eps, x: torch.Tensor):
     return torch.finfo(torch.promote_types(x.dtype, torch.float32)).eps
 
 
-def check_casting_mode(casting_mode: str) -> None:
-    if casting_mode not in CASTING_MODES:
+def check_casting_mode(casting_mode: str | None) -> None:
+    """None means the backend's own order (see normlab.functional.rms_norm)."""
+    if casting_mode is not None and casting_mode not in CASTING_MODES:
         raise ValueError(f"casting_mode must be one of {CASTING_MODES}, got {casting_mode!r}")
 
 
