@@ -447,6 +447,11 @@ def a10(df: pd.DataFrame, memory_bound: float) -> Finding:
     )
 
 
+def _rows_text(ratios: pd.DataFrame) -> str:
+    low, high = int(ratios["rows"].min()), int(ratios["rows"].max())
+    return f"{low} row{'s' if low > 1 else ''}" if low == high else f"{low}-{high} rows"
+
+
 def b10(df: pd.DataFrame) -> Finding:
     """B10: in small-batch inference the pass RMS saves is a few percent of throughput."""
     ratios = small_batch_ratios(df)
@@ -460,7 +465,7 @@ def b10(df: pd.DataFrame) -> Finding:
     nearest = min(FEW_PERCENT, key=lambda edge: abs(edge - median))
     return Finding(
         decide(inside, caveat=inside and any(not FEW_PERCENT[0] <= r["median"] <= FEW_PERCENT[1] for r in ranges.values())),
-        f"At {int(ratios['rows'].min())}-{int(ratios['rows'].max())} rows RMSNorm saves a median {_pct(median)} "
+        f"At {_rows_text(ratios)} RMSNorm saves a median {_pct(median)} "
         f"(sd {spread:.0%}) of LayerNorm's latency over {len(ratios)} stable points; per implementation: {describe_ranges(ranges)}.",
         {"per_implementation": ranges, "median_saving": median, "saving_sd": spread, "few_percent": FEW_PERCENT,
          "unstable_cases": unstable_cases(df)},

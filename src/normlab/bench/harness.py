@@ -262,7 +262,8 @@ def check_same_paths(records: list[dict], device: torch.device, remeasure) -> No
         a, b = records[i], records[j]
         a["same_path_as"] = b["implementation"]
         if agree(a["median_s"], a["relative_sd"], b["median_s"], b["relative_sd"]):
-            a["same_path_agrees"] = True
+            # a wide spread can cover any gap: agreement counts only between two believable timings
+            a["same_path_agrees"] = not (a.get("unstable") or b.get("unstable"))
             continue
         for r in (a, b):
             case = Case(**{f: r[f] for f in ("study", "norm", "implementation", "backend", "direction", "dtype", "rows",
@@ -277,8 +278,9 @@ def check_same_paths(records: list[dict], device: torch.device, remeasure) -> No
             else:
                 r["bandwidth_gbs"], r["copy_median_s"] = r["bandwidth_gbs"] / scale, timing.median_s
                 r["copy_bandwidth_gbs"] = r["bandwidth_gbs"]
-        a["same_path_agrees"] = agree(a["median_s"], a["relative_sd"], b["median_s"], b["relative_sd"])
-        if not a["same_path_agrees"]:
+        agreed = agree(a["median_s"], a["relative_sd"], b["median_s"], b["relative_sd"])
+        a["same_path_agrees"] = agreed and not (a.get("unstable") or b.get("unstable"))
+        if not agreed:
             why = f"disagrees with the same code path ({a['implementation']} vs {b['implementation']}) after re-measuring"
             for r in (a, b):
                 r["unstable"], r["unstable_reason"] = True, why
