@@ -331,9 +331,10 @@ def test_a8_b6_are_judged_on_the_papers_rows_as_speed_ups_and_on_the_measured_sa
     # B6: the 64% end is pRMSNorm, so the RMSNorm-only top (40.8%) stays below the claimed top
     assert b6.verdict == "holds with caveats" and b6.key_number == pytest.approx(0.408)
     # a model-level step-time ratio from the quality chapter takes precedence over the op-level number
-    quality = {"summary": "s", "evidence": {"step_time_ratio_rms_over_layer": 0.99}}
+    quality = {"summary": "s", "evidence": {"step_time_ratio_rms_over_layer": 0.99, "spread": 0.02}}
     a8_model, _ = claims.a8_b6(inside, claims.model_level_part(quality, None))
     assert a8_model.evidence["measured_saving"] == pytest.approx(0.01) and a8_model.verdict == "holds with caveats"
+    assert a8_model.evidence["measured_saving_sd"] == pytest.approx(0.02)
     assert claims.model_level_part(None, None)["quality_ran"] is False
 
 

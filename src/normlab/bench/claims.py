@@ -211,7 +211,8 @@ def model_level_part(quality: dict | None, realmodels: dict | None) -> dict:
         ratio = evidence.get("step_time_ratio_rms_over_layer")
         if isinstance(ratio, (int, float)):
             part["model_saving"] = 1.0 - float(ratio)
-        spread = evidence.get("step_time_ratio_sd", evidence.get("step_time_ratio_spread"))
+        # the ratio's sd is the saving's sd (saving = 1 - ratio); the quality chapter calls it "spread"
+        spread = next((evidence[k] for k in ("step_time_ratio_sd", "step_time_ratio_spread", "spread") if k in evidence), None)
         if isinstance(spread, (int, float)):
             part["model_saving_sd"] = float(spread)
     if realmodels is not None:
