@@ -106,8 +106,12 @@ def browser(tmp_path_factory):
 
 
 def _sidebar_links(driver, base: str) -> list[str]:
-    driver.get(base + "index.html")
-    hrefs = [a.get_attribute("href") for a in driver.find_elements("css selector", "nav.bd-links a.reference.internal")]
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(base + "index.html")  # a redirect to the opening page: wait for the page it lands on
+    selector = "nav.bd-links a.reference.internal"
+    WebDriverWait(driver, 30).until(lambda d: d.find_elements("css selector", selector))
+    hrefs = [a.get_attribute("href") for a in driver.find_elements("css selector", selector)]
     return list(dict.fromkeys(h.split("#")[0] for h in hrefs if h))
 
 

@@ -106,7 +106,24 @@ def check(app, config) -> None:
         raise SystemExit(2)  # not an Exception: jupyter-book would wrap one in a traceback and a banner
 
 
+def _page_assets(app, pagename, templatename, context, doctree) -> None:
+    """Keep the page offline and its console clean.
+
+    sphinx-thebe (always loaded by jupyter-book, unused here: no Binder) adds its inline configuration twice,
+    a `const` redeclaration that is a console error on every page, and it points at a CDN. The theme's mode
+    defaults to an empty string, which its script reports as an error on a first visit.
+    """
+    scripts = context.get("script_files")
+    if scripts is not None:
+        context["script_files"] = [
+            js for js in scripts
+            if "THEBE_JS_URL" not in (getattr(js, "attributes", {}) or {}).get("body", "")
+            and "sphinx-thebe" not in str(getattr(js, "filename", js) or "")]
+    context.setdefault("default_mode", "light")
+
+
 def setup(app):
+    app.connect("html-page-context", _page_assets)
     # Before sphinx-external-toc reads _toc.yml (default priority 500), so a missing chapter gets this message.
     app.connect("config-inited", check, priority=100)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
