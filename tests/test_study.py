@@ -67,9 +67,9 @@ def test_ledger_shows_every_claim_once_with_pending_counts_and_parts():
     assert len(rows) == len(claims)
     a1 = next(r for r in rows if r.startswith("| A1 |"))
     # The owner's verdict is the row's verdict; the evidence-only record is a part, never a verdict.
-    assert "✅ holds" in a1 and "from geometry" in a1 and "parts: {ref}`jacobians <sec>`" in a1
+    assert "✓ holds" in a1 and "from geometry" in a1 and "parts: {ref}`jacobians <sec>`" in a1
     assert "| A1 | {ref}`jacobians <sec>` | from jacobians |" in page
-    assert f"| ⏳ pending | {len(claims) - 1} |" in page and "| ✅ holds | 1 |" in page
+    assert f"| … pending | {len(claims) - 1} |" in page and "| ✓ holds | 1 |" in page
 
 
 def test_ledger_refuses_two_verdicts_for_one_claim_naming_both_chapters():

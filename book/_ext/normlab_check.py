@@ -122,7 +122,13 @@ def _page_assets(app, pagename, templatename, context, doctree) -> None:
     context.setdefault("default_mode", "light")
 
 
+def _add_static(app) -> None:
+    app.config.html_static_path.append(str(Path(__file__).parent / "static"))
+
+
 def setup(app):
+    app.connect("builder-inited", _add_static)
+    app.add_css_file("normlab.css")
     app.connect("html-page-context", _page_assets)
     # Before sphinx-external-toc reads _toc.yml (default priority 500), so a missing chapter gets this message.
     app.connect("config-inited", check, priority=100)

@@ -32,12 +32,13 @@ from . import paths
 from .results import VERDICTS, is_fragile
 
 PENDING = "pending"
+# Symbols from ordinary text fonts (DejaVu, Noto Sans), not colour emoji, which a plain Linux browser shows as boxes.
 VERDICT_BADGES = {
-    "holds": "✅ holds",
-    "holds with caveats": "⚠️ holds with caveats",
-    "does not hold": "❌ does not hold",
-    "not testable here": "➖ not testable here",
-    PENDING: "⏳ pending",
+    "holds": "✓ holds",
+    "holds with caveats": "⚠ holds with caveats",
+    "does not hold": "✗ does not hold",
+    "not testable here": "– not testable here",
+    PENDING: "… pending",
 }
 RUN_KEYS = ("notebook", "profile", "hardware", "versions", "git_commit", "started", "finished", "claims")
 RECORD_KEYS = ("id", "verdict", "summary", "evidence")
@@ -244,6 +245,7 @@ def render_ledger(claims: list[Claim], runs: list[dict], *, warning: str | None 
         lines.append(f"| {VERDICT_BADGES[verdict]} | {counts.get(verdict, 0)} |")
     lines += [
         "", f"**{len(claims)} claims in all.**", "",
+        ":::{div} normlab-ledger",  # styled wide and compact by book/_ext/normlab.css
         "| ID | claim | verdict | key number vs threshold | spread | fragile | summary | where measured |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -262,6 +264,7 @@ def render_ledger(claims: list[Claim], runs: list[dict], *, warning: str | None 
         lines.append(
             f"| {claim.id} | {_cell(claim.text)} | {VERDICT_BADGES[record['verdict']]} | {key} "
             f"| {_number(record.get('spread'))} | {_fragile_cell(record)} | {_cell(record['summary'])} | {where} |")
+    lines += [":::"]
     parts = [(claim.id, part) for claim in claims for part in table[claim.id]["parts"]]
     if parts:
         lines += ["", "## Parts measured in other chapters", "",
