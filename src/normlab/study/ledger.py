@@ -341,7 +341,7 @@ def summary_figure(claims: list[Claim], runs: list[dict], path: Path) -> None:
     axis.invert_yaxis()
     axis.set_xlabel("claims (count)")
     axis.xaxis.get_major_locator().set_params(integer=True)
-    axis.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False, fontsize=8)
+    axis.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=5, frameon=False, fontsize=8)
     axis.spines[["top", "right"]].set_visible(False)
     figure.tight_layout()
     figure.savefig(path, dpi=110, metadata={"Software": None})
