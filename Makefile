@@ -35,9 +35,9 @@ notebooks: $(INSTALLED)
 ledger: $(INSTALLED)
 	$(PY) -m normlab.study.ledger $(if $(MIXED),--allow-mixed)
 
+# -W: a Sphinx warning (a broken reference, a missing figure, an unknown label) fails the build;
+# --keep-going lists them all first.
 book: notebooks ledger
-	# -W: a Sphinx warning (a broken reference, a missing figure, an unknown label) fails the build;
-	# --keep-going lists them all first.
 	$(VENV)/bin/jupyter-book build . -W --keep-going --quiet
 	@echo "book: $(CURDIR)/_build/html/index.html"
 
