@@ -79,6 +79,8 @@ OPTIONS = {
     "depth_scaling": dict(depth_scaling=True, depth=3),
     "all": dict(norm="layer", placement="peri", qk_norm=True, depth_scaling=True),
     "dyt-post": dict(norm="dyt", placement="post"),
+    "dyt-plain": dict(norm="dyt", embedding_scale=False),
+    "dyt-learned-positions": dict(norm="dyt", positions="learned", tie_embeddings=True),
 }
 
 
@@ -211,6 +213,9 @@ def test_depth_scaling_multiplies_each_block_norm_by_one_over_sqrt_layer():
     (dict(depth_scaling=True, placement="post"), "depth_scaling needs a placement"),
     (dict(qk_norm=1), "qk_norm must be a bool"),
     (dict(depth_scaling="yes"), "depth_scaling must be a bool"),
+    (dict(embedding_scale=True), "embedding_scale=True .*needs norm='dyt'.*norm='rms'"),
+    (dict(norm="layer", embedding_scale=True), "needs norm='dyt'.*norm='layer'"),
+    (dict(norm="dyt", embedding_scale=1), "embedding_scale must be True, False or None"),
 ])
 def test_bad_options_are_refused_by_name(overrides, words):
     with pytest.raises(ValueError, match=words):
@@ -232,3 +237,40 @@ def test_dyt_and_qk_norm_parameters_reach_the_right_optimizer_groups():
     # alpha is a scalar: no weight decay, which would pull it toward 0 and flatten tanh.
     assert "blocks.0.norm1.alpha" in {names[i] for i in groups["no_decay"]}
     assert sum(len(g) for g in groups.values()) == len(list(model.parameters()))
+
+
+def test_dyt_scales_the_embeddings_by_a_learnable_sqrt_width_unless_turned_off():
+    torch.manual_seed(0)
+    scaled = GPT(tiny(norm="dyt"))
+    torch.manual_seed(0)
+    plain = GPT(tiny(norm="dyt", embedding_scale=False))
+    assert tiny(norm="dyt").uses_embedding_scale and not tiny(norm="dyt", embedding_scale=False).uses_embedding_scale
+    assert not tiny().uses_embedding_scale and not tiny(norm="layer").uses_embedding_scale
+    # One scalar at sqrt(width) (the model's own parameter, so first in the state_dict); otherwise the same names.
+    assert list(scaled.state_dict())[0] == "embedding_scale" and scaled.embedding_scale.shape == (1,)
+    assert scaled.embedding_scale.item() == pytest.approx(math.sqrt(32), rel=1e-7)
+    assert list(scaled.state_dict())[1:] == list(plain.state_dict())
+    # Every shared parameter starts at the same value, so the two variants pair exactly.
+    shared = plain.state_dict()
+    for name, value in scaled.state_dict().items():
+        if name != "embedding_scale":
+            torch.testing.assert_close(value, shared[name], rtol=0, atol=0)
+    # What block 0 sees: the plain model's embeddings times sqrt(width), against a float64 reference.
+    x = ids()
+    with scaled.capture_residual_stream() as s_stream, plain.capture_residual_stream() as p_stream, torch.no_grad():
+        scaled(x), plain(x)
+    want = scaled.token_embedding.weight.double()[x] * math.sqrt(32)
+    torch.testing.assert_close(s_stream[0].double(), want, rtol=1e-6, atol=0)
+    torch.testing.assert_close(p_stream[0].double(), want / math.sqrt(32), rtol=1e-6, atol=0)
+
+
+def test_embedding_scale_learns_and_takes_no_weight_decay():
+    from normlab.train import TrainConfig, parameter_groups
+
+    model = GPT(tiny(norm="dyt"))
+    groups = {g["name"]: {id(p) for p in g["params"]} for g in parameter_groups(model, TrainConfig())}
+    # Decay would pull the scale toward 0, back into tanh's linear regime the recipe exists to leave.
+    assert id(model.embedding_scale) in groups["no_decay"]
+    x = ids()
+    model(x, x)[1].backward()
+    assert model.embedding_scale.grad is not None and model.embedding_scale.grad.abs().item() > 0

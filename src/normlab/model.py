@@ -7,8 +7,13 @@ sublayer, or OLMo 2's norm after the sublayer), QK-norm, LayerNorm Scaling
 (1/sqrt(layer) on every block norm's output), the MLP (SwiGLU or GELU),
 positions (RoPE or learned) and tied embeddings. The default is the "LLaMA
 style" combination: pre-LN, RMSNorm, SwiGLU, RoPE. The options added later
-(DyT, peri, post-sublayer, qk_norm, depth_scaling) leave the state_dict names
-and the initial weights of the earlier configurations unchanged.
+(DyT, peri, post-sublayer, qk_norm, depth_scaling, embedding_scale) leave the
+state_dict names and the initial weights of the earlier configurations unchanged.
+
+With norm="dyt" the model follows the DyT authors' recipe for language models
+(Zhu et al. 2025, their LLaMA code): a learnable scalar, initialised to
+sqrt(width), multiplies the embeddings. Set embedding_scale=False for DyT as a
+plain drop-in.
 
 The residual stream is observable through `GPT.capture_residual_stream()`,
 and the mean component can be removed from every norm's input with
@@ -64,6 +69,10 @@ class GPTConfig:
     dyt_alpha: float = 0.5  # DyT's initial alpha (Zhu et al. 2025's default); used only with norm="dyt"
     qk_norm: bool = False  # RMSNorm over head_dim on queries and keys, per head, before RoPE
     depth_scaling: bool = False  # LayerNorm Scaling (Sun et al. 2025): block l's norms output × 1/sqrt(l)
+    # A learnable scalar times the embeddings, initialised to sqrt(width). None: on exactly when norm="dyt".
+    # DyT is not scale-invariant: with N(0, 0.02) embeddings tanh(alpha*x) stays in its linear part and hands on
+    # a signal of RMS ~0.02*alpha, so the authors lift the embeddings to RMS ~0.02*sqrt(width) first.
+    embedding_scale: bool | None = None
 
     def __post_init__(self):
         for name in ("vocab_size", "context", "width", "depth", "heads"):
@@ -94,6 +103,14 @@ class GPTConfig:
         for name in ("qk_norm", "depth_scaling"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"GPTConfig.{name} must be a bool, got {getattr(self, name)!r}")
+        if self.embedding_scale is not None and not isinstance(self.embedding_scale, bool):
+            raise ValueError(f"GPTConfig.embedding_scale must be True, False or None (on with DyT), "
+                             f"got {self.embedding_scale!r}")
+        if self.embedding_scale and self.norm != "dyt":
+            # A scale-invariant norm undoes any scale on its input, so the scalar would only retune the residual
+            # stream's balance between embedding and branches: a different experiment from the DyT recipe.
+            raise ValueError(f"GPTConfig.embedding_scale=True is DyT's recipe and needs norm='dyt', got "
+                             f"norm={self.norm!r}; leave embedding_scale at None or False for RMSNorm and LayerNorm")
         try:
             check_alpha_init(self.dyt_alpha)
         except ValueError as error:
@@ -114,6 +131,10 @@ class GPTConfig:
     @property
     def head_dim(self) -> int:
         return self.width // self.heads
+
+    @property
+    def uses_embedding_scale(self) -> bool:
+        return self.norm == "dyt" if self.embedding_scale is None else self.embedding_scale
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -272,6 +293,12 @@ class GPT(nn.Module):
             self._init_weights(module, name)
         if cfg.tie_embeddings:
             self.lm_head.weight = self.token_embedding.weight
+        if cfg.uses_embedding_scale:
+            # Filled with a constant, so it draws nothing from any generator: the other
+            # parameters start as in the same model without it, and the pair differs in this scalar alone.
+            self.embedding_scale = nn.Parameter(torch.full((1,), math.sqrt(cfg.width)))
+        else:
+            self.embedding_scale = None
 
     def _init_weights(self, module: nn.Module, name: str) -> None:
         # GPT-2 style: N(0, 0.02), with the projections that write into the trunk scaled by 1/sqrt(2*depth)
@@ -296,6 +323,8 @@ class GPT(nn.Module):
         x = self.token_embedding(idx)
         if self.position_embedding is not None:
             x = x + self.position_embedding(torch.arange(idx.shape[1], device=idx.device))
+        if self.embedding_scale is not None:
+            x = x * self.embedding_scale
         return self.drop(x)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
