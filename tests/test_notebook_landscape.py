@@ -1,6 +1,8 @@
 """The landscape chapter runs end to end on the smoke profile; each verdict follows from its recorded numbers."""
 import json
 
+import pytest
+
 from normlab.study.results import VERDICTS
 from normlab.study.run import execute
 
@@ -19,6 +21,10 @@ def test_landscape_notebook_smoke(tmp_path):
     assert (v1["verdict"] == "does not hold") == (paired["ci_low"] >= 0.03)
     assert v1["verdict"].startswith("holds") == (paired["ci_high"] < 0.03)
     assert v1["key_number"] == paired["mean_difference"] and v1["spread"] == paired["sd_of_differences"]
+    # Both DyT variants are measured, paired: the recipe's embedding scale lifts the first input by sqrt(width).
+    ev = v1["evidence"]
+    assert ev["dyt_minus_dyt_plain"] is None or ev["dyt_minus_dyt_plain"]["pairs"] == 2
+    assert ev["scaled_embedding_rms_at_init"] == pytest.approx(ev["embedding_rms_at_init"] * ev["model"]["width"] ** 0.5)
     v2 = claims["V2"]["evidence"]
     assert set(v2["growth"]) == {"pre", "post", "peri", "post-sublayer"} and all(len(g) == 2 for g in v2["growth"].values())
     v3 = claims["V3"]
