@@ -126,8 +126,18 @@ def _add_static(app) -> None:
     app.config.html_static_path.append(str(Path(__file__).parent / "static"))
 
 
+def _root_favicon(app, exception) -> None:
+    """A /favicon.ico: browsers ask for it on pages without an icon link (jupyter-book's index redirect), and a 404 is
+    a console error."""
+    if exception is None and app.builder.format == "html":
+        from PIL import Image
+
+        Image.new("RGB", (32, 32), (42, 157, 143)).save(Path(app.outdir) / "favicon.ico", format="ICO")
+
+
 def setup(app):
     app.connect("builder-inited", _add_static)
+    app.connect("build-finished", _root_favicon)
     app.add_css_file("normlab.css")
     app.connect("html-page-context", _page_assets)
     # Before sphinx-external-toc reads _toc.yml (default priority 500), so a missing chapter gets this message.
