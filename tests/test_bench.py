@@ -406,6 +406,10 @@ def test_identical_code_paths_that_disagree_are_remeasured_then_marked_unstable(
     fixed = [_record("torch", 20e-6), _record("auto", 32e-3)]
     harness.check_same_paths(fixed, cpu, remeasure=lambda case: (_timing(20e-6, 0.01), {}))
     assert fixed[1]["same_path_agrees"] and not fixed[1]["unstable"] and fixed[1]["remeasured"]
+    # a re-measure whose own repeats disagree is no cure
+    noisy = [_record("torch", 20e-6), _record("auto", 32e-3)]
+    harness.check_same_paths(noisy, cpu, remeasure=lambda case: (_timing(20e-6, 0.9), {}))
+    assert noisy[1]["unstable"] and "re-measured" in noisy[1]["unstable_reason"]
     # a spread wide enough to cover any gap is no agreement when one member is already unstable
     wide = [_record("torch", 20e-6), dict(_record("auto", 60e-6, spread=2.0), unstable=True)]
     harness.check_same_paths(wide, cpu, remeasure=lambda case: pytest.fail("within spread: no re-measure"))

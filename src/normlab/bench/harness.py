@@ -271,6 +271,8 @@ def check_same_paths(records: list[dict], device: torch.device, remeasure) -> No
             timing, _ = remeasure(case)
             scale = timing.median_s / r["median_s"]
             r.update(timing.as_dict(), relative_sd=timing_relative_sd(timing), remeasured=True)
+            if repeats_disagree(timing):  # the new timing must be believable on its own too
+                r["unstable"], r["unstable_reason"] = True, f"repeats disagree when re-measured (sd {timing_relative_sd(timing):.0%})"
             if r["implementation"] != "copy (clone)":  # the reference copy stays its own yardstick (fraction 1)
                 for field in ("bandwidth_gbs", "fraction_of_copy"):
                     r[field] = r[field] / scale
