@@ -407,6 +407,10 @@ def _ratio(name_a, name_b, phase):
     return statistics.median(pairs), statistics.stdev(pairs)
 
 
+def _pm(change):
+    return f"{change[0]:+.1%} (sd {change[1]:.1%})"
+
+
 layer_vs = {phase: {"vs transformers": _ratio("LayerNorm (F.layer_norm)", "transformers (as loaded)", phase),
                     "vs normlab torch": _ratio("LayerNorm (F.layer_norm)", "normlab torch", phase)}
             for phase in ("prefill", "decode")}
@@ -451,9 +455,11 @@ display(Markdown(
     f"By {method}, the norms take {q5['prefill_share']:.1%} of the prefill time (sd {statistics.stdev(primary['prefill']):.1%} over "
     f"repeats) and {q5['decode_share']:.1%} of a decoding step (sd {statistics.stdev(primary['decode']):.1%})"
     f"{other_text}. Replacing every RMSNorm by LayerNorm changes the prefill time by "
-    f"{layer_vs['prefill']['vs transformers'][0]:+.1%} against the model as loaded and "
-    f"{layer_vs['prefill']['vs normlab torch'][0]:+.1%} against F.rms_norm; a decoding step by "
-    f"{layer_vs['decode']['vs transformers'][0]:+.1%} and {layer_vs['decode']['vs normlab torch'][0]:+.1%}.\n\n"
+    f"{_pm(layer_vs['prefill']['vs transformers'])} against the model as loaded and "
+    f"{_pm(layer_vs['prefill']['vs normlab torch'])} against F.rms_norm; a decoding step by "
+    f"{_pm(layer_vs['decode']['vs transformers'])} and {_pm(layer_vs['decode']['vs normlab torch'])} "
+    "(median and sd of the per-round change). Where the sd is larger than the change, this machine cannot "
+    "tell the two norms apart end to end.\n\n"
     "**On a GPU** the picture shifts: the matrix products run on tensor cores at a far higher rate than the "
     "memory-bound norms, so in prefill the norms' share grows (each norm is a full read and write of the "
     "activations against a few FLOPs), while in decoding with a batch of one every kernel is launch-bound and "
@@ -494,8 +500,8 @@ speed_evidence = {
 }
 whole_model = (f"whole-model on SmolLM2-135M (CPU): norms are {q5['prefill_share']:.1%} of prefill and "
                f"{q5['decode_share']:.1%} of decoding; LayerNorm instead of RMSNorm (F.layer_norm vs F.rms_norm) changes "
-               f"prefill by {layer_vs['prefill']['vs normlab torch'][0]:+.1%} and decoding by "
-               f"{layer_vs['decode']['vs normlab torch'][0]:+.1%}.")
+               f"prefill by {_pm(layer_vs['prefill']['vs normlab torch'])} and decoding by "
+               f"{_pm(layer_vs['decode']['vs normlab torch'])} over interleaved rounds.")
 _ = results.record_evidence("A8", "Real-LLM " + whole_model, speed_evidence, section="realmodels-time")
 _ = results.record_evidence("B6", "Real-LLM " + whole_model, speed_evidence, section="realmodels-time")
 
