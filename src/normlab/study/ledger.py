@@ -371,18 +371,24 @@ def render_intro(claims: list[Claim], runs: list[dict], *, prose: str, figure: s
              f"{len(fragile)} of the {len(judged)} verdicts are fragile (a repeat run could flip them)"
              + (f": {', '.join(fragile)}." if fragile else ".")
              + " The {ref}`ledger <ledger>` gives every claim with its key number, threshold and spread.", ""]
+    # One line per chapter: each claim's verdict and key number; the sentences behind them fold away below.
+    details = []
     for name in _chapter_order(runs):
         owned = [slot["record"] for slot in table.values() if slot["record"] and slot["record"]["notebook"] == name]
         if not owned:
             continue
-        lines.append(f"- {{doc}}`../executed/{name}`")
+        items = []
         for record in owned:
             key = "" if record.get("key_number") is None else (
-                f" (key number {_number(record['key_number'])} against {_number(record.get('threshold'))})")
-            lines.append(f"  - **{record['id']}** {VERDICT_BADGES[record['verdict']]}{key}: {_cell(record['summary'])}")
+                f" ({_number(record['key_number'])} vs {_number(record.get('threshold'))})")
+            items.append(f"**{record['id']}** {VERDICT_BADGES[record['verdict']]}{key}")
+            details.append(f"- **{record['id']}** ({name}): {_cell(record['summary'])}")
+        lines.append(f"- {{doc}}`../executed/{name}`: " + "; ".join(items) + ".")
     pending = [cid for cid, slot in table.items() if slot["record"] is None]
     if pending:
         lines.append(f"- Not yet judged by any chapter: {', '.join(pending)}.")
+    lines += ["", "The numbers in brackets are each verdict's key number against its threshold.", "",
+              ":::{dropdown} What each verdict rests on, in one sentence", *details, ":::"]
     lines += ["", f"```{{figure}} {figure}", ":name: fig-intro-verdicts", ":alt: verdict counts per chapter", "",
               "Verdicts per chapter, counted from this build's results. Each bar is one chapter; its colours split "
               "the claims that chapter owns by verdict, so the red and grey segments show where the articles' "
