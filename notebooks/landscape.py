@@ -78,8 +78,8 @@ import seaborn as sns
 import torch
 from IPython.display import Markdown
 
-from normlab.analysis.landscape import (growth_ratio, landscape_run, later_half_share, non_inferiority,
-                                        paired_or_none, usable_flags, usable_lr_range)
+from normlab.analysis.landscape import (block_gradient_scale, growth_ratio, landscape_run, later_half_share,
+                                        non_inferiority, paired_or_none, probe_batches, usable_flags, usable_lr_range)
 from normlab.corpus import load_corpus
 from normlab.model import GPT, GPTConfig
 from normlab.parallel import run_parallel
@@ -382,6 +382,13 @@ torch.manual_seed(0)
 init_model = GPT(GPTConfig(**P["small"], norm="dyt"))
 embedding_rms = float(init_model.token_embedding.weight.detach().pow(2).mean().sqrt())
 scaled_embedding_rms = embedding_rms * float(init_model.embedding_scale.detach())
+# How much gradient reaches the blocks' matrices at initialisation, same seed and batch for each model: AdamW's
+# eps (1e-8) damps a gradient of that size instead of normalising it.
+grad_x, grad_y = probe_batches(corpus, GPTConfig(**P["small"]), P["small_train"]["batch_size"], 1, "cpu")[0]
+block_grad = {}
+for label in ("rms", "dyt", "dyt-plain"):
+    torch.manual_seed(0)
+    block_grad[label] = block_gradient_scale(GPT(GPTConfig(**P["small"], **SMALL[label])), grad_x, grad_y)
 dyt_final = float(np.nanmean(finals(pick("small", "dyt"))))
 plain_final = float(np.nanmean(finals(pick("small", "dyt-plain"))))
 rms_final = float(np.nanmean(finals(pick("small", "rms"))))
@@ -389,7 +396,7 @@ results.record(
     "V1", v1_verdict, v1_summary,
     {"embedding_rms_at_init": embedding_rms, "scaled_embedding_rms_at_init": scaled_embedding_rms,
      "dyt_mean_final_loss": dyt_final, "dyt_plain_mean_final_loss": plain_final, "rms_mean_final_loss": rms_final,
-     "unigram_entropy_nats": ENTROPY,
+     "unigram_entropy_nats": ENTROPY, "block_gradient_at_init": block_grad,
      "dyt_minus_rms": dyt_vs_rms, "dyt_minus_layer": dyt_vs_layer, "dyt_plain_minus_rms": plain_vs_rms,
      "dyt_minus_dyt_plain": dyt_vs_plain, "layer_minus_rms": layer_vs_rms,
      "alpha_sensitivity": alpha_table.to_dict("records"), "default_alpha_gap_to_best": float(default_gap),
@@ -417,7 +424,11 @@ Markdown(f"**Verdict (V1): {v1_verdict}.** {v1_summary} "
          f"at {significant(rms_final)} (unigram entropy {significant(ENTROPY)}). At initialisation plain DyT's first "
          f"input is the embedding, RMS {significant(embedding_rms)}, where tanh(αx) ≈ αx, so it hands on a signal of "
          f"RMS about α₀·{significant(embedding_rms)} where RMSNorm hands on 1; the scale lifts that input to "
-         f"{significant(scaled_embedding_rms)}. Usable learning rates reach {significant(dyt_range['lr_high'])} "
+         f"{significant(scaled_embedding_rms)}. The mean gradient reaching the blocks' weight matrices at "
+         f"initialisation is {significant(block_grad['rms'])} with RMSNorm, {significant(block_grad['dyt'])} with "
+         f"the scale and {significant(block_grad['dyt-plain'])} without it: where it sits near AdamW's eps of 1e-8 the "
+         f"update is damped rather than normalised, a measured symptom of the small-signal start, not a tested cause. "
+         f"Usable learning rates reach {significant(dyt_range['lr_high'])} "
          f"with the scale, {significant(plain_range['lr_high'])} without it, and {significant(rms_range['lr_high'])} "
          f"for RMSNorm. "
          f"**What this scale can and cannot show:** a small model can show whether DyT trains at all without "

@@ -71,3 +71,21 @@ def test_probed_run_equals_unprobed_run():
     assert [p["step"] for p in probed["max_logit"]] == [0, 3, 6, 9, 10]
     assert len(probed["drop_one"]) == 2 and plain["drop_one"] is None
     assert len(probed["grad_norms"][0]) == 2 and {layer for _, layer, _ in probed["stream_rms"]} == {0, 1, 2}
+
+
+def test_block_gradient_scale_is_the_mean_absolute_gradient_of_the_block_matrices():
+    from normlab.analysis.landscape import block_gradient_scale
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=256, context=16, width=16, depth=2, heads=2, norm="dyt"))
+    x = torch.randint(0, 256, (2, 16), generator=torch.Generator().manual_seed(0))
+    model.double()
+    model(x, x)[1].backward()
+    matrices = [p for n, p in model.named_parameters() if n.startswith("blocks.") and p.dim() >= 2]
+    want = sum(float(p.grad.abs().sum()) for p in matrices) / sum(p.numel() for p in matrices)
+    assert block_gradient_scale(model, x, x) == pytest.approx(want, rel=1e-12)
+    # Scaling DyT's input (the recipe's embedding scale) must raise what reaches the blocks.
+    scaled = block_gradient_scale(model, x, x)
+    with torch.no_grad():
+        model.embedding_scale.mul_(4.0)
+    assert block_gradient_scale(model, x, x) > scaled

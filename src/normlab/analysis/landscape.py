@@ -224,3 +224,16 @@ def usable_flags(final_losses: Sequence[float], diverged: Sequence[bool], best: 
     if tolerance <= 0:
         raise ValueError(f"tolerance must be > 0 nats, got {tolerance}")
     return [(not d) and math.isfinite(v) and v <= best + tolerance for v, d in zip(final_losses, diverged)]
+
+
+def block_gradient_scale(model: GPT, x: torch.Tensor, y: torch.Tensor) -> float:
+    """Mean |gradient| over the blocks' weight matrices for one batch, the model left as it was.
+
+    AdamW divides each gradient by its running RMS plus eps (1e-8 in torch): a gradient near eps is damped rather
+    than normalised, so this number, at initialisation, says whether the blocks can start learning at all."""
+    matrices = [p for name, p in model.named_parameters() if name.startswith("blocks.") and p.dim() >= 2]
+    if not matrices:
+        raise ValueError("the model has no block weight matrices to measure")
+    grads = torch.autograd.grad(model(x, y)[1], matrices)
+    total = sum(float(g.detach().abs().double().sum()) for g in grads)
+    return total / sum(p.numel() for p in matrices)
