@@ -78,7 +78,7 @@ import seaborn as sns
 import torch
 from IPython.display import Markdown
 
-from normlab.analysis.landscape import (block_gradient_scale, growth_ratio, landscape_run, later_half_share,
+from normlab.analysis.landscape import (block_gradient_scale, trained_dyt_saturation, growth_ratio, landscape_run, later_half_share,
                                         non_inferiority, paired_or_none, probe_batches, usable_flags, usable_lr_range)
 from normlab.corpus import load_corpus
 from normlab.model import GPT, GPTConfig
@@ -389,6 +389,10 @@ block_grad = {}
 for label in ("rms", "dyt", "dyt-plain"):
     torch.manual_seed(0)
     block_grad[label] = block_gradient_scale(GPT(GPTConfig(**P["small"], **SMALL[label])), grad_x, grad_y)
+# Where the trained DyT model sits on tanh's curve: seed 0 of the recipe at the reference learning rate, retrained
+# alone (same config, seed and batches as its run above) so its weights can be probed.
+saturation = trained_dyt_saturation(dict(P["small"], norm="dyt"), dict(P["small_train"], seed=0))
+final_saturated = saturation["saturated_share"]["final_norm"]
 dyt_final = float(np.nanmean(finals(pick("small", "dyt"))))
 plain_final = float(np.nanmean(finals(pick("small", "dyt-plain"))))
 rms_final = float(np.nanmean(finals(pick("small", "rms"))))
@@ -396,7 +400,7 @@ results.record(
     "V1", v1_verdict, v1_summary,
     {"embedding_rms_at_init": embedding_rms, "scaled_embedding_rms_at_init": scaled_embedding_rms,
      "dyt_mean_final_loss": dyt_final, "dyt_plain_mean_final_loss": plain_final, "rms_mean_final_loss": rms_final,
-     "unigram_entropy_nats": ENTROPY, "block_gradient_at_init": block_grad,
+     "unigram_entropy_nats": ENTROPY, "block_gradient_at_init": block_grad, "after_training_seed0": saturation,
      "dyt_minus_rms": dyt_vs_rms, "dyt_minus_layer": dyt_vs_layer, "dyt_plain_minus_rms": plain_vs_rms,
      "dyt_minus_dyt_plain": dyt_vs_plain, "layer_minus_rms": layer_vs_rms,
      "alpha_sensitivity": alpha_table.to_dict("records"), "default_alpha_gap_to_best": float(default_gap),
@@ -426,9 +430,13 @@ Markdown(f"**Verdict (V1): {v1_verdict}.** {v1_summary} "
          f"RMS about α₀·{significant(embedding_rms)} where RMSNorm hands on 1; the scale lifts that input to "
          f"{significant(scaled_embedding_rms)}. The mean gradient reaching the blocks' weight matrices at "
          f"initialisation is {significant(block_grad['rms'])} with RMSNorm, {significant(block_grad['dyt'])} with "
-         f"the scale and {significant(block_grad['dyt-plain'])} without it: where it sits near AdamW's eps of 1e-8 the "
-         f"update is damped rather than normalised, a measured symptom of the small-signal start, not a tested cause. "
-         f"Usable learning rates reach {significant(dyt_range['lr_high'])} "
+         f"the scale and {significant(block_grad['dyt-plain'])} without it. What stops training is measured after it: in "
+         f"the trained recipe model (seed 0), {significant(100 * final_saturated, 2)}% of the final DyT layer's inputs "
+         f"lie where float32's tanh′(αx) is exactly 0, and the mean gradient reaching the blocks' matrices is "
+         f"{significant(saturation['block_gradient'])}. The residual stream, which no norm rescales here, grew until the "
+         f"last DyT saturated; from then on no gradient passes below it, and only that layer's gain and bias and the "
+         f"output head keep learning, which is why every α₀ and both variants stall at the same loss. "
+f"Usable learning rates reach {significant(dyt_range['lr_high'])} "
          f"with the scale, {significant(plain_range['lr_high'])} without it, and {significant(rms_range['lr_high'])} "
          f"for RMSNorm. "
          f"**What this scale can and cannot show:** a small model can show whether DyT trains at all without "

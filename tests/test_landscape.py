@@ -89,3 +89,20 @@ def test_block_gradient_scale_is_the_mean_absolute_gradient_of_the_block_matrice
     with torch.no_grad():
         model.embedding_scale.mul_(4.0)
     assert block_gradient_scale(model, x, x) > scaled
+
+
+def test_dyt_saturation_finds_dead_and_live_layers():
+    from normlab.analysis.landscape import dyt_saturation
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=256, context=16, width=32, depth=2, heads=4, norm="dyt"))
+    x = torch.randint(0, 256, (2, 16))
+    live = dyt_saturation(model, x, x)
+    assert max(live["saturated_share"].values()) == 0.0 and live["block_gradient"] > 0
+    with torch.no_grad():
+        for _, norm in model.norms():
+            norm.alpha.fill_(1e6)  # every input far out on tanh's flat tails
+    dead = dyt_saturation(model, x, x)
+    assert dead["saturated_share"]["final_norm"] > 0.99 and dead["block_gradient"] == 0.0
+    with pytest.raises(ValueError, match="DyT"):
+        dyt_saturation(GPT(GPTConfig(vocab_size=256, context=16, width=32, depth=2, heads=4)), x, x)

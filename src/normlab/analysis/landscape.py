@@ -237,3 +237,43 @@ def block_gradient_scale(model: GPT, x: torch.Tensor, y: torch.Tensor) -> float:
     grads = torch.autograd.grad(model(x, y)[1], matrices)
     total = sum(float(g.detach().abs().double().sum()) for g in grads)
     return total / sum(p.numel() for p in matrices)
+
+
+def dyt_saturation(model: GPT, x: torch.Tensor, y: torch.Tensor) -> dict:
+    """Where a DyT model sits on tanh's curve: per DyT layer, the share of its inputs at which float32's
+    tanh'(αx) = 1 − tanh²(αx) is exactly 0, and the mean |gradient| then reaching the blocks' matrices.
+
+    A DyT layer whose every input is saturated passes no gradient at all to what lies below it; when that
+    layer is the final one, only the final layer's own parameters and the output head can still learn.
+    """
+    from ..dyt import DyT
+
+    shares: dict[str, float] = {}
+    hooks = []
+    for name, module in model.named_modules():
+        if isinstance(module, DyT):
+            def record(mod, inputs, output, name=name):
+                z = (mod.alpha.detach().float() * inputs[0].detach().float())
+                shares[name] = float((1 - torch.tanh(z) ** 2 == 0).float().mean())
+            hooks.append(module.register_forward_hook(record))
+    if not hooks:
+        raise ValueError("dyt_saturation needs a model with DyT layers (norm='dyt')")
+    try:
+        gradient = block_gradient_scale(model, x, y)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return {"saturated_share": shares, "block_gradient": gradient}
+
+
+def trained_dyt_saturation(model: dict, train: dict, probe_batch: int = 8) -> dict:
+    """Train GPTConfig(**model) as the chapter does, then measure `dyt_saturation` on a validation batch."""
+    from ..corpus import load_corpus
+    from ..train import TrainConfig, train as train_model
+
+    corpus = load_corpus()
+    mcfg = GPTConfig(**model)
+    tcfg = TrainConfig(**{"progress": False, **train, "device": "cpu"})
+    result = train_model(mcfg, tcfg, corpus)
+    x, y = probe_batches(corpus, mcfg, probe_batch, 1, "cpu")[0]
+    return {**dyt_saturation(result.model, x, y), "final_val_loss": result.final_val_loss}
