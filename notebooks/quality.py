@@ -472,6 +472,15 @@ else:
     else:
         b16 = "holds" if used else "holds with caveats"
 
+own_key = dict(key_number=info_pair["mean_difference"], threshold=MARGIN,
+               spread=info_pair["sd_of_differences"] / math.sqrt(info_pair["pairs"]))
+if real_uses and not uses_info:
+    real_ci = real16["evidence"]["smollm2_ci"]
+    b16_key = dict(key_number=real16["evidence"]["smollm2_loss_change_centring_added_nats"],
+                   threshold=real16["evidence"]["margin_nats"], spread=(real_ci[1] - real_ci[0]) / (2 * 1.96))
+else:
+    b16_key = own_key
+
 # %% tags=["remove-input"]
 Markdown(
     f"Removing the all-ones component from the trained RMSNorm models changes the loss by {interval_text(info_pair)}: "
@@ -494,8 +503,8 @@ _ = results.record(
      "write_mean_correlation_layer": float(drift_table[(drift_table.norm == "layer") & (drift_table.stage == "trained")].write_mean_correlation.mean()),
      "geometry_present": geometry is not None, "geometry_ok": geometry_ok, "realmodels_present": real16 is not None,
      "realmodels_smollm2_outcome": real16["evidence"].get("smollm2_outcome") if real16 else None, "used": used},
-    section="quality-b16", key_number=info_pair["mean_difference"], threshold=MARGIN,
-    spread=info_pair["sd_of_differences"] / math.sqrt(info_pair["pairs"]),
+    # The key number is the one that decided "used": our own paired change when it does, else the real model's.
+    section="quality-b16", **b16_key,
     rule="Geometry's extra dimension and a paired loss change beyond ±0.02 nats when it is removed: holds; "
          "the dimension without use: holds with caveats; geometry absent: training alone, said so.")
 

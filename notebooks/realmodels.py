@@ -472,8 +472,9 @@ display(Markdown(
 _ = results.record("Q5", q5["verdict"], (
     f"SmolLM2-135M on this {os.cpu_count()}-core {P['device'].upper()}: its norms take "
     f"{q5['prefill_share']:.1%} of a {prompt.shape[1]}-token prefill and {q5['decode_share']:.1%} of a decoding step; "
-    f"all-LayerNorm changes prefill by {layer_vs['prefill']['vs transformers'][0]:+.1%} and decoding by "
-    f"{layer_vs['decode']['vs transformers'][0]:+.1%}."), {
+    f"LayerNorm instead of RMSNorm (F.layer_norm vs F.rms_norm) changes prefill by "
+    f"{_pm(layer_vs['prefill']['vs normlab torch'])} and decoding by {_pm(layer_vs['decode']['vs normlab torch'])} "
+    f"(median and sd over interleaved rounds)."), {
     "norm_time_share_prefill": q5["prefill_share"], "norm_time_share_decode": q5["decode_share"], "share_method": method,
     "ablation_share_prefill_by_round": share["prefill"], "ablation_share_decode_by_round": share["decode"],
     "hooked_share_prefill": hooks["prefill"], "hooked_share_decode": hooks["decode"],
