@@ -17,9 +17,11 @@ import torch.nn.functional as F
 import normlab
 
 
-def time_round_robin(functions, repeats):
+def time_round_robin(functions, repeats, warmup=2):
+    """Time each function once per round, interleaved, so machine noise hits all of them alike."""
     for function in functions.values():  # warm up, and compile
-        function(), function()
+        for _ in range(warmup):
+            function()
     samples = {name: [] for name in functions}
     for _ in range(repeats):
         for name, function in functions.items():

@@ -12,24 +12,13 @@ medians carry the load; the minima are the closest to a quiet machine's times.
 """
 import argparse
 import statistics
-import time
 
 import torch
 
 import normlab
+from cpu_auto_measure import time_round_robin  # a sibling script: python puts scripts/ on the path
 
 
-def time_round_robin(functions, repeats):
-    for function in functions.values():  # warm up, and compile
-        for _ in range(3):
-            function()
-    samples = {name: [] for name in functions}
-    for _ in range(repeats):
-        for name, function in functions.items():
-            start = time.perf_counter()
-            function()
-            samples[name].append(time.perf_counter() - start)
-    return samples
 
 
 def step(norm, backend, params):
@@ -62,7 +51,7 @@ def main():
             "layer auto": lambda: step(normlab.layer_norm, "auto", (weight, bias))(x, dy),
             "rms torch": lambda: step(normlab.rms_norm, "torch", (weight,))(x, dy),
         }
-        samples = time_round_robin(functions, args.repeats)
+        samples = time_round_robin(functions, args.repeats, warmup=3)
         clone = statistics.median(samples["clone"])
         print(f"\n{rows} x {d} fp32, forward+backward ({args.repeats} interleaved repeats)")
         for name, times in samples.items():
