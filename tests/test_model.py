@@ -3,24 +3,15 @@ import math
 
 import pytest
 import torch
-
-
-pytestmark = pytest.mark.usefixtures("one_thread")
 import torch.nn.functional as F
 
 from normlab.analysis.stream import layer_statistics, ones_share, stream_statistics, write_mean_agreement
 from normlab.model import GPT, GPTConfig, RotaryEmbedding
 from normlab.modules import LayerNorm, RMSNorm
 
-TINY = dict(vocab_size=256, context=16, width=32, depth=2, heads=4)
+from tiny_gpt import ids, tiny
 
-
-def tiny(**overrides) -> GPTConfig:
-    return GPTConfig(**{**TINY, **overrides})
-
-
-def ids(batch=2, time=16, seed=0):
-    return torch.randint(0, 256, (batch, time), generator=torch.Generator().manual_seed(seed))
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.parametrize("overrides, words", [

@@ -15,15 +15,7 @@ from normlab.modules import RMSNorm
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-TINY = dict(vocab_size=256, context=16, width=32, depth=2, heads=4)
-
-
-def tiny(**overrides) -> GPTConfig:
-    return GPTConfig(**{**TINY, **overrides})
-
-
-def ids(batch=2, time=16, seed=0):
-    return torch.randint(0, 256, (batch, time), generator=torch.Generator().manual_seed(seed))
+from tiny_gpt import ids, tiny
 
 
 def _block_keys(i, parts):
