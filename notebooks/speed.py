@@ -30,7 +30,7 @@ from IPython.display import Markdown, display
 from normlab import bench
 from normlab.bench import claims, provenance, report
 from normlab.study import Results, paths
-from normlab.study.present import claims_box, significant, table, verdict_table
+from normlab.study.present import claims_box, empty_figure, significant, table, verdict_table
 from normlab.study.results import load_evidence
 
 warnings.filterwarnings("ignore", message=".*TF32.*")  # torch's notice on CPU-only machines, not about these numbers
@@ -139,9 +139,7 @@ Markdown("\n".join([f"- **{r.status}** ({r.cases} cases: {r.implementations}; {r
 ratios = report.ln_rms_ratios(df)
 sweep = ratios[(ratios["study"] == "sweep") & (ratios["mode"] == "alloc")]
 if sweep.empty:
-    fig, ax = plt.subplots(figsize=(6, 2))
-    ax.text(0.5, 0.5, "no stable forward case was timed for both norms in this run", ha="center", va="center")
-    ax.set_axis_off()
+    empty_figure("no stable forward case was timed for both norms in this run")
 else:
     grid = sns.relplot(data=sweep, x="d", y="ratio_ln_over_rms", hue="implementation", style="dtype", kind="line",
                        markers=True, height=4, aspect=1.6)
@@ -167,9 +165,7 @@ table(report.implementation_summary(training),
 stable_cases = report.stable(df)
 bandwidth = stable_cases[(stable_cases["study"] == "sweep") & (stable_cases["norm"] != "copy") & (stable_cases["mode"] == "alloc")]
 if bandwidth.empty:
-    fig, ax = plt.subplots(figsize=(6, 2))
-    ax.text(0.5, 0.5, "no stable forward case was timed in this run", ha="center", va="center")
-    ax.set_axis_off()
+    empty_figure("no stable forward case was timed in this run")
 else:
     grid = sns.relplot(data=bandwidth, x="d", y="fraction_of_copy", hue="implementation", col="norm", style="dtype",
                        kind="line", markers=True, height=3.8, aspect=1.2)

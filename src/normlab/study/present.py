@@ -95,3 +95,16 @@ def verdict_table(results) -> _Markdown:
             f"{record['summary'].replace('|', chr(92) + '|')} |"
         )
     return _Markdown("\n".join(rows) + "\n")
+
+
+def empty_figure(message: str):
+    """A small figure that says, in words, why a captioned figure has nothing to plot in this run.
+
+    The caption and label stay, so a cross-reference never dangles; the reader sees the reason instead.
+    """
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 2))
+    ax.text(0.5, 0.5, message, ha="center", va="center")
+    ax.set_axis_off()
+    return fig
