@@ -8,7 +8,7 @@ from normlab.ops import launch
 
 # CPU runs the Triton backend in the interpreter; a GPU run (scripts/gpu_check.sh) uses CUDA.
 DEVICE = "cpu" if launch.INTERPRETED or not torch.cuda.is_available() else "cuda"
-BACKENDS = ("reference", "eager", "torch", "compile", "triton", "auto")
+BACKENDS = ("reference", "eager", "torch", "compile", "triton", "cpp", "auto")
 D = 8
 
 

@@ -21,7 +21,7 @@ def relative_error(actual, expected):
 
 
 def test_backend_names_are_public():
-    assert normlab.BACKENDS == ("reference", "eager", "torch", "compile", "triton", "auto")
+    assert normlab.BACKENDS == ("reference", "eager", "torch", "compile", "triton", "cpp", "auto")
 
 
 @pytest.mark.parametrize("backend", TORCH_BACKENDS + ("auto",))

@@ -15,9 +15,10 @@ Why not `torch.compile(composite)` and let AOT-autograd derive the backward:
   makes `backward(retain_graph=True)` fail. Here both halves are inference
   graphs, so nothing is donated; a second backward just runs it again.
 * The RMSNorm backward written out by hand is one row reduction (sum g·s) and
-  one column reduction (dweight); inductor turns it into a loop over rows that
-  keeps each row in cache, which is what makes RMSNorm's training step on CPU
-  as fast as PyTorch's native LayerNorm (scripts/cpu_train_step.py).
+  one column reduction (dweight). Inductor makes the first a loop over rows
+  that keeps each row in cache, but the column sum becomes a second loop nest
+  that reads dy and s again; that extra pass is why auto uses the hand-written
+  kernel (normlab.cpu) for float32/float64 training on CPU.
 
 With `create_graph=True` (double backward) the backward is computed with
 differentiable eager ops instead, so higher derivatives stay correct.

@@ -5,6 +5,7 @@
     torch      PyTorch's native F.rms_norm / F.layer_norm
     compile    forward and backward each compiled by inductor (normlab.compiled)
     triton     normlab.ops: our Triton kernels behind torch.library custom ops
+    cpp        normlab.cpu: a hand-written CPU RMSNorm (float32/float64), one pass each way
     auto       the fastest backend for the device that has the requested features
 
 A backend asked for a feature it lacks raises `UnsupportedFeature` (a
@@ -18,11 +19,11 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from . import compiled, composite
+from . import compiled, composite, cpu
 from .reference import layer_norm_reference, rms_norm_reference
 from .validation import check_casting_mode, check_layer_args, check_rms_args, partial_size, resolve_eps, sum_dtype
 
-BACKENDS = ("reference", "eager", "torch", "compile", "triton", "auto")
+BACKENDS = ("reference", "eager", "torch", "compile", "triton", "cpp", "auto")
 
 # Which optional RMSNorm features each backend implements. HuggingFace's norms
 # and F.rms_norm put ε inside the square root over the whole row, so they have
@@ -35,9 +36,14 @@ _RMS_FEATURES = {
     "torch": frozenset({"weight", "residual", "offset"}),
     "compile": _ALL_RMS_FEATURES,
     "triton": _ALL_RMS_FEATURES,
+    "cpp": _ALL_RMS_FEATURES - {"partial"},
 }
 
-# On CPU, auto sends large RMSNorm inputs to the compiled composite. Measured on
+# On CPU, auto sends float32/float64 RMSNorm to the hand-written kernel (normlab.cpu): one pass each way,
+# and no slower than F.rms_norm even for one row of 4096 (measured by the speed chapter's small-batch and
+# backward studies). Half dtypes, partial RMS and mixed dtypes follow the rule below.
+#
+# Otherwise auto sends large RMSNorm inputs to the compiled composite. Measured on
 # the 2-core study VM, torch 2.13, fp32, median of interleaved repeats
 # (scripts/cpu_auto_measure.py): at 8192x4096, native F.rms_norm ran at ~32% of
 # an allocating clone's bandwidth (~3x slower than F.layer_norm: on CPU it is a
@@ -149,9 +155,11 @@ def _auto_compiled(kind: str, signature: tuple, *args):
 
 # ---------------------------------------------------------------- auto
 
-def _auto_rms_backend(x: torch.Tensor, requested: set[str]) -> str:
+def _auto_rms_backend(x: torch.Tensor, requested: set[str], cpp_inputs_supported: bool = False) -> str:
     if x.device.type == "cuda" and _triton_importable():
         return "triton"
+    if cpp_inputs_supported and requested <= _RMS_FEATURES["cpp"] and cpu.available():
+        return "cpp"
     if x.device.type == "cpu" and x.numel() >= AUTO_CPU_COMPILE_MIN_NUMEL:
         return "compile"
     if requested <= _RMS_FEATURES["torch"]:
@@ -224,8 +232,9 @@ def rms_norm(x, weight=None, eps=1e-6, *, residual=None, offset=0.0, eps_placeme
     llama = casting_mode == "llama" and weight is not None
     k = None if partial == 1.0 else partial_size(x.shape[-1], partial)
     compiled_args = (x, weight, residual, float(eps), float(offset), eps_placement == "inside", k, s_dtype, llama)
+    cpp_refusal = cpu.supports(x, weight, residual, s_dtype)
     if backend == "auto":
-        backend = _auto_rms_backend(x, requested)
+        backend = _auto_rms_backend(x, requested, cpp_refusal is None)
         if backend == "compile":
             signature = ("rms", x.dtype, _dtype(weight), _dtype(residual), s_dtype, tuple(sorted(requested)), casting_mode)
             out = _auto_compiled("rms", signature, *compiled_args)
@@ -246,6 +255,14 @@ def rms_norm(x, weight=None, eps=1e-6, *, residual=None, offset=0.0, eps_placeme
     if backend == "triton":
         return _ops().rms_norm(x, weight, eps, residual=residual, offset=offset, eps_placement=eps_placement,
                                partial=partial, residual_in_fp32=residual_in_fp32)
+    if backend == "cpp":
+        if cpp_refusal is not None:
+            raise UnsupportedFeature(f"backend 'cpp' cannot take these inputs: {cpp_refusal}; use backend='compile' "
+                                     "(every dtype and device) or backend='auto'")
+        # ctypes calls cannot be traced: inside an outer torch.compile or torch.export, the compiled backend's math is
+        y, s = _run_compiled("rms", *compiled_args) if torch.compiler.is_compiling() else cpu.rms_norm(
+            x, weight, residual, float(eps), float(offset), eps_placement == "inside")
+        return (y, s) if residual is not None else y
     if backend == "compile":
         y, s = _run_compiled("rms", *compiled_args)
         return (y, s) if residual is not None else y
@@ -267,6 +284,9 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, *, residual=None, residual_i
     eps = resolve_eps(eps, x)
     check_layer_args(x, weight, bias, eps, residual)
     s_dtype = sum_dtype(x, residual, residual_in_fp32)
+    if backend == "cpp":
+        raise UnsupportedFeature("backend 'cpp' implements RMSNorm only (on CPU, PyTorch's native LayerNorm is already "
+                                 "one pass each way); use backend='torch' or 'auto'")
     if backend == "auto":
         backend = _auto_layer_backend(x)
 
