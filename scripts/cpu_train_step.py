@@ -3,7 +3,8 @@
     python scripts/cpu_train_step.py [--repeats 30] [--shapes 8192x256 8192x1024]
 
 Times, interleaved round by round, an allocating copy (clone) and forward+backward
-of backend="auto" RMSNorm and LayerNorm (and RMSNorm's native F.rms_norm path), as
+of backend="auto" RMSNorm (the hand-written "cpp" kernel for fp32) and LayerNorm, and
+RMSNorm's native F.rms_norm and inductor-compiled paths, as
 the speed chapter's harness does: gradients returned by torch.autograd.grad, not
 accumulated. Prints the median, the interquartile range and the minimum, and the
 fraction of copy bandwidth: (5 full-size passes / time) / (2 passes / copy time), as
@@ -17,8 +18,6 @@ import torch
 
 import normlab
 from cpu_auto_measure import time_round_robin  # a sibling script: python puts scripts/ on the path
-
-
 
 
 def step(norm, backend, params):
@@ -50,6 +49,7 @@ def main():
             "rms auto": lambda: step(normlab.rms_norm, "auto", (weight,))(x, dy),
             "layer auto": lambda: step(normlab.layer_norm, "auto", (weight, bias))(x, dy),
             "rms torch": lambda: step(normlab.rms_norm, "torch", (weight,))(x, dy),
+            "rms compile": lambda: step(normlab.rms_norm, "compile", (weight,))(x, dy),
         }
         samples = time_round_robin(functions, args.repeats, warmup=3)
         clone = statistics.median(samples["clone"])

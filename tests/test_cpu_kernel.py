@@ -173,7 +173,7 @@ def test_auto_uses_the_kernel_for_float32_on_cpu_and_compile_for_half():
     from normlab.functional import _auto_rms_backend
 
     x = torch.randn(4, 8)
-    assert _auto_rms_backend(x, {"weight"}, cpp_inputs_supported=cpu.supports(x, None, None, x.dtype) is None) == "cpp"
+    assert _auto_rms_backend(x, {"weight"}, cpu.supports(x, None, None, x.dtype) is None) == "cpp"
     half = x.bfloat16()
     assert cpu.supports(half, None, None, half.dtype) is not None
 

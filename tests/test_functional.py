@@ -116,12 +116,14 @@ def test_missing_feature_names_a_backend_that_has_it(backend, features):
 def test_auto_never_picks_a_backend_without_the_feature(monkeypatch):
     small, large = torch.randn(2, 8), torch.empty(0, 8)
     monkeypatch.setattr(functional, "AUTO_CPU_COMPILE_MIN_NUMEL", 1 << 20)
-    assert functional._auto_rms_backend(small, set()) == "torch"
-    for feature in ("partial", "eps_placement='outside'"):
-        chosen = functional._auto_rms_backend(small, {feature})
-        assert feature in functional._RMS_FEATURES[chosen]
+    for cpp_takes_inputs in (False, True):
+        for feature in ("partial", "eps_placement='outside'", "residual"):
+            chosen = functional._auto_rms_backend(small, {feature}, cpp_takes_inputs)
+            assert feature in functional._RMS_FEATURES[chosen]
+    assert functional._auto_rms_backend(small, set(), False) == "torch"
+    assert functional._auto_rms_backend(small, {"partial"}, True) != "cpp"
     monkeypatch.setattr(functional, "AUTO_CPU_COMPILE_MIN_NUMEL", 0)
-    assert functional._auto_rms_backend(large, {"partial"}) == "compile"
+    assert functional._auto_rms_backend(large, {"partial"}, False) == "compile"
     assert functional._auto_layer_backend(small) == "torch"
 
 

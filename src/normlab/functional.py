@@ -155,10 +155,11 @@ def _auto_compiled(kind: str, signature: tuple, *args):
 
 # ---------------------------------------------------------------- auto
 
-def _auto_rms_backend(x: torch.Tensor, requested: set[str], cpp_inputs_supported: bool = False) -> str:
+def _auto_rms_backend(x: torch.Tensor, requested: set[str], cpp_takes_inputs: bool) -> str:
+    """cpp_takes_inputs: normlab.cpu.supports() found nothing to refuse in the tensors' devices and dtypes."""
     if x.device.type == "cuda" and _triton_importable():
         return "triton"
-    if cpp_inputs_supported and requested <= _RMS_FEATURES["cpp"] and cpu.available():
+    if cpp_takes_inputs and requested <= _RMS_FEATURES["cpp"] and cpu.available():
         return "cpp"
     if x.device.type == "cpu" and x.numel() >= AUTO_CPU_COMPILE_MIN_NUMEL:
         return "compile"

@@ -216,7 +216,7 @@ def run(profile_name: str = "smoke", *, backends=None, dtypes=None, device: str 
 def dispatched_backend(norm: str, direction: str, dtype: str, rows: int, d: int, device: torch.device,
                        options: dict | None = None) -> str | None:
     """Which backend `backend="auto"` runs for this case (None: cannot tell)."""
-    from normlab import functional
+    from normlab import cpu, functional
 
     # an expanded scalar has the case's shape, dtype and device without allocating it
     x = torch.empty((1, 1), dtype=DTYPES[dtype], device=device).expand(rows, d)
@@ -224,7 +224,7 @@ def dispatched_backend(norm: str, direction: str, dtype: str, rows: int, d: int,
         if norm == "layer":
             return functional._auto_layer_backend(x)
         requested = {"weight"} | ({"partial"} if options and options.get("partial", 1.0) < 1.0 else set())
-        return functional._auto_rms_backend(x, requested)
+        return functional._auto_rms_backend(x, requested, cpu.supports(x, None, None, x.dtype) is None)
     except (AttributeError, TypeError):  # dispatch rules renamed: the check is skipped, not guessed
         return None
 
