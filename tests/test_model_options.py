@@ -201,6 +201,7 @@ def test_depth_scaling_multiplies_each_block_norm_by_one_over_sqrt_layer():
     (dict(norm="dyt", dyt_alpha=0.0), "dyt_alpha.*positive"),
     (dict(norm="dyt", dyt_alpha=-1.0), "dyt_alpha.*positive"),
     (dict(norm="dyt", norm_backend="triton"), "no Triton kernel"),
+    (dict(norm="layer", norm_backend="cpp"), "'cpp' is an RMSNorm kernel and norm is 'layer'"),
     (dict(depth_scaling=True, depth=1), "depth_scaling needs depth >= 2"),
     (dict(depth_scaling=True, placement="post"), "depth_scaling needs a placement"),
     (dict(qk_norm=1), "qk_norm must be a bool"),

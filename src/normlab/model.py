@@ -117,6 +117,9 @@ class GPTConfig:
             raise ValueError(f"GPTConfig.dyt_alpha: {error}") from None
         if self.norm == "dyt" and self.norm_backend == "triton":
             raise ValueError("GPTConfig.norm='dyt' has no Triton kernel; set norm_backend to 'auto', 'torch' or 'compile'")
+        if self.norm != "rms" and self.norm_backend == "cpp":
+            raise ValueError(f"GPTConfig.norm_backend='cpp' is an RMSNorm kernel and norm is {self.norm!r}; "
+                             "set norm_backend to 'auto', 'torch' or 'compile'")
         if self.depth_scaling:
             if self.placement not in TRUNK_IDENTITY_PLACEMENTS:
                 raise ValueError(
