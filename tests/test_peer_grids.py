@@ -46,7 +46,8 @@ MODES = {  # casting_mode: (transformers module, normlab keyword arguments)
 @pytest.mark.parametrize("mode", ("llama", "gemma"))
 def test_transformers_norms_forward_and_backward(mode, dtype):
     module_class, options = MODES[mode]
-    backends = ("reference", "eager", "compile", "auto") + (("triton",) if mode == "gemma" else ())
+    backends = (("reference", "eager", "compile", "auto") + (("triton",) if mode == "gemma" else ())
+                + (("cpp",) if dtype == torch.float32 else ()))
     torch.manual_seed(0)
     d = 123  # Liger's odd hidden size
     theirs = module_class(d, eps=1e-6).to(dtype)
@@ -58,10 +59,11 @@ def test_transformers_norms_forward_and_backward(mode, dtype):
     dy = torch.randn(5, 7, d).to(dtype)
 
     def run(module, inputs):
-        inputs = inputs.detach().requires_grad_()
+        device = module.weight.device
+        inputs = inputs.detach().to(device).requires_grad_()
         y = module(inputs)
-        dx, dw = torch.autograd.grad(y, (inputs, module.weight), dy.to(y.dtype))
-        return y, dx, dw
+        dx, dw = torch.autograd.grad(y, (inputs, module.weight), dy.to(device, y.dtype))
+        return y.cpu(), dx.cpu(), dw.cpu()
 
     reference = run(wide, x.double())
     pytorch = run(theirs, x)
