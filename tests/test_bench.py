@@ -434,3 +434,128 @@ def test_live_identical_code_paths_agree_or_are_flagged(document):
             assert a["same_path_agrees"], (a["implementation"], b["implementation"], a["median_s"], b["median_s"])
         else:
             assert not a["same_path_agrees"]
+
+
+# ---------------------------------------------------------------- weighing a GPU run beside this run
+
+def _measured(frame, hardware, on_gpu, started="2026-01-01T00:00:00+00:00", source="gpu-bench.json"):
+    return provenance.Measured(frame=frame, hardware=hardware, label=f"{hardware} label", on_gpu=on_gpu, source=source,
+                               started=started, commit="abc123def456")
+
+
+def _pair(implementation, t_ln, t_rms, copy_s=1.0, **kw):
+    return [_row("layer", implementation, t_ln, copy_s, **kw), _row("rms", implementation, t_rms, copy_s, **kw)]
+
+
+def test_the_gpu_run_decides_and_a_cpu_does_not_hold_only_adds_a_caveat():
+    import pandas as pd
+
+    # CPU: both fused and 20% apart (Q2 does not hold); GPU: both fused and 2% apart (holds)
+    cpu = _measured(pd.DataFrame(_pair("fused", 1.0, 0.8)), "Test CPU (2 cores)", False, source="this run")
+    gpu = _measured(pd.DataFrame(_pair("fused", 1.0, 0.98)), "Test GPU", True)
+    q2 = claims.q2(cpu, equal_time=0.10, gpu=gpu)
+    assert q2.verdict == "holds with caveats"
+    assert q2.key_number == pytest.approx(0.02) and q2.evidence["decided_on"] == "Test GPU"
+    assert q2.evidence["by_hardware"]["Test CPU (2 cores)"]["verdict"] == "does not hold"
+    # the summary names the hardware behind each number, the deciding one first
+    assert q2.summary.index("Test GPU") < q2.summary.index("Test CPU") and "+2" in q2.summary and "+20%" in q2.summary
+    # the other way round the GPU's "does not hold" stands, whatever the CPU says
+    flipped = claims.q2(_measured(cpu.frame.assign(), "Test CPU (2 cores)", False, source="this run"), 0.10,
+                        gpu=_measured(pd.DataFrame(_pair("fused", 1.0, 0.8)), "Test GPU", True))
+    assert flipped.verdict == "does not hold" and flipped.key_number == pytest.approx(0.2)
+
+
+def test_without_a_gpu_run_the_verdict_is_this_runs_alone_and_a_bare_frame_keeps_its_summary():
+    import pandas as pd
+
+    frame = pd.DataFrame(_pair("fused", 1.0, 0.98))
+    bare = claims.q2(frame, 0.10)
+    assert bare.verdict == "holds" and not bare.summary.startswith("On ") and "decided_on" not in bare.evidence
+    named = claims.q2(_measured(frame, "Test CPU (2 cores)", False, source="this run"), 0.10, gpu=None)
+    assert named.verdict == "holds" and named.summary.startswith("On this run's Test CPU (2 cores):")
+
+
+def test_a_gpu_run_that_cannot_test_a_claim_leaves_the_verdict_to_this_run():
+    import pandas as pd
+
+    cpu = _measured(pd.DataFrame(_pair("fused", 1.0, 0.98)), "Test CPU", False, source="this run")
+    empty_gpu = _measured(pd.DataFrame(_pair("composite", 6.0, 3.5)), "Test GPU", True)  # nothing fused there
+    q2 = claims.q2(cpu, 0.10, gpu=empty_gpu)
+    assert q2.verdict == "holds" and q2.evidence["decided_on"] == "Test CPU"
+    assert q2.evidence["by_hardware"]["Test GPU"]["verdict"] == "not testable here"
+
+
+def test_gpu_evidence_is_this_run_on_a_gpu_else_the_newest_committed_gpu_run():
+    import pandas as pd
+
+    frame = pd.DataFrame(_pair("fused", 1.0, 1.0))
+    cpu = _measured(frame, "CPU", False, source="this run")
+    old = _measured(frame, "GPU A", True, started="2026-01-01T00:00:00+00:00", source="gpu-bench-a.json")
+    new = _measured(frame, "GPU B", True, started="2026-02-01T00:00:00+00:00", source="gpu-bench-b.json")
+    assert claims.gpu_evidence(cpu, []) is None
+    assert claims.gpu_evidence(cpu, [new, old]) is new
+    live_gpu = _measured(frame, "GPU C", True, source="this run")
+    assert claims.gpu_evidence(live_gpu, [new]) is live_gpu
+
+
+def test_one_kernel_pairs_above_memory_bound_count_as_fused_and_launch_bound_ones_do_not():
+    import pandas as pd
+
+    # one kernel each at 0.6 of copy (3.3 passes: beyond the 1.5x-minimum test) and at 0.1 (launch bound)
+    rows = _pair("kernel", 1 / 0.6, 1 / 0.6 * 0.98, d=4096) + _pair("kernel", 10.0, 9.0, d=256)
+    ratios = claims.training_ratios(pd.DataFrame(rows))
+    assert claims.fused_pairs(ratios).empty
+    one_op = {("kernel", "forward", "float32")}
+    fused = claims.fused_pairs(ratios, one_op=one_op, memory_bound=0.5)
+    assert list(fused["d"]) == [4096]
+    assert claims.fused_pairs(ratios, one_op=set(), memory_bound=0.5).empty
+
+
+def test_single_kernel_reads_the_profiler_census_for_both_norms():
+    import pandas as pd
+
+    census = [dict(_row(norm, impl, 1.0, 1.0), profiler_ops=ops, traced_ops=None, traced_passes=None, ops_agree=None)
+              for norm, impl, ops in [("layer", "fused", ["k"]), ("rms", "fused", ["k"]),
+                                      ("layer", "half", ["k"]), ("rms", "half", ["a", "b"])]]
+    assert claims.single_kernel(pd.DataFrame(census)) == {("fused", "forward", "float32")}
+
+
+def test_q3_takes_each_backends_median_saving_over_the_widths_it_timed():
+    import pandas as pd
+
+    rows = []
+    for d, partial in [(4096, 0.9), (16384, 0.7)]:
+        rows += [_row("rms", "triton full", 1.0, 1.0, study="partial", d=d),
+                 _row("rms", "triton p=6.25%", partial, 1.0, study="partial", d=d)]
+    rows.append(_row("rms", "eager full", 1.0, 1.0, study="partial", d=4096))  # no partial variant: not judged
+    rows.append(_row("rms", "eager full", 1.0, 1.0, study="partial", d=16384))
+    q3 = claims.q3(pd.DataFrame(rows), worth_it=0.05, estimate_error=0.01)
+    assert q3.evidence["saving_by_backend"] == {"triton": pytest.approx(0.2)}
+    assert q3.verdict == "holds" and "4096, 16384" in q3.summary
+
+
+def test_a8_needs_the_gpu_speed_up_in_range_too_and_names_its_hardware():
+    import pandas as pd
+
+    inside = pd.DataFrame(_pair("auto", 1.0, 0.8))  # 25% faster
+    a8_cpu_only, _ = claims.a8_b6(inside)
+    assert a8_cpu_only.verdict == "holds"
+    same_speed_gpu = _measured(pd.DataFrame(_pair("auto", 1.0, 1.0) + _pair("torch", 1.0, 0.9)), "Test GPU", True)
+    a8, b6 = claims.a8_b6(inside, gpu=same_speed_gpu)
+    assert a8.verdict == "holds with caveats" and a8.key_number == pytest.approx(4 / 7)
+    assert a8.evidence["gpu_op_level_auto_saving"] == pytest.approx(0.0)
+    assert a8.evidence["gpu_per_implementation"]["torch"]["median"] == pytest.approx(0.1)
+    assert "Test GPU" in a8.summary and "Test GPU" in b6.summary
+    fast_gpu = _measured(pd.DataFrame(_pair("auto", 1.0, 0.8)), "Test GPU", True)
+    assert claims.a8_b6(inside, gpu=fast_gpu)[0].verdict == "holds"
+
+
+def test_committed_runs_carry_their_hardware_and_whether_they_ran_on_a_gpu(tmp_path, document):
+    assert provenance.committed(tmp_path) == []
+    harness.save(dict(document, hardware=dict(document["hardware"], gpu="Synthetic GPU"), profile="gpu"),
+                 tmp_path / "gpu-bench.json")
+    [run] = provenance.committed(tmp_path)
+    assert run.hardware == "Synthetic GPU" and run.on_gpu and run.source == "gpu-bench.json"
+    assert run.commit == (document["git_commit"] or "unknown")[:12] and run.unstable_count == len(report.unstable(run.frame))
+    live = provenance.measured(document)
+    assert not live.on_gpu and live.hardware.startswith(document["hardware"]["cpu"])

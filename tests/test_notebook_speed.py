@@ -1,7 +1,9 @@
 """The speed chapter runs end to end at smoke profile and records every speed claim from its own numbers.
 
 A tiny synthetic GPU results file (made here, in a temporary folder, never
-committed) exercises the chapter's GPU-provenance path.
+committed) exercises the chapter's GPU path: its section, and verdicts that
+weigh it beside the live run. A second run with no GPU file checks that the
+chapter still works on this run alone.
 """
 from __future__ import annotations
 
@@ -19,22 +21,32 @@ from evidence import evidence_numbers
 SPEED_CLAIMS = {"A5", "A7", "A8", "A10", "B6", "B8", "B9", "B10", "Q2", "Q3"}
 
 
+def _execute(root, gpu_dir):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("NORMLAB_GPU_BENCH_DIR", str(gpu_dir))
+    try:
+        return execute("speed", "smoke", executed_dir=root / "ex", results_dir=root / "res", force=True)
+    finally:
+        mp.undo()
+
+
 @pytest.fixture(scope="module")
 def speed_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("speed")
     gpu_dir = root / "gpu"
     gpu_dir.mkdir()
-    tiny = harness.run("smoke", backends=["torch"], dtypes=["float32"], progress=False, census=False)
+    tiny = harness.run("smoke", backends=["torch", "eager"], dtypes=["float32"], progress=False, census=True)
     tiny["hardware"] = dict(tiny["hardware"], gpu="Synthetic Test GPU")
     tiny["profile"] = "gpu"
     harness.save(tiny, gpu_dir / "gpu-bench-synthetic.json")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("NORMLAB_GPU_BENCH_DIR", str(gpu_dir))
-    try:
-        result = execute("speed", "smoke", executed_dir=root / "ex", results_dir=root / "res", force=True)
-    finally:
-        mp.undo()
-    return result, root, tiny
+    return _execute(root, gpu_dir), root, tiny
+
+
+@pytest.fixture(scope="module")
+def cpu_only_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("speed-cpu-only")
+    (root / "no-gpu").mkdir()
+    return _execute(root, root / "no-gpu"), root
 
 
 def test_every_speed_claim_gets_one_valid_verdict_with_a_summary(speed_run):
@@ -105,3 +117,51 @@ def test_bench_results_written_beside_the_results_not_into_them(speed_run):
     assert [p.name for p in (root / "res").glob("*.json")] == ["speed.json"]
     document = json.loads((root / "bench" / "speed-smoke.json").read_text())
     assert document["schema"] == harness.SCHEMA and document["records"]
+
+
+def test_verdicts_weigh_the_gpu_run_and_name_the_hardware_of_each_number(speed_run):
+    result, _, _ = speed_run
+    for claim in result["claims"]:
+        assert "Synthetic Test GPU" in claim["summary"], claim["id"]
+    weighed = [c for c in result["claims"] if "by_hardware" in c["evidence"]]
+    assert {c["id"] for c in weighed} == SPEED_CLAIMS - {"A8", "B6"}
+    for claim in weighed:
+        assert "Synthetic Test GPU" in claim["evidence"]["by_hardware"], claim["id"]
+        assert len(claim["evidence"]["by_hardware"]) == 2
+        decided = claim["evidence"]["by_hardware"][claim["evidence"]["decided_on"]]
+        assert decided["key_number"] == claim["key_number"], claim["id"]
+    a8 = next(c for c in result["claims"] if c["id"] == "A8")
+    assert a8["evidence"]["gpu_hardware"] == "Synthetic Test GPU"
+
+
+def _figures(notebook):
+    """(figure name, has an image) for every cell with a captioned figure."""
+    out = []
+    for cell in notebook["cells"]:
+        figure = cell.get("metadata", {}).get("mystnb", {}).get("figure")
+        if figure:
+            images = [o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
+            out.append((figure["name"], bool(figure.get("caption")), bool(images)))
+    return out
+
+
+def test_gpu_figures_are_drawn_and_captioned(speed_run):
+    _, root, _ = speed_run
+    figures = _figures(json.loads((root / "ex" / "speed.ipynb").read_text()))
+    names = {name for name, _, _ in figures}
+    assert {"fig-speed-gpu-ratio", "fig-speed-gpu-bandwidth"} <= names
+    assert all(captioned and drawn for _, captioned, drawn in figures)
+
+
+def test_without_a_gpu_file_the_chapter_decides_on_this_run_alone(cpu_only_run):
+    result, root = cpu_only_run
+    assert sorted(c["id"] for c in result["claims"]) == sorted(SPEED_CLAIMS)
+    for claim in result["claims"]:
+        assert claim["verdict"] in VERDICTS
+        assert "by_hardware" not in claim["evidence"] and "gpu_hardware" not in claim["evidence"], claim["id"]
+        assert "GPU run" not in claim["summary"]
+    notebook = json.loads((root / "ex" / "speed.ipynb").read_text())
+    executed = _outputs(notebook)
+    assert "No GPU run is committed" in executed
+    assert all(captioned and drawn for _, captioned, drawn in _figures(notebook))
+    assert "it/s]" not in executed and str(root) not in executed

@@ -6,17 +6,26 @@ from the numbers in that frame, never from text typed beforehand.
 
 The literature facts they are set against are constants here, each with its
 source, so a reader can check them in one place (see data/paper_speed.md).
+
+The articles' speed claims are about GPUs. Each claim function takes this
+run's cases and, optionally, a GPU run (`gpu`, a `provenance.Measured`: this
+run if it ran on a GPU, else a committed one). It judges the claim on each
+hardware by the same rule, and `weigh` makes one verdict of them: the GPU's
+decides where it could test the claim; a "holds" there becomes "holds with
+caveats" if another hardware's own verdict is "does not hold". The summary
+names the hardware behind every number. With no GPU run, the CPU decides alone.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
 from normlab.study import decide
 
 from . import report
+from .provenance import Measured
 
 # Zhang & Sennrich (2019), "Root Mean Square Layer Normalization", NeurIPS 32,
 # arXiv:1910.07467. The abstract's range (checked against the abstract's text):
@@ -125,10 +134,34 @@ def small_batch_ratios(df: pd.DataFrame) -> pd.DataFrame:
     return ratios[(ratios["study"] == "small-batch") & (ratios["mode"] == "alloc")]
 
 
-def fused_pairs(ratios: pd.DataFrame, slack: float = 1.5) -> pd.DataFrame:
-    """Rows where both norms ran at close to the minimum passes (fused): effective passes <= slack x minimum."""
+def single_kernel(df: pd.DataFrame) -> set[tuple[str, str, str]]:
+    """(implementation, direction, dtype) whose forward runs as one op for both norms, by the profiler census of the run."""
+    cen = report.census(df)
+    if cen.empty:
+        return set()
+    cen = cen[(cen["study"] == "sweep") & (cen["direction"] == "forward")]
+    one = cen[cen["profiler_count"] == 1]
+    both = one.groupby(["implementation", "direction", "dtype"])["norm"].agg(set)
+    return {key for key, norms in both.items() if {"layer", "rms"} <= norms}
+
+
+def fused_pairs(ratios: pd.DataFrame, slack: float = 1.5, *, one_op: set | None = None,
+                memory_bound: float | None = None) -> pd.DataFrame:
+    """Rows where both norms ran fused, so they move the same bytes.
+
+    Fused means: both at close to the minimum passes (effective passes <= slack x minimum), or, given `one_op`
+    (from `single_kernel`) and `memory_bound`, both one kernel per call and each reaching at least
+    `memory_bound` of copy bandwidth (so the time is the memory traffic, not the launch). A GPU kernel can
+    be fused and bandwidth bound while still short of the copy's bandwidth; the second test counts it.
+    """
     minimum = ratios["direction"].map({"forward": 2, "forward+backward": 5})
-    return ratios[(ratios["effective_passes_ln"] <= slack * minimum) & (ratios["effective_passes_rms"] <= slack * minimum)]
+    near_copy = (ratios["effective_passes_ln"] <= slack * minimum) & (ratios["effective_passes_rms"] <= slack * minimum)
+    if one_op and memory_bound is not None:
+        keys = list(zip(ratios["implementation"], ratios["direction"], ratios["dtype"]))
+        kernel = pd.Series([key in one_op for key in keys], index=ratios.index, dtype=bool)
+        bound = (ratios["fraction_of_copy_ln"] >= memory_bound) & (ratios["fraction_of_copy_rms"] >= memory_bound)
+        near_copy = near_copy | (kernel & bound)
+    return ratios[near_copy]
 
 
 def best_passes(df: pd.DataFrame, norm: str, study: str = "sweep", dtype: str = "float32", d: int | None = None) -> tuple[float, str, float]:
@@ -179,6 +212,67 @@ def unstable_cases(df: pd.DataFrame) -> list[str]:
     bad = report.unstable(df)
     return [f"{r.study} {r.norm} {r.implementation} {r.dtype} {r.rows}x{r.d} {r.mode}: {r.unstable_reason}"
             for r in bad.itertuples()]
+
+
+# ---------------------------------------------------------------- which hardware decides
+
+def as_measured(source) -> Measured:
+    """A bare frame (this run, hardware unnamed) or a `Measured` run, as a `Measured`."""
+    if isinstance(source, Measured):
+        return source
+    return Measured(frame=source, hardware="this run", label="this run", on_gpu=False, source="this run")
+
+
+def gpu_evidence(live: Measured, committed: list[Measured]) -> Measured | None:
+    """The GPU run the verdicts weigh: this run if it ran on a GPU, else the most recently measured committed GPU run."""
+    if live.on_gpu:
+        return live
+    gpus = [m for m in committed if m.on_gpu]
+    return max(gpus, key=lambda m: m.started) if gpus else None
+
+
+def where(m: Measured) -> str:
+    """'the NVIDIA H200 (gpu-bench.json, commit 2253ce8a1b2c)' or "this run's Xeon (2 cores)"."""
+    if m.hardware == "this run":
+        return "this run"
+    if m.source == "this run":
+        return f"this run's {m.hardware}"
+    return f"the {m.hardware} ({m.source}, commit {m.commit})"
+
+
+def _sources(df, gpu: Measured | None) -> list[Measured]:
+    live = as_measured(df)
+    return [live] if gpu is None or gpu is live or gpu.frame is live.frame else [live, gpu]
+
+
+def weigh(parts: list[tuple[Measured, Finding]]) -> Finding:
+    """One verdict from the same rule applied on each hardware.
+
+    The GPU's verdict decides where it could test the claim (the articles' speed claims are about GPUs);
+    otherwise the first hardware that could. A "holds" becomes "holds with caveats" where another hardware's
+    own verdict is "does not hold". Key number, threshold and spread are the deciding hardware's.
+    """
+    if len(parts) == 1:
+        m, f = parts[0]
+        if m.hardware == "this run":
+            return f
+        return replace(f, summary=f"On {where(m)}: {f.summary}", evidence=dict(f.evidence, decided_on=m.hardware))
+    testable = [(m, f) for m, f in parts if f.verdict != "not testable here"] or parts
+    deciding, decided = next(((m, f) for m, f in testable if m.on_gpu), testable[0])
+    others = [(m, f) for m, f in parts if m is not deciding]
+    against = [m for m, f in others if f.verdict == "does not hold"]
+    verdict = "holds with caveats" if decided.verdict == "holds" and against else decided.verdict
+    text = [f"On {where(deciding)}, which decides: {decided.summary}"]
+    text += [f"On {where(m)} alone the verdict would be '{f.verdict}': {f.summary}" for m, f in others]
+    if verdict != decided.verdict:
+        text.append(f"The {', '.join(m.hardware for m in against)} result adds the caveat.")
+    evidence = dict(decided.evidence, decided_on=deciding.hardware, by_hardware={
+        m.hardware: {"source": m.source, "verdict": f.verdict, "key_number": f.key_number, "threshold": f.threshold,
+                     "spread": f.spread, "evidence": f.evidence} for m, f in parts})
+    rule = ((decided.rule or "") + " Hardware: the GPU run decides where it could test the claim; its 'holds' becomes "
+            "'holds with caveats' where another hardware's verdict is 'does not hold'.").strip()
+    return Finding(verdict, " ".join(text), evidence, key_number=decided.key_number, threshold=decided.threshold,
+                   spread=decided.spread, rule=rule)
 
 
 # ---------------------------------------------------------------- the literature
@@ -234,29 +328,52 @@ def _op_level_auto(df: pd.DataFrame) -> tuple[float | None, float | None, int]:
     return float(auto["saving"].median()), float(auto["saving_sd"].median()), len(auto)
 
 
-def a8_b6(df: pd.DataFrame, model_level: dict | None = None) -> tuple[Finding, Finding]:
+def _measured_text(kind: str, saving: float | None, sd: float | None) -> str:
+    if saving is None:
+        return f"{kind}: nothing stable was measured"
+    spread_text = "sd not recorded" if _finite_or_none(sd) is None else f"sd {abs(sd):.0%}"
+    speedup = 1 / (1 - saving) - 1
+    # slower by t_rms / t_ln - 1, which is minus the saving
+    pace = f"{speedup:.0%} faster" if speedup >= 0 else f"{-saving:.0%} slower"
+    return f"{kind}: a {_pct(saving)} saving ({spread_text}), i.e. RMSNorm {pace}"
+
+
+def a8_b6(df, model_level: dict | None = None, *, gpu: Measured | None = None) -> tuple[Finding, Finding]:
     """A8 ("per the original paper, 10%-50% faster") and B6 ("the paper found 7%-64%") against the paper's rows and this run.
 
     Rule (A8): the citation part turns on the share of the paper's RMSNorm rows whose speed-up (the claim says
-    "faster") lies in 10%-50%: at least half, or it does not hold. It holds outright only if this run's
-    measurement (model-level step time if the quality chapter ran, else the op-level auto saving) also lies in
-    10%-50% as a speed-up; otherwise with caveats.
+    "faster") lies in 10%-50%: at least half, or it does not hold. It holds outright only if every measurement
+    also lies in 10%-50% as a speed-up: this run's (model-level step time if the quality chapter ran, else the
+    op-level auto saving) and, where a GPU run is weighed, the op-level auto saving on that GPU; otherwise with caveats.
     Rule (B6): the range is the abstract's, but its top (64%) is pRMSNorm; the key number is the largest
     RMSNorm-only row against the claimed 64%. A RMSNorm top below 64% gives "holds with caveats".
     """
     model_level = model_level or model_level_part(None, None)
+    live, *elsewhere = _sources(df, gpu)
     rows = [r for r in PAPER_ROWS if r.norm == "RMSNorm"]
     speedups = [r.speedup - 1 for r in rows]
     savings = [r.saving for r in rows]
     share_speedup = sum(ARTICLE_A8_RANGE[0] <= s <= ARTICLE_A8_RANGE[1] for s in speedups) / len(rows)
     share_saving = sum(ARTICLE_A8_RANGE[0] <= s <= ARTICLE_A8_RANGE[1] for s in savings) / len(rows)
-    op_saving, op_sd, op_points = _op_level_auto(df)
-    measured, measured_sd, measured_kind = op_saving, op_sd, "op-level auto, forward and forward+backward"
+    op_saving, op_sd, op_points = _op_level_auto(live.frame)
+    here = "this run" if live.hardware == "this run" else where(live)
+    measured, measured_sd, measured_kind = op_saving, op_sd, f"op-level auto on {here}, forward and forward+backward"
     if model_level.get("model_saving") is not None:
+        # the quality chapter trains on the machine that runs the book, so this run's hardware
         measured, measured_sd, measured_kind = (model_level["model_saving"], model_level.get("model_saving_sd"),
-                                                "model-level step time (quality chapter)")
-    measured_speedup = None if measured is None else 1 / (1 - measured) - 1
-    in_range = measured_speedup is not None and ARTICLE_A8_RANGE[0] <= measured_speedup <= ARTICLE_A8_RANGE[1]
+                                                f"model-level step time (quality chapter, on {here})")
+    parts = [(measured_kind, measured, measured_sd)]
+    evidence_gpu = {}
+    for m in elsewhere:
+        saving, sd, points = _op_level_auto(m.frame)
+        parts.append((f"op-level auto on {where(m)}", saving, sd))
+        evidence_gpu = {"gpu_hardware": m.hardware, "gpu_source": m.source, "gpu_op_level_auto_saving": saving,
+                        "gpu_op_level_auto_saving_sd": sd, "gpu_op_level_points": points,
+                        "gpu_per_implementation": saving_ranges(training_ratios(m.frame))}
+    speedups_measured = [None if s is None else 1 / (1 - s) - 1 for _, s, _ in parts]
+    in_range = any(x is not None for x in speedups_measured) and all(
+        x is not None and ARTICLE_A8_RANGE[0] <= x <= ARTICLE_A8_RANGE[1] for x in speedups_measured)
+    measured_speedup = speedups_measured[0]
     narang = narang_row()
     evidence = {"paper_rows": [{"source": r.source, "norm": r.norm, "saving": r.saving, "speedup": r.speedup} for r in PAPER_ROWS],
                 "paper_rows_checked_against": "two transcriptions (issue 10), not the PDF",
@@ -264,22 +381,22 @@ def a8_b6(df: pd.DataFrame, model_level: dict | None = None) -> tuple[Finding, F
                 "rms_rows_saving_share_in_10_50": share_saving, "measured_saving": measured,
                 "measured_saving_sd": measured_sd, "measured_kind": measured_kind, "measured_speedup": measured_speedup,
                 "op_level_auto_saving": op_saving, "op_level_auto_saving_sd": op_sd, "op_level_points": op_points,
-                "model_level": model_level, "narang_t5_base": narang}
+                "model_level": model_level, "narang_t5_base": narang, **evidence_gpu}
+    texts = [_measured_text(kind, s, sd) for kind, s, sd in parts]
     if measured is None:
-        measured_text = "no stable auto case and no model-level step time were measured in this run"
-    else:
-        spread_text = "sd not recorded" if _finite_or_none(measured_sd) is None else f"sd {abs(measured_sd):.0%}"
-        # slower by t_rms / t_ln - 1, which is minus the saving
-        pace = f"{measured_speedup:.0%} faster" if measured_speedup >= 0 else f"{-measured:.0%} slower"
-        measured_text = f"this run's {measured_kind}: a {_pct(measured)} saving ({spread_text}), i.e. RMSNorm {pace}"
+        texts[0] = f"no stable auto case and no model-level step time were measured on {here}"
+    measured_text = "; ".join(texts)
+    if evidence_gpu and evidence_gpu["gpu_per_implementation"]:
+        measured_text += f" (there, per implementation: {describe_ranges(evidence_gpu['gpu_per_implementation'])})"
     a8 = Finding(
         decide(share_speedup >= 0.5, caveat=not in_range),
         f"The paper's RMSNorm rows save 6.9%-40.8% of LayerNorm's time ({share_saving:.0%} of 7 rows within 10-50% as savings, "
         f"{share_speedup:.0%} as speed-ups, since a 40.8% saving is 1.69x as fast); {measured_text}; Narang et al.'s T5-base: "
         f"{narang['speedup'] - 1:+.1%} steps/s.",
         evidence, key_number=share_speedup, threshold=0.5, spread=0.0,
-        rule="Citation: at least half the paper's RMSNorm rows within 10-50% as speed-ups; 'holds' also needs this "
-             "run's measured speed-up within 10-50%. The paper rows are fixed numbers, so their spread is 0.",
+        rule="Citation: at least half the paper's RMSNorm rows within 10-50% as speed-ups; 'holds' also needs every "
+             "measured speed-up (this run's, and the GPU run's where one is weighed) within 10-50%. The paper rows are "
+             "fixed numbers, so their spread is 0.",
     )
     rms_top = max(savings)
     b6 = Finding(
@@ -297,12 +414,12 @@ def a8_b6(df: pd.DataFrame, model_level: dict | None = None) -> tuple[Finding, F
 
 # ---------------------------------------------------------------- the claims
 
-def a5(df: pd.DataFrame, equal_time: float) -> Finding:
+def _a5(df: pd.DataFrame, equal_time: float, one_op=None, memory_bound=None) -> Finding:
     """A5: LN costs more to compute. Structural part from the traced composites; timing part from fused pairs."""
     census = composite_census(df)
     ln_ops = [v["ops"] for k, v in census.items() if k.startswith("layer/") and k.split("/")[1] in ("reference", "eager")]
     rms_ops = [v["ops"] for k, v in census.items() if k.startswith("rms/") and k.split("/")[1] in ("reference", "eager")]
-    fused = fused_pairs(training_ratios(df))
+    fused = fused_pairs(training_ratios(df), one_op=one_op, memory_bound=memory_bound)
     # The median over fused points, because one stalled point on a shared CPU can push its ratio far out.
     fused_gap = float(fused["saving"].median()) if not fused.empty else None  # None: not measured in this run
     gap_sd = float(fused["saving_sd"].median()) if not fused.empty else None
@@ -312,7 +429,7 @@ def a5(df: pd.DataFrame, equal_time: float) -> Finding:
         decide(more_work, caveat=hidden),
         f"LayerNorm's composite runs {min(ln_ops) if ln_ops else '?'} full-size ops to RMSNorm's {max(rms_ops) if rms_ops else '?'} "
         f"(two reductions against one); "
-        + ("no implementation ran both norms near the copy limit in this run, so whether the extra arithmetic costs time "
+        + ("no implementation ran both norms fused in this run, so whether the extra arithmetic costs time "
            "when the traffic is equal is untested here." if fused.empty else
            f"where both are fused ({', '.join(sorted(set(fused['implementation'])))}) RMSNorm saves a median {fused_gap:+.1%} "
            f"(sd {gap_sd:.1%}) of LayerNorm's time"
@@ -330,7 +447,7 @@ def a5(df: pd.DataFrame, equal_time: float) -> Finding:
     )
 
 
-def a7_b8(df: pd.DataFrame, extra_pass: float, chunked_df: pd.DataFrame | None = None) -> tuple[Finding, Finding]:
+def _a7_b8(df: pd.DataFrame, extra_pass: float, chunked_df: pd.DataFrame | None = None) -> tuple[Finding, Finding]:
     """A7/B8: LN needs one more pass over memory than RMS. Best effective passes per norm; chunked kernels if measured.
 
     `chunked_df`: committed (GPU) results to take the chunked kernels from when this run has none.
@@ -375,7 +492,7 @@ def a7_b8(df: pd.DataFrame, extra_pass: float, chunked_df: pd.DataFrame | None =
     return a7, b8
 
 
-def b9(df: pd.DataFrame, welford_equal: float, chunked_df: pd.DataFrame | None = None) -> Finding:
+def _b9(df: pd.DataFrame, welford_equal: float, chunked_df: pd.DataFrame | None = None) -> Finding:
     """B9: LN needs two statistics; Welford makes them one pass with two accumulators; RMS one of each."""
     census = composite_census(df)
     ln_red = [v["reductions"] for k, v in census.items() if k.startswith("layer/") and v["reductions"]]
@@ -402,7 +519,7 @@ def b9(df: pd.DataFrame, welford_equal: float, chunked_df: pd.DataFrame | None =
     )
 
 
-def a10(df: pd.DataFrame, memory_bound: float) -> Finding:
+def _a10(df: pd.DataFrame, memory_bound: float) -> Finding:
     """A10: norms are bandwidth bound, and RMSNorm's missing bias and intermediates suit that."""
     ok = report.stable(df)
     train = ok[(ok["study"] == "sweep") & (ok["norm"] != "copy") & (ok["mode"] == "alloc")]
@@ -453,7 +570,7 @@ def _rows_text(ratios: pd.DataFrame) -> str:
     return f"{low} row{'s' if low > 1 else ''}" if low == high else f"{low}-{high} rows"
 
 
-def b10(df: pd.DataFrame) -> Finding:
+def _b10(df: pd.DataFrame) -> Finding:
     """B10: in small-batch inference the pass RMS saves is a few percent of throughput."""
     ratios = small_batch_ratios(df)
     if ratios.empty:
@@ -476,14 +593,14 @@ def b10(df: pd.DataFrame) -> Finding:
     )
 
 
-def q2(df: pd.DataFrame, equal_time: float) -> Finding:
+def _q2(df: pd.DataFrame, equal_time: float, one_op=None, memory_bound=None) -> Finding:
     """Q2: with both norms fused (one read, one write), how large is RMSNorm's advantage?"""
     ratios = training_ratios(df)
-    fused = fused_pairs(ratios)
+    fused = fused_pairs(ratios, one_op=one_op, memory_bound=memory_bound)
     unfused = ratios.drop(fused.index)
     if fused.empty:
         return Finding("not testable here",
-                       "No implementation ran both norms near the copy limit in this run; the triton/compile backends would test it.",
+                       "No implementation ran both norms fused in this run; the triton/compile backends would test it.",
                        {"per_implementation": saving_ranges(ratios)})
     median = float(fused["saving"].median())  # median: robust to one stalled point on a shared CPU
     spread = float(fused["saving_sd"].median())
@@ -491,8 +608,8 @@ def q2(df: pd.DataFrame, equal_time: float) -> Finding:
     unfused_median = float(unfused["saving"].median()) if not unfused.empty else None
     return Finding(
         decide(gap < equal_time),
-        f"Where both norms are fused ({', '.join(sorted(set(fused['implementation'])))}) RMSNorm saves a median "
-        f"{_pct(median)} (sd {spread:.1%}) of LayerNorm's time, against a median "
+        f"Where both norms are fused ({describe_ranges(saving_ranges(fused))}) RMSNorm saves a median "
+        f"{_pct(median)} (sd {spread:.1%}) of LayerNorm's time over {len(fused)} points, against a median "
         f"{_pct(unfused_median) if unfused_median is not None else 'n/a'} for the unfused ones.",
         {"fused": saving_ranges(fused), "unfused": saving_ranges(unfused), "fused_median_abs_saving": gap,
          "fused_saving_sd": spread, "equal_time_threshold": equal_time},
@@ -501,20 +618,22 @@ def q2(df: pd.DataFrame, equal_time: float) -> Finding:
     )
 
 
-def q3(df: pd.DataFrame, worth_it: float, estimate_error: float) -> Finding:
+def _q3(df: pd.DataFrame, worth_it: float, estimate_error: float) -> Finding:
     """Q3: does pRMSNorm (p = 6.25%) save time against full RMSNorm, in each implementation that has it?"""
     ok = report.stable(df)
     part = ok[ok["study"] == "partial"].copy()
     part["backend_name"] = part["implementation"].str.split(" ").str[0]
     part["variant"] = part["implementation"].str.split(" ", n=1).str[1]
-    savings, spreads = {}, {}
-    for backend, group in part.groupby("backend_name"):
+    per_width = []  # one row per backend and shape timed both ways: the saving and its sd from the two cases' repeats
+    for (backend, rows, d), group in part.groupby(["backend_name", "rows", "d"]):
         times = group.set_index("variant")["median_s"]
         if "full" in times and len(times) == 2:
-            partial_time = times.drop("full").iloc[0]
-            savings[backend] = 1 - partial_time / times["full"]
-            if "relative_sd" in group:
-                spreads[backend] = float((partial_time / times["full"]) * (group["relative_sd"] ** 2).sum() ** 0.5)
+            fraction = times.drop("full").iloc[0] / times["full"]
+            sd = float(fraction * (group["relative_sd"] ** 2).sum() ** 0.5) if "relative_sd" in group else float("nan")
+            per_width.append({"backend": backend, "d": d, "saving": 1 - fraction, "sd": sd})
+    per_width = pd.DataFrame(per_width, columns=["backend", "d", "saving", "sd"])
+    savings = {b: float(g["saving"].median()) for b, g in per_width.groupby("backend")}
+    spreads = {b: float(g["sd"].median()) for b, g in per_width.groupby("backend") if g["sd"].notna().any()}
     if not savings:
         return Finding("not testable here", "No implementation with partial RMS was timed stably in this run.",
                        {"unstable_cases": unstable_cases(df)})
@@ -523,7 +642,7 @@ def q3(df: pd.DataFrame, worth_it: float, estimate_error: float) -> Finding:
     text = ", ".join(f"{b} {_pct(s)}" for b, s in sorted(savings.items()))
     return Finding(
         decide(share > 0, caveat=share < 1),
-        f"pRMSNorm at p=6.25% saves {text} of full RMSNorm's time (Table 8 of the paper: 63.9% for pRMSNorm vs 40.8% "
+        f"pRMSNorm at p=6.25% saves {text} of full RMSNorm's time (median over d = {', '.join(str(int(d)) for d in sorted(set(per_width['d'])))}; Table 8 of the paper: 63.9% for pRMSNorm vs 40.8% "
         f"for RMSNorm, whole model); its RMS estimate deviates by {estimate_error:.1%} (relative, i.i.d. Gaussian rows), "
         f"and the normalise pass still reads every element.",
         {"saving_by_backend": savings, "saving_sd_by_backend": spreads, "worth_it_threshold": worth_it,
@@ -532,6 +651,49 @@ def q3(df: pd.DataFrame, worth_it: float, estimate_error: float) -> Finding:
         rule="Holds if every implementation with partial RMS saves at least WORTH_IT; some but not all gives a caveat. "
              "Key number: the best implementation's saving.",
     )
+
+
+# ---------------------------------------------------------------- the claims, weighed across hardware
+
+def _fusion(m: Measured, memory_bound: float | None) -> dict:
+    return {"one_op": single_kernel(m.frame) if memory_bound is not None else None, "memory_bound": memory_bound}
+
+
+def a5(df, equal_time: float, *, memory_bound: float | None = None, gpu: Measured | None = None) -> Finding:
+    """A5 on each hardware (see `_a5`), weighed. `memory_bound`: also count one-kernel pairs at that share of copy as fused."""
+    return weigh([(m, _a5(m.frame, equal_time, **_fusion(m, memory_bound))) for m in _sources(df, gpu)])
+
+
+def q2(df, equal_time: float, *, memory_bound: float | None = None, gpu: Measured | None = None) -> Finding:
+    """Q2 on each hardware (see `_q2`), weighed."""
+    return weigh([(m, _q2(m.frame, equal_time, **_fusion(m, memory_bound))) for m in _sources(df, gpu)])
+
+
+def a7_b8(df, extra_pass: float, chunked_df: pd.DataFrame | None = None, *, gpu: Measured | None = None) -> tuple[Finding, Finding]:
+    """A7/B8 on each hardware (see `_a7_b8`), weighed. Each hardware's chunked kernels are its own; `chunked_df`
+    lends chunked results to this run's judgement (a frame from elsewhere, when no `gpu` run is weighed)."""
+    parts = [(m, _a7_b8(m.frame, extra_pass, chunked_df if i == 0 else None)) for i, m in enumerate(_sources(df, gpu))]
+    return weigh([(m, a7) for m, (a7, _) in parts]), weigh([(m, b8) for m, (_, b8) in parts])
+
+
+def b9(df, welford_equal: float, chunked_df: pd.DataFrame | None = None, *, gpu: Measured | None = None) -> Finding:
+    """B9 on each hardware (see `_b9`), weighed."""
+    return weigh([(m, _b9(m.frame, welford_equal, chunked_df if i == 0 else None)) for i, m in enumerate(_sources(df, gpu))])
+
+
+def a10(df, memory_bound: float, *, gpu: Measured | None = None) -> Finding:
+    """A10 on each hardware (see `_a10`), weighed."""
+    return weigh([(m, _a10(m.frame, memory_bound)) for m in _sources(df, gpu)])
+
+
+def b10(df, *, gpu: Measured | None = None) -> Finding:
+    """B10 on each hardware (see `_b10`), weighed."""
+    return weigh([(m, _b10(m.frame)) for m in _sources(df, gpu)])
+
+
+def q3(df, worth_it: float, estimate_error: float, *, gpu: Measured | None = None) -> Finding:
+    """Q3 on each hardware (see `_q3`), weighed."""
+    return weigh([(m, _q3(m.frame, worth_it, estimate_error)) for m in _sources(df, gpu)])
 
 
 def partial_rms_estimate_error(d: int, partial: float, rows: int = 512, seed: int = 0) -> float:

@@ -5,6 +5,7 @@ file, no GPU rows.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -12,23 +13,54 @@ import pandas as pd
 from . import harness, report
 
 
+@dataclass(frozen=True)
+class Measured:
+    """One benchmark run's cases with the hardware they were timed on, so every verdict can say where a number comes from."""
+
+    frame: pd.DataFrame
+    hardware: str  # "NVIDIA H200", or "Intel(R) Xeon(R) Processor (2 cores)" for a CPU-only run
+    label: str  # hardware, versions, profile, time and commit, for a caption
+    on_gpu: bool
+    source: str  # "this run" or the committed file's name
+    started: str = ""
+    commit: str = ""
+
+    @property
+    def unstable_count(self) -> int:
+        return len(report.unstable(self.frame))
+
+
 def find_committed(data_dir: str | Path, pattern: str = "gpu-bench*.json") -> list[Path]:
     return sorted(Path(data_dir).glob(pattern))
 
 
+def hardware_name(document: dict) -> str:
+    hw = document["hardware"]
+    return hw.get("gpu") or f"{hw.get('cpu')} ({hw.get('cpu_cores')} cores)"
+
+
 def label(document: dict) -> str:
     """'NVIDIA H200 (torch 2.11, triton 3.6), 2026-01-01T00:00:00+00:00, commit abc123def456'."""
-    hw, v = document["hardware"], document["versions"]
-    where = hw.get("gpu") or f"{hw.get('cpu')} ({hw.get('cpu_cores')} cores)"
+    v = document["versions"]
     commit = (document.get("git_commit") or "unknown")[:12]
-    return (f"{where} (torch {v.get('torch')}, triton {v.get('triton')}), profile {document['profile']}, "
+    return (f"{hardware_name(document)} (torch {v.get('torch')}, triton {v.get('triton')}), profile {document['profile']}, "
             f"measured {document['started']}, commit {commit}")
+
+
+def measured(document: dict, source: str = "this run") -> Measured:
+    """A results document (live or loaded) as a `Measured`, its hardware read from the document itself."""
+    # a gpu-profile document is a GPU run by what it was made for (the tests' synthetic one is timed on a CPU)
+    on_gpu = document.get("device") == "cuda" or document.get("profile") == "gpu"
+    return Measured(frame=report.frame(document), hardware=hardware_name(document), label=label(document), on_gpu=on_gpu,
+                    source=source, started=str(document.get("started", "")),
+                    commit=(document.get("git_commit") or "unknown")[:12])
+
+
+def committed(data_dir: str | Path) -> list[Measured]:
+    """Every committed results file, in name order."""
+    return [measured(harness.load(path), source=path.name) for path in find_committed(data_dir)]
 
 
 def load_committed(data_dir: str | Path) -> list[tuple[str, pd.DataFrame]]:
     """(label, frame) for every committed results file, in name order."""
-    out = []
-    for path in find_committed(data_dir):
-        document = harness.load(path)
-        out.append((f"{label(document)} [{path.name}]", report.frame(document)))
-    return out
+    return [(f"{m.label} [{m.source}]", m.frame) for m in committed(data_dir)]

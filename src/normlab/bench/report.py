@@ -67,22 +67,36 @@ def ln_rms_ratios(df: pd.DataFrame, *, include_unstable: bool = False) -> pd.Dat
     return joined
 
 
-def implementation_summary(ratios: pd.DataFrame) -> pd.DataFrame:
-    """Per implementation: the median LN/RMS time ratio and saving over the shapes given, with their spread.
+def implementation_summary(ratios: pd.DataFrame, by: tuple[str, ...] = ("implementation",)) -> pd.DataFrame:
+    """Per implementation (or per `by` group): the median LN/RMS time ratio and saving over the shapes given, with their spread.
 
     The spread is the median over shapes of each point's run-to-run sd (from its
     repeats), so one noisy shape cannot widen it; a min-to-max range of ratios is
     never reported.
     """
+    by = list(by)
     rows = []
-    for name, group in ratios.groupby("implementation"):
-        rows.append({"implementation": name, "points": len(group),
+    for key, group in ratios.groupby(by):
+        key = key if isinstance(key, tuple) else (key,)
+        rows.append({**dict(zip(by, key)), "points": len(group),
                      "median ratio t_LN/t_RMS": float(group["ratio_ln_over_rms"].median()),
                      "ratio sd": float(group["ratio_sd"].median()),
                      "median saving": float(group["saving"].median()),
                      "saving sd": float(group["saving_sd"].median())})
-    return pd.DataFrame(rows, columns=["implementation", "points", "median ratio t_LN/t_RMS", "ratio sd",
-                                       "median saving", "saving sd"])
+    return pd.DataFrame(rows, columns=[*by, "points", "median ratio t_LN/t_RMS", "ratio sd", "median saving", "saving sd"])
+
+
+def ratio_grid(ratios: pd.DataFrame, study: str, rows: str = "implementation", columns: str = "d") -> pd.DataFrame:
+    """LN/RMS ratios of one study as a grid (implementation and dtype down, d across), for a compact table.
+
+    A shape missing for one norm, or left out as unstable, shows as an empty cell.
+    """
+    pick = ratios[ratios["study"] == study]
+    if pick.empty:
+        return pd.DataFrame()
+    grid = pick.pivot_table(index=[rows, "dtype"], columns=columns, values="ratio_ln_over_rms", aggfunc="median")
+    grid.columns = [f"{columns} = {c}" for c in grid.columns]
+    return grid.reset_index()
 
 
 def skipped(df: pd.DataFrame) -> pd.DataFrame:
