@@ -1,0 +1,119 @@
+"""Host-side (Python) cost of one backend="triton" norm call, layer by layer, without a GPU.
+
+    TRITON_INTERPRET=1 python scripts/triton_host_overhead.py [--repeats 2000] [--rows 8 --d 256]
+
+On a CUDA machine a norm call is only as fast as the Python that enqueues its kernel: below ~10^7
+elements the GPU finishes before the host does. Here, on CPU, Triton's interpreter would run the
+kernels in NumPy, so this replaces InterpretedFunction.run with a no-op: `kernel[grid](...)` still
+builds its launch closure and passes its arguments, but nothing executes. Outputs are then
+uninitialised; only the time is of interest. Tensors are tiny so allocations cost what they cost on a
+GPU's caching allocator (a few µs), not a memset.
+
+What is not measured: Triton's compiled-kernel launcher on a GPU (JITFunction.run: argument binding,
+specialisation key, cache lookup, cuLaunchKernel), which needs a CUDA driver. On the GPU, time that
+separately (e.g. launch.rms_forward under torch.cuda.synchronize() at a small shape) and add it.
+
+Layers, each timed with the ones below it (µs per call: the minimum over rounds, which is the least
+disturbed by other processes on shared cores; the median in brackets):
+    launch        normlab.ops.launch.rms_forward / rms_backward: allocations, grid, kernel[grid]
+    custom op     torch.ops.normlab.rms_norm_forward (no grad), the torch.library dispatch
+    ops           normlab.ops.rms_norm: validation, dtype handling, then the eager path
+    functional    normlab.rms_norm(..., backend="triton"): the public entry point
+and forward+backward (inputs requiring grad; y.backward(dy)) at the ops and functional layers.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import torch  # noqa: E402
+from triton.runtime.interpreter import InterpretedFunction  # noqa: E402
+
+import normlab  # noqa: E402
+from normlab import ops  # noqa: E402
+from normlab.ops import launch  # noqa: E402
+
+
+def stub_kernels() -> None:
+    if not launch.INTERPRETED:
+        raise SystemExit("run with TRITON_INTERPRET=1 (set before triton is imported): this times the host path on CPU")
+    InterpretedFunction.run = lambda self, *args, grid, warmup, **kwargs: None
+
+
+def per_call_us(fn, repeats: int, rounds: int = 15) -> tuple[float, float]:
+    """(min, median) over `rounds` rounds of the mean µs per call of `repeats` calls."""
+    for _ in range(max(10, repeats // 20)):
+        fn()
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            fn()
+        samples.append((time.perf_counter() - start) / repeats * 1e6)
+    return min(samples), statistics.median(samples)
+
+
+def cases(rows: int, d: int):
+    x, w, b = torch.randn(rows, d), torch.randn(d), torch.randn(d)
+    xg, wg, bg = (t.clone().requires_grad_() for t in (x, w, b))
+    dy = torch.randn(rows, d)
+    eps, k = 1e-6, d
+    limits = (launch.ONCHIP_LIMIT, launch.CHUNK)
+    y, _, ms = launch.rms_forward(x, w, None, eps, 0.0, True, k, *limits)
+    _, _, mean, rstd = launch.layer_forward(x, w, b, None, 1e-5, "welford", *limits)
+
+    def backward(out):
+        out.backward(dy)
+
+    return {
+        "rms": [
+            ("launch forward", lambda: launch.rms_forward(x, w, None, eps, 0.0, True, k, *limits)),
+            ("launch backward", lambda: launch.rms_backward(dy, None, x, w, ms, eps, 0.0, True, k, *limits)),
+            ("custom op forward (no grad)", lambda: torch.ops.normlab.rms_norm_forward(x, w, None, eps, 0.0, True, k, *limits)),
+            ("ops.rms_norm forward", lambda: ops.rms_norm(x, w, eps)),
+            ("normlab.rms_norm forward", lambda: normlab.rms_norm(x, w, eps, backend="triton")),
+            ("ops.rms_norm forward (grad)", lambda: ops.rms_norm(xg, wg, eps)),
+            ("ops.rms_norm fwd+bwd", lambda: backward(ops.rms_norm(xg, wg, eps))),
+            ("normlab.rms_norm fwd+bwd", lambda: backward(normlab.rms_norm(xg, wg, eps, backend="triton"))),
+        ],
+        "layer": [
+            ("launch forward", lambda: launch.layer_forward(x, w, b, None, 1e-5, "welford", *limits)),
+            ("launch backward", lambda: launch.layer_backward(dy, None, x, w, mean, rstd, True, *limits)),
+            ("custom op forward (no grad)", lambda: torch.ops.normlab.layer_norm_forward(x, w, b, None, 1e-5, "welford", *limits)),
+            ("ops.layer_norm forward", lambda: ops.layer_norm(x, w, b)),
+            ("normlab.layer_norm forward", lambda: normlab.layer_norm(x, w, b, backend="triton")),
+            ("ops.layer_norm forward (grad)", lambda: ops.layer_norm(xg, wg, bg)),
+            ("ops.layer_norm fwd+bwd", lambda: backward(ops.layer_norm(xg, wg, bg))),
+            ("normlab.layer_norm fwd+bwd", lambda: backward(normlab.layer_norm(xg, wg, bg, backend="triton"))),
+        ],
+        "for scale (PyTorch's own CPU ops, real work at this size)": [
+            ("x.clone()", lambda: x.clone()),
+            ("torch.empty_like(x)", lambda: torch.empty_like(x)),
+            ("F.rms_norm forward", lambda: torch.nn.functional.rms_norm(x, (d,), w, eps)),
+            ("F.rms_norm fwd+bwd", lambda: backward(torch.nn.functional.rms_norm(xg, (d,), wg, eps))),
+        ],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=300, help="calls per timing round")
+    parser.add_argument("--rows", type=int, default=8)
+    parser.add_argument("--d", type=int, default=256)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    stub_kernels()
+    print(f"host µs per call, {args.rows}x{args.d} fp32 on CPU, kernels stubbed; min [median] of 15 rounds of {args.repeats}")
+    for group, rows in cases(args.rows, args.d).items():
+        print(f"\n{group}")
+        for name, fn in rows:
+            low, median = per_call_us(fn, args.repeats)
+            print(f"  {name:34s} {low:8.1f}  [{median:7.1f}]")
+
+
+if __name__ == "__main__":
+    main()
