@@ -223,8 +223,9 @@ Markdown(f"Largest |loss difference| between the uninterrupted and the resumed r
 # that machine load drifting over time hits both alike. The key number is the median of the per-round ratios
 # RMSNorm / LayerNorm; its spread is the standard deviation of that median over bootstrap resamples of the
 # rounds. **Threshold, fixed before measuring: "visibly" means a ratio ≤ 0.95** (a step at least 5% shorter).
-# The norm backend is normlab's `"auto"`: on CPU, PyTorch's fused `F.layer_norm` for LayerNorm and an eager
-# float32 RMSNorm ({numref}`fig-quality-steptime`). For comparison, Narang et al. 2021 measured T5-base at 3.68 steps/s with RMSNorm against 3.50
+# The norm backend is normlab's `"auto"`: on CPU, PyTorch's fused `F.layer_norm` for LayerNorm and normlab's
+# hand-written float32 RMSNorm kernel (`backend="cpp"`, one pass over memory each way, as `F.layer_norm`), so the
+# comparison is between two equally fused norms ({numref}`fig-quality-steptime`). For comparison, Narang et al. 2021 measured T5-base at 3.68 steps/s with RMSNorm against 3.50
 # with vanilla LayerNorm (RMSNorm's step 0.95× as long; from a transcription, not checked against the paper).
 
 # %% tags=["remove-cell"]
