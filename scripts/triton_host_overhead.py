@@ -13,8 +13,9 @@ What is not measured: Triton's compiled-kernel launcher on a GPU (JITFunction.ru
 specialisation key, cache lookup, cuLaunchKernel), which needs a CUDA driver. On the GPU, time that
 separately (e.g. launch.rms_forward under torch.cuda.synchronize() at a small shape) and add it.
 
-Layers, each timed with the ones below it (µs per call: the minimum over rounds, which is the least
-disturbed by other processes on shared cores; the median in brackets):
+Layers, each timed with the ones below it. µs per call of this process's CPU time (time.process_time:
+time other processes hold the shared cores is not counted), the minimum over rounds, the median in
+brackets:
     launch        normlab.ops.launch.rms_forward / rms_backward: allocations, grid, kernel[grid]
     custom op     torch.ops.normlab.rms_norm_forward (no grad), the torch.library dispatch
     ops           normlab.ops.rms_norm: validation, dtype handling, then the eager path
@@ -50,10 +51,10 @@ def per_call_us(fn, repeats: int, rounds: int = 15) -> tuple[float, float]:
         fn()
     samples = []
     for _ in range(rounds):
-        start = time.perf_counter()
+        start = time.process_time()
         for _ in range(repeats):
             fn()
-        samples.append((time.perf_counter() - start) / repeats * 1e6)
+        samples.append((time.process_time() - start) / repeats * 1e6)
     return min(samples), statistics.median(samples)
 
 

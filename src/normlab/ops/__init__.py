@@ -17,6 +17,12 @@ Entry points (for the speed study and other callers)
     streams it once (per-chunk statistics merged with Chan et al.'s update) and once to normalise.
     The on-chip kernel ignores it (the row is read once either way).
 
+* ``rms_norm_checked`` / ``layer_norm_checked``: the same, positional, for a caller that has already
+  validated the arguments (normlab.functional), so they are not checked twice.
+
+Eager calls skip the torch.library dispatcher (see ``custom_ops``: tens of µs per call); under
+torch.compile or torch.export the custom ops are what gets traced.
+
 * ``launch.rms_forward(...)`` / ``launch.layer_forward(...)`` and the ``*_backward`` functions: the bare
   launchers without autograd, returning the saved statistics too; the cheapest thing to time.
   Outputs are always freshly allocated and contiguous.
@@ -44,7 +50,7 @@ from ..validation import check_layer_args, check_rms_args, partial_size, resolve
 from . import custom_ops, launch
 from ._runtime import check_triton_device
 
-__all__ = ["launch", "layer_norm", "rms_norm"]
+__all__ = ["launch", "layer_norm", "layer_norm_checked", "rms_norm", "rms_norm_checked"]
 
 
 def _common_dtype(x: torch.Tensor, residual: torch.Tensor | None, residual_in_fp32: bool):
@@ -52,7 +58,12 @@ def _common_dtype(x: torch.Tensor, residual: torch.Tensor | None, residual_in_fp
     if residual is None:
         return x, residual
     dtype = sum_dtype(x, residual, residual_in_fp32)
-    return x.to(dtype), residual.to(dtype)
+    return _as(x, dtype), _as(residual, dtype)
+
+
+def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    # .to() to the same dtype returns t itself, but only after a trip through the dispatcher.
+    return t if t.dtype == dtype else t.to(dtype)
 
 
 def _limits(onchip_limit, chunk):
@@ -67,14 +78,22 @@ def rms_norm(x, weight=None, eps=1e-6, *, residual=None, offset=0.0, eps_placeme
     y has x's dtype; s has sum_dtype(x, residual, residual_in_fp32) (see normlab.functional.rms_norm)."""
     eps = resolve_eps(eps, x)
     check_rms_args(x, weight, eps, residual, offset, eps_placement, partial)
+    return rms_norm_checked(x, weight, eps, residual, offset, eps_placement, partial, residual_in_fp32,
+                            onchip_limit, chunk)
+
+
+def rms_norm_checked(x, weight, eps, residual, offset, eps_placement, partial, residual_in_fp32=False,
+                     onchip_limit=None, chunk=None):
+    """rms_norm for a caller that has already run resolve_eps and validation.check_rms_args on these arguments
+    (normlab.functional does): the same result without checking them a second time."""
     check_triton_device(x, launch.INTERPRETED)
     out_dtype = x.dtype
     x, residual = _common_dtype(x, residual, residual_in_fp32)
-    k = partial_size(x.shape[-1], partial)
-    y, s, _ = torch.ops.normlab.rms_norm_forward(
+    k = x.shape[-1] if partial == 1.0 else partial_size(x.shape[-1], partial)
+    y, s, _ = custom_ops.rms_norm_forward_call(
         x, weight, residual, float(eps), float(offset), eps_placement == "inside", k, *_limits(onchip_limit, chunk))
     # A mixed-dtype call computed y in s's dtype; y is x's (one rounding from fp32 either way).
-    y = y.to(out_dtype)
+    y = _as(y, out_dtype)
     return (y, s) if residual is not None else y
 
 
@@ -83,12 +102,18 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, *, residual=None, residual_i
     """LayerNorm with the Triton kernels; returns y, or (y, x + residual) when `residual` is given (dtypes as rms_norm)."""
     eps = resolve_eps(eps, x)
     check_layer_args(x, weight, bias, eps, residual)
+    return layer_norm_checked(x, weight, bias, eps, residual, residual_in_fp32, stats, onchip_limit, chunk)
+
+
+def layer_norm_checked(x, weight, bias, eps, residual, residual_in_fp32=False, stats="welford",
+                       onchip_limit=None, chunk=None):
+    """layer_norm for a caller that has already run resolve_eps and validation.check_layer_args."""
     if stats not in launch.LAYER_STATS:
         raise ValueError(f"stats must be one of {launch.LAYER_STATS}, got {stats!r}")
     check_triton_device(x, launch.INTERPRETED)
     out_dtype = x.dtype
     x, residual = _common_dtype(x, residual, residual_in_fp32)
-    y, s, _, _ = torch.ops.normlab.layer_norm_forward(
+    y, s, _, _ = custom_ops.layer_norm_forward_call(
         x, weight, bias, residual, float(eps), stats, *_limits(onchip_limit, chunk))
-    y = y.to(out_dtype)
+    y = _as(y, out_dtype)
     return (y, s) if residual is not None else y

@@ -1,6 +1,8 @@
 """Where the Triton kernels can run, and the clear error when they cannot."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 import triton
@@ -29,12 +31,14 @@ def check_triton_device(x: torch.Tensor, interpreted: bool) -> None:
     raise RuntimeError(f"backend='triton' was called on {where}. {INTERPRET_HINT}.")
 
 
+@functools.lru_cache(maxsize=None)  # asked on every backward call; a device's SM count does not change
 def multiprocessor_count(device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).multi_processor_count
     return 4  # interpreter: programs run one after another, few is fastest
 
 
+@functools.lru_cache(maxsize=None)  # triton.next_power_of_2 costs µs per host call; few distinct sizes occur
 def warps_for(elements_per_program: int) -> int:
     """About 16 fp32 values per thread: enough in flight for bandwidth, few enough to stay in registers."""
     return max(1, min(16, triton.next_power_of_2(max(1, elements_per_program // (32 * 16)))))

@@ -10,6 +10,8 @@ longer rows go to the chunked kernels, streamed `chunk` elements at a time.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 
@@ -58,17 +60,26 @@ def _is_onchip(n_features: int, onchip_limit: int) -> bool:
     return n_features <= onchip_limit
 
 
+def _cdiv(a: int, b: int) -> int:
+    # triton.cdiv is a constexpr function: a few µs per host call, for one integer division.
+    return -(-a // b)
+
+
 def backward_warps(elements_per_program: int) -> int:
     # Half the values per thread of the forward, for the same reason as BACKWARD_ONCHIP_LIMIT.
     return min(16, 2 * warps_for(elements_per_program))
 
 
+# The launch configuration is a pure function of a few integers, and triton's helpers
+# (next_power_of_2, cdiv) cost microseconds per host call: computed once per shape.
+@functools.lru_cache(maxsize=4096)
 def _tile(n_rows: int, n_features: int) -> tuple[int, int]:
     block = triton.next_power_of_2(n_features)
     rows = max(1, TILE_ELEMENTS // block)
     return min(rows, triton.next_power_of_2(max(n_rows, 1))), block
 
 
+@functools.lru_cache(maxsize=1024)
 def _chunk(n_features: int, chunk: int) -> int:
     if chunk < 1 or chunk & (chunk - 1):
         raise ValueError(f"chunk must be a positive power of two, got {chunk}")
@@ -116,7 +127,7 @@ def rms_forward(x, weight, residual, eps: float, offset: float, eps_inside: bool
     flags = dict(HAS_RESIDUAL=r2 is not None, HAS_WEIGHT=weight is not None, EPS_INSIDE=eps_inside)
     if _is_onchip(n_features, onchip_limit):
         rows, block = _tile(n_rows, n_features)
-        rms_kernels.rms_forward_onchip[(triton.cdiv(n_rows, rows),)](
+        rms_kernels.rms_forward_onchip[(_cdiv(n_rows, rows),)](
             x2, r, w, y, s_out, ms, n_rows, n_features, k, x2.stride(0), r.stride(0), eps, offset,
             **flags, ROWS=rows, BLOCK=block, num_warps=warps_for(rows * block))
     else:
@@ -141,7 +152,7 @@ def rms_backward(dy, ds, s, weight, ms, eps: float, offset: float, eps_inside: b
     ms2 = ms.reshape(-1)
     if _is_onchip(n_features, min(onchip_limit, BACKWARD_ONCHIP_LIMIT)):
         rows, block = _tile(n_rows, n_features)
-        programs = min(triton.cdiv(n_rows, rows), 2 * multiprocessor_count(s.device))
+        programs = min(_cdiv(n_rows, rows), 2 * multiprocessor_count(s.device))
         partial = _empty((programs, n_features), stats, s.device)
         rms_kernels.rms_backward_onchip[(programs,)](
             dy2, ds_arg, s2, w, ms2, dx, partial, n_rows, n_features, k,
@@ -179,7 +190,7 @@ def layer_forward(x, weight, bias, residual, eps: float, stats: str = "welford",
     flags = dict(HAS_RESIDUAL=r2 is not None, HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None)
     if _is_onchip(n_features, onchip_limit):
         rows, block = _tile(n_rows, n_features)
-        layer_kernels.layer_forward_onchip[(triton.cdiv(n_rows, rows),)](
+        layer_kernels.layer_forward_onchip[(_cdiv(n_rows, rows),)](
             x2, r, w, b, y, s_out, mean, rstd, n_rows, n_features, x2.stride(0), r.stride(0), eps,
             **flags, ROWS=rows, BLOCK=block, num_warps=warps_for(rows * block))
     else:
@@ -205,7 +216,7 @@ def layer_backward(dy, ds, s, weight, mean, rstd, has_bias: bool,
     mean2, rstd2 = mean.reshape(-1), rstd.reshape(-1)
     if _is_onchip(n_features, min(onchip_limit, BACKWARD_ONCHIP_LIMIT)):
         rows, block = _tile(n_rows, n_features)
-        programs = min(triton.cdiv(n_rows, rows), 2 * multiprocessor_count(s.device))
+        programs = min(_cdiv(n_rows, rows), 2 * multiprocessor_count(s.device))
         dw_partial = _empty((programs, n_features), stats, s.device)
         db_partial = _empty((programs, n_features), stats, s.device)
         layer_kernels.layer_backward_onchip[(programs,)](
