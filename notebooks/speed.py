@@ -228,7 +228,7 @@ else:
              f"Backends timed: {gpu_backends}. {len(gpu_timed)} cases timed, "
              f"**{len(gpu_unstable)} left unstable** after re-measuring and excluded from every summary below "
              "(listed, folded, after the figures)."]
-    lines += [f"Also committed, not weighed (an older run): {m.label} [{m.source}]." for m in committed
+    lines += [f"Also committed, not weighed by the verdicts: {m.label} [{m.source}]." for m in committed
               if m.on_gpu and m is not gpu]
     display(Markdown("\n\n".join(lines)))
 
@@ -255,12 +255,17 @@ if gpu is not None:
                           "(stable cases): the median LN/RMS time ratio and the median share of LayerNorm's time "
                           "RMSNorm saves, each with its run-to-run sd."))
 
+# %% tags=["remove-input"]
+if gpu is not None:
+    gpu_forward = report.implementation_summary(gpu_sweep, by=("implementation", "dtype"))
+    display(Markdown(f"On the {gpu.hardware}, forward at the training batch, the median t_LN/t_RMS over d is: "
+                     f"{report.describe_medians(gpu_forward)}."))
+
 # %% [markdown]
 # (tab-speed-gpu-summary)=
-# In the table above (when a GPU run exists) a ratio near 1 means the two norms take the same time. At the
-# smallest d a call is too short for the memory traffic to dominate, and its fixed cost (Python dispatch,
-# kernel launch) sets the time; {numref}`fig-speed-gpu-bandwidth` shows where each implementation leaves that
-# regime.
+# A ratio near 1 means the two norms take the same time. At the smallest d a call is too short for the memory
+# traffic to dominate, and its fixed cost (Python dispatch, kernel launch) sets the time;
+# {numref}`fig-speed-gpu-bandwidth` shows where each implementation leaves that regime.
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "GPU: fraction of copy (clone) bandwidth reached by each implementation, forward pass at the training batch, per norm (unstable cases left out; hardware and commit in the title). 1 is a same-size copy timed in the same run. What to see: the fused implementations reach the same fraction for both norms once d is large enough to be memory bound; the composites stay far below.", "name": "fig-speed-gpu-bandwidth"}}
 gpu_stable = report.stable(gpu.frame) if gpu is not None else pd.DataFrame()

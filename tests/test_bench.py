@@ -559,3 +559,16 @@ def test_committed_runs_carry_their_hardware_and_whether_they_ran_on_a_gpu(tmp_p
     assert run.commit == (document["git_commit"] or "unknown")[:12] and run.unstable_count == len(report.unstable(run.frame))
     live = provenance.measured(document)
     assert not live.on_gpu and live.hardware.startswith(document["hardware"]["cpu"])
+
+
+def test_ratio_grid_and_medians_describe_each_implementation_and_dtype():
+    import pandas as pd
+
+    rows = _pair("fused", 1.0, 0.5, d=256) + _pair("fused", 1.0, 0.8, d=4096)
+    ratios = report.ln_rms_ratios(pd.DataFrame(rows))
+    grid = report.ratio_grid(ratios, "sweep")
+    assert list(grid.columns) == ["implementation", "dtype", "d = 256", "d = 4096"]
+    assert grid.iloc[0]["d = 256"] == pytest.approx(2.0) and grid.iloc[0]["d = 4096"] == pytest.approx(1.25)
+    summary = report.implementation_summary(ratios, by=("implementation", "dtype"))
+    assert report.describe_medians(summary) == "fused 1.62 (float32)"
+    assert report.ratio_grid(ratios, "backward").empty
