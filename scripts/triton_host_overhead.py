@@ -45,17 +45,21 @@ def stub_kernels() -> None:
     InterpretedFunction.run = lambda self, *args, grid, warmup, **kwargs: None
 
 
-def per_call_us(fn, repeats: int, rounds: int = 15) -> tuple[float, float]:
-    """(min, median) over `rounds` rounds of the mean µs per call of `repeats` calls."""
-    for _ in range(max(10, repeats // 20)):
-        fn()
-    samples = []
-    for _ in range(rounds):
-        start = time.process_time()
-        for _ in range(repeats):
+def per_call_us(rows, repeats: int, rounds: int) -> list[tuple[float, float]]:
+    """(min, median) per row over `rounds` rounds of the mean µs per call of `repeats` calls.
+
+    Rounds are interleaved across rows, so a burst of load from other processes lands on all of them."""
+    for _, fn in rows:
+        for _ in range(max(10, repeats // 10)):
             fn()
-        samples.append((time.process_time() - start) / repeats * 1e6)
-    return min(samples), statistics.median(samples)
+    samples = [[] for _ in rows]
+    for _ in range(rounds):
+        for (_, fn), row_samples in zip(rows, samples):
+            start = time.process_time()
+            for _ in range(repeats):
+                fn()
+            row_samples.append((time.process_time() - start) / repeats * 1e6)
+    return [(min(row), statistics.median(row)) for row in samples]
 
 
 def cases(rows: int, d: int):
@@ -102,17 +106,17 @@ def cases(rows: int, d: int):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=300, help="calls per timing round")
+    parser.add_argument("--repeats", type=int, default=100, help="calls per row in each timing round")
+    parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--rows", type=int, default=8)
     parser.add_argument("--d", type=int, default=256)
     args = parser.parse_args()
     torch.set_num_threads(1)
     stub_kernels()
-    print(f"host µs per call, {args.rows}x{args.d} fp32 on CPU, kernels stubbed; min [median] of 15 rounds of {args.repeats}")
+    print(f"host µs per call, {args.rows}x{args.d} fp32 on CPU, kernels stubbed; min [median] of {args.rounds} rounds of {args.repeats}")
     for group, rows in cases(args.rows, args.d).items():
         print(f"\n{group}")
-        for name, fn in rows:
-            low, median = per_call_us(fn, args.repeats)
+        for (name, _), (low, median) in zip(rows, per_call_us(rows, args.repeats, args.rounds)):
             print(f"  {name:34s} {low:8.1f}  [{median:7.1f}]")
 
 

@@ -391,3 +391,117 @@ def test_chunk_must_be_power_of_two():
         ops.rms_norm(randn(2, 300), onchip_limit=128, chunk=48)
     with pytest.raises(ValueError, match="stats"):
         ops.layer_norm(randn(2, 30), stats="naive")
+
+
+# ---------------------------------------------------------------- eager route vs the custom ops
+
+def _through_custom_op(kind, x, weight, bias, residual, **limits):
+    """What ops.* returned before eager calls skipped the dispatcher: the custom op, with its autograd."""
+    onchip_limit, chunk = limits.get("onchip_limit", launch.ONCHIP_LIMIT), limits.get("chunk", launch.CHUNK)
+    if kind == "rms":
+        y, s, _ = torch.ops.normlab.rms_norm_forward(x, weight, residual, 1e-6, 0.5, True, x.shape[-1], onchip_limit, chunk)
+    else:
+        y, s, _, _ = torch.ops.normlab.layer_norm_forward(x, weight, bias, residual, 1e-5, "welford", onchip_limit, chunk)
+    return (y, s) if residual is not None else y
+
+
+@pytest.mark.parametrize("kind", ("rms", "layer"))
+@pytest.mark.parametrize("path", ("onchip", "chunked"))
+@pytest.mark.parametrize("residual", (False, True))
+def test_eager_route_bit_identical_to_custom_op(kind, path, residual):
+    torch.manual_seed(23)
+    d = length_for(path)
+    limits = {} if path == "onchip" else dict(onchip_limit=SMALL_LIMIT, chunk=SMALL_CHUNK)
+    x, weight, bias = randn(9, d, requires_grad=True), randn(d, requires_grad=True), randn(d, requires_grad=True)
+    r = randn(9, d, requires_grad=True) if residual else None
+    leaves = [x, weight] + ([bias] if kind == "layer" else []) + ([r] if residual else [])
+    upstream = [randn(9, d), randn(9, d)]
+
+    def run(fn):
+        out = fn()
+        outs = out if residual else (out,)
+        grads = torch.autograd.grad(sum((o * u).sum() for o, u in zip(outs, upstream)), leaves)
+        return [o.detach() for o in outs] + list(grads)
+
+    if kind == "rms":
+        eager = lambda: ops.rms_norm(x, weight, residual=r, offset=0.5, **limits)  # noqa: E731
+    else:
+        eager = lambda: ops.layer_norm(x, weight, bias, residual=r, stats="welford", **limits)  # noqa: E731
+    ours, theirs = run(eager), run(lambda: _through_custom_op(kind, x, weight, bias, r, **limits))
+    for a, b in zip(ours, theirs):
+        assert a.dtype == b.dtype and torch.equal(a, b)
+    with torch.no_grad():  # no autograd: the launcher directly
+        y = eager()[0] if residual else eager()
+    assert torch.equal(y, theirs[0])
+
+
+@pytest.fixture
+def custom_op_calls(monkeypatch):
+    """Counts eager calls of the normlab custom ops (forward and backward)."""
+    calls = []
+    for name in ("rms_norm_forward", "rms_norm_backward", "layer_norm_forward", "layer_norm_backward"):
+        op = getattr(torch.ops.normlab, name)
+        monkeypatch.setattr(torch.ops.normlab, name, lambda *args, _op=op, _name=name: calls.append(_name) or _op(*args))
+    return calls
+
+
+def test_eager_calls_skip_the_dispatcher(custom_op_calls):
+    x, weight, bias = randn(4, 16, requires_grad=True), randn(16, requires_grad=True), randn(16, requires_grad=True)
+    r = randn(4, 16)
+    y, s = normlab.rms_norm(x, weight, residual=r, backend="triton")
+    (y.sum() + s.sum()).backward()
+    normlab.layer_norm(x, weight, bias, backend="triton").sum().backward()
+    with torch.no_grad():
+        normlab.rms_norm(x, weight, backend="triton")
+        normlab.layer_norm(x, weight, bias, backend="triton")
+    assert x.grad is not None and weight.grad is not None and bias.grad is not None
+    assert custom_op_calls == []
+
+
+def test_compile_and_export_see_the_custom_ops():
+    graphs = []
+
+    def recording_backend(gm, example_inputs):
+        graphs.append({str(node.target) for node in gm.graph.nodes if node.op == "call_function"})
+        return gm
+
+    def both(x, weight, bias):
+        return normlab.rms_norm(x, weight, backend="triton") + normlab.layer_norm(x, weight, bias, backend="triton")
+
+    x, weight, bias = randn(4, 16), randn(16), randn(16)
+    compiled_out = torch.compile(both, backend=recording_backend, fullgraph=True)(x, weight, bias)
+    assert torch.equal(compiled_out, both(x, weight, bias))
+    assert any("normlab.rms_norm_forward" in t for t in graphs[0]) and any("normlab.layer_norm_forward" in t for t in graphs[0])
+
+    class Block(torch.nn.Module):
+        def forward(self, x, weight, bias):
+            return both(x, weight, bias)
+
+    exported = torch.export.export(Block(), (x, weight, bias))
+    targets = {str(node.target) for node in exported.graph.nodes if node.op == "call_function"}
+    assert "normlab.rms_norm_forward.default" in targets and "normlab.layer_norm_forward.default" in targets
+    assert torch.equal(exported.module()(x, weight, bias), both(x, weight, bias))
+
+
+def test_fake_tensors_go_through_the_fake_impls():
+    # Outside compile (no is_compiling flag), a dispatch mode still needs the op: the launcher cannot take fake tensors.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x, weight, r = torch.empty(4, 3, 16), torch.empty(16), torch.empty(4, 3, 16, dtype=torch.float64)
+        y, s = ops.rms_norm(x, weight, residual=r)
+        assert y.shape == x.shape and y.dtype == torch.float32 and s.dtype == torch.float64
+        assert ops.layer_norm(x, weight, weight).shape == x.shape
+
+
+@pytest.mark.parametrize("kind", ("rms", "layer"))
+def test_double_backward_refused_and_retain_graph_repeats(kind):
+    x, weight = randn(3, 8, dtype=torch.float64, requires_grad=True), randn(8, dtype=torch.float64, requires_grad=True)
+    norm = (lambda: ops.rms_norm(x, weight)) if kind == "rms" else (lambda: ops.layer_norm(x, weight, weight))
+    (grad,) = torch.autograd.grad(norm().square().sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match=f"normlab.{kind}_norm_backward.*no autograd formula"):
+        torch.autograd.grad(grad.sum(), x)
+    loss = norm().square().sum()
+    first = torch.autograd.grad(loss, [x, weight], retain_graph=True)
+    second = torch.autograd.grad(loss, [x, weight])
+    assert all(torch.equal(a, b) for a, b in zip(first, second))

@@ -20,12 +20,14 @@ Entry points (for the speed study and other callers)
 * ``rms_norm_checked`` / ``layer_norm_checked``: the same, positional, for a caller that has already
   validated the arguments (normlab.functional), so they are not checked twice.
 
-Eager calls skip the torch.library dispatcher (see ``custom_ops``: tens of µs per call); under
-torch.compile or torch.export the custom ops are what gets traced.
-
 * ``launch.rms_forward(...)`` / ``launch.layer_forward(...)`` and the ``*_backward`` functions: the bare
   launchers without autograd, returning the saved statistics too; the cheapest thing to time.
   Outputs are always freshly allocated and contiguous.
+
+Eager calls skip the torch.library dispatcher (see ``custom_ops``: tens of µs per call); under
+torch.compile or torch.export the custom ops are what gets traced.
+
+Host cost per call, layer by layer (no GPU needed): ``scripts/triton_host_overhead.py``.
 
 GPU-side checks without a GPU: ``scripts/compile_kernels_sm90.py`` compiles every kernel variant for
 sm_90 and reports register spills; ``scripts/gpu_check.sh`` is the one-call test + bandwidth run for
@@ -58,12 +60,7 @@ def _common_dtype(x: torch.Tensor, residual: torch.Tensor | None, residual_in_fp
     if residual is None:
         return x, residual
     dtype = sum_dtype(x, residual, residual_in_fp32)
-    return _as(x, dtype), _as(residual, dtype)
-
-
-def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    # .to() to the same dtype returns t itself, but only after a trip through the dispatcher.
-    return t if t.dtype == dtype else t.to(dtype)
+    return launch._as(x, dtype), launch._as(residual, dtype)
 
 
 def _limits(onchip_limit, chunk):
@@ -93,7 +90,7 @@ def rms_norm_checked(x, weight, eps, residual, offset, eps_placement, partial, r
     y, s, _ = custom_ops.rms_norm_forward_call(
         x, weight, residual, float(eps), float(offset), eps_placement == "inside", k, *_limits(onchip_limit, chunk))
     # A mixed-dtype call computed y in s's dtype; y is x's (one rounding from fp32 either way).
-    y = _as(y, out_dtype)
+    y = launch._as(y, out_dtype)
     return (y, s) if residual is not None else y
 
 
@@ -115,5 +112,5 @@ def layer_norm_checked(x, weight, bias, eps, residual, residual_in_fp32=False, s
     x, residual = _common_dtype(x, residual, residual_in_fp32)
     y, s, _, _ = custom_ops.layer_norm_forward_call(
         x, weight, bias, residual, float(eps), stats, *_limits(onchip_limit, chunk))
-    y = _as(y, out_dtype)
+    y = launch._as(y, out_dtype)
     return (y, s) if residual is not None else y

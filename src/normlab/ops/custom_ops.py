@@ -128,7 +128,7 @@ def _layer_backward(ctx, dy, ds, _dmean, _drstd):
     return (
         dx,
         dweight if weight is not None else None,
-        dbias.to(ctx.bias_dtype) if has_bias else None,
+        launch._as(dbias, ctx.bias_dtype) if has_bias else None,
         dx if ctx.has_residual else None,
     ) + (None,) * 4
 
@@ -192,7 +192,7 @@ class _LayerNorm(torch.autograd.Function):
         return (
             dx,
             dweight if weight is not None else None,
-            dbias.to(ctx.bias_dtype) if has_bias else None,
+            launch._as(dbias, ctx.bias_dtype) if has_bias else None,
             dx if ctx.has_residual else None,
         ) + (None,) * 4
 

@@ -107,7 +107,12 @@ def _prepare_backward(dy, ds, s):
 def _reduce_partials(partial: torch.Tensor, like: torch.Tensor | None, n_features: int, device):
     if like is None:
         return torch.empty(0, device=device)
-    return partial.sum(0).to(like.dtype)
+    return _as(partial.sum(0), like.dtype)
+
+
+def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    # .to() to the same dtype returns t itself, but only after a trip through the dispatcher.
+    return t if t.dtype == dtype else t.to(dtype)
 
 
 # ---------------------------------------------------------------- RMSNorm
@@ -233,5 +238,5 @@ def layer_backward(dy, ds, s, weight, mean, rstd, has_bias: bool,
             dy2.stride(0), ds_arg.stride(0), s2.stride(0),
             **flags, CHUNK=chunk, num_warps=warps_for(chunk))
     dweight = _reduce_partials(dw_partial, weight, n_features, s.device)
-    dbias = db_partial.sum(0).to(param_dtype) if has_bias else s.new_empty(0)
+    dbias = _as(db_partial.sum(0), param_dtype) if has_bias else s.new_empty(0)
     return dx, dweight, dbias
