@@ -250,7 +250,7 @@ plt.show()
 # %% tags=["remove-input"]
 if gpu is not None:
     gpu_training = claims.training_ratios(gpu.frame)
-    display(table(report.implementation_summary(gpu_training, by=("implementation", "direction", "dtype")),
+    display(table(report.implementation_summary(gpu_training, by=("implementation", "direction", "dtype")).astype({"points": str}),
                   caption=f"GPU ({gpu.hardware}): per implementation, direction and dtype, over d at the training batch "
                           "(stable cases): the median LN/RMS time ratio and the median share of LayerNorm's time "
                           "RMSNorm saves, each with its run-to-run sd."))
@@ -311,7 +311,8 @@ if gpu_small.empty:
     display(Markdown("No stable GPU small-batch pair to show."))
 else:
     display(table(gpu_small.assign(**{"t_LN (µs)": gpu_small["t_ln_s"] * 1e6, "t_RMS (µs)": gpu_small["t_rms_s"] * 1e6})[
-        ["implementation", "dtype", "rows", "d", "t_LN (µs)", "t_RMS (µs)", "ratio_ln_over_rms", "saving", "saving_sd"]],
+        ["implementation", "dtype", "rows", "d", "t_LN (µs)", "t_RMS (µs)", "ratio_ln_over_rms", "saving", "saving_sd"]]
+        .astype({"rows": str, "d": str}),  # shapes, not quantities: no significant-figure rounding
         caption=f"GPU ({gpu.hardware}): small-batch latency per implementation (stable cases)."))
 
 # %% [markdown]
@@ -325,7 +326,8 @@ else:
     gpu_chunked = gpu_stable[gpu_stable["study"].isin(["chunked", "partial"])]
     if not gpu_chunked.empty:
         display(table(gpu_chunked.assign(**{"time (ms)": gpu_chunked["median_s"] * 1e3})[
-            ["study", "implementation", "rows", "d", "time (ms)", "fraction_of_copy", "effective_passes"]],
+            ["study", "implementation", "rows", "d", "time (ms)", "fraction_of_copy", "effective_passes"]]
+            .astype({"rows": str, "d": str}),
             caption=f"GPU ({gpu.hardware}): chunked kernels (rows too long for one program) and full vs partial RMSNorm, "
                     "forward, float32 (stable cases)."))
     display(Markdown("\n".join([f"- **unstable**: {line}" for line in gpu_unstable] or ["Every GPU case was stable."])))
