@@ -233,7 +233,7 @@ def rms_norm(x, weight=None, eps=1e-6, *, residual=None, offset=0.0, eps_placeme
     llama = casting_mode == "llama" and weight is not None
     k = None if partial == 1.0 else partial_size(x.shape[-1], partial)
     compiled_args = (x, weight, residual, float(eps), float(offset), eps_placement == "inside", k, s_dtype, llama)
-    cpp_refusal = cpu.supports(x, weight, residual, s_dtype)
+    cpp_refusal = cpu.supports(x, weight, residual, s_dtype) if backend in ("cpp", "auto") else None
     if backend == "auto":
         backend = _auto_rms_backend(x, requested, cpp_refusal is None)
         if backend == "compile":
@@ -254,8 +254,8 @@ def rms_norm(x, weight=None, eps=1e-6, *, residual=None, offset=0.0, eps_placeme
         return rms_norm_reference(x, weight, eps, residual=residual, offset=offset, eps_placement=eps_placement,
                                   partial=partial, residual_in_fp32=residual_in_fp32, casting_mode=casting_mode)
     if backend == "triton":
-        return _ops().rms_norm(x, weight, eps, residual=residual, offset=offset, eps_placement=eps_placement,
-                               partial=partial, residual_in_fp32=residual_in_fp32)
+        # arguments were validated above: the unchecked entry point saves the kernels' host time a second round
+        return _ops().rms_norm_checked(x, weight, eps, residual, offset, eps_placement, partial, residual_in_fp32)
     if backend == "cpp":
         if cpp_refusal is not None:
             raise UnsupportedFeature(f"backend 'cpp' cannot take these inputs: {cpp_refusal}; use backend='compile' "
@@ -294,7 +294,7 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, *, residual=None, residual_i
     if backend == "reference":
         return layer_norm_reference(x, weight, bias, eps, residual=residual, residual_in_fp32=residual_in_fp32)
     if backend == "triton":
-        return _ops().layer_norm(x, weight, bias, eps, residual=residual, residual_in_fp32=residual_in_fp32)
+        return _ops().layer_norm_checked(x, weight, bias, eps, residual, residual_in_fp32)
     if backend == "compile":
         y, s = _run_compiled("layer", x, weight, bias, residual, float(eps), s_dtype)
         return (y, s) if residual is not None else y
