@@ -14,10 +14,11 @@
 # (A7, B8, B9), fewer reads and writes (A10), and cheaper arithmetic (A5).
 #
 # Those claims are about GPUs, and this chapter's live run is on whatever machine builds the book. So each
-# claim is judged by the same rule on every hardware measured: this run, and a GPU run (this run if it has a
-# GPU, else the GPU profile committed under `data/`, see {ref}`speed-gpu`). **The GPU decides** where it could
-# test the claim; where the other hardware's own verdict is "does not hold", a "holds" becomes "holds with
-# caveats". Every verdict names the hardware behind each number. With no GPU run, this run decides alone.
+# claim is judged by the same rule on every run measured: this run, and the GPU runs (this run if it has a
+# GPU, else every GPU profile committed under `data/`, see {ref}`speed-gpu`). **The newest GPU run decides**
+# where it could test the claim; where another run's own verdict (this run's, or another GPU run's) is "does
+# not hold", a "holds" becomes "holds with caveats". Every verdict names the hardware and run behind each
+# number. With no GPU run, this run decides alone.
 
 # %% tags=["parameters", "remove-cell"]
 profile = "smoke"
@@ -78,7 +79,8 @@ unstable_list = claims.unstable_cases(df)
 timed = report.measured(df)
 live = provenance.measured(document)
 committed = provenance.committed(gpu_results_dir)
-gpu = claims.gpu_evidence(live, committed)  # None: no GPU run, so this run decides alone
+gpu_runs = claims.gpu_evidence(live, committed)  # the deciding GPU run first; empty: this run decides alone
+gpu = gpu_runs[0] if gpu_runs else None
 
 # %% [markdown]
 # (speed-method)=
@@ -107,8 +109,8 @@ Markdown(f"Measured on {where}, {document['started']}, in {document['wall_s']:.0
          f"{int(timed.get('remeasured', pd.Series(dtype=bool)).fillna(False).astype(bool).sum())} re-measured, "
          f"**{len(unstable_list)} left unstable** and excluded; {agreeing} of {len(agreement)} same-path pairs agree "
          f"within their spread (the {{ref}}`same-path table <tab-speed-same-path>`). "
-         + (f"The verdicts also weigh a GPU run: {gpu.hardware}, {'this run' if gpu is live else gpu.source} "
-            f"(commit {gpu.commit}; {{ref}}`speed-gpu`)." if gpu is not None else
+         + (f"The verdicts also weigh {len(gpu_runs)} GPU run(s), decided on {gpu.hardware}, "
+            f"{'this run' if gpu is live else gpu.source} (commit {gpu.commit}; {{ref}}`speed-gpu`)." if gpu is not None else
             "No GPU run is committed, so the verdicts rest on this run alone."))
 
 # %% tags=["remove-input"]
@@ -217,87 +219,87 @@ else:
 # re-measured and, failing that, left out of every summary and verdict.
 
 # %% tags=["remove-input"]
+def _run_name(m):
+    return "this run" if m is live else m.source
+
+
 if gpu is None:
     display(Markdown("**No GPU run is committed** (no `data/gpu-bench*.json`), so every verdict below rests on this "
                      "run alone, and the GPU figures are empty."))
 else:
-    gpu_timed = report.measured(gpu.frame)
-    gpu_unstable = claims.unstable_cases(gpu.frame)
-    gpu_backends = ", ".join(sorted(b for b in gpu_timed["backend"].dropna().unique()))
-    lines = [f"GPU run weighed by the verdicts: measured on {gpu.label} ({'this run' if gpu is live else gpu.source}). "
-             f"Backends timed: {gpu_backends}. {len(gpu_timed)} cases timed, "
-             f"**{len(gpu_unstable)} left unstable** after re-measuring and excluded from every summary below "
-             "(listed, folded, after the figures)."]
-    lines += [f"Also committed, not weighed by the verdicts: {m.label} [{m.source}]." for m in committed
-              if m.on_gpu and m is not gpu]
-    display(Markdown("\n\n".join(lines)))
+    lines = []
+    for m in gpu_runs:
+        timed_there = report.measured(m.frame)
+        backends = ", ".join(sorted(timed_there["backend"].dropna().unique()))
+        role = "decides the verdicts" if m is gpu else "checks them"
+        lines.append(f"- **{_run_name(m)}** ({role}): measured on {m.label}. Backends timed: {backends}. "
+                     f"{len(timed_there)} cases timed, **{m.unstable_count} left unstable** after re-measuring and "
+                     "excluded from every summary and verdict (listed, folded, at the end of this section).")
+    display(Markdown("GPU runs weighed by the verdicts, the newest first:\n\n" + "\n".join(lines)))
+gpu_ratios = pd.concat([report.ln_rms_ratios(m.frame).assign(run=_run_name(m)) for m in gpu_runs], ignore_index=True) \
+    if gpu_runs else pd.DataFrame(columns=["study", "mode", "run"])
+gpu_stable = pd.concat([report.stable(m.frame).assign(run=_run_name(m)) for m in gpu_runs], ignore_index=True) \
+    if gpu_runs else pd.DataFrame(columns=["study", "norm", "mode", "run"])
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "GPU: t_LayerNorm / t_RMSNorm per implementation across the row length d, forward pass at the training batch, float32 and bfloat16 (unstable cases left out; the hardware and commit are in the figure's title). Above 1: RMSNorm is faster. What to see: whether the gap survives in the fused kernels (triton, torch's native ops) or only in the composites built from separate ops (eager, reference).", "name": "fig-speed-gpu-ratio"}}
-gpu_ratios = report.ln_rms_ratios(gpu.frame) if gpu is not None else pd.DataFrame()
-gpu_sweep = gpu_ratios[(gpu_ratios["study"] == "sweep") & (gpu_ratios["mode"] == "alloc")] if gpu is not None else gpu_ratios
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "GPU: t_LayerNorm / t_RMSNorm per implementation across the row length d, forward pass at the training batch, float32 and bfloat16 (columns), one row per GPU run (unstable cases left out; hardware and commits in the title). Above 1: RMSNorm is faster. What to see: whether the gap survives in the fused kernels (triton, compile, torch's native ops) or only in the composites built from separate ops (eager, reference), and how far two runs of the same profile agree.", "name": "fig-speed-gpu-ratio"}}
+gpu_sweep = gpu_ratios[(gpu_ratios["study"] == "sweep") & (gpu_ratios["mode"] == "alloc")]
 if gpu_sweep.empty:
     empty_figure("no GPU run is committed" if gpu is None else "no stable GPU forward case was timed for both norms")
 else:
-    order = sorted(gpu_sweep["implementation"].unique())
-    grid = sns.relplot(data=gpu_sweep, x="d", y="ratio_ln_over_rms", hue="implementation", hue_order=order,
+    grid = sns.relplot(data=gpu_sweep, x="d", y="ratio_ln_over_rms", hue="implementation",
+                       hue_order=sorted(gpu_sweep["implementation"].unique()), row="run",
                        col="dtype", col_order=sorted(gpu_sweep["dtype"].unique(), reverse=True), kind="line",
-                       marker="o", height=3.8, aspect=1.2)
+                       marker="o", height=3.2, aspect=1.3)
     grid.set(xscale="log", xlabel="row length d (features)", ylabel="t_LayerNorm / t_RMSNorm (ratio)")
     grid.refline(y=1.0, color="grey")
-    grid.figure.suptitle(f"{gpu.hardware}, commit {gpu.commit}", y=1.03)
+    grid.figure.suptitle(f"{gpu.hardware}; commits: " + ", ".join(sorted({m.commit for m in gpu_runs})), y=1.02)
 plt.show()
 
 # %% tags=["remove-input"]
 if gpu is not None:
-    gpu_training = claims.training_ratios(gpu.frame)
-    display(table(report.implementation_summary(gpu_training, by=("implementation", "direction", "dtype")).astype({"points": str}),
-                  caption=f"GPU ({gpu.hardware}): per implementation, direction and dtype, over d at the training batch "
-                          "(stable cases): the median LN/RMS time ratio and the median share of LayerNorm's time "
-                          "RMSNorm saves, each with its run-to-run sd."))
-
-# %% tags=["remove-input"]
-if gpu is not None:
-    gpu_forward = report.implementation_summary(gpu_sweep, by=("implementation", "dtype"))
-    display(Markdown(f"On the {gpu.hardware}, forward at the training batch, the median t_LN/t_RMS over d is: "
-                     f"{report.describe_medians(gpu_forward)}."))
+    display(Markdown("Forward at the training batch, the median t_LN/t_RMS over d, per GPU run: " + " ".join(
+        f"**{run}**: {report.describe_medians(report.implementation_summary(group, by=('implementation', 'dtype')))}."
+        for run, group in gpu_sweep.groupby("run", sort=False))))
+    display(table(report.compare_runs(claims.training_subset(gpu_ratios), by=("implementation", "direction", "dtype")),
+                  caption="GPU: per implementation, direction and dtype, over d at the training batch (stable cases): the "
+                          "median LN/RMS time ratio in each run, with its run-to-run sd (from the repeats within that run)."))
 
 # %% [markdown]
 # (tab-speed-gpu-summary)=
 # A ratio near 1 means the two norms take the same time. At the smallest d a call is too short for the memory
-# traffic to dominate, and its fixed cost (Python dispatch, kernel launch) sets the time;
-# {numref}`fig-speed-gpu-bandwidth` shows where each implementation leaves that regime.
+# traffic to dominate, and its fixed cost (Python dispatch, kernel launch) sets the time, which also makes
+# those shapes the least repeatable between runs; {numref}`fig-speed-gpu-bandwidth` shows where each
+# implementation leaves that regime.
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "GPU: fraction of copy (clone) bandwidth reached by each implementation, forward pass at the training batch, per norm (unstable cases left out; hardware and commit in the title). 1 is a same-size copy timed in the same run. What to see: the fused implementations reach the same fraction for both norms once d is large enough to be memory bound; the composites stay far below.", "name": "fig-speed-gpu-bandwidth"}}
-gpu_stable = report.stable(gpu.frame) if gpu is not None else pd.DataFrame()
-gpu_bandwidth = (gpu_stable[(gpu_stable["study"] == "sweep") & (gpu_stable["norm"] != "copy") & (gpu_stable["mode"] == "alloc")]
-                 if gpu is not None else gpu_stable)
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "GPU: fraction of copy (clone) bandwidth reached by each implementation, forward pass at the training batch, per norm (columns) and GPU run (rows); unstable cases left out. 1 is a same-size copy timed in the same run; the dotted line is MEMORY_BOUND. What to see: the fused implementations reach the same fraction for both norms once d is large enough to be memory bound; the composites stay far below.", "name": "fig-speed-gpu-bandwidth"}}
+gpu_bandwidth = gpu_stable[(gpu_stable["study"] == "sweep") & (gpu_stable["norm"] != "copy") & (gpu_stable["mode"] == "alloc")]
 if gpu_bandwidth.empty:
     empty_figure("no GPU run is committed" if gpu is None else "no stable GPU forward case was timed")
 else:
     grid = sns.relplot(data=gpu_bandwidth, x="d", y="fraction_of_copy", hue="implementation",
-                       hue_order=sorted(gpu_bandwidth["implementation"].unique()), col="norm", style="dtype",
-                       kind="line", markers=True, height=3.8, aspect=1.2)
-    grid.set(xscale="log", xlabel="row length d (features)", ylabel="fraction of copy (clone) bandwidth")
+                       hue_order=sorted(gpu_bandwidth["implementation"].unique()), col="norm", row="run", style="dtype",
+                       kind="line", markers=True, height=3.2, aspect=1.3)
+    grid.set(xscale="log", xlabel="row length d (features)", ylabel="fraction of copy bandwidth")
     for ax in grid.axes.flat:
         ax.axhline(1.0, color="grey", lw=1)
         ax.axhline(MEMORY_BOUND, color="grey", lw=1, ls=":")
-    grid.figure.suptitle(f"{gpu.hardware}, commit {gpu.commit}; dotted: MEMORY_BOUND", y=1.03)
+    grid.figure.suptitle(f"{gpu.hardware}", y=1.02)
 plt.show()
 
 # %% [markdown]
 # (speed-gpu-backward)=
 # ### Forward and backward on the GPU
 #
-# Training pays for the backward too. The grid gives LN/RMS for forward+backward per implementation, dtype
-# and d; an empty cell is a shape where one of the two norms stayed unstable and is left out.
+# Training pays for the backward too. The grid gives LN/RMS for forward+backward per run, implementation,
+# dtype and d; an empty cell is a shape where one of the two norms stayed unstable and is left out.
 
 # %% tags=["remove-input"]
-gpu_backward = report.ratio_grid(gpu_ratios, "backward") if gpu is not None else pd.DataFrame()
+gpu_backward = report.ratio_grid(gpu_ratios, "backward", rows=("implementation", "dtype", "run")) if gpu is not None else pd.DataFrame()
 if gpu_backward.empty:
     display(Markdown("No stable GPU forward+backward pair to show."))
 else:
     display(table(gpu_backward, caption=f"GPU ({gpu.hardware}): forward+backward t_LN / t_RMS per implementation, "
-                                        "dtype and d, at the training batch (stable cases; — : unstable)."))
+                                        "dtype, run and d, at the training batch (stable cases; — : unstable)."))
 
 # %% [markdown]
 # (speed-gpu-small)=
@@ -306,14 +308,15 @@ else:
 # With 1–16 rows a call moves a few kilobytes, so its fixed cost decides its latency.
 
 # %% tags=["remove-input"]
-gpu_small = gpu_ratios[gpu_ratios["study"] == "small-batch"] if gpu is not None else gpu_ratios
+gpu_small = gpu_ratios[gpu_ratios["study"] == "small-batch"]
 if gpu_small.empty:
     display(Markdown("No stable GPU small-batch pair to show."))
 else:
-    display(table(gpu_small.assign(**{"t_LN (µs)": gpu_small["t_ln_s"] * 1e6, "t_RMS (µs)": gpu_small["t_rms_s"] * 1e6})[
-        ["implementation", "dtype", "rows", "d", "t_LN (µs)", "t_RMS (µs)", "ratio_ln_over_rms", "saving", "saving_sd"]]
+    display(table(gpu_small.assign(**{"t_LN (µs)": gpu_small["t_ln_s"] * 1e6, "t_RMS (µs)": gpu_small["t_rms_s"] * 1e6})
+                  .sort_values(["implementation", "dtype", "rows", "run"])[
+        ["implementation", "dtype", "rows", "d", "run", "t_LN (µs)", "t_RMS (µs)", "ratio_ln_over_rms", "saving", "saving_sd"]]
         .astype({"rows": str, "d": str}),  # shapes, not quantities: no significant-figure rounding
-        caption=f"GPU ({gpu.hardware}): small-batch latency per implementation (stable cases)."))
+        caption=f"GPU ({gpu.hardware}): small-batch latency per implementation and run (stable cases)."))
 
 # %% [markdown]
 # The GPU's long-row (chunked) kernels and partial RMSNorm, which the pass and pRMSNorm verdicts use, and the
@@ -326,11 +329,12 @@ else:
     gpu_chunked = gpu_stable[gpu_stable["study"].isin(["chunked", "partial"])]
     if not gpu_chunked.empty:
         display(table(gpu_chunked.assign(**{"time (ms)": gpu_chunked["median_s"] * 1e3})[
-            ["study", "implementation", "rows", "d", "time (ms)", "fraction_of_copy", "effective_passes"]]
+            ["run", "study", "implementation", "rows", "d", "time (ms)", "fraction_of_copy", "effective_passes"]]
             .astype({"rows": str, "d": str}),
             caption=f"GPU ({gpu.hardware}): chunked kernels (rows too long for one program) and full vs partial RMSNorm, "
-                    "forward, float32 (stable cases)."))
-    display(Markdown("\n".join([f"- **unstable**: {line}" for line in gpu_unstable] or ["Every GPU case was stable."])))
+                    "forward, float32, per run (stable cases)."))
+    display(Markdown("\n".join([f"- **unstable** ({_run_name(m)}): {line}" for m in gpu_runs
+                                 for line in claims.unstable_cases(m.frame)] or ["Every GPU case was stable."])))
 
 # %% [markdown]
 # (speed-passes)=
@@ -344,7 +348,7 @@ else:
 # (the {ref}`census table <tab-speed-census>`). Fused ops (native `F.layer_norm`, a compiled graph, a Triton kernel) are one op
 # to both views; their passes are bounded by their time instead. Rows too long to hold on chip need the chunked
 # kernels, where LayerNorm's two-pass and Welford statistics really differ; those are timed on a GPU
-# ({ref}`speed-gpu`), whose run decides these verdicts where it exists.
+# ({ref}`speed-gpu`), whose runs decide these verdicts where they exist.
 
 # %% tags=["remove-input"]
 census = report.census(df)
@@ -360,8 +364,8 @@ else:
 # The census above counts the passes of each unfused composite.
 
 # %% tags=["remove-cell"]
-a7, b8 = claims.a7_b8(live, EXTRA_PASS, gpu=gpu)
-b9 = claims.b9(live, WELFORD_EQUAL, gpu=gpu)
+a7, b8 = claims.a7_b8(live, EXTRA_PASS, gpu=gpu_runs)
+b9 = claims.b9(live, WELFORD_EQUAL, gpu=gpu_runs)
 _ = a7.record(results, "A7", "speed-passes")
 _ = b8.record(results, "B8", "speed-passes")
 _ = b9.record(results, "B9", "speed-passes")
@@ -382,7 +386,7 @@ Markdown(f"**A7, B8** — {a7.verdict}: {a7.summary}\n\n**B9** — {b9.verdict}:
 # bandwidth, so that the time is the traffic and not the launch.
 
 # %% tags=["remove-cell"]
-a5 = claims.a5(live, EQUAL_TIME, memory_bound=MEMORY_BOUND, gpu=gpu)
+a5 = claims.a5(live, EQUAL_TIME, memory_bound=MEMORY_BOUND, gpu=gpu_runs)
 _ = a5.record(results, "A5", "speed-compute")
 
 # %% tags=["remove-input"]
@@ -395,12 +399,12 @@ Markdown(f"**A5** — {a5.verdict}: {a5.summary}")
 # > A10: inference "is memory-bandwidth bound; RMSNorm's missing β and fewer intermediate reads and writes suit
 # > the hardware". Q2: with both norms fused, how large is RMSNorm's advantage?
 #
-# "Fused" is as for A5. On a GPU the fused pairs are {numref}`fig-speed-gpu-ratio`'s triton and native torch
-# curves above the launch-bound widths of {numref}`fig-speed-gpu-bandwidth`.
+# "Fused" is as for A5. On a GPU the fused pairs are {numref}`fig-speed-gpu-ratio`'s one-kernel curves (triton,
+# compile, native torch) at the widths where {numref}`fig-speed-gpu-bandwidth` puts both norms above MEMORY_BOUND.
 
 # %% tags=["remove-cell"]
-a10 = claims.a10(live, MEMORY_BOUND, gpu=gpu)
-q2 = claims.q2(live, EQUAL_TIME, memory_bound=MEMORY_BOUND, gpu=gpu)
+a10 = claims.a10(live, MEMORY_BOUND, gpu=gpu_runs)
+q2 = claims.q2(live, EQUAL_TIME, memory_bound=MEMORY_BOUND, gpu=gpu_runs)
 _ = a10.record(results, "A10", "speed-bandwidth")
 _ = q2.record(results, "Q2", "speed-bandwidth")
 
@@ -429,7 +433,7 @@ table(small.assign(**{"t_LN (µs)": small["t_ln_s"] * 1e6, "t_RMS (µs)": small[
 # The table above holds the small-batch latencies.
 
 # %% tags=["remove-cell"]
-b10 = claims.b10(live, gpu=gpu)
+b10 = claims.b10(live, gpu=gpu_runs)
 _ = b10.record(results, "B10", "speed-small-batch")
 
 # %% tags=["remove-input"]
@@ -451,7 +455,7 @@ table(partial.assign(**{"time (ms)": partial["median_s"] * 1e3})[
 
 # %% tags=["remove-cell"]
 estimate_error = claims.partial_rms_estimate_error(4096, 0.0625)
-q3 = claims.q3(live, WORTH_IT, estimate_error, gpu=gpu)
+q3 = claims.q3(live, WORTH_IT, estimate_error, gpu=gpu_runs)
 _ = q3.record(results, "Q3", "speed-partial")
 
 # %% tags=["remove-input"]
@@ -495,7 +499,7 @@ table(paper, caption="Running-time savings reported in the literature (as transc
 quality_part = load_evidence("quality", "B6", results_dir)
 realmodels_part = load_evidence("realmodels", "A8", results_dir) or load_evidence("realmodels", "B6", results_dir)
 model_level = claims.model_level_part(quality_part, realmodels_part)
-a8, b6 = claims.a8_b6(live, model_level, gpu=gpu)
+a8, b6 = claims.a8_b6(live, model_level, gpu=gpu_runs)
 _ = a8.record(results, "A8", "speed-paper")
 _ = b6.record(results, "B6", "speed-paper")
 

@@ -492,10 +492,26 @@ def test_gpu_evidence_is_this_run_on_a_gpu_else_the_newest_committed_gpu_run():
     cpu = _measured(frame, "CPU", False, source="this run")
     old = _measured(frame, "GPU A", True, started="2026-01-01T00:00:00+00:00", source="gpu-bench-a.json")
     new = _measured(frame, "GPU B", True, started="2026-02-01T00:00:00+00:00", source="gpu-bench-b.json")
-    assert claims.gpu_evidence(cpu, []) is None
-    assert claims.gpu_evidence(cpu, [new, old]) is new
+    assert claims.gpu_evidence(cpu, []) == []
+    assert claims.gpu_evidence(cpu, [old, cpu, new]) == [new, old]
     live_gpu = _measured(frame, "GPU C", True, source="this run")
-    assert claims.gpu_evidence(live_gpu, [new]) is live_gpu
+    assert claims.gpu_evidence(live_gpu, [new]) == [live_gpu]
+
+
+def test_two_runs_on_one_kind_of_gpu_are_told_apart_and_the_older_one_checks_the_newer():
+    import pandas as pd
+
+    cpu = _measured(pd.DataFrame(_pair("fused", 1.0, 0.98)), "Test CPU", False, source="this run")
+    new = _measured(pd.DataFrame(_pair("fused", 1.0, 0.99)), "Test GPU", True, started="2026-02", source="gpu-bench-2.json")
+    old = _measured(pd.DataFrame(_pair("fused", 1.0, 0.7)), "Test GPU", True, started="2026-01", source="gpu-bench.json")
+    q2 = claims.q2(cpu, 0.10, gpu=claims.gpu_evidence(cpu, [old, new]))
+    assert q2.evidence["decided_on"] == "Test GPU [gpu-bench-2.json]" and q2.key_number == pytest.approx(0.01)
+    assert set(q2.evidence["by_hardware"]) == {"Test CPU", "Test GPU [gpu-bench-2.json]", "Test GPU [gpu-bench.json]"}
+    # the older run finds a 30% gap: its "does not hold" turns the newer run's "holds" into a caveat
+    assert q2.verdict == "holds with caveats" and "gpu-bench.json" in q2.summary
+    a8, _ = claims.a8_b6(cpu, gpu=[new, old])
+    assert [r["gpu_source"] for r in a8.evidence["gpu_runs"]] == ["gpu-bench-2.json", "gpu-bench.json"]
+    assert a8.evidence["gpu_source"] == "gpu-bench-2.json"
 
 
 def test_one_kernel_pairs_above_memory_bound_count_as_fused_and_launch_bound_ones_do_not():
@@ -556,7 +572,7 @@ def test_committed_runs_carry_their_hardware_and_whether_they_ran_on_a_gpu(tmp_p
                  tmp_path / "gpu-bench.json")
     [run] = provenance.committed(tmp_path)
     assert run.hardware == "Synthetic GPU" and run.on_gpu and run.source == "gpu-bench.json"
-    assert run.commit == (document["git_commit"] or "unknown")[:12] and run.unstable_count == len(report.unstable(run.frame))
+    assert run.commit == provenance.short_commit(document) and run.unstable_count == len(report.unstable(run.frame))
     live = provenance.measured(document)
     assert not live.on_gpu and live.hardware.startswith(document["hardware"]["cpu"])
 
@@ -572,3 +588,21 @@ def test_ratio_grid_and_medians_describe_each_implementation_and_dtype():
     summary = report.implementation_summary(ratios, by=("implementation", "dtype"))
     assert report.describe_medians(summary) == "fused 1.62 (float32)"
     assert report.ratio_grid(ratios, "backward").empty
+
+
+def test_compare_runs_puts_each_runs_median_side_by_side():
+    import pandas as pd
+
+    one = report.ln_rms_ratios(pd.DataFrame(_pair("fused", 1.0, 0.5))).assign(run="a")
+    two = report.ln_rms_ratios(pd.DataFrame(_pair("fused", 1.0, 0.8) + _pair("other", 1.0, 1.0))).assign(run="b")
+    table = report.compare_runs(pd.concat([one, two], ignore_index=True))
+    assert list(table.columns) == ["implementation", "dtype", "t_LN/t_RMS [a]", "sd [a]", "t_LN/t_RMS [b]", "sd [b]"]
+    assert table.set_index("implementation").loc["fused", "t_LN/t_RMS [a]"] == pytest.approx(2.0)
+    assert table.set_index("implementation").loc["fused", "t_LN/t_RMS [b]"] == pytest.approx(1.25)
+    assert pd.isna(table.set_index("implementation").loc["other", "t_LN/t_RMS [a]"])
+
+
+def test_a_run_from_a_tree_with_uncommitted_changes_keeps_its_dirty_mark():
+    assert provenance.short_commit({"git_commit": "12a05220ecc6217618d6aeaa96e9515d600275fb-dirty"}) == "12a05220ecc6-dirty"
+    assert provenance.short_commit({"git_commit": "12a05220ecc6217618d6aeaa96e9515d600275fb"}) == "12a05220ecc6"
+    assert provenance.short_commit({}) == "unknown"

@@ -123,10 +123,14 @@ def describe_ranges(ranges: dict[str, dict]) -> str:
     return "; ".join(f"{name} {_pct(r['median'])} ± {abs(r['sd']):.0%}" for name, r in sorted(ranges.items()))
 
 
+def training_subset(ratios: pd.DataFrame) -> pd.DataFrame:
+    """The rows of an `ln_rms_ratios` frame at the training-like batch: the forward d sweep and forward+backward (allocating)."""
+    return ratios[ratios["study"].isin(["sweep", "backward"]) & (ratios["mode"] == "alloc")]
+
+
 def training_ratios(df: pd.DataFrame) -> pd.DataFrame:
     """LN/RMS ratios at the training-like batch: the forward d sweep and the forward+backward cases (allocating calls)."""
-    ratios = report.ln_rms_ratios(df)
-    return ratios[ratios["study"].isin(["sweep", "backward"]) & (ratios["mode"] == "alloc")]
+    return training_subset(report.ln_rms_ratios(df))
 
 
 def small_batch_ratios(df: pd.DataFrame) -> pd.DataFrame:
@@ -223,12 +227,12 @@ def as_measured(source) -> Measured:
     return Measured(frame=source, hardware="this run", label="this run", on_gpu=False, source="this run")
 
 
-def gpu_evidence(live: Measured, committed: list[Measured]) -> Measured | None:
-    """The GPU run the verdicts weigh: this run if it ran on a GPU, else the most recently measured committed GPU run."""
+def gpu_evidence(live: Measured, committed: list[Measured]) -> list[Measured]:
+    """The GPU runs the verdicts weigh, the deciding one first: this run if it ran on a GPU, else every committed GPU
+    run, the most recently measured first (a later run may time more backends; the others check it)."""
     if live.on_gpu:
-        return live
-    gpus = [m for m in committed if m.on_gpu]
-    return max(gpus, key=lambda m: m.started) if gpus else None
+        return [live]
+    return sorted((m for m in committed if m.on_gpu), key=lambda m: m.started, reverse=True)
 
 
 def where(m: Measured) -> str:
@@ -240,23 +244,31 @@ def where(m: Measured) -> str:
     return f"the {m.hardware} ({m.source}, commit {m.commit})"
 
 
-def _sources(df, gpu: Measured | None) -> list[Measured]:
+def _sources(df, gpu) -> list[Measured]:
+    """This run, then the GPU runs to weigh (`gpu`: one `Measured`, a list of them, deciding one first, or None)."""
     live = as_measured(df)
-    return [live] if gpu is None or gpu is live or gpu.frame is live.frame else [live, gpu]
+    gpus = [] if gpu is None else [gpu] if isinstance(gpu, Measured) else list(gpu)
+    return [live] + [m for m in gpus if m is not live and m.frame is not live.frame]
+
+
+def _key(m: Measured, parts) -> str:
+    """The hardware's name, with the run's source where two runs share one kind of hardware."""
+    twins = sum(other.hardware == m.hardware for other, _ in parts)
+    return m.hardware if twins == 1 else f"{m.hardware} [{m.source}]"
 
 
 def weigh(parts: list[tuple[Measured, Finding]]) -> Finding:
     """One verdict from the same rule applied on each hardware.
 
-    The GPU's verdict decides where it could test the claim (the articles' speed claims are about GPUs);
-    otherwise the first hardware that could. A "holds" becomes "holds with caveats" where another hardware's
-    own verdict is "does not hold". Key number, threshold and spread are the deciding hardware's.
+    The first GPU run's verdict decides where it could test the claim (the articles' speed claims are about GPUs);
+    otherwise the first run that could. A "holds" becomes "holds with caveats" where another run's own verdict
+    (this run's, or another GPU run's) is "does not hold". Key number, threshold and spread are the deciding run's.
     """
     if len(parts) == 1:
         m, f = parts[0]
         if m.hardware == "this run":
             return f
-        return replace(f, summary=f"On {where(m)}: {f.summary}", evidence=dict(f.evidence, decided_on=m.hardware))
+        return replace(f, summary=f"On {where(m)}: {f.summary}", evidence=dict(f.evidence, decided_on=_key(m, parts)))
     testable = [(m, f) for m, f in parts if f.verdict != "not testable here"] or parts
     deciding, decided = next(((m, f) for m, f in testable if m.on_gpu), testable[0])
     others = [(m, f) for m, f in parts if m is not deciding]
@@ -265,12 +277,12 @@ def weigh(parts: list[tuple[Measured, Finding]]) -> Finding:
     text = [f"On {where(deciding)}, which decides: {decided.summary}"]
     text += [f"On {where(m)} alone the verdict would be '{f.verdict}': {f.summary}" for m, f in others]
     if verdict != decided.verdict:
-        text.append(f"The {', '.join(m.hardware for m in against)} result adds the caveat.")
-    evidence = dict(decided.evidence, decided_on=deciding.hardware, by_hardware={
-        m.hardware: {"source": m.source, "verdict": f.verdict, "key_number": f.key_number, "threshold": f.threshold,
+        text.append(f"The {', '.join(where(m) for m in against)} result adds the caveat.")
+    evidence = dict(decided.evidence, decided_on=_key(deciding, parts), by_hardware={
+        _key(m, parts): {"source": m.source, "verdict": f.verdict, "key_number": f.key_number, "threshold": f.threshold,
                      "spread": f.spread, "evidence": f.evidence} for m, f in parts})
-    rule = ((decided.rule or "") + " Hardware: the GPU run decides where it could test the claim; its 'holds' becomes "
-            "'holds with caveats' where another hardware's verdict is 'does not hold'.").strip()
+    rule = ((decided.rule or "") + " Hardware: the newest GPU run decides where it could test the claim; its 'holds' "
+            "becomes 'holds with caveats' where another run's own verdict (CPU or GPU) is 'does not hold'.").strip()
     return Finding(verdict, " ".join(text), evidence, key_number=decided.key_number, threshold=decided.threshold,
                    spread=decided.spread, rule=rule)
 
@@ -338,7 +350,7 @@ def _measured_text(kind: str, saving: float | None, sd: float | None) -> str:
     return f"{kind}: a {_pct(saving)} saving ({spread_text}), i.e. RMSNorm {pace}"
 
 
-def a8_b6(df, model_level: dict | None = None, *, gpu: Measured | None = None) -> tuple[Finding, Finding]:
+def a8_b6(df, model_level: dict | None = None, *, gpu=None) -> tuple[Finding, Finding]:
     """A8 ("per the original paper, 10%-50% faster") and B6 ("the paper found 7%-64%") against the paper's rows and this run.
 
     Rule (A8): the citation part turns on the share of the paper's RMSNorm rows whose speed-up (the claim says
@@ -363,13 +375,15 @@ def a8_b6(df, model_level: dict | None = None, *, gpu: Measured | None = None) -
         measured, measured_sd, measured_kind = (model_level["model_saving"], model_level.get("model_saving_sd"),
                                                 f"model-level step time (quality chapter, on {here})")
     parts = [(measured_kind, measured, measured_sd)]
-    evidence_gpu = {}
+    gpu_runs = []
     for m in elsewhere:
         saving, sd, points = _op_level_auto(m.frame)
         parts.append((f"op-level auto on {where(m)}", saving, sd))
-        evidence_gpu = {"gpu_hardware": m.hardware, "gpu_source": m.source, "gpu_op_level_auto_saving": saving,
-                        "gpu_op_level_auto_saving_sd": sd, "gpu_op_level_points": points,
-                        "gpu_per_implementation": saving_ranges(training_ratios(m.frame))}
+        gpu_runs.append({"gpu_hardware": m.hardware, "gpu_source": m.source, "gpu_op_level_auto_saving": saving,
+                         "gpu_op_level_auto_saving_sd": sd, "gpu_op_level_points": points,
+                         "gpu_per_implementation": saving_ranges(training_ratios(m.frame))})
+    # the newest GPU run's numbers at the top level; every GPU run's in gpu_runs
+    evidence_gpu = dict(gpu_runs[0], gpu_runs=gpu_runs) if gpu_runs else {}
     speedups_measured = [None if s is None else 1 / (1 - s) - 1 for _, s, _ in parts]
     in_range = any(x is not None for x in speedups_measured) and all(
         x is not None and ARTICLE_A8_RANGE[0] <= x <= ARTICLE_A8_RANGE[1] for x in speedups_measured)
@@ -387,7 +401,8 @@ def a8_b6(df, model_level: dict | None = None, *, gpu: Measured | None = None) -
         texts[0] = f"no stable auto case and no model-level step time were measured on {here}"
     measured_text = "; ".join(texts)
     if evidence_gpu and evidence_gpu["gpu_per_implementation"]:
-        measured_text += f" (there, per implementation: {describe_ranges(evidence_gpu['gpu_per_implementation'])})"
+        measured_text += (f" (on {where(elsewhere[0])}, per implementation: "
+                          f"{describe_ranges(evidence_gpu['gpu_per_implementation'])})")
     a8 = Finding(
         decide(share_speedup >= 0.5, caveat=not in_range),
         f"The paper's RMSNorm rows save 6.9%-40.8% of LayerNorm's time ({share_saving:.0%} of 7 rows within 10-50% as savings, "
@@ -659,39 +674,39 @@ def _fusion(m: Measured, memory_bound: float | None) -> dict:
     return {"one_op": single_kernel(m.frame) if memory_bound is not None else None, "memory_bound": memory_bound}
 
 
-def a5(df, equal_time: float, *, memory_bound: float | None = None, gpu: Measured | None = None) -> Finding:
+def a5(df, equal_time: float, *, memory_bound: float | None = None, gpu=None) -> Finding:
     """A5 on each hardware (see `_a5`), weighed. `memory_bound`: also count one-kernel pairs at that share of copy as fused."""
     return weigh([(m, _a5(m.frame, equal_time, **_fusion(m, memory_bound))) for m in _sources(df, gpu)])
 
 
-def q2(df, equal_time: float, *, memory_bound: float | None = None, gpu: Measured | None = None) -> Finding:
+def q2(df, equal_time: float, *, memory_bound: float | None = None, gpu=None) -> Finding:
     """Q2 on each hardware (see `_q2`), weighed."""
     return weigh([(m, _q2(m.frame, equal_time, **_fusion(m, memory_bound))) for m in _sources(df, gpu)])
 
 
-def a7_b8(df, extra_pass: float, chunked_df: pd.DataFrame | None = None, *, gpu: Measured | None = None) -> tuple[Finding, Finding]:
+def a7_b8(df, extra_pass: float, chunked_df: pd.DataFrame | None = None, *, gpu=None) -> tuple[Finding, Finding]:
     """A7/B8 on each hardware (see `_a7_b8`), weighed. Each hardware's chunked kernels are its own; `chunked_df`
     lends chunked results to this run's judgement (a frame from elsewhere, when no `gpu` run is weighed)."""
     parts = [(m, _a7_b8(m.frame, extra_pass, chunked_df if i == 0 else None)) for i, m in enumerate(_sources(df, gpu))]
     return weigh([(m, a7) for m, (a7, _) in parts]), weigh([(m, b8) for m, (_, b8) in parts])
 
 
-def b9(df, welford_equal: float, chunked_df: pd.DataFrame | None = None, *, gpu: Measured | None = None) -> Finding:
+def b9(df, welford_equal: float, chunked_df: pd.DataFrame | None = None, *, gpu=None) -> Finding:
     """B9 on each hardware (see `_b9`), weighed."""
     return weigh([(m, _b9(m.frame, welford_equal, chunked_df if i == 0 else None)) for i, m in enumerate(_sources(df, gpu))])
 
 
-def a10(df, memory_bound: float, *, gpu: Measured | None = None) -> Finding:
+def a10(df, memory_bound: float, *, gpu=None) -> Finding:
     """A10 on each hardware (see `_a10`), weighed."""
     return weigh([(m, _a10(m.frame, memory_bound)) for m in _sources(df, gpu)])
 
 
-def b10(df, *, gpu: Measured | None = None) -> Finding:
+def b10(df, *, gpu=None) -> Finding:
     """B10 on each hardware (see `_b10`), weighed."""
     return weigh([(m, _b10(m.frame)) for m in _sources(df, gpu)])
 
 
-def q3(df, worth_it: float, estimate_error: float, *, gpu: Measured | None = None) -> Finding:
+def q3(df, worth_it: float, estimate_error: float, *, gpu=None) -> Finding:
     """Q3 on each hardware (see `_q3`), weighed."""
     return weigh([(m, _q3(m.frame, worth_it, estimate_error)) for m in _sources(df, gpu)])
 

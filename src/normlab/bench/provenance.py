@@ -39,10 +39,16 @@ def hardware_name(document: dict) -> str:
     return hw.get("gpu") or f"{hw.get('cpu')} ({hw.get('cpu_cores')} cores)"
 
 
+def short_commit(document: dict) -> str:
+    """The commit's first 12 hex digits, keeping a '-dirty' mark (a run made from a tree with uncommitted changes)."""
+    commit = document.get("git_commit") or "unknown"
+    return commit[:12] + ("-dirty" if commit.endswith("-dirty") else "")
+
+
 def label(document: dict) -> str:
     """'NVIDIA H200 (torch 2.11, triton 3.6), 2026-01-01T00:00:00+00:00, commit abc123def456'."""
     v = document["versions"]
-    commit = (document.get("git_commit") or "unknown")[:12]
+    commit = short_commit(document)
     return (f"{hardware_name(document)} (torch {v.get('torch')}, triton {v.get('triton')}), profile {document['profile']}, "
             f"measured {document['started']}, commit {commit}")
 
@@ -53,7 +59,7 @@ def measured(document: dict, source: str = "this run") -> Measured:
     on_gpu = document.get("device") == "cuda" or document.get("profile") == "gpu"
     return Measured(frame=report.frame(document), hardware=hardware_name(document), label=label(document), on_gpu=on_gpu,
                     source=source, started=str(document.get("started", "")),
-                    commit=(document.get("git_commit") or "unknown")[:12])
+                    commit=short_commit(document))
 
 
 def committed(data_dir: str | Path) -> list[Measured]:

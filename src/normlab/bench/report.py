@@ -86,6 +86,21 @@ def implementation_summary(ratios: pd.DataFrame, by: tuple[str, ...] = ("impleme
     return pd.DataFrame(rows, columns=[*by, "points", "median ratio t_LN/t_RMS", "ratio sd", "median saving", "saving sd"])
 
 
+def compare_runs(ratios: pd.DataFrame, by: tuple[str, ...] = ("implementation", "dtype"), run: str = "run") -> pd.DataFrame:
+    """Side by side per run: each group's median LN/RMS ratio and its sd (the median of its points' sds), one column pair
+    per run in the order the runs first appear. A group one run lacks shows as an empty cell."""
+    by = list(by)
+    if ratios.empty:
+        return pd.DataFrame(columns=by)
+    out = None
+    for name in ratios[run].drop_duplicates():
+        summary = implementation_summary(ratios[ratios[run] == name], by=tuple(by))
+        summary = summary[by + ["median ratio t_LN/t_RMS", "ratio sd"]].rename(
+            columns={"median ratio t_LN/t_RMS": f"t_LN/t_RMS [{name}]", "ratio sd": f"sd [{name}]"})
+        out = summary if out is None else out.merge(summary, on=by, how="outer")
+    return out.sort_values(by).reset_index(drop=True)
+
+
 def describe_medians(summary: pd.DataFrame) -> str:
     """'auto 1.01 (float32), 1.04 (bfloat16); eager 1.77 (float32), ...' from an `implementation_summary` by implementation and dtype."""
     parts = []
@@ -96,7 +111,8 @@ def describe_medians(summary: pd.DataFrame) -> str:
     return "; ".join(parts)
 
 
-def ratio_grid(ratios: pd.DataFrame, study: str, rows: str = "implementation", columns: str = "d") -> pd.DataFrame:
+def ratio_grid(ratios: pd.DataFrame, study: str, rows: tuple[str, ...] = ("implementation", "dtype"),
+               columns: str = "d") -> pd.DataFrame:
     """LN/RMS ratios of one study as a grid (implementation and dtype down, d across), for a compact table.
 
     A shape missing for one norm, or left out as unstable, shows as an empty cell.
@@ -104,7 +120,7 @@ def ratio_grid(ratios: pd.DataFrame, study: str, rows: str = "implementation", c
     pick = ratios[ratios["study"] == study]
     if pick.empty:
         return pd.DataFrame()
-    grid = pick.pivot_table(index=[rows, "dtype"], columns=columns, values="ratio_ln_over_rms", aggfunc="median")
+    grid = pick.pivot_table(index=list(rows), columns=columns, values="ratio_ln_over_rms", aggfunc="median")
     grid.columns = [f"{columns} = {c}" for c in grid.columns]
     return grid.reset_index()
 
