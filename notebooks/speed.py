@@ -95,8 +95,8 @@ gpu = gpu_runs[0] if gpu_runs else None
 #
 # **Timing you can believe.** A case whose repeats disagree (sd above 15% of the median), or that runs faster
 # than half the copy limit, is measured again; if it stays so it is marked *unstable* and left out of every
-# summary below. `backend="auto"` runs one of the other backends (LayerNorm: `torch` on CPU; RMSNorm: `torch`
-# or, for large inputs, `compile`), so each auto case and its target are one code path timed twice: they must
+# summary below. `backend="auto"` runs one of the other backends (on CPU, LayerNorm: `torch`; RMSNorm: `cpp`
+# for float32, `torch` or `compile` for bfloat16; on a GPU, `triton`), so each auto case and its target are one code path timed twice: they must
 # agree within their spread (or 10%), and a pair that does not is re-measured and, failing that, marked unstable
 # too. The copy of the forward+backward sizes is timed a second time at the end of the run as a further check.
 # Summaries give each implementation's *median* over shapes with its run-to-run spread, never a range of
