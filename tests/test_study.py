@@ -215,3 +215,24 @@ def test_runner_executes_caches_and_names_the_failing_cell(tmp_path, monkeypatch
     with pytest.raises(run.NotebookFailed, match=r"notebook 'demo' failed in cell \d+ .*RuntimeError: deliberate failure"):
         run.execute("demo", "smoke", force=True, **dirs)
     assert not (tmp_path / "res" / "demo.json").exists()  # a failed run leaves no stale results behind
+
+
+def test_intro_names_the_committed_gpu_runs_the_speed_chapter_weighs(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "gpu-bench.json").write_text(json.dumps({"hardware": {"gpu": "Test GPU 9000"}, "started": "2026-01-02T03:04:05+00:00"}))
+    results, pages = tmp_path / "results", tmp_path / "pages"
+    _write_runs(results, [_run("speed", "holds", claim="A5")])
+    ledger.build(results, pages, executed_dir=tmp_path / "ex", data_dir=data)
+    intro = (pages / "intro.md").read_text()
+    assert "Test GPU 9000, measured 2026-01-02 03:04 UTC (gpu-bench.json)" in intro
+
+    _write_runs(results, [_run("geometry", "holds")])  # no speed chapter in this build: nothing weighed the GPU runs
+    (results / "speed.json").unlink()
+    ledger.build(results, pages, executed_dir=tmp_path / "ex", data_dir=data)
+    assert "Test GPU 9000" not in (pages / "intro.md").read_text()
+
+    (data / "gpu-bench-broken.json").write_text("{")
+    _write_runs(results, [_run("speed", "holds", claim="A5")])
+    with pytest.raises(ledger.LedgerError, match=r"gpu-bench-broken.json: not a readable GPU results file"):
+        ledger.build(results, pages, executed_dir=tmp_path / "ex", data_dir=data)

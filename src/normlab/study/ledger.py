@@ -357,9 +357,25 @@ def _split_intro(text: str) -> tuple[str, str]:
     return text.rstrip() + "\n", ""
 
 
+def committed_gpu_runs(data_dir: Path) -> list[str]:
+    """'NVIDIA H200, measured 2026-11-30 11:01 UTC (gpu-bench.json)' for each GPU run committed under data/."""
+    described = []
+    for path in sorted(Path(data_dir).glob("gpu-bench*.json")):
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+            hardware, started = document["hardware"].get("gpu") or "an unnamed GPU", document["started"]
+        except (OSError, ValueError, KeyError, AttributeError) as error:
+            raise LedgerError(f"{path}: not a readable GPU results file ({error}); re-run `make gpu-bench` on a GPU "
+                              f"machine, or remove it") from error
+        described.append(f"{hardware}, measured {started[:16].replace('T', ' ')} UTC ({path.name})")
+    return described
+
+
 def render_intro(claims: list[Claim], runs: list[dict], *, prose: str, figure: str,
-                 warning: str | None = None) -> str:
-    """The opening page: the hand-written prose of book/intro.md with the findings of this build spliced in."""
+                 warning: str | None = None, gpu_runs: list[str] = ()) -> str:
+    """The opening page: the hand-written prose of book/intro.md with the findings of this build spliced in.
+
+    gpu_runs: the committed GPU runs the speed chapter weighs beside this build's own (committed_gpu_runs)."""
     table = verdicts(claims, runs)
     counts = Counter(slot["record"]["verdict"] if slot["record"] else PENDING for slot in table.values())
     judged = [slot["record"] for slot in table.values() if slot["record"]]
@@ -398,6 +414,10 @@ def render_intro(claims: list[Claim], runs: list[dict], *, prose: str, figure: s
     lines += ["## Where these numbers come from", "",
               f"Profile {', '.join(f'`{p}`' for p in profiles) or '(none)'}, on {'; '.join(machines) or 'no machine'}. "
               "The reproducibility page lists each chapter's versions, commit and run times.", ""]
+    if gpu_runs and any(r["notebook"] == "speed" for r in runs):
+        lines += ["The speed chapter also weighs GPU runs of its benchmark made on another machine and committed under "
+                  "`data/` (provenance and checksums in `data/README.md`): " + "; ".join(gpu_runs) + ". Its verdicts "
+                  "say which machine each number comes from.", ""]
     if tail:
         lines += [tail]
     return "\n".join(lines).rstrip() + "\n"
@@ -422,7 +442,8 @@ def _write_atomically(pages: dict[Path, bytes]) -> None:
 
 
 def build(results_dir: Path | None = None, pages_dir: Path | None = None, *, executed_dir: Path | None = None,
-          claims_path: Path | None = None, intro_path: Path | None = None, allow_mixed: bool = False) -> dict:
+          claims_path: Path | None = None, intro_path: Path | None = None, data_dir: Path | None = None,
+          allow_mixed: bool = False) -> dict:
     """Check every results file, then write ledger.md, intro.md, reproducibility.md and the summary figure.
 
     Folders default to paths.* looked up at call time (tests point them elsewhere).
@@ -431,6 +452,7 @@ def build(results_dir: Path | None = None, pages_dir: Path | None = None, *, exe
     pages_dir = Path(pages_dir or paths.PAGES)
     executed_dir = Path(executed_dir or paths.EXECUTED)
     intro_path = Path(intro_path or paths.ROOT / "book" / "intro.md")
+    data_dir = Path(data_dir or paths.ROOT / "data")
     claims = parse_claims(claims_path or paths.CLAIMS)
     runs = load_results(results_dir, executed_dir)
     if not runs:
@@ -457,7 +479,8 @@ def build(results_dir: Path | None = None, pages_dir: Path | None = None, *, exe
             pages_dir / "ledger.md": render_ledger(claims, runs, warning=warning).encode(),
             pages_dir / "reproducibility.md": render_reproducibility(runs, warning=warning).encode(),
             pages_dir / "intro.md": render_intro(claims, runs, prose=Path(intro_path).read_text(encoding="utf-8"),
-                                                 figure=figure_name, warning=warning).encode(),
+                                                 figure=figure_name, warning=warning,
+                                                 gpu_runs=committed_gpu_runs(data_dir)).encode(),
         }
         _write_atomically(pages)
         os.replace(staged_figure, pages_dir / figure_name)
