@@ -113,7 +113,7 @@ Markdown(f"Measured on {where}, {document['started']}, in {document['wall_s']:.0
             f"{'this run' if gpu is live else gpu.source} (commit {gpu.commit}; {{ref}}`speed-gpu`)." if gpu is not None else
             "No GPU run is committed, so the verdicts rest on this run alone."))
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input", "hide-output"]
 if agreement.empty:
     display(Markdown("No same-path pairs were timed in this run."))
 else:
@@ -122,7 +122,7 @@ else:
 
 # %% [markdown]
 # (tab-speed-same-path)=
-# The table above lists each pair of identical code paths measured in this run. Every measured case follows, folded:
+# The folded table above lists each pair of identical code paths measured in this run. Every measured case follows, folded too:
 # its median time and spread, fraction of copy bandwidth and effective passes.
 
 # %% tags=["remove-input", "hide-output"]
