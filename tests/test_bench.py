@@ -458,7 +458,9 @@ def test_the_gpu_run_decides_and_a_cpu_does_not_hold_only_adds_a_caveat():
     assert q2.key_number == pytest.approx(0.02) and q2.evidence["decided_on"] == "Test GPU"
     assert q2.evidence["by_hardware"]["Test CPU (2 cores)"]["verdict"] == "does not hold"
     # the summary names the hardware behind each number, the deciding one first
-    assert q2.summary.index("Test GPU") < q2.summary.index("Test CPU") and "+2" in q2.summary and "+20%" in q2.summary
+    assert q2.summary.index("Test GPU") < q2.summary.index("Test CPU") and "+2" in q2.summary
+    assert "'does not hold' (key number 0.2 vs 0.1)" in q2.summary  # the other run in one clause
+    assert "+20%" in q2.evidence["by_hardware"]["Test CPU (2 cores)"]["summary"]  # its full sentence kept as evidence
     # the other way round the GPU's "does not hold" stands, whatever the CPU says
     flipped = claims.q2(_measured(cpu.frame.assign(), "Test CPU (2 cores)", False, source="this run"), 0.10,
                         gpu=_measured(pd.DataFrame(_pair("fused", 1.0, 0.8)), "Test GPU", True))

@@ -275,12 +275,15 @@ def weigh(parts: list[tuple[Measured, Finding]]) -> Finding:
     against = [m for m, f in others if f.verdict == "does not hold"]
     verdict = "holds with caveats" if decided.verdict == "holds" and against else decided.verdict
     text = [f"On {where(deciding)}, which decides: {decided.summary}"]
-    text += [f"On {where(m)} alone the verdict would be '{f.verdict}': {f.summary}" for m, f in others]
+    # the other runs in one clause each (their full sentences stay in the evidence and on the chapter's GPU section)
+    text += [f"On {where(m)} alone the verdict would be '{f.verdict}'"
+             + ("." if f.key_number is None else f" (key number {f.key_number:.3g} vs {f.threshold:.3g}"
+                + ("" if f.spread is None else f", spread {f.spread:.2g}") + ").") for m, f in others]
     if verdict != decided.verdict:
-        text.append(f"The {', '.join(where(m) for m in against)} result adds the caveat.")
+        text.append(f"The result on {' and '.join(where(m) for m in against)} adds the caveat.")
     evidence = dict(decided.evidence, decided_on=_key(deciding, parts), by_hardware={
         _key(m, parts): {"source": m.source, "verdict": f.verdict, "key_number": f.key_number, "threshold": f.threshold,
-                     "spread": f.spread, "evidence": f.evidence} for m, f in parts})
+                     "spread": f.spread, "summary": f.summary, "evidence": f.evidence} for m, f in parts})
     rule = ((decided.rule or "") + " Hardware: the newest GPU run decides where it could test the claim; its 'holds' "
             "becomes 'holds with caveats' where another run's own verdict (CPU or GPU) is 'does not hold'.").strip()
     return Finding(verdict, " ".join(text), evidence, key_number=decided.key_number, threshold=decided.threshold,
