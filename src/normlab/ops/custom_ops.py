@@ -74,9 +74,10 @@ def _rms_setup_context(ctx, inputs, output):
     ctx.save_for_backward(s if ctx.has_residual else x, weight, mean_square)
 
 
-def _rms_backward(ctx, dy, ds, _dmean_square):
+def _rms_backward(ctx, dy, ds, _dmean_square, backward=None):
+    """The registered backward; the eager route passes the bare launcher as `backward` (same arguments)."""
     s, weight, mean_square = ctx.saved_tensors
-    dx, dweight = torch.ops.normlab.rms_norm_backward(
+    dx, dweight = (backward or torch.ops.normlab.rms_norm_backward)(
         dy, ds if ctx.has_residual else None, s, weight, mean_square, *ctx.config)
     return (dx, dweight if weight is not None else None, dx if ctx.has_residual else None) + (None,) * 6
 
@@ -120,10 +121,11 @@ def _layer_setup_context(ctx, inputs, output):
     ctx.save_for_backward(s if ctx.has_residual else x, weight, mean, rstd)
 
 
-def _layer_backward(ctx, dy, ds, _dmean, _drstd):
+def _layer_backward(ctx, dy, ds, _dmean, _drstd, backward=None):
+    """The registered backward; the eager route passes the bare launcher as `backward` (same arguments)."""
     s, weight, mean, rstd = ctx.saved_tensors
     has_bias = ctx.bias_dtype is not None
-    dx, dweight, dbias = torch.ops.normlab.layer_norm_backward(
+    dx, dweight, dbias = (backward or torch.ops.normlab.layer_norm_backward)(
         dy, ds if ctx.has_residual else None, s, weight, mean, rstd, has_bias, *ctx.config)
     return (
         dx,
@@ -165,11 +167,8 @@ class _RmsNorm(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy, ds, _dmean_square):
-        if torch.is_grad_enabled():  # create_graph=True: the op, so double backward fails as the op's does
-            return _rms_backward(ctx, dy, ds, _dmean_square)
-        s, weight, mean_square = ctx.saved_tensors
-        dx, dweight = launch.rms_backward(dy, ds if ctx.has_residual else None, s, weight, mean_square, *ctx.config)
-        return (dx, dweight if weight is not None else None, dx if ctx.has_residual else None) + (None,) * 6
+        # create_graph=True: through the op, so double backward fails as the op's does
+        return _rms_backward(ctx, dy, ds, _dmean_square, None if torch.is_grad_enabled() else launch.rms_backward)
 
 
 class _LayerNorm(torch.autograd.Function):
@@ -183,18 +182,7 @@ class _LayerNorm(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy, ds, _dmean, _drstd):
-        if torch.is_grad_enabled():
-            return _layer_backward(ctx, dy, ds, _dmean, _drstd)
-        s, weight, mean, rstd = ctx.saved_tensors
-        has_bias = ctx.bias_dtype is not None
-        dx, dweight, dbias = launch.layer_backward(
-            dy, ds if ctx.has_residual else None, s, weight, mean, rstd, has_bias, *ctx.config)
-        return (
-            dx,
-            dweight if weight is not None else None,
-            launch._as(dbias, ctx.bias_dtype) if has_bias else None,
-            dx if ctx.has_residual else None,
-        ) + (None,) * 4
+        return _layer_backward(ctx, dy, ds, _dmean, _drstd, None if torch.is_grad_enabled() else launch.layer_backward)
 
 
 def rms_norm_forward_call(x, weight, residual, eps: float, offset: float, eps_inside: bool, k: int,
