@@ -85,7 +85,7 @@ from normlab.model import GPT, GPTConfig
 from normlab.parallel import run_parallel
 from normlab.study import Results, decide
 from normlab.study.present import claims_box, significant, table, verdict_table
-from normlab.train import compare_step_times
+from normlab.training import compare_step_times
 
 warnings.filterwarnings("ignore", message=".*Converting a tensor with requires_grad.*")
 device = "cuda" if profile == "gpu" and torch.cuda.is_available() else "cpu"

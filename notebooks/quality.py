@@ -50,7 +50,7 @@ from normlab.parallel import run_parallel
 from normlab.study import Results, decide
 from normlab.study.present import claims_box, table, verdict_table
 from normlab.study.results import load_evidence
-from normlab.train import TrainConfig, compare_step_times, train
+from normlab.training import TrainConfig, compare_step_times, train
 
 warnings.filterwarnings("ignore", category=UserWarning, module="seaborn")
 warnings.filterwarnings("ignore", category=FutureWarning)

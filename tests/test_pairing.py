@@ -4,7 +4,7 @@ import torch
 
 from normlab.corpus import load_corpus
 from normlab.model import GPT, GPTConfig
-from normlab.train import TrainConfig, train
+from normlab.training import TrainConfig, train
 
 SWAPS = [{"norm": "layer"}, {"placement": "post"}, {"mlp": "gelu"}, {"positions": "learned"},
          {"norm": "layer", "placement": "post"}]

@@ -9,7 +9,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 from normlab.corpus import build_corpus, load_corpus
 from normlab.model import GPT, GPTConfig
-from normlab.train import TrainConfig, learning_rate, parameter_groups, train
+from normlab.training import TrainConfig, learning_rate, parameter_groups, train
 
 MODEL = GPTConfig(context=32, width=32, depth=2, heads=4)
 

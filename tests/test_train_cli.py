@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from normlab.train import load_checkpoint
+from normlab.training import load_checkpoint
 
 TINY = ["--width", "32", "--depth", "1", "--heads", "2", "--context", "16", "--steps", "4", "--batch-size", "4",
         "--warmup-steps", "1", "--eval-every", "0", "--stream-every", "0", "--eval-batches", "1", "--progress", "false"]

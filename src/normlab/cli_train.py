@@ -31,7 +31,7 @@ import torch
 
 from .corpus import load_corpus
 from .model import GPTConfig
-from .train import TrainConfig, train
+from .training import TrainConfig, train
 
 # Fields the CLI sets itself (the checkpoint lives in the run directory; progress is a flag of its own).
 _MANAGED = {"checkpoint_path", "interrupt_after"}

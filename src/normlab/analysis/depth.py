@@ -201,7 +201,7 @@ def run_grid(grid: list[dict], base_model: dict, base_train: dict, unigram_entro
 def train_grid(grid: list[dict], base_model: GPTConfig, base_train, corpus, *, progress=None) -> pd.DataFrame:
     """Train every entry of `grid` (dicts with optional keys: label, model overrides under 'model',
     train overrides under 'train') and return one row per run with its `run_outcome` and settings."""
-    from ..train import train
+    from ..training import train
 
     if not grid:
         raise ValueError("grid is empty; give at least one run")

@@ -32,8 +32,8 @@ import torch
 from ..corpus import load_corpus
 from ..model import GPT, GPTConfig
 from ..parallel import worker_device
-from ..train import TrainConfig
-from ..train import train as train_model
+from ..training import TrainConfig
+from ..training import train as train_model
 
 PROBE_SEED = 20_000  # probe batches: a generator of their own, apart from training and train's own evaluation
 
@@ -269,7 +269,7 @@ def dyt_saturation(model: GPT, x: torch.Tensor, y: torch.Tensor) -> dict:
 def trained_dyt_saturation(model: dict, train: dict, probe_batch: int = 8) -> dict:
     """Train GPTConfig(**model) as the chapter does, then measure `dyt_saturation` on a validation batch."""
     from ..corpus import load_corpus
-    from ..train import TrainConfig, train as train_model
+    from ..training import TrainConfig, train as train_model
 
     corpus = load_corpus()
     mcfg = GPTConfig(**model)

@@ -17,7 +17,7 @@ import math
 from ..corpus import load_corpus
 from ..model import GPTConfig
 from ..parallel import worker_device
-from ..train import TrainConfig, train
+from ..training import TrainConfig, train
 
 
 def flat_eval_every(steps: int) -> int:

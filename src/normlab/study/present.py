@@ -11,7 +11,7 @@ import html
 import math
 import numbers
 
-from .ledger import VERDICT_BADGES, parse_claims
+from .claims import VERDICT_BADGES, parse_claims
 from .results import is_fragile  # noqa: F401  (re-exported: chapters import it from here)
 
 
