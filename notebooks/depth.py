@@ -41,10 +41,10 @@ import torch
 from IPython.display import Markdown
 
 from normlab.analysis import depth as D
-from normlab.analysis.paired import paired_difference
-from normlab.analysis.parity import equivalence_verdict, interval_text
-from normlab.analysis.runs import flat_eval_every
-from normlab.corpus import load_corpus
+from normlab.analysis.shared.paired import paired_difference
+from normlab.analysis.shared.parity import equivalence_verdict, interval_text
+from normlab.analysis.shared.runs import flat_eval_every
+from normlab.gpt.corpus import load_corpus
 from normlab.study import Results, decide
 from normlab.study.present import claims_box, table, verdict_table
 

@@ -47,12 +47,12 @@ import torch
 from IPython.display import Markdown
 
 from normlab.analysis import gain as G
-from normlab.analysis.paired import paired_difference
-from normlab.analysis.parity import interval_text
-from normlab.analysis.runs import flat_eval_every, train_job
-from normlab.corpus import load_corpus
-from normlab.model import GPT, GPTConfig
-from normlab.parallel import run_parallel
+from normlab.analysis.shared.paired import paired_difference
+from normlab.analysis.shared.parity import interval_text
+from normlab.analysis.shared.runs import flat_eval_every, train_job
+from normlab.gpt.corpus import load_corpus
+from normlab.gpt.model import GPT, GPTConfig
+from normlab.runtime.parallel import run_parallel
 from normlab.study import Results, decide
 from normlab.study.present import claims_box, table, verdict_table
 
@@ -288,7 +288,7 @@ table(pd.DataFrame([
 # shows the paired changes and the gains' trajectories.
 #
 # Which models decay their gains at all? GPT-2's and nanoGPT's training code, and the LLaMA recipes that follow it,
-# exempt all 1-D parameters (gains and biases) from weight decay, as `normlab.train` does by default
+# exempt all 1-D parameters (gains and biases) from weight decay, as `normlab.gpt.train` does by default
 # (`gain_weight_decay=0`). Gemma parametrises the gain as (1 + w) with w initialised at 0: decay pulls w, not the
 # gain, towards 0, so under decay the gain tends to 1 (the identity), not to 0.
 

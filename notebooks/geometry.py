@@ -60,7 +60,7 @@ from IPython.display import Markdown, display
 
 import normlab
 from normlab.analysis import geometry as G
-from normlab.reference import layer_norm_reference, rms_norm_reference
+from normlab.norms.reference import layer_norm_reference, rms_norm_reference
 from normlab.study import Results, decide
 from normlab.study.present import claims_box, significant, table, verdict_table
 

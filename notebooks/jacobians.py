@@ -86,7 +86,7 @@ claims_box(["B3", "B12", "B13", "B14"])
 #
 # For each feature size, random tokens $x = a\,z + b\mathbf 1$ (with $z$ standard normal, $a$ log-uniform in
 # $[10^{-2}, 10^{2}]$ and $b$ normal), a random gain $g$ and a random upstream gradient $\delta$.
-# Every closed form is compared with the autograd Jacobian of the reference norm (`normlab.reference`) in float64.
+# Every closed form is compared with the autograd Jacobian of the reference norm (`normlab.norms.reference`) in float64.
 # The ε-free norms are evaluated with ε = 1e-300, which float64 cannot distinguish from 0 at these scales.
 # {numref}`fig-jacobians-errors` shows every form's error.
 

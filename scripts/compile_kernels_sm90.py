@@ -22,8 +22,8 @@ import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from normlab.ops import launch, layer_kernels, rms_kernels  # noqa: E402
-from normlab.ops._runtime import warps_for  # noqa: E402
+from normlab.norms.backends.triton import launch, layer_kernels, rms_kernels  # noqa: E402
+from normlab.norms.backends.triton._runtime import warps_for  # noqa: E402
 
 CUOBJDUMP = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 

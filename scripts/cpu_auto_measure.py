@@ -1,4 +1,4 @@
-"""Measure what backend="auto" should use for RMSNorm on this CPU (see normlab.functional).
+"""Measure what backend="auto" should use for RMSNorm on this CPU (see normlab.norms.functional).
 
     python scripts/cpu_auto_measure.py [--rows 8192] [--features 4096] [--repeats 15]
 

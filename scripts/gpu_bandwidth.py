@@ -18,7 +18,7 @@ import torch.nn.functional as F
 import triton
 from triton.testing import do_bench
 
-from normlab.ops import launch
+from normlab.norms.backends.triton import launch
 
 
 def measure(d, dtype, total_bytes=1 << 30):

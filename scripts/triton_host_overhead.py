@@ -19,9 +19,9 @@ per forward, one per backward) for an estimate of the GPU host path.
 Layers, each timed with the ones below it. µs per call of this process's CPU time (time.process_time:
 time other processes hold the shared cores is not counted), the minimum over rounds, the median in
 brackets:
-    launch        normlab.ops.launch.rms_forward / rms_backward: allocations, grid, kernel[grid]
+    launch        normlab.norms.backends.triton.launch.rms_forward / rms_backward: allocations, grid, kernel[grid]
     custom op     torch.ops.normlab.rms_norm_forward (no grad), the torch.library dispatch
-    ops           normlab.ops.rms_norm: validation, dtype handling, then the eager path
+    ops           normlab.norms.backends.triton.rms_norm: validation, dtype handling, then the eager path
     functional    normlab.rms_norm(..., backend="triton"): the public entry point
 and forward+backward (inputs requiring grad; y.backward(dy)) at the ops and functional layers.
 """
@@ -44,8 +44,8 @@ else:
 import torch  # noqa: E402
 
 import normlab  # noqa: E402
-from normlab import ops  # noqa: E402
-from normlab.ops import launch  # noqa: E402
+from normlab.norms.backends import triton as ops  # noqa: E402
+from normlab.norms.backends.triton import launch  # noqa: E402
 
 
 def stub_kernels() -> None:
@@ -61,7 +61,7 @@ def compiled_launcher_us(rows: int, d: int, repeats: int, rounds: int) -> tuple[
     from triton.backends.compiler import GPUTarget
     from triton.runtime.driver import driver
 
-    from normlab.ops import rms_kernels
+    from normlab.norms.backends.triton import rms_kernels
 
     class Utils:
         def get_device_properties(self, device):

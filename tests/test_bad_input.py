@@ -3,8 +3,8 @@ import pytest
 import torch
 
 import normlab
-from normlab import ops
-from normlab.ops import launch
+from normlab.norms.backends import triton as ops
+from normlab.norms.backends.triton import launch
 
 # CPU runs the Triton backend in the interpreter; a GPU run (scripts/gpu_check.sh) uses CUDA.
 DEVICE = "cpu" if launch.INTERPRETED or not torch.cuda.is_available() else "cuda"

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 import normlab
-from normlab.bench import claims, harness, passes, provenance, report, timing, traffic
+from normlab.analysis import speed as claims
+from normlab.bench import harness, passes, provenance, report, timing, traffic
 from normlab.bench.__main__ import main as bench_main
 from normlab.bench.cases import Case, build_cases, skip_reason
 from normlab.bench.profiles import PROFILE_SETTINGS, get_profile

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from normlab.analysis.depth import job_outcome
-from normlab.analysis.paired import paired_difference
-from normlab.analysis.parity import equivalence_verdict, interval_text, ratio_with_spread
-from normlab.analysis.runs import final_drop, flat_eval_every
-from normlab.analysis.stream import find_numbers, layer_statistics, outlier_statistics
+from normlab.analysis.shared.paired import paired_difference
+from normlab.analysis.shared.parity import equivalence_verdict, interval_text, ratio_with_spread
+from normlab.analysis.shared.runs import final_drop, flat_eval_every
+from normlab.analysis.shared.stream import find_numbers, layer_statistics, outlier_statistics
 
 
 def test_equivalence_verdict_follows_the_interval():
@@ -67,7 +67,7 @@ def test_find_numbers_walks_nested_evidence():
 
 
 def test_deepest_value_reads_per_layer_lists_and_scalars():
-    from normlab.analysis.stream import deepest_value
+    from normlab.analysis.shared.stream import deepest_value
 
     evidence = {"shared_mean_share_by_layer": [0.1, 0.3, float("nan")], "offset_share_last": 0.2}
     assert deepest_value(evidence, "shared_mean_share_by_layer", "offset_share_last") == ("shared_mean_share_by_layer", 0.3)

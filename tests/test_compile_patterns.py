@@ -2,7 +2,7 @@
 
 dynamo keeps at most 8 graphs per compiled function and, under fullgraph=True,
 raises on the 9th. A model easily makes more than 8 patterns (every hidden
-width, dtype, residual or not, grad or not), so normlab.compiled gives each
+width, dtype, residual or not, grad or not), so normlab.norms.backends.compiled gives each
 signature its own function and keeps shapes (weights included) dynamic. These
 tests make well over 16 distinct patterns and require: no error, no warning
 (auto's fallback warns), and results equal to the float64 reference.
@@ -13,8 +13,9 @@ import pytest
 import torch
 
 import normlab
-from normlab import compiled, cpu, functional
-from normlab.reference import layer_norm_reference, rms_norm_reference
+from normlab.norms import functional
+from normlab.norms.backends import compiled, cpp as cpu
+from normlab.norms.reference import layer_norm_reference, rms_norm_reference
 
 # Tolerance on the float64 reference, per dtype: a few units of the dtype's rounding.
 TOLERANCE = {torch.float32: 2e-5, torch.float64: 1e-10, torch.bfloat16: 2e-2, torch.float16: 3e-3}

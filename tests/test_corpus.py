@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from normlab.corpus import STDLIB_MODULES, build_corpus, load_corpus, module_source, split_text
+from normlab.gpt.corpus import STDLIB_MODULES, build_corpus, load_corpus, module_source, split_text
 
 
 def test_split_cuts_at_a_line_end_and_loses_nothing():

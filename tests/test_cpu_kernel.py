@@ -1,4 +1,4 @@
-"""The hand-written CPU RMSNorm (backend="cpp", normlab.cpu) against the float64 reference.
+"""The hand-written CPU RMSNorm (backend="cpp", normlab.norms.backends.cpp) against the float64 reference.
 
 fp32 results must be within twice the error PyTorch's own F.rms_norm makes on the
 same inputs (plus a small atol); float64 results within 1e-12. Gradients are
@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 
 import normlab
-from normlab import cpu
-from normlab.functional import UnsupportedFeature
+from normlab.norms.backends import cpp as cpu
+from normlab.norms.functional import UnsupportedFeature
 
 pytestmark = pytest.mark.skipif(not cpu.available(), reason="no C++ compiler with OpenMP here")
 
@@ -170,7 +170,7 @@ def test_what_the_kernel_cannot_take_is_refused_by_name(call, message):
 
 
 def test_auto_uses_the_kernel_for_float32_on_cpu_and_compile_for_half():
-    from normlab.functional import _auto_rms_backend
+    from normlab.norms.functional import _auto_rms_backend
 
     x = torch.randn(4, 8)
     assert _auto_rms_backend(x, {"weight"}, cpu.supports(x, None, None, x.dtype) is None) == "cpp"

@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 
 import normlab
-from normlab import functional, layer_norm, layer_norm_reference, rms_norm, rms_norm_reference
+from normlab.norms import functional
+from normlab import layer_norm, layer_norm_reference, rms_norm, rms_norm_reference
 
 TORCH_BACKENDS = ("reference", "eager", "torch")
 ROW_LENGTHS = (1, 3, 127, 1000, 4096)

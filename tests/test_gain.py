@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from normlab.analysis import gain as G
-from normlab.model import GPT, GPTConfig
+from normlab.gpt.model import GPT, GPTConfig
 
 
 def test_toy_chain_is_exactly_scale_invariant_in_each_group():

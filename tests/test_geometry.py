@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from normlab.analysis import geometry as G
-from normlab.reference import layer_norm_reference, rms_norm_reference
+from normlab.norms.reference import layer_norm_reference, rms_norm_reference
 
 
 def _generator(seed: int) -> torch.Generator:

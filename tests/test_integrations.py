@@ -11,8 +11,8 @@ import pytest
 import torch
 from torch import nn
 
-from normlab.integrations.transformers import RMSNormWithBias, find_norms, norm_kind, restore_norms, swap_norms
-from normlab.modules import LayerNorm, RMSNorm
+from normlab.norms.huggingface import RMSNormWithBias, find_norms, norm_kind, restore_norms, swap_norms
+from normlab.norms.modules import LayerNorm, RMSNorm
 
 from smollm2_once import smollm2
 

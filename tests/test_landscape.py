@@ -7,7 +7,7 @@ import torch
 from normlab.analysis.landscape import (drop_one_losses, growth_ratio, landscape_run, later_half_share,
                                         max_attention_logit, non_inferiority, paired_or_none, usable_flags,
                                         usable_lr_range)
-from normlab.model import GPT, GPTConfig
+from normlab.gpt.model import GPT, GPTConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from normlab.analysis import minilm
+from normlab.analysis.shared import minilm
 
 transformers = pytest.importorskip("transformers")
 FOLDER = minilm.model_dir()

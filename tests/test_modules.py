@@ -4,7 +4,7 @@ import torch
 from torch import nn
 
 import normlab
-from normlab.ops import launch
+from normlab.norms.backends.triton import launch
 
 # CPU runs the Triton backend in the interpreter; a GPU run (scripts/gpu_check.sh) uses CUDA.
 DEVICE = "cpu" if launch.INTERPRETED or not torch.cuda.is_available() else "cuda"

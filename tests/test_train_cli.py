@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from normlab.training import load_checkpoint
+from normlab.gpt.train import load_checkpoint
 
 TINY = ["--width", "32", "--depth", "1", "--heads", "2", "--context", "16", "--steps", "4", "--batch-size", "4",
         "--warmup-steps", "1", "--eval-every", "0", "--stream-every", "0", "--eval-batches", "1", "--progress", "false"]
@@ -61,7 +61,7 @@ def test_ranks_that_disagree_on_the_config_are_refused(tmp_path):
     script = tmp_path / "disagree.py"
     script.write_text(
         "import os, sys\n"
-        "from normlab.cli_train import main\n"
+        "from normlab.gpt.cli import main\n"
         f"sys.exit(main(['--run-dir', {str(tmp_path / 'run')!r}] + {TINY!r} + ['--seed', os.environ['RANK']]))\n")
     result = _run(TORCHRUN + [str(script)])
     assert result.returncode != 0

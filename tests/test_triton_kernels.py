@@ -1,4 +1,4 @@
-"""normlab.ops Triton kernels against the float64 reference.
+"""normlab.norms.backends.triton Triton kernels against the float64 reference.
 
 On CPU these run in Triton's interpreter (tests/conftest.py sets
 TRITON_INTERPRET=1), which executes programs one by one: shapes are small, and
@@ -13,8 +13,9 @@ import torch
 import torch.nn.functional as F
 
 import normlab
-from normlab import layer_norm_reference, ops, rms_norm_reference
-from normlab.ops import launch
+from normlab import layer_norm_reference, rms_norm_reference
+from normlab.norms.backends import triton as ops
+from normlab.norms.backends.triton import launch
 
 DEVICE = "cpu" if launch.INTERPRETED or not torch.cuda.is_available() else "cuda"
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)

@@ -1,7 +1,7 @@
 """The tiny GPT the model tests build: small enough to run in milliseconds, with every part present."""
 import torch
 
-from normlab.model import GPTConfig
+from normlab.gpt.model import GPTConfig
 
 TINY = dict(vocab_size=256, context=16, width=32, depth=2, heads=4)
 

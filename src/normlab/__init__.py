@@ -1,8 +1,20 @@
-"""normlab: tested LayerNorm and RMSNorm kernels, and the study that compares them."""
-from .dyt import DyT, dyt, dyt_reference
-from .functional import BACKENDS, layer_norm, rms_norm
-from .modules import LayerNorm, RMSNorm
-from .reference import layer_norm_reference, rms_norm_reference
+"""normlab: tested LayerNorm and RMSNorm kernels, and the study that compares them.
+
+Three products, one floor each, every floor importing only from the floors below it:
+
+- `normlab.norms`: the norm library (torch and numpy only); this module re-exports its public API;
+- `normlab.runtime`: progress bars, the worker pool and provenance, shared by what follows;
+- `normlab.gpt`: the GPT testbed (extra `gpt`);
+- `normlab.bench`: the benchmark harness;
+- `normlab.study` and `normlab.analysis`: the study's plumbing and its per-chapter analyses (extra `study`).
+"""
+from normlab import _moved
+from normlab.norms.dyt import DyT, dyt, dyt_reference
+from normlab.norms.functional import BACKENDS, layer_norm, rms_norm
+from normlab.norms.modules import LayerNorm, RMSNorm
+from normlab.norms.reference import layer_norm_reference, rms_norm_reference
 
 __all__ = ["BACKENDS", "DyT", "dyt", "dyt_reference", "LayerNorm", "RMSNorm", "layer_norm", "layer_norm_reference", "rms_norm", "rms_norm_reference"]
 __version__ = "0.1.0"
+
+_moved.install()

@@ -1,1 +1,1 @@
-"""Analysis helpers behind the study's notebooks: each module serves one chapter."""
+"""The chapters' analyses: one module per chapter, returning findings; helpers several chapters use are in `shared/`."""

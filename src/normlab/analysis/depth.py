@@ -24,7 +24,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from ..model import GPT, GPTConfig
+from normlab.gpt.model import GPT, GPTConfig
 
 LLAMA = {"norm": "rms", "placement": "pre", "mlp": "swiglu", "positions": "rope"}
 # One LLaMA-style part swapped at a time, plus one double swap to look for an interaction.
@@ -169,7 +169,7 @@ def run_outcome(result, unigram_entropy: float) -> dict:
 
 
 def job_outcome(out: dict, unigram_entropy: float) -> dict:
-    """`run_outcome` for the plain dict a `normlab.analysis.runs.train_job` returns."""
+    """`run_outcome` for the plain dict a `normlab.analysis.shared.runs.train_job` returns."""
     val = np.array([v for _, v in out["val"]], dtype=float)
     final = float(val[-1]) if len(val) else math.nan
     finite = val[np.isfinite(val)]
@@ -181,13 +181,13 @@ def job_outcome(out: dict, unigram_entropy: float) -> dict:
 
 def run_grid(grid: list[dict], base_model: dict, base_train: dict, unigram_entropy: float, *, devices=None,
              desc: str = "depth runs") -> pd.DataFrame:
-    """Train every entry of `grid` in parallel worker processes (`normlab.parallel.run_parallel`), one row per run.
+    """Train every entry of `grid` in parallel worker processes (`normlab.runtime.parallel.run_parallel`), one row per run.
 
     Entries are dicts with optional `label`, model overrides under `model` and train overrides under `train`;
     `base_model`/`base_train` are GPTConfig/TrainConfig keyword dicts.
     """
-    from ..parallel import run_parallel
-    from .runs import train_job
+    from normlab.runtime.parallel import run_parallel
+    from normlab.analysis.shared.runs import train_job
 
     if not grid:
         raise ValueError("grid is empty; give at least one run")
@@ -201,7 +201,7 @@ def run_grid(grid: list[dict], base_model: dict, base_train: dict, unigram_entro
 def train_grid(grid: list[dict], base_model: GPTConfig, base_train, corpus, *, progress=None) -> pd.DataFrame:
     """Train every entry of `grid` (dicts with optional keys: label, model overrides under 'model',
     train overrides under 'train') and return one row per run with its `run_outcome` and settings."""
-    from ..training import train
+    from normlab.gpt.train import train
 
     if not grid:
         raise ValueError("grid is empty; give at least one run")

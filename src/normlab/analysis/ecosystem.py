@@ -104,7 +104,7 @@ def survey(families, seed: int = 0, progress: bool = True):
     """
     import pandas as pd
 
-    from normlab.progress import terminal_progress
+    from normlab.runtime.progress import terminal_progress
 
     rows = []
     for family in terminal_progress(families.to_dict("records"), desc="architectures", disable=not progress):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from ..reference import layer_norm_reference, rms_norm_reference
+from normlab.norms.reference import layer_norm_reference, rms_norm_reference
 
 # Adding 1e-300 to any mean square above ~1e-284 leaves it unchanged in float64,
 # so the specification evaluated with this eps *is* the eps-free norm.

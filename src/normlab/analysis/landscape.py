@@ -2,7 +2,7 @@
 
 `landscape_run(model=..., train=..., probe_every=..., drop_one=...)` trains
 GPTConfig(**model) with TrainConfig(**train) on the study corpus through
-`normlab.train.train` and returns plain data:
+`normlab.gpt.train.train` and returns plain data:
 
 - the outcome (diverged / trained / final and initial validation loss, how
   much the loss still fell over the last 10% of the steps);
@@ -29,11 +29,11 @@ from pathlib import Path
 
 import torch
 
-from ..corpus import load_corpus
-from ..model import GPT, GPTConfig
-from ..parallel import worker_device
-from ..training import TrainConfig
-from ..training import train as train_model
+from normlab.gpt.corpus import load_corpus
+from normlab.gpt.model import GPT, GPTConfig
+from normlab.runtime.parallel import worker_device
+from normlab.gpt.train import TrainConfig
+from normlab.gpt.train import train as train_model
 
 PROBE_SEED = 20_000  # probe batches: a generator of their own, apart from training and train's own evaluation
 
@@ -200,7 +200,7 @@ def later_half_share(drop_one: Sequence[float]) -> float:
 def paired_or_none(a: Sequence[float], b: Sequence[float], margin: float) -> dict | None:
     """`paired_difference(a, b, margin)`, or None when a run diverged or fewer than two pairs exist
     (the caller reports that instead of averaging a non-finite loss)."""
-    from .paired import paired_difference
+    from normlab.analysis.shared.paired import paired_difference
 
     if len(a) < 2 or len(a) != len(b) or not all(math.isfinite(v) for v in list(a) + list(b)):
         return None
@@ -246,7 +246,7 @@ def dyt_saturation(model: GPT, x: torch.Tensor, y: torch.Tensor) -> dict:
     A DyT layer whose every input is saturated passes no gradient at all to what lies below it; when that
     layer is the final one, only the final layer's own parameters and the output head can still learn.
     """
-    from ..dyt import DyT
+    from normlab.norms.dyt import DyT
 
     shares: dict[str, float] = {}
     hooks = []
@@ -268,8 +268,8 @@ def dyt_saturation(model: GPT, x: torch.Tensor, y: torch.Tensor) -> dict:
 
 def trained_dyt_saturation(model: dict, train: dict, probe_batch: int = 8) -> dict:
     """Train GPTConfig(**model) as the chapter does, then measure `dyt_saturation` on a validation batch."""
-    from ..corpus import load_corpus
-    from ..training import TrainConfig, train as train_model
+    from normlab.gpt.corpus import load_corpus
+    from normlab.gpt.train import TrainConfig, train as train_model
 
     corpus = load_corpus()
     mcfg = GPTConfig(**model)

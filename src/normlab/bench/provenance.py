@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import harness, report
+from normlab.bench import harness, report
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .profiles import DTYPES
-from .traffic import copy_bytes as _copy_bytes
+from normlab.bench.profiles import DTYPES
+from normlab.bench.traffic import copy_bytes as _copy_bytes
 
 
 def copy_bytes(rows: int, d: int, dtype: str) -> int:

@@ -1,4 +1,4 @@
 """The study's plumbing: the results contract, the papermill runner and the claims ledger."""
-from .results import VERDICTS, Results, decide
+from normlab.study.results import VERDICTS, Results, decide
 
 __all__ = ["VERDICTS", "Results", "decide"]

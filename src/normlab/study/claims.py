@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import paths
+from normlab.study import paths
 
 PENDING = "pending"
 # Symbols from ordinary text fonts (DejaVu, Noto Sans), not colour emoji, which a plain Linux browser shows as boxes.

@@ -27,10 +27,10 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from . import paths
-from .claims import PENDING, VERDICT_BADGES, Claim, parse_claims
-from .present import significant
-from .results import VERDICTS, is_fragile
+from normlab.study import paths
+from normlab.study.claims import PENDING, VERDICT_BADGES, Claim, parse_claims
+from normlab.study.present import significant
+from normlab.study.results import VERDICTS, is_fragile
 
 RUN_KEYS = ("notebook", "profile", "hardware", "versions", "git_commit", "started", "finished", "claims")
 RECORD_KEYS = ("id", "verdict", "summary", "evidence")
@@ -129,7 +129,7 @@ def verdicts(claims: list[Claim], runs: list[dict]) -> dict[str, dict]:
     refused, naming both chapters; an unknown ID or verdict is refused, naming
     the file.
     """
-    from .run import ORDER
+    from normlab.study.run import ORDER
 
     known = {c.id for c in claims}
     rank = {name: i for i, name in enumerate(ORDER)}
@@ -276,7 +276,7 @@ def render_reproducibility(runs: list[dict], *, warning: str | None = None) -> s
 
 
 def _chapter_order(runs: list[dict]) -> list[str]:
-    from .run import BOOK_ORDER
+    from normlab.study.run import BOOK_ORDER
 
     names = [r["notebook"] for r in runs]
     return [n for n in BOOK_ORDER if n in names] + sorted(set(names) - set(BOOK_ORDER))

@@ -11,8 +11,8 @@ import html
 import math
 import numbers
 
-from .claims import VERDICT_BADGES, parse_claims
-from .results import is_fragile  # noqa: F401  (re-exported: chapters import it from here)
+from normlab.study.claims import VERDICT_BADGES, parse_claims
+from normlab.study.results import is_fragile  # noqa: F401  (re-exported: chapters import it from here)
 
 
 def significant(value, digits: int = 3) -> str:

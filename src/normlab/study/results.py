@@ -13,7 +13,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .environment import git_commit, hardware, versions
+from normlab.runtime.environment import git_commit, hardware, versions
 
 VERDICTS = ("holds", "holds with caveats", "does not hold", "not testable here")
 

@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import paths
+from normlab.study import paths
 
 PROFILES = ("smoke", "cpu", "gpu", "auto")
 # Run order: a chapter that reads another's evidence (results:NAME in INPUTS) runs after it.
@@ -94,7 +94,7 @@ def _input_digest(entry: str, results_dir: Path) -> str:
             except json.JSONDecodeError:
                 digest.update(path.read_bytes())
     elif entry == "corpus":
-        from ..corpus import STDLIB_MODULES, module_source
+        from normlab.gpt.corpus import STDLIB_MODULES, module_source
 
         for name in STDLIB_MODULES:
             try:
@@ -235,7 +235,7 @@ def execute(
     import nbformat
     import papermill
 
-    from .environment import git_commit
+    from normlab.runtime.environment import git_commit
 
     valid = available_notebooks()
     if name not in valid:
@@ -363,7 +363,7 @@ def restamp(names: list[str], executed_dir: Path | None = None, results_dir: Pat
     Chapters of one run execute minutes apart, and the tree can move meanwhile. A chapter whose fingerprint still
     matches at the end is what this commit produces, so all of them get one commit, which the ledger compares.
     """
-    from .environment import git_commit
+    from normlab.runtime.environment import git_commit
 
     executed_dir = Path(executed_dir or paths.EXECUTED)
     results_dir = Path(results_dir or paths.RESULTS)

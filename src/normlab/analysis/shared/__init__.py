@@ -1,0 +1,1 @@
+"""Helpers more than one chapter's analysis uses: paired statistics, parity, training jobs, stream statistics, MiniLM."""

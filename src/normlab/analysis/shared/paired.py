@@ -1,0 +1,77 @@
+"""Paired comparisons with an equivalence margin stated before measuring.
+
+Two training recipes are run as pairs that differ only in the factor under
+test (same seed, same initialisation of every shared parameter, same
+batches). The statistic is the per-pair difference d_i = b_i - a_i; its mean
+gets a Student-t 95% interval. The verdict follows the two-one-sided-tests
+logic, read off the interval:
+
+- "equivalent":   the whole interval lies inside (-margin, +margin);
+- "different":    the whole interval lies outside the margin on one side;
+- "inconclusive": anything else. An interval wider than the margin cannot
+  decide equivalence at all; `pairs_needed` says how many pairs would.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from normlab.analysis.shared.parity import t975
+
+EQUIVALENT, DIFFERENT, INCONCLUSIVE = "equivalent", "different", "inconclusive"
+
+
+def _check(a: Sequence[float], b: Sequence[float]) -> tuple[list[float], list[float]]:
+    a, b = [float(v) for v in a], [float(v) for v in b]
+    if len(a) != len(b):
+        raise ValueError(f"paired comparison needs the same number of runs on each side, got {len(a)} and {len(b)}")
+    if len(a) < 2:
+        raise ValueError("paired comparison needs at least two pairs to measure a spread")
+    if not all(math.isfinite(v) for v in a + b):
+        raise ValueError("paired comparison got a non-finite value: a run diverged; report it instead of averaging it")
+    return a, b
+
+
+def pairs_needed(sd: float, margin: float, expected_difference: float = 0.0) -> int | None:
+    """Pairs needed for the 95% interval's half-width to fit between |expected_difference| and the margin.
+
+    None when the expected difference is already at or past the margin (no
+    number of pairs shows equivalence then).
+    """
+    room = margin - abs(expected_difference)
+    if room <= 0:
+        return None
+    if sd == 0:
+        return 2
+    n = 2
+    while t975(n - 1) * sd / math.sqrt(n) >= room:
+        n += 1
+        if n > 100_000:
+            return None
+    return n
+
+
+def paired_difference(a: Sequence[float], b: Sequence[float], margin: float) -> dict:
+    """Mean of b - a over pairs, its 95% t-interval, and the equivalence verdict against `margin` (> 0)."""
+    if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin > 0):
+        raise ValueError(f"the equivalence margin must be a positive finite number, got {margin!r}")
+    a, b = _check(a, b)
+    diffs = [y - x for x, y in zip(a, b)]
+    n = len(diffs)
+    mean = sum(diffs) / n
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
+    half = t975(n - 1) * sd / math.sqrt(n)
+    low, high = mean - half, mean + half
+    if -margin < low and high < margin:
+        outcome = EQUIVALENT
+    elif low >= margin or high <= -margin:
+        outcome = DIFFERENT
+    else:
+        outcome = INCONCLUSIVE
+    return {
+        "pairs": n, "mean_difference": mean, "ci_low": low, "ci_high": high, "half_width": half,
+        "sd_of_differences": sd, "margin": margin, "outcome": outcome,
+        "interval_fits_margin": 2 * half < 2 * margin,
+        "pairs_needed": pairs_needed(sd, margin, mean) if outcome == INCONCLUSIVE else None,
+        "differences": diffs,
+    }

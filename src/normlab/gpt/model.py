@@ -1,0 +1,414 @@
+"""A small decoder-only GPT whose normalisation is the object of study.
+
+Everything the study varies is a field of `GPTConfig`: the norm (RMSNorm,
+LayerNorm or DyT, from normlab's own modules, with a selectable backend), where
+it sits (pre-LN with a final norm, post-LN on the trunk, Peri-LN around each
+sublayer, or OLMo 2's norm after the sublayer), QK-norm, LayerNorm Scaling
+(1/sqrt(layer) on every block norm's output), the MLP (SwiGLU or GELU),
+positions (RoPE or learned) and tied embeddings. The default is the "LLaMA
+style" combination: pre-LN, RMSNorm, SwiGLU, RoPE. The options added later
+(DyT, peri, post-sublayer, qk_norm, depth_scaling, embedding_scale) leave the
+state_dict names and the initial weights of the earlier configurations unchanged.
+
+With norm="dyt" the model follows the DyT authors' recipe for language models
+(Zhu et al. 2025, their LLaMA code): a learnable scalar, initialised to
+sqrt(width), multiplies the embeddings. Set embedding_scale=False for DyT as a
+plain drop-in.
+
+The residual stream is observable through `GPT.capture_residual_stream()`,
+and the mean component can be removed from every norm's input with
+`GPT.project_out_mean_before_norms()` (the causal test of "the mean carries no
+information").
+"""
+from __future__ import annotations
+
+import math
+import zlib
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from normlab.norms import functional
+from normlab.norms.dyt import DyT, check_alpha_init
+from normlab.norms.modules import LayerNorm, RMSNorm
+
+NORMS = ("rms", "layer", "dyt")
+# pre: x + f(norm(x)); post: norm(x + f(x)); peri: x + norm_out(f(norm(x))) (Gemma 2/3, Peri-LN);
+# post-sublayer: x + norm(f(x)) (OLMo 2).
+PLACEMENTS = ("pre", "post", "peri", "post-sublayer")
+# Placements whose trunk is an identity path, so a final norm precedes the head and a 1/sqrt(l) scale on a
+# norm's output scales only what a branch adds.
+TRUNK_IDENTITY_PLACEMENTS = ("pre", "peri", "post-sublayer")
+MLPS = ("swiglu", "gelu")
+POSITIONS = ("rope", "learned")
+
+
+def _choice(name: str, value, options) -> None:
+    if value not in options:
+        raise ValueError(f"GPTConfig.{name}={value!r} is not known; choose one of {', '.join(map(repr, options))}")
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int = 256
+    context: int = 128
+    width: int = 128
+    depth: int = 4
+    heads: int = 4
+    norm: str = "rms"
+    placement: str = "pre"
+    mlp: str = "swiglu"
+    positions: str = "rope"
+    tie_embeddings: bool = False
+    norm_backend: str = "auto"
+    norm_eps: float = 1e-5
+    dropout: float = 0.0
+    dyt_alpha: float = 0.5  # DyT's initial alpha (Zhu et al. 2025's default); used only with norm="dyt"
+    qk_norm: bool = False  # RMSNorm over head_dim on queries and keys, per head, before RoPE
+    depth_scaling: bool = False  # LayerNorm Scaling (Sun et al. 2025): block l's norms output × 1/sqrt(l)
+    # A learnable scalar times the embeddings, initialised to sqrt(width). None: on exactly when norm="dyt".
+    # DyT is not scale-invariant: with N(0, 0.02) embeddings tanh(alpha*x) stays in its linear part and hands on
+    # a signal of RMS ~0.02*alpha, so the authors lift the embeddings to RMS ~0.02*sqrt(width) first.
+    embedding_scale: bool | None = None
+
+    def __post_init__(self):
+        for name in ("vocab_size", "context", "width", "depth", "heads"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"GPTConfig.{name} must be a positive int, got {value!r}")
+        if self.width % self.heads:
+            raise ValueError(
+                f"GPTConfig.heads={self.heads} does not divide width={self.width}; "
+                f"pick heads among the divisors of width (e.g. {_divisors_near(self.width, self.heads)})"
+            )
+        _choice("norm", self.norm, NORMS)
+        _choice("placement", self.placement, PLACEMENTS)
+        _choice("mlp", self.mlp, MLPS)
+        _choice("positions", self.positions, POSITIONS)
+        _choice("norm_backend", self.norm_backend, functional.BACKENDS)
+        if self.positions == "rope" and self.head_dim % 2:
+            raise ValueError(
+                f"RoPE rotates channel pairs, so the head size width/heads={self.head_dim} must be even; "
+                f"change width or heads, or use positions='learned'"
+            )
+        if not (isinstance(self.norm_eps, (int, float)) and self.norm_eps > 0 and math.isfinite(self.norm_eps)):
+            raise ValueError(f"GPTConfig.norm_eps must be a positive finite float, got {self.norm_eps!r}")
+        if not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0):
+            raise ValueError(f"GPTConfig.dropout must be in [0, 1), got {self.dropout!r}")
+        if not isinstance(self.tie_embeddings, bool):
+            raise ValueError(f"GPTConfig.tie_embeddings must be a bool, got {self.tie_embeddings!r}")
+        for name in ("qk_norm", "depth_scaling"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"GPTConfig.{name} must be a bool, got {getattr(self, name)!r}")
+        if self.embedding_scale is not None and not isinstance(self.embedding_scale, bool):
+            raise ValueError(f"GPTConfig.embedding_scale must be True, False or None (on with DyT), "
+                             f"got {self.embedding_scale!r}")
+        if self.embedding_scale and self.norm != "dyt":
+            # A scale-invariant norm undoes any scale on its input, so the scalar would only retune the residual
+            # stream's balance between embedding and branches: a different experiment from the DyT recipe.
+            raise ValueError(f"GPTConfig.embedding_scale=True is DyT's recipe and needs norm='dyt', got "
+                             f"norm={self.norm!r}; leave embedding_scale at None or False for RMSNorm and LayerNorm")
+        try:
+            check_alpha_init(self.dyt_alpha)
+        except ValueError as error:
+            raise ValueError(f"GPTConfig.dyt_alpha: {error}") from None
+        if self.norm == "dyt" and self.norm_backend == "triton":
+            raise ValueError("GPTConfig.norm='dyt' has no Triton kernel; set norm_backend to 'auto', 'torch' or 'compile'")
+        if self.norm != "rms" and self.norm_backend == "cpp":
+            raise ValueError(f"GPTConfig.norm_backend='cpp' is an RMSNorm kernel and norm is {self.norm!r}; "
+                             "set norm_backend to 'auto', 'torch' or 'compile'")
+        if self.depth_scaling:
+            if self.placement not in TRUNK_IDENTITY_PLACEMENTS:
+                raise ValueError(
+                    f"GPTConfig.depth_scaling needs a placement whose trunk is an identity path "
+                    f"({', '.join(map(repr, TRUNK_IDENTITY_PLACEMENTS))}); with placement={self.placement!r} the norm "
+                    f"sits on the trunk and 1/sqrt(l) would shrink the whole stream at every block")
+            if self.depth < 2:
+                raise ValueError(
+                    f"GPTConfig.depth_scaling needs depth >= 2: with depth={self.depth} every scale is 1/sqrt(1) = 1 "
+                    f"and the option would change nothing; use more blocks or set depth_scaling=False")
+
+    @property
+    def head_dim(self) -> int:
+        return self.width // self.heads
+
+    @property
+    def uses_embedding_scale(self) -> bool:
+        return self.norm == "dyt" if self.embedding_scale is None else self.embedding_scale
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _divisors_near(width: int, heads: int) -> list[int]:
+    divisors = [d for d in range(1, width + 1) if width % d == 0]
+    return sorted(divisors, key=lambda d: abs(d - heads))[:3]
+
+
+NORM_MODULES = (RMSNorm, LayerNorm, DyT)
+
+
+def make_norm(cfg: GPTConfig) -> nn.Module:
+    if cfg.norm == "rms":
+        return RMSNorm(cfg.width, eps=cfg.norm_eps, backend=cfg.norm_backend)
+    if cfg.norm == "dyt":
+        return DyT(cfg.width, alpha_init=cfg.dyt_alpha, backend=cfg.norm_backend)
+    return LayerNorm(cfg.width, eps=cfg.norm_eps, backend=cfg.norm_backend)
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotates each (first-half, second-half) channel pair of a head by a position-dependent angle."""
+
+    def __init__(self, head_dim: int, context: int, base: float = 10000.0):
+        super().__init__()
+        inv_freq = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+        angles = torch.outer(torch.arange(context, dtype=torch.float64), inv_freq)
+        angles = torch.cat([angles, angles], dim=-1)
+        # Not persistent: they are a pure function of the config, so checkpoints need not carry them.
+        self.register_buffer("cos", angles.cos().float(), persistent=False)
+        self.register_buffer("sin", angles.sin().float(), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (B, heads, T, head_dim)
+        T = x.shape[-2]
+        cos, sin = self.cos[:T].to(x.dtype), self.sin[:T].to(x.dtype)
+        first, second = x.chunk(2, dim=-1)
+        rotated = torch.cat([-second, first], dim=-1)
+        return x * cos + rotated * sin
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.heads, self.dropout = cfg.heads, cfg.dropout
+        self.qkv = nn.Linear(cfg.width, 3 * cfg.width, bias=False)
+        self.proj = nn.Linear(cfg.width, cfg.width, bias=False)
+        self.proj.is_residual_projection = True
+        self.rope = RotaryEmbedding(cfg.head_dim, cfg.context) if cfg.positions == "rope" else None
+        if cfg.qk_norm:
+            self.q_norm = RMSNorm(cfg.head_dim, eps=cfg.norm_eps, backend=cfg.norm_backend)
+            self.k_norm = RMSNorm(cfg.head_dim, eps=cfg.norm_eps, backend=cfg.norm_backend)
+        else:
+            self.q_norm = self.k_norm = None
+        # Set by GPT.capture_max_attention_logit(): the largest pre-softmax logit q·k/sqrt(d) of the last forward.
+        self.track_max_logit = False
+        self.max_logit: float | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        if self.rope is not None:
+            q, k = self.rope(q), self.rope(k)
+        if self.track_max_logit:
+            # SDPA never shows its logits, so they are recomputed here (only while tracking).
+            with torch.no_grad():
+                logits = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+                mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+                self.max_logit = float(logits.masked_fill(~mask, -math.inf).amax())
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.kind = cfg.mlp
+        if cfg.mlp == "swiglu":
+            # 2/3 of 4*width keeps the parameter count of a GELU MLP with three matrices instead of two.
+            hidden = 8 * ((int(8 * cfg.width / 3) + 7) // 8)
+            self.gate = nn.Linear(cfg.width, hidden, bias=False)
+            self.up = nn.Linear(cfg.width, hidden, bias=False)
+        else:
+            hidden = 4 * cfg.width
+            self.up = nn.Linear(cfg.width, hidden, bias=False)
+        self.down = nn.Linear(hidden, cfg.width, bias=False)
+        self.down.is_residual_projection = True
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kind == "swiglu":
+            return self.down(F.silu(self.gate(x)) * self.up(x))
+        return self.down(F.gelu(self.up(x)))
+
+
+class Block(nn.Module):
+    """One transformer block.
+
+    pre-LN:        x + attn(norm1(x)), then + mlp(norm2(.)): the trunk is an identity path.
+    post-LN:       norm1(x + attn(x)), then norm2(. + mlp(.)): the norms sit on the trunk.
+    peri-LN:       x + post_norm1(attn(norm1(x))), then + post_norm2(mlp(norm2(.))).
+    post-sublayer: x + norm1(attn(x)), then + norm2(mlp(.)) (OLMo 2).
+
+    With depth scaling, block `index` (0-based) multiplies each of its norms' outputs by 1/sqrt(index + 1).
+    The scale is a plain float, not a buffer, so it adds no state_dict entry.
+    """
+
+    def __init__(self, cfg: GPTConfig, index: int = 0):
+        super().__init__()
+        self.placement = cfg.placement
+        self.norm1, self.norm2 = make_norm(cfg), make_norm(cfg)
+        self.attn, self.mlp = CausalSelfAttention(cfg), MLP(cfg)
+        if cfg.placement == "peri":
+            self.post_norm1, self.post_norm2 = make_norm(cfg), make_norm(cfg)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.norm_scale = 1.0 / math.sqrt(index + 1) if cfg.depth_scaling else 1.0
+
+    def _norm(self, norm: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        y = norm(x)
+        return y * self.norm_scale if self.norm_scale != 1.0 else y
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = self._norm
+        if self.placement == "pre":
+            x = x + self.drop(self.attn(n(self.norm1, x)))
+            return x + self.drop(self.mlp(n(self.norm2, x)))
+        if self.placement == "peri":
+            x = x + self.drop(n(self.post_norm1, self.attn(n(self.norm1, x))))
+            return x + self.drop(n(self.post_norm2, self.mlp(n(self.norm2, x))))
+        if self.placement == "post-sublayer":
+            x = x + self.drop(n(self.norm1, self.attn(x)))
+            return x + self.drop(n(self.norm2, self.mlp(x)))
+        x = self.norm1(x + self.drop(self.attn(x)))
+        return self.norm2(x + self.drop(self.mlp(x)))
+
+
+class GPT(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        if not isinstance(cfg, GPTConfig):
+            raise TypeError(f"GPT needs a GPTConfig, got {type(cfg).__name__}")
+        self.cfg = cfg
+        # One draw from the global RNG, before any submodule is built: every parameter is then drawn from a
+        # generator of its own, seeded by this draw and the parameter's name, so models that differ in one part
+        # (the norm, LayerNorm's extra bias, the MLP, the positions) start with identical values in every
+        # parameter they share. Paired comparisons rest on that.
+        self._init_seed = int(torch.randint(0, 2**62, (1,)).item())
+        self.token_embedding = nn.Embedding(cfg.vocab_size, cfg.width)
+        self.position_embedding = nn.Embedding(cfg.context, cfg.width) if cfg.positions == "learned" else None
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(Block(cfg, index) for index in range(cfg.depth))
+        self.final_norm = make_norm(cfg) if cfg.placement in TRUNK_IDENTITY_PLACEMENTS else None
+        self.lm_head = nn.Linear(cfg.width, cfg.vocab_size, bias=False)
+        for name, module in self.named_modules():
+            self._init_weights(module, name)
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.token_embedding.weight
+        if cfg.uses_embedding_scale:
+            # Filled with a constant, so it draws nothing from any generator: the other
+            # parameters start as in the same model without it, and the pair differs in this scalar alone.
+            self.embedding_scale = nn.Parameter(torch.full((1,), math.sqrt(cfg.width)))
+        else:
+            self.embedding_scale = None
+
+    def _init_weights(self, module: nn.Module, name: str) -> None:
+        # GPT-2 style: N(0, 0.02), with the projections that write into the trunk scaled by 1/sqrt(2*depth)
+        # so the residual stream's variance does not grow with depth at initialisation.
+        generator = torch.Generator().manual_seed(self._init_seed ^ zlib.crc32(name.encode()))
+        if isinstance(module, nn.Linear):
+            std = 0.02 / math.sqrt(2 * self.cfg.depth) if getattr(module, "is_residual_projection", False) else 0.02
+            nn.init.normal_(module.weight, mean=0.0, std=std, generator=generator)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02, generator=generator)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def norms(self) -> list[tuple[str, nn.Module]]:
+        """Every norm module, named by its path in the model (e.g. "blocks.0.norm1", "final_norm")."""
+        return [(name, module) for name, module in self.named_modules() if isinstance(module, NORM_MODULES)]
+
+    def embed(self, idx: torch.Tensor) -> torch.Tensor:
+        x = self.token_embedding(idx)
+        if self.position_embedding is not None:
+            x = x + self.position_embedding(torch.arange(idx.shape[1], device=idx.device))
+        if self.embedding_scale is not None:
+            x = x * self.embedding_scale
+        return self.drop(x)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        if not isinstance(idx, torch.Tensor) or idx.dtype != torch.long or idx.dim() != 2:
+            raise ValueError("idx must be a LongTensor of token ids with shape (batch, time)")
+        if idx.shape[1] > self.cfg.context:
+            raise ValueError(f"sequence length {idx.shape[1]} exceeds the model's context {self.cfg.context}")
+        x = self.embed(idx)
+        for block in self.blocks:
+            x = block(x)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        logits = self.lm_head(x)
+        loss = None
+        if targets is not None:
+            if targets.shape != idx.shape:
+                raise ValueError(f"targets has shape {tuple(targets.shape)} but idx has {tuple(idx.shape)}; they must match")
+            loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        return logits, loss
+
+    @contextmanager
+    def capture_residual_stream(self):
+        """Record the residual stream during forwards: stream[0] is block 0's input (the embeddings),
+        stream[i] the output of block i-1, stream[depth] the last block's output (before the final norm).
+
+        Tensors are detached. Each new forward replaces the previous capture.
+        """
+        stream: list[torch.Tensor] = []
+
+        def record_input(module, args):
+            stream.clear()
+            stream.append(args[0].detach())
+
+        def record_output(module, args, output):
+            stream.append(output.detach())
+
+        handles = [self.blocks[0].register_forward_pre_hook(record_input)]
+        handles += [block.register_forward_hook(record_output) for block in self.blocks]
+        try:
+            yield stream
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    @contextmanager
+    def capture_max_attention_logit(self):
+        """Within this context each forward records, per block, the largest causal pre-softmax attention
+        logit q·k/sqrt(head_dim) (after QK-norm and RoPE). Yields a list whose entry i is block i's, refreshed
+        by every forward."""
+        attentions = [block.attn for block in self.blocks]
+        values: list[float | None] = [None] * len(attentions)
+
+        def record(index):
+            def hook(module, args, output):
+                values[index] = module.max_logit
+            return hook
+
+        handles = [attn.register_forward_hook(record(i)) for i, attn in enumerate(attentions)]
+        for attn in attentions:
+            attn.track_max_logit = True
+        try:
+            yield values
+        finally:
+            for attn in attentions:
+                attn.track_max_logit, attn.max_logit = False, None
+            for handle in handles:
+                handle.remove()
+
+    @contextmanager
+    def project_out_mean_before_norms(self):
+        """Within this context every norm's input has its per-token mean (its component along
+        the all-ones direction) removed. LayerNorm is blind to it by construction; for RMSNorm this
+        tests whether the mean component carries anything the network uses."""
+
+        def remove_mean(module, args):
+            x = args[0]
+            return (x - x.mean(dim=-1, keepdim=True),) + tuple(args[1:])
+
+        handles = [module.register_forward_pre_hook(remove_mean) for _, module in self.norms()]
+        try:
+            yield self
+        finally:
+            for handle in handles:
+                handle.remove()

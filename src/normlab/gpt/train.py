@@ -1,0 +1,501 @@
+"""The training loop: AdamW, warm-up then cosine, clipping, validation and measurements.
+
+`train(model_config, train_config, corpus)` builds a GPT from a seed, trains it
+on random windows of the corpus and returns a `TrainResult` whose tables are
+tidy (one row per step for `history`, one per evaluation for `val`, one per
+layer and measurement for `stream`).
+
+Reproducibility: the seed fixes the initial weights (global torch RNG) and the
+data order (a dedicated generator); validation always uses the same batches.
+A checkpoint holds everything that state depends on (weights, optimizer
+moments, both RNG states, the step, and the tables so far), so a run resumed
+from it continues with no lost or repeated step and the same numbers. The
+learning-rate schedule is a pure function of the step, so the step is all
+the scheduler state there is.
+
+A diverging run (non-finite loss or gradient) stops early with `diverged=True`
+instead of raising: learning-rate sweeps expect some runs to blow up.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pandas as pd  # the gpt extra; normlab.gpt's __init__ names it when missing
+import torch
+from torch import nn
+
+from normlab.gpt.residual_stream import stream_statistics
+from normlab.gpt.corpus import Corpus
+from normlab.gpt.model import GPT, GPTConfig
+from normlab.runtime.progress import terminal_progress
+
+CHECKPOINT_MAGIC = b"normlab-checkpoint-v1\n"
+# Fields that do not change the numbers a run produces, so a resumed run may differ in them.
+_RESUME_FREE_FIELDS = ("progress", "checkpoint_path", "checkpoint_every", "interrupt_after", "device")
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 200
+    batch_size: int = 16
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 20
+    weight_decay: float = 0.1
+    gain_weight_decay: float = 0.0
+    grad_clip: float = 1.0  # 0 disables clipping
+    eval_every: int = 50  # 0: evaluate only at the start and the end
+    eval_batches: int = 8
+    stream_every: int = 50  # 0: residual-stream statistics only at the start and the end
+    seed: int = 0
+    checkpoint_path: str | None = None
+    checkpoint_every: int = 0  # 0: write the checkpoint only at the end (if a path is set)
+    progress: bool = True
+    device: str = "cpu"
+    betas: tuple[float, float] = (0.9, 0.95)
+    # Simulates an interruption: stop after this many steps in this call, checkpoint written.
+    interrupt_after: int | None = None
+
+    def __post_init__(self):
+        def need(ok: bool, message: str) -> None:
+            if not ok:
+                raise ValueError(f"TrainConfig: {message}")
+
+        def is_int(v) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool)
+
+        def is_real(v) -> bool:
+            return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+        need(is_int(self.steps) and self.steps > 0, f"steps must be a positive int, got {self.steps!r}")
+        need(is_int(self.batch_size) and self.batch_size > 0, f"batch_size must be a positive int, got {self.batch_size!r}")
+        need(is_real(self.lr) and self.lr > 0, f"lr must be a positive finite number, got {self.lr!r}")
+        need(is_real(self.min_lr_ratio) and 0 <= self.min_lr_ratio <= 1, f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
+        need(is_int(self.warmup_steps) and 0 <= self.warmup_steps <= self.steps,
+             f"warmup_steps must be an int in [0, steps={self.steps}], got {self.warmup_steps!r}")
+        for name in ("weight_decay", "gain_weight_decay", "grad_clip"):
+            value = getattr(self, name)
+            need(is_real(value) and value >= 0, f"{name} must be a finite number >= 0, got {value!r}")
+        for name in ("eval_every", "stream_every", "checkpoint_every", "seed"):
+            value = getattr(self, name)
+            need(is_int(value) and value >= 0, f"{name} must be an int >= 0, got {value!r}")
+        need(is_int(self.eval_batches) and self.eval_batches > 0, f"eval_batches must be a positive int, got {self.eval_batches!r}")
+        need(self.interrupt_after is None or (is_int(self.interrupt_after) and self.interrupt_after > 0),
+             f"interrupt_after must be None or a positive int, got {self.interrupt_after!r}")
+        need(len(self.betas) == 2 and all(is_real(b) and 0 <= b < 1 for b in self.betas),
+             f"betas must be two numbers in [0, 1), got {self.betas!r}")
+        self.betas = tuple(float(b) for b in self.betas)
+        need(self.device == "cpu" or str(self.device).startswith("cuda"), f"device must be 'cpu' or 'cuda[:n]', got {self.device!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class TrainResult:
+    model: GPT
+    history: pd.DataFrame  # one row per step: step, loss, lr, step_time, grad_norm/<part>, gain_norm/<norm>
+    val: pd.DataFrame  # step, val_loss
+    stream: pd.DataFrame  # step, layer and the statistics of residual.layer_statistics
+    corpus_sha256: str
+    diverged: bool
+    steps_done: int
+    model_config: dict = field(default_factory=dict)
+    train_config: dict = field(default_factory=dict)
+    interrupted: bool = False
+
+    @property
+    def final_val_loss(self) -> float:
+        return float(self.val["val_loss"].iloc[-1]) if len(self.val) else math.nan
+
+    def median_step_time(self, skip: int = 2) -> float:
+        """Median seconds per step, skipping the first steps (allocator and kernel warm-up)."""
+        times = self.history["step_time"].iloc[skip:] if len(self.history) > skip else self.history["step_time"]
+        return float(times.median())
+
+
+def learning_rate(step: int, cfg: TrainConfig) -> float:
+    """Learning rate for update number `step` (1-based): linear warm-up, then cosine down to min_lr_ratio*lr."""
+    if cfg.warmup_steps and step <= cfg.warmup_steps:
+        return cfg.lr * step / cfg.warmup_steps
+    decay_steps = max(cfg.steps - cfg.warmup_steps, 1)
+    progress = min(max(step - cfg.warmup_steps, 0) / decay_steps, 1.0)
+    floor = cfg.lr * cfg.min_lr_ratio
+    return floor + (cfg.lr - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def parameter_groups(model: GPT, cfg: TrainConfig) -> list[dict]:
+    """AdamW groups: weight decay on weight matrices; none on embeddings or biases; norm gains get
+    their own coefficient (gain_weight_decay), since decay on a scale-invariant layer's gain acts as
+    a learning-rate schedule (B15)."""
+    gains = {id(m.weight) for _, m in model.norms() if m.weight is not None}
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    decay, no_decay, gain = [], [], []
+    for _, p in model.named_parameters():
+        if id(p) in gains:
+            gain.append(p)
+        elif p.dim() >= 2 and id(p) not in embeddings:
+            decay.append(p)
+        else:
+            no_decay.append(p)
+    return [
+        {"name": "decay", "params": decay, "weight_decay": cfg.weight_decay},
+        {"name": "no_decay", "params": no_decay, "weight_decay": 0.0},
+        {"name": "gains", "params": gain, "weight_decay": cfg.gain_weight_decay},
+    ]
+
+
+def _part_of(name: str) -> str:
+    """The layer a parameter belongs to: blocks.<i>, or the top-level module (token_embedding, lm_head...)."""
+    pieces = name.split(".")
+    return ".".join(pieces[:2]) if pieces[0] == "blocks" else pieces[0]
+
+
+def gradient_norms(model: GPT) -> dict[str, float]:
+    squares: dict[str, float] = {}
+    for name, p in model.named_parameters():
+        if p.grad is not None:
+            key = f"grad_norm/{_part_of(name)}"
+            squares[key] = squares.get(key, 0.0) + float(p.grad.detach().double().pow(2).sum())
+    return {k: math.sqrt(v) for k, v in squares.items()}
+
+
+def gain_norms(model: GPT) -> dict[str, float]:
+    return {f"gain_norm/{name}": float(m.weight.detach().double().norm()) for name, m in model.norms() if m.weight is not None}
+
+
+def _eval_batches(corpus: Corpus, mcfg: GPTConfig, tcfg: TrainConfig) -> list:
+    # A generator of its own, seeded apart from training: the same windows at every evaluation and in every run.
+    generator = torch.Generator().manual_seed(10_000 + tcfg.seed)
+    return [corpus.batch("val", tcfg.batch_size, mcfg.context, generator, tcfg.device) for _ in range(tcfg.eval_batches)]
+
+
+@torch.no_grad()
+def evaluate(model: GPT, batches) -> float:
+    was_training = model.training
+    model.eval()
+    losses = [float(model(x, y)[1]) for x, y in batches]
+    model.train(was_training)
+    return sum(losses) / len(losses)
+
+
+@torch.no_grad()
+def measure_stream(model: GPT, x: torch.Tensor, step: int) -> list[dict]:
+    was_training = model.training
+    model.eval()
+    with model.capture_residual_stream() as stream:
+        model(x)
+    model.train(was_training)
+    return [{"step": step, **record} for record in stream_statistics(stream)]
+
+
+# ---- checkpoints -------------------------------------------------------------------------------------
+
+def _comparable(train_config: dict) -> dict:
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in train_config.items() if k not in _RESUME_FREE_FIELDS}
+
+
+def save_checkpoint(path: str | Path, state: dict) -> None:
+    """Write atomically (temp file, then rename) with a SHA-256 of the payload, so a torn or
+    altered file is detected on load instead of being half-trusted."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    payload = buffer.getvalue()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(CHECKPOINT_MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: str | Path) -> dict:
+    path = Path(path)
+    raw = path.read_bytes()
+    if not raw.startswith(CHECKPOINT_MAGIC):
+        raise ValueError(f"checkpoint {path} is corrupt or not a normlab checkpoint: its header is not {CHECKPOINT_MAGIC!r}")
+    rest = raw[len(CHECKPOINT_MAGIC):]
+    digest, _, payload = rest.partition(b"\n")
+    if hashlib.sha256(payload).hexdigest().encode() != digest:
+        raise ValueError(f"checkpoint {path} is corrupt: its contents do not match the SHA-256 stored in it (truncated or altered)")
+    try:
+        return torch.load(io.BytesIO(payload), map_location="cpu", weights_only=True)
+    except Exception as error:  # a payload that hashes right but does not unpickle was written by something else
+        raise ValueError(f"checkpoint {path} is corrupt: it cannot be read ({error})") from None
+
+
+def check_checkpoint(state: dict, mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus, path) -> None:
+    """Refuse a checkpoint that was made for another model, run or corpus, naming what differs."""
+    needed = ("model_config", "train_config", "corpus_sha256", "step", "model", "optimizer", "torch_rng", "data_rng",
+              "history", "val", "stream", "diverged")
+    missing = [k for k in needed if k not in state]
+    if missing:
+        raise ValueError(f"checkpoint {path} is incomplete: it lacks {missing}")
+    differences = []
+    for label, saved, wanted in (("model config", state["model_config"], mcfg.to_dict()),
+                                 ("train config", _comparable(state["train_config"]), _comparable(tcfg.to_dict()))):
+        for key in sorted(set(saved) | set(wanted)):
+            if saved.get(key) != wanted.get(key):
+                differences.append(f"{label} {key}: checkpoint has {saved.get(key)!r}, this run has {wanted.get(key)!r}")
+    if state["corpus_sha256"] != corpus.sha256:
+        differences.append(f"corpus sha256: checkpoint has {state['corpus_sha256']}, this run has {corpus.sha256}")
+    if differences:
+        raise ValueError(f"checkpoint {path} does not match this run; refusing to resume. " + "; ".join(differences))
+    if not 0 <= state["step"] <= tcfg.steps:
+        raise ValueError(f"checkpoint {path} is at step {state['step']}, outside this run's 0..{tcfg.steps}")
+
+
+# ---- the loop ----------------------------------------------------------------------------------------
+
+def _distributed() -> tuple[int, int]:
+    """(rank, world size): (0, 1) unless torch.distributed is initialised (e.g. under torchrun)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _check_ranks_agree(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus, world: int) -> None:
+    """Refuse, on every rank and before training, a run whose ranks were given different configs or data."""
+    if world == 1:
+        return
+    import torch.distributed as dist
+
+    mine = {"model config": mcfg.to_dict(), "train config": _comparable(tcfg.to_dict()),
+            "checkpoint_path": tcfg.checkpoint_path, "corpus sha256": corpus.sha256}
+    everyone: list = [None] * world
+    dist.all_gather_object(everyone, mine)
+    for rank, theirs in enumerate(everyone):
+        for key in mine:
+            if theirs[key] != everyone[0][key]:
+                raise ValueError(f"ranks disagree on the {key}: rank 0 has {everyone[0][key]!r}, rank {rank} has "
+                                 f"{theirs[key]!r}; give every rank the same configuration")
+
+
+def _shard(t: torch.Tensor, rank: int, world: int) -> torch.Tensor:
+    """This rank's rows of a global batch (the batch size is checked to divide evenly)."""
+    share = t.shape[0] // world
+    return t[rank * share:(rank + 1) * share]
+
+
+def _mean_across_ranks(value: torch.Tensor, world: int) -> float:
+    if world == 1:
+        return float(value)
+    import torch.distributed as dist
+
+    value = value.detach().clone().float()
+    dist.all_reduce(value)
+    return float(value) / world
+
+
+
+def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus, *, on_step=None) -> TrainResult:
+    """Train, or resume from tcfg.checkpoint_path. `on_step(row)` is called on rank 0 after each step.
+
+    Under torch.distributed (torchrun), the model is wrapped in DistributedDataParallel: every rank
+    draws the same global batch of tcfg.batch_size sequences and trains on its own equal share, the
+    gradients are averaged, the logged loss is the mean over ranks, and only rank 0 writes the
+    checkpoint. A checkpoint does not depend on the number of ranks, so a run resumes with any."""
+    mcfg, tcfg = model_config, train_config
+    if not isinstance(mcfg, GPTConfig) or not isinstance(tcfg, TrainConfig):
+        raise TypeError("train(model_config, train_config, corpus) needs a GPTConfig and a TrainConfig")
+    if mcfg.vocab_size < corpus.vocab_size:
+        raise ValueError(f"GPTConfig.vocab_size={mcfg.vocab_size} is smaller than the corpus's {corpus.vocab_size} byte values")
+    corpus.check_context(mcfg.context)
+    if tcfg.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {tcfg.device!r} asked for, but CUDA is not available; use device='cpu'")
+    device = torch.device(tcfg.device)
+    rank, world = _distributed()
+    if tcfg.batch_size % world:
+        raise ValueError(f"batch_size={tcfg.batch_size} (the global batch) does not split evenly over {world} ranks; "
+                         f"use a multiple of {world}")
+
+    # Everything a checkpoint could replace is built first, then the checkpoint (if any) is read and
+    # checked whole before a single tensor is copied in.
+    state = None
+    path = Path(tcfg.checkpoint_path) if tcfg.checkpoint_path else None
+    if path is not None and path.is_dir():
+        raise ValueError(f"checkpoint_path {str(path)!r} is a directory; give a file inside it, e.g. {str(path / 'checkpoint.pt')!r}")
+    _check_ranks_agree(mcfg, tcfg, corpus, world)
+    if path is not None and path.exists():
+        state = load_checkpoint(path)
+        check_checkpoint(state, mcfg, tcfg, corpus, path)
+
+    torch.manual_seed(tcfg.seed)
+    model = GPT(mcfg).to(device)
+    groups = parameter_groups(model, tcfg)
+    optimizer = torch.optim.AdamW(groups, lr=tcfg.lr, betas=tcfg.betas, foreach=False)
+    data_rng = torch.Generator().manual_seed(tcfg.seed)
+    eval_batches = _eval_batches(corpus, mcfg, tcfg)
+    stream_probe = eval_batches[0][0]
+    history: list[dict] = []
+    val: list[dict] = []
+    stream: list[dict] = []
+    step, diverged = 0, False
+
+    if state is not None:
+        try:
+            model.load_state_dict(state["model"], strict=True)
+            optimizer.load_state_dict(state["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as error:
+            raise ValueError(f"checkpoint {path} does not fit this model: {error}") from None
+        torch.set_rng_state(state["torch_rng"])
+        if device.type == "cuda" and state.get("cuda_rng") is not None:
+            torch.cuda.set_rng_state(state["cuda_rng"], device)
+        data_rng.set_state(state["data_rng"])
+        history, val, stream = list(state["history"]), list(state["val"]), list(state["stream"])
+        step, diverged = int(state["step"]), bool(state["diverged"])
+    else:
+        val.append({"step": 0, "val_loss": evaluate(model, eval_batches)})
+        stream.extend(measure_stream(model, stream_probe, 0))
+
+    stepper = model
+    if world > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        stepper = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+
+    def checkpoint() -> None:
+        if path is None:
+            return
+        if rank != 0:  # one writer; the others wait until the file is complete
+            torch.distributed.barrier()
+            return
+        save_checkpoint(path, {
+            "model_config": mcfg.to_dict(), "train_config": tcfg.to_dict(), "corpus_sha256": corpus.sha256,
+            "step": step, "diverged": diverged,
+            "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+            "torch_rng": torch.get_rng_state(), "data_rng": data_rng.get_state(),
+            "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+            "history": history, "val": val, "stream": stream,
+        })
+        if world > 1:
+            torch.distributed.barrier()
+
+    progress = None
+    if tcfg.progress and rank == 0:
+        progress = terminal_progress(total=tcfg.steps, initial=step, desc=f"{mcfg.norm}-{mcfg.placement} seed {tcfg.seed}",
+                                     leave=False)
+    steps_this_call, interrupted = 0, False
+    model.train()
+    try:
+        while step < tcfg.steps and not diverged:
+            if tcfg.interrupt_after is not None and steps_this_call >= tcfg.interrupt_after:
+                interrupted = True
+                break
+            lr = learning_rate(step + 1, tcfg)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            x, y = corpus.batch("train", tcfg.batch_size, mcfg.context, data_rng, device)
+            if world > 1:
+                x, y = _shard(x, rank, world), _shard(y, rank, world)
+            started = time.perf_counter()
+            _, loss = stepper(x, y)
+            loss_value = _mean_across_ranks(loss.detach(), world)
+            row = {"step": step + 1, "loss": loss_value, "lr": lr}
+            if not math.isfinite(loss_value):
+                diverged = True
+                history.append({**row, "step_time": math.nan})
+                step += 1
+                break
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            paused = time.perf_counter()
+            layer_norms = gradient_norms(model)  # before clipping: what each layer's gradient really was
+            measuring = time.perf_counter() - paused  # kept out of step_time, which times training alone
+            total = nn.utils.clip_grad_norm_(model.parameters(), tcfg.grad_clip if tcfg.grad_clip > 0 else math.inf)
+            if not math.isfinite(float(total)):
+                diverged = True
+                history.append({**row, "step_time": math.nan, "grad_norm/total": float(total)})
+                step += 1
+                break
+            optimizer.step()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            row["step_time"] = time.perf_counter() - started - measuring
+            row["grad_norm/total"] = float(total)
+            row.update(layer_norms)
+            row.update(gain_norms(model))
+            history.append(row)
+            if on_step is not None and rank == 0:
+                on_step(row)
+            step += 1
+            steps_this_call += 1
+            if progress is not None:
+                progress.update(1)
+                progress.set_postfix(loss=f"{loss_value:.3f}")
+            last = step == tcfg.steps
+            if last or (tcfg.eval_every and step % tcfg.eval_every == 0):
+                val_loss = evaluate(model, eval_batches)
+                val.append({"step": step, "val_loss": val_loss})
+                if not math.isfinite(val_loss):
+                    diverged = True
+            if last or (tcfg.stream_every and step % tcfg.stream_every == 0):
+                stream.extend(measure_stream(model, stream_probe, step))
+            if tcfg.checkpoint_every and step % tcfg.checkpoint_every == 0:
+                checkpoint()
+    finally:
+        # A real interruption (Ctrl-C) writes nothing here: the step it hit may be half done, and the
+        # last periodic checkpoint replays the steps after it exactly.
+        if progress is not None:
+            progress.close()
+    checkpoint()
+    return TrainResult(
+        model=model,
+        history=pd.DataFrame(history),
+        val=pd.DataFrame(val, columns=["step", "val_loss"]),
+        stream=pd.DataFrame(stream),
+        corpus_sha256=corpus.sha256,
+        diverged=diverged,
+        steps_done=step,
+        model_config=mcfg.to_dict(),
+        train_config=tcfg.to_dict(),
+        interrupted=interrupted,
+    )
+
+
+
+def compare_step_times(configs: dict[str, GPTConfig], corpus: Corpus, *, batch_size: int, repeats: int = 20,
+                       warmup: int = 3, device: str = "cpu", seed: int = 0, progress: bool = True) -> pd.DataFrame:
+    """Seconds per training step (forward, backward, AdamW update) of each model, measured interleaved
+    (one step of each in turn) so that drifting machine load affects all alike. One row per step timed."""
+    if not configs:
+        raise ValueError("configs is empty: give at least one named GPTConfig")
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"repeats must be >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
+    device = torch.device(device)
+    setups = {}
+    for name, cfg in configs.items():
+        corpus.check_context(cfg.context)
+        torch.manual_seed(seed)
+        model = GPT(cfg).to(device).train()
+        optimizer = torch.optim.AdamW(parameter_groups(model, TrainConfig()), lr=1e-4, foreach=False)
+        setups[name] = (model, optimizer, cfg)
+    generator = torch.Generator().manual_seed(seed)
+    batches = [corpus.batch("train", batch_size, max(c.context for c in configs.values()), generator, device) for _ in range(4)]
+    rows = []
+    rounds = range(warmup + repeats)
+    if progress:
+        rounds = terminal_progress(rounds, desc="timing steps", leave=False)
+    for r in rounds:
+        for name, (model, optimizer, cfg) in setups.items():
+            x, y = (t[:, : cfg.context] for t in batches[r % len(batches)])
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            started = time.perf_counter()
+            _, loss = model(x, y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            if r >= warmup:
+                rows.append({"model": name, "repeat": r - warmup, "step_time": time.perf_counter() - started})
+    return pd.DataFrame(rows)

@@ -1,1 +1,0 @@
-"""normlab inside other libraries' models (today: HuggingFace transformers)."""

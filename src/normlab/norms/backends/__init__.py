@@ -1,0 +1,1 @@
+"""The implementations behind `normlab.norms.functional`, one module or package per backend."""

@@ -1,0 +1,116 @@
+"""normlab.norms.backends.triton: Triton kernels for RMSNorm and LayerNorm (forward, backward, fused residual add).
+
+Entry points (for the speed study and other callers)
+-----------------------------------------------------
+* ``rms_norm(x, weight, eps, *, residual, offset, eps_placement, partial, onchip_limit=None, chunk=None)``
+  and ``layer_norm(x, weight, bias, eps, *, residual, stats="welford", onchip_limit=None, chunk=None)``:
+  differentiable (autograd through the registered backward op) and torch.compile-able. Same results
+  as ``normlab.rms_norm(..., backend="triton")``, plus the kernel-selection keywords:
+
+  - ``onchip_limit``: rows of length <= this (elements) are kept whole in registers; longer rows use
+    the chunked kernels. ``onchip_limit=0`` forces the chunked path at any length. Default
+    ``launch.ONCHIP_LIMIT`` (16384); the backward also caps it at ``launch.BACKWARD_ONCHIP_LIMIT``
+    (8192), above which its on-chip kernel would spill registers.
+  - ``chunk``: elements streamed per step by the chunked kernels (a power of two; default 4096).
+  - ``stats`` (LayerNorm only): how the chunked kernel gets mean and variance. ``"two_pass"`` streams
+    the row twice for them (mean, then centred squares) and a third time to normalise; ``"welford"``
+    streams it once (per-chunk statistics merged with Chan et al.'s update) and once to normalise.
+    The on-chip kernel ignores it (the row is read once either way).
+
+* ``rms_norm_checked`` / ``layer_norm_checked``: the same, positional, for a caller that has already
+  validated the arguments (normlab.norms.functional), so they are not checked twice.
+
+* ``launch.rms_forward(...)`` / ``launch.layer_forward(...)`` and the ``*_backward`` functions: the bare
+  launchers without autograd, returning the saved statistics too; the cheapest thing to time.
+  Outputs are always freshly allocated and contiguous.
+
+Eager calls skip the torch.library dispatcher (see ``custom_ops``: tens of µs per call); under
+torch.compile or torch.export the custom ops are what gets traced.
+
+Host cost per call, layer by layer (no GPU needed): ``scripts/triton_host_overhead.py``.
+
+GPU-side checks without a GPU: ``scripts/compile_kernels_sm90.py`` compiles every kernel variant for
+sm_90 and reports register spills; ``scripts/gpu_check.sh`` is the one-call test + bandwidth run for
+a CUDA machine.
+
+Kernels run on CUDA tensors; on CPU only in Triton's interpreter (TRITON_INTERPRET=1 set before this
+package is first imported). Otherwise a RuntimeError explains that.
+"""
+from __future__ import annotations
+
+import torch
+
+try:
+    import triton  # noqa: F401
+except ImportError as error:  # an optional dependency: say which extra brings it
+    raise ImportError(
+        f"normlab.norms.backends.triton (the Triton kernels, backend='triton') needs the triton package ({error}); "
+        'install it with `pip install "normlab[triton]"`, or use another backend (e.g. "auto", "compile", "torch")'
+    ) from error
+
+from normlab.norms.validation import check_layer_args, check_rms_args, partial_size, resolve_eps, sum_dtype
+from normlab.norms.backends.triton import custom_ops, launch
+from normlab.norms.backends.triton._runtime import check_triton_device
+
+__all__ = ["launch", "layer_norm", "layer_norm_checked", "rms_norm", "rms_norm_checked"]
+
+
+def _common_dtype(x: torch.Tensor, residual: torch.Tensor | None, residual_in_fp32: bool):
+    # The kernels add in one dtype and store s in it: cast both to s's dtype (validation.sum_dtype) first.
+    if residual is None:
+        return x, residual
+    dtype = sum_dtype(x, residual, residual_in_fp32)
+    return launch._as(x, dtype), launch._as(residual, dtype)
+
+
+def _limits(onchip_limit, chunk):
+    return (launch.ONCHIP_LIMIT if onchip_limit is None else int(onchip_limit),
+            launch.CHUNK if chunk is None else int(chunk))
+
+
+def rms_norm(x, weight=None, eps=1e-6, *, residual=None, offset=0.0, eps_placement="inside", partial=1.0,
+             residual_in_fp32=False, onchip_limit=None, chunk=None):
+    """RMSNorm with the Triton kernels; returns y, or (y, x + residual) when `residual` is given.
+
+    y has x's dtype; s has sum_dtype(x, residual, residual_in_fp32) (see normlab.norms.functional.rms_norm)."""
+    eps = resolve_eps(eps, x)
+    check_rms_args(x, weight, eps, residual, offset, eps_placement, partial)
+    return rms_norm_checked(x, weight, eps, residual, offset, eps_placement, partial, residual_in_fp32,
+                            onchip_limit, chunk)
+
+
+def rms_norm_checked(x, weight, eps, residual, offset, eps_placement, partial, residual_in_fp32=False,
+                     onchip_limit=None, chunk=None):
+    """rms_norm for a caller that has already run resolve_eps and validation.check_rms_args on these arguments
+    (normlab.norms.functional does): the same result without checking them a second time."""
+    check_triton_device(x, launch.INTERPRETED)
+    out_dtype = x.dtype
+    x, residual = _common_dtype(x, residual, residual_in_fp32)
+    k = x.shape[-1] if partial == 1.0 else partial_size(x.shape[-1], partial)
+    y, s, _ = custom_ops.rms_norm_forward_call(
+        x, weight, residual, float(eps), float(offset), eps_placement == "inside", k, *_limits(onchip_limit, chunk))
+    # A mixed-dtype call computed y in s's dtype; y is x's (one rounding from fp32 either way).
+    y = launch._as(y, out_dtype)
+    return (y, s) if residual is not None else y
+
+
+def layer_norm(x, weight=None, bias=None, eps=1e-5, *, residual=None, residual_in_fp32=False, stats="welford",
+               onchip_limit=None, chunk=None):
+    """LayerNorm with the Triton kernels; returns y, or (y, x + residual) when `residual` is given (dtypes as rms_norm)."""
+    eps = resolve_eps(eps, x)
+    check_layer_args(x, weight, bias, eps, residual)
+    return layer_norm_checked(x, weight, bias, eps, residual, residual_in_fp32, stats, onchip_limit, chunk)
+
+
+def layer_norm_checked(x, weight, bias, eps, residual, residual_in_fp32=False, stats="welford",
+                       onchip_limit=None, chunk=None):
+    """layer_norm for a caller that has already run resolve_eps and validation.check_layer_args."""
+    if stats not in launch.LAYER_STATS:
+        raise ValueError(f"stats must be one of {launch.LAYER_STATS}, got {stats!r}")
+    check_triton_device(x, launch.INTERPRETED)
+    out_dtype = x.dtype
+    x, residual = _common_dtype(x, residual, residual_in_fp32)
+    y, s, _, _ = custom_ops.layer_norm_forward_call(
+        x, weight, bias, residual, float(eps), stats, *_limits(onchip_limit, chunk))
+    y = launch._as(y, out_dtype)
+    return (y, s) if residual is not None else y

@@ -1,0 +1,242 @@
+"""Launchers: allocate outputs, pick on-chip or chunked kernels, size the grid.
+
+These are plain functions with no autograd; `normlab.norms.backends.triton.custom_ops` wraps
+them as torch.library ops. Inputs of any leading shape are viewed as
+(rows, N); a last dimension with stride != 1 is copied to be contiguous (the
+kernels assume unit column stride, any row stride).
+
+`onchip_limit` is the longest row (in elements) kept whole in registers;
+longer rows go to the chunked kernels, streamed `chunk` elements at a time.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+
+from normlab.norms.reference import statistics_dtype
+from normlab.norms.backends.triton import layer_kernels, rms_kernels
+from normlab.norms.backends.triton._runtime import (check_triton_device, kernels_interpreted, multiprocessor_count,
+                       patch_interpreter_bf16, patch_interpreter_for_numpy_2_4, warps_for)
+
+# 16K fp32 values per row is 32 values per thread at 16 warps: the most that
+# stays in registers on current NVIDIA parts without spilling.
+ONCHIP_LIMIT = 16384
+# The backward holds about twice as many live values per element (s, dy, the
+# gain, dx, the dweight accumulator): at 16K it spills registers on sm_90
+# (ptxas, scripts/compile_kernels_sm90.py), at 8K with 16 warps it does not.
+BACKWARD_ONCHIP_LIMIT = 8192
+# 4K elements per chunk: 16 KB of fp32 in flight per program, enough to hide
+# latency while a row streams through L2.
+CHUNK = 4096
+# Target elements per on-chip program; short rows are packed several to a tile
+# so each program still moves enough bytes.
+TILE_ELEMENTS = 4096
+LAYER_STATS = ("two_pass", "welford")
+
+INTERPRETED = kernels_interpreted(rms_kernels.rms_forward_onchip)
+if INTERPRETED:
+    patch_interpreter_for_numpy_2_4()
+    patch_interpreter_bf16()
+
+
+def _empty(shape, dtype, device) -> torch.Tensor:
+    # Every output goes through here, so tests can poison (NaN-fill) them.
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+compute_dtype = statistics_dtype  # one rule for every backend (normlab.norms.reference)
+
+
+def _rows(t: torch.Tensor, n_features: int) -> torch.Tensor:
+    t2 = t.reshape(-1, n_features)
+    if n_features > 1 and t2.stride(1) != 1:
+        t2 = t2.contiguous()
+    return t2
+
+
+def _is_onchip(n_features: int, onchip_limit: int) -> bool:
+    return n_features <= onchip_limit
+
+
+def _cdiv(a: int, b: int) -> int:
+    # triton.cdiv is a constexpr function: a few µs per host call, for one integer division.
+    return -(-a // b)
+
+
+def backward_warps(elements_per_program: int) -> int:
+    # Half the values per thread of the forward, for the same reason as BACKWARD_ONCHIP_LIMIT.
+    return min(16, 2 * warps_for(elements_per_program))
+
+
+# The launch configuration is a pure function of a few integers, and triton's helpers
+# (next_power_of_2, cdiv) cost microseconds per host call: computed once per shape.
+@functools.lru_cache(maxsize=4096)
+def _tile(n_rows: int, n_features: int) -> tuple[int, int]:
+    block = triton.next_power_of_2(n_features)
+    rows = max(1, TILE_ELEMENTS // block)
+    return min(rows, triton.next_power_of_2(max(n_rows, 1))), block
+
+
+@functools.lru_cache(maxsize=1024)
+def _chunk(n_features: int, chunk: int) -> int:
+    if chunk < 1 or chunk & (chunk - 1):
+        raise ValueError(f"chunk must be a positive power of two, got {chunk}")
+    return min(chunk, triton.next_power_of_2(n_features))
+
+
+def _prepare(x, residual, onchip_limit, chunk):
+    check_triton_device(x, INTERPRETED)
+    if residual is not None and residual.dtype != x.dtype:
+        raise TypeError(f"residual has dtype {residual.dtype} but x has {x.dtype}; cast one to match")
+    if onchip_limit < 0:
+        raise ValueError(f"onchip_limit must be >= 0 (0 forces the chunked kernels), got {onchip_limit}")
+    n_features = x.shape[-1]
+    return n_features, _rows(x, n_features), None if residual is None else _rows(residual, n_features)
+
+
+def _prepare_backward(dy, ds, s):
+    """Row views of s, dy and ds (None when absent), and dx allocated in s's layout."""
+    check_triton_device(s, INTERPRETED)
+    n_features = s.shape[-1]
+    ds2 = None if ds is None else _rows(ds, n_features)
+    return n_features, _rows(s, n_features), _rows(dy, n_features), ds2, _empty(s.shape, s.dtype, s.device)
+
+
+def _reduce_partials(partial: torch.Tensor, like: torch.Tensor | None, n_features: int, device):
+    if like is None:
+        return torch.empty(0, device=device)
+    return _as(partial.sum(0), like.dtype)
+
+
+def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    # .to() to the same dtype returns t itself, but only after a trip through the dispatcher.
+    return t if t.dtype == dtype else t.to(dtype)
+
+
+# ---------------------------------------------------------------- RMSNorm
+
+def rms_forward(x, weight, residual, eps: float, offset: float, eps_inside: bool, k: int,
+                onchip_limit: int = ONCHIP_LIMIT, chunk: int = CHUNK):
+    """Returns (y, s, ms): s = x + residual (an empty tensor without residual), ms = mean square per row."""
+    n_features, x2, r2 = _prepare(x, residual, onchip_limit, chunk)
+    n_rows = x2.shape[0]
+    y = _empty(x.shape, x.dtype, x.device)
+    s = _empty(x.shape, x.dtype, x.device) if residual is not None else x.new_empty(0)
+    ms = _empty(x.shape[:-1], compute_dtype(x.dtype), x.device)
+    if n_rows == 0:
+        return y, s, ms
+    w = x2 if weight is None else weight.contiguous()
+    r, s_out = (x2, x2) if r2 is None else (r2, s)
+    flags = dict(HAS_RESIDUAL=r2 is not None, HAS_WEIGHT=weight is not None, EPS_INSIDE=eps_inside)
+    if _is_onchip(n_features, onchip_limit):
+        rows, block = _tile(n_rows, n_features)
+        rms_kernels.rms_forward_onchip[(_cdiv(n_rows, rows),)](
+            x2, r, w, y, s_out, ms, n_rows, n_features, k, x2.stride(0), r.stride(0), eps, offset,
+            **flags, ROWS=rows, BLOCK=block, num_warps=warps_for(rows * block))
+    else:
+        chunk = _chunk(n_features, chunk)
+        rms_kernels.rms_forward_chunked[(n_rows,)](
+            x2, r, w, y, s_out, ms, n_features, k, n_features if r2 is not None else k,
+            x2.stride(0), r.stride(0), eps, offset,
+            **flags, CHUNK=chunk, num_warps=warps_for(chunk))
+    return y, s, ms
+
+
+def rms_backward(dy, ds, s, weight, ms, eps: float, offset: float, eps_inside: bool, k: int,
+                 onchip_limit: int = ONCHIP_LIMIT, chunk: int = CHUNK):
+    """Returns (dx, dweight); dx also includes ds (the gradient reaching s = x + residual directly)."""
+    n_features, s2, dy2, ds2, dx = _prepare_backward(dy, ds, s)
+    n_rows, stats = s2.shape[0], compute_dtype(s.dtype)
+    if n_rows == 0:
+        return dx, (torch.zeros_like(weight) if weight is not None else s.new_empty(0))
+    w = s2 if weight is None else weight.contiguous()
+    ds_arg = s2 if ds2 is None else ds2
+    flags = dict(HAS_DS=ds2 is not None, HAS_WEIGHT=weight is not None, EPS_INSIDE=eps_inside)
+    ms2 = ms.reshape(-1)
+    if _is_onchip(n_features, min(onchip_limit, BACKWARD_ONCHIP_LIMIT)):
+        rows, block = _tile(n_rows, n_features)
+        programs = min(_cdiv(n_rows, rows), 2 * multiprocessor_count(s.device))
+        partial = _empty((programs, n_features), stats, s.device)
+        rms_kernels.rms_backward_onchip[(programs,)](
+            dy2, ds_arg, s2, w, ms2, dx, partial, n_rows, n_features, k,
+            dy2.stride(0), ds_arg.stride(0), s2.stride(0), eps, offset,
+            **flags, ROWS=rows, BLOCK=block, num_warps=backward_warps(rows * block))
+    else:
+        chunk = _chunk(n_features, chunk)
+        programs = min(n_rows, 2 * multiprocessor_count(s.device))
+        partial = torch.zeros((programs, n_features), dtype=stats, device=s.device)
+        rms_kernels.rms_backward_chunked[(programs,)](
+            dy2, ds_arg, s2, w, ms2, dx, partial, n_rows, n_features, k,
+            dy2.stride(0), ds_arg.stride(0), s2.stride(0), eps, offset,
+            **flags, CHUNK=chunk, num_warps=warps_for(chunk))
+    return dx, _reduce_partials(partial, weight, n_features, s.device)
+
+
+# ---------------------------------------------------------------- LayerNorm
+
+def layer_forward(x, weight, bias, residual, eps: float, stats: str = "welford",
+                  onchip_limit: int = ONCHIP_LIMIT, chunk: int = CHUNK):
+    """Returns (y, s, mean, rstd). `stats` picks the chunked kernel's statistics: "two_pass" or "welford"."""
+    if stats not in LAYER_STATS:
+        raise ValueError(f"stats must be one of {LAYER_STATS}, got {stats!r}")
+    n_features, x2, r2 = _prepare(x, residual, onchip_limit, chunk)
+    n_rows = x2.shape[0]
+    y = _empty(x.shape, x.dtype, x.device)
+    s = _empty(x.shape, x.dtype, x.device) if residual is not None else x.new_empty(0)
+    mean = _empty(x.shape[:-1], compute_dtype(x.dtype), x.device)
+    rstd = _empty(x.shape[:-1], compute_dtype(x.dtype), x.device)
+    if n_rows == 0:
+        return y, s, mean, rstd
+    w = x2 if weight is None else weight.contiguous()
+    b = x2 if bias is None else bias.contiguous()
+    r, s_out = (x2, x2) if r2 is None else (r2, s)
+    flags = dict(HAS_RESIDUAL=r2 is not None, HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None)
+    if _is_onchip(n_features, onchip_limit):
+        rows, block = _tile(n_rows, n_features)
+        layer_kernels.layer_forward_onchip[(_cdiv(n_rows, rows),)](
+            x2, r, w, b, y, s_out, mean, rstd, n_rows, n_features, x2.stride(0), r.stride(0), eps,
+            **flags, ROWS=rows, BLOCK=block, num_warps=warps_for(rows * block))
+    else:
+        chunk = _chunk(n_features, chunk)
+        layer_kernels.layer_forward_chunked[(n_rows,)](
+            x2, r, w, b, y, s_out, mean, rstd, n_features, x2.stride(0), r.stride(0), eps,
+            **flags, WELFORD=stats == "welford", CHUNK=chunk, num_warps=warps_for(chunk))
+    return y, s, mean, rstd
+
+
+def layer_backward(dy, ds, s, weight, mean, rstd, has_bias: bool,
+                   onchip_limit: int = ONCHIP_LIMIT, chunk: int = CHUNK):
+    """Returns (dx, dweight, dbias); empty tensors stand for absent parameters."""
+    n_features, s2, dy2, ds2, dx = _prepare_backward(dy, ds, s)
+    n_rows, stats = s2.shape[0], compute_dtype(s.dtype)
+    param_dtype = weight.dtype if weight is not None else s.dtype
+    if n_rows == 0:
+        zeros = lambda present: torch.zeros(n_features, dtype=param_dtype, device=s.device) if present else s.new_empty(0)
+        return dx, zeros(weight is not None), zeros(has_bias)
+    w = s2 if weight is None else weight.contiguous()
+    ds_arg = s2 if ds2 is None else ds2
+    flags = dict(HAS_DS=ds2 is not None, HAS_WEIGHT=weight is not None, HAS_BIAS=has_bias)
+    mean2, rstd2 = mean.reshape(-1), rstd.reshape(-1)
+    if _is_onchip(n_features, min(onchip_limit, BACKWARD_ONCHIP_LIMIT)):
+        rows, block = _tile(n_rows, n_features)
+        programs = min(_cdiv(n_rows, rows), 2 * multiprocessor_count(s.device))
+        dw_partial = _empty((programs, n_features), stats, s.device)
+        db_partial = _empty((programs, n_features), stats, s.device)
+        layer_kernels.layer_backward_onchip[(programs,)](
+            dy2, ds_arg, s2, w, mean2, rstd2, dx, dw_partial, db_partial, n_rows, n_features,
+            dy2.stride(0), ds_arg.stride(0), s2.stride(0),
+            **flags, ROWS=rows, BLOCK=block, num_warps=backward_warps(rows * block))
+    else:
+        chunk = _chunk(n_features, chunk)
+        programs = min(n_rows, 2 * multiprocessor_count(s.device))
+        dw_partial = torch.zeros((programs, n_features), dtype=stats, device=s.device)
+        db_partial = torch.zeros((programs, n_features), dtype=stats, device=s.device)
+        layer_kernels.layer_backward_chunked[(programs,)](
+            dy2, ds_arg, s2, w, mean2, rstd2, dx, dw_partial, db_partial, n_rows, n_features,
+            dy2.stride(0), ds_arg.stride(0), s2.stride(0),
+            **flags, CHUNK=chunk, num_warps=warps_for(chunk))
+    dweight = _reduce_partials(dw_partial, weight, n_features, s.device)
+    dbias = _as(db_partial.sum(0), param_dtype) if has_bias else s.new_empty(0)
+    return dx, dweight, dbias

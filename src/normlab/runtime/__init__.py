@@ -1,0 +1,1 @@
+"""What any long run needs, whichever product runs it: progress bars, a worker pool, and provenance."""

@@ -1,0 +1,154 @@
+"""The package's layout is its architecture: floors that import only downwards, and no import cycles.
+
+Read from the package's own source (every `import`, lazy ones inside functions included), so a new
+module lands on a floor by its path, and an upward or circular import fails here before review.
+"""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "normlab"
+
+# Bottom to top. A module may import from its own floor and from floors below it, never above.
+FLOORS = (
+    ("norms", ("normlab", "normlab._moved", "normlab.norms")),  # the norm library and its public face
+    ("runtime", ("normlab.runtime",)),  # progress bars, worker pool, provenance
+    ("gpt", ("normlab.gpt",)),  # the GPT testbed
+    ("bench", ("normlab.bench",)),  # the benchmark harness
+    ("study", ("normlab.study",)),  # runner, results, ledger, presentation
+    ("analysis", ("normlab.analysis",)),  # per-chapter analyses
+    ("entry points", ("normlab.train",)),  # python -m normlab.train
+)
+# What a core install (torch and numpy) lacks: the norm library must import without any of them.
+NOT_IN_CORE = ("pandas", "tqdm", "matplotlib", "seaborn", "papermill", "transformers", "triton", "scipy")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def floor_of(module: str) -> int:
+    best, rank = -1, None
+    for index, (_, prefixes) in enumerate(FLOORS):
+        for prefix in prefixes:
+            matches = module == prefix or (prefix != "normlab" and module.startswith(prefix + "."))
+            if matches and len(prefix) > best:
+                best, rank = len(prefix), index
+    if rank is None:
+        raise AssertionError(f"{module} is on no floor: add its folder to FLOORS in tests/test_layout.py")
+    return rank
+
+
+def imports_of(module: str) -> set[str]:
+    """The normlab modules `module` imports, resolved to modules (a name imported from a package counts
+    as its submodule when there is one)."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                found.add(f"{source}.{alias.name}" if f"{source}.{alias.name}" in MODULES else source)
+    return {name for name in found if name == "normlab" or name.startswith("normlab.")}
+
+
+GRAPH = {module: imports_of(module) & set(MODULES) for module in MODULES}
+
+
+def test_every_module_is_on_a_floor():
+    for module in MODULES:
+        floor_of(module)
+
+
+def test_no_floor_imports_from_a_floor_above_it():
+    upward = [f"{m} ({FLOORS[floor_of(m)][0]}) imports {t} ({FLOORS[floor_of(t)][0]})"
+              for m, targets in GRAPH.items() for t in sorted(targets) if floor_of(t) > floor_of(m)]
+    assert not upward, "imports that go up a floor:\n" + "\n".join(upward)
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1: on the current path, 2: finished
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                return path[path.index(target):] + [target]
+            if target not in state and (cycle := visit(target)):
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_no_import_cycles():
+    cycle = find_cycle(GRAPH)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_checks_catch_what_they_are_for():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+    assert floor_of("normlab.norms.functional") < floor_of("normlab.gpt.model") < floor_of("normlab.analysis.depth")
+    assert floor_of("normlab") == floor_of("normlab.norms.reference")
+    with pytest.raises(AssertionError, match="on no floor"):
+        floor_of("normlab.somewhere_new")
+
+
+# Hides the packages of NOT_IN_CORE as if they were not installed (find_spec answers None, as for a missing one).
+BLOCKER = """
+import importlib.machinery, sys
+_find = importlib.machinery.PathFinder.find_spec
+def _hidden(name, path=None, target=None):
+    return None if name.split(".")[0] in {blocked!r} else _find(name, path, target)
+importlib.machinery.PathFinder.find_spec = _hidden
+"""
+
+
+def _run(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", BLOCKER.format(blocked=NOT_IN_CORE) + code],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_a_core_install_imports_the_whole_norm_library():
+    # Triton is its own extra: the triton backend is imported by functional only when it is asked for.
+    library = [m for m in MODULES if floor_of(m) == 0 and not m.startswith("normlab.norms.backends.triton")]
+    done = _run("\n".join(f"import {m}" for m in library) + "\nfrom normlab import rms_norm, layer_norm, RMSNorm, LayerNorm\n"
+                "import torch\nx = torch.randn(3, 8)\nprint(float((rms_norm(x) - RMSNorm(8)(x)).abs().max()))")
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout.split()[-1]) < 1e-6
+
+
+def test_the_testbed_without_its_extra_names_the_extra():
+    done = _run("import normlab.gpt.model")
+    assert done.returncode != 0 and 'pip install "normlab[gpt]"' in done.stderr, done.stderr
+
+
+def test_an_old_module_path_names_the_new_one():
+    done = _run("from normlab import ops")
+    assert "normlab.ops moved to normlab.norms.backends.triton" in done.stderr, done.stderr
+    done = _run("import normlab.analysis.paired")
+    assert "moved to normlab.analysis.shared.paired" in done.stderr, done.stderr
