@@ -9,7 +9,7 @@ FORCE ?=
 MIXED ?=
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install test book notebooks ledger gpu-bench gpu-check compile-check clean
+.PHONY: install test lint book notebooks ledger gpu-bench gpu-check compile-check clean
 
 install: $(INSTALLED)
 
@@ -26,7 +26,14 @@ $(INSTALLED): requirements.lock pyproject.toml
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
 
-test: $(INSTALLED)
+# ruff (lint and format, configured in pyproject.toml) over everything that is Python.
+LINTED := src tests notebooks scripts book/_ext
+
+lint: $(INSTALLED)
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
+
+test: lint
 	$(PY) -m pytest
 
 notebooks: $(INSTALLED)

@@ -52,16 +52,61 @@ warnings.filterwarnings("ignore", category=UserWarning, module="seaborn")
 warnings.filterwarnings("ignore", category=FutureWarning)
 
 PROFILES = {
-    "smoke": dict(init_depths=[1, 2, 4], init_width=32, init_context=16, init_batch=2, init_seeds=[0],
-                  deep=2, width=32, context=16, batch=4, steps=20, lr=3e-3, warmup=4, stress_lrs=[3e-2],
-                  seeds=2, ablation_depth=1, ablation_steps=20),
+    "smoke": dict(
+        init_depths=[1, 2, 4],
+        init_width=32,
+        init_context=16,
+        init_batch=2,
+        init_seeds=[0],
+        deep=2,
+        width=32,
+        context=16,
+        batch=4,
+        steps=20,
+        lr=3e-3,
+        warmup=4,
+        stress_lrs=[3e-2],
+        seeds=2,
+        ablation_depth=1,
+        ablation_steps=20,
+    ),
     # 2 cores: pre/post x RMS/Layer at depth 12 (5 pairs), a no-warm-up sweep, the ablation (5 seeds); ~70 runs
-    "cpu": dict(init_depths=[2, 4, 8, 16, 32], init_width=48, init_context=32, init_batch=4, init_seeds=[0, 1],
-                deep=12, width=32, context=32, batch=8, steps=300, lr=3e-3, warmup=30, stress_lrs=[1e-2, 3e-2],
-                seeds=5, ablation_depth=4, ablation_steps=300),
-    "gpu": dict(init_depths=[2, 4, 8, 16, 32, 64, 128], init_width=256, init_context=128, init_batch=16,
-                init_seeds=[0, 1, 2], deep=24, width=256, context=128, batch=32, steps=1000, lr=1e-3, warmup=100,
-                stress_lrs=[3e-3, 1e-2], seeds=8, ablation_depth=8, ablation_steps=1000),
+    "cpu": dict(
+        init_depths=[2, 4, 8, 16, 32],
+        init_width=48,
+        init_context=32,
+        init_batch=4,
+        init_seeds=[0, 1],
+        deep=12,
+        width=32,
+        context=32,
+        batch=8,
+        steps=300,
+        lr=3e-3,
+        warmup=30,
+        stress_lrs=[1e-2, 3e-2],
+        seeds=5,
+        ablation_depth=4,
+        ablation_steps=300,
+    ),
+    "gpu": dict(
+        init_depths=[2, 4, 8, 16, 32, 64, 128],
+        init_width=256,
+        init_context=128,
+        init_batch=16,
+        init_seeds=[0, 1, 2],
+        deep=24,
+        width=256,
+        context=128,
+        batch=32,
+        steps=1000,
+        lr=1e-3,
+        warmup=100,
+        stress_lrs=[3e-3, 1e-2],
+        seeds=8,
+        ablation_depth=8,
+        ablation_steps=1000,
+    ),
 }
 if profile not in PROFILES:
     raise ValueError(f"profile must be one of {list(PROFILES)}, got {profile!r}")
@@ -94,15 +139,19 @@ claims_box(["B17", "B18", "B19"])
 # the 1/√L slope in pre-LN on the left, and its disappearance on the right.
 
 # %% tags=["remove-cell"]
-CONFIGS = {f"{placement}-{norm}": {"norm": norm, "placement": placement}
-           for placement in ("pre", "post") for norm in ("rms", "layer")}
+CONFIGS = {
+    f"{placement}-{norm}": {"norm": norm, "placement": placement}
+    for placement in ("pre", "post")
+    for norm in ("rms", "layer")
+}
 generator = torch.Generator().manual_seed(1234)
 x, y = corpus.batch("val", P["init_batch"], P["init_context"], generator)
 tokens = torch.cat([x, y[:, -1:]], dim=1)
 profiles = {}
 for scaled in (False, True):
-    frame = D.init_profile(P["init_depths"], CONFIGS, tokens, width=P["init_width"], seeds=P["init_seeds"],
-                           depth_scaled_init=scaled)
+    frame = D.init_profile(
+        P["init_depths"], CONFIGS, tokens, width=P["init_width"], seeds=P["init_seeds"], depth_scaled_init=scaled
+    )
     frame["init"] = "GPT-2 (depth-scaled)" if scaled else "Xiong (unscaled)"
     profiles[scaled] = frame
 init = pd.concat(profiles.values(), ignore_index=True)
@@ -124,9 +173,16 @@ plt.tight_layout()
 plt.show()
 
 # %% tags=["remove-input"]
-table(pd.DataFrame({"config": exponents[False].index, "exponent, Xiong init": exponents[False].values,
-                    "exponent, GPT-2 init": exponents[True].reindex(exponents[False].index).values}),
-      caption="Fitted exponent k of last-block gradient ∝ L^k (Xiong et al.: −0.5 for pre-LN, 0 for post-LN)")
+table(
+    pd.DataFrame(
+        {
+            "config": exponents[False].index,
+            "exponent, Xiong init": exponents[False].values,
+            "exponent, GPT-2 init": exponents[True].reindex(exponents[False].index).values,
+        }
+    ),
+    caption="Fitted exponent k of last-block gradient ∝ L^k (Xiong et al.: −0.5 for pre-LN, 0 for post-LN)",
+)
 
 # %% [markdown]
 # Pre-LN's last-block gradient sits *above* post-LN's in level: in pre-LN the final norm divides by the trunk's
@@ -139,10 +195,19 @@ at_depth = init[(init["depth"] == deepest) & (init["layer"] > 0)]
 stream = init[init["depth"] == deepest]
 fig, ax = plt.subplots(1, 3, figsize=(15, 4))
 sns.lineplot(data=at_depth, x="layer", y="grad_norm", hue="config", style="init", errorbar=("pi", 100), ax=ax[0])
-ax[0].set(yscale="log", xlabel="block", ylabel="gradient norm of the block's weights", title=f"per-block gradient, depth {deepest}")
-sns.lineplot(data=stream, x="layer", y="residual_norm", hue="config", style="init", errorbar=("pi", 100), ax=ax[1], legend=False)
+ax[0].set(
+    yscale="log",
+    xlabel="block",
+    ylabel="gradient norm of the block's weights",
+    title=f"per-block gradient, depth {deepest}",
+)
+sns.lineplot(
+    data=stream, x="layer", y="residual_norm", hue="config", style="init", errorbar=("pi", 100), ax=ax[1], legend=False
+)
 ax[1].set(xlabel="layer (0 = embeddings)", ylabel="mean ‖residual stream‖ per token", title="residual-stream norm")
-sns.lineplot(data=stream, x="layer", y="token_cosine", hue="config", style="init", errorbar=("pi", 100), ax=ax[2], legend=False)
+sns.lineplot(
+    data=stream, x="layer", y="token_cosine", hue="config", style="init", errorbar=("pi", 100), ax=ax[2], legend=False
+)
 ax[2].set(xlabel="layer (0 = embeddings)", ylabel="mean pairwise cosine between tokens", title="token similarity")
 ax[0].legend(fontsize=7)
 plt.tight_layout()
@@ -167,26 +232,67 @@ plt.show()
 MARGIN = 0.02
 steps, ablation_steps = P["steps"], P["ablation_steps"]
 base_model = dict(context=P["context"], width=P["width"], depth=P["deep"], heads=4)
-base_train = dict(steps=steps, batch_size=P["batch"], lr=P["lr"], warmup_steps=P["warmup"], eval_every=flat_eval_every(steps),
-                  eval_batches=2, stream_every=0, seed=0)
-grid = [{"label": "paired", "model": {"norm": norm, "placement": placement}, "train": {"seed": seed}}
-        for seed in range(P["seeds"]) for placement in ("pre", "post") for norm in ("rms", "layer")]
-grid += [{"label": "no warm-up", "model": {"norm": norm, "placement": placement}, "train": {"lr": lr, "warmup_steps": 0}}
-         for placement in ("pre", "post") for norm in ("rms", "layer") for lr in [P["lr"]] + P["stress_lrs"]]
-ablation_grid = [{"label": label, "model": {**D.LLAMA, **swap, "depth": P["ablation_depth"]},
-                  "train": {"seed": seed, "steps": ablation_steps, "eval_every": flat_eval_every(ablation_steps),
-                            "warmup_steps": ablation_steps // 10}}
-                 for seed in range(P["seeds"]) for label, swap in D.ABLATIONS.items()]
-ablation_grid += [{"label": label, "model": {**D.LLAMA, **swap, "depth": P["ablation_depth"]},
-                   "train": {"seed": 0, "steps": ablation_steps, "eval_every": flat_eval_every(ablation_steps),
-                             "lr": max(P["stress_lrs"]), "warmup_steps": 0, "stress": True}}
-                  for label, swap in D.ABLATIONS.items()]
+base_train = dict(
+    steps=steps,
+    batch_size=P["batch"],
+    lr=P["lr"],
+    warmup_steps=P["warmup"],
+    eval_every=flat_eval_every(steps),
+    eval_batches=2,
+    stream_every=0,
+    seed=0,
+)
+grid = [
+    {"label": "paired", "model": {"norm": norm, "placement": placement}, "train": {"seed": seed}}
+    for seed in range(P["seeds"])
+    for placement in ("pre", "post")
+    for norm in ("rms", "layer")
+]
+grid += [
+    {"label": "no warm-up", "model": {"norm": norm, "placement": placement}, "train": {"lr": lr, "warmup_steps": 0}}
+    for placement in ("pre", "post")
+    for norm in ("rms", "layer")
+    for lr in [P["lr"]] + P["stress_lrs"]
+]
+ablation_grid = [
+    {
+        "label": label,
+        "model": {**D.LLAMA, **swap, "depth": P["ablation_depth"]},
+        "train": {
+            "seed": seed,
+            "steps": ablation_steps,
+            "eval_every": flat_eval_every(ablation_steps),
+            "warmup_steps": ablation_steps // 10,
+        },
+    }
+    for seed in range(P["seeds"])
+    for label, swap in D.ABLATIONS.items()
+]
+ablation_grid += [
+    {
+        "label": label,
+        "model": {**D.LLAMA, **swap, "depth": P["ablation_depth"]},
+        "train": {
+            "seed": 0,
+            "steps": ablation_steps,
+            "eval_every": flat_eval_every(ablation_steps),
+            "lr": max(P["stress_lrs"]),
+            "warmup_steps": 0,
+            "stress": True,
+        },
+    }
+    for label, swap in D.ABLATIONS.items()
+]
 # "stress" is not a TrainConfig field: strip it before the run, keep it on the row.
 everything = grid + [{**e, "train": {k: v for k, v in e["train"].items() if k != "stress"}} for e in ablation_grid]
-runs_all = D.run_grid(everything, base_model, base_train, corpus.unigram_entropy_nats, devices=devices, desc="depth runs")
-runs_all["setting"] = ["base lr"] * len(grid) + ["stress lr" if e["train"].get("stress") else "base lr" for e in ablation_grid]
-main = runs_all.iloc[:len(grid)].copy()
-ablation = runs_all.iloc[len(grid):].copy()
+runs_all = D.run_grid(
+    everything, base_model, base_train, corpus.unigram_entropy_nats, devices=devices, desc="depth runs"
+)
+runs_all["setting"] = ["base lr"] * len(grid) + [
+    "stress lr" if e["train"].get("stress") else "base lr" for e in ablation_grid
+]
+main = runs_all.iloc[: len(grid)].copy()
+ablation = runs_all.iloc[len(grid) :].copy()
 main["config"] = main["placement"] + "-" + main["norm"]
 paired_runs = main[main["label"] == "paired"]
 nowarm = main[main["label"] == "no warm-up"]
@@ -205,25 +311,33 @@ def paired(a, b):
     return paired_difference(a, b, MARGIN)
 
 
-b18_pair = paired(losses(paired_runs, placement="post", norm="layer"), losses(paired_runs, placement="post", norm="rms"))
+b18_pair = paired(
+    losses(paired_runs, placement="post", norm="layer"), losses(paired_runs, placement="post", norm="rms")
+)
 b17_pair = paired(losses(paired_runs, placement="post", norm="rms"), losses(paired_runs, placement="pre", norm="rms"))
 drop = float(paired_runs["final_drop"].mean())
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Final validation loss at the training depth (12 blocks on the cpu profile), one dot per seed, lines joining a seed's pair. Left: the paired runs with warm-up; right: one seed without warm-up at each learning rate (above the dotted unigram entropy means it learned nothing).", "name": "fig-depth-training"}}
 fig, ax = plt.subplots(1, 2, figsize=(12, 4))
-sns.stripplot(data=paired_runs, x="config", y="final_val_loss", hue="seed", ax=ax[0], size=6, jitter=False, legend=False)
-for seed, part in paired_runs.groupby("seed"):
+sns.stripplot(
+    data=paired_runs, x="config", y="final_val_loss", hue="seed", ax=ax[0], size=6, jitter=False, legend=False
+)
+for _seed, part in paired_runs.groupby("seed"):
     ax[0].plot(part["config"], part["final_val_loss"], color="grey", lw=0.5)
 ax[0].set(xlabel="configuration", ylabel="final validation loss (nats/byte)", title=f"depth {P['deep']}, with warm-up")
-sns.pointplot(data=nowarm.assign(final=nowarm["final_val_loss"].clip(upper=6.0)), x="lr", y="final", hue="config", ax=ax[1])
+sns.pointplot(
+    data=nowarm.assign(final=nowarm["final_val_loss"].clip(upper=6.0)), x="lr", y="final", hue="config", ax=ax[1]
+)
 ax[1].axhline(corpus.unigram_entropy_nats, color="grey", ls=":")
 ax[1].set(xlabel="learning rate (no warm-up)", ylabel="final validation loss, clipped at 6", title="without warm-up")
 plt.tight_layout()
 plt.show()
 
 # %% tags=["remove-input"]
-table(nowarm[["config", "lr", "trained", "diverged", "final_val_loss"]].reset_index(drop=True),
-      caption=f"Without warm-up at depth {P['deep']}: which runs trained")
+table(
+    nowarm[["config", "lr", "trained", "diverged", "final_val_loss"]].reset_index(drop=True),
+    caption=f"Without warm-up at depth {P['deep']}: which runs trained",
+)
 
 # %% [markdown]
 # ## Verdicts
@@ -236,12 +350,18 @@ table(nowarm[["config", "lr", "trained", "diverged", "final_val_loss"]].reset_in
 # loss is no better, or when Xiong's exponents are not seen.
 
 # %% tags=["remove-cell"]
-deep_pre = pd.concat([spreads[s][(spreads[s]["depth"] == deepest) & spreads[s]["config"].str.startswith("pre")] for s in (False, True)])
+deep_pre = pd.concat(
+    [spreads[s][(spreads[s]["depth"] == deepest) & spreads[s]["config"].str.startswith("pre")] for s in (False, True)]
+)
 pre_spread = float(deep_pre["max_over_min"].max())
 # Spread over seeds: the same key number (worst pre-LN block-to-block ratio at the deepest depth) seed by seed.
-per_seed = [max(float(g[(g["depth"] == deepest) & g["config"].str.startswith("pre")]["max_over_min"].max())
-                for g in (D.gradient_spread(profiles[s][profiles[s]["seed"] == seed]) for s in (False, True)))
-            for seed in P["init_seeds"]]
+per_seed = [
+    max(
+        float(g[(g["depth"] == deepest) & g["config"].str.startswith("pre")]["max_over_min"].max())
+        for g in (D.gradient_spread(profiles[s][profiles[s]["seed"] == seed]) for s in (False, True))
+    )
+    for seed in P["init_seeds"]
+]
 pre_spread_sd = float(np.std(per_seed, ddof=1)) if len(per_seed) > 1 else None
 pre_rate = float(nowarm[nowarm["placement"] == "pre"]["trained"].mean())
 post_rate = float(nowarm[nowarm["placement"] == "post"]["trained"].mean())
@@ -260,22 +380,38 @@ Markdown(
     f"warm-up at depth {P['deep']}, pre-LN trained in {pre_rate:.0%} of runs and post-LN in {post_rate:.0%}. Paired "
     f"final loss, pre-LN − post-LN (RMSNorm): {b17_loss}. Last-block gradient ∝ L^{xiong_pre:.2f} (pre) and "
     f"L^{xiong_post:.2f} (post) under Xiong's initialisation, L^{gpt2_pre:.2f} (pre) under GPT-2's. Over the last 10% "
-    f"of the paired runs the loss still fell {drop:.4f} nats.\n\n**B17 verdict: {b17}.**")
+    f"of the paired runs the loss still fell {drop:.4f} nats.\n\n**B17 verdict: {b17}.**"
+)
 
 # %% tags=["remove-cell"]
 _ = results.record(
-    "B17", b17,
+    "B17",
+    b17,
     f"Pre-LN per-block gradient norms at depth {deepest} differ by at most ×{pre_spread:.2f} (threshold ×10); without "
     f"warm-up at depth {P['deep']} pre-LN trained in {pre_rate:.0%} of runs vs post-LN {post_rate:.0%}; paired pre − post "
     f"final loss {b17_loss}; last-block gradient ~ L^{xiong_pre:.2f} (pre) vs Xiong et al.'s L^-0.5, L^{gpt2_pre:.2f} under GPT-2 init.",
-    {"deepest_init_depth": deepest, "train_depth": P["deep"], "pre_ln_gradient_max_over_min": pre_spread,
-     "pre_trained_rate_no_warmup": pre_rate, "post_trained_rate_no_warmup": post_rate, "paired_pre_minus_post_rms": b17_pair,
-     "exponent_pre_xiong_init": xiong_pre, "exponent_post_xiong_init": xiong_post, "exponent_pre_gpt2_init": gpt2_pre,
-     "exponent_post_gpt2_init": float(np.mean([exponents[True][c] for c in ("post-rms", "post-layer")])),
-     "loss_drop_last_10pct": drop, "margin_nats": MARGIN, "corpus_sha256": corpus.sha256},
-    section="depth-init", key_number=pre_spread, threshold=10.0, spread=pre_spread_sd,
+    {
+        "deepest_init_depth": deepest,
+        "train_depth": P["deep"],
+        "pre_ln_gradient_max_over_min": pre_spread,
+        "pre_trained_rate_no_warmup": pre_rate,
+        "post_trained_rate_no_warmup": post_rate,
+        "paired_pre_minus_post_rms": b17_pair,
+        "exponent_pre_xiong_init": xiong_pre,
+        "exponent_post_xiong_init": xiong_post,
+        "exponent_pre_gpt2_init": gpt2_pre,
+        "exponent_post_gpt2_init": float(np.mean([exponents[True][c] for c in ("post-rms", "post-layer")])),
+        "loss_drop_last_10pct": drop,
+        "margin_nats": MARGIN,
+        "corpus_sha256": corpus.sha256,
+    },
+    section="depth-init",
+    key_number=pre_spread,
+    threshold=10.0,
+    spread=pre_spread_sd,
     rule="Pre-LN per-block gradient spread ≤ ×10 and pre-LN trains without warm-up at least as often as post-LN; "
-         "caveat when post-LN trains as well, pre-LN's paired loss is not better, or Xiong's exponents are not seen.")
+    "caveat when post-LN trains as well, pre-LN's paired loss is not better, or Xiong's exponents are not seen.",
+)
 
 # %% [markdown]
 # **B18** (with post-LN, RMSNorm's deep-signal decay is worse than LayerNorm's). The training half is the paired
@@ -285,12 +421,16 @@ _ = results.record(
 # on one initialisation measure; does not hold if the paired interval lies inside the margin; not testable if
 # the interval is wider than the margin.
 
+
 # %% tags=["remove-cell"]
 def _pick(frame, config, column):
     return float(frame[(frame["config"] == config) & (frame["depth"] == deepest)][column].mean())
 
 
-ratio_rms, ratio_ln = _pick(spreads[False], "post-rms", "first_over_last"), _pick(spreads[False], "post-layer", "first_over_last")
+ratio_rms, ratio_ln = (
+    _pick(spreads[False], "post-rms", "first_over_last"),
+    _pick(spreads[False], "post-layer", "first_over_last"),
+)
 top = init[(init["depth"] == deepest) & (init["layer"] == deepest) & (init["init"] == "Xiong (unscaled)")]
 cos_rms = float(top[top["config"] == "post-rms"]["token_cosine"].mean())
 cos_ln = float(top[top["config"] == "post-layer"]["token_cosine"].mean())
@@ -300,28 +440,44 @@ if b18_pair is None:
 else:
     training = equivalence_verdict(b18_pair)  # "holds" here means *no* difference, which refutes B18
     worse = b18_pair["outcome"] == "different" and b18_pair["mean_difference"] > 0
-    b18 = ("holds" if init_worse else "holds with caveats") if worse else (
-        "does not hold" if training in ("holds", "does not hold") else "not testable here")
+    b18 = (
+        ("holds" if init_worse else "holds with caveats")
+        if worse
+        else ("does not hold" if training in ("holds", "does not hold") else "not testable here")
+    )
 b18_text = interval_text(b18_pair) if b18_pair else "not comparable (a run diverged)"
 
 # %% tags=["remove-input"]
 Markdown(
     f"Paired final loss, post-RMSNorm − post-LayerNorm at depth {P['deep']}: {b18_text}. At initialisation (depth "
     f"{deepest}): first/last-block gradient ratio {ratio_rms:.3f} (RMSNorm) vs {ratio_ln:.3f} (LayerNorm); last-layer "
-    f"token cosine {cos_rms:.3f} vs {cos_ln:.3f}.\n\n**B18 verdict: {b18}.**")
+    f"token cosine {cos_rms:.3f} vs {cos_ln:.3f}.\n\n**B18 verdict: {b18}.**"
+)
 
 # %% tags=["remove-cell"]
 _ = results.record(
-    "B18", b18,
+    "B18",
+    b18,
     f"Post-LN at depth {P['deep']}: paired final loss RMSNorm − LayerNorm {b18_text}; at init (depth {deepest}) "
     f"first/last gradient ratio {ratio_rms:.3f} vs {ratio_ln:.3f}, last-layer token cosine {cos_rms:.3f} vs {cos_ln:.3f}.",
-    {"train_depth": P["deep"], "paired_post_rms_minus_layer": b18_pair, "deepest_init_depth": deepest,
-     "post_rms_first_over_last": ratio_rms, "post_layer_first_over_last": ratio_ln, "post_rms_token_cosine": cos_rms,
-     "post_layer_token_cosine": cos_ln, "init_worse": init_worse, "margin_nats": MARGIN},
-    section="depth-training", key_number=b18_pair["mean_difference"] if b18_pair else None, threshold=MARGIN,
+    {
+        "train_depth": P["deep"],
+        "paired_post_rms_minus_layer": b18_pair,
+        "deepest_init_depth": deepest,
+        "post_rms_first_over_last": ratio_rms,
+        "post_layer_first_over_last": ratio_ln,
+        "post_rms_token_cosine": cos_rms,
+        "post_layer_token_cosine": cos_ln,
+        "init_worse": init_worse,
+        "margin_nats": MARGIN,
+    },
+    section="depth-training",
+    key_number=b18_pair["mean_difference"] if b18_pair else None,
+    threshold=MARGIN,
     spread=b18_pair["sd_of_differences"] / math.sqrt(b18_pair["pairs"]) if b18_pair else None,
     rule="Paired post-LN final loss RMSNorm − LayerNorm: beyond +0.02 nats (and worse at init) holds; "
-         "interval inside ±0.02 does not hold; wider than the margin: not testable here.")
+    "interval inside ±0.02 does not hold; wider than the margin: not testable here.",
+)
 
 # %% [markdown]
 # (depth-b19)=
@@ -344,22 +500,44 @@ interaction = paired([a + b for a, b in zip(norm_l, place_l)], [d + l for d, l i
 if interaction is None:
     b19 = "not testable here"
 else:
-    b19 = {"equivalent": "does not hold", "different": "holds with caveats"}.get(interaction["outcome"], "not testable here")
-swap_table = pd.DataFrame([{"swap": s, "Δ vs LLaMA (nats)": p["mean_difference"] if p else math.nan,
-                            "95% CI low": p["ci_low"] if p else math.nan, "95% CI high": p["ci_high"] if p else math.nan,
-                            "outcome": p["outcome"] if p else "diverged",
-                            "diverges at stress lr": bool(stress.loc[s, "diverged"])} for s, p in swap_pairs.items()])
+    b19 = {"equivalent": "does not hold", "different": "holds with caveats"}.get(
+        interaction["outcome"], "not testable here"
+    )
+swap_table = pd.DataFrame(
+    [
+        {
+            "swap": s,
+            "Δ vs LLaMA (nats)": p["mean_difference"] if p else math.nan,
+            "95% CI low": p["ci_low"] if p else math.nan,
+            "95% CI high": p["ci_high"] if p else math.nan,
+            "outcome": p["outcome"] if p else "diverged",
+            "diverges at stress lr": bool(stress.loc[s, "diverged"]),
+        }
+        for s, p in swap_pairs.items()
+    ]
+)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Ablation of the LLaMA style: paired final-loss change of each swap against the LLaMA-style run of the same seed (dots: seeds; bar: mean and 95% interval). The green band is the ±0.02-nat margin.", "name": "fig-depth-ablation"}}
 fig, ax = plt.subplots(figsize=(8, 3.6))
-for row, (name, pair) in enumerate(swap_pairs.items()):
+for row, (_name, pair) in enumerate(swap_pairs.items()):
     if pair is None:
         continue
     ax.scatter(pair["differences"], [row] * pair["pairs"], color="grey", s=12)
-    ax.errorbar([pair["mean_difference"]], [row], xerr=[[pair["half_width"]], [pair["half_width"]]], fmt="o", capsize=5, color="C0")
+    ax.errorbar(
+        [pair["mean_difference"]],
+        [row],
+        xerr=[[pair["half_width"]], [pair["half_width"]]],
+        fmt="o",
+        capsize=5,
+        color="C0",
+    )
 ax.axvspan(-MARGIN, MARGIN, color="green", alpha=0.15)
 ax.axvline(0, color="k", lw=0.8)
-ax.set(yticks=range(len(swap_pairs)), yticklabels=list(swap_pairs), xlabel="final validation loss, swap − LLaMA style (nats/byte)")
+ax.set(
+    yticks=range(len(swap_pairs)),
+    yticklabels=list(swap_pairs),
+    xlabel="final validation loss, swap − LLaMA style (nats/byte)",
+)
 plt.tight_layout()
 plt.show()
 
@@ -367,24 +545,38 @@ plt.show()
 table(swap_table, caption=f"Single and double swaps at depth {P['ablation_depth']}, {P['seeds']} paired seeds")
 
 # %% tags=["remove-input"]
-Markdown(f"Interaction of the norm and placement swaps: {interval_text(interaction) if interaction else 'not computable (a run diverged)'}."
-         f"\n\n**B19 verdict: {b19}.**")
+Markdown(
+    f"Interaction of the norm and placement swaps: {interval_text(interaction) if interaction else 'not computable (a run diverged)'}."
+    f"\n\n**B19 verdict: {b19}.**"
+)
 
 # %% tags=["remove-cell"]
 _ = results.record(
-    "B19", b19,
+    "B19",
+    b19,
     f"Interaction of the norm and placement swaps at depth {P['ablation_depth']}: "
     f"{interval_text(interaction) if interaction else 'not computable'}; single swaps vs LLaMA style: "
-    + ", ".join(f"{s} {p['mean_difference']:+.3f}" if p else f"{s} diverged" for s, p in swap_pairs.items() if s in singles)
+    + ", ".join(
+        f"{s} {p['mean_difference']:+.3f}" if p else f"{s} diverged" for s, p in swap_pairs.items() if s in singles
+    )
     + " nats.",
-    {"depth": P["ablation_depth"], "steps": ablation_steps, "seeds": P["seeds"], "interaction": interaction,
-     "swaps": {s: p for s, p in swap_pairs.items()},
-     "stress_diverged": {s: bool(stress.loc[s, "diverged"]) for s in stress.index}, "margin_nats": MARGIN,
-     "loss_drop_last_10pct": float(base["final_drop"].mean())},
-    section="depth-b19", key_number=interaction["mean_difference"] if interaction else None, threshold=MARGIN,
+    {
+        "depth": P["ablation_depth"],
+        "steps": ablation_steps,
+        "seeds": P["seeds"],
+        "interaction": interaction,
+        "swaps": {s: p for s, p in swap_pairs.items()},
+        "stress_diverged": {s: bool(stress.loc[s, "diverged"]) for s in stress.index},
+        "margin_nats": MARGIN,
+        "loss_drop_last_10pct": float(base["final_drop"].mean()),
+    },
+    section="depth-b19",
+    key_number=interaction["mean_difference"] if interaction else None,
+    threshold=MARGIN,
     spread=interaction["sd_of_differences"] / math.sqrt(interaction["pairs"]) if interaction else None,
     rule="Paired interaction Δ(norm+placement) − Δ(norm) − Δ(placement): beyond ±0.02 nats holds with caveats "
-         "(one pair of parts tested); inside does not hold; wider: not testable here.")
+    "(one pair of parts tested); inside does not hold; wider: not testable here.",
+)
 
 # %% tags=["remove-input"]
 verdict_table(results)

@@ -31,7 +31,6 @@ import warnings
 
 import matplotlib.pyplot as plt
 import pandas as pd
-import seaborn as sns
 from tqdm import TqdmWarning
 
 # transformers imports tqdm.auto, which warns that ipywidgets is absent: bars stay on the terminal here anyway
@@ -41,7 +40,8 @@ from IPython.display import Markdown
 
 from normlab.analysis.ecosystem import survey
 from normlab.study import Results, decide
-from normlab.study.present import claims_box, table as html_table, verdict_table
+from normlab.study.present import claims_box, verdict_table
+from normlab.study.present import table as html_table
 
 results = Results("ecosystem", profile, results_dir)
 families = pd.read_csv(settings["families_csv"], dtype=str)
@@ -70,8 +70,10 @@ plt.tight_layout()
 plt.show()
 
 # %% tags=["remove-input"]
-html_table(table[["family", "first_release", "norm", "norm_classes", "source"]],
-           caption=f"Each family's measured norm and the classes behind it (transformers {transformers.__version__}).")
+html_table(
+    table[["family", "first_release", "norm", "norm_classes", "source"]],
+    caption=f"Each family's measured norm and the classes behind it (transformers {transformers.__version__}).",
+)
 
 # %% [markdown]
 # (tab-ecosystem-families)=
@@ -90,35 +92,53 @@ kind = dict(zip(table["model_type"], table["norm"]))
 named_a11 = ["llama", "mistral", "gemma"]
 a11_all_rms = all(kind[m] == "RMSNorm" for m in named_a11)
 results.record(
-    "A11", decide(a11_all_rms),
+    "A11",
+    decide(a11_all_rms),
     f"LLaMA, Mistral and Gemma measure as {', '.join(kind[m] for m in named_a11)} in transformers "
     f"{transformers.__version__}.",
     {"kinds": {m: kind[m] for m in named_a11}, "transformers": transformers.__version__},
-    section="ecosystem-families", key_number=sum(kind[m] != "RMSNorm" for m in named_a11), threshold=0.5,
-    spread=float(abs(sum(kind[m] != "RMSNorm" for m in named_a11)
-                     - sum(dict(zip(table_again["model_type"], table_again["norm"]))[m] != "RMSNorm" for m in named_a11))),
+    section="ecosystem-families",
+    key_number=sum(kind[m] != "RMSNorm" for m in named_a11),
+    threshold=0.5,
+    spread=float(
+        abs(
+            sum(kind[m] != "RMSNorm" for m in named_a11)
+            - sum(dict(zip(table_again["model_type"], table_again["norm"]))[m] != "RMSNorm" for m in named_a11)
+        )
+    ),
     rule="Holds if none of the three named families measures as anything but RMSNorm (key number: how many do).",
 )
 
 named_b1 = ["llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "deepseek_v3"]
 after_2019 = table[table["year"] > 2019]
 rms_share = float((after_2019["norm"] == "RMSNorm").mean())
-rms_share_again = float((table_again[table_again["first_release"].str[:4].astype(int) > 2019]["norm"] == "RMSNorm").mean())
+rms_share_again = float(
+    (table_again[table_again["first_release"].str[:4].astype(int) > 2019]["norm"] == "RMSNorm").mean()
+)
 # sd of two probe draws: |a − b| / √2
-share_spread = abs(rms_share - rms_share_again) / 2 ** 0.5
+share_spread = abs(rms_share - rms_share_again) / 2**0.5
 layer_norm_families = after_2019.loc[after_2019["norm"] == "LayerNorm", "family"].tolist()
 named_all_rms = all(kind[m] == "RMSNorm" for m in named_b1)
 results.record(
-    "B1", decide(named_all_rms, caveat=rms_share < settings["almost_all"]),
+    "B1",
+    decide(named_all_rms, caveat=rms_share < settings["almost_all"]),
     f"The named families (LLaMA, Qwen, Gemma, DeepSeek) all use RMSNorm, but of {len(after_2019)} listed families "
     f"released after 2019 only {rms_share:.0%} do: {', '.join(layer_norm_families)} use LayerNorm.",
-    {"rms_share_after_2019": rms_share, "families_after_2019": len(after_2019),
-     "layer_norm_families": layer_norm_families,
-     "rms_share_by_year": after_2019.groupby("year")["norm"].apply(lambda s: float((s == "RMSNorm").mean())).to_dict(),
-     "rms_share_second_probe_seed": rms_share_again},
-    section="ecosystem-families", key_number=rms_share, threshold=settings["almost_all"], spread=share_spread,
+    {
+        "rms_share_after_2019": rms_share,
+        "families_after_2019": len(after_2019),
+        "layer_norm_families": layer_norm_families,
+        "rms_share_by_year": after_2019.groupby("year")["norm"]
+        .apply(lambda s: float((s == "RMSNorm").mean()))
+        .to_dict(),
+        "rms_share_second_probe_seed": rms_share_again,
+    },
+    section="ecosystem-families",
+    key_number=rms_share,
+    threshold=settings["almost_all"],
+    spread=share_spread,
     rule="Holds if the named families are all RMSNorm and at least 90% of the listed families released after 2019 are; "
-         "named families all RMSNorm but a smaller share gives a caveat; a named family that is not gives 'does not hold'.",
+    "named families all RMSNorm but a smaller share gives a caveat; a named family that is not gives 'does not hold'.",
 )
 
 # %% tags=["remove-input"]

@@ -39,9 +39,33 @@ results_dir = "build/results"
 SETTINGS = {
     # dims: feature sizes checked; tokens: random tokens per size; scales: points in the 1/r sweep;
     # fit_tokens/fit_steps: the B14 gain-fitting experiment.
-    "smoke": {"dims": [8, 32], "tokens": 4, "scales": 9, "eps_points": 7, "fit_tokens": 256, "fit_steps": 150, "gain_trials": 24},
-    "cpu": {"dims": [8, 64, 256], "tokens": 24, "scales": 33, "eps_points": 25, "fit_tokens": 4096, "fit_steps": 400, "gain_trials": 2000},
-    "gpu": {"dims": [8, 64, 256, 512], "tokens": 32, "scales": 33, "eps_points": 25, "fit_tokens": 8192, "fit_steps": 400, "gain_trials": 4000},
+    "smoke": {
+        "dims": [8, 32],
+        "tokens": 4,
+        "scales": 9,
+        "eps_points": 7,
+        "fit_tokens": 256,
+        "fit_steps": 150,
+        "gain_trials": 24,
+    },
+    "cpu": {
+        "dims": [8, 64, 256],
+        "tokens": 24,
+        "scales": 33,
+        "eps_points": 25,
+        "fit_tokens": 4096,
+        "fit_steps": 400,
+        "gain_trials": 2000,
+    },
+    "gpu": {
+        "dims": [8, 64, 256, 512],
+        "tokens": 32,
+        "scales": 33,
+        "eps_points": 25,
+        "fit_tokens": 8192,
+        "fit_steps": 400,
+        "gain_trials": 4000,
+    },
 }
 if profile not in SETTINGS:
     raise ValueError(f"profile must be one of {sorted(SETTINGS)}, got {profile!r}")
@@ -72,10 +96,10 @@ sns.set_theme(style="whitegrid", context="notebook")
 torch.manual_seed(0)
 results = Results("jacobians", profile, results_dir)
 
-MACHINE_TOL = 1e-12   # relative max error below which a closed form "holds to machine precision"
-WRONG_TOL = 1e-2      # relative max error above which a printed form is "wrong", not merely rounded
-EPS_TYPICAL = 1e-6    # LLaMA's RMSNorm eps, used where a realistic eps is needed
-EPS_CHECK = 1e-2      # a deliberately large eps, so eps-aware forms are tested where eps matters
+MACHINE_TOL = 1e-12  # relative max error below which a closed form "holds to machine precision"
+WRONG_TOL = 1e-2  # relative max error above which a printed form is "wrong", not merely rounded
+EPS_TYPICAL = 1e-6  # LLaMA's RMSNorm eps, used where a realistic eps is needed
+EPS_CHECK = 1e-2  # a deliberately large eps, so eps-aware forms are tested where eps matters
 
 # %% tags=["remove-input"]
 claims_box(["B3", "B12", "B13", "B14"])
@@ -89,6 +113,7 @@ claims_box(["B3", "B12", "B13", "B14"])
 # Every closed form is compared with the autograd Jacobian of the reference norm (`normlab.norms.reference`) in float64.
 # The ε-free norms are evaluated with ε = 1e-300, which float64 cannot distinguish from 0 at these scales.
 # {numref}`fig-jacobians-errors` shows every form's error.
+
 
 # %% tags=["remove-cell"]
 def random_token(d, generator):
@@ -128,15 +153,19 @@ plt.show()
 
 # %% tags=["remove-cell"]
 printed_jacobian_error = float(worst["B12 printed: (1/r)(I - x̂x̂ᵀ)"])
-exact_jacobian_error = float(worst[["exact: (1/r)(I - x̂x̂ᵀ/d)", "exact, ε inside: (1/s)(I - yyᵀ/d)", "exact, ε outside"]].max())
+exact_jacobian_error = float(
+    worst[["exact: (1/r)(I - x̂x̂ᵀ/d)", "exact, ε inside: (1/s)(I - yyᵀ/d)", "exact, ε outside"]].max()
+)
 layer_norm_error = float(worst[["LN exact: (1/s)(P - yyᵀ/d)", "LN = J_RMS(Px)·P (autograd both)"]].max())
 printed_input_grad_error = float(worst["B13 printed: ∂ℓ/∂x"])
 exact_input_grad_error = float(worst["exact: ∂ℓ/∂x"])
 gain_grad_error = float(worst["B13: ∂ℓ/∂g = δ⊙x̂"])
 
 # %% tags=["remove-input"]
-table(worst.rename("worst relative error").reset_index().assign(sd=error_sd.values),
-      caption="Worst relative error of each closed form against autograd over all tokens, and its sd over tokens.")
+table(
+    worst.rename("worst relative error").reset_index().assign(sd=error_sd.values),
+    caption="Worst relative error of each closed form against autograd over all tokens, and its sd over tokens.",
+)
 
 # %% [markdown]
 # The printed B12 and B13 forms are off by an amount of order one, while
@@ -163,7 +192,8 @@ panels = {
 }
 centred_x = heat_x - heat_x.mean()
 panels["zero-mean x: r·(J_RMS − J_LN)"] = J.rms(centred_x) * (
-    J.autograd_jacobian(J.rms_normalise, centred_x) - J.autograd_jacobian(J.layer_normalise, centred_x))
+    J.autograd_jacobian(J.rms_normalise, centred_x) - J.autograd_jacobian(J.layer_normalise, centred_x)
+)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "One token, d = 16: the exact RMSNorm Jacobian, the matrix B12 prints, LayerNorm's Jacobian, and for a zero-mean token the difference of the two norms' Jacobians. What to see: the exact matrix is dominated by the identity, the printed one by −x̂x̂ᵀ; the difference is a constant matrix, 11ᵀ/d.", "name": "fig-jacobians-heatmaps"}}
 fig, axes = plt.subplots(1, 4, figsize=(17, 4))
@@ -199,8 +229,10 @@ mean_projection_gap = float((difference - torch.full((16, 16), 1 / 16, dtype=tor
 # %% tags=["remove-cell"]
 structure_rows = []
 for d in settings["dims"]:
-    for token in range(settings["tokens"]):
-        x = torch.randn(d, generator=generator, dtype=torch.float64) + torch.randn((), generator=generator, dtype=torch.float64)
+    for _token in range(settings["tokens"]):
+        x = torch.randn(d, generator=generator, dtype=torch.float64) + torch.randn(
+            (), generator=generator, dtype=torch.float64
+        )
         for eps in (0.0, EPS_TYPICAL):
             measured = J.null_directions(x, eps)
             structure_rows.append({"d": d, "eps": eps, **measured})
@@ -216,8 +248,11 @@ summary_table = structure.groupby("eps")[["RMS: J x", "RMS: J 1", "LN: J x", "LN
 ln_leak_sd = float(free[["LN: J x", "LN: J 1"]].max(axis=1).std())
 
 # %% tags=["remove-input"]
-table(summary_table.reset_index(), caption=f"Largest share of each direction a Jacobian keeps, ‖Jv‖/(‖J‖‖v‖), per ε "
-      f"(0 = removed). Ranks d − 1 (RMSNorm) and d − 2 (LayerNorm) for every token with ε = 0: {rank_ok}.")
+table(
+    summary_table.reset_index(),
+    caption=f"Largest share of each direction a Jacobian keeps, ‖Jv‖/(‖J‖‖v‖), per ε "
+    f"(0 = removed). Ranks d − 1 (RMSNorm) and d − 2 (LayerNorm) for every token with ε = 0: {rank_ok}.",
+)
 
 # %% [markdown]
 # With ε = 0, RMSNorm's Jacobian removes exactly one direction ($x$) and LayerNorm's two ($x$ and $\mathbf 1$), at
@@ -249,27 +284,46 @@ max_gradient_cosine = max(gradient_cosines)
 
 # %% tags=["remove-cell"]
 geometry_b3 = load_evidence("geometry", "B3", results_dir)
-jacobian_part = bool(layer_norm_error < MACHINE_TOL and null_kept["LN: J 1"] < MACHINE_TOL
-                     and null_kept["LN: J x"] < MACHINE_TOL and rank_ok)
+jacobian_part = bool(
+    layer_norm_error < MACHINE_TOL
+    and null_kept["LN: J 1"] < MACHINE_TOL
+    and null_kept["LN: J x"] < MACHINE_TOL
+    and rank_ok
+)
 if geometry_b3 is None:
-    geometry_part, geometry_caveat, geometry_text = True, True, "the geometry chapter has not run, so its invariance part is missing"
+    geometry_part, geometry_caveat, geometry_text = (
+        True,
+        True,
+        "the geometry chapter has not run, so its invariance part is missing",
+    )
 else:
     g = geometry_b3["evidence"]
     geometry_part = bool(g.get("shift_ok") and g.get("scale_ok") and g.get("direction_ok"))
     geometry_caveat = bool(g.get("precision_caveat"))
     geometry_text = "geometry part: " + geometry_b3["summary"]
 results.record(
-    "B3", decide(jacobian_part and geometry_part, caveat=geometry_caveat),
+    "B3",
+    decide(jacobian_part and geometry_part, caveat=geometry_caveat),
     f"Jacobian part: J_LN = J_RMS(Px)·P with P = I − 11ᵀ/d to {layer_norm_error:.1e} (relative) and J_LN annihilates 1 "
     f"and x (leak ≤ {max(null_kept['LN: J 1'], null_kept['LN: J x']):.0e}), rank d−2; {geometry_text}",
-    {"layer_norm_jacobian_error": layer_norm_error, "ln_shift_leak": null_kept["LN: J 1"], "ln_scale_leak": null_kept["LN: J x"],
-     "ranks_as_expected": rank_ok, "ln_shift_leak_with_eps_1e-6": eps_shift_leak, "tolerance": MACHINE_TOL,
-     "jacobian_part_holds": jacobian_part, "geometry_part_present": geometry_b3 is not None,
-     "geometry_part_holds": geometry_part if geometry_b3 is not None else None, "geometry_precision_caveat": geometry_caveat},
-    section="jacobians-b3", key_number=layer_norm_error, threshold=MACHINE_TOL,
+    {
+        "layer_norm_jacobian_error": layer_norm_error,
+        "ln_shift_leak": null_kept["LN: J 1"],
+        "ln_scale_leak": null_kept["LN: J x"],
+        "ranks_as_expected": rank_ok,
+        "ln_shift_leak_with_eps_1e-6": eps_shift_leak,
+        "tolerance": MACHINE_TOL,
+        "jacobian_part_holds": jacobian_part,
+        "geometry_part_present": geometry_b3 is not None,
+        "geometry_part_holds": geometry_part if geometry_b3 is not None else None,
+        "geometry_precision_caveat": geometry_caveat,
+    },
+    section="jacobians-b3",
+    key_number=layer_norm_error,
+    threshold=MACHINE_TOL,
     spread=float(error_sd[["LN exact: (1/s)(P - yyᵀ/d)", "LN = J_RMS(Px)·P (autograd both)"]].max()),
     rule="Holds if the geometry chapter's invariance part and this chapter's Jacobian part both hold; a caveat if the "
-         "geometry part found rounding breaking the shift invariance, or is missing.",
+    "geometry part found rounding breaking the shift invariance, or is missing.",
 )
 
 # %% tags=["remove-input"]
@@ -292,8 +346,16 @@ for d in settings["dims"]:
     for eps in (0.0, EPS_TYPICAL):
         ratios = J.gradient_scale_ratios(x, gain, upstream, scales, eps)
         for a, ratio in zip(scales.tolist(), ratios.tolist()):
-            scaling_rows.append({"d": d, "eps": eps, "scale a": a, "a²·mean(x²)/ε": a * a * mean_square / eps if eps else math.inf,
-                                 "ratio": ratio, "rms of a·x": a * math.sqrt(mean_square)})
+            scaling_rows.append(
+                {
+                    "d": d,
+                    "eps": eps,
+                    "scale a": a,
+                    "a²·mean(x²)/ε": a * a * mean_square / eps if eps else math.inf,
+                    "ratio": ratio,
+                    "rms of a·x": a * math.sqrt(mean_square),
+                }
+            )
 scaling = pd.DataFrame(scaling_rows)
 exact_scaling_error = float((scaling[scaling.eps == 0].ratio - 1).abs().max())
 eps_rows = scaling[scaling.eps > 0]
@@ -303,8 +365,15 @@ rms_where_broken = float(broken["rms of a·x"].max()) if len(broken) else 0.0
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Input-gradient norm times the input scale a, relative to a = 1: exactly 1 where gradients shrink as 1/r. What to see: with ε = 0 the law is exact at every scale; with ε = 1e-6 it fails only when the input's RMS approaches √ε.", "name": "fig-jacobians-scaling"}}
 fig, ax = plt.subplots(figsize=(7, 4))
-sns.lineplot(data=scaling.assign(eps=scaling.eps.map({0.0: "ε = 0", EPS_TYPICAL: f"ε = {EPS_TYPICAL:g}"})),
-             x="rms of a·x", y="ratio", hue="eps", style="d", markers=True, ax=ax)
+sns.lineplot(
+    data=scaling.assign(eps=scaling.eps.map({0.0: "ε = 0", EPS_TYPICAL: f"ε = {EPS_TYPICAL:g}"})),
+    x="rms of a·x",
+    y="ratio",
+    hue="eps",
+    style="d",
+    markers=True,
+    ax=ax,
+)
 ax.set_xscale("log")
 ax.axvline(math.sqrt(EPS_TYPICAL), color="grey", ls=":", lw=1, label="RMS = √ε")
 ax.set_xlabel("RMS of the scaled input a·x (input units)")
@@ -331,10 +400,22 @@ for d in settings["dims"]:
     for relative in ratios_eps.tolist():
         rms_true = J.autograd_jacobian(lambda v: J.rms_normalise(v, relative * mean_square), x)
         ln_true = J.autograd_jacobian(lambda v: J.layer_normalise(v, relative * variance), x)
-        eps_rows.append({"d": d, "ε / statistic": relative, "norm": "RMSNorm (ε / mean(x²))",
-                         "relative gap": J.relative_max_error(J.rms_jacobian(x), rms_true)})
-        eps_rows.append({"d": d, "ε / statistic": relative, "norm": "LayerNorm (ε / σ²)",
-                         "relative gap": J.relative_max_error(J.layer_norm_jacobian(x), ln_true)})
+        eps_rows.append(
+            {
+                "d": d,
+                "ε / statistic": relative,
+                "norm": "RMSNorm (ε / mean(x²))",
+                "relative gap": J.relative_max_error(J.rms_jacobian(x), rms_true),
+            }
+        )
+        eps_rows.append(
+            {
+                "d": d,
+                "ε / statistic": relative,
+                "norm": "LayerNorm (ε / σ²)",
+                "relative gap": J.relative_max_error(J.layer_norm_jacobian(x), ln_true),
+            }
+        )
 eps_effect = pd.DataFrame(eps_rows)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Relative error of the ε-free Jacobian against the true one, as ε grows relative to mean(x²) (RMSNorm) or σ² (LayerNorm); dotted: error = ε/statistic. What to see: ignoring ε costs about ε divided by the statistic, negligible for any realistic activation scale.", "name": "fig-jacobians-eps"}}
@@ -369,7 +450,9 @@ gap_per_eps = float((small["relative gap"] / small["ε / statistic"]).max())
 radial_rows = []
 for d in settings["dims"]:
     for _ in range(settings["tokens"]):
-        x = torch.randn(d, generator=generator, dtype=torch.float64) + torch.randn((), generator=generator, dtype=torch.float64)
+        x = torch.randn(d, generator=generator, dtype=torch.float64) + torch.randn(
+            (), generator=generator, dtype=torch.float64
+        )
         v = torch.randn(d, generator=generator, dtype=torch.float64)
         radial_rows.append({"d": d, **J.radial_tangential(x, v)})
 radial = pd.DataFrame(radial_rows)
@@ -380,12 +463,21 @@ tangential_passed = bool(radial_worst["tangential error"] < MACHINE_TOL)
 moves_on_sphere = bool(radial_worst["output change along y"] < MACHINE_TOL)
 
 # %% tags=["remove-input"]
-table(pd.DataFrame({"quantity": ["share of the radial part kept, ‖J v_r‖/(‖J‖‖v_r‖)",
-                                 "tangential part: ‖J v_t − v_t/r‖ / ‖v_t/r‖",
-                                 "output change along y: |y·Jv| / (‖y‖‖Jv‖)"],
-                    "worst over tokens": radial_worst.values, "sd over tokens": radial_sd.values}),
-      caption=f"RMSNorm's Jacobian (ε = 0) applied to the radial and tangential parts of random changes, "
-              f"{len(radial)} tokens, d ∈ {settings['dims']}.")
+table(
+    pd.DataFrame(
+        {
+            "quantity": [
+                "share of the radial part kept, ‖J v_r‖/(‖J‖‖v_r‖)",
+                "tangential part: ‖J v_t − v_t/r‖ / ‖v_t/r‖",
+                "output change along y: |y·Jv| / (‖y‖‖Jv‖)",
+            ],
+            "worst over tokens": radial_worst.values,
+            "sd over tokens": radial_sd.values,
+        }
+    ),
+    caption=f"RMSNorm's Jacobian (ε = 0) applied to the radial and tangential parts of random changes, "
+    f"{len(radial)} tokens, d ∈ {settings['dims']}.",
+)
 
 # %% [markdown]
 # (tab-jacobians-radial)=
@@ -399,26 +491,45 @@ table(pd.DataFrame({"quantity": ["share of the radial part kept, ‖J v_r‖/(�
 # %% tags=["remove-cell"]
 results.record(
     "B12",
-    decide(exact_jacobian_error < MACHINE_TOL and layer_norm_error < MACHINE_TOL and exact_scaling_error < MACHINE_TOL
-           and null_kept["RMS: J x"] < MACHINE_TOL and rank_ok, caveat=printed_jacobian_error > WRONG_TOL),
+    decide(
+        exact_jacobian_error < MACHINE_TOL
+        and layer_norm_error < MACHINE_TOL
+        and exact_scaling_error < MACHINE_TOL
+        and null_kept["RMS: J x"] < MACHINE_TOL
+        and rank_ok,
+        caveat=printed_jacobian_error > WRONG_TOL,
+    ),
     f"The printed (1/r)(I − x̂x̂ᵀ) is off by {printed_jacobian_error:.1f} (relative max error): since ‖x̂‖² = d the exact "
     f"Jacobian is (1/r)(I − x̂x̂ᵀ/d), matching autograd to {exact_jacobian_error:.0e}; the projection, the exact 1/r law "
     f"(error {exact_scaling_error:.0e}) and LayerNorm's extra projection J_LN = J_RMS(Px)·P all hold. It removes the radial part "
     f"of a change (kept ≤ {float(radial_worst['radial kept']):.0e}) and passes the tangential part as v/r, so an update can only "
     f"turn the normalised vector: the essay's 'the update does not change its direction' is backwards.",
-    {"printed_form_error": printed_jacobian_error, "exact_form_error": exact_jacobian_error,
-     "layer_norm_form_error": layer_norm_error, "one_over_r_error_eps0": exact_scaling_error,
-     "rms_scale_leak": null_kept["RMS: J x"], "rms_keeps_mean_direction_min": rms_keeps_ones,
-     "rms_scale_leak_with_eps_1e-6": eps_scale_leak, "one_over_r_broken_below_rms_eps_1e-6": rms_where_broken,
-     "eps_free_gap_per_eps_ratio": gap_per_eps, "zero_mean_difference_vs_11T_over_d": mean_projection_gap,
-     "tolerance": MACHINE_TOL, "wrong_threshold": WRONG_TOL, "dims": settings["dims"],
-     "radial_part_kept_max": float(radial_worst["radial kept"]), "tangential_part_error_max": float(radial_worst["tangential error"]),
-     "output_change_along_y_max": float(radial_worst["output change along y"]),
-     "essay_radial_removed_right": radial_removed, "essay_direction_unchanged_right": False if tangential_passed and moves_on_sphere else None},
-    section="jacobians-formulas", key_number=printed_jacobian_error, threshold=WRONG_TOL,
+    {
+        "printed_form_error": printed_jacobian_error,
+        "exact_form_error": exact_jacobian_error,
+        "layer_norm_form_error": layer_norm_error,
+        "one_over_r_error_eps0": exact_scaling_error,
+        "rms_scale_leak": null_kept["RMS: J x"],
+        "rms_keeps_mean_direction_min": rms_keeps_ones,
+        "rms_scale_leak_with_eps_1e-6": eps_scale_leak,
+        "one_over_r_broken_below_rms_eps_1e-6": rms_where_broken,
+        "eps_free_gap_per_eps_ratio": gap_per_eps,
+        "zero_mean_difference_vs_11T_over_d": mean_projection_gap,
+        "tolerance": MACHINE_TOL,
+        "wrong_threshold": WRONG_TOL,
+        "dims": settings["dims"],
+        "radial_part_kept_max": float(radial_worst["radial kept"]),
+        "tangential_part_error_max": float(radial_worst["tangential error"]),
+        "output_change_along_y_max": float(radial_worst["output change along y"]),
+        "essay_radial_removed_right": radial_removed,
+        "essay_direction_unchanged_right": False if tangential_passed and moves_on_sphere else None,
+    },
+    section="jacobians-formulas",
+    key_number=printed_jacobian_error,
+    threshold=WRONG_TOL,
     spread=float(error_sd["B12 printed: (1/r)(I - x̂x̂ᵀ)"]),
     rule="Holds if the exact Jacobian (1/r)(I − x̂x̂ᵀ/d), the 1/r law, the removed scale direction and LayerNorm's extra "
-         "projection all match autograd to MACHINE_TOL; a caveat if the printed form is off by more than WRONG_TOL (the key number).",
+    "projection all match autograd to MACHINE_TOL; a caveat if the printed form is off by more than WRONG_TOL (the key number).",
 )
 
 # %% [markdown]
@@ -449,29 +560,41 @@ share_increasing = float(np.mean(per_channel_increase))
 # %% tags=["remove-cell"]
 results.record(
     "B13",
-    decide(exact_input_grad_error < MACHINE_TOL and gain_grad_error < MACHINE_TOL and uniform_gain_error < MACHINE_TOL,
-           caveat=printed_input_grad_error > WRONG_TOL or share_increasing < 1.0),
+    decide(
+        exact_input_grad_error < MACHINE_TOL and gain_grad_error < MACHINE_TOL and uniform_gain_error < MACHINE_TOL,
+        caveat=printed_input_grad_error > WRONG_TOL or share_increasing < 1.0,
+    ),
     f"∂ℓ/∂g = δ⊙x̂ holds ({gain_grad_error:.0e}), but the printed ∂ℓ/∂x is off by {printed_input_grad_error:.1f} — the exact "
     f"form is (1/r)(I − x̂x̂ᵀ/d)(g⊙δ) ({exact_input_grad_error:.0e}); a larger gain gives a larger gradient exactly for a "
     f"uniform rescaling of g, but raising one channel's gain does so in only {share_increasing:.0%} of trials.",
-    {"gain_gradient_error": gain_grad_error, "printed_input_gradient_error": printed_input_grad_error,
-     "exact_input_gradient_error": exact_input_grad_error, "uniform_gain_scaling_error": uniform_gain_error,
-     "share_single_channel_increase": share_increasing, "gain_trials": len(per_channel_increase),
-     "max_abs_cos_grad_x": max_gradient_cosine, "tolerance": MACHINE_TOL},
-    section="jacobians-gain", key_number=printed_input_grad_error, threshold=WRONG_TOL,
+    {
+        "gain_gradient_error": gain_grad_error,
+        "printed_input_gradient_error": printed_input_grad_error,
+        "exact_input_gradient_error": exact_input_grad_error,
+        "uniform_gain_scaling_error": uniform_gain_error,
+        "share_single_channel_increase": share_increasing,
+        "gain_trials": len(per_channel_increase),
+        "max_abs_cos_grad_x": max_gradient_cosine,
+        "tolerance": MACHINE_TOL,
+    },
+    section="jacobians-gain",
+    key_number=printed_input_grad_error,
+    threshold=WRONG_TOL,
     spread=float(error_sd["B13 printed: ∂ℓ/∂x"]),
     rule="Holds if ∂ℓ/∂g = δ⊙x̂, the exact ∂ℓ/∂x and the uniform-gain scaling match autograd to MACHINE_TOL; a caveat if "
-         "the printed ∂ℓ/∂x is off by more than WRONG_TOL (the key number) or raising one channel's gain does not always "
-         "raise the gradient.",
+    "the printed ∂ℓ/∂x is off by more than WRONG_TOL (the key number) or raising one channel's gain does not always "
+    "raise the gradient.",
 )
 
 # %% tags=["remove-input"]
-Markdown(f"**B12** — {results.claims[-2]['verdict']}: {results.claims[-2]['summary']}\n\n"
-         f"**B13** — {results.claims[-1]['verdict']}: {results.claims[-1]['summary']}\n\n"
-         f"Radial against tangential: the radial part is kept at most {significant(float(radial_worst['radial kept']))}, the "
-         f"tangential part passes as v/r to {significant(float(radial_worst['tangential error']))}: the essay is right that the "
-         f"component along x̂ is removed, and wrong that updates leave the normalised vector's direction unchanged; its "
-         f"direction is all they can change.")
+Markdown(
+    f"**B12** — {results.claims[-2]['verdict']}: {results.claims[-2]['summary']}\n\n"
+    f"**B13** — {results.claims[-1]['verdict']}: {results.claims[-1]['summary']}\n\n"
+    f"Radial against tangential: the radial part is kept at most {significant(float(radial_worst['radial kept']))}, the "
+    f"tangential part passes as v/r to {significant(float(radial_worst['tangential error']))}: the essay is right that the "
+    f"component along x̂ is removed, and wrong that updates leave the normalised vector's direction unchanged; its "
+    f"direction is all they can change."
+)
 
 # %% [markdown]
 # (jacobians-b14)=
@@ -495,12 +618,16 @@ true_slopes = torch.tensor([2.0, -1.0, 0.0, 0.5, 3.0, 1.0, 0.0, -2.0], dtype=tor
 fit_x = torch.randn(settings["fit_tokens"], d_fit, generator=generator, dtype=torch.float64) + 0.5
 fit_hat = J.rms_normalise(fit_x)
 noise_scale = torch.linspace(0.2, 2.0, d_fit, dtype=torch.float64)
-fit_target = fit_hat * true_slopes + noise_scale * torch.randn(settings["fit_tokens"], d_fit, generator=generator, dtype=torch.float64)
+fit_target = fit_hat * true_slopes + noise_scale * torch.randn(
+    settings["fit_tokens"], d_fit, generator=generator, dtype=torch.float64
+)
 
 # Part 1: batch gradient against autograd, with an arbitrary upstream error.
 batch_upstream = torch.randn(settings["fit_tokens"], d_fit, generator=generator, dtype=torch.float64)
 gain_leaf = torch.randn(d_fit, dtype=torch.float64, requires_grad=True)
-(auto_gain_grad,) = torch.autograd.grad(J.rms_norm_reference(fit_x, gain_leaf, eps=J.EPS_FREE), gain_leaf, batch_upstream)
+(auto_gain_grad,) = torch.autograd.grad(
+    J.rms_norm_reference(fit_x, gain_leaf, eps=J.EPS_FREE), gain_leaf, batch_upstream
+)
 batch_gain_error = J.relative_max_error(J.gain_gradient(fit_x, batch_upstream), auto_gain_grad)
 
 # Part 2: fit g alone by gradient descent and compare with slopes and correlations.
@@ -519,7 +646,9 @@ def slope_correlation_gap(seed):
     gen = torch.Generator().manual_seed(seed)
     xs = torch.randn(settings["fit_tokens"], d_fit, generator=gen, dtype=torch.float64) + 0.5
     hat = J.rms_normalise(xs)
-    target = hat * true_slopes + noise_scale * torch.randn(settings["fit_tokens"], d_fit, generator=gen, dtype=torch.float64)
+    target = hat * true_slopes + noise_scale * torch.randn(
+        settings["fit_tokens"], d_fit, generator=gen, dtype=torch.float64
+    )
     r = torch.stack([torch.corrcoef(torch.stack([hat[:, i], target[:, i]]))[0, 1] for i in range(d_fit)])
     return float((J.regression_gain(xs, target) - r).abs().max())
 
@@ -536,10 +665,17 @@ axes[0].set_xlabel("gradient-descent step on g")
 axes[0].set_ylabel("gain g_i (dimensionless)")
 axes[0].set_title("g converges to the per-channel least-squares slope (dotted)")
 axes[0].legend(fontsize=7, ncol=2)
-comparison = pd.DataFrame({"channel": np.arange(d_fit), "learned g": trajectory[-1].numpy(),
-                           "least-squares slope Σx̂t/Σx̂²": slopes.numpy(), "Pearson r(x̂, t)": pearson.numpy()})
+comparison = pd.DataFrame(
+    {
+        "channel": np.arange(d_fit),
+        "learned g": trajectory[-1].numpy(),
+        "least-squares slope Σx̂t/Σx̂²": slopes.numpy(),
+        "Pearson r(x̂, t)": pearson.numpy(),
+    }
+)
 comparison.melt(id_vars="channel", var_name="quantity", value_name="value").pipe(
-    lambda frame: sns.barplot(data=frame, x="channel", y="value", hue="quantity", ax=axes[1]))
+    lambda frame: sns.barplot(data=frame, x="channel", y="value", hue="quantity", ax=axes[1])
+)
 axes[1].set_xlabel("channel i")
 axes[1].set_ylabel("value (dimensionless)")
 axes[1].set_title("learned gain vs slope vs correlation")
@@ -549,22 +685,36 @@ plt.show()
 
 # %% tags=["remove-cell"]
 CORRELATION_TOL = 0.05  # |g − Pearson r| above this means g is not literally a correlation coefficient
-FIT_TOL = 1e-8          # gradient descent must reach the least-squares slope to this absolute error
+FIT_TOL = 1e-8  # gradient descent must reach the least-squares slope to this absolute error
 results.record(
     "B14",
-    decide(batch_gain_error < MACHINE_TOL and fit_error < FIT_TOL and suppression < suppression_bound,
-           caveat=correlation_gap > CORRELATION_TOL),
+    decide(
+        batch_gain_error < MACHINE_TOL and fit_error < FIT_TOL and suppression < suppression_bound,
+        caveat=correlation_gap > CORRELATION_TOL,
+    ),
     f"∂ℓ/∂g = Σ δ⊙x̂ matches autograd ({batch_gain_error:.0e}) and g converges to the per-channel least-squares slope "
     f"Σx̂t/Σx̂² (|g − slope| = {fit_error:.0e}), suppressing no-signal channels (|g| ≤ {suppression:.3f}); that is an "
     f"uncentred regression slope, not a correlation coefficient (|g − Pearson r| up to {correlation_gap:.2f}).",
-    {"batch_gain_gradient_error": batch_gain_error, "fit_error_vs_slope": fit_error, "max_gap_vs_pearson": correlation_gap,
-     "no_signal_channel_max_abs_gain": suppression, "suppression_bound": suppression_bound, "fit_tokens": settings["fit_tokens"],
-     "fit_steps": settings["fit_steps"], "learned_gain": trajectory[-1], "least_squares_slope": slopes, "pearson": pearson,
-     "tolerances": {"machine": MACHINE_TOL, "fit": FIT_TOL, "correlation": CORRELATION_TOL}},
-    section="jacobians-b14", key_number=correlation_gap, threshold=CORRELATION_TOL, spread=correlation_gap_sd,
+    {
+        "batch_gain_gradient_error": batch_gain_error,
+        "fit_error_vs_slope": fit_error,
+        "max_gap_vs_pearson": correlation_gap,
+        "no_signal_channel_max_abs_gain": suppression,
+        "suppression_bound": suppression_bound,
+        "fit_tokens": settings["fit_tokens"],
+        "fit_steps": settings["fit_steps"],
+        "learned_gain": trajectory[-1],
+        "least_squares_slope": slopes,
+        "pearson": pearson,
+        "tolerances": {"machine": MACHINE_TOL, "fit": FIT_TOL, "correlation": CORRELATION_TOL},
+    },
+    section="jacobians-b14",
+    key_number=correlation_gap,
+    threshold=CORRELATION_TOL,
+    spread=correlation_gap_sd,
     rule="Holds if the batch gain gradient matches autograd, descent reaches the least-squares slope and no-signal "
-         "channels stay within 4 standard errors of 0; a caveat if the learned gain differs from the Pearson correlation "
-         "by more than CORRELATION_TOL (the key number).",
+    "channels stay within 4 standard errors of 0; a caveat if the learned gain differs from the Pearson correlation "
+    "by more than CORRELATION_TOL (the key number).",
 )
 
 # %% tags=["remove-input"]

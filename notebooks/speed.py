@@ -38,16 +38,12 @@ from normlab import bench
 from normlab.analysis import speed as claims
 from normlab.bench import provenance, report
 from normlab.study import Results, paths
-from normlab.study.present import claims_box, empty_figure, significant, table, verdict_table
+from normlab.study.present import claims_box, empty_figure, table, verdict_table
 from normlab.study.results import load_evidence
 
 warnings.filterwarnings("ignore", message=".*TF32.*")  # torch's notice on CPU-only machines, not about these numbers
 
-SETTINGS = {
-    "smoke": {"bench_profile": "smoke"},
-    "cpu": {"bench_profile": "cpu"},
-    "gpu": {"bench_profile": "gpu"},
-}
+SETTINGS = {"smoke": {"bench_profile": "smoke"}, "cpu": {"bench_profile": "cpu"}, "gpu": {"bench_profile": "gpu"}}
 if profile not in SETTINGS:
     raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(SETTINGS)}")
 settings = SETTINGS[profile]
@@ -58,8 +54,13 @@ EXTRA_PASS = 0.5  # LN needs "one more pass" if its best effective passes exceed
 WELFORD_EQUAL = 0.5  # Welford LN "one pass like RMS" if their effective passes differ by less than this (B9)
 MEMORY_BOUND = 0.5  # an op is bandwidth bound if it reaches at least this fraction of copy bandwidth (A10)
 WORTH_IT = 0.05  # pRMSNorm "saves time" if it cuts full RMSNorm's time by at least this (Q3)
-for name, value in {"EQUAL_TIME": EQUAL_TIME, "EXTRA_PASS": EXTRA_PASS, "WELFORD_EQUAL": WELFORD_EQUAL,
-                    "MEMORY_BOUND": MEMORY_BOUND, "WORTH_IT": WORTH_IT}.items():
+for name, value in {
+    "EQUAL_TIME": EQUAL_TIME,
+    "EXTRA_PASS": EXTRA_PASS,
+    "WELFORD_EQUAL": WELFORD_EQUAL,
+    "MEMORY_BOUND": MEMORY_BOUND,
+    "WORTH_IT": WORTH_IT,
+}.items():
     if not 0 < value < 1:
         raise ValueError(f"{name} must lie in (0, 1), got {value}")
 # Committed GPU results live in data/; NORMLAB_GPU_BENCH_DIR points elsewhere (the tests use it).
@@ -106,20 +107,30 @@ gpu = gpu_runs[0] if gpu_runs else None
 # %% tags=["remove-input"]
 agreement = report.copy_agreement(df)
 agreeing = int(agreement["agree within spread"].sum()) if not agreement.empty else 0
-Markdown(f"Measured on {where}, {document['started']}, in {document['wall_s']:.0f} s: {len(timed)} cases timed, "
-         f"{int(timed.get('remeasured', pd.Series(dtype=bool)).fillna(False).astype(bool).sum())} re-measured, "
-         f"**{len(unstable_list)} left unstable** and excluded; {agreeing} of {len(agreement)} same-path pairs agree "
-         f"within their spread (the {{ref}}`same-path table <tab-speed-same-path>`). "
-         + (f"The verdicts also weigh {len(gpu_runs)} GPU run(s), decided on {gpu.hardware}, "
-            f"{'this run' if gpu is live else gpu.source} (commit {gpu.commit}; {{ref}}`speed-gpu`)." if gpu is not None else
-            "No GPU run is committed, so the verdicts rest on this run alone."))
+Markdown(
+    f"Measured on {where}, {document['started']}, in {document['wall_s']:.0f} s: {len(timed)} cases timed, "
+    f"{int(timed.get('remeasured', pd.Series(dtype=bool)).fillna(False).astype(bool).sum())} re-measured, "
+    f"**{len(unstable_list)} left unstable** and excluded; {agreeing} of {len(agreement)} same-path pairs agree "
+    f"within their spread (the {{ref}}`same-path table <tab-speed-same-path>`). "
+    + (
+        f"The verdicts also weigh {len(gpu_runs)} GPU run(s), decided on {gpu.hardware}, "
+        f"{'this run' if gpu is live else gpu.source} (commit {gpu.commit}; {{ref}}`speed-gpu`)."
+        if gpu is not None
+        else "No GPU run is committed, so the verdicts rest on this run alone."
+    )
+)
 
 # %% tags=["remove-input", "hide-output"]
 if agreement.empty:
     display(Markdown("No same-path pairs were timed in this run."))
 else:
-    display(table(agreement, caption="Identical code paths timed twice in this run (auto and the backend it runs; a copy "
-                                     "and its repeat). 'ratio' is the first over the second."))
+    display(
+        table(
+            agreement,
+            caption="Identical code paths timed twice in this run (auto and the backend it runs; a copy "
+            "and its repeat). 'ratio' is the first over the second.",
+        )
+    )
 
 # %% [markdown]
 # (tab-speed-same-path)=
@@ -127,19 +138,44 @@ else:
 # its median time and spread, fraction of copy bandwidth and effective passes.
 
 # %% tags=["remove-input", "hide-output"]
-cases = timed.assign(**{"time (ms)": timed["median_s"] * 1e3,
-                        "sd (ms)": timed["median_s"] * timed.get("relative_sd", 0) * 1e3})
-table(cases[["study", "norm", "implementation", "direction", "dtype", "rows", "d", "mode", "time (ms)", "sd (ms)",
-             "fraction_of_copy", "effective_passes", "unstable"]])
+cases = timed.assign(
+    **{"time (ms)": timed["median_s"] * 1e3, "sd (ms)": timed["median_s"] * timed.get("relative_sd", 0) * 1e3}
+)
+table(
+    cases[
+        [
+            "study",
+            "norm",
+            "implementation",
+            "direction",
+            "dtype",
+            "rows",
+            "d",
+            "mode",
+            "time (ms)",
+            "sd (ms)",
+            "fraction_of_copy",
+            "effective_passes",
+            "unstable",
+        ]
+    ]
+)
 
 # %% [markdown]
 # The cases that could not be timed here, and those left unstable after re-measuring, folded:
 
 # %% tags=["remove-input", "hide-output"]
 skipped = report.skipped(df)
-Markdown("\n".join([f"- **{r.status}** ({r.cases} cases: {r.implementations}; {r.studies}): {r.reason}"
-                    for r in skipped.itertuples()] + [f"- **unstable**: {line}" for line in unstable_list]
-                   or ["Every case was timed and stable."]))
+Markdown(
+    "\n".join(
+        [
+            f"- **{r.status}** ({r.cases} cases: {r.implementations}; {r.studies}): {r.reason}"
+            for r in skipped.itertuples()
+        ]
+        + [f"- **unstable**: {line}" for line in unstable_list]
+        or ["Every case was timed and stable."]
+    )
+)
 
 # %% [markdown]
 # (speed-ratio)=
@@ -156,17 +192,28 @@ sweep = ratios[(ratios["study"] == "sweep") & (ratios["mode"] == "alloc")]
 if sweep.empty:
     empty_figure("no stable forward case was timed for both norms in this run")
 else:
-    grid = sns.relplot(data=sweep, x="d", y="ratio_ln_over_rms", hue="implementation", style="dtype", kind="line",
-                       markers=True, height=4, aspect=1.6)
+    grid = sns.relplot(
+        data=sweep,
+        x="d",
+        y="ratio_ln_over_rms",
+        hue="implementation",
+        style="dtype",
+        kind="line",
+        markers=True,
+        height=4,
+        aspect=1.6,
+    )
     grid.set(xscale="log", xlabel="row length d (features)", ylabel="t_LayerNorm / t_RMSNorm (ratio)")
     grid.refline(y=1.0, color="grey")
 plt.show()
 
 # %% tags=["remove-input"]
 training = claims.training_ratios(df)
-table(report.implementation_summary(training),
-      caption="Per implementation, over the training-batch shapes (forward and forward+backward, stable cases): the median "
-              "LN/RMS time ratio and the median share of LayerNorm's time RMSNorm saves, each with its run-to-run sd.")
+table(
+    report.implementation_summary(training),
+    caption="Per implementation, over the training-batch shapes (forward and forward+backward, stable cases): the median "
+    "LN/RMS time ratio and the median share of LayerNorm's time RMSNorm saves, each with its run-to-run sd.",
+)
 
 # %% [markdown]
 # (speed-bandwidth-figure)=
@@ -178,12 +225,24 @@ table(report.implementation_summary(training),
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Fraction of copy bandwidth reached by each implementation, forward pass at the training batch, per norm. What to see: the fused implementations sit near 1 for both norms; the unfused composites sit far below, and RMSNorm's composite below LayerNorm's native op.", "name": "fig-speed-bandwidth"}}
 stable_cases = report.stable(df)
-bandwidth = stable_cases[(stable_cases["study"] == "sweep") & (stable_cases["norm"] != "copy") & (stable_cases["mode"] == "alloc")]
+bandwidth = stable_cases[
+    (stable_cases["study"] == "sweep") & (stable_cases["norm"] != "copy") & (stable_cases["mode"] == "alloc")
+]
 if bandwidth.empty:
     empty_figure("no stable forward case was timed in this run")
 else:
-    grid = sns.relplot(data=bandwidth, x="d", y="fraction_of_copy", hue="implementation", col="norm", style="dtype",
-                       kind="line", markers=True, height=3.8, aspect=1.2)
+    grid = sns.relplot(
+        data=bandwidth,
+        x="d",
+        y="fraction_of_copy",
+        hue="implementation",
+        col="norm",
+        style="dtype",
+        kind="line",
+        markers=True,
+        height=3.8,
+        aspect=1.2,
+    )
     grid.set(xscale="log", xlabel="row length d (features)", ylabel="fraction of copy (clone) bandwidth")
     for ax in grid.axes.flat:
         ax.axhline(1.0, color="grey", lw=1)
@@ -203,7 +262,9 @@ backward = report.backward_vs_copies(df)
 if backward.empty:
     display(Markdown("Forward+backward under auto was not timed in this profile."))
 else:
-    display(table(backward, caption="Forward+backward, backend auto, float32, against two timings of a same-size clone."))
+    display(
+        table(backward, caption="Forward+backward, backend auto, float32, against two timings of a same-size clone.")
+    )
 
 # %% [markdown]
 # (tab-speed-backward)=
@@ -219,38 +280,61 @@ else:
 # the one above: every backend timed side by side against a same-size copy in the same run, unstable cases
 # re-measured and, failing that, left out of every summary and verdict.
 
+
 # %% tags=["remove-input"]
 def _run_name(m):
     return "this run" if m is live else m.source
 
 
 if gpu is None:
-    display(Markdown("**No GPU run is committed** (no `data/gpu-bench*.json`), so every verdict below rests on this "
-                     "run alone, and the GPU figures are empty."))
+    display(
+        Markdown(
+            "**No GPU run is committed** (no `data/gpu-bench*.json`), so every verdict below rests on this "
+            "run alone, and the GPU figures are empty."
+        )
+    )
 else:
     lines = []
     for m in gpu_runs:
         timed_there = report.measured(m.frame)
         backends = ", ".join(sorted(timed_there["backend"].dropna().unique()))
         role = "decides the verdicts" if m is gpu else "checks them"
-        lines.append(f"- **{_run_name(m)}** ({role}): measured on {m.label}. Backends timed: {backends}. "
-                     f"{len(timed_there)} cases timed, **{m.unstable_count} left unstable** after re-measuring and "
-                     "excluded from every summary and verdict (listed, folded, at the end of this section).")
+        lines.append(
+            f"- **{_run_name(m)}** ({role}): measured on {m.label}. Backends timed: {backends}. "
+            f"{len(timed_there)} cases timed, **{m.unstable_count} left unstable** after re-measuring and "
+            "excluded from every summary and verdict (listed, folded, at the end of this section)."
+        )
     display(Markdown("GPU runs weighed by the verdicts, the newest first:\n\n" + "\n".join(lines)))
-gpu_ratios = pd.concat([report.ln_rms_ratios(m.frame).assign(run=_run_name(m)) for m in gpu_runs], ignore_index=True) \
-    if gpu_runs else pd.DataFrame(columns=["study", "mode", "run"])
-gpu_stable = pd.concat([report.stable(m.frame).assign(run=_run_name(m)) for m in gpu_runs], ignore_index=True) \
-    if gpu_runs else pd.DataFrame(columns=["study", "norm", "mode", "run"])
+gpu_ratios = (
+    pd.concat([report.ln_rms_ratios(m.frame).assign(run=_run_name(m)) for m in gpu_runs], ignore_index=True)
+    if gpu_runs
+    else pd.DataFrame(columns=["study", "mode", "run"])
+)
+gpu_stable = (
+    pd.concat([report.stable(m.frame).assign(run=_run_name(m)) for m in gpu_runs], ignore_index=True)
+    if gpu_runs
+    else pd.DataFrame(columns=["study", "norm", "mode", "run"])
+)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "GPU: t_LayerNorm / t_RMSNorm per implementation across the row length d, forward pass at the training batch, float32 and bfloat16 (columns), one row per GPU run (unstable cases left out; hardware and commits in the title). Above 1: RMSNorm is faster. What to see: whether the gap survives in the fused kernels (triton, compile, torch's native ops) or only in the composites built from separate ops (eager, reference), and how far two runs of the same profile agree.", "name": "fig-speed-gpu-ratio"}}
 gpu_sweep = gpu_ratios[(gpu_ratios["study"] == "sweep") & (gpu_ratios["mode"] == "alloc")]
 if gpu_sweep.empty:
     empty_figure("no GPU run is committed" if gpu is None else "no stable GPU forward case was timed for both norms")
 else:
-    grid = sns.relplot(data=gpu_sweep, x="d", y="ratio_ln_over_rms", hue="implementation",
-                       hue_order=sorted(gpu_sweep["implementation"].unique()), row="run",
-                       col="dtype", col_order=sorted(gpu_sweep["dtype"].unique(), reverse=True), kind="line",
-                       marker="o", height=3.2, aspect=1.3)
+    grid = sns.relplot(
+        data=gpu_sweep,
+        x="d",
+        y="ratio_ln_over_rms",
+        hue="implementation",
+        hue_order=sorted(gpu_sweep["implementation"].unique()),
+        row="run",
+        col="dtype",
+        col_order=sorted(gpu_sweep["dtype"].unique(), reverse=True),
+        kind="line",
+        marker="o",
+        height=3.2,
+        aspect=1.3,
+    )
     grid.set(xscale="log", xlabel="row length d (features)", ylabel="t_LayerNorm / t_RMSNorm (ratio)")
     grid.refline(y=1.0, color="grey")
     grid.figure.suptitle(f"{gpu.hardware}; commits: " + ", ".join(sorted({m.commit for m in gpu_runs})), y=1.02)
@@ -258,12 +342,22 @@ plt.show()
 
 # %% tags=["remove-input"]
 if gpu is not None:
-    display(Markdown("Forward at the training batch, the median t_LN/t_RMS over d, per GPU run: " + " ".join(
-        f"**{run}**: {report.describe_medians(report.implementation_summary(group, by=('implementation', 'dtype')))}."
-        for run, group in gpu_sweep.groupby("run", sort=False))))
-    display(table(report.compare_runs(claims.training_subset(gpu_ratios), by=("implementation", "direction", "dtype")),
-                  caption="GPU: per implementation, direction and dtype, over d at the training batch (stable cases): the "
-                          "median LN/RMS time ratio in each run, with its run-to-run sd (from the repeats within that run)."))
+    display(
+        Markdown(
+            "Forward at the training batch, the median t_LN/t_RMS over d, per GPU run: "
+            + " ".join(
+                f"**{run}**: {report.describe_medians(report.implementation_summary(group, by=('implementation', 'dtype')))}."
+                for run, group in gpu_sweep.groupby("run", sort=False)
+            )
+        )
+    )
+    display(
+        table(
+            report.compare_runs(claims.training_subset(gpu_ratios), by=("implementation", "direction", "dtype")),
+            caption="GPU: per implementation, direction and dtype, over d at the training batch (stable cases): the "
+            "median LN/RMS time ratio in each run, with its run-to-run sd (from the repeats within that run).",
+        )
+    )
 
 # %% [markdown]
 # (tab-speed-gpu-summary)=
@@ -273,13 +367,26 @@ if gpu is not None:
 # implementation leaves that regime.
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "GPU: fraction of copy (clone) bandwidth reached by each implementation, forward pass at the training batch, per norm (columns) and GPU run (rows); unstable cases left out. 1 is a same-size copy timed in the same run; the dotted line is MEMORY_BOUND. What to see: the fused implementations reach the same fraction for both norms once d is large enough to be memory bound; the composites stay far below.", "name": "fig-speed-gpu-bandwidth"}}
-gpu_bandwidth = gpu_stable[(gpu_stable["study"] == "sweep") & (gpu_stable["norm"] != "copy") & (gpu_stable["mode"] == "alloc")]
+gpu_bandwidth = gpu_stable[
+    (gpu_stable["study"] == "sweep") & (gpu_stable["norm"] != "copy") & (gpu_stable["mode"] == "alloc")
+]
 if gpu_bandwidth.empty:
     empty_figure("no GPU run is committed" if gpu is None else "no stable GPU forward case was timed")
 else:
-    grid = sns.relplot(data=gpu_bandwidth, x="d", y="fraction_of_copy", hue="implementation",
-                       hue_order=sorted(gpu_bandwidth["implementation"].unique()), col="norm", row="run", style="dtype",
-                       kind="line", markers=True, height=3.2, aspect=1.3)
+    grid = sns.relplot(
+        data=gpu_bandwidth,
+        x="d",
+        y="fraction_of_copy",
+        hue="implementation",
+        hue_order=sorted(gpu_bandwidth["implementation"].unique()),
+        col="norm",
+        row="run",
+        style="dtype",
+        kind="line",
+        markers=True,
+        height=3.2,
+        aspect=1.3,
+    )
     grid.set(xscale="log", xlabel="row length d (features)", ylabel="fraction of copy bandwidth")
     for ax in grid.axes.flat:
         ax.axhline(1.0, color="grey", lw=1)
@@ -295,12 +402,21 @@ plt.show()
 # dtype and d; an empty cell is a shape where one of the two norms stayed unstable and is left out.
 
 # %% tags=["remove-input"]
-gpu_backward = report.ratio_grid(gpu_ratios, "backward", rows=("implementation", "dtype", "run")) if gpu is not None else pd.DataFrame()
+gpu_backward = (
+    report.ratio_grid(gpu_ratios, "backward", rows=("implementation", "dtype", "run"))
+    if gpu is not None
+    else pd.DataFrame()
+)
 if gpu_backward.empty:
     display(Markdown("No stable GPU forward+backward pair to show."))
 else:
-    display(table(gpu_backward, caption=f"GPU ({gpu.hardware}): forward+backward t_LN / t_RMS per implementation, "
-                                        "dtype, run and d, at the training batch (stable cases; — : unstable)."))
+    display(
+        table(
+            gpu_backward,
+            caption=f"GPU ({gpu.hardware}): forward+backward t_LN / t_RMS per implementation, "
+            "dtype, run and d, at the training batch (stable cases; — : unstable).",
+        )
+    )
 
 # %% [markdown]
 # (speed-gpu-small)=
@@ -313,11 +429,27 @@ gpu_small = gpu_ratios[gpu_ratios["study"] == "small-batch"]
 if gpu_small.empty:
     display(Markdown("No stable GPU small-batch pair to show."))
 else:
-    display(table(gpu_small.assign(**{"t_LN (µs)": gpu_small["t_ln_s"] * 1e6, "t_RMS (µs)": gpu_small["t_rms_s"] * 1e6})
-                  .sort_values(["implementation", "dtype", "rows", "run"])[
-        ["implementation", "dtype", "rows", "d", "run", "t_LN (µs)", "t_RMS (µs)", "ratio_ln_over_rms", "saving", "saving_sd"]]
-        .astype({"rows": str, "d": str}),  # shapes, not quantities: no significant-figure rounding
-        caption=f"GPU ({gpu.hardware}): small-batch latency per implementation and run (stable cases)."))
+    display(
+        table(
+            gpu_small.assign(**{"t_LN (µs)": gpu_small["t_ln_s"] * 1e6, "t_RMS (µs)": gpu_small["t_rms_s"] * 1e6})
+            .sort_values(["implementation", "dtype", "rows", "run"])[
+                [
+                    "implementation",
+                    "dtype",
+                    "rows",
+                    "d",
+                    "run",
+                    "t_LN (µs)",
+                    "t_RMS (µs)",
+                    "ratio_ln_over_rms",
+                    "saving",
+                    "saving_sd",
+                ]
+            ]
+            .astype({"rows": str, "d": str}),  # shapes, not quantities: no significant-figure rounding
+            caption=f"GPU ({gpu.hardware}): small-batch latency per implementation and run (stable cases).",
+        )
+    )
 
 # %% [markdown]
 # The GPU's long-row (chunked) kernels and partial RMSNorm, which the pass and pRMSNorm verdicts use, and the
@@ -329,13 +461,27 @@ if gpu is None:
 else:
     gpu_chunked = gpu_stable[gpu_stable["study"].isin(["chunked", "partial"])]
     if not gpu_chunked.empty:
-        display(table(gpu_chunked.assign(**{"time (ms)": gpu_chunked["median_s"] * 1e3})[
-            ["run", "study", "implementation", "rows", "d", "time (ms)", "fraction_of_copy", "effective_passes"]]
-            .astype({"rows": str, "d": str}),
-            caption=f"GPU ({gpu.hardware}): chunked kernels (rows too long for one program) and full vs partial RMSNorm, "
-                    "forward, float32, per run (stable cases)."))
-    display(Markdown("\n".join([f"- **unstable** ({_run_name(m)}): {line}" for m in gpu_runs
-                                 for line in claims.unstable_cases(m.frame)] or ["Every GPU case was stable."])))
+        display(
+            table(
+                gpu_chunked.assign(**{"time (ms)": gpu_chunked["median_s"] * 1e3})[
+                    ["run", "study", "implementation", "rows", "d", "time (ms)", "fraction_of_copy", "effective_passes"]
+                ].astype({"rows": str, "d": str}),
+                caption=f"GPU ({gpu.hardware}): chunked kernels (rows too long for one program) and full vs partial RMSNorm, "
+                "forward, float32, per run (stable cases).",
+            )
+        )
+    display(
+        Markdown(
+            "\n".join(
+                [
+                    f"- **unstable** ({_run_name(m)}): {line}"
+                    for m in gpu_runs
+                    for line in claims.unstable_cases(m.frame)
+                ]
+                or ["Every GPU case was stable."]
+            )
+        )
+    )
 
 # %% [markdown]
 # (speed-passes)=
@@ -356,9 +502,25 @@ census = report.census(df)
 if census.empty:
     display(Markdown("No pass census was recorded in this run."))
 else:
-    shown = census[["study", "norm", "implementation", "direction", "dtype", "traced_passes", "traced_count",
-                    "profiler_count", "ops_agree", "effective_passes"]]
-    display(table(shown, caption="Traced full-size passes and op counts (trace vs profiler), and the effective passes timed."))
+    shown = census[
+        [
+            "study",
+            "norm",
+            "implementation",
+            "direction",
+            "dtype",
+            "traced_passes",
+            "traced_count",
+            "profiler_count",
+            "ops_agree",
+            "effective_passes",
+        ]
+    ]
+    display(
+        table(
+            shown, caption="Traced full-size passes and op counts (trace vs profiler), and the effective passes timed."
+        )
+    )
 
 # %% [markdown]
 # (tab-speed-census)=
@@ -425,9 +587,12 @@ Markdown(f"**A10** — {a10.verdict}: {a10.summary}\n\n**Q2** — {q2.verdict}: 
 
 # %% tags=["remove-input"]
 small = ratios[ratios["study"] == "small-batch"]
-table(small.assign(**{"t_LN (µs)": small["t_ln_s"] * 1e6, "t_RMS (µs)": small["t_rms_s"] * 1e6})[
-    ["implementation", "dtype", "rows", "d", "t_LN (µs)", "t_RMS (µs)", "ratio_ln_over_rms", "saving", "saving_sd"]],
-    caption="Small-batch latency per implementation (stable cases).")
+table(
+    small.assign(**{"t_LN (µs)": small["t_ln_s"] * 1e6, "t_RMS (µs)": small["t_rms_s"] * 1e6})[
+        ["implementation", "dtype", "rows", "d", "t_LN (µs)", "t_RMS (µs)", "ratio_ln_over_rms", "saving", "saving_sd"]
+    ],
+    caption="Small-batch latency per implementation (stable cases).",
+)
 
 # %% [markdown]
 # (tab-speed-small)=
@@ -450,9 +615,12 @@ Markdown(f"**B10** — {b10.verdict}: {b10.summary}")
 
 # %% tags=["remove-input"]
 partial = stable_cases[stable_cases["study"] == "partial"]
-table(partial.assign(**{"time (ms)": partial["median_s"] * 1e3})[
-    ["implementation", "rows", "d", "time (ms)", "fraction_of_copy", "effective_passes"]],
-    caption="Full and partial RMSNorm, forward, float32 (stable cases).")
+table(
+    partial.assign(**{"time (ms)": partial["median_s"] * 1e3})[
+        ["implementation", "rows", "d", "time (ms)", "fraction_of_copy", "effective_passes"]
+    ],
+    caption="Full and partial RMSNorm, forward, float32 (stable cases).",
+)
 
 # %% tags=["remove-cell"]
 estimate_error = claims.partial_rms_estimate_error(4096, 0.0625)
@@ -483,11 +651,27 @@ Markdown(f"**Q3** — {q3.verdict}: {q3.summary}")
 # %% tags=["remove-input"]
 paper = claims.paper_rows_frame()
 narang = claims.narang_row()
-paper = pd.concat([paper, pd.DataFrame([{"source": "Narang et al. 2021, T5-base (loss 1.821 vs 1.838)", "model": "T5-base",
-                                         "norm": "RMS Norm", "time saving": narang["saving"],
-                                         "speed-up (×)": narang["speedup"], "faster by": narang["speedup"] - 1}])],
-                  ignore_index=True)
-table(paper, caption="Running-time savings reported in the literature (as transcribed; not checked against the papers).")
+paper = pd.concat(
+    [
+        paper,
+        pd.DataFrame(
+            [
+                {
+                    "source": "Narang et al. 2021, T5-base (loss 1.821 vs 1.838)",
+                    "model": "T5-base",
+                    "norm": "RMS Norm",
+                    "time saving": narang["saving"],
+                    "speed-up (×)": narang["speedup"],
+                    "faster by": narang["speedup"] - 1,
+                }
+            ]
+        ),
+    ],
+    ignore_index=True,
+)
+table(
+    paper, caption="Running-time savings reported in the literature (as transcribed; not checked against the papers)."
+)
 
 # %% [markdown]
 # (tab-speed-paper)=
@@ -510,12 +694,27 @@ def _part(name, ran, summary):
     return f"- {name}: " + (summary if ran else "**has not run**, so this part is missing from the verdict.")
 
 
-Markdown("\n".join([
-    "Model-level parts read from the other chapters' evidence:",
-    _part("quality chapter (step time, B6)", model_level["quality_ran"], model_level["quality_summary"] or "no summary"),
-    _part("realmodels chapter (norms' share of a real model's time)", model_level["realmodels_ran"],
-          model_level["realmodels_summary"] or "no summary"),
-    "", f"**A8** — {a8.verdict}: {a8.summary}", "", f"**B6** — {b6.verdict}: {b6.summary}"]))
+Markdown(
+    "\n".join(
+        [
+            "Model-level parts read from the other chapters' evidence:",
+            _part(
+                "quality chapter (step time, B6)",
+                model_level["quality_ran"],
+                model_level["quality_summary"] or "no summary",
+            ),
+            _part(
+                "realmodels chapter (norms' share of a real model's time)",
+                model_level["realmodels_ran"],
+                model_level["realmodels_summary"] or "no summary",
+            ),
+            "",
+            f"**A8** — {a8.verdict}: {a8.summary}",
+            "",
+            f"**B6** — {b6.verdict}: {b6.summary}",
+        ]
+    )
+)
 
 # %% [markdown]
 # ## Verdicts

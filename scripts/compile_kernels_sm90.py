@@ -8,6 +8,7 @@ register-allocation failures. Register spills (slow on GPU) are printed. Triton 
 sm_90 needs no device. Covers every constexpr flag combination, for fp16,
 bf16, fp32 and fp64 inputs, at the block sizes the launchers use.
 """
+
 import argparse
 import itertools
 import os
@@ -73,7 +74,11 @@ def variants(quick):
         yield rms_kernels.rms_forward_chunked, dict(HAS_RESIDUAL=a, HAS_WEIGHT=b, EPS_INSIDE=c, **chunked), warps
         yield rms_kernels.rms_backward_chunked, dict(HAS_DS=a, HAS_WEIGHT=b, EPS_INSIDE=c, **chunked), warps
         for welford in (False, True):
-            yield layer_kernels.layer_forward_chunked, dict(HAS_RESIDUAL=a, HAS_WEIGHT=b, HAS_BIAS=c, WELFORD=welford, **chunked), warps
+            yield (
+                layer_kernels.layer_forward_chunked,
+                dict(HAS_RESIDUAL=a, HAS_WEIGHT=b, HAS_BIAS=c, WELFORD=welford, **chunked),
+                warps,
+            )
         yield layer_kernels.layer_backward_chunked, dict(HAS_DS=a, HAS_WEIGHT=b, HAS_BIAS=c, **chunked), warps
 
 
@@ -93,7 +98,9 @@ def main():
             continue
         if stack and io_dtype != "fp64":  # fp64 is for gradcheck, not speed
             spilling += 1
-            print(f"spills: {stack} B stack, {registers} registers, {warps} warps: {kernel.__name__} {io_dtype} {constexprs}")
+            print(
+                f"spills: {stack} B stack, {registers} registers, {warps} warps: {kernel.__name__} {io_dtype} {constexprs}"
+            )
     print(f"{count - failures}/{count} variants compiled for sm_90; {spilling} (fp16/bf16/fp32) spill registers")
     sys.exit(1 if failures else 0)
 

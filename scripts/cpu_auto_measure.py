@@ -7,6 +7,7 @@ F.rms_norm, the HF-style eager composite, the compiled composite, and both
 norms' "auto"; prints median and spread, and bandwidth as (read x + write y)
 bytes over time, relative to clone. Small sizes show where compiling stops paying.
 """
+
 import argparse
 import statistics
 import time
@@ -57,7 +58,9 @@ def main():
             median = statistics.median(times)
             q1, _, q3 = statistics.quantiles(times, n=4)
             gbps = 2 * x.numel() * 4 / median / 1e9
-            print(f"  {name:13s} {median * 1e3:9.3f} ms  (IQR {q1 * 1e3:.3f}-{q3 * 1e3:.3f})  {gbps:6.2f} GB/s  {clone / median:5.0%} of clone")
+            print(
+                f"  {name:13s} {median * 1e3:9.3f} ms  (IQR {q1 * 1e3:.3f}-{q3 * 1e3:.3f})  {gbps:6.2f} GB/s  {clone / median:5.0%} of clone"
+            )
 
 
 if __name__ == "__main__":

@@ -11,27 +11,33 @@ fraction of copy bandwidth: (5 full-size passes / time) / (2 passes / copy time)
 normlab.bench.traffic.must_move counts the bytes. On a shared, loaded machine the
 medians carry the load; the minima are the closest to a quiet machine's times.
 """
+
 import argparse
 import statistics
 
 import torch
+from cpu_auto_measure import time_round_robin  # a sibling script: python puts scripts/ on the path
 
 import normlab
-from cpu_auto_measure import time_round_robin  # a sibling script: python puts scripts/ on the path
 
 
 def step(norm, backend, params):
     def run(x, dy):
         y = norm(x, *params, backend=backend)
         return torch.autograd.grad(y, (x, *params), dy)
+
     return run
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=30)
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch threads (the study trains one thread per worker process); default: torch's")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads (the study trains one thread per worker process); default: torch's",
+    )
     parser.add_argument("--shapes", nargs="+", default=["8192x256", "8192x1024"])
     args = parser.parse_args()
     if args.threads:
@@ -60,9 +66,11 @@ def main():
             passes = 2 if name == "clone" else 5
             fraction = (passes / median) / (2 / clone)
             best = min(times)
-            print(f"  {name:11s} median {median * 1e3:8.3f} ms  (IQR {q1 * 1e3:.3f}-{q3 * 1e3:.3f}, min {best * 1e3:.3f})  "
-                  f"{median / (2 * clone):5.2f} x two clones  fraction of copy {fraction:5.2f}  "
-                  f"(by min: {(passes / best) / (2 / min(samples['clone'])):5.2f})")
+            print(
+                f"  {name:11s} median {median * 1e3:8.3f} ms  (IQR {q1 * 1e3:.3f}-{q3 * 1e3:.3f}, min {best * 1e3:.3f})  "
+                f"{median / (2 * clone):5.2f} x two clones  fraction of copy {fraction:5.2f}  "
+                f"(by min: {(passes / best) / (2 / min(samples['clone'])):5.2f})"
+            )
 
 
 if __name__ == "__main__":

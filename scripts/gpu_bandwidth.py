@@ -9,6 +9,7 @@ tensor. Bytes that must move: forward reads x and writes y (2 tensors),
 backward reads x and dy and writes dx (3 tensors); the per-row statistics and
 the weight are negligible. Prints a table and writes JSON.
 """
+
 import argparse
 import json
 import os
@@ -24,7 +25,11 @@ from normlab.norms.backends.triton import launch
 def measure(d, dtype, total_bytes=1 << 30):
     rows = max(1, total_bytes // (d * torch.finfo(dtype).bits // 8))
     x = torch.randn(rows, d, device="cuda", dtype=dtype)
-    dy, weight, bias = torch.randn_like(x), torch.randn(d, device="cuda", dtype=dtype), torch.randn(d, device="cuda", dtype=dtype)
+    dy, weight, bias = (
+        torch.randn_like(x),
+        torch.randn(d, device="cuda", dtype=dtype),
+        torch.randn(d, device="cuda", dtype=dtype),
+    )
     size = x.numel() * x.element_size()
     out = torch.empty_like(x)
     copy_ms = do_bench(lambda: out.copy_(x))
@@ -41,9 +46,16 @@ def measure(d, dtype, total_bytes=1 << 30):
     record("layer_forward", 2, do_bench(lambda: launch.layer_forward(x, weight, bias, None, 1e-5)))
     record("layer_backward", 3, do_bench(lambda: launch.layer_backward(dy, None, x, weight, mean, rstd, True)))
     for stats in launch.LAYER_STATS:
-        record(f"layer_forward_chunked_{stats}", 2,
-               do_bench(lambda: launch.layer_forward(x, weight, bias, None, 1e-5, stats, onchip_limit=0)))
-    record("rms_forward_chunked", 2, do_bench(lambda: launch.rms_forward(x, weight, None, 1e-6, 0.0, True, d, onchip_limit=0)))
+        record(
+            f"layer_forward_chunked_{stats}",
+            2,
+            do_bench(lambda: launch.layer_forward(x, weight, bias, None, 1e-5, stats, onchip_limit=0)),
+        )
+    record(
+        "rms_forward_chunked",
+        2,
+        do_bench(lambda: launch.rms_forward(x, weight, None, 1e-6, 0.0, True, d, onchip_limit=0)),
+    )
     record("torch_rms_norm", 2, do_bench(lambda: F.rms_norm(x, (d,), weight, 1e-6)))
     record("torch_layer_norm", 2, do_bench(lambda: F.layer_norm(x, (d,), weight, bias, 1e-5)))
     return results
@@ -62,8 +74,16 @@ def main():
                 print(f"  {name:32s} {value['ms']:8.3f} ms {value['GBps']:7.0f} GB/s {value['of_copy']:6.1%} of copy")
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as handle:
-        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-                   "runs": runs}, handle, indent=1)
+        json.dump(
+            {
+                "device": torch.cuda.get_device_name(),
+                "torch": torch.__version__,
+                "triton": triton.__version__,
+                "runs": runs,
+            },
+            handle,
+            indent=1,
+        )
 
 
 if __name__ == "__main__":

@@ -25,15 +25,15 @@ brackets:
     functional    normlab.rms_norm(..., backend="triton"): the public entry point
 and forward+backward (inputs requiring grad; y.backward(dy)) at the ops and functional layers.
 """
+
 from __future__ import annotations
 
 import argparse
 import os
 import statistics
-import time
-
 import subprocess
 import sys
+import time
 
 COMPILED_LAUNCHER = "--compiled-launcher"  # the subprocess mode: real JITFunction, stand-in driver
 if COMPILED_LAUNCHER in sys.argv:
@@ -90,8 +90,14 @@ def compiled_launcher_us(rows: int, d: int, repeats: int, rounds: int) -> tuple[
     y, ms = torch.empty_like(x), torch.empty(rows)
     tile_rows, block = launch._tile(rows, d)
     kernel = rms_kernels.rms_forward_onchip[(launch._cdiv(rows, tile_rows),)]
-    flags = dict(HAS_RESIDUAL=False, HAS_WEIGHT=True, EPS_INSIDE=True, ROWS=tile_rows, BLOCK=block,
-                 num_warps=launch.warps_for(tile_rows * block))
+    flags = dict(
+        HAS_RESIDUAL=False,
+        HAS_WEIGHT=True,
+        EPS_INSIDE=True,
+        ROWS=tile_rows,
+        BLOCK=block,
+        num_warps=launch.warps_for(tile_rows * block),
+    )
     call = lambda: kernel(x, x, w, y, x, ms, rows, d, d, d, d, 1e-6, 0.0, **flags)  # noqa: E731
     call()  # compiles once, for sm_90
     return per_call_us([("launch", call)], repeats, rounds)[0]
@@ -130,7 +136,10 @@ def cases(rows: int, d: int):
         "rms": [
             ("launch forward", lambda: launch.rms_forward(x, w, None, eps, 0.0, True, k, *limits)),
             ("launch backward", lambda: launch.rms_backward(dy, None, x, w, ms, eps, 0.0, True, k, *limits)),
-            ("custom op forward (no grad)", lambda: torch.ops.normlab.rms_norm_forward(x, w, None, eps, 0.0, True, k, *limits)),
+            (
+                "custom op forward (no grad)",
+                lambda: torch.ops.normlab.rms_norm_forward(x, w, None, eps, 0.0, True, k, *limits),
+            ),
             ("ops.rms_norm forward", lambda: ops.rms_norm(x, w, eps)),
             ("normlab.rms_norm forward", lambda: normlab.rms_norm(x, w, eps, backend="triton")),
             ("ops.rms_norm forward (grad)", lambda: ops.rms_norm(xg, wg, eps)),
@@ -140,7 +149,10 @@ def cases(rows: int, d: int):
         "layer": [
             ("launch forward", lambda: launch.layer_forward(x, w, b, None, 1e-5, "welford", *limits)),
             ("launch backward", lambda: launch.layer_backward(dy, None, x, w, mean, rstd, True, *limits)),
-            ("custom op forward (no grad)", lambda: torch.ops.normlab.layer_norm_forward(x, w, b, None, 1e-5, "welford", *limits)),
+            (
+                "custom op forward (no grad)",
+                lambda: torch.ops.normlab.layer_norm_forward(x, w, b, None, 1e-5, "welford", *limits),
+            ),
             ("ops.layer_norm forward", lambda: ops.layer_norm(x, w, b)),
             ("normlab.layer_norm forward", lambda: normlab.layer_norm(x, w, b, backend="triton")),
             ("ops.layer_norm forward (grad)", lambda: ops.layer_norm(xg, wg, bg)),
@@ -169,13 +181,17 @@ def main() -> None:
         print(*compiled_launcher_us(args.rows, args.d, args.repeats, args.rounds))
         return
     stub_kernels()
-    print(f"host µs per call, {args.rows}x{args.d} fp32 on CPU, kernels stubbed; min [median] of {args.rounds} rounds of {args.repeats}")
+    print(
+        f"host µs per call, {args.rows}x{args.d} fp32 on CPU, kernels stubbed; min [median] of {args.rounds} rounds of {args.repeats}"
+    )
     for group, rows in cases(args.rows, args.d).items():
         print(f"\n{group}")
         for (name, _), (low, median) in zip(rows, per_call_us(rows, args.repeats, args.rounds)):
             print(f"  {name:34s} {low:8.1f}  [{median:7.1f}]")
     print("\nTriton's compiled-kernel launcher (JITFunction.run, sm_90 kernel, stand-in driver), per launch")
-    command = [sys.executable, __file__, COMPILED_LAUNCHER] + [f"--{k}={getattr(args, k)}" for k in ("repeats", "rounds", "rows", "d")]
+    command = [sys.executable, __file__, COMPILED_LAUNCHER] + [
+        f"--{k}={getattr(args, k)}" for k in ("repeats", "rounds", "rows", "d")
+    ]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode == 0:
         low, median = map(float, done.stdout.split()[-2:])

@@ -1,4 +1,5 @@
 """One SmolLM2 load per test session (the GGUF dequantisation costs seconds), shared by the test modules."""
+
 from __future__ import annotations
 
 import functools

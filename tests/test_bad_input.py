@@ -1,4 +1,5 @@
 """Bad calls fail with a ValueError/TypeError naming the argument, before anything is written."""
+
 import pytest
 import torch
 
@@ -14,8 +15,12 @@ D = 8
 
 def good():
     torch.manual_seed(0)
-    return {name: tensor.to(DEVICE) for name, tensor in
-            dict(x=torch.randn(3, D), weight=torch.randn(D), bias=torch.randn(D), residual=torch.randn(3, D)).items()}
+    return {
+        name: tensor.to(DEVICE)
+        for name, tensor in dict(
+            x=torch.randn(3, D), weight=torch.randn(D), bias=torch.randn(D), residual=torch.randn(3, D)
+        ).items()
+    }
 
 
 # (description, overrides of the good call, error type, argument the message must name)
@@ -55,7 +60,9 @@ def _rms_call(args, backend):
 
 def _layer_call(args, backend):
     extra = {k: args[k] for k in ("eps",) if k in args}
-    return normlab.layer_norm(args["x"], args["weight"], args["bias"], residual=args["residual"], backend=backend, **extra)
+    return normlab.layer_norm(
+        args["x"], args["weight"], args["bias"], residual=args["residual"], backend=backend, **extra
+    )
 
 
 def _assert_rejected(call, overrides, error, argument, launches):
@@ -85,8 +92,16 @@ def test_layer_norm_rejects(case, backend, launches):
 @pytest.mark.parametrize("case", RMS_CASES[:5], ids=lambda c: c[0])
 def test_ops_entry_points_validate_too(case, launches):
     _, overrides, error, argument = case
-    _assert_rejected(lambda a: ops.rms_norm(a["x"], a["weight"], residual=a["residual"]), overrides, error, argument, launches)
-    _assert_rejected(lambda a: ops.layer_norm(a["x"], a["weight"], a["bias"], residual=a["residual"]), overrides, error, argument, launches)
+    _assert_rejected(
+        lambda a: ops.rms_norm(a["x"], a["weight"], residual=a["residual"]), overrides, error, argument, launches
+    )
+    _assert_rejected(
+        lambda a: ops.layer_norm(a["x"], a["weight"], a["bias"], residual=a["residual"]),
+        overrides,
+        error,
+        argument,
+        launches,
+    )
 
 
 @pytest.mark.parametrize("backend", ("best", None, "Triton"))

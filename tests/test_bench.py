@@ -3,6 +3,7 @@
 Nothing here asserts on speed: timings are only checked to be positive,
 finite and consistent with the numbers derived from them.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,8 @@ from normlab.bench.cases import Case, build_cases, skip_reason
 from normlab.bench.profiles import PROFILE_SETTINGS, get_profile
 from normlab.bench.timing import TimingSettings, buffer_count, summarise, time_call
 
-
 # ---------------------------------------------------------------- byte model
+
 
 @pytest.mark.parametrize("dtype, size", [(torch.float32, 4), (torch.bfloat16, 2)])
 def test_forward_bytes_are_x_read_y_written_and_the_parameters(dtype, size):
@@ -67,6 +68,7 @@ def test_strategy_passes_put_two_pass_layer_norm_one_read_above_welford_and_rms(
 
 # ---------------------------------------------------------------- pass census
 
+
 def _census(fn, x):
     traced = passes.trace_traffic(fn, x.numel(), x.numel() * x.element_size())
     profiled = passes.profiler_ops(fn, x.numel())
@@ -109,6 +111,7 @@ def test_views_move_nothing_but_a_copy_forced_by_layout_counts():
 
 # ---------------------------------------------------------------- timing
 
+
 def test_summarise_reports_median_quartiles_and_extremes():
     timing = summarise([4.0, 1.0, 3.0, 2.0, 5.0], number=10, buffers=3)
     assert (timing.median_s, timing.min_s, timing.max_s) == (3.0, 1.0, 5.0)
@@ -137,6 +140,7 @@ def test_timing_settings_reject_impossible_values():
 
 
 # ---------------------------------------------------------------- bad input and availability
+
 
 def test_unknown_profile_dtype_or_backend_is_rejected_with_the_valid_list():
     with pytest.raises(ValueError, match="valid profiles: smoke, cpu, gpu"):
@@ -181,6 +185,7 @@ def test_every_profile_grid_covers_both_norms_and_the_studies_the_issue_asks_for
 
 # ---------------------------------------------------------------- a small real run
 
+
 @pytest.fixture(scope="module")
 def document():
     return harness.run("smoke", backends=["eager", "torch", "triton", "auto"], dtypes=["float32"], progress=False)
@@ -208,8 +213,11 @@ def test_bandwidths_are_positive_finite_and_bytes_match_the_formula(document):
         assert math.isfinite(r["fraction_of_copy"]) and r["fraction_of_copy"] > 0
         assert r["q25_s"] <= r["median_s"] <= r["q75_s"] and r["min_s"] <= r["median_s"] <= r["max_s"]
         dtype = getattr(torch, r["dtype"])
-        expected = (traffic.copy_bytes(r["rows"], r["d"], dtype) if r["norm"] == "copy"
-                    else traffic.must_move(r["norm"], r["direction"], r["rows"], r["d"], dtype).total)
+        expected = (
+            traffic.copy_bytes(r["rows"], r["d"], dtype)
+            if r["norm"] == "copy"
+            else traffic.must_move(r["norm"], r["direction"], r["rows"], r["d"], dtype).total
+        )
         assert r["bytes"] == expected
         assert r["bandwidth_gbs"] == pytest.approx(r["bytes"] / r["median_s"] / 1e9)
         assert r["fraction_of_copy"] == pytest.approx(r["bandwidth_gbs"] / r["copy_bandwidth_gbs"])
@@ -232,15 +240,25 @@ def test_census_records_agreeing_op_counts_for_the_traceable_backends(document):
     census = report.census(report.frame(document))
     traced = census[census["traced_passes"].notna()]
     assert not traced.empty and traced["ops_agree"].all()
-    eager_rms = traced[(traced["norm"] == "rms") & (traced["implementation"] == "eager") & (traced["direction"] == "forward")]
+    eager_rms = traced[
+        (traced["norm"] == "rms") & (traced["implementation"] == "eager") & (traced["direction"] == "forward")
+    ]
     assert eager_rms["traced_passes"].iloc[0] == 7
 
 
 def test_claim_findings_have_valid_verdicts_and_finite_key_numbers(document):
     df = report.frame(document)
     a8, b6 = claims.a8_b6(df)
-    findings = [a8, b6, claims.a5(df, 0.1), *claims.a7_b8(df, 0.5), claims.b9(df, 0.5), claims.a10(df, 0.5),
-                claims.b10(df), claims.q2(df, 0.1)]
+    findings = [
+        a8,
+        b6,
+        claims.a5(df, 0.1),
+        *claims.a7_b8(df, 0.5),
+        claims.b9(df, 0.5),
+        claims.a10(df, 0.5),
+        claims.b10(df),
+        claims.q2(df, 0.1),
+    ]
     for finding in findings:
         assert finding.verdict in ("holds", "holds with caveats", "does not hold", "not testable here")
         assert finding.summary
@@ -258,6 +276,7 @@ def test_partial_rms_estimate_error_shrinks_with_more_features():
 
 
 # ---------------------------------------------------------------- committed results
+
 
 def test_committed_results_are_found_and_labelled_with_where_and_when(tmp_path, document):
     assert provenance.load_committed(tmp_path) == []
@@ -278,19 +297,35 @@ def test_loading_a_file_that_is_not_bench_results_fails_clearly(tmp_path):
 
 # ---------------------------------------------------------------- verdict logic on hand-made frames
 
+
 def _row(norm, implementation, median_s, copy_s, study="sweep", d=4096, rows=8192, direction="forward"):
-    return {"study": study, "norm": norm, "implementation": implementation, "direction": direction, "dtype": "float32",
-            "rows": rows, "d": d, "mode": "alloc", "status": "ok", "median_s": median_s,
-            "fraction_of_copy": copy_s / median_s, "effective_passes": 2 * median_s / copy_s}
+    return {
+        "study": study,
+        "norm": norm,
+        "implementation": implementation,
+        "direction": direction,
+        "dtype": "float32",
+        "rows": rows,
+        "d": d,
+        "mode": "alloc",
+        "status": "ok",
+        "median_s": median_s,
+        "fraction_of_copy": copy_s / median_s,
+        "effective_passes": 2 * median_s / copy_s,
+    }
 
 
 def test_fused_equal_times_make_q2_hold_and_a7_b8_fail_without_chunked_kernels():
     import pandas as pd
 
-    df = pd.DataFrame([
-        _row("layer", "fused", 1.00, 1.0), _row("rms", "fused", 1.02, 1.0),  # both at ~2 passes
-        _row("layer", "composite", 6.0, 1.0), _row("rms", "composite", 3.5, 1.0),  # 12 vs 7 passes
-    ])
+    df = pd.DataFrame(
+        [
+            _row("layer", "fused", 1.00, 1.0),
+            _row("rms", "fused", 1.02, 1.0),  # both at ~2 passes
+            _row("layer", "composite", 6.0, 1.0),
+            _row("rms", "composite", 3.5, 1.0),  # 12 vs 7 passes
+        ]
+    )
     q2 = claims.q2(df, equal_time=0.10)
     assert q2.verdict == "holds" and q2.evidence["fused_median_abs_saving"] == pytest.approx(0.02)
     a7, b8 = claims.a7_b8(df, extra_pass=0.5)
@@ -302,16 +337,20 @@ def test_chunked_two_pass_layer_norm_making_an_extra_pass_gives_a7_a_caveat_and_
     import pandas as pd
 
     df = pd.DataFrame([_row("layer", "fused", 1.0, 1.0), _row("rms", "fused", 1.0, 1.0)])
-    gpu = pd.DataFrame([
-        _row("layer", "triton chunked two-pass", 2.0, 1.0, study="chunked"),  # 4 passes
-        _row("layer", "triton chunked welford", 1.5, 1.0, study="chunked"),  # 3 passes
-        _row("rms", "triton chunked", 1.5, 1.0, study="chunked"),  # 3 passes
-    ])
+    gpu = pd.DataFrame(
+        [
+            _row("layer", "triton chunked two-pass", 2.0, 1.0, study="chunked"),  # 4 passes
+            _row("layer", "triton chunked welford", 1.5, 1.0, study="chunked"),  # 3 passes
+            _row("rms", "triton chunked", 1.5, 1.0, study="chunked"),  # 3 passes
+        ]
+    )
     a7, _ = claims.a7_b8(df, extra_pass=0.5, chunked_df=gpu)
     assert a7.verdict == "holds with caveats"
     assert a7.evidence["chunked_passes"]["triton chunked two-pass"] == pytest.approx(4.0)
     b9 = claims.b9(df, welford_equal=0.5, chunked_df=gpu)  # no traced composites in this frame
-    assert b9.verdict == "does not hold" and b9.evidence["chunked_passes"]["triton chunked welford"] == pytest.approx(3.0)
+    assert b9.verdict == "does not hold" and b9.evidence["chunked_passes"]["triton chunked welford"] == pytest.approx(
+        3.0
+    )
 
 
 def test_a8_b6_are_judged_on_the_papers_rows_as_speed_ups_and_on_the_measured_saving():
@@ -341,6 +380,7 @@ def test_a8_b6_are_judged_on_the_papers_rows_as_speed_ups_and_on_the_measured_sa
 
 # ---------------------------------------------------------------- timing you can believe
 
+
 def test_agreement_uses_the_combined_spread_with_a_floor():
     # identical code path, 5% apart, each with a 2% sd: inside the 10% floor
     assert timing.agree(1.00, 0.02, 1.05, 0.02)
@@ -355,8 +395,16 @@ def test_agreement_uses_the_combined_spread_with_a_floor():
 
 
 def _timing(median, spread=0.0):
-    return timing.Timing(median_s=median, q25_s=median * (1 - spread), q75_s=median * (1 + spread), min_s=median * 0.9,
-                         max_s=median * 1.1, repeats=9, number=1, buffers=2)
+    return timing.Timing(
+        median_s=median,
+        q25_s=median * (1 - spread),
+        q75_s=median * (1 + spread),
+        min_s=median * 0.9,
+        max_s=median * 1.1,
+        repeats=9,
+        number=1,
+        buffers=2,
+    )
 
 
 def test_a_case_whose_repeats_disagree_is_remeasured_and_marked_unstable_if_it_stays_so():
@@ -383,15 +431,35 @@ def test_a_case_whose_repeats_disagree_is_remeasured_and_marked_unstable_if_it_s
     # ...and a norm timed against it is still held to the plausible copy time
     small_norm = Case("small-batch", "layer", "torch", "torch", "forward", "bfloat16", 16, 4096)
     stalled_norm = iter([_timing(20e-3, 0.01), _timing(20e-3, 0.01)])
-    _, flags = harness.measure_believably(small_norm, None, None, 0, _timing(28e-3, 0.01), timer=lambda c: next(stalled_norm))
+    _, flags = harness.measure_believably(
+        small_norm, None, None, 0, _timing(28e-3, 0.01), timer=lambda c: next(stalled_norm)
+    )
     assert flags["unstable"]
 
 
 def _record(implementation, median, spread=0.01, norm="layer", rows=16, d=4096, study="small-batch"):
-    return {"study": study, "norm": norm, "implementation": implementation, "backend": implementation,
-            "direction": "forward", "dtype": "float32", "rows": rows, "d": d, "mode": "alloc", "status": "ok",
-            "median_s": median, "q25_s": median, "q75_s": median, "relative_sd": spread, "bandwidth_gbs": 1.0,
-            "fraction_of_copy": 0.5, "effective_passes": 4.0, "options": {}, "remeasured": False, "unstable": False}
+    return {
+        "study": study,
+        "norm": norm,
+        "implementation": implementation,
+        "backend": implementation,
+        "direction": "forward",
+        "dtype": "float32",
+        "rows": rows,
+        "d": d,
+        "mode": "alloc",
+        "status": "ok",
+        "median_s": median,
+        "q25_s": median,
+        "q75_s": median,
+        "relative_sd": spread,
+        "bandwidth_gbs": 1.0,
+        "fraction_of_copy": 0.5,
+        "effective_passes": 4.0,
+        "options": {},
+        "remeasured": False,
+        "unstable": False,
+    }
 
 
 def test_identical_code_paths_that_disagree_are_remeasured_then_marked_unstable():
@@ -402,7 +470,9 @@ def test_identical_code_paths_that_disagree_are_remeasured_then_marked_unstable(
     harness.check_same_paths(agreeing, cpu, remeasure=lambda case: pytest.fail("agreeing pairs need no re-measure"))
     assert agreeing[1]["same_path_agrees"] and not agreeing[1]["unstable"]
     stuck = [_record("torch", 20e-6), _record("auto", 32e-3)]
-    harness.check_same_paths(stuck, cpu, remeasure=lambda case: (_timing(32e-3 if case.implementation == "auto" else 20e-6, 0.01), {}))
+    harness.check_same_paths(
+        stuck, cpu, remeasure=lambda case: (_timing(32e-3 if case.implementation == "auto" else 20e-6, 0.01), {})
+    )
     assert not stuck[1]["same_path_agrees"] and stuck[0]["unstable"] and stuck[1]["unstable"]
     fixed = [_record("torch", 20e-6), _record("auto", 32e-3)]
     harness.check_same_paths(fixed, cpu, remeasure=lambda case: (_timing(20e-6, 0.01), {}))
@@ -439,9 +509,17 @@ def test_live_identical_code_paths_agree_or_are_flagged(document):
 
 # ---------------------------------------------------------------- weighing a GPU run beside this run
 
+
 def _measured(frame, hardware, on_gpu, started="2026-01-01T00:00:00+00:00", source="gpu-bench.json"):
-    return provenance.Measured(frame=frame, hardware=hardware, label=f"{hardware} label", on_gpu=on_gpu, source=source,
-                               started=started, commit="abc123def456")
+    return provenance.Measured(
+        frame=frame,
+        hardware=hardware,
+        label=f"{hardware} label",
+        on_gpu=on_gpu,
+        source=source,
+        started=started,
+        commit="abc123def456",
+    )
 
 
 def _pair(implementation, t_ln, t_rms, copy_s=1.0, **kw):
@@ -463,8 +541,11 @@ def test_the_gpu_run_decides_and_a_cpu_does_not_hold_only_adds_a_caveat():
     assert "'does not hold' (key number 0.2 vs 0.1)" in q2.summary  # the other run in one clause
     assert "+20%" in q2.evidence["by_hardware"]["Test CPU (2 cores)"]["summary"]  # its full sentence kept as evidence
     # the other way round the GPU's "does not hold" stands, whatever the CPU says
-    flipped = claims.q2(_measured(cpu.frame.assign(), "Test CPU (2 cores)", False, source="this run"), 0.10,
-                        gpu=_measured(pd.DataFrame(_pair("fused", 1.0, 0.8)), "Test GPU", True))
+    flipped = claims.q2(
+        _measured(cpu.frame.assign(), "Test CPU (2 cores)", False, source="this run"),
+        0.10,
+        gpu=_measured(pd.DataFrame(_pair("fused", 1.0, 0.8)), "Test GPU", True),
+    )
     assert flipped.verdict == "does not hold" and flipped.key_number == pytest.approx(0.2)
 
 
@@ -505,8 +586,12 @@ def test_two_runs_on_one_kind_of_gpu_are_told_apart_and_the_older_one_checks_the
     import pandas as pd
 
     cpu = _measured(pd.DataFrame(_pair("fused", 1.0, 0.98)), "Test CPU", False, source="this run")
-    new = _measured(pd.DataFrame(_pair("fused", 1.0, 0.99)), "Test GPU", True, started="2026-02", source="gpu-bench-2.json")
-    old = _measured(pd.DataFrame(_pair("fused", 1.0, 0.7)), "Test GPU", True, started="2026-01", source="gpu-bench.json")
+    new = _measured(
+        pd.DataFrame(_pair("fused", 1.0, 0.99)), "Test GPU", True, started="2026-02", source="gpu-bench-2.json"
+    )
+    old = _measured(
+        pd.DataFrame(_pair("fused", 1.0, 0.7)), "Test GPU", True, started="2026-01", source="gpu-bench.json"
+    )
     q2 = claims.q2(cpu, 0.10, gpu=claims.gpu_evidence(cpu, [old, new]))
     assert q2.evidence["decided_on"] == "Test GPU [gpu-bench-2.json]" and q2.key_number == pytest.approx(0.01)
     assert set(q2.evidence["by_hardware"]) == {"Test CPU", "Test GPU [gpu-bench-2.json]", "Test GPU [gpu-bench.json]"}
@@ -533,9 +618,15 @@ def test_one_kernel_pairs_above_memory_bound_count_as_fused_and_launch_bound_one
 def test_single_kernel_reads_the_profiler_census_for_both_norms():
     import pandas as pd
 
-    census = [dict(_row(norm, impl, 1.0, 1.0), profiler_ops=ops, traced_ops=None, traced_passes=None, ops_agree=None)
-              for norm, impl, ops in [("layer", "fused", ["k"]), ("rms", "fused", ["k"]),
-                                      ("layer", "half", ["k"]), ("rms", "half", ["a", "b"])]]
+    census = [
+        dict(_row(norm, impl, 1.0, 1.0), profiler_ops=ops, traced_ops=None, traced_passes=None, ops_agree=None)
+        for norm, impl, ops in [
+            ("layer", "fused", ["k"]),
+            ("rms", "fused", ["k"]),
+            ("layer", "half", ["k"]),
+            ("rms", "half", ["a", "b"]),
+        ]
+    ]
     assert claims.single_kernel(pd.DataFrame(census)) == {("fused", "forward", "float32")}
 
 
@@ -544,8 +635,10 @@ def test_q3_takes_each_backends_median_saving_over_the_widths_it_timed():
 
     rows = []
     for d, partial in [(4096, 0.9), (16384, 0.7)]:
-        rows += [_row("rms", "triton full", 1.0, 1.0, study="partial", d=d),
-                 _row("rms", "triton p=6.25%", partial, 1.0, study="partial", d=d)]
+        rows += [
+            _row("rms", "triton full", 1.0, 1.0, study="partial", d=d),
+            _row("rms", "triton p=6.25%", partial, 1.0, study="partial", d=d),
+        ]
     rows.append(_row("rms", "eager full", 1.0, 1.0, study="partial", d=4096))  # no partial variant: not judged
     rows.append(_row("rms", "eager full", 1.0, 1.0, study="partial", d=16384))
     q3 = claims.q3(pd.DataFrame(rows), worth_it=0.05, estimate_error=0.01)
@@ -571,8 +664,10 @@ def test_a8_needs_the_gpu_speed_up_in_range_too_and_names_its_hardware():
 
 def test_committed_runs_carry_their_hardware_and_whether_they_ran_on_a_gpu(tmp_path, document):
     assert provenance.committed(tmp_path) == []
-    harness.save(dict(document, hardware=dict(document["hardware"], gpu="Synthetic GPU"), profile="gpu"),
-                 tmp_path / "gpu-bench.json")
+    harness.save(
+        dict(document, hardware=dict(document["hardware"], gpu="Synthetic GPU"), profile="gpu"),
+        tmp_path / "gpu-bench.json",
+    )
     [run] = provenance.committed(tmp_path)
     assert run.hardware == "Synthetic GPU" and run.on_gpu and run.source == "gpu-bench.json"
     assert run.commit == provenance.short_commit(document) and run.unstable_count == len(report.unstable(run.frame))
@@ -606,6 +701,9 @@ def test_compare_runs_puts_each_runs_median_side_by_side():
 
 
 def test_a_run_from_a_tree_with_uncommitted_changes_keeps_its_dirty_mark():
-    assert provenance.short_commit({"git_commit": "12a05220ecc6217618d6aeaa96e9515d600275fb-dirty"}) == "12a05220ecc6-dirty"
+    assert (
+        provenance.short_commit({"git_commit": "12a05220ecc6217618d6aeaa96e9515d600275fb-dirty"})
+        == "12a05220ecc6-dirty"
+    )
     assert provenance.short_commit({"git_commit": "12a05220ecc6217618d6aeaa96e9515d600275fb"}) == "12a05220ecc6"
     assert provenance.short_commit({}) == "unknown"

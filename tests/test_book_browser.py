@@ -5,6 +5,7 @@ replaces a cpu- or gpu-profile book in build/ and _build/, and edits made to the
 reach it halfway. The copy's executed chapters persist between runs, and the runner re-executes only the
 chapters whose inputs changed.
 """
+
 from __future__ import annotations
 
 import functools
@@ -17,7 +18,7 @@ import sys
 import threading
 import urllib.request
 from pathlib import Path
-from urllib.parse import urljoin, urlparse
+from urllib.parse import urlparse
 
 import pytest
 
@@ -26,8 +27,9 @@ from normlab.study import paths
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path(shutil.which("chromedriver") or "/usr/bin/chromedriver")
 INSTALL = "install them with `apt-get install chromium chromium-driver` (Debian) to run the browser test"
-pytestmark = pytest.mark.skipif(not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
-                                reason=f"Chromium or chromedriver is missing: {INSTALL}")
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM.exists() and CHROMEDRIVER.exists()), reason=f"Chromium or chromedriver is missing: {INSTALL}"
+)
 SOURCES = ("_config.yml", "_toc.yml", "book", "notebooks", "data", "src")
 MAX_PAGE_BYTES = 300_000
 VENV_BIN = Path(sys.executable).parent
@@ -69,7 +71,9 @@ def book() -> Path:
     ledger = _step([python, "-m", "normlab.study.ledger"], root)
     assert ledger.returncode == 0, ledger.stderr
     build = _step([str(VENV_BIN / "jupyter-book"), "build", ".", "-W", "--keep-going"], root)
-    assert build.returncode == 0, f"the smoke book does not build with warnings as errors:\n{build.stdout[-6000:]}\n{build.stderr[-3000:]}"
+    assert build.returncode == 0, (
+        f"the smoke book does not build with warnings as errors:\n{build.stdout[-6000:]}\n{build.stderr[-3000:]}"
+    )
     return root / "_build" / "html"
 
 
@@ -93,9 +97,15 @@ def browser(tmp_path_factory):
     webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed: pip install selenium")
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-dev-shm-usage", f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
-                 "--window-size=1280,2000"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+        "--window-size=1280,2000",
+    ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=str(CHROMEDRIVER)))
@@ -122,8 +132,9 @@ def test_executed_chapters_carry_no_terminal_output_or_machine_paths(book):
 
     executed = sorted((book.parents[1] / "build" / "executed").glob("*.ipynb"))
     assert executed
-    found = [f"{path.stem}: {problem}" for path in executed
-             for problem in run.residue(nbformat.read(path, as_version=4))]
+    found = [
+        f"{path.stem}: {problem}" for path in executed for problem in run.residue(nbformat.read(path, as_version=4))
+    ]
     assert not found, "\n".join(found)
 
 
@@ -160,7 +171,8 @@ def test_every_page_reads_cleanly_in_chromium(book, server, browser):
         browser.execute_async_script(
             "const done = arguments[arguments.length - 1];"
             "if (window.MathJax && MathJax.startup && MathJax.startup.promise) {"
-            "  MathJax.startup.promise.then(() => done(true), () => done(false)); } else { done(null); }")
+            "  MathJax.startup.promise.then(() => done(true), () => done(false)); } else { done(null); }"
+        )
         for entry in browser.get_log("browser"):
             if entry["level"] == "SEVERE":
                 problems.append(f"{name}: console error {entry['message']}")
@@ -177,7 +189,8 @@ def test_every_page_reads_cleanly_in_chromium(book, server, browser):
                 if not browser.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", image):
                     problems.append(f"{name}: image {image.get_attribute('src')[:60]} did not load")
         loose = browser.execute_script(
-            "return Array.from(document.querySelectorAll('.cell_output img')).filter(i => !i.closest('figure')).length")
+            "return Array.from(document.querySelectorAll('.cell_output img')).filter(i => !i.closest('figure')).length"
+        )
         if loose:
             problems.append(f"{name}: {loose} output image(s) outside a captioned figure")
     assert not problems, "\n".join(problems)

@@ -1,4 +1,5 @@
 """Helpers the training chapters judge with: equivalence verdicts, timing ratios, stream outliers, run summaries."""
+
 import math
 
 import pandas as pd
@@ -70,6 +71,12 @@ def test_deepest_value_reads_per_layer_lists_and_scalars():
     from normlab.analysis.shared.stream import deepest_value
 
     evidence = {"shared_mean_share_by_layer": [0.1, 0.3, float("nan")], "offset_share_last": 0.2}
-    assert deepest_value(evidence, "shared_mean_share_by_layer", "offset_share_last") == ("shared_mean_share_by_layer", 0.3)
-    assert deepest_value({"offset_share_last": 0.2}, "shared_mean_share_by_layer", "offset_share_last") == ("offset_share_last", 0.2)
+    assert deepest_value(evidence, "shared_mean_share_by_layer", "offset_share_last") == (
+        "shared_mean_share_by_layer",
+        0.3,
+    )
+    assert deepest_value({"offset_share_last": 0.2}, "shared_mean_share_by_layer", "offset_share_last") == (
+        "offset_share_last",
+        0.2,
+    )
     assert deepest_value({}, "x") is None and deepest_value(None, "x") is None

@@ -7,6 +7,7 @@ signature its own function and keeps shapes (weights included) dynamic. These
 tests make well over 16 distinct patterns and require: no error, no warning
 (auto's fallback warns), and results equal to the float64 reference.
 """
+
 import warnings
 
 import pytest
@@ -14,7 +15,8 @@ import torch
 
 import normlab
 from normlab.norms import functional
-from normlab.norms.backends import compiled, cpp as cpu
+from normlab.norms.backends import compiled
+from normlab.norms.backends import cpp as cpu
 from normlab.norms.reference import layer_norm_reference, rms_norm_reference
 
 # Tolerance on the float64 reference, per dtype: a few units of the dtype's rounding.

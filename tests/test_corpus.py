@@ -1,4 +1,5 @@
 """The standard-library corpus: deterministic, disjoint, checksummed, and batches that are next-byte pairs."""
+
 import hashlib
 import math
 

@@ -4,6 +4,7 @@ fp32 results must be within twice the error PyTorch's own F.rms_norm makes on th
 same inputs (plus a small atol); float64 results within 1e-12. Gradients are
 checked with gradcheck in float64, and every output buffer starts as NaN.
 """
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -52,10 +53,16 @@ def test_float32_within_twice_pytorchs_error(rows, d, mean_dominated, with_resid
     x, weight, residual, dy = inputs(rows, d, torch.float32, mean_dominated=mean_dominated, seed=rows * d)
     residual = residual if with_residual else None
     as64 = lambda t: None if t is None else t.double()  # noqa: E731
-    expected = forward_and_grads(lambda x, w, r=None: normlab.rms_norm_reference(x, w, 1e-6, residual=r),
-                                 as64(x), as64(weight), as64(residual), dy.double())
-    ours = forward_and_grads(lambda x, w, r=None: normlab.rms_norm(x, w, 1e-6, residual=r, backend="cpp"),
-                             x, weight, residual, dy)
+    expected = forward_and_grads(
+        lambda x, w, r=None: normlab.rms_norm_reference(x, w, 1e-6, residual=r),
+        as64(x),
+        as64(weight),
+        as64(residual),
+        dy.double(),
+    )
+    ours = forward_and_grads(
+        lambda x, w, r=None: normlab.rms_norm(x, w, 1e-6, residual=r, backend="cpp"), x, weight, residual, dy
+    )
 
     def pytorch(x, w, r=None):
         s = x if r is None else x + r
@@ -66,7 +73,8 @@ def test_float32_within_twice_pytorchs_error(rows, d, mean_dominated, with_resid
         assert torch.isfinite(o).all(), f"{name} has unwritten (NaN) elements"
         scale = e.abs().max().item()
         assert max_error(o, e) <= 2 * max_error(t, e) + 1e-6 * scale, (
-            f"{name}: ours {max_error(o, e):.3g} vs PyTorch's {max_error(t, e):.3g} (scale {scale:.3g})")
+            f"{name}: ours {max_error(o, e):.3g} vs PyTorch's {max_error(t, e):.3g} (scale {scale:.3g})"
+        )
 
 
 @pytest.mark.parametrize("eps_placement", ("inside", "outside"))
@@ -76,10 +84,16 @@ def test_float64_matches_reference(rows, d, offset, eps_placement, poisoned):
     x, weight, residual, dy = inputs(rows, d, torch.float64, seed=d)
     for r in (None, residual):
         kwargs = dict(residual=r, offset=offset, eps_placement=eps_placement)
-        expected = forward_and_grads(lambda x, w, r=None: normlab.rms_norm_reference(x, w, 1e-6, **{**kwargs, "residual": r}),
-                                     x, weight, r, dy)
-        ours = forward_and_grads(lambda x, w, r=None: normlab.rms_norm(x, w, 1e-6, backend="cpp", **{**kwargs, "residual": r}),
-                                 x, weight, r, dy)
+        expected = forward_and_grads(
+            lambda x, w, r=None: normlab.rms_norm_reference(x, w, 1e-6, **{**kwargs, "residual": r}), x, weight, r, dy
+        )
+        ours = forward_and_grads(
+            lambda x, w, r=None: normlab.rms_norm(x, w, 1e-6, backend="cpp", **{**kwargs, "residual": r}),
+            x,
+            weight,
+            r,
+            dy,
+        )
         for o, e in zip(ours, expected):
             assert max_error(o, e) <= 1e-12 * max(1.0, e.abs().max().item())
 
@@ -95,7 +109,9 @@ def test_gradcheck_every_feature(with_weight, with_residual, eps_placement):
     offset = 0.5 if with_weight else 0.0
 
     def function(x, weight, residual):
-        out = normlab.rms_norm(x, weight, 1e-3, residual=residual, offset=offset, eps_placement=eps_placement, backend="cpp")
+        out = normlab.rms_norm(
+            x, weight, 1e-3, residual=residual, offset=offset, eps_placement=eps_placement, backend="cpp"
+        )
         return out if residual is not None else (out,)
 
     assert torch.autograd.gradcheck(function, (x, weight, residual))
@@ -122,8 +138,10 @@ def test_thread_counts_agree_and_repeat_bit_for_bit():
         results = {}
         for threads in (1, 2, 3):
             torch.set_num_threads(threads)
-            results[threads] = [forward_and_grads(lambda x, w: normlab.rms_norm(x, w, backend="cpp"), x, weight, None, dy)
-                                for _ in range(2)]
+            results[threads] = [
+                forward_and_grads(lambda x, w: normlab.rms_norm(x, w, backend="cpp"), x, weight, None, dy)
+                for _ in range(2)
+            ]
     finally:
         torch.set_num_threads(before)
     for threads, (first, second) in results.items():
@@ -157,13 +175,16 @@ def test_inside_torch_compile_the_traced_composite_is_used():
     torch.testing.assert_close(compiled(x, weight), normlab.rms_norm(x, weight, backend="reference"))
 
 
-@pytest.mark.parametrize("call,message", [
-    (lambda x: normlab.rms_norm(x.half(), backend="cpp"), "float32 or float64, and x is torch.float16"),
-    (lambda x: normlab.rms_norm(x, torch.ones(8, dtype=torch.float64), backend="cpp"), "one dtype"),
-    (lambda x: normlab.rms_norm(x.double(), residual=x, backend="cpp"), "one dtype"),
-    (lambda x: normlab.rms_norm(x, torch.ones(8), partial=0.5, backend="cpp"), "does not support partial"),
-    (lambda x: normlab.layer_norm(x, backend="cpp"), "RMSNorm only"),
-])
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (lambda x: normlab.rms_norm(x.half(), backend="cpp"), "float32 or float64, and x is torch.float16"),
+        (lambda x: normlab.rms_norm(x, torch.ones(8, dtype=torch.float64), backend="cpp"), "one dtype"),
+        (lambda x: normlab.rms_norm(x.double(), residual=x, backend="cpp"), "one dtype"),
+        (lambda x: normlab.rms_norm(x, torch.ones(8), partial=0.5, backend="cpp"), "does not support partial"),
+        (lambda x: normlab.layer_norm(x, backend="cpp"), "RMSNorm only"),
+    ],
+)
 def test_what_the_kernel_cannot_take_is_refused_by_name(call, message):
     with pytest.raises(UnsupportedFeature, match=message):
         call(torch.randn(4, 8))

@@ -20,8 +20,15 @@ def test_validate_depths_sorts_and_dedups():
 
 def test_mean_pairwise_cosine_matches_brute_force():
     x = torch.randn(3, 5, 7, dtype=torch.float64)
-    expected = np.mean([float(torch.nn.functional.cosine_similarity(x[b, i], x[b, j], dim=0))
-                        for b in range(3) for i in range(5) for j in range(5) if i != j])
+    expected = np.mean(
+        [
+            float(torch.nn.functional.cosine_similarity(x[b, i], x[b, j], dim=0))
+            for b in range(3)
+            for i in range(5)
+            for j in range(5)
+            if i != j
+        ]
+    )
     assert D.mean_pairwise_cosine(x) == pytest.approx(expected, rel=1e-12)
     same = torch.ones(1, 4, 3)
     assert D.mean_pairwise_cosine(same) == pytest.approx(1.0)
@@ -41,7 +48,7 @@ def test_init_profile_shapes_and_gradients_match_autograd():
 
 
 def test_depth_exponents_recover_a_known_power_law():
-    rows = [{"config": "c", "depth": L, "layer": L, "grad_mlp_down": 3.0 * L ** -0.5} for L in (2, 4, 8, 16)]
+    rows = [{"config": "c", "depth": L, "layer": L, "grad_mlp_down": 3.0 * L**-0.5} for L in (2, 4, 8, 16)]
     rows += [{"config": "c", "depth": L, "layer": 1, "grad_mlp_down": 1.0} for L in (2, 4, 8, 16)]
     out = D.depth_exponents(pd.DataFrame(rows))
     assert out.iloc[0]["exponent"] == pytest.approx(-0.5, abs=1e-9)

@@ -1,4 +1,5 @@
 """DyT (Dynamic Tanh): every backend against the float64 reference, forward and backward, and gradcheck."""
+
 import math
 
 import pytest

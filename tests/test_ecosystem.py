@@ -1,4 +1,5 @@
 """The behavioural norm classifier and the transformers survey."""
+
 import pytest
 import torch
 from torch import nn

@@ -4,13 +4,14 @@ The Triton backend has its own file (test_triton_kernels.py); bad input is in
 test_bad_input.py. "compile" is exercised on few configurations because each
 distinct feature set costs a compilation.
 """
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 import normlab
-from normlab.norms import functional
 from normlab import layer_norm, layer_norm_reference, rms_norm, rms_norm_reference
+from normlab.norms import functional
 
 TORCH_BACKENDS = ("reference", "eager", "torch")
 ROW_LENGTHS = (1, 3, 127, 1000, 4096)
@@ -45,8 +46,15 @@ def test_leading_dimensions_and_transposed_views(backend):
     xt = torch.randn(33, 7).t()  # non-contiguous: last-dim stride 7
     weight = torch.randn(33)
     for x in (x3, xt):
-        assert relative_error(rms_norm(x, weight, backend=backend), rms_norm_reference(x.double(), weight.double())) < 1e-5
-        assert relative_error(layer_norm(x, weight, None, backend=backend), layer_norm_reference(x.double(), weight.double())) < 1e-5
+        assert (
+            relative_error(rms_norm(x, weight, backend=backend), rms_norm_reference(x.double(), weight.double())) < 1e-5
+        )
+        assert (
+            relative_error(
+                layer_norm(x, weight, None, backend=backend), layer_norm_reference(x.double(), weight.double())
+            )
+            < 1e-5
+        )
 
 
 @pytest.mark.parametrize("backend", TORCH_BACKENDS)
@@ -92,8 +100,12 @@ def test_gradcheck_float64(backend):
     residual = torch.randn(3, 6, dtype=torch.float64, requires_grad=True)
     weight = torch.randn(6, dtype=torch.float64, requires_grad=True)
     bias = torch.randn(6, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda x, r, w: rms_norm(x, w, residual=r, offset=0.5, backend=backend), (x, residual, weight))
-    assert torch.autograd.gradcheck(lambda x, r, w, b: layer_norm(x, w, b, residual=r, backend=backend), (x, residual, weight, bias))
+    assert torch.autograd.gradcheck(
+        lambda x, r, w: rms_norm(x, w, residual=r, offset=0.5, backend=backend), (x, residual, weight)
+    )
+    assert torch.autograd.gradcheck(
+        lambda x, r, w, b: layer_norm(x, w, b, residual=r, backend=backend), (x, residual, weight, bias)
+    )
 
 
 def test_llama_casting_mode_keeps_llama_rounding_order():
@@ -144,8 +156,18 @@ def test_compile_backend_all_features_forward_and_backward():
         assert relative_error(grad, grad_ref) < 1e-5
     # A new shape reuses the dynamic graph and stays correct.
     x2, r2 = torch.randn(7, 24), torch.randn(7, 24)
-    y2, _ = rms_norm(x2, weight.detach(), 1e-6, backend="compile", residual=r2, offset=1.0, eps_placement="outside", partial=0.5)
-    assert relative_error(y2, rms_norm_reference(x2, weight.detach(), 1e-6, residual=r2, offset=1.0, eps_placement="outside", partial=0.5)[0]) < 1e-5
+    y2, _ = rms_norm(
+        x2, weight.detach(), 1e-6, backend="compile", residual=r2, offset=1.0, eps_placement="outside", partial=0.5
+    )
+    assert (
+        relative_error(
+            y2,
+            rms_norm_reference(
+                x2, weight.detach(), 1e-6, residual=r2, offset=1.0, eps_placement="outside", partial=0.5
+            )[0],
+        )
+        < 1e-5
+    )
 
 
 def test_compile_backend_layer_norm():
@@ -167,8 +189,21 @@ def test_auto_uses_compiled_composite_for_large_cpu_inputs(monkeypatch):
     kwargs = dict(residual=residual, offset=1.0, eps_placement="outside", partial=0.5)
     y, _ = rms_norm(x, weight, 1e-6, **kwargs)
     assert calls == ["rms"]
-    assert relative_error(y, rms_norm_reference(x.double(), weight.double(), 1e-6, residual=residual.double(), offset=1.0,
-                                                eps_placement="outside", partial=0.5)[0]) < 1e-5
+    assert (
+        relative_error(
+            y,
+            rms_norm_reference(
+                x.double(),
+                weight.double(),
+                1e-6,
+                residual=residual.double(),
+                offset=1.0,
+                eps_placement="outside",
+                partial=0.5,
+            )[0],
+        )
+        < 1e-5
+    )
 
 
 def test_auto_falls_back_when_this_machine_cannot_compile(monkeypatch):
@@ -193,8 +228,9 @@ def test_compile_backend_zero_and_one_rows(rows):
     x, residual, weight, bias = torch.randn(rows, 24), torch.randn(rows, 24), torch.randn(24), torch.randn(24)
     kwargs = dict(residual=residual, offset=1.0, eps_placement="outside", partial=0.5)
     y, s = rms_norm(x, weight, 1e-6, backend="compile", **kwargs)
-    y_ref, s_ref = rms_norm_reference(x.double(), weight.double(), 1e-6, residual=residual.double(), offset=1.0,
-                                      eps_placement="outside", partial=0.5)
+    y_ref, s_ref = rms_norm_reference(
+        x.double(), weight.double(), 1e-6, residual=residual.double(), offset=1.0, eps_placement="outside", partial=0.5
+    )
     assert y.shape == x.shape and relative_error(y, y_ref) < 1e-5 and relative_error(s, s_ref) < 1e-6
     y, s = layer_norm(x, weight, bias, residual=residual, backend="compile")
     y_ref, _ = layer_norm_reference(x.double(), weight.double(), bias.double(), residual=residual.double())
@@ -202,12 +238,15 @@ def test_compile_backend_zero_and_one_rows(rows):
 
 
 @pytest.mark.parametrize("backend", ("reference", "eager", "torch", "compile", "triton", "auto"))
-@pytest.mark.parametrize("x_dtype, r_dtype, in_fp32, s_dtype", [
-    (torch.bfloat16, torch.float32, False, torch.float32),   # mixed: s as PyTorch promotes x + residual
-    (torch.bfloat16, torch.bfloat16, True, torch.float32),   # residual_in_fp32: the running sum kept in fp32
-    (torch.float16, torch.float16, False, torch.float16),
-    (torch.float32, torch.bfloat16, False, torch.float32),
-])
+@pytest.mark.parametrize(
+    "x_dtype, r_dtype, in_fp32, s_dtype",
+    [
+        (torch.bfloat16, torch.float32, False, torch.float32),  # mixed: s as PyTorch promotes x + residual
+        (torch.bfloat16, torch.bfloat16, True, torch.float32),  # residual_in_fp32: the running sum kept in fp32
+        (torch.float16, torch.float16, False, torch.float16),
+        (torch.float32, torch.bfloat16, False, torch.float32),
+    ],
+)
 def test_residual_dtypes_are_the_same_on_every_backend(backend, x_dtype, r_dtype, in_fp32, s_dtype):
     torch.manual_seed(11)
     x, residual = torch.randn(5, 48).to(x_dtype), torch.randn(5, 48).to(r_dtype)

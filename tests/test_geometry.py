@@ -1,4 +1,5 @@
 """normlab.analysis.geometry: the articles' formulas and the measurement helpers of the geometry chapter."""
+
 from __future__ import annotations
 
 import math
@@ -19,11 +20,18 @@ def test_written_formulas_match_reference_and_torch():
     g = _generator(0)
     x = G.random_tokens(16, 24, g)
     gamma, beta = torch.randn(24, generator=g, dtype=torch.float64), torch.randn(24, generator=g, dtype=torch.float64)
-    torch.testing.assert_close(G.layer_norm_as_written(x, gamma, beta, 1e-5), F.layer_norm(x, (24,), gamma, beta, 1e-5),
-                               rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(G.rms_norm_eps_inside(x, gamma, 1e-6), F.rms_norm(x, (24,), gamma, 1e-6), rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(G.rms_norm_eps_outside(x, gamma, 1e-6),
-                               rms_norm_reference(x, gamma, 1e-6, eps_placement="outside"), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        G.layer_norm_as_written(x, gamma, beta, 1e-5), F.layer_norm(x, (24,), gamma, beta, 1e-5), rtol=1e-12, atol=1e-12
+    )
+    torch.testing.assert_close(
+        G.rms_norm_eps_inside(x, gamma, 1e-6), F.rms_norm(x, (24,), gamma, 1e-6), rtol=1e-12, atol=1e-12
+    )
+    torch.testing.assert_close(
+        G.rms_norm_eps_outside(x, gamma, 1e-6),
+        rms_norm_reference(x, gamma, 1e-6, eps_placement="outside"),
+        rtol=1e-12,
+        atol=1e-12,
+    )
 
 
 def test_random_tokens_have_varied_offset_and_scale():
@@ -60,7 +68,9 @@ def test_output_rank_is_d_minus_one_for_layer_norm_and_d_for_rms():
 def test_tokens_with_rms_have_the_requested_rms():
     rms_values = [1e-6, 1.0, 3e4]
     x = G.tokens_with_rms(rms_values, 64, _generator(4))
-    torch.testing.assert_close(x.pow(2).mean(-1).sqrt(), torch.tensor(rms_values, dtype=torch.float64), rtol=1e-12, atol=0)
+    torch.testing.assert_close(
+        x.pow(2).mean(-1).sqrt(), torch.tensor(rms_values, dtype=torch.float64), rtol=1e-12, atol=0
+    )
 
 
 def test_placement_gap_follows_eps_over_r_at_large_scale():

@@ -5,6 +5,7 @@ be no further from a float64 run of the same model than twice the original
 fp32 model's own distance to it (plus a few ulps of the logits' scale, for the
 backends whose arithmetic matches transformers' bit for bit).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -13,7 +14,6 @@ from torch import nn
 
 from normlab.norms.huggingface import RMSNormWithBias, find_norms, norm_kind, restore_norms, swap_norms
 from normlab.norms.modules import LayerNorm, RMSNorm
-
 from smollm2_once import smollm2
 
 TOKENS = [[1, 504, 3458, 314, 253, 1345, 28, 2000]]

@@ -1,4 +1,5 @@
 """The closed-form Jacobians in normlab.analysis.jacobians against autograd of the reference, in float64."""
+
 from __future__ import annotations
 
 import pytest
@@ -97,8 +98,9 @@ def test_null_directions_and_ranks():
 def test_gradients_scale_as_one_over_r():
     x, gain, upstream = _token(11, 24), _token(12, 24), _token(13, 24)
     scales = [1e-3, 0.1, 10.0, 1e4]
-    torch.testing.assert_close(J.gradient_scale_ratios(x, gain, upstream, scales), torch.ones(4, dtype=torch.float64),
-                               rtol=1e-12, atol=0)
+    torch.testing.assert_close(
+        J.gradient_scale_ratios(x, gain, upstream, scales), torch.ones(4, dtype=torch.float64), rtol=1e-12, atol=0
+    )
     damped = J.gradient_scale_ratios(x, gain, upstream, [1e-3], eps=1e-4)
     assert damped[0] < 0.5  # when mean(x²) ≲ ε the 1/r law fails
 

@@ -1,12 +1,21 @@
 """The landscape chapter's measures: LR ranges, hidden growth, drop-one contributions, the probed training job."""
+
 import math
 
 import pytest
 import torch
 
-from normlab.analysis.landscape import (drop_one_losses, growth_ratio, landscape_run, later_half_share,
-                                        max_attention_logit, non_inferiority, paired_or_none, usable_flags,
-                                        usable_lr_range)
+from normlab.analysis.landscape import (
+    drop_one_losses,
+    growth_ratio,
+    landscape_run,
+    later_half_share,
+    max_attention_logit,
+    non_inferiority,
+    paired_or_none,
+    usable_flags,
+    usable_lr_range,
+)
 from normlab.gpt.model import GPT, GPTConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -25,8 +34,12 @@ def test_usable_lr_range_is_the_contiguous_run_from_the_lowest_usable():
 
 
 def test_usable_flags():
-    assert usable_flags([1.0, 1.2, 1.3, math.nan], [False, False, False, True], best=1.0, tolerance=0.25) == \
-        [True, True, False, False]
+    assert usable_flags([1.0, 1.2, 1.3, math.nan], [False, False, False, True], best=1.0, tolerance=0.25) == [
+        True,
+        True,
+        False,
+        False,
+    ]
     with pytest.raises(ValueError, match="tolerance"):
         usable_flags([1.0], [False], 1.0, 0)
 

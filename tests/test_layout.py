@@ -3,6 +3,7 @@
 Read from the package's own source (every `import`, lazy ones inside functions included), so a new
 module lands on a floor by its path, and an upward or circular import fails here before review.
 """
+
 from __future__ import annotations
 
 import ast
@@ -77,8 +78,12 @@ def test_every_module_is_on_a_floor():
 
 
 def test_no_floor_imports_from_a_floor_above_it():
-    upward = [f"{m} ({FLOORS[floor_of(m)][0]}) imports {t} ({FLOORS[floor_of(t)][0]})"
-              for m, targets in GRAPH.items() for t in sorted(targets) if floor_of(t) > floor_of(m)]
+    upward = [
+        f"{m} ({FLOORS[floor_of(m)][0]}) imports {t} ({FLOORS[floor_of(t)][0]})"
+        for m, targets in GRAPH.items()
+        for t in sorted(targets)
+        if floor_of(t) > floor_of(m)
+    ]
     assert not upward, "imports that go up a floor:\n" + "\n".join(upward)
 
 
@@ -91,7 +96,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(node)
         for target in sorted(graph.get(node, ())):
             if state.get(target) == 1:
-                return path[path.index(target):] + [target]
+                return path[path.index(target) :] + [target]
             if target not in state and (cycle := visit(target)):
                 return cycle
         path.pop()
@@ -129,15 +134,18 @@ importlib.machinery.PathFinder.find_spec = _hidden
 
 
 def _run(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", BLOCKER.format(blocked=NOT_IN_CORE) + code],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", BLOCKER.format(blocked=NOT_IN_CORE) + code], capture_output=True, text=True, timeout=300
+    )
 
 
 def test_a_core_install_imports_the_whole_norm_library():
     # Triton is its own extra: the triton backend is imported by functional only when it is asked for.
     library = [m for m in MODULES if floor_of(m) == 0 and not m.startswith("normlab.norms.backends.triton")]
-    done = _run("\n".join(f"import {m}" for m in library) + "\nfrom normlab import rms_norm, layer_norm, RMSNorm, LayerNorm\n"
-                "import torch\nx = torch.randn(3, 8)\nprint(float((rms_norm(x) - RMSNorm(8)(x)).abs().max()))")
+    done = _run(
+        "\n".join(f"import {m}" for m in library) + "\nfrom normlab import rms_norm, layer_norm, RMSNorm, LayerNorm\n"
+        "import torch\nx = torch.randn(3, 8)\nprint(float((rms_norm(x) - RMSNorm(8)(x)).abs().max()))"
+    )
     assert done.returncode == 0, done.stderr
     assert float(done.stdout.split()[-1]) < 1e-6
 

@@ -1,4 +1,5 @@
 """normlab's dependency-free MiniLM reader agrees with Hugging Face transformers on the same packaged files."""
+
 import pytest
 import torch
 

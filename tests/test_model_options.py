@@ -4,44 +4,72 @@ Each option: shapes, a state_dict round trip, the wiring it claims, and its bad 
 that existed before these options keep their state_dict names and initial weights (recorded below from the
 model as it was at commit 7673181, before the options).
 """
+
 import math
 
 import pytest
 import torch
 
+from normlab.gpt.model import GPT, NORMS, PLACEMENTS
 from normlab.norms.dyt import DyT
-from normlab.gpt.model import GPT, NORMS, PLACEMENTS, GPTConfig
 from normlab.norms.modules import RMSNorm
+from tiny_gpt import ids, tiny
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-from tiny_gpt import ids, tiny
 
 
 def _block_keys(i, parts):
     return [f"blocks.{i}.{p}" for p in parts]
 
 
-_PRE_RMS_BLOCK = ["norm1.weight", "norm2.weight", "attn.qkv.weight", "attn.proj.weight", "mlp.gate.weight",
-                  "mlp.up.weight", "mlp.down.weight"]
+_PRE_RMS_BLOCK = [
+    "norm1.weight",
+    "norm2.weight",
+    "attn.qkv.weight",
+    "attn.proj.weight",
+    "mlp.gate.weight",
+    "mlp.up.weight",
+    "mlp.down.weight",
+]
 _LAYER_BLOCK = ["norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias", "attn.qkv.weight", "attn.proj.weight"]
 RECORDED_KEYS = {
-    "pre-rms": (dict(), ["token_embedding.weight", *_block_keys(0, _PRE_RMS_BLOCK), *_block_keys(1, _PRE_RMS_BLOCK),
-                         "final_norm.weight", "lm_head.weight"]),
-    "post-layer": (dict(norm="layer", placement="post"),
-                   ["token_embedding.weight",
-                    *_block_keys(0, _LAYER_BLOCK + ["mlp.gate.weight", "mlp.up.weight", "mlp.down.weight"]),
-                    *_block_keys(1, _LAYER_BLOCK + ["mlp.gate.weight", "mlp.up.weight", "mlp.down.weight"]),
-                    "lm_head.weight"]),
-    "pre-layer-gelu-learned-tied": (dict(norm="layer", mlp="gelu", positions="learned", tie_embeddings=True),
-                                    ["token_embedding.weight", "position_embedding.weight",
-                                     *_block_keys(0, _LAYER_BLOCK + ["mlp.up.weight", "mlp.down.weight"]),
-                                     *_block_keys(1, _LAYER_BLOCK + ["mlp.up.weight", "mlp.down.weight"]),
-                                     "final_norm.weight", "final_norm.bias", "lm_head.weight"]),
+    "pre-rms": (
+        dict(),
+        [
+            "token_embedding.weight",
+            *_block_keys(0, _PRE_RMS_BLOCK),
+            *_block_keys(1, _PRE_RMS_BLOCK),
+            "final_norm.weight",
+            "lm_head.weight",
+        ],
+    ),
+    "post-layer": (
+        dict(norm="layer", placement="post"),
+        [
+            "token_embedding.weight",
+            *_block_keys(0, _LAYER_BLOCK + ["mlp.gate.weight", "mlp.up.weight", "mlp.down.weight"]),
+            *_block_keys(1, _LAYER_BLOCK + ["mlp.gate.weight", "mlp.up.weight", "mlp.down.weight"]),
+            "lm_head.weight",
+        ],
+    ),
+    "pre-layer-gelu-learned-tied": (
+        dict(norm="layer", mlp="gelu", positions="learned", tie_embeddings=True),
+        [
+            "token_embedding.weight",
+            "position_embedding.weight",
+            *_block_keys(0, _LAYER_BLOCK + ["mlp.up.weight", "mlp.down.weight"]),
+            *_block_keys(1, _LAYER_BLOCK + ["mlp.up.weight", "mlp.down.weight"]),
+            "final_norm.weight",
+            "final_norm.bias",
+            "lm_head.weight",
+        ],
+    ),
 }
 # Loss on ids 0..31 and the sum of all parameters after torch.manual_seed(0), recorded before the options existed.
-RECORDED_NUMBERS = {"pre-rms": (5.559810638427734, 162.4095348831934),
-                    "post-layer": (5.55640983581543, 130.4095348831934)}
+RECORDED_NUMBERS = {
+    "pre-rms": (5.559810638427734, 162.4095348831934),
+    "post-layer": (5.55640983581543, 130.4095348831934),
+}
 
 
 @pytest.mark.parametrize("name", sorted(RECORDED_KEYS))
@@ -98,7 +126,13 @@ def test_option_shapes_backward_and_state_dict_round_trip(name):
 def test_dyt_model_uses_dyt_everywhere_with_its_alpha():
     model = GPT(tiny(norm="dyt", dyt_alpha=0.8))
     norms = model.norms()
-    assert [n for n, _ in norms] == ["blocks.0.norm1", "blocks.0.norm2", "blocks.1.norm1", "blocks.1.norm2", "final_norm"]
+    assert [n for n, _ in norms] == [
+        "blocks.0.norm1",
+        "blocks.0.norm2",
+        "blocks.1.norm1",
+        "blocks.1.norm2",
+        "final_norm",
+    ]
     assert all(isinstance(m, DyT) and m.alpha.item() == pytest.approx(0.8) for _, m in norms)
 
 
@@ -195,21 +229,24 @@ def test_depth_scaling_multiplies_each_block_norm_by_one_over_sqrt_layer():
     torch.testing.assert_close(seen["attn_in"], seen["norm_out"] / math.sqrt(3))
 
 
-@pytest.mark.parametrize("overrides, words", [
-    (dict(norm="group"), r"norm='group'.*'rms', 'layer', 'dyt'"),
-    (dict(placement="sandwich"), r"placement='sandwich'.*'pre', 'post', 'peri', 'post-sublayer'"),
-    (dict(norm="dyt", dyt_alpha=0.0), "dyt_alpha.*positive"),
-    (dict(norm="dyt", dyt_alpha=-1.0), "dyt_alpha.*positive"),
-    (dict(norm="dyt", norm_backend="triton"), "no Triton kernel"),
-    (dict(norm="layer", norm_backend="cpp"), "'cpp' is an RMSNorm kernel and norm is 'layer'"),
-    (dict(depth_scaling=True, depth=1), "depth_scaling needs depth >= 2"),
-    (dict(depth_scaling=True, placement="post"), "depth_scaling needs a placement"),
-    (dict(qk_norm=1), "qk_norm must be a bool"),
-    (dict(depth_scaling="yes"), "depth_scaling must be a bool"),
-    (dict(embedding_scale=True), "embedding_scale=True .*needs norm='dyt'.*norm='rms'"),
-    (dict(norm="layer", embedding_scale=True), "needs norm='dyt'.*norm='layer'"),
-    (dict(norm="dyt", embedding_scale=1), "embedding_scale must be True, False or None"),
-])
+@pytest.mark.parametrize(
+    "overrides, words",
+    [
+        (dict(norm="group"), r"norm='group'.*'rms', 'layer', 'dyt'"),
+        (dict(placement="sandwich"), r"placement='sandwich'.*'pre', 'post', 'peri', 'post-sublayer'"),
+        (dict(norm="dyt", dyt_alpha=0.0), "dyt_alpha.*positive"),
+        (dict(norm="dyt", dyt_alpha=-1.0), "dyt_alpha.*positive"),
+        (dict(norm="dyt", norm_backend="triton"), "no Triton kernel"),
+        (dict(norm="layer", norm_backend="cpp"), "'cpp' is an RMSNorm kernel and norm is 'layer'"),
+        (dict(depth_scaling=True, depth=1), "depth_scaling needs depth >= 2"),
+        (dict(depth_scaling=True, placement="post"), "depth_scaling needs a placement"),
+        (dict(qk_norm=1), "qk_norm must be a bool"),
+        (dict(depth_scaling="yes"), "depth_scaling must be a bool"),
+        (dict(embedding_scale=True), "embedding_scale=True .*needs norm='dyt'.*norm='rms'"),
+        (dict(norm="layer", embedding_scale=True), "needs norm='dyt'.*norm='layer'"),
+        (dict(norm="dyt", embedding_scale=1), "embedding_scale must be True, False or None"),
+    ],
+)
 def test_bad_options_are_refused_by_name(overrides, words):
     with pytest.raises(ValueError, match=words):
         tiny(**overrides)

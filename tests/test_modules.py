@@ -1,4 +1,5 @@
 """normlab.RMSNorm / LayerNorm as drop-in replacements for torch.nn's modules."""
+
 import pytest
 import torch
 from torch import nn
@@ -56,7 +57,9 @@ def test_layer_norm_state_dict_swaps_with_torch(backend, bias):
 def test_without_affine_has_no_parameters():
     assert not list(normlab.RMSNorm(8, elementwise_affine=False).parameters())
     assert not list(normlab.LayerNorm(8, elementwise_affine=False).parameters())
-    assert list(normlab.RMSNorm(8, elementwise_affine=False).state_dict()) == list(torch.nn.RMSNorm(8, elementwise_affine=False).state_dict())
+    assert list(normlab.RMSNorm(8, elementwise_affine=False).state_dict()) == list(
+        torch.nn.RMSNorm(8, elementwise_affine=False).state_dict()
+    )
 
 
 def test_offset_module_starts_as_unit_gain_and_fuses_residual():
@@ -65,7 +68,9 @@ def test_offset_module_starts_as_unit_gain_and_fuses_residual():
     assert torch.equal(module.weight, torch.zeros(16, device=DEVICE))
     x, residual = torch.randn(2, 16, device=DEVICE), torch.randn(2, 16, device=DEVICE)
     y, s = module(x, residual=residual)
-    y_ref, s_ref = normlab.rms_norm_reference(x.double(), module.weight.double(), 1e-6, residual=residual.double(), offset=1.0)
+    y_ref, s_ref = normlab.rms_norm_reference(
+        x.double(), module.weight.double(), 1e-6, residual=residual.double(), offset=1.0
+    )
     assert relative_error(y, y_ref) < 1e-5 and relative_error(s, s_ref) < 1e-6
 
 
@@ -79,7 +84,11 @@ def test_module_gradients_reach_weight_and_bias():
     reference = torch.nn.LayerNorm(24, device=DEVICE)
     x2 = x.detach().clone().requires_grad_()
     (reference(x2) * upstream).sum().backward()
-    for ours, theirs in ((module.weight.grad, reference.weight.grad), (module.bias.grad, reference.bias.grad), (x.grad, x2.grad)):
+    for ours, theirs in (
+        (module.weight.grad, reference.weight.grad),
+        (module.bias.grad, reference.bias.grad),
+        (x.grad, x2.grad),
+    ):
         assert relative_error(ours, theirs) < 1e-5
 
 
@@ -91,9 +100,12 @@ def test_bad_normalized_shape():
 
 
 def test_modules_expose_torch_nn_attributes():
-    for ours, theirs in ((normlab.RMSNorm(12), nn.RMSNorm(12)), (normlab.LayerNorm(12), nn.LayerNorm(12)),
-                         (normlab.RMSNorm(12, elementwise_affine=False), nn.RMSNorm(12, elementwise_affine=False)),
-                         (normlab.LayerNorm(12, bias=False), nn.LayerNorm(12, bias=False))):
+    for ours, theirs in (
+        (normlab.RMSNorm(12), nn.RMSNorm(12)),
+        (normlab.LayerNorm(12), nn.LayerNorm(12)),
+        (normlab.RMSNorm(12, elementwise_affine=False), nn.RMSNorm(12, elementwise_affine=False)),
+        (normlab.LayerNorm(12, bias=False), nn.LayerNorm(12, bias=False)),
+    ):
         for name in ("normalized_shape", "elementwise_affine"):
             assert getattr(ours, name) == getattr(theirs, name), name
         assert set(ours.state_dict()) == set(theirs.state_dict())
@@ -108,7 +120,10 @@ def test_eps_none_is_the_machine_epsilon_torch_uses(dtype):
     eps = torch.finfo(torch.promote_types(dtype, torch.float32)).eps
     torch.manual_seed(3)
     x = torch.randn(4, 16, dtype=dtype) * 1e-3
-    ours, theirs = normlab.RMSNorm(16, eps=None, backend="reference", dtype=dtype), nn.RMSNorm(16, eps=None, dtype=dtype)
+    ours, theirs = (
+        normlab.RMSNorm(16, eps=None, backend="reference", dtype=dtype),
+        nn.RMSNorm(16, eps=None, dtype=dtype),
+    )
     expected = normlab.rms_norm_reference(x, ours.weight, eps)
     assert torch.equal(ours(x), expected)
     assert relative_error(ours(x), theirs(x)) <= 2 * torch.finfo(dtype).eps

@@ -1,4 +1,5 @@
 """The ecosystem chapter runs at profile smoke and records A11 and B1 from the measured survey."""
+
 from normlab.study import run
 
 

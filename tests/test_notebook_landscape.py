@@ -1,4 +1,5 @@
 """The landscape chapter runs end to end on the smoke profile; each verdict follows from its recorded numbers."""
+
 import json
 
 import pytest
@@ -24,20 +25,33 @@ def test_landscape_notebook_smoke(tmp_path):
     # Both DyT variants are measured, paired: the recipe's embedding scale lifts the first input by sqrt(width).
     ev = v1["evidence"]
     assert ev["dyt_minus_dyt_plain"] is None or ev["dyt_minus_dyt_plain"]["pairs"] == 2
-    assert ev["scaled_embedding_rms_at_init"] == pytest.approx(ev["embedding_rms_at_init"] * ev["model"]["width"] ** 0.5)
+    assert ev["scaled_embedding_rms_at_init"] == pytest.approx(
+        ev["embedding_rms_at_init"] * ev["model"]["width"] ** 0.5
+    )
     v2 = claims["V2"]["evidence"]
-    assert set(v2["growth"]) == {"pre", "post", "peri", "post-sublayer"} and all(len(g) == 2 for g in v2["growth"].values())
+    assert set(v2["growth"]) == {"pre", "post", "peri", "post-sublayer"} and all(
+        len(g) == 2 for g in v2["growth"].values()
+    )
     v3 = claims["V3"]
-    assert v3["key_number"] == sum(v3["evidence"]["gain_decades_per_seed"]) / len(v3["evidence"]["gain_decades_per_seed"])
+    assert v3["key_number"] == sum(v3["evidence"]["gain_decades_per_seed"]) / len(
+        v3["evidence"]["gain_decades_per_seed"]
+    )
     # The largest attention logit is tracked through training for every LR of the grid.
     assert all(row["largest logit, QK-norm"] is not None for row in v3["evidence"]["final_max_logit"])
     v4 = claims["V4"]["evidence"]
     assert all(0 <= s <= 1 for s in v4["later_half_share_plain"] + v4["later_half_share_scaled"])
     # The executed page: the figures are labelled and nothing leaks a warning or a machine path.
     page = json.loads((tmp_path / "ex" / "landscape.ipynb").read_text())
-    names = [c["metadata"].get("mystnb", {}).get("figure", {}).get("name") for c in page["cells"] if c["cell_type"] == "code"]
-    assert {"fig-landscape-dyt", "fig-landscape-placement", "fig-landscape-qk", "fig-landscape-depth",
-            "fig-landscape-summary"} <= set(names)
+    names = [
+        c["metadata"].get("mystnb", {}).get("figure", {}).get("name") for c in page["cells"] if c["cell_type"] == "code"
+    ]
+    assert {
+        "fig-landscape-dyt",
+        "fig-landscape-placement",
+        "fig-landscape-qk",
+        "fig-landscape-depth",
+        "fig-landscape-summary",
+    } <= set(names)
     for cell in page["cells"]:
         for output in cell.get("outputs", []):
             text = output.get("text", "") if output["output_type"] == "stream" else ""

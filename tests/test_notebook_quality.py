@@ -1,4 +1,5 @@
 """The quality chapter runs end to end on the smoke profile and records its verdicts from paired statistics."""
+
 import math
 
 from normlab.study.results import VERDICTS
@@ -33,5 +34,9 @@ def test_quality_notebook_smoke(tmp_path):
     assert b5["massive_ratio_last"] >= 1 and math.isfinite(b5["projection_paired"]["mean_difference"])
     # Absent evidence from other chapters is said, never skipped.
     assert "absent" in claims["B5"]["summary"] or b5["realmodels_present"]
-    assert ("geometry evidence absent" in claims["B16"]["summary"]) == (claims["B16"]["evidence"]["geometry_ok"] is None)
-    assert ("real-model evidence absent" in claims["B16"]["summary"]) == (not claims["B16"]["evidence"]["realmodels_present"])
+    assert ("geometry evidence absent" in claims["B16"]["summary"]) == (
+        claims["B16"]["evidence"]["geometry_ok"] is None
+    )
+    assert ("real-model evidence absent" in claims["B16"]["summary"]) == (
+        not claims["B16"]["evidence"]["realmodels_present"]
+    )

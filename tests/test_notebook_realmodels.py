@@ -1,4 +1,5 @@
 """The real-models chapter runs end to end at smoke profile (two of SmolLM2's layers, a few dozen tokens)."""
+
 from __future__ import annotations
 
 import json
@@ -6,11 +7,10 @@ import math
 
 import pytest
 
+from evidence import evidence_numbers
 from normlab.analysis import realmodels
 from normlab.study.results import VERDICTS
 from normlab.study.run import execute
-
-from evidence import evidence_numbers
 
 pytestmark = pytest.mark.slow
 

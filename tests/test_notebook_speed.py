@@ -5,6 +5,7 @@ committed) exercises the chapter's GPU path: its section, and verdicts that
 weigh it beside the live run. A second run with no GPU file checks that the
 chapter still works on this run alone.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,11 +13,10 @@ import math
 
 import pytest
 
+from evidence import evidence_numbers
 from normlab.bench import harness
 from normlab.study.results import VERDICTS
 from normlab.study.run import execute
-
-from evidence import evidence_numbers
 
 SPEED_CLAIMS = {"A5", "A7", "A8", "A10", "B6", "B8", "B9", "B10", "Q2", "Q3"}
 

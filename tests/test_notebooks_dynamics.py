@@ -2,9 +2,8 @@ import math
 
 import pytest
 
-from normlab.study.run import execute
-
 from evidence import evidence_numbers
+from normlab.study.run import execute
 
 
 @pytest.mark.parametrize("name, claims", [("depth", {"B17", "B18", "B19"}), ("gain", {"B15"})])

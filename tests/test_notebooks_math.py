@@ -1,14 +1,14 @@
 """Smoke runs of the geometry and Jacobian chapters through papermill, asserting on their results JSON."""
+
 from __future__ import annotations
 
 import math
 
 import pytest
 
+from evidence import evidence_numbers
 from normlab.study import VERDICTS
 from normlab.study.run import execute
-
-from evidence import evidence_numbers
 
 
 def _run(name, root):
@@ -49,7 +49,9 @@ def _check_records(claims, expected_ids, evidence_only=()):
 
 
 def test_geometry_chapter(geometry):
-    _check_records(geometry, {"A1", "A2", "A3", "A4", "A6", "B2", "B3", "B4", "B11", "B16", "Q1"}, evidence_only=("B3", "B16"))
+    _check_records(
+        geometry, {"A1", "A2", "A3", "A4", "A6", "B2", "B3", "B4", "B11", "B16", "Q1"}, evidence_only=("B3", "B16")
+    )
     # only the authors' PyTorch file puts epsilon outside the root
     assert geometry["A2"]["evidence"]["authors_implementations_with_eps_outside"].startswith("1 of 4")
     assert "inside" in geometry["Q1"]["evidence"]["sources"]["authors_tensorflow"]

@@ -1,4 +1,5 @@
 """Paired runs must start from the same values in every parameter the two models share, and see the same batches."""
+
 import pytest
 import torch
 
@@ -6,8 +7,13 @@ from normlab.gpt.corpus import load_corpus
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.gpt.train import TrainConfig, train
 
-SWAPS = [{"norm": "layer"}, {"placement": "post"}, {"mlp": "gelu"}, {"positions": "learned"},
-         {"norm": "layer", "placement": "post"}]
+SWAPS = [
+    {"norm": "layer"},
+    {"placement": "post"},
+    {"mlp": "gelu"},
+    {"positions": "learned"},
+    {"norm": "layer", "placement": "post"},
+]
 
 
 def build(seed, **overrides):
@@ -40,12 +46,14 @@ def test_different_seeds_differ():
 
 def test_paired_runs_see_the_same_batches():
     corpus = load_corpus()
-    cfg = dict(steps=3, batch_size=2, warmup_steps=0, eval_every=0, eval_batches=1, stream_every=0, progress=False, seed=4)
+    cfg = dict(
+        steps=3, batch_size=2, warmup_steps=0, eval_every=0, eval_batches=1, stream_every=0, progress=False, seed=4
+    )
     seen = []
     for norm in ("rms", "layer"):
         batches = []
 
-        def spy(split, *args, _orig=type(corpus).batch, **kwargs):
+        def spy(split, *args, _orig=type(corpus).batch, **kwargs):  # noqa: B008 (the unpatched method, bound once)
             out = _orig(corpus, split, *args, **kwargs)
             if split == "train":
                 batches.append(out[0].clone())

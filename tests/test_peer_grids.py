@@ -10,6 +10,7 @@
 The rule, theirs: normlab's error against a float64 reference is at most twice PyTorch's own
 error (the same computation in the same dtypes with PyTorch ops) plus a small atol.
 """
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -31,7 +32,9 @@ def max_error(actual, expected):
 
 def check(ours, pytorch, reference, dtype, what):
     ours_error, pytorch_error = max_error(ours, reference), max_error(pytorch, reference)
-    assert ours_error <= 2 * pytorch_error + ATOL[dtype], f"{what}: {ours_error:.3g} > 2 x {pytorch_error:.3g} + {ATOL[dtype]}"
+    assert ours_error <= 2 * pytorch_error + ATOL[dtype], (
+        f"{what}: {ours_error:.3g} > 2 x {pytorch_error:.3g} + {ATOL[dtype]}"
+    )
 
 
 # ---------------------------------------------------------------- transformers' LLaMA and Gemma norms
@@ -46,8 +49,11 @@ MODES = {  # casting_mode: (transformers module, normlab keyword arguments)
 @pytest.mark.parametrize("mode", ("llama", "gemma"))
 def test_transformers_norms_forward_and_backward(mode, dtype):
     module_class, options = MODES[mode]
-    backends = (("reference", "eager", "compile", "auto") + (("triton",) if mode == "gemma" else ())
-                + (("cpp",) if dtype == torch.float32 else ()))
+    backends = (
+        ("reference", "eager", "compile", "auto")
+        + (("triton",) if mode == "gemma" else ())
+        + (("cpp",) if dtype == torch.float32 else ())
+    )
     torch.manual_seed(0)
     d = 123  # Liger's odd hidden size
     theirs = module_class(d, eps=1e-6).to(dtype)
@@ -138,7 +144,7 @@ def _flash_case(hidden, combo, residual, rms, rows=4):
     # The float64 reference.
     wide = [t.detach().double().requires_grad_() for t in leaves]
     x64, r64 = wide[0], (wide[1] if r is not None else None)
-    p64 = wide[1 + (r is not None):]
+    p64 = wide[1 + (r is not None) :]
     s64 = None if r is None else x64 + r64
     base64 = x64 if r is None else s64
     y64 = F.rms_norm(base64, (hidden,), p64[0], 1e-6) if rms else F.layer_norm(base64, (hidden,), p64[0], p64[1], 1e-6)
@@ -152,7 +158,7 @@ def _flash_case(hidden, combo, residual, rms, rows=4):
         out = ops.rms_norm(x, weight, 1e-6, residual=r, residual_in_fp32=in_fp32)
     else:
         out = ops.layer_norm(x, weight, bias, 1e-6, residual=r, residual_in_fp32=in_fp32)
-    y, s = (out if r is not None else (out, None))
+    y, s = out if r is not None else (out, None)
     assert y.dtype == input_dtype and (s is None or s.dtype == s_dtype)
     ours = (y,) + grads(y, s)
     names = ["y", "dx"] + (["dresidual"] if r is not None else []) + ["dweight"] + ([] if rms else ["dbias"])
@@ -161,7 +167,8 @@ def _flash_case(hidden, combo, residual, rms, rows=4):
         scale = max(1.0, c.abs().max().item()) if name.startswith(("dweight", "dbias")) else 1.0
         ours_error, pytorch_error = max_error(a, c), max_error(b, c)
         assert ours_error <= 2 * pytorch_error + ATOL[input_dtype] * scale, (
-            f"hidden {hidden} {combo} {residual} {'rms' if rms else 'ln'} {name}: {ours_error:.3g} vs PyTorch {pytorch_error:.3g}")
+            f"hidden {hidden} {combo} {residual} {'rms' if rms else 'ln'} {name}: {ours_error:.3g} vs PyTorch {pytorch_error:.3g}"
+        )
 
 
 @pytest.mark.parametrize("rms", (True, False), ids=("rms", "ln"))

@@ -1,4 +1,5 @@
 """The runner's cache sees every input a chapter reads, and a failed or interrupted chapter leaves nothing to render."""
+
 import json
 import os
 import shutil
@@ -11,7 +12,7 @@ import pytest
 
 from normlab.study import paths, run
 
-CHEAP = '''# %% tags=["parameters", "remove-cell"]
+CHEAP = """# %% tags=["parameters", "remove-cell"]
 profile = "smoke"
 results_dir = "build/results"
 
@@ -29,7 +30,7 @@ results.save()
 # %%
 if os.environ.get("CHEAP_FAIL"):
     raise RuntimeError("deliberate failure")
-'''
+"""
 
 
 @pytest.fixture
@@ -43,8 +44,13 @@ def repo(tmp_path, monkeypatch):
     shutil.copy(paths.CLAIMS, root / "data" / "claims.md")
     (root / "notebooks" / "cheap.py").write_text(CHEAP)
     (root / "data" / "cheap.csv").write_text("a\nb\n")
-    for name, value in {"ROOT": root, "NOTEBOOKS": root / "notebooks", "BUILD": root / "build",
-                        "EXECUTED": root / "build" / "executed", "RESULTS": root / "build" / "results"}.items():
+    for name, value in {
+        "ROOT": root,
+        "NOTEBOOKS": root / "notebooks",
+        "BUILD": root / "build",
+        "EXECUTED": root / "build" / "executed",
+        "RESULTS": root / "build" / "results",
+    }.items():
         monkeypatch.setattr(paths, name, value)
     # The fingerprint hashes a snapshot of the package, so that edits to the real one while the test runs
     # (several people work in one checkout) do not look like input changes.
@@ -57,8 +63,10 @@ def repo(tmp_path, monkeypatch):
 
 def _report(capsys) -> dict[str, str]:
     out = capsys.readouterr().out
-    return {name: ("cached" if f"[{name}] unchanged" in out else "executed" if f"[{name}] executing" in out else "?")
-            for name in ("ecosystem", "cheap")}
+    return {
+        name: ("cached" if f"[{name}] unchanged" in out else "executed" if f"[{name}] executing" in out else "?")
+        for name in ("ecosystem", "cheap")
+    }
 
 
 def test_editing_a_data_file_reruns_that_chapter_and_only_it(repo, capsys):
@@ -91,11 +99,13 @@ def test_upstream_results_are_an_input_of_the_chapter_that_reads_them(repo, monk
     results = repo / "build" / "results"
     results.mkdir(parents=True)
     absent = run.fingerprint("cheap", {"profile": "smoke"}, results)
-    (results / "ecosystem.json").write_text(json.dumps({"profile": "smoke", "claims": [{"id": "B1", "x": 1}],
-                                                         "started": "t0"}))
+    (results / "ecosystem.json").write_text(
+        json.dumps({"profile": "smoke", "claims": [{"id": "B1", "x": 1}], "started": "t0"})
+    )
     present = run.fingerprint("cheap", {"profile": "smoke"}, results)
-    (results / "ecosystem.json").write_text(json.dumps({"profile": "smoke", "claims": [{"id": "B1", "x": 1}],
-                                                         "started": "t1"}))
+    (results / "ecosystem.json").write_text(
+        json.dumps({"profile": "smoke", "claims": [{"id": "B1", "x": 1}], "started": "t1"})
+    )
     assert absent != present == run.fingerprint("cheap", {"profile": "smoke"}, results)  # timestamps do not count
     (results / "ecosystem.json").write_text(json.dumps({"profile": "smoke", "claims": [{"id": "B1", "x": 2}]}))
     assert run.fingerprint("cheap", {"profile": "smoke"}, results) != present
@@ -115,9 +125,11 @@ def test_executed_chapter_has_no_terminal_or_machine_residue(repo):
 def test_residue_finds_what_scrub_removes():
     cell = nbformat.v4.new_code_cell("x")
     cell.metadata["tags"] = ["injected-parameters"]
-    cell.outputs = [nbformat.v4.new_output("stream", name="stderr", text="warn"),
-                    nbformat.v4.new_output("stream", name="stdout", text=f"{paths.ROOT}/x and 3.1it/s]"),
-                    nbformat.v4.new_output("display_data", data={"text/plain": "/usr/lib/python3/site-packages/t.py"})]
+    cell.outputs = [
+        nbformat.v4.new_output("stream", name="stderr", text="warn"),
+        nbformat.v4.new_output("stream", name="stdout", text=f"{paths.ROOT}/x and 3.1it/s]"),
+        nbformat.v4.new_output("display_data", data={"text/plain": "/usr/lib/python3/site-packages/t.py"}),
+    ]
     notebook = nbformat.v4.new_notebook(cells=[cell])
     assert len(run.residue(notebook)) == 5
     assert run.scrub(notebook) == ["cell 0: dropped 3 output(s) the page must not show, first: stderr 'warn'"]
@@ -130,8 +142,11 @@ def test_failed_or_interrupted_chapter_leaves_nothing_renderable(repo, monkeypat
     assert (executed / "cheap.ipynb").exists() and (results / "cheap.json").exists()
 
     monkeypatch.setenv("CHEAP_FAIL", "1")
-    with pytest.raises(run.NotebookFailed, match=r"RuntimeError: deliberate failure.*build/failed/cheap.ipynb.*"
-                                                 r"make notebooks FORCE=cheap"):
+    with pytest.raises(
+        run.NotebookFailed,
+        match=r"RuntimeError: deliberate failure.*build/failed/cheap.ipynb.*"
+        r"make notebooks FORCE=cheap",
+    ):
         run.execute("cheap", "smoke", force=True)
     for stale in (executed / "cheap.ipynb", executed / "cheap.fingerprint", results / "cheap.json"):
         assert not stale.exists(), stale
@@ -156,8 +171,14 @@ def test_bare_build_on_a_fresh_clone_stops_with_a_message_naming_make_book(tmp_p
     for name in ("_config.yml", "_toc.yml", "book", "notebooks", "data"):
         source = paths.ROOT / name
         (shutil.copytree if source.is_dir() else shutil.copy2)(source, tmp_path / name)
-    result = subprocess.run([str(Path(sys.executable).parent / "jupyter-book"), "build", "."], cwd=tmp_path,
-                            env=dict(os.environ, NORMLAB_ROOT=str(tmp_path)), capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "jupyter-book"), "build", "."],
+        cwd=tmp_path,
+        env=dict(os.environ, NORMLAB_ROOT=str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode != 0
     message = [line for line in result.stderr.splitlines() if line.startswith("normlab:")]
     assert len(message) == 1 and "make book" in message[0], result.stdout[-2000:] + result.stderr[-2000:]
@@ -167,11 +188,15 @@ def test_bare_build_on_a_fresh_clone_stops_with_a_message_naming_make_book(tmp_p
 def test_book_check_names_missing_unlisted_and_stale_chapters(repo):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("normlab_check", Path(__file__).parents[1] / "book/_ext/normlab_check.py")
+    spec = importlib.util.spec_from_file_location(
+        "normlab_check", Path(__file__).parents[1] / "book/_ext/normlab_check.py"
+    )
     check = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(check)
-    (repo / "_toc.yml").write_text("format: jb-book\nroot: build/pages/intro\nchapters:\n"
-                                   "  - file: build/executed/cheap\n  - file: build/pages/ledger\n")
+    (repo / "_toc.yml").write_text(
+        "format: jb-book\nroot: build/pages/intro\nchapters:\n"
+        "  - file: build/executed/cheap\n  - file: build/pages/ledger\n"
+    )
     found = check.problems(repo)
     assert "build/pages/intro.md is missing: run `make ledger` (or `make book`)" in found
     assert "notebooks/ecosystem.py is not in _toc.yml: add `- file: build/executed/ecosystem`" in found
@@ -184,5 +209,6 @@ def test_book_check_names_missing_unlisted_and_stale_chapters(repo):
         (repo / "build" / "pages" / f"{page}.md").write_text("# page\n")
     assert check.problems(repo) == []
     (repo / "data" / "cheap.csv").write_text("a\nb\nc\n")
-    assert check.problems(repo) == ["chapter 'cheap' is stale (its notebook, the package or its inputs changed since "
-                                    "it ran): run `make book`"]
+    assert check.problems(repo) == [
+        "chapter 'cheap' is stale (its notebook, the package or its inputs changed since it ran): run `make book`"
+    ]

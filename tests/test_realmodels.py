@@ -1,5 +1,6 @@
 """The real-models measurements: statistics against float64 formulas, the provenance checks, the verdict rules,
 and timing/loss helpers on the real SmolLM2 (loaded once per session, few tokens)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -10,7 +11,6 @@ import torch
 from torch import nn
 
 from normlab.analysis import realmodels as R
-
 from smollm2_once import smollm2
 
 
@@ -107,8 +107,10 @@ def test_verdict_rules():
     assert R.q4_verdict(smol, {"cosine_median": 0.9}, 0.99)["verdict"] == "holds"
     assert R.q4_verdict(smol, {"cosine_median": 0.999}, 0.99)["verdict"] == "holds with caveats"
     assert R.q4_verdict({**smol, "outcome": "equivalent"}, {"cosine_median": 0.999}, 0.99)["verdict"] == "does not hold"
-    assert R.q4_verdict({**smol, "outcome": "inconclusive"}, {"cosine_median": 0.999}, 0.99)["verdict"] == \
-        "not testable here"
+    assert (
+        R.q4_verdict({**smol, "outcome": "inconclusive"}, {"cosine_median": 0.999}, 0.99)["verdict"]
+        == "not testable here"
+    )
     assert R.q4_verdict(smol, {"cosine_median": 0.9}, 0.99)["spread"] == pytest.approx(0.01)
     assert R.q5_verdict([0.08, 0.09], [0.1, 0.2], 0.07)["verdict"] == "holds"
     assert R.q5_verdict([0.01, 0.02], [0.1, 0.2], 0.07)["verdict"] == "holds with caveats"
@@ -120,8 +122,9 @@ def test_retrieval_scores_and_pairs():
     assert R.retrieval_scores(eye, eye)["mrr"] == 1.0
     swapped = R.retrieval_scores(eye, eye[[1, 0, 2]])
     assert swapped["ranks"] == [2, 2, 1] and swapped["recall_at_1"] == pytest.approx(1 / 3)
-    pairs = R.query_document_pairs(["Return the thing. It is computed from the input and some other values here.",
-                                    "No second sentence"])
+    pairs = R.query_document_pairs(
+        ["Return the thing. It is computed from the input and some other values here.", "No second sentence"]
+    )
     assert pairs == [("Return the thing.", "It is computed from the input and some other values here.")]
 
 

@@ -1,5 +1,6 @@
 """The reference norms are the specification: check them against hand-computed
 values, against PyTorch's own implementations, and their gradients with gradcheck."""
+
 from __future__ import annotations
 
 import math
@@ -77,7 +78,10 @@ def test_layer_norm_of_mean_dominated_row_is_exact():
 
 def test_residual_adds_before_normalising_and_returns_sum():
     g = _generator(0)
-    x, residual = torch.randn(3, 8, generator=g, dtype=torch.float64), torch.randn(3, 8, generator=g, dtype=torch.float64)
+    x, residual = (
+        torch.randn(3, 8, generator=g, dtype=torch.float64),
+        torch.randn(3, 8, generator=g, dtype=torch.float64),
+    )
     y, s = rms_norm_reference(x, residual=residual)
     torch.testing.assert_close(s, x + residual, rtol=0, atol=0)
     torch.testing.assert_close(y, rms_norm_reference(x + residual), rtol=0, atol=0)

@@ -1,4 +1,5 @@
 """The study plumbing: results contract, ledger, papermill runner."""
+
 import json
 import math
 
@@ -45,10 +46,18 @@ def test_results_file_follows_the_contract(tmp_path):
 
 
 def _run(notebook_id, verdict, claim="A1", **extra):
-    run = {"notebook": notebook_id, "profile": "smoke", "hardware": {"cpu": "test cpu", "cpu_cores": 2, "gpu": None},
-           "versions": {"python": "3.11", "torch": "x", "triton": None}, "git_commit": "abc", "started": "t0",
-           "finished": "t1", "claims": [
-               {"id": claim, "verdict": verdict, "summary": f"from {notebook_id}", "evidence": {}, "section": "sec"}]}
+    run = {
+        "notebook": notebook_id,
+        "profile": "smoke",
+        "hardware": {"cpu": "test cpu", "cpu_cores": 2, "gpu": None},
+        "versions": {"python": "3.11", "torch": "x", "triton": None},
+        "git_commit": "abc",
+        "started": "t0",
+        "finished": "t1",
+        "claims": [
+            {"id": claim, "verdict": verdict, "summary": f"from {notebook_id}", "evidence": {}, "section": "sec"}
+        ],
+    }
     run["claims"][0].update(extra)
     return run
 
@@ -74,8 +83,11 @@ def test_ledger_shows_every_claim_once_with_pending_counts_and_parts():
 
 def test_ledger_refuses_two_verdicts_for_one_claim_naming_both_chapters():
     claims = ledger.parse_claims()
-    with pytest.raises(ledger.LedgerError, match=r"A1 has two verdicts: 'geometry' says 'holds' and 'jacobians' "
-                                                 r"says 'does not hold'.*record_evidence"):
+    with pytest.raises(
+        ledger.LedgerError,
+        match=r"A1 has two verdicts: 'geometry' says 'holds' and 'jacobians' "
+        r"says 'does not hold'.*record_evidence",
+    ):
         ledger.render_ledger(claims, [_run("jacobians", "does not hold"), _run("geometry", "holds")])
 
 
@@ -98,7 +110,9 @@ def test_ledger_names_a_corrupt_or_incomplete_file_and_leaves_pages_unchanged(tm
 
     good = (results / "geometry.json").read_text()
     (results / "geometry.json").write_text(good[: len(good) // 2])  # truncated mid-write
-    with pytest.raises(ledger.LedgerError, match=r"geometry.json: not valid JSON .*truncated.*make notebooks FORCE=geometry"):
+    with pytest.raises(
+        ledger.LedgerError, match=r"geometry.json: not valid JSON .*truncated.*make notebooks FORCE=geometry"
+    ):
         ledger.build(results, pages, executed_dir=tmp_path / "ex")
     broken = json.loads(good)
     del broken["claims"][0]["summary"]
@@ -123,7 +137,7 @@ def test_ledger_refuses_mixed_profiles_and_commits_unless_allowed(tmp_path):
     cpu["profile"] = "cpu"
     with pytest.raises(ledger.LedgerError, match=r"2 profiles \(cpu, smoke\).*MIXED=1"):
         ledger.check_consistent([smoke, cpu])
-    other = _run("jacobians", "holds", claim="B12", )
+    other = _run("jacobians", "holds", claim="B12")
     other["git_commit"] = "def"
     with pytest.raises(ledger.LedgerError, match=r"2 commits"):
         ledger.check_consistent([smoke, other])
@@ -143,30 +157,40 @@ def test_ledger_refuses_mixed_profiles_and_commits_unless_allowed(tmp_path):
     assert ":::{warning}" in (tmp_path / "pages" / "intro.md").read_text()
 
 
-@pytest.mark.parametrize("key, threshold, spread, expected", [
-    (1.30, 1.00, 0.10, False),   # 3 spreads above the threshold: solid
-    (1.15, 1.00, 0.10, True),    # 1.5 spreads: a repeat could cross it
-    (0.80, 1.00, 0.10, True),    # exactly 2 spreads below counts as fragile (the band is closed)
-    (0.79, 1.00, 0.10, False),
-    (1.00, 1.00, 0.00, True),    # on the threshold, with no spread
-    (1.30, None, 0.10, None),    # no threshold: unknown, not "no"
-    (1.30, 1.00, None, None),
-])
+@pytest.mark.parametrize(
+    "key, threshold, spread, expected",
+    [
+        (1.30, 1.00, 0.10, False),  # 3 spreads above the threshold: solid
+        (1.15, 1.00, 0.10, True),  # 1.5 spreads: a repeat could cross it
+        (0.80, 1.00, 0.10, True),  # exactly 2 spreads below counts as fragile (the band is closed)
+        (0.79, 1.00, 0.10, False),
+        (1.00, 1.00, 0.00, True),  # on the threshold, with no spread
+        (1.30, None, 0.10, None),  # no threshold: unknown, not "no"
+        (1.30, 1.00, None, None),
+    ],
+)
 def test_fragility_rule_on_hand_made_records(key, threshold, spread, expected):
     from normlab.study.present import is_fragile as from_present
     from normlab.study.results import is_fragile
 
     record = {"key_number": key, "threshold": threshold, "spread": spread}
     assert is_fragile(record) is expected and from_present(record) is expected
-    row = next(r for r in ledger.render_ledger(ledger.parse_claims(), [_run("geometry", "holds", **record)]).splitlines()
-               if r.startswith("| A1 |"))
+    row = next(
+        r
+        for r in ledger.render_ledger(ledger.parse_claims(), [_run("geometry", "holds", **record)]).splitlines()
+        if r.startswith("| A1 |")
+    )
     assert f"| {'—' if expected is None else ('**yes**' if expected else 'no')} |" in row
 
 
 def test_ledger_counts_fragile_verdicts_at_the_top():
-    page = ledger.render_ledger(ledger.parse_claims(), [
-        _run("geometry", "holds", key_number=1.1, threshold=1.0, spread=0.1),
-        _run("jacobians", "does not hold", claim="B12", key_number=3.0, threshold=1.0, spread=0.1)])
+    page = ledger.render_ledger(
+        ledger.parse_claims(),
+        [
+            _run("geometry", "holds", key_number=1.1, threshold=1.0, spread=0.1),
+            _run("jacobians", "does not hold", claim="B12", key_number=3.0, threshold=1.0, spread=0.1),
+        ],
+    )
     assert "**1 of 2 verdicts are fragile** (A1)" in page
     assert page.index("verdicts are fragile") < page.index("| ID |")
     assert "1.10 vs 1.00" in page
@@ -181,7 +205,7 @@ def test_runner_rejects_unknown_profile_and_notebook(capsys):
         run.resolve_profile("fast")
 
 
-DEMO = '''# %% tags=["parameters"]
+DEMO = """# %% tags=["parameters"]
 profile = "smoke"
 results_dir = "build/results"
 
@@ -195,7 +219,7 @@ results.save()
 # %%
 if os.environ.get("DEMO_FAIL"):
     raise RuntimeError("deliberate failure")
-'''
+"""
 
 
 def test_runner_executes_caches_and_names_the_failing_cell(tmp_path, monkeypatch):
@@ -212,7 +236,9 @@ def test_runner_executes_caches_and_names_the_failing_cell(tmp_path, monkeypatch
     assert (tmp_path / "ex" / "demo.ipynb").stat().st_mtime_ns == executed
 
     monkeypatch.setenv("DEMO_FAIL", "1")
-    with pytest.raises(run.NotebookFailed, match=r"notebook 'demo' failed in cell \d+ .*RuntimeError: deliberate failure"):
+    with pytest.raises(
+        run.NotebookFailed, match=r"notebook 'demo' failed in cell \d+ .*RuntimeError: deliberate failure"
+    ):
         run.execute("demo", "smoke", force=True, **dirs)
     assert not (tmp_path / "res" / "demo.json").exists()  # a failed run leaves no stale results behind
 
@@ -220,7 +246,9 @@ def test_runner_executes_caches_and_names_the_failing_cell(tmp_path, monkeypatch
 def test_intro_names_the_committed_gpu_runs_the_speed_chapter_weighs(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
-    (data / "gpu-bench.json").write_text(json.dumps({"hardware": {"gpu": "Test GPU 9000"}, "started": "2026-01-02T03:04:05+00:00"}))
+    (data / "gpu-bench.json").write_text(
+        json.dumps({"hardware": {"gpu": "Test GPU 9000"}, "started": "2026-01-02T03:04:05+00:00"})
+    )
     results, pages = tmp_path / "results", tmp_path / "pages"
     _write_runs(results, [_run("speed", "holds", claim="A5")])
     ledger.build(results, pages, executed_dir=tmp_path / "ex", data_dir=data)

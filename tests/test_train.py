@@ -1,21 +1,23 @@
 """The training loop: schedule, parameter groups, reproducibility, resume, refusals and divergence."""
+
 import math
 
 import pytest
 import torch
 
-
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 from normlab.gpt.corpus import build_corpus, load_corpus
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.gpt.train import TrainConfig, learning_rate, parameter_groups, train
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 MODEL = GPTConfig(context=32, width=32, depth=2, heads=4)
 
 
 def run_config(**overrides) -> TrainConfig:
-    base = dict(steps=12, batch_size=4, lr=1e-2, warmup_steps=3, eval_every=4, eval_batches=2, stream_every=6, progress=False)
+    base = dict(
+        steps=12, batch_size=4, lr=1e-2, warmup_steps=3, eval_every=4, eval_batches=2, stream_every=6, progress=False
+    )
     return TrainConfig(**{**base, **overrides})
 
 
@@ -56,8 +58,18 @@ def test_same_seed_same_curve_and_the_tables_are_complete(corpus):
     assert a.history["loss"].tolist() != c.history["loss"].tolist()
     h = a.history
     assert h["step"].tolist() == list(range(1, 13))
-    assert {"loss", "lr", "step_time", "grad_norm/total", "grad_norm/blocks.0", "grad_norm/blocks.1",
-            "grad_norm/token_embedding", "grad_norm/lm_head", "gain_norm/blocks.0.norm1", "gain_norm/final_norm"} <= set(h.columns)
+    assert {
+        "loss",
+        "lr",
+        "step_time",
+        "grad_norm/total",
+        "grad_norm/blocks.0",
+        "grad_norm/blocks.1",
+        "grad_norm/token_embedding",
+        "grad_norm/lm_head",
+        "gain_norm/blocks.0.norm1",
+        "gain_norm/final_norm",
+    } <= set(h.columns)
     assert h.drop(columns="step").notna().all().all()
     assert a.val["step"].tolist() == [0, 4, 8, 12]
     assert sorted(a.stream["step"].unique()) == [0, 6, 12]
@@ -90,7 +102,11 @@ def test_mismatched_or_corrupt_checkpoints_are_refused(corpus, tmp_path):
     with pytest.raises(ValueError, match=r"train config lr: checkpoint has 0.01, this run has 0.001"):
         train(MODEL, run_config(steps=4, lr=1e-3, checkpoint_path=str(path)), corpus)
     with pytest.raises(ValueError, match=r"model config norm: checkpoint has 'rms', this run has 'layer'"):
-        train(GPTConfig(context=32, width=32, depth=2, heads=4, norm="layer"), run_config(steps=4, checkpoint_path=str(path)), corpus)
+        train(
+            GPTConfig(context=32, width=32, depth=2, heads=4, norm="layer"),
+            run_config(steps=4, checkpoint_path=str(path)),
+            corpus,
+        )
     other = build_corpus([("x", b"other text\n" * 100)])
     with pytest.raises(ValueError, match="corpus sha256"):
         train(MODEL, run_config(steps=4, checkpoint_path=str(path)), other)
@@ -108,9 +124,15 @@ def test_impossible_settings_fail_before_training():
     tiny_corpus = build_corpus([("x", b"abcdefgh\n" * 20)], val_fraction=0.1)
     with pytest.raises(ValueError, match="context 32 is longer than the corpus"):
         train(MODEL, run_config(), tiny_corpus)
-    for bad, word in [(dict(steps=0), "steps"), (dict(warmup_steps=50), "warmup_steps"), (dict(lr=-1.0), "lr"),
-                      (dict(min_lr_ratio=2.0), "min_lr_ratio"), (dict(grad_clip=math.nan), "grad_clip"),
-                      (dict(device="tpu"), "device"), (dict(eval_batches=0), "eval_batches")]:
+    for bad, word in [
+        (dict(steps=0), "steps"),
+        (dict(warmup_steps=50), "warmup_steps"),
+        (dict(lr=-1.0), "lr"),
+        (dict(min_lr_ratio=2.0), "min_lr_ratio"),
+        (dict(grad_clip=math.nan), "grad_clip"),
+        (dict(device="tpu"), "device"),
+        (dict(eval_batches=0), "eval_batches"),
+    ]:
         with pytest.raises(ValueError, match=word):
             run_config(**bad)
 

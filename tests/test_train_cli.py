@@ -1,17 +1,39 @@
 """The command-line trainer: --help, the run directory, and data parallel training under torchrun (gloo, CPU)."""
+
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import torch
 
 from normlab.gpt.train import load_checkpoint
 
-TINY = ["--width", "32", "--depth", "1", "--heads", "2", "--context", "16", "--steps", "4", "--batch-size", "4",
-        "--warmup-steps", "1", "--eval-every", "0", "--stream-every", "0", "--eval-batches", "1", "--progress", "false"]
+TINY = [
+    "--width",
+    "32",
+    "--depth",
+    "1",
+    "--heads",
+    "2",
+    "--context",
+    "16",
+    "--steps",
+    "4",
+    "--batch-size",
+    "4",
+    "--warmup-steps",
+    "1",
+    "--eval-every",
+    "0",
+    "--stream-every",
+    "0",
+    "--eval-batches",
+    "1",
+    "--progress",
+    "false",
+]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
 
 
@@ -34,7 +56,16 @@ def _losses(run_dir):
 def test_help_lists_the_options():
     result = _run([sys.executable, "-m", "normlab.train", "--help"])
     assert result.returncode == 0
-    for flag in ("--run-dir", "--config", "--width", "--norm", "--batch-size", "--lr", "--checkpoint-every", "--stop-after"):
+    for flag in (
+        "--run-dir",
+        "--config",
+        "--width",
+        "--norm",
+        "--batch-size",
+        "--lr",
+        "--checkpoint-every",
+        "--stop-after",
+    ):
         assert flag in result.stdout
 
 
@@ -62,7 +93,8 @@ def test_ranks_that_disagree_on_the_config_are_refused(tmp_path):
     script.write_text(
         "import os, sys\n"
         "from normlab.gpt.cli import main\n"
-        f"sys.exit(main(['--run-dir', {str(tmp_path / 'run')!r}] + {TINY!r} + ['--seed', os.environ['RANK']]))\n")
+        f"sys.exit(main(['--run-dir', {str(tmp_path / 'run')!r}] + {TINY!r} + ['--seed', os.environ['RANK']]))\n"
+    )
     result = _run(TORCHRUN + [str(script)])
     assert result.returncode != 0
     assert "ranks disagree on the train config" in result.stderr

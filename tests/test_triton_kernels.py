@@ -6,7 +6,6 @@ the on-chip limit and chunk size are lowered so that the chunked kernels run
 at a few hundred elements. On a GPU (scripts/gpu_check.sh) the same tests run
 on CUDA tensors with the real compiler.
 """
-import math
 
 import pytest
 import torch
@@ -48,6 +47,7 @@ def length_for(path):
 
 # ---------------------------------------------------------------- forward, fp32
 
+
 @pytest.mark.parametrize("d", ROW_LENGTHS)
 @pytest.mark.parametrize("rows", (0, 1, 6))
 def test_onchip_forward_fp32(d, rows):
@@ -75,10 +75,16 @@ def test_chunked_forward_fp32(rows, monkeypatch):
 
 
 @pytest.mark.parametrize("path", RMS_PATHS)
-@pytest.mark.parametrize("features", [
-    dict(offset=1.0), dict(eps_placement="outside"), dict(partial=0.3),
-    dict(offset=1.0, eps_placement="outside", partial=0.5), dict(weight=None),
-])
+@pytest.mark.parametrize(
+    "features",
+    [
+        dict(offset=1.0),
+        dict(eps_placement="outside"),
+        dict(partial=0.3),
+        dict(offset=1.0, eps_placement="outside", partial=0.5),
+        dict(weight=None),
+    ],
+)
 def test_rms_features_with_residual(path, features):
     torch.manual_seed(11)
     d = length_for(path)
@@ -122,6 +128,7 @@ def test_leading_dimensions_and_transposed_view():
 
 # ---------------------------------------------------------------- half precision
 
+
 @pytest.mark.parametrize("dtype", (torch.float16, torch.bfloat16))
 @pytest.mark.parametrize("weight_dtype", ("same", "float32"))
 @pytest.mark.parametrize("path", ("onchip", "chunked"))
@@ -139,7 +146,7 @@ def test_half_precision_no_worse_than_twice_pytorch(dtype, weight_dtype, path):
 
     expected = layer_norm_reference(x.double(), weight.double(), bias.double())
     pytorch = relative_error(F.layer_norm(x, (d,), weight.to(dtype), bias.to(dtype), 1e-5), expected)
-    for layer_path in (("onchip",) if path == "onchip" else ("two_pass", "welford")):
+    for layer_path in ("onchip",) if path == "onchip" else ("two_pass", "welford"):
         y = ops.layer_norm(x, weight, bias, **LAYER_PATHS[layer_path])
         assert y.dtype == dtype and relative_error(y, expected) <= 2 * pytorch + floor
 
@@ -179,7 +186,9 @@ def test_half_precision_forward_and_backward_with_and_without_residual(dtype, re
     if residual:
         assert torch.equal(out[1], x + r)  # s rounded as the unfused add rounds it
 
-    layer_out = ops.layer_norm(x, weight, weight, residual=r, **LAYER_PATHS["onchip" if path == "onchip" else "welford"])
+    layer_out = ops.layer_norm(
+        x, weight, weight, residual=r, **LAYER_PATHS["onchip" if path == "onchip" else "welford"]
+    )
     layer_y = layer_out[0] if residual else layer_out
     s = x.double() if r is None else (x + r).double()
     expected_layer = F.layer_norm(s, (d,), weight.double(), weight.double(), 1e-5)
@@ -203,8 +212,13 @@ def test_interpreter_rounds_bf16_to_nearest():
 # ---------------------------------------------------------------- gradients
 
 RMS_GRAD_CASES = [
-    dict(), dict(residual=True), dict(offset=0.5), dict(partial=0.5), dict(eps_placement="outside"),
-    dict(residual=True, offset=0.5, partial=0.6, eps_placement="outside"), dict(weight=False),
+    dict(),
+    dict(residual=True),
+    dict(offset=0.5),
+    dict(partial=0.5),
+    dict(eps_placement="outside"),
+    dict(residual=True, offset=0.5, partial=0.6, eps_placement="outside"),
+    dict(weight=False),
 ]
 
 
@@ -245,10 +259,15 @@ def test_chunked_gradcheck_float64(path):
     # Rows of 10 streamed 4 at a time: three chunks, the last one partial.
     torch.manual_seed(17)
     x, r = randn(2, 10, dtype=torch.float64, requires_grad=True), randn(2, 10, dtype=torch.float64, requires_grad=True)
-    weight, bias = randn(10, dtype=torch.float64, requires_grad=True), randn(10, dtype=torch.float64, requires_grad=True)
+    weight, bias = (
+        randn(10, dtype=torch.float64, requires_grad=True),
+        randn(10, dtype=torch.float64, requires_grad=True),
+    )
     limits = dict(onchip_limit=4, chunk=4)
     if path == "rms":
-        call = lambda x, w, r: ops.rms_norm(x, w, eps=1e-3, residual=r, offset=0.5, partial=0.7, eps_placement="outside", **limits)
+        call = lambda x, w, r: ops.rms_norm(
+            x, w, eps=1e-3, residual=r, offset=0.5, partial=0.7, eps_placement="outside", **limits
+        )
         inputs = (x, weight, r)
     else:
         call = lambda x, w, b, r: ops.layer_norm(x, w, b, residual=r, stats=path, **limits)
@@ -276,13 +295,20 @@ def test_gradients_many_programs_fp32(path):
 
     as64 = lambda *ts: [t.double() for t in ts]
     x64, r64, w64, b64 = as64(x, r, weight, bias)
-    check(ops.rms_norm(x, weight, residual=r, offset=0.5, **limits),
-          rms_norm_reference(x64, w64, residual=r64, offset=0.5), (x, r, weight))
-    check(ops.layer_norm(x, weight, bias, residual=r, **limits),
-          layer_norm_reference(x64, w64, b64, residual=r64), (x, r, weight, bias))
+    check(
+        ops.rms_norm(x, weight, residual=r, offset=0.5, **limits),
+        rms_norm_reference(x64, w64, residual=r64, offset=0.5),
+        (x, r, weight),
+    )
+    check(
+        ops.layer_norm(x, weight, bias, residual=r, **limits),
+        layer_norm_reference(x64, w64, b64, residual=r64),
+        (x, r, weight, bias),
+    )
 
 
 # ---------------------------------------------------------------- numerics and coverage
+
 
 @pytest.mark.parametrize("path", LAYER_PATHS)
 def test_mean_dominated_layer_norm(path):
@@ -300,8 +326,10 @@ def test_mean_dominated_layer_norm(path):
 @pytest.fixture
 def poisoned_outputs(monkeypatch):
     """Every buffer the launchers allocate starts as NaN, so an unwritten element shows."""
+
     def empty(shape, dtype, device):
         return torch.full(shape, float("nan"), dtype=dtype, device=device)
+
     monkeypatch.setattr(launch, "_empty", empty)
 
 
@@ -315,7 +343,10 @@ def test_every_output_element_written(path, poisoned_outputs):
     weight, bias = randn(d, requires_grad=True), randn(d, requires_grad=True)
     outputs = [ops.rms_norm(x, weight, residual=r, partial=0.5, **limits), ops.rms_norm(x, weight, **limits)]
     for stats in ("two_pass", "welford"):
-        outputs += [ops.layer_norm(x, weight, bias, residual=r, stats=stats, **limits), ops.layer_norm(x, weight, bias, stats=stats, **limits)]
+        outputs += [
+            ops.layer_norm(x, weight, bias, residual=r, stats=stats, **limits),
+            ops.layer_norm(x, weight, bias, stats=stats, **limits),
+        ]
     for output in outputs:
         tensors = output if isinstance(output, tuple) else (output,)
         assert all(torch.isfinite(t).all() for t in tensors)
@@ -350,6 +381,7 @@ def test_million_element_row():
 
 
 # ---------------------------------------------------------------- torch.compile and backend errors
+
 
 class TwoLayerBlock(torch.nn.Module):
     def __init__(self, d):
@@ -396,13 +428,18 @@ def test_chunk_must_be_power_of_two():
 
 # ---------------------------------------------------------------- eager route vs the custom ops
 
+
 def _through_custom_op(kind, x, weight, bias, residual, **limits):
     """What ops.* returned before eager calls skipped the dispatcher: the custom op, with its autograd."""
     onchip_limit, chunk = limits.get("onchip_limit", launch.ONCHIP_LIMIT), limits.get("chunk", launch.CHUNK)
     if kind == "rms":
-        y, s, _ = torch.ops.normlab.rms_norm_forward(x, weight, residual, 1e-6, 0.5, True, x.shape[-1], onchip_limit, chunk)
+        y, s, _ = torch.ops.normlab.rms_norm_forward(
+            x, weight, residual, 1e-6, 0.5, True, x.shape[-1], onchip_limit, chunk
+        )
     else:
-        y, s, _, _ = torch.ops.normlab.layer_norm_forward(x, weight, bias, residual, 1e-5, "welford", onchip_limit, chunk)
+        y, s, _, _ = torch.ops.normlab.layer_norm_forward(
+            x, weight, bias, residual, 1e-5, "welford", onchip_limit, chunk
+        )
     return (y, s) if residual is not None else y
 
 
@@ -442,7 +479,9 @@ def custom_op_calls(monkeypatch):
     calls = []
     for name in ("rms_norm_forward", "rms_norm_backward", "layer_norm_forward", "layer_norm_backward"):
         op = getattr(torch.ops.normlab, name)
-        monkeypatch.setattr(torch.ops.normlab, name, lambda *args, _op=op, _name=name: calls.append(_name) or _op(*args))
+        monkeypatch.setattr(
+            torch.ops.normlab, name, lambda *args, _op=op, _name=name: calls.append(_name) or _op(*args)
+        )
     return calls
 
 
@@ -472,7 +511,9 @@ def test_compile_and_export_see_the_custom_ops():
     x, weight, bias = randn(4, 16), randn(16), randn(16)
     compiled_out = torch.compile(both, backend=recording_backend, fullgraph=True)(x, weight, bias)
     assert torch.equal(compiled_out, both(x, weight, bias))
-    assert any("normlab.rms_norm_forward" in t for t in graphs[0]) and any("normlab.layer_norm_forward" in t for t in graphs[0])
+    assert any("normlab.rms_norm_forward" in t for t in graphs[0]) and any(
+        "normlab.layer_norm_forward" in t for t in graphs[0]
+    )
 
     class Block(torch.nn.Module):
         def forward(self, x, weight, bias):

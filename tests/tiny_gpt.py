@@ -1,4 +1,5 @@
 """The tiny GPT the model tests build: small enough to run in milliseconds, with every part present."""
+
 import torch
 
 from normlab.gpt.model import GPTConfig

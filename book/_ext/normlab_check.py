@@ -11,6 +11,7 @@ since it ran, that every notebook is in the table of contents, and that the
 generated pages are newer than the results. Otherwise it stops with one line
 that says what to run.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,7 +50,11 @@ def problems(root: Path) -> list[str]:
         if page.startswith("build/executed/"):
             continue
         if not any((root / f"{page}{suffix}").exists() for suffix in (".md", ".ipynb")):
-            fix = "`make ledger` (or `make book`)" if page.startswith("build/pages/") else "restore it or remove it from _toc.yml"
+            fix = (
+                "`make ledger` (or `make book`)"
+                if page.startswith("build/pages/")
+                else "restore it or remove it from _toc.yml"
+            )
             found.append(f"{page}.md is missing: run {fix}")
     chapters = [f.split("/", 2)[2] for f in files if f.startswith("build/executed/")]
     notebooks = {p.stem for p in (root / "notebooks").glob("*.py")}
@@ -76,7 +81,11 @@ def problems(root: Path) -> list[str]:
             continue
         if not executed.exists() or not result.exists():
             failed = root / "build" / "failed" / f"{name}.ipynb"
-            why = f"its last run failed (see {failed.relative_to(root)})" if failed.exists() else "it has not been executed"
+            why = (
+                f"its last run failed (see {failed.relative_to(root)})"
+                if failed.exists()
+                else "it has not been executed"
+            )
             found.append(f"chapter {name!r} is missing: {why}; run `make book` (or `make notebooks FORCE={name}`)")
             continue
         newest_result = max(newest_result, result.stat().st_mtime)
@@ -85,11 +94,15 @@ def problems(root: Path) -> list[str]:
                 recorded = json.loads(stamp.read_text())
                 parameters = recorded["parameters"]
             except (OSError, json.JSONDecodeError, KeyError, TypeError):
-                found.append(f"chapter {name!r} has no valid run stamp: run `make book` (or `make notebooks FORCE={name}`)")
+                found.append(
+                    f"chapter {name!r} has no valid run stamp: run `make book` (or `make notebooks FORCE={name}`)"
+                )
                 continue
             if run.fingerprint(name, parameters, results_dir) != recorded.get("fingerprint"):
-                found.append(f"chapter {name!r} is stale (its notebook, the package or its inputs changed since it ran): "
-                             f"run `make book`")
+                found.append(
+                    f"chapter {name!r} is stale (its notebook, the package or its inputs changed since it ran): "
+                    f"run `make book`"
+                )
     ledger = root / "build" / "pages" / "ledger.md"
     if ledger.exists() and newest_result > ledger.stat().st_mtime:
         found.append("the ledger is older than the results: run `make ledger` (or `make book`)")
@@ -101,8 +114,11 @@ def check(app, config) -> None:
     found = problems(root)
     if found:
         more = f" (and {len(found) - 1} more problem{'s' if len(found) > 2 else ''})" if len(found) > 1 else ""
-        print(f"normlab: cannot build a complete book: {found[0]}{more}. `make book` runs the chapters, "
-              f"the ledger and this build in order.", file=sys.stderr)
+        print(
+            f"normlab: cannot build a complete book: {found[0]}{more}. `make book` runs the chapters, "
+            f"the ledger and this build in order.",
+            file=sys.stderr,
+        )
         raise SystemExit(2)  # not an Exception: jupyter-book would wrap one in a traceback and a banner
 
 
@@ -116,9 +132,11 @@ def _page_assets(app, pagename, templatename, context, doctree) -> None:
     scripts = context.get("script_files")
     if scripts is not None:
         context["script_files"] = [
-            js for js in scripts
+            js
+            for js in scripts
             if "THEBE_JS_URL" not in (getattr(js, "attributes", {}) or {}).get("body", "")
-            and "sphinx-thebe" not in str(getattr(js, "filename", js) or "")]
+            and "sphinx-thebe" not in str(getattr(js, "filename", js) or "")
+        ]
     context.setdefault("default_mode", "light")
 
 

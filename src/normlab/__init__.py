@@ -8,13 +8,25 @@ Three products, one floor each, every floor importing only from the floors below
 - `normlab.bench`: the benchmark harness;
 - `normlab.study` and `normlab.analysis`: the study's plumbing and its per-chapter analyses (extra `study`).
 """
+
 from normlab import _moved
 from normlab.norms.dyt import DyT, dyt, dyt_reference
 from normlab.norms.functional import BACKENDS, layer_norm, rms_norm
 from normlab.norms.modules import LayerNorm, RMSNorm
 from normlab.norms.reference import layer_norm_reference, rms_norm_reference
 
-__all__ = ["BACKENDS", "DyT", "dyt", "dyt_reference", "LayerNorm", "RMSNorm", "layer_norm", "layer_norm_reference", "rms_norm", "rms_norm_reference"]
+__all__ = [
+    "BACKENDS",
+    "DyT",
+    "dyt",
+    "dyt_reference",
+    "LayerNorm",
+    "RMSNorm",
+    "layer_norm",
+    "layer_norm_reference",
+    "rms_norm",
+    "rms_norm_reference",
+]
 __version__ = "0.1.0"
 
 _moved.install()

@@ -3,6 +3,7 @@
 For one release an import of an old path fails with a message naming the new one, rather than a bare
 "No module named ...". (`normlab.train` itself still exists: it is the `python -m normlab.train` entry point.)
 """
+
 from __future__ import annotations
 
 import importlib.abc
@@ -40,7 +41,7 @@ def new_path(old: str) -> str | None:
     """Where a module that moved lives now (submodules of a moved package included), or None."""
     for prefix in sorted(MOVED, key=len, reverse=True):
         if old == prefix or old.startswith(prefix + "."):
-            return MOVED[prefix] + old[len(prefix):]
+            return MOVED[prefix] + old[len(prefix) :]
     return None
 
 

@@ -2,6 +2,7 @@
 
 A thin entry point, so that running it as a script does not load the training loop a second time.
 """
+
 import warnings
 
 from normlab.gpt.cli import main

@@ -13,6 +13,7 @@ measure either (`depth_scaled_init`).
 Short training (`train_grid`) records, per run, whether it diverged, whether it learned more than the
 byte frequencies (final validation loss below the corpus's unigram entropy), and how far it got.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -84,8 +85,16 @@ def _undo_depth_scaling(model: GPT) -> None:
             torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
 
-def init_profile(depths, configs: dict[str, dict], tokens: torch.Tensor, *, width: int = 64, heads: int = 4,
-                 seeds=(0,), depth_scaled_init: bool = False) -> pd.DataFrame:
+def init_profile(
+    depths,
+    configs: dict[str, dict],
+    tokens: torch.Tensor,
+    *,
+    width: int = 64,
+    heads: int = 4,
+    seeds=(0,),
+    depth_scaled_init: bool = False,
+) -> pd.DataFrame:
     """Per-layer measurements at initialisation.
 
     `configs` maps a label to GPTConfig overrides (norm, placement, ...); `tokens` is a (B, T+1) LongTensor
@@ -112,8 +121,14 @@ def init_profile(depths, configs: dict[str, dict], tokens: torch.Tensor, *, widt
         loss.backward()
         params = dict(model.named_parameters())
         for layer, h in enumerate(stream):
-            row = {"config": label, "depth": depth, "seed": seed, "layer": layer,
-                   "residual_norm": float(h.double().norm(dim=-1).mean()), "token_cosine": mean_pairwise_cosine(h)}
+            row = {
+                "config": label,
+                "depth": depth,
+                "seed": seed,
+                "layer": layer,
+                "residual_norm": float(h.double().norm(dim=-1).mean()),
+                "token_cosine": mean_pairwise_cosine(h),
+            }
             if layer > 0:
                 block = model.blocks[layer - 1]
                 groups = block_weight_names(block)
@@ -122,8 +137,12 @@ def init_profile(depths, configs: dict[str, dict], tokens: torch.Tensor, *, widt
                 def norm_of(names):
                     return math.sqrt(sum(float(params[prefix + n].grad.double().pow(2).sum()) for n in names))
 
-                row.update(grad_norm=norm_of(groups["attn"] + groups["mlp"]), grad_attn=norm_of(groups["attn"]),
-                           grad_mlp=norm_of(groups["mlp"]), grad_mlp_down=norm_of(groups["mlp.down"]))
+                row.update(
+                    grad_norm=norm_of(groups["attn"] + groups["mlp"]),
+                    grad_attn=norm_of(groups["attn"]),
+                    grad_mlp=norm_of(groups["mlp"]),
+                    grad_mlp_down=norm_of(groups["mlp.down"]),
+                )
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -150,8 +169,14 @@ def gradient_spread(profile: pd.DataFrame, column: str = "grad_norm") -> pd.Data
     for (label, depth), part in means.groupby(["config", "depth"]):
         part = part.sort_values("layer")
         values = part[column].to_numpy()
-        rows.append({"config": label, "depth": depth, "first_over_last": values[0] / values[-1],
-                     "max_over_min": values.max() / values.min()})
+        rows.append(
+            {
+                "config": label,
+                "depth": depth,
+                "first_over_last": values[0] / values[-1],
+                "max_over_min": values.max() / values.min(),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -162,10 +187,14 @@ def run_outcome(result, unigram_entropy: float) -> dict:
     finite = val[np.isfinite(val)]
     diverged = bool(result.diverged) or not math.isfinite(final) or (len(finite) > 0 and final > finite[0])
     losses = result.history["loss"].to_numpy(dtype=float)
-    return {"diverged": diverged, "trained": (not diverged) and final < unigram_entropy,
-            "final_val_loss": final, "initial_val_loss": float(val[0]) if len(val) else math.nan,
-            "best_train_loss": float(np.nanmin(losses)) if len(losses) else math.nan,
-            "steps_done": int(result.steps_done)}
+    return {
+        "diverged": diverged,
+        "trained": (not diverged) and final < unigram_entropy,
+        "final_val_loss": final,
+        "initial_val_loss": float(val[0]) if len(val) else math.nan,
+        "best_train_loss": float(np.nanmin(losses)) if len(losses) else math.nan,
+        "steps_done": int(result.steps_done),
+    }
 
 
 def job_outcome(out: dict, unigram_entropy: float) -> dict:
@@ -174,28 +203,51 @@ def job_outcome(out: dict, unigram_entropy: float) -> dict:
     final = float(val[-1]) if len(val) else math.nan
     finite = val[np.isfinite(val)]
     diverged = bool(out["diverged"]) or not math.isfinite(final) or (len(finite) > 0 and final > finite[0])
-    return {"diverged": diverged, "trained": (not diverged) and final < unigram_entropy, "final_val_loss": final,
-            "initial_val_loss": float(val[0]) if len(val) else math.nan, "final_drop": out["final_drop"],
-            "steps_done": out["steps_done"]}
+    return {
+        "diverged": diverged,
+        "trained": (not diverged) and final < unigram_entropy,
+        "final_val_loss": final,
+        "initial_val_loss": float(val[0]) if len(val) else math.nan,
+        "final_drop": out["final_drop"],
+        "steps_done": out["steps_done"],
+    }
 
 
-def run_grid(grid: list[dict], base_model: dict, base_train: dict, unigram_entropy: float, *, devices=None,
-             desc: str = "depth runs") -> pd.DataFrame:
+def run_grid(
+    grid: list[dict],
+    base_model: dict,
+    base_train: dict,
+    unigram_entropy: float,
+    *,
+    devices=None,
+    desc: str = "depth runs",
+) -> pd.DataFrame:
     """Train every entry of `grid` in parallel worker processes (`normlab.runtime.parallel.run_parallel`), one row per run.
 
     Entries are dicts with optional `label`, model overrides under `model` and train overrides under `train`;
     `base_model`/`base_train` are GPTConfig/TrainConfig keyword dicts.
     """
-    from normlab.runtime.parallel import run_parallel
     from normlab.analysis.shared.runs import train_job
+    from normlab.runtime.parallel import run_parallel
 
     if not grid:
         raise ValueError("grid is empty; give at least one run")
-    jobs = [dict(model={**base_model, **entry.get("model", {})}, train={**base_train, **entry.get("train", {})})
-            for entry in grid]
+    jobs = [
+        dict(model={**base_model, **entry.get("model", {})}, train={**base_train, **entry.get("train", {})})
+        for entry in grid
+    ]
     outputs = run_parallel(train_job, jobs, devices=devices, desc=desc)
-    return pd.DataFrame([{"label": entry.get("label", ""), **entry.get("model", {}), **entry.get("train", {}),
-                          **job_outcome(out, unigram_entropy)} for entry, out in zip(grid, outputs)])
+    return pd.DataFrame(
+        [
+            {
+                "label": entry.get("label", ""),
+                **entry.get("model", {}),
+                **entry.get("train", {}),
+                **job_outcome(out, unigram_entropy),
+            }
+            for entry, out in zip(grid, outputs)
+        ]
+    )
 
 
 def train_grid(grid: list[dict], base_model: GPTConfig, base_train, corpus, *, progress=None) -> pd.DataFrame:
@@ -212,7 +264,11 @@ def train_grid(grid: list[dict], base_model: GPTConfig, base_train, corpus, *, p
         mcfg = replace(base_model, **entry.get("model", {}))
         tcfg = replace(base_train, **entry.get("train", {}))
         result = train(mcfg, tcfg, corpus)
-        row = {"label": entry.get("label", ""), **entry.get("model", {}), **entry.get("train", {}),
-               **run_outcome(result, entropy)}
+        row = {
+            "label": entry.get("label", ""),
+            **entry.get("model", {}),
+            **entry.get("train", {}),
+            **run_outcome(result, entropy),
+        }
         rows.append(row)
     return pd.DataFrame(rows)

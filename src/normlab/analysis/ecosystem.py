@@ -9,6 +9,7 @@ bias-free LayerNorm):
 - "LayerNorm": the output ignores a shift x + c·1 (mean subtracted);
 - "RMSNorm": the output ignores a positive scale but not a shift.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -35,7 +36,9 @@ def modeling_module(model_type: str):
     try:
         return importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
     except ModuleNotFoundError as error:
-        raise ValueError(f"transformers has no model type {model_type!r} ({error}); check the spelling, e.g. 'llama'") from None
+        raise ValueError(
+            f"transformers has no model type {model_type!r} ({error}); check the spelling, e.g. 'llama'"
+        ) from None
 
 
 def _instantiate(cls: type) -> nn.Module | None:
@@ -109,6 +112,11 @@ def survey(families, seed: int = 0, progress: bool = True):
     rows = []
     for family in terminal_progress(families.to_dict("records"), desc="architectures", disable=not progress):
         uses = norm_uses(family["model_type"], seed)
-        rows.append({**family, "norm": dominant_kind(uses),
-                     "norm_classes": ", ".join(sorted({u.class_name for u in uses if u.kind != "unclassified"}))})
+        rows.append(
+            {
+                **family,
+                "norm": dominant_kind(uses),
+                "norm_classes": ", ".join(sorted({u.class_name for u in uses if u.kind != "unclassified"})),
+            }
+        )
     return pd.DataFrame(rows)

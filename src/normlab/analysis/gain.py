@@ -27,6 +27,7 @@ Literature the notebook holds these against (formulas re-derived in the docstrin
   SGDM; norm sqrt(eta*C/(2*lambda)) and angular update sqrt(2*eta*lambda*(1-beta1)/(1+beta1)) for
   AdamW, C the number of elements (random-walk model: gradients dominated by noise).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -51,10 +52,10 @@ def _rms_normalise(h: torch.Tensor) -> torch.Tensor:
 class ToyChain:
     """Data and parameters of the scale-invariant chain (all float64)."""
 
-    inputs: torch.Tensor    # (n, d_in)
-    labels: torch.Tensor    # (n,)
-    readout: torch.Tensor   # (classes, d_hidden), fixed
-    params: dict            # W1 (d_hidden, d_in), g (d_hidden,), W2 (d_hidden, d_hidden)
+    inputs: torch.Tensor  # (n, d_in)
+    labels: torch.Tensor  # (n,)
+    readout: torch.Tensor  # (classes, d_hidden), fixed
+    params: dict  # W1 (d_hidden, d_in), g (d_hidden,), W2 (d_hidden, d_hidden)
 
     def loss(self, params: dict | None = None, rows: torch.Tensor | None = None) -> torch.Tensor:
         p = self.params if params is None else params
@@ -68,8 +69,15 @@ class ToyChain:
         return {k: v.detach().clone().requires_grad_(requires_grad) for k, v in self.params.items()}
 
 
-def make_toy_chain(d_in: int = 24, d_hidden: int = 16, classes: int = 6, samples: int = 512, *,
-                   random_labels: bool = False, seed: int = 0) -> ToyChain:
+def make_toy_chain(
+    d_in: int = 24,
+    d_hidden: int = 16,
+    classes: int = 6,
+    samples: int = 512,
+    *,
+    random_labels: bool = False,
+    seed: int = 0,
+) -> ToyChain:
     """A teacher task (labels from a random teacher chain) or pure-noise labels (`random_labels`).
 
     Noise labels keep the minibatch gradient dominated by noise, which is the random-walk regime
@@ -89,10 +97,16 @@ def make_toy_chain(d_in: int = 24, d_hidden: int = 16, classes: int = 6, samples
     if random_labels:
         labels = torch.randint(0, classes, (samples,), generator=gen)
     else:
-        teacher = ToyChain(inputs, torch.zeros(samples, dtype=torch.long), readout, {
-            "W1": torch.randn(d_hidden, d_in, generator=gen, dtype=torch.float64),
-            "g": torch.rand(d_hidden, generator=gen, dtype=torch.float64) + 0.5,
-            "W2": torch.randn(d_hidden, d_hidden, generator=gen, dtype=torch.float64)})
+        teacher = ToyChain(
+            inputs,
+            torch.zeros(samples, dtype=torch.long),
+            readout,
+            {
+                "W1": torch.randn(d_hidden, d_in, generator=gen, dtype=torch.float64),
+                "g": torch.rand(d_hidden, generator=gen, dtype=torch.float64) + 0.5,
+                "W2": torch.randn(d_hidden, d_hidden, generator=gen, dtype=torch.float64),
+            },
+        )
         with torch.no_grad():
             hidden = _rms_normalise(inputs @ teacher.params["W1"].T) * teacher.params["g"]
             labels = (_rms_normalise(hidden @ teacher.params["W2"].T) @ readout.T).argmax(-1)
@@ -106,8 +120,9 @@ def angle(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(2 * torch.atan2((ua - ub).norm(), (ua + ub).norm()))
 
 
-def _optimizer(kind: str, params: list, lr: float, weight_decay: float = 0.0, momentum: float = 0.9,
-               betas=(0.9, 0.999)):
+def _optimizer(
+    kind: str, params: list, lr: float, weight_decay: float = 0.0, momentum: float = 0.9, betas=(0.9, 0.999)
+):
     if kind == "sgd":
         return torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
     if kind == "sgdm":
@@ -135,8 +150,17 @@ def check_scale_invariance(chain: ToyChain, factors=(0.25, 4.0)) -> float:
     return worst
 
 
-def effective_lr_scan(chain: ToyChain, scaled: str, norms, *, optimizer: str = "sgd", lr: float = 0.05,
-                      steps: int = 5, batch_size: int = 64, seed: int = 0) -> pd.DataFrame:
+def effective_lr_scan(
+    chain: ToyChain,
+    scaled: str,
+    norms,
+    *,
+    optimizer: str = "sgd",
+    lr: float = 0.05,
+    steps: int = 5,
+    batch_size: int = 64,
+    seed: int = 0,
+) -> pd.DataFrame:
     """Rescale one group to each norm in `norms`, train every group for `steps` steps, and measure each group's step.
 
     Per group and step: the angular update (radians) and the effective learning rate, defined as the angular
@@ -164,9 +188,18 @@ def effective_lr_scan(chain: ToyChain, scaled: str, norms, *, optimizer: str = "
             opt.step()
             for k in GROUPS:
                 turn = angle(before[k], p[k].detach())
-                rows.append({"optimizer": optimizer, "scaled": scaled, "target_norm": target, "group": k,
-                             "step": step, "norm": float(before[k].norm()), "angular_update": turn,
-                             "effective_lr": turn / sphere_grad[k] if sphere_grad[k] > 0 else float("nan")})
+                rows.append(
+                    {
+                        "optimizer": optimizer,
+                        "scaled": scaled,
+                        "target_norm": target,
+                        "group": k,
+                        "step": step,
+                        "norm": float(before[k].norm()),
+                        "angular_update": turn,
+                        "effective_lr": turn / sphere_grad[k] if sphere_grad[k] > 0 else float("nan"),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -185,8 +218,9 @@ def effective_lr_exponents(scan: pd.DataFrame) -> dict:
     return {group: fit_power_law(mean.index, mean[group]) for group in mean.columns}
 
 
-def sgd_direction_equivalence(chain: ToyChain, scale: float, lr: float, steps: int = 50,
-                              batch_size: int = 64, seed: int = 0) -> float:
+def sgd_direction_equivalence(
+    chain: ToyChain, scale: float, lr: float, steps: int = 50, batch_size: int = 64, seed: int = 0
+) -> float:
     """Largest angle between plain-SGD trajectories from (scale*W1, lr) and (W1, lr/scale^2), W1 alone trained.
 
     For a scale-invariant w, grad L(c w) = grad L(w)/c, so c*w - lr*grad/c = c*(w - (lr/c^2)*grad): the
@@ -211,15 +245,18 @@ def sgd_direction_equivalence(chain: ToyChain, scale: float, lr: float, steps: i
     return max(angle(a, b) for a, b in zip(*runs))
 
 
-def weight_decay_as_schedule(chain: ToyChain, lr: float, weight_decay: float, steps: int = 200,
-                             batch_size: int = 64, seed: int = 0) -> pd.DataFrame:
+def weight_decay_as_schedule(
+    chain: ToyChain, lr: float, weight_decay: float, steps: int = 200, batch_size: int = 64, seed: int = 0
+) -> pd.DataFrame:
     """SGD + weight decay on W1 versus SGD without decay under Li & Arora's growing schedule.
 
     With rho = 1 - lr*wd, v_t = w_t / rho^t obeys v_{t+1} = v_t - lr*rho^-(2t+1) grad L(v_t): plain SGD with
     lr_t = lr * rho^-(2t+1). Returns, per step, the angle between the two runs' W1, both norms and the loss.
     """
     if lr <= 0 or weight_decay <= 0 or lr * weight_decay >= 1:
-        raise ValueError(f"need lr > 0, weight_decay > 0 and lr*weight_decay < 1, got lr={lr!r}, weight_decay={weight_decay!r}")
+        raise ValueError(
+            f"need lr > 0, weight_decay > 0 and lr*weight_decay < 1, got lr={lr!r}, weight_decay={weight_decay!r}"
+        )
     batches = _batches(chain.inputs.shape[0], batch_size, steps, seed)
     rho = 1.0 - lr * weight_decay
     decayed, scheduled = chain.clone_params(), chain.clone_params()
@@ -233,17 +270,31 @@ def weight_decay_as_schedule(chain: ToyChain, lr: float, weight_decay: float, st
             opt.zero_grad()
             chain.loss(p, batch).backward()
             opt.step()
-        rows.append({"step": t + 1, "angle": angle(decayed["W1"].detach(), scheduled["W1"].detach()),
-                     "norm_with_decay": float(decayed["W1"].detach().norm()),
-                     "norm_scheduled": float(scheduled["W1"].detach().norm()),
-                     "scheduled_lr": lr * rho ** (-(2 * t + 1)),
-                     "loss": float(chain.loss(decayed).detach())})
+        rows.append(
+            {
+                "step": t + 1,
+                "angle": angle(decayed["W1"].detach(), scheduled["W1"].detach()),
+                "norm_with_decay": float(decayed["W1"].detach().norm()),
+                "norm_scheduled": float(scheduled["W1"].detach().norm()),
+                "scheduled_lr": lr * rho ** (-(2 * t + 1)),
+                "loss": float(chain.loss(decayed).detach()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def equilibrium_run(chain: ToyChain, optimizer: str, lr: float, weight_decay: float, steps: int,
-                    batch_size: int = 32, momentum: float = 0.9, betas=(0.9, 0.999), seed: int = 0,
-                    fresh_labels: bool = True) -> pd.DataFrame:
+def equilibrium_run(
+    chain: ToyChain,
+    optimizer: str,
+    lr: float,
+    weight_decay: float,
+    steps: int,
+    batch_size: int = 32,
+    momentum: float = 0.9,
+    betas=(0.9, 0.999),
+    seed: int = 0,
+    fresh_labels: bool = True,
+) -> pd.DataFrame:
     """Train W1 alone with weight decay; per step record ||W1||, the angular update and ||grad||^2 * ||W1||^2.
 
     With `fresh_labels` every minibatch gets new uniformly random labels, so the gradient is zero-mean
@@ -260,20 +311,38 @@ def equilibrium_run(chain: ToyChain, optimizer: str, lr: float, weight_decay: fl
     for t, batch in enumerate(batches):
         opt.zero_grad()
         if fresh_labels:
-            noise = ToyChain(chain.inputs[batch], torch.randint(0, classes, (len(batch),), generator=label_gen),
-                             chain.readout, chain.params)
+            noise = ToyChain(
+                chain.inputs[batch],
+                torch.randint(0, classes, (len(batch),), generator=label_gen),
+                chain.readout,
+                chain.params,
+            )
             noise.loss(p).backward()
         else:
             chain.loss(p, batch).backward()
         before = p["W1"].detach().clone()
         opt.step()
-        rows.append({"step": t + 1, "norm": float(before.norm()), "angular_update": angle(before, p["W1"].detach()),
-                     "sphere_grad_sq": float((p["W1"].grad.norm() * before.norm()) ** 2)})
+        rows.append(
+            {
+                "step": t + 1,
+                "norm": float(before.norm()),
+                "angular_update": angle(before, p["W1"].detach()),
+                "sphere_grad_sq": float((p["W1"].grad.norm() * before.norm()) ** 2),
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def random_walk_equilibrium_run(optimizer: str, elements: int, lr: float, weight_decay: float, steps: int,
-                                momentum: float = 0.9, betas=(0.9, 0.999), seed: int = 0) -> pd.DataFrame:
+def random_walk_equilibrium_run(
+    optimizer: str,
+    elements: int,
+    lr: float,
+    weight_decay: float,
+    steps: int,
+    momentum: float = 0.9,
+    betas=(0.9, 0.999),
+    seed: int = 0,
+) -> pd.DataFrame:
     """The equilibrium formulas' own setting: a scale-invariant w whose gradient is pure isotropic noise.
 
     Each step's gradient is fresh Gaussian noise projected orthogonal to w and divided by ||w|| (the two
@@ -291,13 +360,27 @@ def random_walk_equilibrium_run(optimizer: str, elements: int, lr: float, weight
         noise = torch.randn(elements, generator=gen, dtype=torch.float64)
         w.grad = (noise - (noise @ direction) * direction) / before.norm()
         opt.step()
-        rows.append({"step": t + 1, "norm": float(before.norm()), "angular_update": angle(before, w.detach()),
-                     "sphere_grad_sq": float((w.grad.norm() * before.norm()) ** 2)})
+        rows.append(
+            {
+                "step": t + 1,
+                "norm": float(before.norm()),
+                "angular_update": angle(before, w.detach()),
+                "sphere_grad_sq": float((w.grad.norm() * before.norm()) ** 2),
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def equilibrium_prediction(optimizer: str, lr: float, weight_decay: float, *, elements: int | None = None,
-                           sphere_grad_sq: float | None = None, momentum: float = 0.9, beta1: float = 0.9) -> dict:
+def equilibrium_prediction(
+    optimizer: str,
+    lr: float,
+    weight_decay: float,
+    *,
+    elements: int | None = None,
+    sphere_grad_sq: float | None = None,
+    momentum: float = 0.9,
+    beta1: float = 0.9,
+) -> dict:
     """Predicted equilibrium norm and angular update per step (Wan et al. 2021; Kosson et al. 2024, Table 1).
 
     `sphere_grad_sq` is E||grad L(w)||^2 * ||w||^2 (scale-free); `elements` the number of entries of w.
@@ -307,32 +390,45 @@ def equilibrium_prediction(optimizer: str, lr: float, weight_decay: float, *, el
         alpha = momentum if optimizer == "sgdm" else 0.0
         if sphere_grad_sq is None:
             raise ValueError("SGD predictions need sphere_grad_sq (E||g||^2 ||w||^2)")
-        return {"norm": (eta * sphere_grad_sq / (2 * lam * (1 - alpha))) ** 0.25,
-                "angular_update": math.sqrt(2 * eta * lam / (1 + alpha))}
+        return {
+            "norm": (eta * sphere_grad_sq / (2 * lam * (1 - alpha))) ** 0.25,
+            "angular_update": math.sqrt(2 * eta * lam / (1 + alpha)),
+        }
     if optimizer == "adamw":
         if elements is None:
             raise ValueError("AdamW predictions need elements (the number of entries of w)")
-        return {"norm": math.sqrt(eta * elements / (2 * lam)),
-                "angular_update": math.sqrt(2 * eta * lam * (1 - beta1) / (1 + beta1))}
+        return {
+            "norm": math.sqrt(eta * elements / (2 * lam)),
+            "angular_update": math.sqrt(2 * eta * lam * (1 - beta1) / (1 + beta1)),
+        }
     raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
 
 
-def equilibrium_check(run: pd.DataFrame, optimizer: str, lr: float, weight_decay: float, elements: int,
-                      window: float = 0.25, **kwargs) -> dict:
+def equilibrium_check(
+    run: pd.DataFrame, optimizer: str, lr: float, weight_decay: float, elements: int, window: float = 0.25, **kwargs
+) -> dict:
     """Measured equilibrium (mean over the last `window` of the run) against the prediction, as ratios."""
-    tail = run.iloc[int(len(run) * (1 - window)):]
-    predicted = equilibrium_prediction(optimizer, lr, weight_decay, elements=elements,
-                                       sphere_grad_sq=float(tail["sphere_grad_sq"].mean()), **kwargs)
+    tail = run.iloc[int(len(run) * (1 - window)) :]
+    predicted = equilibrium_prediction(
+        optimizer, lr, weight_decay, elements=elements, sphere_grad_sq=float(tail["sphere_grad_sq"].mean()), **kwargs
+    )
     measured_norm = float(tail["norm"].mean())
     measured_turn = float(tail["angular_update"].mean())
-    return {"optimizer": optimizer, "lr": lr, "weight_decay": weight_decay,
-            "norm": measured_norm, "predicted_norm": predicted["norm"],
-            "norm_ratio": measured_norm / predicted["norm"],
-            "angular_update": measured_turn, "predicted_angular_update": predicted["angular_update"],
-            "angular_ratio": measured_turn / predicted["angular_update"]}
+    return {
+        "optimizer": optimizer,
+        "lr": lr,
+        "weight_decay": weight_decay,
+        "norm": measured_norm,
+        "predicted_norm": predicted["norm"],
+        "norm_ratio": measured_norm / predicted["norm"],
+        "angular_update": measured_turn,
+        "predicted_angular_update": predicted["angular_update"],
+        "angular_ratio": measured_turn / predicted["angular_update"],
+    }
 
 
 # ---- the small GPT ----------------------------------------------------------------------------
+
 
 def norm_locations(model) -> dict[str, list]:
     """Group a model's norm modules by what they feed.
@@ -342,8 +438,10 @@ def norm_locations(model) -> dict[str, list]:
     the next block, and the head after the last block). Other norms keep their own names.
     """
     post = getattr(getattr(model, "cfg", None), "placement", "pre") == "post"
-    labels = {"norm1": "trunk after attention" if post else "attention input",
-              "norm2": "trunk after MLP" if post else "MLP input"}
+    labels = {
+        "norm1": "trunk after attention" if post else "attention input",
+        "norm2": "trunk after MLP" if post else "MLP input",
+    }
     locations: dict[str, list] = {}
     for name, module in model.norms():
         leaf = name.rsplit(".", 1)[-1]
@@ -395,12 +493,13 @@ def gain_sensitivity(model, batches, factors, locations: dict | None = None) -> 
     return pd.DataFrame(rows)
 
 
-def gain_norms(model) -> dict[str, float]:
+def gain_rms(model) -> dict[str, float]:
     """RMS of each norm's gain (||g|| / sqrt(d)), keyed by the norm's name."""
     return {name: float(m.weight.detach().pow(2).mean().sqrt()) for name, m in model.norms() if m.weight is not None}
 
 
 # ---- the symmetry that pre-LN does have (Kunin et al. 2021) ------------------------------------------
+
 
 def following_linears(model) -> dict[str, list]:
     """For a pre-LN GPT: each norm's name -> the linear layers that read its output directly.
@@ -412,7 +511,9 @@ def following_linears(model) -> dict[str, list]:
     if getattr(getattr(model, "cfg", None), "placement", "pre") != "pre":
         raise ValueError("following_linears needs a pre-LN model: in post-LN the norm's output also feeds the trunk")
     if getattr(model.cfg, "tie_embeddings", False):
-        raise ValueError("with tied embeddings the head is also the embedding table, so the final norm has no free next layer")
+        raise ValueError(
+            "with tied embeddings the head is also the embedding table, so the final norm has no free next layer"
+        )
     pairs = {}
     for name, _ in model.norms():
         if name == "final_norm":
@@ -459,8 +560,14 @@ def rescale_symmetry(model, batches, factors) -> pd.DataFrame:
         apply_rescale(paired, a)
         for _, norm in alone.norms():
             norm.weight.mul_(a)
-        rows.append({"factor": a, "delta_loss_rescaled_pair": mean_loss(paired) - base,
-                     "delta_loss_gain_alone": mean_loss(alone) - base, "loss": base})
+        rows.append(
+            {
+                "factor": a,
+                "delta_loss_rescaled_pair": mean_loss(paired) - base,
+                "delta_loss_gain_alone": mean_loss(alone) - base,
+                "loss": base,
+            }
+        )
     model.train(was_training)
     return pd.DataFrame(rows)
 
@@ -488,7 +595,10 @@ def effective_update(model, batch, factors, *, optimizer: str = "adam", lr: floa
         opt = torch.optim.SGD(params, lr=lr) if optimizer == "sgd" else torch.optim.Adam(params, lr=lr)
         pairs = following_linears(m)
         norms = dict(m.norms())
-        before = {name: (norms[name].weight.detach().clone(), [l.weight.detach().clone() for l in pairs[name]]) for name in pairs}
+        before = {
+            name: (norms[name].weight.detach().clone(), [l.weight.detach().clone() for l in pairs[name]])
+            for name in pairs
+        }
         opt.zero_grad()
         m(x, targets=y)[1].backward()
         opt.step()

@@ -7,6 +7,7 @@ chapter can check each one against PyTorch's own implementations:
     A2 (RMSNorm):         y = x / (sqrt(mean(x^2)) + eps) * gamma          eps outside the root
     B2 (RMSNorm):         y = x / sqrt(mean(x^2) + eps) * gamma            eps inside the root
 """
+
 from __future__ import annotations
 
 import math

@@ -18,6 +18,7 @@ printed and the exact forms are provided so that the chapter can measure the gap
 
 All functions work on float64 vectors; they are analysis helpers, not kernels.
 """
+
 from __future__ import annotations
 
 import torch
@@ -31,7 +32,9 @@ EPS_FREE = 1e-300
 
 def _check_vector(x: torch.Tensor) -> None:
     if not isinstance(x, torch.Tensor) or x.dim() != 1 or x.numel() < 2:
-        raise ValueError(f"x must be a 1-d tensor with at least 2 features (one token), got {getattr(x, 'shape', type(x))}")
+        raise ValueError(
+            f"x must be a 1-d tensor with at least 2 features (one token), got {getattr(x, 'shape', type(x))}"
+        )
     if x.dtype != torch.float64:
         raise TypeError(f"x has dtype {x.dtype}; Jacobian checks run in float64, pass x.double()")
 
@@ -109,7 +112,9 @@ def rms_input_gradient(x: torch.Tensor, gain: torch.Tensor, upstream: torch.Tens
 def gain_gradient(x: torch.Tensor, upstream: torch.Tensor, eps: float = 0.0) -> torch.Tensor:
     """dℓ/dg = Σ_tokens δ ⊙ x̂ for a batch x, upstream of shape (tokens, d)."""
     if x.shape != upstream.shape or x.dim() != 2:
-        raise ValueError(f"x and upstream must both have shape (tokens, d), got {tuple(x.shape)} and {tuple(upstream.shape)}")
+        raise ValueError(
+            f"x and upstream must both have shape (tokens, d), got {tuple(x.shape)} and {tuple(upstream.shape)}"
+        )
     x_hat = x / (x.pow(2).mean(-1, keepdim=True) + eps).sqrt()
     return (upstream * x_hat).sum(0)
 
@@ -216,7 +221,9 @@ def null_directions(x: torch.Tensor, eps: float = 0.0) -> dict[str, float]:
     }
 
 
-def gradient_scale_ratios(x: torch.Tensor, gain: torch.Tensor, upstream: torch.Tensor, scales, eps: float = 0.0) -> torch.Tensor:
+def gradient_scale_ratios(
+    x: torch.Tensor, gain: torch.Tensor, upstream: torch.Tensor, scales, eps: float = 0.0
+) -> torch.Tensor:
     """a · ||∂ℓ/∂x at a·x|| / ||∂ℓ/∂x at x (ε-free)|| for each scale a: 1 wherever gradients scale as 1/r."""
     base = autograd_rms_gradients(x, gain, upstream)[0].norm()
     ratios = [float(a) * autograd_rms_gradients(float(a) * x, gain, upstream, eps)[0].norm() / base for a in scales]

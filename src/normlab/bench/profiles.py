@@ -8,6 +8,7 @@ Profiles:
 Each profile is a set of studies; a study is a grid of cases that answers one
 question (the LN/RMS ratio across d, small-batch latency, pRMSNorm, ...).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -59,30 +60,84 @@ _COMPILE_BUDGET = (
 
 PROFILE_SETTINGS = {
     "smoke": Profile(
-        name="smoke", device="cpu", train_rows=256, sweep_d=(256, 1024), sweep_dtypes=("float32", "bfloat16"),
-        backward_d=(256,), backward_dtypes=("float32",), small_rows=(1, 16), small_d=(256,), small_dtypes=("float32",),
-        partial_d=(1024,), chunked_d=(4096,), chunked_rows=64,
-        timing=TimingSettings(warmup=1, min_repeats=5, max_repeats=7, budget_s=0.01, min_repeat_s=1e-3,
-                              rotation_bytes=1 << 20, max_buffers=4),
-        limited={"compile": ((), _COMPILE_BUDGET)}, dtype_max_d={"bfloat16": 256},
+        name="smoke",
+        device="cpu",
+        train_rows=256,
+        sweep_d=(256, 1024),
+        sweep_dtypes=("float32", "bfloat16"),
+        backward_d=(256,),
+        backward_dtypes=("float32",),
+        small_rows=(1, 16),
+        small_d=(256,),
+        small_dtypes=("float32",),
+        partial_d=(1024,),
+        chunked_d=(4096,),
+        chunked_rows=64,
+        timing=TimingSettings(
+            warmup=1,
+            min_repeats=5,
+            max_repeats=7,
+            budget_s=0.01,
+            min_repeat_s=1e-3,
+            rotation_bytes=1 << 20,
+            max_buffers=4,
+        ),
+        limited={"compile": ((), _COMPILE_BUDGET)},
+        dtype_max_d={"bfloat16": 256},
     ),
     "cpu": Profile(
-        name="cpu", device="cpu", train_rows=8192, sweep_d=(256, 1024, 4096, 16384), sweep_dtypes=("float32", "bfloat16"),
-        backward_d=(256, 1024), backward_dtypes=("float32", "bfloat16"), small_rows=(1, 16), small_d=(4096,),
-        small_dtypes=("float32", "bfloat16"), partial_d=(4096,), chunked_d=(65536,), chunked_rows=1024,
-        timing=TimingSettings(warmup=1, warmup_s=0.5, min_repeats=3, max_repeats=25, budget_s=0.3, min_repeat_s=2e-3,
-                              rotation_bytes=64 << 20, max_buffers=32),
+        name="cpu",
+        device="cpu",
+        train_rows=8192,
+        sweep_d=(256, 1024, 4096, 16384),
+        sweep_dtypes=("float32", "bfloat16"),
+        backward_d=(256, 1024),
+        backward_dtypes=("float32", "bfloat16"),
+        small_rows=(1, 16),
+        small_d=(4096,),
+        small_dtypes=("float32", "bfloat16"),
+        partial_d=(4096,),
+        chunked_d=(65536,),
+        chunked_rows=1024,
+        timing=TimingSettings(
+            warmup=1,
+            warmup_s=0.5,
+            min_repeats=3,
+            max_repeats=25,
+            budget_s=0.3,
+            min_repeat_s=2e-3,
+            rotation_bytes=64 << 20,
+            max_buffers=32,
+        ),
         # bf16 arithmetic is emulated on this CPU (several times slower than fp32), so it gets the short rows
-        dtype_max_d={"bfloat16": 1024}, backward_dtype_max_d={"bfloat16": 256}, max_elements=8192 * 4096,
+        dtype_max_d={"bfloat16": 1024},
+        backward_dtype_max_d={"bfloat16": 256},
+        max_elements=8192 * 4096,
     ),
     "gpu": Profile(
-        name="gpu", device="cuda", train_rows=8192,
-        sweep_d=(256, 1024, 4096, 8192, 16384, 32768, 65536), sweep_dtypes=("float32", "bfloat16"),
-        backward_d=(1024, 4096, 16384), backward_dtypes=("float32", "bfloat16"), small_rows=(1, 16),
-        small_d=(4096,), small_dtypes=("float32", "bfloat16"), partial_d=(4096, 16384),
-        chunked_d=(16384, 65536), chunked_rows=4096,
-        timing=TimingSettings(warmup=5, warmup_s=0.02, min_repeats=10, max_repeats=50, budget_s=0.15, min_repeat_s=1e-3,
-                              rotation_bytes=512 << 20, max_buffers=16),
+        name="gpu",
+        device="cuda",
+        train_rows=8192,
+        sweep_d=(256, 1024, 4096, 8192, 16384, 32768, 65536),
+        sweep_dtypes=("float32", "bfloat16"),
+        backward_d=(1024, 4096, 16384),
+        backward_dtypes=("float32", "bfloat16"),
+        small_rows=(1, 16),
+        small_d=(4096,),
+        small_dtypes=("float32", "bfloat16"),
+        partial_d=(4096, 16384),
+        chunked_d=(16384, 65536),
+        chunked_rows=4096,
+        timing=TimingSettings(
+            warmup=5,
+            warmup_s=0.02,
+            min_repeats=10,
+            max_repeats=50,
+            budget_s=0.15,
+            min_repeat_s=1e-3,
+            rotation_bytes=512 << 20,
+            max_buffers=16,
+        ),
     ),
 }
 
@@ -100,8 +155,12 @@ def get_profile(name: str, *, backends=None, dtypes=None) -> tuple[Profile, tupl
         for dtype in dtypes:
             check_choice("dtype", dtype, tuple(DTYPES))
         keep = lambda chosen: tuple(d for d in chosen if d in dtypes)  # noqa: E731
-        profile = replace(profile, sweep_dtypes=keep(profile.sweep_dtypes), backward_dtypes=keep(profile.backward_dtypes),
-                          small_dtypes=keep(profile.small_dtypes))
+        profile = replace(
+            profile,
+            sweep_dtypes=keep(profile.sweep_dtypes),
+            backward_dtypes=keep(profile.backward_dtypes),
+            small_dtypes=keep(profile.small_dtypes),
+        )
     if backends is not None:
         from normlab import BACKENDS
 

@@ -3,6 +3,7 @@
 The chapter shows these beside its live CPU run. Nothing is estimated: no
 file, no GPU rows.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -49,17 +50,25 @@ def label(document: dict) -> str:
     """'NVIDIA H200 (torch 2.11, triton 3.6), 2026-01-01T00:00:00+00:00, commit abc123def456'."""
     v = document["versions"]
     commit = short_commit(document)
-    return (f"{hardware_name(document)} (torch {v.get('torch')}, triton {v.get('triton')}), profile {document['profile']}, "
-            f"measured {document['started']}, commit {commit}")
+    return (
+        f"{hardware_name(document)} (torch {v.get('torch')}, triton {v.get('triton')}), profile {document['profile']}, "
+        f"measured {document['started']}, commit {commit}"
+    )
 
 
 def measured(document: dict, source: str = "this run") -> Measured:
     """A results document (live or loaded) as a `Measured`, its hardware read from the document itself."""
     # a gpu-profile document is a GPU run by what it was made for (the tests' synthetic one is timed on a CPU)
     on_gpu = document.get("device") == "cuda" or document.get("profile") == "gpu"
-    return Measured(frame=report.frame(document), hardware=hardware_name(document), label=label(document), on_gpu=on_gpu,
-                    source=source, started=str(document.get("started", "")),
-                    commit=short_commit(document))
+    return Measured(
+        frame=report.frame(document),
+        hardware=hardware_name(document),
+        label=label(document),
+        on_gpu=on_gpu,
+        source=source,
+        started=str(document.get("started", "")),
+        commit=short_commit(document),
+    )
 
 
 def committed(data_dir: str | Path) -> list[Measured]:

@@ -4,6 +4,7 @@ The LN/RMS comparison is a ratio of two times measured side by side in one
 run. `saving` follows the paper's convention: the share of LayerNorm's time
 that RMSNorm removes, 1 - t_rms / t_ln (positive: RMSNorm is faster).
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -14,6 +15,7 @@ from normlab.bench.traffic import copy_bytes as _copy_bytes
 
 def copy_bytes(rows: int, d: int, dtype: str) -> int:
     return _copy_bytes(rows, d, DTYPES[dtype])
+
 
 MATCH = ["study", "implementation", "direction", "dtype", "rows", "d", "mode"]
 
@@ -78,15 +80,24 @@ def implementation_summary(ratios: pd.DataFrame, by: tuple[str, ...] = ("impleme
     rows = []
     for key, group in ratios.groupby(by):
         key = key if isinstance(key, tuple) else (key,)
-        rows.append({**dict(zip(by, key)), "points": len(group),
-                     "median ratio t_LN/t_RMS": float(group["ratio_ln_over_rms"].median()),
-                     "ratio sd": float(group["ratio_sd"].median()),
-                     "median saving": float(group["saving"].median()),
-                     "saving sd": float(group["saving_sd"].median())})
-    return pd.DataFrame(rows, columns=[*by, "points", "median ratio t_LN/t_RMS", "ratio sd", "median saving", "saving sd"])
+        rows.append(
+            {
+                **dict(zip(by, key)),
+                "points": len(group),
+                "median ratio t_LN/t_RMS": float(group["ratio_ln_over_rms"].median()),
+                "ratio sd": float(group["ratio_sd"].median()),
+                "median saving": float(group["saving"].median()),
+                "saving sd": float(group["saving_sd"].median()),
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=[*by, "points", "median ratio t_LN/t_RMS", "ratio sd", "median saving", "saving sd"]
+    )
 
 
-def compare_runs(ratios: pd.DataFrame, by: tuple[str, ...] = ("implementation", "dtype"), run: str = "run") -> pd.DataFrame:
+def compare_runs(
+    ratios: pd.DataFrame, by: tuple[str, ...] = ("implementation", "dtype"), run: str = "run"
+) -> pd.DataFrame:
     """Side by side per run: each group's median LN/RMS ratio and its sd (the median of its points' sds), one column pair
     per run in the order the runs first appear. A group one run lacks shows as an empty cell."""
     by = list(by)
@@ -96,7 +107,8 @@ def compare_runs(ratios: pd.DataFrame, by: tuple[str, ...] = ("implementation", 
     for name in ratios[run].drop_duplicates():
         summary = implementation_summary(ratios[ratios[run] == name], by=tuple(by))
         summary = summary[by + ["median ratio t_LN/t_RMS", "ratio sd"]].rename(
-            columns={"median ratio t_LN/t_RMS": f"t_LN/t_RMS [{name}]", "ratio sd": f"sd [{name}]"})
+            columns={"median ratio t_LN/t_RMS": f"t_LN/t_RMS [{name}]", "ratio sd": f"sd [{name}]"}
+        )
         out = summary if out is None else out.merge(summary, on=by, how="outer")
     return out.sort_values(by).reset_index(drop=True)
 
@@ -105,14 +117,17 @@ def describe_medians(summary: pd.DataFrame) -> str:
     """'auto 1.01 (float32), 1.04 (bfloat16); eager 1.77 (float32), ...' from an `implementation_summary` by implementation and dtype."""
     parts = []
     for name, group in summary.groupby("implementation", sort=True):
-        values = ", ".join(f"{row['median ratio t_LN/t_RMS']:.2f} ({row['dtype']})"
-                           for _, row in group.sort_values("dtype", ascending=False).iterrows())
+        values = ", ".join(
+            f"{row['median ratio t_LN/t_RMS']:.2f} ({row['dtype']})"
+            for _, row in group.sort_values("dtype", ascending=False).iterrows()
+        )
         parts.append(f"{name} {values}")
     return "; ".join(parts)
 
 
-def ratio_grid(ratios: pd.DataFrame, study: str, rows: tuple[str, ...] = ("implementation", "dtype"),
-               columns: str = "d") -> pd.DataFrame:
+def ratio_grid(
+    ratios: pd.DataFrame, study: str, rows: tuple[str, ...] = ("implementation", "dtype"), columns: str = "d"
+) -> pd.DataFrame:
     """LN/RMS ratios of one study as a grid (implementation and dtype down, d across), for a compact table.
 
     A shape missing for one norm, or left out as unstable, shows as an empty cell.
@@ -131,16 +146,25 @@ def skipped(df: pd.DataFrame) -> pd.DataFrame:
     if out.empty:
         return pd.DataFrame(columns=["status", "reason", "implementations", "studies", "cases"])
     join = lambda values: ", ".join(sorted(set(values)))  # noqa: E731
-    return (out.groupby(["status", "reason"])
-            .agg(implementations=("implementation", join), studies=("study", join), cases=("study", "size"))
-            .reset_index())
+    return (
+        out.groupby(["status", "reason"])
+        .agg(implementations=("implementation", join), studies=("study", join), cases=("study", "size"))
+        .reset_index()
+    )
 
 
 def auto_goal(df: pd.DataFrame, *, rows: int = 8192, d: int = 4096, dtype: str = "float32") -> pd.DataFrame | None:
     """backend="auto" against an allocating copy at the issue's reference shape, for both norms; None if not timed."""
     ok = measured(df)
-    pick = ok[(ok["study"] == "sweep") & (ok["implementation"] == "auto") & (ok["rows"] == rows) & (ok["d"] == d)
-              & (ok["dtype"] == dtype) & (ok["mode"] == "alloc") & (ok["direction"] == "forward")]
+    pick = ok[
+        (ok["study"] == "sweep")
+        & (ok["implementation"] == "auto")
+        & (ok["rows"] == rows)
+        & (ok["d"] == d)
+        & (ok["dtype"] == dtype)
+        & (ok["mode"] == "alloc")
+        & (ok["direction"] == "forward")
+    ]
     if set(pick["norm"]) != {"layer", "rms"}:
         return None
     return pick[["norm", "median_s", "bandwidth_gbs", "copy_bandwidth_gbs", "fraction_of_copy"]].set_index("norm")
@@ -158,8 +182,21 @@ def table(df: pd.DataFrame) -> str:
         of_copy=ok["fraction_of_copy"],
         passes=ok["effective_passes"],
     )
-    columns = ["study", "norm", "implementation", "direction", "dtype", "rows", "d", "mode", "time_ms", "iqr_ms", "GBps",
-               "of_copy", "passes"]
+    columns = [
+        "study",
+        "norm",
+        "implementation",
+        "direction",
+        "dtype",
+        "rows",
+        "d",
+        "mode",
+        "time_ms",
+        "iqr_ms",
+        "GBps",
+        "of_copy",
+        "passes",
+    ]
     return shown[columns].to_string(index=False, float_format=lambda v: f"{v:.4g}")
 
 
@@ -170,8 +207,22 @@ def census(df: pd.DataFrame) -> pd.DataFrame:
     rows = df[df["profiler_ops"].notna()].copy()
     rows["profiler_count"] = rows["profiler_ops"].map(len)
     rows["traced_count"] = rows["traced_ops"].map(lambda ops: len(ops) if isinstance(ops, list) else None)
-    columns = ["study", "norm", "implementation", "direction", "dtype", "rows", "d", "traced_passes", "traced_count",
-               "profiler_count", "ops_agree", "effective_passes", "traced_ops", "profiler_ops"]
+    columns = [
+        "study",
+        "norm",
+        "implementation",
+        "direction",
+        "dtype",
+        "rows",
+        "d",
+        "traced_passes",
+        "traced_count",
+        "profiler_count",
+        "ops_agree",
+        "effective_passes",
+        "traced_ops",
+        "profiler_ops",
+    ]
     if "traced_reductions" in rows:
         columns.insert(8, "traced_reductions")
     return rows[columns].reset_index(drop=True)
@@ -193,20 +244,30 @@ def backward_vs_copies(df: pd.DataFrame, implementation: str = "auto", dtype: st
         first = same[same["implementation"] == "copy (clone)"]["median_s"]
         again = same[same["implementation"] == "copy (clone) again"]["median_s"]
         sd = getattr(record, "relative_sd", float("nan"))
-        rows.append({"rows × d": f"{record.rows}×{record.d}", "norm": "LayerNorm" if record.norm == "layer" else "RMSNorm",
-                     "time (ms)": record.median_s * 1e3, "sd (ms)": record.median_s * sd * 1e3,
-                     "÷ copy": record.median_s / first.iloc[0] if len(first) else None,
-                     "÷ copy again": record.median_s / again.iloc[0] if len(again) else None,
-                     # bytes the pair must move per second, against the first copy's bytes per second as shown here
-                     # (the harness's own fraction uses the copy as first timed, before any re-measure)
-                     "fraction of copy bandwidth": (record.bytes / record.median_s) / (copy_bytes(record.rows, record.d, dtype) / first.iloc[0])
-                     if len(first) else None,
-                     "unstable": bool(getattr(record, "unstable", False) or False)})
+        rows.append(
+            {
+                "rows × d": f"{record.rows}×{record.d}",
+                "norm": "LayerNorm" if record.norm == "layer" else "RMSNorm",
+                "time (ms)": record.median_s * 1e3,
+                "sd (ms)": record.median_s * sd * 1e3,
+                "÷ copy": record.median_s / first.iloc[0] if len(first) else None,
+                "÷ copy again": record.median_s / again.iloc[0] if len(again) else None,
+                # bytes the pair must move per second, against the first copy's bytes per second as shown here
+                # (the harness's own fraction uses the copy as first timed, before any re-measure)
+                "fraction of copy bandwidth": (record.bytes / record.median_s)
+                / (copy_bytes(record.rows, record.d, dtype) / first.iloc[0])
+                if len(first)
+                else None,
+                "unstable": bool(getattr(record, "unstable", False) or False),
+            }
+        )
     table = pd.DataFrame(rows)
     if table.empty:
         return table
     ratios = ln_rms_ratios(df, include_unstable=True)
-    ratios = ratios[(ratios["study"] == "backward") & (ratios["implementation"] == implementation) & (ratios["dtype"] == dtype)]
+    ratios = ratios[
+        (ratios["study"] == "backward") & (ratios["implementation"] == implementation) & (ratios["dtype"] == dtype)
+    ]
     lookup = {f"{r.rows}×{r.d}": (r.ratio_ln_over_rms, r.ratio_sd) for r in ratios.itertuples()}
     table["t_LN / t_RMS"] = table["rows × d"].map(lambda key: lookup.get(key, (None, None))[0])
     table["ratio sd"] = table["rows × d"].map(lambda key: lookup.get(key, (None, None))[1])
@@ -221,16 +282,31 @@ def copy_agreement(df: pd.DataFrame) -> pd.DataFrame:
     pairs = ok[ok["same_path_as"].notna()]
     rows = []
     for r in pairs.itertuples():
-        partner = ok[(ok["implementation"] == r.same_path_as) & (ok["rows"] == r.rows) & (ok["d"] == r.d)
-                     & (ok["dtype"] == r.dtype) & (ok["mode"] == r.mode) & (ok["direction"] == r.direction)
-                     & ((ok["norm"] == r.norm) | (r.norm == "copy"))]
+        partner = ok[
+            (ok["implementation"] == r.same_path_as)
+            & (ok["rows"] == r.rows)
+            & (ok["d"] == r.d)
+            & (ok["dtype"] == r.dtype)
+            & (ok["mode"] == r.mode)
+            & (ok["direction"] == r.direction)
+            & ((ok["norm"] == r.norm) | (r.norm == "copy"))
+        ]
         if r.norm != "copy":
             partner = partner[partner["study"] == r.study]
         if partner.empty:
             continue
         p = partner.iloc[0]
-        rows.append({"case": f"{r.study} {r.norm} {r.dtype} {r.rows}×{r.d} {r.mode}", "implementation": r.implementation,
-                     "same path": r.same_path_as, "time (ms)": r.median_s * 1e3, "same path (ms)": p["median_s"] * 1e3,
-                     "ratio": r.median_s / p["median_s"], "agree within spread": bool(r.same_path_agrees),
-                     "re-measured": bool(r.remeasured) or bool(p["remeasured"]), "unstable": bool(r.unstable)})
+        rows.append(
+            {
+                "case": f"{r.study} {r.norm} {r.dtype} {r.rows}×{r.d} {r.mode}",
+                "implementation": r.implementation,
+                "same path": r.same_path_as,
+                "time (ms)": r.median_s * 1e3,
+                "same path (ms)": p["median_s"] * 1e3,
+                "ratio": r.median_s / p["median_s"],
+                "agree within spread": bool(r.same_path_agrees),
+                "re-measured": bool(r.remeasured) or bool(p["remeasured"]),
+                "unstable": bool(r.unstable),
+            }
+        )
     return pd.DataFrame(rows)

@@ -7,13 +7,14 @@ the clock's resolution (sub-millisecond calls, such as one-row inference, are
 otherwise all noise). Every call takes the next set of inputs from a rotation
 of several buffers, so the caches do not hold the previous call's data.
 """
+
 from __future__ import annotations
 
 import math
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Callable, Sequence
 
 import torch
 
@@ -77,8 +78,14 @@ def summarise(per_call: Sequence[float], number: int, buffers: int) -> Timing:
     else:
         q25 = q75 = ordered[0]
     return Timing(
-        median_s=statistics.median(ordered), q25_s=q25, q75_s=q75, min_s=ordered[0], max_s=ordered[-1],
-        repeats=len(ordered), number=number, buffers=buffers,
+        median_s=statistics.median(ordered),
+        q25_s=q25,
+        q75_s=q75,
+        min_s=ordered[0],
+        max_s=ordered[-1],
+        repeats=len(ordered),
+        number=number,
+        buffers=buffers,
     )
 
 
@@ -102,7 +109,9 @@ class _Clock:
         return time.perf_counter() - started
 
 
-def time_call(call: Callable[..., object], input_sets: Sequence[tuple], settings: TimingSettings, device: torch.device) -> Timing:
+def time_call(
+    call: Callable[..., object], input_sets: Sequence[tuple], settings: TimingSettings, device: torch.device
+) -> Timing:
     """Time `call(*inputs)`, cycling through `input_sets`."""
     if not input_sets:
         raise ValueError("input_sets is empty; give at least one set of inputs")

@@ -11,6 +11,7 @@ A "pass" is one full-size tensor (rows x d, in x's dtype) read or written. A
 copy makes 2 passes (read x, write y); so does any fused forward norm whose
 row fits on chip.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -56,7 +57,9 @@ class Traffic:
         return self.activations + self.parameters + self.statistics
 
 
-def must_move(norm: str, direction: str, rows: int, d: int, dtype: torch.dtype, param_dtype: torch.dtype | None = None) -> Traffic:
+def must_move(
+    norm: str, direction: str, rows: int, d: int, dtype: torch.dtype, param_dtype: torch.dtype | None = None
+) -> Traffic:
     """Bytes that any implementation must move.
 
     forward:            read x, write y, read the parameters.

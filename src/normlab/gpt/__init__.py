@@ -2,7 +2,10 @@
 
 It needs the `gpt` extra (pandas, tqdm) besides the norm library.
 """
+
 try:
     import pandas  # noqa: F401
 except ImportError as error:  # the trainer's history is a DataFrame
-    raise ImportError(f'normlab.gpt needs pandas ({error}); install the testbed with `pip install "normlab[gpt]"`') from error
+    raise ImportError(
+        f'normlab.gpt needs pandas ({error}); install the testbed with `pip install "normlab[gpt]"`'
+    ) from error

@@ -18,6 +18,7 @@ Run the same command again to resume from checkpoint.pt (with any number of rank
 batch stays --batch-size). Under torchrun each rank gets its own share of every batch
 (DistributedDataParallel; gloo on CPU, NCCL on CUDA, one GPU per rank), and only rank 0 writes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,13 +61,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m normlab.train",
         description="Train normlab's small GPT on the bundled corpus and write a run directory. "
-                    "Runs unchanged under torchrun (data parallel).")
+        "Runs unchanged under torchrun (data parallel).",
+    )
     parser.add_argument("--run-dir", required=True, help="directory for config, metrics, checkpoint and summary")
-    parser.add_argument("--stop-after", type=int, default=None,
-                        help="stop after this many steps in this call, checkpoint written (a job with a time limit); "
-                             "run the same command again to continue")
-    parser.add_argument("--config", help='JSON file: {"model": {...GPTConfig}, "train": {...TrainConfig}}; flags override it')
-    for title, cls, skip in (("model (GPTConfig)", GPTConfig, set()), ("training (TrainConfig)", TrainConfig, _MANAGED)):
+    parser.add_argument(
+        "--stop-after",
+        type=int,
+        default=None,
+        help="stop after this many steps in this call, checkpoint written (a job with a time limit); "
+        "run the same command again to continue",
+    )
+    parser.add_argument(
+        "--config", help='JSON file: {"model": {...GPTConfig}, "train": {...TrainConfig}}; flags override it'
+    )
+    for title, cls, skip in (
+        ("model (GPTConfig)", GPTConfig, set()),
+        ("training (TrainConfig)", TrainConfig, _MANAGED),
+    ):
         group = parser.add_argument_group(title)
         for field in dataclasses.fields(cls):
             if field.name in skip:
@@ -74,12 +85,20 @@ def build_parser() -> argparse.ArgumentParser:
             default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
             flag = "--" + field.name.replace("_", "-")
             if isinstance(default, tuple):
-                group.add_argument(flag, dest=field.name, type=float, nargs=len(default), default=None,
-                                   help=f"(default {' '.join(map(str, default))})")
+                group.add_argument(
+                    flag,
+                    dest=field.name,
+                    type=float,
+                    nargs=len(default),
+                    default=None,
+                    help=f"(default {' '.join(map(str, default))})",
+                )
             elif default is None:
                 group.add_argument(flag, dest=field.name, type=int, default=None, help="(default: none)")
             else:
-                group.add_argument(flag, dest=field.name, type=_flag_type(default), default=None, help=f"(default {default})")
+                group.add_argument(
+                    flag, dest=field.name, type=_flag_type(default), default=None, help=f"(default {default})"
+                )
     return parser
 
 
@@ -110,7 +129,9 @@ def resolve_configs(args: argparse.Namespace) -> tuple[GPTConfig, TrainConfig]:
                 values[section][name] = tuple(given) if isinstance(given, list) else given
     managed = _MANAGED & set(values["train"])
     if managed:
-        raise SystemExit(f"config sets {sorted(managed)}, which the CLI manages (the checkpoint is RUN_DIR/checkpoint.pt)")
+        raise SystemExit(
+            f"config sets {sorted(managed)}, which the CLI manages (the checkpoint is RUN_DIR/checkpoint.pt)"
+        )
     try:
         return GPTConfig(**values["model"]), TrainConfig(**values["train"])
     except (TypeError, ValueError) as error:
@@ -142,16 +163,30 @@ def main(argv=None) -> int:
     # One thread per process when several ranks share a CPU machine, so they do not oversubscribe it.
     if world > 1 and not device.startswith("cuda"):
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
-    train_config = dataclasses.replace(train_config, device=device, checkpoint_path=str(run_dir / "checkpoint.pt"),
-                                       progress=train_config.progress and rank == 0, interrupt_after=args.stop_after)
+    train_config = dataclasses.replace(
+        train_config,
+        device=device,
+        checkpoint_path=str(run_dir / "checkpoint.pt"),
+        progress=train_config.progress and rank == 0,
+        interrupt_after=args.stop_after,
+    )
     corpus = load_corpus()
     metrics = run_dir / "metrics.jsonl"
     if rank == 0:
         run_dir.mkdir(parents=True, exist_ok=True)
         resuming = (run_dir / "checkpoint.pt").exists()
-        (run_dir / "config.json").write_text(json.dumps({
-            "model": model_config.to_dict(), "train": train_config.to_dict(), "corpus_sha256": corpus.sha256,
-            "world_size": world, "torch": torch.__version__}, indent=2))
+        (run_dir / "config.json").write_text(
+            json.dumps(
+                {
+                    "model": model_config.to_dict(),
+                    "train": train_config.to_dict(),
+                    "corpus_sha256": corpus.sha256,
+                    "world_size": world,
+                    "torch": torch.__version__,
+                },
+                indent=2,
+            )
+        )
         if not resuming and metrics.exists():
             metrics.unlink()  # a fresh run: no stale lines from an earlier one
 
@@ -167,10 +202,16 @@ def main(argv=None) -> int:
     if rank == 0:
         result.history.to_csv(run_dir / "history.csv", index=False)
         result.val.to_csv(run_dir / "val.csv", index=False)
-        summary = {"steps_done": result.steps_done, "finished": not result.interrupted, "final_val_loss": result.final_val_loss, "diverged": result.diverged,
-                   "final_train_loss": float(result.history["loss"].iloc[-1]) if len(result.history) else None,
-                   "median_step_time_s": result.median_step_time() if len(result.history) else None,
-                   "world_size": world, "corpus_sha256": result.corpus_sha256}
+        summary = {
+            "steps_done": result.steps_done,
+            "finished": not result.interrupted,
+            "final_val_loss": result.final_val_loss,
+            "diverged": result.diverged,
+            "final_train_loss": float(result.history["loss"].iloc[-1]) if len(result.history) else None,
+            "median_step_time_s": result.median_step_time() if len(result.history) else None,
+            "world_size": world,
+            "corpus_sha256": result.corpus_sha256,
+        }
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         print(json.dumps(summary), file=sys.stdout)
     return 0

@@ -20,6 +20,7 @@ and the mean component can be removed from every norm's input with
 `GPT.project_out_mean_before_norms()` (the causal test of "the mean carries no
 information").
 """
+
 from __future__ import annotations
 
 import math
@@ -104,32 +105,41 @@ class GPTConfig:
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"GPTConfig.{name} must be a bool, got {getattr(self, name)!r}")
         if self.embedding_scale is not None and not isinstance(self.embedding_scale, bool):
-            raise ValueError(f"GPTConfig.embedding_scale must be True, False or None (on with DyT), "
-                             f"got {self.embedding_scale!r}")
+            raise ValueError(
+                f"GPTConfig.embedding_scale must be True, False or None (on with DyT), got {self.embedding_scale!r}"
+            )
         if self.embedding_scale and self.norm != "dyt":
             # A scale-invariant norm undoes any scale on its input, so the scalar would only retune the residual
             # stream's balance between embedding and branches: a different experiment from the DyT recipe.
-            raise ValueError(f"GPTConfig.embedding_scale=True is DyT's recipe and needs norm='dyt', got "
-                             f"norm={self.norm!r}; leave embedding_scale at None or False for RMSNorm and LayerNorm")
+            raise ValueError(
+                f"GPTConfig.embedding_scale=True is DyT's recipe and needs norm='dyt', got "
+                f"norm={self.norm!r}; leave embedding_scale at None or False for RMSNorm and LayerNorm"
+            )
         try:
             check_alpha_init(self.dyt_alpha)
         except ValueError as error:
             raise ValueError(f"GPTConfig.dyt_alpha: {error}") from None
         if self.norm == "dyt" and self.norm_backend == "triton":
-            raise ValueError("GPTConfig.norm='dyt' has no Triton kernel; set norm_backend to 'auto', 'torch' or 'compile'")
+            raise ValueError(
+                "GPTConfig.norm='dyt' has no Triton kernel; set norm_backend to 'auto', 'torch' or 'compile'"
+            )
         if self.norm != "rms" and self.norm_backend == "cpp":
-            raise ValueError(f"GPTConfig.norm_backend='cpp' is an RMSNorm kernel and norm is {self.norm!r}; "
-                             "set norm_backend to 'auto', 'torch' or 'compile'")
+            raise ValueError(
+                f"GPTConfig.norm_backend='cpp' is an RMSNorm kernel and norm is {self.norm!r}; "
+                "set norm_backend to 'auto', 'torch' or 'compile'"
+            )
         if self.depth_scaling:
             if self.placement not in TRUNK_IDENTITY_PLACEMENTS:
                 raise ValueError(
                     f"GPTConfig.depth_scaling needs a placement whose trunk is an identity path "
                     f"({', '.join(map(repr, TRUNK_IDENTITY_PLACEMENTS))}); with placement={self.placement!r} the norm "
-                    f"sits on the trunk and 1/sqrt(l) would shrink the whole stream at every block")
+                    f"sits on the trunk and 1/sqrt(l) would shrink the whole stream at every block"
+                )
             if self.depth < 2:
                 raise ValueError(
                     f"GPTConfig.depth_scaling needs depth >= 2: with depth={self.depth} every scale is 1/sqrt(1) = 1 "
-                    f"and the option would change nothing; use more blocks or set depth_scaling=False")
+                    f"and the option would change nothing; use more blocks or set depth_scaling=False"
+                )
 
     @property
     def head_dim(self) -> int:
@@ -344,7 +354,9 @@ class GPT(nn.Module):
         loss = None
         if targets is not None:
             if targets.shape != idx.shape:
-                raise ValueError(f"targets has shape {tuple(targets.shape)} but idx has {tuple(idx.shape)}; they must match")
+                raise ValueError(
+                    f"targets has shape {tuple(targets.shape)} but idx has {tuple(idx.shape)}; they must match"
+                )
             loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
         return logits, loss
 
@@ -383,6 +395,7 @@ class GPT(nn.Module):
         def record(index):
             def hook(module, args, output):
                 values[index] = module.max_logit
+
             return hook
 
         handles = [attn.register_forward_hook(record(i)) for i, attn in enumerate(attentions)]

@@ -17,6 +17,7 @@ remove (it removes only each token's own component along the all-ones
 direction). Outlier channels (massive activations) are measured apart from
 both by `outlier_statistics`.
 """
+
 from __future__ import annotations
 
 import math
@@ -90,7 +91,8 @@ def outlier_statistics(x: torch.Tensor) -> dict[str, float]:
         "top_channel_share": float(energy[top] / energy.sum()) if energy.sum() > 0 else 0.0,
         "top_channel": top,
         "offset_share_without_top": float(kept.mean(dim=0).pow(2).sum() / kept.pow(2).sum(dim=-1).mean())
-        if kept.pow(2).sum() > 0 else 0.0,
+        if kept.pow(2).sum() > 0
+        else 0.0,
     }
 
 

@@ -16,6 +16,7 @@ the scheduler state there is.
 A diverging run (non-finite loss or gradient) stops early with `diverged=True`
 instead of raising: learning-rate sweeps expect some runs to blow up.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -30,9 +31,9 @@ import pandas as pd  # the gpt extra; normlab.gpt's __init__ names it when missi
 import torch
 from torch import nn
 
-from normlab.gpt.residual_stream import stream_statistics
 from normlab.gpt.corpus import Corpus
 from normlab.gpt.model import GPT, GPTConfig
+from normlab.gpt.residual_stream import stream_statistics
 from normlab.runtime.progress import terminal_progress
 
 CHECKPOINT_MAGIC = b"normlab-checkpoint-v1\n"
@@ -74,24 +75,42 @@ class TrainConfig:
             return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
         need(is_int(self.steps) and self.steps > 0, f"steps must be a positive int, got {self.steps!r}")
-        need(is_int(self.batch_size) and self.batch_size > 0, f"batch_size must be a positive int, got {self.batch_size!r}")
+        need(
+            is_int(self.batch_size) and self.batch_size > 0,
+            f"batch_size must be a positive int, got {self.batch_size!r}",
+        )
         need(is_real(self.lr) and self.lr > 0, f"lr must be a positive finite number, got {self.lr!r}")
-        need(is_real(self.min_lr_ratio) and 0 <= self.min_lr_ratio <= 1, f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
-        need(is_int(self.warmup_steps) and 0 <= self.warmup_steps <= self.steps,
-             f"warmup_steps must be an int in [0, steps={self.steps}], got {self.warmup_steps!r}")
+        need(
+            is_real(self.min_lr_ratio) and 0 <= self.min_lr_ratio <= 1,
+            f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}",
+        )
+        need(
+            is_int(self.warmup_steps) and 0 <= self.warmup_steps <= self.steps,
+            f"warmup_steps must be an int in [0, steps={self.steps}], got {self.warmup_steps!r}",
+        )
         for name in ("weight_decay", "gain_weight_decay", "grad_clip"):
             value = getattr(self, name)
             need(is_real(value) and value >= 0, f"{name} must be a finite number >= 0, got {value!r}")
         for name in ("eval_every", "stream_every", "checkpoint_every", "seed"):
             value = getattr(self, name)
             need(is_int(value) and value >= 0, f"{name} must be an int >= 0, got {value!r}")
-        need(is_int(self.eval_batches) and self.eval_batches > 0, f"eval_batches must be a positive int, got {self.eval_batches!r}")
-        need(self.interrupt_after is None or (is_int(self.interrupt_after) and self.interrupt_after > 0),
-             f"interrupt_after must be None or a positive int, got {self.interrupt_after!r}")
-        need(len(self.betas) == 2 and all(is_real(b) and 0 <= b < 1 for b in self.betas),
-             f"betas must be two numbers in [0, 1), got {self.betas!r}")
+        need(
+            is_int(self.eval_batches) and self.eval_batches > 0,
+            f"eval_batches must be a positive int, got {self.eval_batches!r}",
+        )
+        need(
+            self.interrupt_after is None or (is_int(self.interrupt_after) and self.interrupt_after > 0),
+            f"interrupt_after must be None or a positive int, got {self.interrupt_after!r}",
+        )
+        need(
+            len(self.betas) == 2 and all(is_real(b) and 0 <= b < 1 for b in self.betas),
+            f"betas must be two numbers in [0, 1), got {self.betas!r}",
+        )
         self.betas = tuple(float(b) for b in self.betas)
-        need(self.device == "cpu" or str(self.device).startswith("cuda"), f"device must be 'cpu' or 'cuda[:n]', got {self.device!r}")
+        need(
+            self.device == "cpu" or str(self.device).startswith("cuda"),
+            f"device must be 'cpu' or 'cuda[:n]', got {self.device!r}",
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -166,14 +185,20 @@ def gradient_norms(model: GPT) -> dict[str, float]:
     return {k: math.sqrt(v) for k, v in squares.items()}
 
 
-def gain_norms(model: GPT) -> dict[str, float]:
-    return {f"gain_norm/{name}": float(m.weight.detach().double().norm()) for name, m in model.norms() if m.weight is not None}
+def gain_l2_norms(model: GPT) -> dict[str, float]:
+    return {
+        f"gain_norm/{name}": float(m.weight.detach().double().norm())
+        for name, m in model.norms()
+        if m.weight is not None
+    }
 
 
 def _eval_batches(corpus: Corpus, mcfg: GPTConfig, tcfg: TrainConfig) -> list:
     # A generator of its own, seeded apart from training: the same windows at every evaluation and in every run.
     generator = torch.Generator().manual_seed(10_000 + tcfg.seed)
-    return [corpus.batch("val", tcfg.batch_size, mcfg.context, generator, tcfg.device) for _ in range(tcfg.eval_batches)]
+    return [
+        corpus.batch("val", tcfg.batch_size, mcfg.context, generator, tcfg.device) for _ in range(tcfg.eval_batches)
+    ]
 
 
 @torch.no_grad()
@@ -197,8 +222,11 @@ def measure_stream(model: GPT, x: torch.Tensor, step: int) -> list[dict]:
 
 # ---- checkpoints -------------------------------------------------------------------------------------
 
+
 def _comparable(train_config: dict) -> dict:
-    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in train_config.items() if k not in _RESUME_FREE_FIELDS}
+    return {
+        k: (list(v) if isinstance(v, tuple) else v) for k, v in train_config.items() if k not in _RESUME_FREE_FIELDS
+    }
 
 
 def save_checkpoint(path: str | Path, state: dict) -> None:
@@ -219,11 +247,15 @@ def load_checkpoint(path: str | Path) -> dict:
     path = Path(path)
     raw = path.read_bytes()
     if not raw.startswith(CHECKPOINT_MAGIC):
-        raise ValueError(f"checkpoint {path} is corrupt or not a normlab checkpoint: its header is not {CHECKPOINT_MAGIC!r}")
-    rest = raw[len(CHECKPOINT_MAGIC):]
+        raise ValueError(
+            f"checkpoint {path} is corrupt or not a normlab checkpoint: its header is not {CHECKPOINT_MAGIC!r}"
+        )
+    rest = raw[len(CHECKPOINT_MAGIC) :]
     digest, _, payload = rest.partition(b"\n")
     if hashlib.sha256(payload).hexdigest().encode() != digest:
-        raise ValueError(f"checkpoint {path} is corrupt: its contents do not match the SHA-256 stored in it (truncated or altered)")
+        raise ValueError(
+            f"checkpoint {path} is corrupt: its contents do not match the SHA-256 stored in it (truncated or altered)"
+        )
     try:
         return torch.load(io.BytesIO(payload), map_location="cpu", weights_only=True)
     except Exception as error:  # a payload that hashes right but does not unpickle was written by something else
@@ -232,17 +264,33 @@ def load_checkpoint(path: str | Path) -> dict:
 
 def check_checkpoint(state: dict, mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus, path) -> None:
     """Refuse a checkpoint that was made for another model, run or corpus, naming what differs."""
-    needed = ("model_config", "train_config", "corpus_sha256", "step", "model", "optimizer", "torch_rng", "data_rng",
-              "history", "val", "stream", "diverged")
+    needed = (
+        "model_config",
+        "train_config",
+        "corpus_sha256",
+        "step",
+        "model",
+        "optimizer",
+        "torch_rng",
+        "data_rng",
+        "history",
+        "val",
+        "stream",
+        "diverged",
+    )
     missing = [k for k in needed if k not in state]
     if missing:
         raise ValueError(f"checkpoint {path} is incomplete: it lacks {missing}")
     differences = []
-    for label, saved, wanted in (("model config", state["model_config"], mcfg.to_dict()),
-                                 ("train config", _comparable(state["train_config"]), _comparable(tcfg.to_dict()))):
+    for label, saved, wanted in (
+        ("model config", state["model_config"], mcfg.to_dict()),
+        ("train config", _comparable(state["train_config"]), _comparable(tcfg.to_dict())),
+    ):
         for key in sorted(set(saved) | set(wanted)):
             if saved.get(key) != wanted.get(key):
-                differences.append(f"{label} {key}: checkpoint has {saved.get(key)!r}, this run has {wanted.get(key)!r}")
+                differences.append(
+                    f"{label} {key}: checkpoint has {saved.get(key)!r}, this run has {wanted.get(key)!r}"
+                )
     if state["corpus_sha256"] != corpus.sha256:
         differences.append(f"corpus sha256: checkpoint has {state['corpus_sha256']}, this run has {corpus.sha256}")
     if differences:
@@ -252,6 +300,7 @@ def check_checkpoint(state: dict, mcfg: GPTConfig, tcfg: TrainConfig, corpus: Co
 
 
 # ---- the loop ----------------------------------------------------------------------------------------
+
 
 def _distributed() -> tuple[int, int]:
     """(rank, world size): (0, 1) unless torch.distributed is initialised (e.g. under torchrun)."""
@@ -268,21 +317,27 @@ def _check_ranks_agree(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus, world
         return
     import torch.distributed as dist
 
-    mine = {"model config": mcfg.to_dict(), "train config": _comparable(tcfg.to_dict()),
-            "checkpoint_path": tcfg.checkpoint_path, "corpus sha256": corpus.sha256}
+    mine = {
+        "model config": mcfg.to_dict(),
+        "train config": _comparable(tcfg.to_dict()),
+        "checkpoint_path": tcfg.checkpoint_path,
+        "corpus sha256": corpus.sha256,
+    }
     everyone: list = [None] * world
     dist.all_gather_object(everyone, mine)
     for rank, theirs in enumerate(everyone):
         for key in mine:
             if theirs[key] != everyone[0][key]:
-                raise ValueError(f"ranks disagree on the {key}: rank 0 has {everyone[0][key]!r}, rank {rank} has "
-                                 f"{theirs[key]!r}; give every rank the same configuration")
+                raise ValueError(
+                    f"ranks disagree on the {key}: rank 0 has {everyone[0][key]!r}, rank {rank} has "
+                    f"{theirs[key]!r}; give every rank the same configuration"
+                )
 
 
 def _shard(t: torch.Tensor, rank: int, world: int) -> torch.Tensor:
     """This rank's rows of a global batch (the batch size is checked to divide evenly)."""
     share = t.shape[0] // world
-    return t[rank * share:(rank + 1) * share]
+    return t[rank * share : (rank + 1) * share]
 
 
 def _mean_across_ranks(value: torch.Tensor, world: int) -> float:
@@ -293,7 +348,6 @@ def _mean_across_ranks(value: torch.Tensor, world: int) -> float:
     value = value.detach().clone().float()
     dist.all_reduce(value)
     return float(value) / world
-
 
 
 def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus, *, on_step=None) -> TrainResult:
@@ -307,22 +361,28 @@ def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus, *,
     if not isinstance(mcfg, GPTConfig) or not isinstance(tcfg, TrainConfig):
         raise TypeError("train(model_config, train_config, corpus) needs a GPTConfig and a TrainConfig")
     if mcfg.vocab_size < corpus.vocab_size:
-        raise ValueError(f"GPTConfig.vocab_size={mcfg.vocab_size} is smaller than the corpus's {corpus.vocab_size} byte values")
+        raise ValueError(
+            f"GPTConfig.vocab_size={mcfg.vocab_size} is smaller than the corpus's {corpus.vocab_size} byte values"
+        )
     corpus.check_context(mcfg.context)
     if tcfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device {tcfg.device!r} asked for, but CUDA is not available; use device='cpu'")
     device = torch.device(tcfg.device)
     rank, world = _distributed()
     if tcfg.batch_size % world:
-        raise ValueError(f"batch_size={tcfg.batch_size} (the global batch) does not split evenly over {world} ranks; "
-                         f"use a multiple of {world}")
+        raise ValueError(
+            f"batch_size={tcfg.batch_size} (the global batch) does not split evenly over {world} ranks; "
+            f"use a multiple of {world}"
+        )
 
     # Everything a checkpoint could replace is built first, then the checkpoint (if any) is read and
     # checked whole before a single tensor is copied in.
     state = None
     path = Path(tcfg.checkpoint_path) if tcfg.checkpoint_path else None
     if path is not None and path.is_dir():
-        raise ValueError(f"checkpoint_path {str(path)!r} is a directory; give a file inside it, e.g. {str(path / 'checkpoint.pt')!r}")
+        raise ValueError(
+            f"checkpoint_path {str(path)!r} is a directory; give a file inside it, e.g. {str(path / 'checkpoint.pt')!r}"
+        )
     _check_ranks_agree(mcfg, tcfg, corpus, world)
     if path is not None and path.exists():
         state = load_checkpoint(path)
@@ -368,21 +428,32 @@ def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus, *,
         if rank != 0:  # one writer; the others wait until the file is complete
             torch.distributed.barrier()
             return
-        save_checkpoint(path, {
-            "model_config": mcfg.to_dict(), "train_config": tcfg.to_dict(), "corpus_sha256": corpus.sha256,
-            "step": step, "diverged": diverged,
-            "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-            "torch_rng": torch.get_rng_state(), "data_rng": data_rng.get_state(),
-            "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-            "history": history, "val": val, "stream": stream,
-        })
+        save_checkpoint(
+            path,
+            {
+                "model_config": mcfg.to_dict(),
+                "train_config": tcfg.to_dict(),
+                "corpus_sha256": corpus.sha256,
+                "step": step,
+                "diverged": diverged,
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "torch_rng": torch.get_rng_state(),
+                "data_rng": data_rng.get_state(),
+                "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+                "history": history,
+                "val": val,
+                "stream": stream,
+            },
+        )
         if world > 1:
             torch.distributed.barrier()
 
     progress = None
     if tcfg.progress and rank == 0:
-        progress = terminal_progress(total=tcfg.steps, initial=step, desc=f"{mcfg.norm}-{mcfg.placement} seed {tcfg.seed}",
-                                     leave=False)
+        progress = terminal_progress(
+            total=tcfg.steps, initial=step, desc=f"{mcfg.norm}-{mcfg.placement} seed {tcfg.seed}", leave=False
+        )
     steps_this_call, interrupted = 0, False
     model.train()
     try:
@@ -422,7 +493,7 @@ def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus, *,
             row["step_time"] = time.perf_counter() - started - measuring
             row["grad_norm/total"] = float(total)
             row.update(layer_norms)
-            row.update(gain_norms(model))
+            row.update(gain_l2_norms(model))
             history.append(row)
             if on_step is not None and rank == 0:
                 on_step(row)
@@ -461,9 +532,17 @@ def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus, *,
     )
 
 
-
-def compare_step_times(configs: dict[str, GPTConfig], corpus: Corpus, *, batch_size: int, repeats: int = 20,
-                       warmup: int = 3, device: str = "cpu", seed: int = 0, progress: bool = True) -> pd.DataFrame:
+def compare_step_times(
+    configs: dict[str, GPTConfig],
+    corpus: Corpus,
+    *,
+    batch_size: int,
+    repeats: int = 20,
+    warmup: int = 3,
+    device: str = "cpu",
+    seed: int = 0,
+    progress: bool = True,
+) -> pd.DataFrame:
     """Seconds per training step (forward, backward, AdamW update) of each model, measured interleaved
     (one step of each in turn) so that drifting machine load affects all alike. One row per step timed."""
     if not configs:
@@ -479,7 +558,9 @@ def compare_step_times(configs: dict[str, GPTConfig], corpus: Corpus, *, batch_s
         optimizer = torch.optim.AdamW(parameter_groups(model, TrainConfig()), lr=1e-4, foreach=False)
         setups[name] = (model, optimizer, cfg)
     generator = torch.Generator().manual_seed(seed)
-    batches = [corpus.batch("train", batch_size, max(c.context for c in configs.values()), generator, device) for _ in range(4)]
+    batches = [
+        corpus.batch("train", batch_size, max(c.context for c in configs.values()), generator, device) for _ in range(4)
+    ]
     rows = []
     rounds = range(warmup + repeats)
     if progress:

@@ -22,6 +22,7 @@ Backends, as for the norms:
 
 There is no Triton kernel; asking for one raises an error naming the backends that exist.
 """
+
 from __future__ import annotations
 
 import functools
@@ -44,10 +45,16 @@ def _check_backend(backend) -> None:
 
 def check_alpha_init(alpha_init) -> float:
     """alpha must start positive: alpha <= 0 flips or flattens every activation, and 0 kills the gradient."""
-    if isinstance(alpha_init, bool) or not isinstance(alpha_init, numbers.Real) or not math.isfinite(alpha_init) \
-            or alpha_init <= 0:
-        raise ValueError(f"DyT's alpha must be a positive finite number (the paper starts at {DEFAULT_ALPHA_INIT}), "
-                         f"got {alpha_init!r}")
+    if (
+        isinstance(alpha_init, bool)
+        or not isinstance(alpha_init, numbers.Real)
+        or not math.isfinite(alpha_init)
+        or alpha_init <= 0
+    ):
+        raise ValueError(
+            f"DyT's alpha must be a positive finite number (the paper starts at {DEFAULT_ALPHA_INIT}), "
+            f"got {alpha_init!r}"
+        )
     return float(alpha_init)
 
 
@@ -61,8 +68,9 @@ def _check_args(x, alpha, weight, bias) -> None:
         check_alpha_init(alpha)
     for name, p in (("weight", weight), ("bias", bias)):
         if p is not None and tuple(p.shape) != (x.shape[-1],):
-            raise ValueError(f"DyT's {name} must have shape ({x.shape[-1]},) to match x's last dimension, "
-                             f"got {tuple(p.shape)}")
+            raise ValueError(
+                f"DyT's {name} must have shape ({x.shape[-1]},) to match x's last dimension, got {tuple(p.shape)}"
+            )
 
 
 def _composite(x, alpha, weight, bias):
@@ -78,18 +86,24 @@ def dyt_reference(x: torch.Tensor, alpha, weight: torch.Tensor | None = None, bi
     """The specification, computed in at least float32 (float64 stays float64) and cast back to x's dtype."""
     _check_args(x, alpha, weight, bias)
     compute = torch.promote_types(x.dtype, torch.float32)
-    cast = (lambda t: None if t is None else t.to(compute))
+    cast = lambda t: None if t is None else t.to(compute)
     alpha = cast(alpha) if isinstance(alpha, torch.Tensor) else float(alpha)
     return _composite(x.to(compute), alpha, cast(weight), cast(bias)).to(x.dtype)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiled():
     return torch.compile(_composite, dynamic=True)
 
 
-def dyt(x: torch.Tensor, alpha, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None, *,
-        backend: str = "auto") -> torch.Tensor:
+def dyt(
+    x: torch.Tensor,
+    alpha,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    *,
+    backend: str = "auto",
+) -> torch.Tensor:
     """weight ⊙ tanh(alpha·x) + bias over the last dimension; alpha a scalar (float or one-element tensor)."""
     _check_backend(backend)
     _check_args(x, alpha, weight, bias)
@@ -105,14 +119,25 @@ def dyt(x: torch.Tensor, alpha, weight: torch.Tensor | None = None, bias: torch.
 class DyT(nn.Module):
     """Drop-in for a norm layer: parameters `alpha` (shape (1,), as in the paper's code), `weight`, `bias`."""
 
-    def __init__(self, normalized_shape, alpha_init: float = DEFAULT_ALPHA_INIT, elementwise_affine: bool = True,
-                 bias: bool = True, *, backend: str = "auto", device=None, dtype=None):
+    def __init__(
+        self,
+        normalized_shape,
+        alpha_init: float = DEFAULT_ALPHA_INIT,
+        elementwise_affine: bool = True,
+        bias: bool = True,
+        *,
+        backend: str = "auto",
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         _check_backend(backend)
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         if len(shape) != 1 or isinstance(shape[0], bool) or not isinstance(shape[0], int) or shape[0] <= 0:
-            raise ValueError(f"normalized_shape must be one positive int (DyT acts over the last dimension), "
-                             f"got {normalized_shape!r}")
+            raise ValueError(
+                f"normalized_shape must be one positive int (DyT acts over the last dimension), "
+                f"got {normalized_shape!r}"
+            )
         self.normalized_shape = shape
         self.alpha_init = check_alpha_init(alpha_init)
         self.backend = backend

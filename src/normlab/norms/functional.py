@@ -11,6 +11,7 @@
 A backend asked for a feature it lacks raises `UnsupportedFeature` (a
 ValueError) naming the backends that have it; nothing falls back silently.
 """
+
 from __future__ import annotations
 
 import functools
@@ -19,9 +20,17 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from normlab.norms.backends import compiled, composite, cpp as cpu
+from normlab.norms.backends import compiled, composite
+from normlab.norms.backends import cpp as cpu
 from normlab.norms.reference import layer_norm_reference, rms_norm_reference
-from normlab.norms.validation import check_casting_mode, check_layer_args, check_rms_args, partial_size, resolve_eps, sum_dtype
+from normlab.norms.validation import (
+    check_casting_mode,
+    check_layer_args,
+    check_rms_args,
+    partial_size,
+    resolve_eps,
+    sum_dtype,
+)
 
 BACKENDS = ("reference", "eager", "torch", "compile", "triton", "cpp", "auto")
 
@@ -94,6 +103,7 @@ def _require_rms_features(backend: str, requested: set[str]) -> None:
 
 # ---------------------------------------------------------------- triton
 
+
 def _ops():
     try:
         from normlab.norms.backends import triton as ops
@@ -104,7 +114,7 @@ def _ops():
     return ops
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _triton_importable() -> bool:
     try:
         _ops()
@@ -114,6 +124,7 @@ def _triton_importable() -> bool:
 
 
 # ---------------------------------------------------------------- compile
+
 
 def _run_compiled(kind: str, x, *args):
     """The compiled backend (normlab.norms.backends.compiled): returns (y, s or None).
@@ -125,10 +136,14 @@ def _run_compiled(kind: str, x, *args):
         n = x.shape[-1]
         if kind == "rms":
             weight, residual, *rest = args
-            y, s, _ = compiled.rms_forward_math(x.reshape(-1, n), weight, None if residual is None else residual.reshape(-1, n), *rest)
+            y, s, _ = compiled.rms_forward_math(
+                x.reshape(-1, n), weight, None if residual is None else residual.reshape(-1, n), *rest
+            )
         else:
             weight, bias, residual, *rest = args
-            y, s, _, _ = compiled.layer_forward_math(x.reshape(-1, n), weight, bias, None if residual is None else residual.reshape(-1, n), *rest)
+            y, s, _, _ = compiled.layer_forward_math(
+                x.reshape(-1, n), weight, bias, None if residual is None else residual.reshape(-1, n), *rest
+            )
         return y.reshape(x.shape), (None if s is None else s.reshape(x.shape))
     return (compiled.rms_norm if kind == "rms" else compiled.layer_norm)(x, *args)
 
@@ -149,11 +164,13 @@ def _auto_compiled(kind: str, signature: tuple, *args):
         warnings.warn(
             f"normlab: torch.compile failed to compile the {kind} norm for {signature} ({reason}); "
             "auto uses PyTorch's native ops for this call pattern. backend='compile' shows the full error.",
-            stacklevel=3)
+            stacklevel=3,
+        )
         return None
 
 
 # ---------------------------------------------------------------- auto
+
 
 def _auto_rms_backend(x: torch.Tensor, requested: set[str], cpp_takes_inputs: bool) -> str:
     """cpp_takes_inputs: normlab.norms.backends.cpp.supports() found nothing to refuse in the tensors' devices and dtypes."""
@@ -204,9 +221,21 @@ def _rms_native(x, weight, eps, residual, offset, s_dtype, casting_mode, backend
     return y.to(x.dtype), s
 
 
-def rms_norm(x, weight=None, eps=1e-6, *, residual=None, offset=0.0, eps_placement="inside", partial=1.0,
-             residual_in_fp32=False, casting_mode=None, backend="auto"):
-    """RMSNorm over the last dimension.
+def rms_norm(
+    x,
+    weight=None,
+    eps=1e-6,
+    *,
+    residual=None,
+    offset=0.0,
+    eps_placement="inside",
+    partial=1.0,
+    residual_in_fp32=False,
+    casting_mode=None,
+    backend="auto",
+):
+    (
+        """RMSNorm over the last dimension.
 
     y = x / sqrt(mean(x[..., :k]**2) + eps) * (offset + weight)   (eps_placement="inside")
     y = x / (sqrt(mean(x[..., :k]**2)) + eps) * (offset + weight) (eps_placement="outside")
@@ -221,7 +250,9 @@ def rms_norm(x, weight=None, eps=1e-6, *, residual=None, offset=0.0, eps_placeme
     in float32 and float64 all three agree. The default (None) is "none",
     except on backend="eager", which computes as HuggingFace does: "llama"
     without an offset, "gemma" with one.
-    """ + _DTYPES_DOC
+    """
+        + _DTYPES_DOC
+    )
     _check_backend(backend)
     eps = resolve_eps(eps, x)
     check_rms_args(x, weight, eps, residual, offset, eps_placement, partial)
@@ -237,32 +268,58 @@ def rms_norm(x, weight=None, eps=1e-6, *, residual=None, offset=0.0, eps_placeme
     if backend == "auto":
         backend = _auto_rms_backend(x, requested, cpp_refusal is None)
         if backend == "compile":
-            signature = ("rms", x.dtype, _dtype(weight), _dtype(residual), s_dtype, tuple(sorted(requested)), casting_mode)
+            signature = (
+                "rms",
+                x.dtype,
+                _dtype(weight),
+                _dtype(residual),
+                s_dtype,
+                tuple(sorted(requested)),
+                casting_mode,
+            )
             out = _auto_compiled("rms", signature, *compiled_args)
             if out is not None:
                 y, s = out
                 return (y, s) if residual is not None else y
             backend = "torch" if requested <= _RMS_FEATURES["torch"] else "reference"
         if backend == "triton" and llama:
-            backend = "compile"  # the kernels round once (casting_mode "none"); llama's extra rounding is the composite's
+            backend = (
+                "compile"  # the kernels round once (casting_mode "none"); llama's extra rounding is the composite's
+            )
     _require_rms_features(backend, requested)
     if llama and backend == "triton":
-        raise UnsupportedFeature("backend 'triton' does not support casting_mode='llama'; use backend='compile', 'eager', "
-                                 "'torch' or 'reference' (or 'auto')")
+        raise UnsupportedFeature(
+            "backend 'triton' does not support casting_mode='llama'; use backend='compile', 'eager', "
+            "'torch' or 'reference' (or 'auto')"
+        )
 
     if backend == "reference":
-        return rms_norm_reference(x, weight, eps, residual=residual, offset=offset, eps_placement=eps_placement,
-                                  partial=partial, residual_in_fp32=residual_in_fp32, casting_mode=casting_mode)
+        return rms_norm_reference(
+            x,
+            weight,
+            eps,
+            residual=residual,
+            offset=offset,
+            eps_placement=eps_placement,
+            partial=partial,
+            residual_in_fp32=residual_in_fp32,
+            casting_mode=casting_mode,
+        )
     if backend == "triton":
         # arguments were validated above: the unchecked entry point saves the kernels' host time a second round
         return _ops().rms_norm_checked(x, weight, eps, residual, offset, eps_placement, partial, residual_in_fp32)
     if backend == "cpp":
         if cpp_refusal is not None:
-            raise UnsupportedFeature(f"backend 'cpp' cannot take these inputs: {cpp_refusal}; use backend='compile' "
-                                     "(every dtype and device) or backend='auto'")
+            raise UnsupportedFeature(
+                f"backend 'cpp' cannot take these inputs: {cpp_refusal}; use backend='compile' "
+                "(every dtype and device) or backend='auto'"
+            )
         # ctypes calls cannot be traced: inside an outer torch.compile or torch.export, the compiled backend's math is
-        y, s = _run_compiled("rms", *compiled_args) if torch.compiler.is_compiling() else cpu.rms_norm(
-            x, weight, residual, float(eps), float(offset), eps_placement == "inside")
+        y, s = (
+            _run_compiled("rms", *compiled_args)
+            if torch.compiler.is_compiling()
+            else cpu.rms_norm(x, weight, residual, float(eps), float(offset), eps_placement == "inside")
+        )
         return (y, s) if residual is not None else y
     if backend == "compile":
         y, s = _run_compiled("rms", *compiled_args)
@@ -276,18 +333,23 @@ def _dtype(t):
 
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5, *, residual=None, residual_in_fp32=False, backend="auto"):
-    """LayerNorm over the last dimension: (x - mean) / sqrt(var + eps) * weight + bias.
+    (
+        """LayerNorm over the last dimension: (x - mean) / sqrt(var + eps) * weight + bias.
 
     The variance is the biased (1/d) one. With `residual`, s = x + residual is
     normalised and `(y, s)` is returned. eps=None means torch.finfo(x.dtype).eps.
-    """ + _DTYPES_DOC
+    """
+        + _DTYPES_DOC
+    )
     _check_backend(backend)
     eps = resolve_eps(eps, x)
     check_layer_args(x, weight, bias, eps, residual)
     s_dtype = sum_dtype(x, residual, residual_in_fp32)
     if backend == "cpp":
-        raise UnsupportedFeature("backend 'cpp' implements RMSNorm only (on CPU, PyTorch's native LayerNorm is already "
-                                 "one pass each way); use backend='torch' or 'auto'")
+        raise UnsupportedFeature(
+            "backend 'cpp' implements RMSNorm only (on CPU, PyTorch's native LayerNorm is already "
+            "one pass each way); use backend='torch' or 'auto'"
+        )
     if backend == "auto":
         backend = _auto_layer_backend(x)
 

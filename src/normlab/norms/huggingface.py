@@ -14,6 +14,7 @@ swapped with normlab's `offset=1`.
 transformers itself is not imported here: the helper walks `named_modules`,
 so it works on any torch model that contains these modules.
 """
+
 from __future__ import annotations
 
 import torch
@@ -55,8 +56,11 @@ def norm_kind(module: nn.Module) -> str | None:
         return "layer_norm"
     if isinstance(module, nn.RMSNorm):
         return "rms_norm"
-    if type(module).__name__.endswith("RMSNorm") and isinstance(getattr(module, "weight", None), torch.Tensor) \
-            and _rms_eps(module) is not None:
+    if (
+        type(module).__name__.endswith("RMSNorm")
+        and isinstance(getattr(module, "weight", None), torch.Tensor)
+        and _rms_eps(module) is not None
+    ):
         return "rms_norm"
     return None
 
@@ -89,7 +93,9 @@ def _replacement(module: nn.Module, kind: str, backend: str, convert: str | None
         return new
     eps = float(module.eps)
     if target == "layer_norm":
-        new = LayerNorm(width, eps, elementwise_affine=weight is not None, bias=bias is not None, backend=backend, **factory)
+        new = LayerNorm(
+            width, eps, elementwise_affine=weight is not None, bias=bias is not None, backend=backend, **factory
+        )
         if weight is not None:
             new.weight.data.copy_(weight.detach())
         if bias is not None:
@@ -112,8 +118,9 @@ def _set_submodule(model: nn.Module, name: str, module: nn.Module) -> None:
     setattr(parent, child, module)
 
 
-def swap_norms(model: nn.Module, backend: str = "auto", *, convert: str | None = None,
-               only=None) -> dict[str, nn.Module]:
+def swap_norms(
+    model: nn.Module, backend: str = "auto", *, convert: str | None = None, only=None
+) -> dict[str, nn.Module]:
     """Replace the model's norms in place by normlab modules with the same weights; return the originals.
 
     backend: any normlab backend ('reference', 'eager', 'torch', 'compile', 'triton', 'auto').
@@ -131,14 +138,18 @@ def swap_norms(model: nn.Module, backend: str = "auto", *, convert: str | None =
         raise ValueError(f"convert must be one of {CONVERSIONS}, got {convert!r}")
     norms = find_norms(model)
     if not norms:
-        raise ValueError(f"{type(model).__name__} has no norm module swap_norms recognises "
-                         "(LLaMA-family *RMSNorm, torch.nn.RMSNorm, torch.nn.LayerNorm)")
+        raise ValueError(
+            f"{type(model).__name__} has no norm module swap_norms recognises "
+            "(LLaMA-family *RMSNorm, torch.nn.RMSNorm, torch.nn.LayerNorm)"
+        )
     if only is not None:
         only = list(only)
         unknown = [name for name in only if name not in norms]
         if unknown:
-            raise ValueError(f"only= names {unknown[:3]} are not norms of this model; "
-                             f"valid names look like {list(norms)[:2]} (see find_norms)")
+            raise ValueError(
+                f"only= names {unknown[:3]} are not norms of this model; "
+                f"valid names look like {list(norms)[:2]} (see find_norms)"
+            )
         norms = {name: norms[name] for name in only}
     for name, module in norms.items():
         _set_submodule(model, name, _replacement(module, norm_kind(module), backend, convert))

@@ -5,6 +5,7 @@ machine epsilon, as torch.nn.RMSNorm) and `elementwise_affine`, and load a
 torch.nn state dict (and theirs loads into torch.nn). `forward(x, residual=None)`
 returns y, or (y, x + residual) with a residual; see normlab.norms.functional for dtypes.
 """
+
 from __future__ import annotations
 
 import torch
@@ -17,7 +18,9 @@ from normlab.norms.validation import check_casting_mode, check_eps
 def _features(normalized_shape) -> int:
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     if len(shape) != 1 or not isinstance(shape[0], int) or shape[0] <= 0:
-        raise ValueError(f"normalized_shape must be one positive int (norms act over the last dimension), got {normalized_shape!r}")
+        raise ValueError(
+            f"normalized_shape must be one positive int (norms act over the last dimension), got {normalized_shape!r}"
+        )
     return shape[0]
 
 
@@ -34,16 +37,30 @@ class RMSNorm(nn.Module):
     refused here, at construction, without elementwise_affine.
     """
 
-    def __init__(self, normalized_shape, eps: float | None = 1e-6, elementwise_affine: bool = True, *, offset: float = 0.0,
-                 eps_placement: str = "inside", partial: float = 1.0, casting_mode: str | None = None,
-                 residual_in_fp32: bool = False, backend: str = "auto", device=None, dtype=None):
+    def __init__(
+        self,
+        normalized_shape,
+        eps: float | None = 1e-6,
+        elementwise_affine: bool = True,
+        *,
+        offset: float = 0.0,
+        eps_placement: str = "inside",
+        partial: float = 1.0,
+        casting_mode: str | None = None,
+        residual_in_fp32: bool = False,
+        backend: str = "auto",
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         _check_backend(backend)
         _check_module_eps(eps)
         check_casting_mode(casting_mode)
         if offset and not elementwise_affine:
-            raise ValueError(f"offset={offset} needs a weight (the gain is offset + weight), but elementwise_affine=False; "
-                             "use elementwise_affine=True, or offset=0.0 for a norm without gain")
+            raise ValueError(
+                f"offset={offset} needs a weight (the gain is offset + weight), but elementwise_affine=False; "
+                "use elementwise_affine=True, or offset=0.0 for a norm without gain"
+            )
         self.normalized_shape = (_features(normalized_shape),)
         self.eps, self.offset, self.eps_placement, self.partial = eps, offset, eps_placement, partial
         self.casting_mode, self.residual_in_fp32, self.backend = casting_mode, residual_in_fp32, backend
@@ -61,19 +78,40 @@ class RMSNorm(nn.Module):
                 self.weight.fill_(0.0 if self.offset else 1.0)
 
     def forward(self, x, residual=None):
-        return rms_norm(x, self.weight, self.eps, residual=residual, offset=self.offset, eps_placement=self.eps_placement,
-                        partial=self.partial, residual_in_fp32=self.residual_in_fp32, casting_mode=self.casting_mode,
-                        backend=self.backend)
+        return rms_norm(
+            x,
+            self.weight,
+            self.eps,
+            residual=residual,
+            offset=self.offset,
+            eps_placement=self.eps_placement,
+            partial=self.partial,
+            residual_in_fp32=self.residual_in_fp32,
+            casting_mode=self.casting_mode,
+            backend=self.backend,
+        )
 
     def extra_repr(self) -> str:
-        return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, offset={self.offset}, "
-                f"eps_placement={self.eps_placement!r}, partial={self.partial}, casting_mode={self.casting_mode!r}, "
-                f"backend={self.backend!r}")
+        return (
+            f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, offset={self.offset}, "
+            f"eps_placement={self.eps_placement!r}, partial={self.partial}, casting_mode={self.casting_mode!r}, "
+            f"backend={self.backend!r}"
+        )
 
 
 class LayerNorm(nn.Module):
-    def __init__(self, normalized_shape, eps: float | None = 1e-5, elementwise_affine: bool = True, bias: bool = True, *,
-                 residual_in_fp32: bool = False, backend: str = "auto", device=None, dtype=None):
+    def __init__(
+        self,
+        normalized_shape,
+        eps: float | None = 1e-5,
+        elementwise_affine: bool = True,
+        bias: bool = True,
+        *,
+        residual_in_fp32: bool = False,
+        backend: str = "auto",
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         _check_backend(backend)
         _check_module_eps(eps)
@@ -99,8 +137,15 @@ class LayerNorm(nn.Module):
                 self.bias.zero_()
 
     def forward(self, x, residual=None):
-        return layer_norm(x, self.weight, self.bias, self.eps, residual=residual, residual_in_fp32=self.residual_in_fp32,
-                          backend=self.backend)
+        return layer_norm(
+            x,
+            self.weight,
+            self.bias,
+            self.eps,
+            residual=residual,
+            residual_in_fp32=self.residual_in_fp32,
+            backend=self.backend,
+        )
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, backend={self.backend!r}"

@@ -15,11 +15,19 @@ Dtypes: y always has x's dtype. s has the dtype of `x + residual` under PyTorch'
 promotion, or at least float32 with residual_in_fp32=True (validation.sum_dtype).
 casting_mode="llama" rounds x/rms to x's dtype before multiplying by the gain.
 """
+
 from __future__ import annotations
 
 import torch
 
-from normlab.norms.validation import check_casting_mode, check_layer_args, check_rms_args, partial_size, resolve_eps, sum_dtype
+from normlab.norms.validation import (
+    check_casting_mode,
+    check_layer_args,
+    check_rms_args,
+    partial_size,
+    resolve_eps,
+    sum_dtype,
+)
 
 
 def statistics_dtype(dtype: torch.dtype) -> torch.dtype:

@@ -3,6 +3,7 @@
 Every backend calls these before touching memory, so a bad call fails with a
 message naming the argument and the fix, and nothing is written.
 """
+
 from __future__ import annotations
 
 import torch
@@ -25,7 +26,9 @@ def check_input(x: torch.Tensor, name: str = "x") -> None:
     if x.dim() == 0:
         raise ValueError(f"{name} is a 0-d tensor; norms act over the last dimension, so give it shape (..., d)")
     if x.shape[-1] == 0:
-        raise ValueError(f"{name} has an empty last dimension (shape {tuple(x.shape)}); a norm over 0 features is undefined")
+        raise ValueError(
+            f"{name} has an empty last dimension (shape {tuple(x.shape)}); a norm over 0 features is undefined"
+        )
 
 
 def check_param(param: torch.Tensor | None, x: torch.Tensor, name: str) -> None:
@@ -38,8 +41,7 @@ def check_param(param: torch.Tensor | None, x: torch.Tensor, name: str) -> None:
     d = x.shape[-1]
     if tuple(param.shape) != (d,):
         raise ValueError(
-            f"{name} has shape {tuple(param.shape)} but x's last dimension is {d}; "
-            f"{name} must have shape ({d},)"
+            f"{name} has shape {tuple(param.shape)} but x's last dimension is {d}; {name} must have shape ({d},)"
         )
     if param.device != x.device:
         raise ValueError(f"{name} is on {param.device} but x is on {x.device}; move both to one device")
@@ -73,8 +75,10 @@ def resolve_eps(eps, x: torch.Tensor):
         return eps
     if not isinstance(x, torch.Tensor) or not x.dtype.is_floating_point:
         dtype = getattr(x, "dtype", type(x).__name__)
-        raise TypeError(f"eps=None means torch.finfo(x.dtype).eps, which needs a floating x, got {dtype}; "
-                        "pass eps explicitly or cast x to a floating dtype")
+        raise TypeError(
+            f"eps=None means torch.finfo(x.dtype).eps, which needs a floating x, got {dtype}; "
+            "pass eps explicitly or cast x to a floating dtype"
+        )
     return torch.finfo(torch.promote_types(x.dtype, torch.float32)).eps
 
 

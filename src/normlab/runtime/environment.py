@@ -1,4 +1,5 @@
 """What a run was made on: hardware, versions and commit, for the results contract."""
+
 from __future__ import annotations
 
 import os

@@ -12,6 +12,7 @@ is safe with torch's thread pools where "fork" can deadlock.
 Results come back in job order, whatever order the workers finish in. A job
 that raises stops the whole map with that job named in the error.
 """
+
 from __future__ import annotations
 
 import multiprocessing
@@ -44,8 +45,15 @@ def worker_device(default: str = "cpu") -> str:
     return os.environ.get("NORMLAB_DEVICE", default)
 
 
-def run_parallel(function: Callable, jobs: Sequence[dict], *, workers: int | None = None, threads_per_worker: int = 1,
-                 devices: Sequence[str] | None = None, desc: str = "runs") -> list:
+def run_parallel(
+    function: Callable,
+    jobs: Sequence[dict],
+    *,
+    workers: int | None = None,
+    threads_per_worker: int = 1,
+    devices: Sequence[str] | None = None,
+    desc: str = "runs",
+) -> list:
     """`[function(**job) for job in jobs]`, computed by `workers` processes; a terminal progress bar counts jobs."""
     jobs = list(jobs)
     if not all(isinstance(job, dict) for job in jobs):
@@ -74,8 +82,9 @@ def run_parallel(function: Callable, jobs: Sequence[dict], *, workers: int | Non
             device_queue.put(device)
     results: list = [None] * len(jobs)
     bar = terminal_progress(total=len(jobs), desc=desc)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker,
-                             initargs=(threads_per_worker, device_queue)) as pool:
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(threads_per_worker, device_queue)
+    ) as pool:
         futures = {pool.submit(function, **job): index for index, job in enumerate(jobs)}
         try:
             for future in as_completed(futures):

@@ -6,6 +6,7 @@ the kernel process's own stderr, inherited from the terminal that ran
 `make book`. Bars go there. Worker processes of `normlab.runtime.parallel` set
 NORMLAB_NO_PROGRESS so that only the parent's bar counts finished runs.
 """
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """The study's plumbing: the results contract, the papermill runner and the claims ledger."""
+
 from normlab.study.results import VERDICTS, Results, decide
 
 __all__ = ["VERDICTS", "Results", "decide"]

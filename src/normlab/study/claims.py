@@ -1,4 +1,5 @@
 """The claims list (data/claims.md) and the badge each verdict shows, shared by the ledger and the chapters."""
+
 from __future__ import annotations
 
 import re

@@ -16,6 +16,7 @@ for one ID, or results from different profiles or commits (unless
 after every check has passed, each by an atomic rename, so a refused build
 leaves the previous pages as they were.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,8 +64,10 @@ def load_results(results_dir: Path = paths.RESULTS, executed_dir: Path | None = 
         try:
             run = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as error:
-            raise LedgerError(f"{path}: not valid JSON ({error.msg} at line {error.lineno}, column {error.colno}); "
-                              f"the file is truncated or was edited by hand: {_fix(name)}") from None
+            raise LedgerError(
+                f"{path}: not valid JSON ({error.msg} at line {error.lineno}, column {error.colno}); "
+                f"the file is truncated or was edited by hand: {_fix(name)}"
+            ) from None
         except UnicodeDecodeError:
             raise LedgerError(f"{path}: not UTF-8 text; {_fix(name)}") from None
         if not isinstance(run, dict):
@@ -73,8 +76,10 @@ def load_results(results_dir: Path = paths.RESULTS, executed_dir: Path | None = 
         if missing:
             raise LedgerError(f"{path}: missing key(s) {', '.join(missing)}; {_fix(name)}")
         if run["notebook"] != name:
-            raise LedgerError(f"{path}: records notebook {run['notebook']!r} but is named after {name!r}; "
-                              f"delete it and {_fix(run['notebook'])}")
+            raise LedgerError(
+                f"{path}: records notebook {run['notebook']!r} but is named after {name!r}; "
+                f"delete it and {_fix(run['notebook'])}"
+            )
         if not isinstance(run["claims"], list) or not all(isinstance(c, dict) for c in run["claims"]):
             raise LedgerError(f"{path}: 'claims' must be a list of records; {_fix(name)}")
         for index, record in enumerate(run["claims"]):
@@ -109,17 +114,25 @@ def check_consistent(runs: list[dict], *, allow_mixed: bool = False) -> str | No
     if len(profiles) <= 1 and len(commits) <= 1:
         return None
     detail = "; ".join(f"{run['notebook']}: profile {run['profile']}, commit {str(_commit(run))[:12]}" for run in runs)
-    what = " and ".join(part for part in (
-        f"{len(profiles)} profiles ({', '.join(profiles)})" if len(profiles) > 1 else "",
-        f"{len(commits)} commits" if len(commits) > 1 else "") if part)
+    what = " and ".join(
+        part
+        for part in (
+            f"{len(profiles)} profiles ({', '.join(profiles)})" if len(profiles) > 1 else "",
+            f"{len(commits)} commits" if len(commits) > 1 else "",
+        )
+        if part
+    )
     if not allow_mixed:
         raise LedgerError(
             f"the results in {Path(runs[0]['_file']).parent if runs[0].get('_file') else 'the results folder'} "
             f"come from {what} ({detail}). Re-run them together with one profile: `make notebooks PROFILE=<profile>` "
             f"(unchanged chapters are re-checked, not re-run; force one with FORCE=<chapter>), "
-            f"or publish the mixture knowingly with `make book MIXED=1`.")
-    return (f"These results mix {what}: {detail}. "
-            "They were combined on purpose (`--allow-mixed`); numbers from different chapters may not be comparable.")
+            f"or publish the mixture knowingly with `make book MIXED=1`."
+        )
+    return (
+        f"These results mix {what}: {detail}. "
+        "They were combined on purpose (`--allow-mixed`); numbers from different chapters may not be comparable."
+    )
 
 
 def verdicts(claims: list[Claim], runs: list[dict]) -> dict[str, dict]:
@@ -138,12 +151,16 @@ def verdicts(claims: list[Claim], runs: list[dict]) -> dict[str, dict]:
         for record in run["claims"]:
             claim_id, verdict = record["id"], record["verdict"]
             if claim_id not in known:
-                raise LedgerError(f"{_where(run)}: notebook {run['notebook']} records unknown claim {claim_id!r} "
-                                  f"(valid IDs are in data/claims.md); fix the ID in notebooks/{run['notebook']}.py, "
-                                  f"then {_fix(run['notebook'])}")
+                raise LedgerError(
+                    f"{_where(run)}: notebook {run['notebook']} records unknown claim {claim_id!r} "
+                    f"(valid IDs are in data/claims.md); fix the ID in notebooks/{run['notebook']}.py, "
+                    f"then {_fix(run['notebook'])}"
+                )
             if verdict is not None and verdict not in VERDICTS:
-                raise LedgerError(f"{_where(run)}: notebook {run['notebook']} gives {claim_id} an invalid verdict "
-                                  f"{verdict!r} (valid: {', '.join(VERDICTS)}); {_fix(run['notebook'])}")
+                raise LedgerError(
+                    f"{_where(run)}: notebook {run['notebook']} gives {claim_id} an invalid verdict "
+                    f"{verdict!r} (valid: {', '.join(VERDICTS)}); {_fix(run['notebook'])}"
+                )
             entry = dict(record, notebook=run["notebook"], profile=run["profile"])
             slot = table[claim_id]
             if verdict is None:
@@ -154,7 +171,8 @@ def verdicts(claims: list[Claim], runs: list[dict]) -> dict[str, dict]:
                     f"claim {claim_id} has two verdicts: {first!r} says {slot['record']['verdict']!r} and "
                     f"{run['notebook']!r} says {verdict!r} ({_where(run)}). One chapter owns each claim: "
                     f"the other must record its part with results.record_evidence({claim_id!r}, ...) (no verdict), "
-                    f"and the owner combine the parts by a stated rule; then `make notebooks FORCE={run['notebook']}`.")
+                    f"and the owner combine the parts by a stated rule; then `make notebooks FORCE={run['notebook']}`."
+                )
             else:
                 slot["record"] = entry
     return table
@@ -203,8 +221,11 @@ def render_ledger(claims: list[Claim], runs: list[dict], *, warning: str | None 
         f"**{len(fragile)} of {len(judged)} verdicts are fragile**"
         + (f" ({', '.join(fragile)})" if fragile else "")
         + ": their key number lies within twice its run-to-run spread of the threshold, so a repeat run could flip them."
-        + (f" {len(unmeasured)} verdicts record no spread or threshold, so their fragility is unknown (—)."
-           if unmeasured else ""),
+        + (
+            f" {len(unmeasured)} verdicts record no spread or threshold, so their fragility is unknown (—)."
+            if unmeasured
+            else ""
+        ),
         "",
         "| verdict | claims |",
         "|---|---|",
@@ -212,7 +233,9 @@ def render_ledger(claims: list[Claim], runs: list[dict], *, warning: str | None 
     for verdict in (*VERDICTS, PENDING):
         lines.append(f"| {VERDICT_BADGES[verdict]} | {counts.get(verdict, 0)} |")
     lines += [
-        "", f"**{len(claims)} claims in all.**", "",
+        "",
+        f"**{len(claims)} claims in all.**",
+        "",
         ":::{div} normlab-ledger",  # styled wide and compact by book/_ext/normlab.css
         "| ID | claim | verdict | key number vs threshold | spread | fragile | summary | where measured |",
         "|---|---|---|---|---|---|---|---|",
@@ -224,20 +247,32 @@ def render_ledger(claims: list[Claim], runs: list[dict], *, warning: str | None 
         if record is None:
             where = f"parts: {part_links}" if parts else "—"
             note = "no chapter has judged this yet" + (" (only parts measured)" if parts else "")
-            lines.append(f"| {claim.id} | {_cell(claim.text)} | {VERDICT_BADGES[PENDING]} | — | — | — | {note} | {where} |")
+            lines.append(
+                f"| {claim.id} | {_cell(claim.text)} | {VERDICT_BADGES[PENDING]} | — | — | — | {note} | {where} |"
+            )
             continue
-        key = "—" if record.get("key_number") is None else (
-            f"{_number(record['key_number'])} vs {_number(record.get('threshold'))}")
+        key = (
+            "—"
+            if record.get("key_number") is None
+            else (f"{_number(record['key_number'])} vs {_number(record.get('threshold'))}")
+        )
         where = _link(record) + (f"; parts: {part_links}" if parts else "")
         lines.append(
             f"| {claim.id} | {_cell(claim.text)} | {VERDICT_BADGES[record['verdict']]} | {key} "
-            f"| {_number(record.get('spread'))} | {_fragile_cell(record)} | {_cell(record['summary'])} | {where} |")
+            f"| {_number(record.get('spread'))} | {_fragile_cell(record)} | {_cell(record['summary'])} | {where} |"
+        )
     lines += [":::"]
     parts = [(claim.id, part) for claim in claims for part in table[claim.id]["parts"]]
     if parts:
-        lines += ["", "## Parts measured in other chapters", "",
-                  "Evidence without a verdict: the owning chapter reads it and combines it by the rule it states.", "",
-                  "| ID | measured in | further evidence |", "|---|---|---|"]
+        lines += [
+            "",
+            "## Parts measured in other chapters",
+            "",
+            "Evidence without a verdict: the owning chapter reads it and combines it by the rule it states.",
+            "",
+            "| ID | measured in | further evidence |",
+            "|---|---|---|",
+        ]
         lines += [f"| {cid} | {_link(part)} | {_cell(part['summary'])} |" for cid, part in parts]
     return "\n".join(lines) + "\n"
 
@@ -297,8 +332,13 @@ def summary_figure(claims: list[Claim], runs: list[dict], path: Path) -> None:
         record = slot["record"]
         counts[record["notebook"] if record else "(pending)"][record["verdict"] if record else PENDING] += 1
     rows = [row for row in rows if sum(counts[row].values())]
-    colours = {"holds": "#2a9d8f", "holds with caveats": "#e9c46a", "does not hold": "#e76f51",
-               "not testable here": "#8d99ae", PENDING: "#d9d9d9"}
+    colours = {
+        "holds": "#2a9d8f",
+        "holds with caveats": "#e9c46a",
+        "does not hold": "#e76f51",
+        "not testable here": "#8d99ae",
+        PENDING: "#d9d9d9",
+    }
     figure, axis = plt.subplots(figsize=(7, 0.45 * len(rows) + 1.4))
     left = [0] * len(rows)
     for verdict in (*VERDICTS, PENDING):
@@ -333,14 +373,23 @@ def committed_gpu_runs(data_dir: Path) -> list[str]:
             document = json.loads(path.read_text(encoding="utf-8"))
             hardware, started = document["hardware"].get("gpu") or "an unnamed GPU", document["started"]
         except (OSError, ValueError, KeyError, AttributeError) as error:
-            raise LedgerError(f"{path}: not a readable GPU results file ({error}); re-run `make gpu-bench` on a GPU "
-                              f"machine, or remove it") from error
+            raise LedgerError(
+                f"{path}: not a readable GPU results file ({error}); re-run `make gpu-bench` on a GPU "
+                f"machine, or remove it"
+            ) from error
         described.append(f"{hardware}, measured {started[:16].replace('T', ' ')} UTC ({path.name})")
     return described
 
 
-def render_intro(claims: list[Claim], runs: list[dict], *, prose: str, figure: str,
-                 warning: str | None = None, gpu_runs: list[str] = ()) -> str:
+def render_intro(
+    claims: list[Claim],
+    runs: list[dict],
+    *,
+    prose: str,
+    figure: str,
+    warning: str | None = None,
+    gpu_runs: list[str] = (),
+) -> str:
     """The opening page: the hand-written prose of book/intro.md with the findings of this build spliced in.
 
     gpu_runs: the committed GPU runs the speed chapter weighs beside this build's own (committed_gpu_runs)."""
@@ -350,11 +399,17 @@ def render_intro(claims: list[Claim], runs: list[dict], *, prose: str, figure: s
     fragile = [r["id"] for r in judged if is_fragile(r)]
     head, tail = _split_intro(prose)
     tally = ", ".join(f"**{counts[v]}** {v}" for v in (*VERDICTS, PENDING) if counts.get(v))
-    lines = [head, *_warning_box(warning), "## What we found", "",
-             f"Of the {len(claims)} claims, {tally}. "
-             f"{len(fragile)} of the {len(judged)} verdicts are fragile (a repeat run could flip them)"
-             + (f": {', '.join(fragile)}." if fragile else ".")
-             + " The {ref}`ledger <ledger>` gives every claim with its key number, threshold and spread.", ""]
+    lines = [
+        head,
+        *_warning_box(warning),
+        "## What we found",
+        "",
+        f"Of the {len(claims)} claims, {tally}. "
+        f"{len(fragile)} of the {len(judged)} verdicts are fragile (a repeat run could flip them)"
+        + (f": {', '.join(fragile)}." if fragile else ".")
+        + " The {ref}`ledger <ledger>` gives every claim with its key number, threshold and spread.",
+        "",
+    ]
     # One line per chapter: each claim's verdict and key number; the sentences behind them fold away below.
     details = []
     for name in _chapter_order(runs):
@@ -363,29 +418,53 @@ def render_intro(claims: list[Claim], runs: list[dict], *, prose: str, figure: s
             continue
         items = []
         for record in owned:
-            key = "" if record.get("key_number") is None else (
-                f" ({_number(record['key_number'])} vs {_number(record.get('threshold'))})")
+            key = (
+                ""
+                if record.get("key_number") is None
+                else (f" ({_number(record['key_number'])} vs {_number(record.get('threshold'))})")
+            )
             items.append(f"**{record['id']}** {VERDICT_BADGES[record['verdict']]}{key}")
             details.append(f"- **{record['id']}** ({name}): {_cell(record['summary'])}")
         lines.append(f"- {{doc}}`../executed/{name}`: " + "; ".join(items) + ".")
     pending = [cid for cid, slot in table.items() if slot["record"] is None]
     if pending:
         lines.append(f"- Not yet judged by any chapter: {', '.join(pending)}.")
-    lines += ["", "The numbers in brackets are each verdict's key number against its threshold.", "",
-              ":::{dropdown} What each verdict rests on, in one sentence", *details, ":::"]
-    lines += ["", f"```{{figure}} {figure}", ":name: fig-intro-verdicts", ":alt: verdict counts per chapter", "",
-              "Verdicts per chapter, counted from this build's results. Each bar is one chapter; its colours split "
-              "the claims that chapter owns by verdict, so the red and grey segments show where the articles' "
-              "claims fail or could not be tested here.", "```", ""]
+    lines += [
+        "",
+        "The numbers in brackets are each verdict's key number against its threshold.",
+        "",
+        ":::{dropdown} What each verdict rests on, in one sentence",
+        *details,
+        ":::",
+    ]
+    lines += [
+        "",
+        f"```{{figure}} {figure}",
+        ":name: fig-intro-verdicts",
+        ":alt: verdict counts per chapter",
+        "",
+        "Verdicts per chapter, counted from this build's results. Each bar is one chapter; its colours split "
+        "the claims that chapter owns by verdict, so the red and grey segments show where the articles' "
+        "claims fail or could not be tested here.",
+        "```",
+        "",
+    ]
     profiles = sorted({r["profile"] for r in runs})
     machines = sorted({_machine(r) for r in runs})
-    lines += ["## Where these numbers come from", "",
-              f"Profile {', '.join(f'`{p}`' for p in profiles) or '(none)'}, on {'; '.join(machines) or 'no machine'}. "
-              "The reproducibility page lists each chapter's versions, commit and run times.", ""]
+    lines += [
+        "## Where these numbers come from",
+        "",
+        f"Profile {', '.join(f'`{p}`' for p in profiles) or '(none)'}, on {'; '.join(machines) or 'no machine'}. "
+        "The reproducibility page lists each chapter's versions, commit and run times.",
+        "",
+    ]
     if gpu_runs and any(r["notebook"] == "speed" for r in runs):
-        lines += ["The speed chapter also weighs GPU runs of its benchmark made on another machine and committed under "
-                  "`data/` (provenance and checksums in `data/README.md`): " + "; ".join(gpu_runs) + ". Its verdicts "
-                  "say which machine each number comes from.", ""]
+        lines += [
+            "The speed chapter also weighs GPU runs of its benchmark made on another machine and committed under "
+            "`data/` (provenance and checksums in `data/README.md`): " + "; ".join(gpu_runs) + ". Its verdicts "
+            "say which machine each number comes from.",
+            "",
+        ]
     if tail:
         lines += [tail]
     return "\n".join(lines).rstrip() + "\n"
@@ -409,9 +488,16 @@ def _write_atomically(pages: dict[Path, bytes]) -> None:
         os.replace(temporary, path)
 
 
-def build(results_dir: Path | None = None, pages_dir: Path | None = None, *, executed_dir: Path | None = None,
-          claims_path: Path | None = None, intro_path: Path | None = None, data_dir: Path | None = None,
-          allow_mixed: bool = False) -> dict:
+def build(
+    results_dir: Path | None = None,
+    pages_dir: Path | None = None,
+    *,
+    executed_dir: Path | None = None,
+    claims_path: Path | None = None,
+    intro_path: Path | None = None,
+    data_dir: Path | None = None,
+    allow_mixed: bool = False,
+) -> dict:
     """Check every results file, then write ledger.md, intro.md, reproducibility.md and the summary figure.
 
     Folders default to paths.* looked up at call time (tests point them elsewhere).
@@ -430,11 +516,14 @@ def build(results_dir: Path | None = None, pages_dir: Path | None = None, *, exe
         for run in runs:
             name = run["notebook"]
             if not (paths.NOTEBOOKS / f"{name}.py").exists():
-                raise LedgerError(f"{run['_file']}: no chapter notebooks/{name}.py made it (removed or renamed?); "
-                                  f"delete the file")
+                raise LedgerError(
+                    f"{run['_file']}: no chapter notebooks/{name}.py made it (removed or renamed?); delete the file"
+                )
             if not (executed_dir / f"{name}.ipynb").exists():
-                raise LedgerError(f"{run['_file']}: chapter {name} has no executed copy in {executed_dir} (its run "
-                                  f"failed, was interrupted or is under way); {_fix(name)}")
+                raise LedgerError(
+                    f"{run['_file']}: chapter {name} has no executed copy in {executed_dir} (its run "
+                    f"failed, was interrupted or is under way); {_fix(name)}"
+                )
     warning = check_consistent(runs, allow_mixed=allow_mixed)
     table = verdicts(claims, runs)
     pages_dir.mkdir(parents=True, exist_ok=True)
@@ -446,30 +535,44 @@ def build(results_dir: Path | None = None, pages_dir: Path | None = None, *, exe
         pages = {
             pages_dir / "ledger.md": render_ledger(claims, runs, warning=warning).encode(),
             pages_dir / "reproducibility.md": render_reproducibility(runs, warning=warning).encode(),
-            pages_dir / "intro.md": render_intro(claims, runs, prose=Path(intro_path).read_text(encoding="utf-8"),
-                                                 figure=figure_name, warning=warning,
-                                                 gpu_runs=committed_gpu_runs(data_dir)).encode(),
+            pages_dir / "intro.md": render_intro(
+                claims,
+                runs,
+                prose=Path(intro_path).read_text(encoding="utf-8"),
+                figure=figure_name,
+                warning=warning,
+                gpu_runs=committed_gpu_runs(data_dir),
+            ).encode(),
         }
         _write_atomically(pages)
         os.replace(staged_figure, pages_dir / figure_name)
     finally:
         Path(staged_figure).unlink(missing_ok=True)
-    return {"claims": len(claims), "judged": sum(1 for s in table.values() if s["record"]), "runs": len(runs),
-            "mixed": warning is not None}
+    return {
+        "claims": len(claims),
+        "judged": sum(1 for s in table.values() if s["record"]),
+        "runs": len(runs),
+        "mixed": warning is not None,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--allow-mixed", action="store_true",
-                        help="publish results from different profiles or commits, with a warning on every page")
+    parser.add_argument(
+        "--allow-mixed",
+        action="store_true",
+        help="publish results from different profiles or commits, with a warning on every page",
+    )
     args = parser.parse_args(argv)
     try:
         summary = build(allow_mixed=args.allow_mixed)
     except LedgerError as error:
         print(f"ledger: error: {error}\nledger: the book's pages were left unchanged.", file=sys.stderr)
         return 2
-    print(f"ledger: {summary['judged']} of {summary['claims']} claims have verdicts, from {summary['runs']} results files"
-          + (" (MIXED profiles or commits, flagged on the pages)" if summary["mixed"] else ""))
+    print(
+        f"ledger: {summary['judged']} of {summary['claims']} claims have verdicts, from {summary['runs']} results files"
+        + (" (MIXED profiles or commits, flagged on the pages)" if summary["mixed"] else "")
+    )
     return 0
 
 

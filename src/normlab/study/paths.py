@@ -1,4 +1,5 @@
 """Where the study's inputs and generated outputs live, relative to the repository root."""
+
 from __future__ import annotations
 
 import os

@@ -5,6 +5,7 @@ so a notebook cell tagged `remove-input` shows only the result. The
 Markdown is MyST (the book sets `nb_render_markdown_format: myst`), so
 admonitions and cross-references work inside generated output.
 """
+
 from __future__ import annotations
 
 import html
@@ -71,8 +72,12 @@ def table(frame, *, digits: int = 3, index: bool = False, caption: str | None = 
     """A pandas DataFrame as an HTML table, numbers to `digits` significant figures."""
     formatted = frame.copy()
     for column in formatted.columns:
-        formatted[column] = [significant(v, digits) if isinstance(v, numbers.Real) and not isinstance(v, bool)
-                             else ("—" if v is None else v) for v in formatted[column]]
+        formatted[column] = [
+            significant(v, digits)
+            if isinstance(v, numbers.Real) and not isinstance(v, bool)
+            else ("—" if v is None else v)
+            for v in formatted[column]
+        ]
     styled = formatted.to_html(index=index, escape=True, border=0, classes="normlab-table")
     if caption:
         styled = styled.replace("<thead>", f"<caption>{html.escape(caption)}</caption><thead>", 1)
@@ -81,7 +86,10 @@ def table(frame, *, digits: int = 3, index: bool = False, caption: str | None = 
 
 def verdict_table(results) -> _Markdown:
     """The chapter's closing table, built from what it recorded in this run."""
-    rows = ["| claim | verdict | key number | threshold | spread | fragile | summary |", "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| claim | verdict | key number | threshold | spread | fragile | summary |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for record in results.claims:
         if record.get("verdict") is None:
             verdict = "evidence only (judged in its owning chapter)"

@@ -4,6 +4,7 @@ A notebook builds a `Results`, records one entry per claim it tests with a
 verdict computed from its own measurements, and saves. The ledger is built
 from these files only.
 """
+
 from __future__ import annotations
 
 import json
@@ -69,9 +70,19 @@ class Results:
         self.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.claims: list[dict] = []
 
-    def record(self, claim_id: str, verdict: str, summary: str, evidence: dict, section: str | None = None, *,
-               key_number: float | None = None, threshold: float | None = None, spread: float | None = None,
-               rule: str | None = None) -> dict:
+    def record(
+        self,
+        claim_id: str,
+        verdict: str,
+        summary: str,
+        evidence: dict,
+        section: str | None = None,
+        *,
+        key_number: float | None = None,
+        threshold: float | None = None,
+        spread: float | None = None,
+        rule: str | None = None,
+    ) -> dict:
         """Record the verdict of a claim this chapter owns.
 
         `section` is the MyST label of the notebook section that measured it.
@@ -114,8 +125,13 @@ class Results:
         owner's verdict.
         """
         self._check_new(claim_id, summary)
-        entry = {"id": claim_id, "verdict": None, "summary": summary, "evidence": _to_json(evidence),
-                 "section": section}
+        entry = {
+            "id": claim_id,
+            "verdict": None,
+            "summary": summary,
+            "evidence": _to_json(evidence),
+            "section": section,
+        }
         self.claims.append(entry)
         return entry
 
@@ -157,6 +173,7 @@ def load_evidence(notebook: str, claim_id: str, results_dir: str | Path = "build
         run = json.loads(path.read_text())
         records = [c for c in run["claims"] if c["id"] == claim_id]
     except (json.JSONDecodeError, KeyError, TypeError) as error:
-        raise ValueError(f"results file {path} is corrupt ({error}); rebuild it with "
-                         f"`make notebooks FORCE={notebook}`") from None
+        raise ValueError(
+            f"results file {path} is corrupt ({error}); rebuild it with `make notebooks FORCE={notebook}`"
+        ) from None
     return records[0] if records else None

@@ -18,6 +18,7 @@ it executes into build/running/, and only a complete run is moved into
 build/executed/; otherwise its previous executed copy, stamp and results are
 gone and the failing copy is kept in build/failed/ for debugging.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -154,8 +155,11 @@ def _output_text(output: dict) -> str:
     if output.get("output_type") == "error":
         return "\n".join(output.get("traceback", []))
     data = output.get("data", {})
-    return "\n".join(str(v) if isinstance(v, str) else "".join(v) if isinstance(v, list) else json.dumps(v)
-                     for mime, v in data.items() if not mime.startswith("image/"))
+    return "\n".join(
+        str(v) if isinstance(v, str) else "".join(v) if isinstance(v, list) else json.dumps(v)
+        for mime, v in data.items()
+        if not mime.startswith("image/")
+    )
 
 
 def residue(notebook) -> list[str]:
@@ -253,11 +257,11 @@ def execute(
     output = executed_dir / f"{name}.ipynb"
     stamp_file = _stamp(executed_dir, name)
     result_file = results_dir / f"{name}.json"
-    if (not force and output.exists() and result_file.exists()
-            and _read_stamp(stamp_file).get("fingerprint") == stamp):
+    if not force and output.exists() and result_file.exists() and _read_stamp(stamp_file).get("fingerprint") == stamp:
         # Re-stamp: the inputs are confirmed unchanged at this commit, which the ledger's commit check relies on.
-        stamp_file.write_text(json.dumps(dict(_read_stamp(stamp_file), parameters=parameters,
-                                               checked_commit=git_commit(paths.ROOT))))
+        stamp_file.write_text(
+            json.dumps(dict(_read_stamp(stamp_file), parameters=parameters, checked_commit=git_commit(paths.ROOT)))
+        )
         print(f"[{name}] unchanged since last run ({profile}); using cached output")
         return json.loads(result_file.read_text())
 
@@ -287,8 +291,9 @@ def execute(
             extra_arguments=["--IPKernelApp.capture_fd_output=False"],
         )
         if not result_file.exists():
-            raise NotebookFailed(f"notebook {name!r} ran but wrote no results to {_relative(result_file)}; "
-                                 "it must call results.save()")
+            raise NotebookFailed(
+                f"notebook {name!r} ran but wrote no results to {_relative(result_file)}; it must call results.save()"
+            )
     except BaseException as error:
         result_file.unlink(missing_ok=True)  # a half-run notebook's verdicts must not reach the ledger
         kept = None
@@ -301,7 +306,8 @@ def execute(
         if isinstance(error, papermill.PapermillExecutionError):
             raise NotebookFailed(
                 f"notebook {name!r} failed in cell {error.cell_index} (execution count {error.exec_count}): "
-                f"{error.ename}: {error.evalue}{where}; {fix}") from None
+                f"{error.ename}: {error.evalue}{where}; {fix}"
+            ) from None
         if isinstance(error, NotebookFailed):
             raise NotebookFailed(f"{error}{where}; {fix}") from None
         print(f"[{name}] stopped ({type(error).__name__}); nothing of it is left for the book{where}", file=sys.stderr)
@@ -314,8 +320,17 @@ def execute(
     nbformat.write(executed, running)
     os.replace(running, output)
     (failed_dir / f"{name}.ipynb").unlink(missing_ok=True)
-    stamp_file.write_text(json.dumps({"fingerprint": stamp, "profile": profile, "parameters": parameters,
-                                      "checked_commit": git_commit(paths.ROOT), "inputs": inputs_of(name)}))
+    stamp_file.write_text(
+        json.dumps(
+            {
+                "fingerprint": stamp,
+                "profile": profile,
+                "parameters": parameters,
+                "checked_commit": git_commit(paths.ROOT),
+                "inputs": inputs_of(name),
+            }
+        )
+    )
     print(f"[{name}] done in {time.perf_counter() - started:.0f} s")
     return json.loads(result_file.read_text())
 
@@ -329,16 +344,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="*", help=f"default: all ({', '.join(available_notebooks())})")
     parser.add_argument("--profile", default="auto", help=f"one of {', '.join(PROFILES)}")
     parser.add_argument("--force", action="store_true", help="re-execute every chapter run, even when nothing changed")
-    parser.add_argument("--force-chapters", action="append", default=[], metavar="NAMES",
-                        help="re-execute these chapters (comma or space separated) even when unchanged; "
-                             "others run only when their inputs changed (make notebooks FORCE=...)")
+    parser.add_argument(
+        "--force-chapters",
+        action="append",
+        default=[],
+        metavar="NAMES",
+        help="re-execute these chapters (comma or space separated) even when unchanged; "
+        "others run only when their inputs changed (make notebooks FORCE=...)",
+    )
     args = parser.parse_args(argv)
     valid = available_notebooks()
     forced = _split_names(args.force_chapters)
     unknown = [name for name in args.notebooks + forced if name not in valid]
     if unknown or args.profile not in PROFILES:
-        problem = f"unknown notebook(s) {unknown}; valid notebooks: {', '.join(valid)}" if unknown else (
-            f"unknown profile {args.profile!r}; valid profiles: {', '.join(PROFILES)}")
+        problem = (
+            f"unknown notebook(s) {unknown}; valid notebooks: {', '.join(valid)}"
+            if unknown
+            else (f"unknown profile {args.profile!r}; valid profiles: {', '.join(PROFILES)}")
+        )
         print(f"error: {problem}", file=sys.stderr)
         return 2
     # Always in run order, so evidence providers run before the chapters that read them.
@@ -351,8 +374,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2 if isinstance(error, ValueError) else 1
     changed = restamp(chosen)
     if changed:
-        print(f"error: the inputs of {', '.join(changed)} changed while this run went on (an edit to the package, "
-              "a notebook or a data file); run `make notebooks` again", file=sys.stderr)
+        print(
+            f"error: the inputs of {', '.join(changed)} changed while this run went on (an edit to the package, "
+            "a notebook or a data file); run `make notebooks` again",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -372,7 +398,9 @@ def restamp(names: list[str], executed_dir: Path | None = None, results_dir: Pat
     for name in names:
         stamp_file = _stamp(executed_dir, name)
         stamp = _read_stamp(stamp_file)
-        if stamp.get("parameters") is None or fingerprint(name, stamp["parameters"], results_dir) != stamp.get("fingerprint"):
+        if stamp.get("parameters") is None or fingerprint(name, stamp["parameters"], results_dir) != stamp.get(
+            "fingerprint"
+        ):
             changed.append(name)
             continue
         stamp_file.write_text(json.dumps(dict(stamp, checked_commit=head)))

@@ -12,6 +12,7 @@ position 0 the embeddings after their LayerNorm, position i the output of
 layer i; and, because the norms sit on the trunk in post-LN, also the sums
 each LayerNorm receives (`norm_inputs`), where an accumulated offset would show.
 """
+
 from __future__ import annotations
 
 import ast
@@ -42,7 +43,7 @@ def read_safetensors(path: str | Path) -> dict[str, torch.Tensor]:
     {name: {dtype, shape, data_offsets}}, then the raw little-endian tensor bytes."""
     raw = bytearray(Path(path).read_bytes())  # one writable buffer; the tensors below are views into it
     (header_size,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(bytes(raw[8:8 + header_size]))
+    header = json.loads(bytes(raw[8 : 8 + header_size]))
     start = 8 + header_size
     tensors = {}
     for name, info in header.items():
@@ -53,7 +54,11 @@ def read_safetensors(path: str | Path) -> dict[str, torch.Tensor]:
         begin, end = info["data_offsets"]
         dtype = _DTYPES[info["dtype"]]
         count = (end - begin) // torch.empty((), dtype=dtype).element_size()
-        flat = torch.frombuffer(raw, dtype=dtype, count=count, offset=start + begin) if count else torch.empty(0, dtype=dtype)
+        flat = (
+            torch.frombuffer(raw, dtype=dtype, count=count, offset=start + begin)
+            if count
+            else torch.empty(0, dtype=dtype)
+        )
         tensors[name] = flat.reshape(info["shape"])
     return tensors
 
@@ -76,7 +81,11 @@ class WordPiece:
 
     def _words(self, text: str) -> list[str]:
         text = unicodedata.normalize("NFD", text.lower())
-        text = "".join(c for c in text if unicodedata.category(c) != "Mn" and not unicodedata.category(c).startswith("C") or c in "\t\n")
+        text = "".join(
+            c
+            for c in text
+            if unicodedata.category(c) != "Mn" and not unicodedata.category(c).startswith("C") or c in "\t\n"
+        )
         words: list[str] = []
         for chunk in text.split():
             current = ""
@@ -155,17 +164,21 @@ class MiniLM:
     def encode_stream(self, text: str, max_length: int = 128) -> EncodedStream:
         ids = self.tokenizer.encode(text, max_length)
         index = torch.tensor(ids)
-        x = (self._w("embeddings.word_embeddings.weight")[index]
-             + self._w("embeddings.position_embeddings.weight")[: len(ids)]
-             + self._w("embeddings.token_type_embeddings.weight")[0])
+        x = (
+            self._w("embeddings.word_embeddings.weight")[index]
+            + self._w("embeddings.position_embeddings.weight")[: len(ids)]
+            + self._w("embeddings.token_type_embeddings.weight")[0]
+        )
         norm_inputs = [x]
         x = self._norm(x, "embeddings.LayerNorm")
         stream = [x]
         head_dim = self.width // self.heads
         for i in range(self.depth):
             p = f"encoder.layer.{i}"
-            q, k, v = (self._linear(x, f"{p}.attention.self.{n}").view(-1, self.heads, head_dim).transpose(0, 1)
-                       for n in ("query", "key", "value"))
+            q, k, v = (
+                self._linear(x, f"{p}.attention.self.{n}").view(-1, self.heads, head_dim).transpose(0, 1)
+                for n in ("query", "key", "value")
+            )
             attended = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(head_dim), dim=-1) @ v
             attended = attended.transpose(0, 1).reshape(-1, self.width)
             h = x + self._linear(attended, f"{p}.attention.output.dense")

@@ -11,6 +11,7 @@ logic, read off the interval:
 - "inconclusive": anything else. An interval wider than the margin cannot
   decide equivalence at all; `pairs_needed` says how many pairs would.
 """
+
 from __future__ import annotations
 
 import math
@@ -69,8 +70,14 @@ def paired_difference(a: Sequence[float], b: Sequence[float], margin: float) -> 
     else:
         outcome = INCONCLUSIVE
     return {
-        "pairs": n, "mean_difference": mean, "ci_low": low, "ci_high": high, "half_width": half,
-        "sd_of_differences": sd, "margin": margin, "outcome": outcome,
+        "pairs": n,
+        "mean_difference": mean,
+        "ci_low": low,
+        "ci_high": high,
+        "half_width": half,
+        "sd_of_differences": sd,
+        "margin": margin,
+        "outcome": outcome,
         "interval_fits_margin": 2 * half < 2 * margin,
         "pairs_needed": pairs_needed(sd, margin, mean) if outcome == INCONCLUSIVE else None,
         "differences": diffs,

@@ -6,14 +6,45 @@ seed-to-seed spread (the pooled standard deviation across seeds). Parity is
 declared when |difference| is no larger than that spread: the two recipes
 differ by less than re-running one of them with another seed does.
 """
+
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 
 # Two-sided 95% quantiles of Student's t, t_{0.975}(df), for df = 1..30 (standard table values).
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+_T975 = (
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+)
 
 
 def t975(df: float) -> float:
@@ -39,20 +70,25 @@ def loss_parity(a: Sequence[float], b: Sequence[float]) -> dict[str, float | boo
     se2_a, se2_b = var_a / len(a), var_b / len(b)
     se = math.sqrt(se2_a + se2_b)
     # Welch-Satterthwaite degrees of freedom; with zero variance in both the interval is a point.
-    df = (se2_a + se2_b) ** 2 / (se2_a ** 2 / (len(a) - 1) + se2_b ** 2 / (len(b) - 1)) if se > 0 else math.inf
+    df = (se2_a + se2_b) ** 2 / (se2_a**2 / (len(a) - 1) + se2_b**2 / (len(b) - 1)) if se > 0 else math.inf
     half_width = t975(max(df, 1.0)) * se if se > 0 else 0.0
     spread = math.sqrt(((len(a) - 1) * var_a + (len(b) - 1) * var_b) / (len(a) + len(b) - 2))
     difference = mean_b - mean_a
     return {
-        "mean_a": mean_a, "mean_b": mean_b, "difference": difference,
-        "ci_low": difference - half_width, "ci_high": difference + half_width,
-        "seed_spread": spread, "parity": abs(difference) <= spread,
+        "mean_a": mean_a,
+        "mean_b": mean_b,
+        "difference": difference,
+        "ci_low": difference - half_width,
+        "ci_high": difference + half_width,
+        "seed_spread": spread,
+        "parity": abs(difference) <= spread,
         "relative_difference": difference / mean_a,
     }
 
 
-def ratio_with_spread(numerator: Sequence[float], denominator: Sequence[float], *, resamples: int = 400,
-                      seed: int = 0) -> dict[str, float]:
+def ratio_with_spread(
+    numerator: Sequence[float], denominator: Sequence[float], *, resamples: int = 400, seed: int = 0
+) -> dict[str, float]:
     """Median of per-repeat ratios numerator_i / denominator_i (repeats measured interleaved, so paired),
     and its spread: the standard deviation of that median over bootstrap resamples of the repeats."""
     import torch
@@ -66,8 +102,13 @@ def ratio_with_spread(numerator: Sequence[float], denominator: Sequence[float], 
     generator = torch.Generator().manual_seed(seed)
     picks = torch.randint(0, len(ratios), (resamples, len(ratios)), generator=generator)
     medians = ratios[picks].median(dim=1).values
-    return {"ratio": float(ratios.median()), "spread": float(medians.std()), "repeats": len(ratios),
-            "ratio_q25": float(ratios.quantile(0.25)), "ratio_q75": float(ratios.quantile(0.75))}
+    return {
+        "ratio": float(ratios.median()),
+        "spread": float(medians.std()),
+        "repeats": len(ratios),
+        "ratio_q25": float(ratios.quantile(0.25)),
+        "ratio_q75": float(ratios.quantile(0.75)),
+    }
 
 
 def equivalence_verdict(paired: dict) -> str:
@@ -84,11 +125,16 @@ def equivalence_verdict(paired: dict) -> str:
 
 def interval_text(paired: dict, unit: str = "nats") -> str:
     """'+0.0031 nats (95% CI −0.0042..+0.0104, margin ±0.02, 6 pairs)', plus the pairs needed when inconclusive."""
-    text = (f"{paired['mean_difference']:+.4f} {unit} (95% CI {paired['ci_low']:+.4f}..{paired['ci_high']:+.4f}, "
-            f"margin ±{paired['margin']:g}, {paired['pairs']} pairs)")
+    text = (
+        f"{paired['mean_difference']:+.4f} {unit} (95% CI {paired['ci_low']:+.4f}..{paired['ci_high']:+.4f}, "
+        f"margin ±{paired['margin']:g}, {paired['pairs']} pairs)"
+    )
     if paired["outcome"] == "inconclusive":
         needed = paired.get("pairs_needed")
-        text += (f"; about {needed} pairs would be needed to decide" if needed else
-                 "; the mean difference lies at or beyond the margin: more pairs could show a difference, none could show "
-                 "equivalence")
+        text += (
+            f"; about {needed} pairs would be needed to decide"
+            if needed
+            else "; the mean difference lies at or beyond the margin: more pairs could show a difference, none could show "
+            "equivalence"
+        )
     return text

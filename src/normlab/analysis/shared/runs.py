@@ -10,20 +10,23 @@ the steps: a run whose loss has flattened has a drop near zero, one cut
 short a large one. It needs an evaluation at 90% of the run, which
 `flat_eval_every` arranges.
 """
+
 from __future__ import annotations
 
 import math
 
 from normlab.gpt.corpus import load_corpus
 from normlab.gpt.model import GPTConfig
-from normlab.runtime.parallel import worker_device
 from normlab.gpt.train import TrainConfig, train
+from normlab.runtime.parallel import worker_device
 
 
 def flat_eval_every(steps: int) -> int:
     """An evaluation interval that lands on 90% of `steps` (and on the end): steps/10, when that divides."""
     if steps < 10 or steps % 10:
-        raise ValueError(f"steps must be a multiple of 10 (>= 10) so that an evaluation falls at 90% of the run, got {steps}")
+        raise ValueError(
+            f"steps must be a multiple of 10 (>= 10) so that an evaluation falls at 90% of the run, got {steps}"
+        )
     return steps // 10
 
 
@@ -57,8 +60,11 @@ def train_job(model: dict, train: dict, *, keep_weights: bool = False, history_c
         "steps_done": int(result.steps_done),
         "median_step_time": result.median_step_time() if len(result.history) else math.nan,
         "val": [(int(s), float(v)) for s, v in zip(val["step"], val["val_loss"])],
-        "history": {c: result.history[c].tolist() for c in result.history.columns
-                    if c in history_columns or any(p.endswith("*") and c.startswith(p[:-1]) for p in history_columns)},
+        "history": {
+            c: result.history[c].tolist()
+            for c in result.history.columns
+            if c in history_columns or any(p.endswith("*") and c.startswith(p[:-1]) for p in history_columns)
+        },
         "corpus_sha256": result.corpus_sha256,
     }
     if keep_weights:

@@ -4,6 +4,7 @@ writes move the mean together, does the network use the mean component, and read
 The per-layer statistics themselves (ones_share, offset_share, outliers) live in `normlab.gpt.residual_stream`, beside the
 model, because the training loop records them; they are re-exported here for the chapters.
 """
+
 from __future__ import annotations
 
 import math
@@ -11,8 +12,11 @@ from collections.abc import Sequence
 
 import torch
 
-from normlab.gpt.residual_stream import (_flat_tokens, layer_statistics, ones_share, outlier_statistics,  # noqa: F401 (re-exported)
-                        stream_statistics, token_means)
+from normlab.gpt.residual_stream import (
+    outlier_statistics,  # noqa: F401 (re-exported)
+    stream_statistics,
+    token_means,
+)
 
 
 def write_mean_agreement(stream: Sequence[torch.Tensor]) -> dict[str, float]:
@@ -98,7 +102,9 @@ def deepest_value(evidence, *names) -> tuple[str, float] | None:
     for name in names:
         value = (evidence or {}).get(name)
         if isinstance(value, (list, tuple)):
-            finite = [float(v) for v in value if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+            finite = [
+                float(v) for v in value if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            ]
             if finite:
                 return name, finite[-1]
         elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):

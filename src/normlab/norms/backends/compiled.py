@@ -26,6 +26,7 @@ differentiable eager ops instead, so higher derivatives stay correct.
 Inside an outer `torch.compile` or `torch.export`, the caller traces the
 composite instead (functional._run_compiled), so the outer graph fuses it.
 """
+
 from __future__ import annotations
 
 import threading
@@ -100,8 +101,9 @@ def _inverse_rms(ms, eps: float, eps_inside: bool):
     return torch.rsqrt(ms + eps) if eps_inside else 1.0 / (torch.sqrt(ms) + eps)
 
 
-def rms_forward_math(x, weight, residual, eps: float, offset: float, eps_inside: bool, k: int | None,
-                     s_dtype: torch.dtype, llama: bool):
+def rms_forward_math(
+    x, weight, residual, eps: float, offset: float, eps_inside: bool, k: int | None, s_dtype: torch.dtype, llama: bool
+):
     """Returns (y in x's dtype, s (None without residual), ms in the statistics dtype)."""
     s = x.to(s_dtype) if residual is None else x.to(s_dtype) + residual.to(s_dtype)
     s32 = s.to(statistics_dtype(s_dtype))
@@ -119,8 +121,20 @@ def rms_forward_math(x, weight, residual, eps: float, offset: float, eps_inside:
     return y, (None if residual is None else s), ms
 
 
-def rms_backward_math(dy, ds, s, weight, ms, eps: float, offset: float, eps_inside: bool, k: int | None,
-                      llama: bool, x_dtype: torch.dtype, need_dweight: bool):
+def rms_backward_math(
+    dy,
+    ds,
+    s,
+    weight,
+    ms,
+    eps: float,
+    offset: float,
+    eps_inside: bool,
+    k: int | None,
+    llama: bool,
+    x_dtype: torch.dtype,
+    need_dweight: bool,
+):
     """(ds_total in s's dtype, dweight or None). Written out so inductor fuses it into row loops."""
     compute = statistics_dtype(s.dtype)
     s32 = s.to(compute)
@@ -156,6 +170,7 @@ def rms_backward_math(dy, ds, s, weight, ms, eps: float, offset: float, eps_insi
 
 # ---------------------------------------------------------------- LayerNorm math
 
+
 def layer_forward_math(x, weight, bias, residual, eps: float, s_dtype: torch.dtype):
     """Returns (y in x's dtype, s or None, mean, rstd)."""
     s = x.to(s_dtype) if residual is None else x.to(s_dtype) + residual.to(s_dtype)
@@ -187,6 +202,7 @@ def layer_backward_math(dy, ds, s, weight, mean, rstd, need_dweight: bool, need_
 
 # ---------------------------------------------------------------- autograd
 
+
 def _dtype_of(t):
     return None if t is None else t.dtype
 
@@ -198,10 +214,23 @@ def _detached(t):
 class _RMSNorm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, residual, eps, offset, eps_inside, k, s_dtype, llama):
-        key = ("rms", x.shape[-1], x.dtype, _dtype_of(weight), _dtype_of(residual), s_dtype, eps, offset, eps_inside, k, llama)
+        key = (
+            "rms",
+            x.shape[-1],
+            x.dtype,
+            _dtype_of(weight),
+            _dtype_of(residual),
+            s_dtype,
+            eps,
+            offset,
+            eps_inside,
+            k,
+            llama,
+        )
         _rows_dynamic(x, residual)
         y, s, ms = compiled_for(rms_forward_math, key)(
-            x.detach(), _detached(weight), _detached(residual), eps, offset, eps_inside, k, s_dtype, llama)
+            x.detach(), _detached(weight), _detached(residual), eps, offset, eps_inside, k, s_dtype, llama
+        )
         ctx.config = (eps, offset, eps_inside, k, llama, x.dtype, _dtype_of(residual))
         ctx.save_for_backward(x if s is None else s, weight, ms)
         return y, s
@@ -213,17 +242,46 @@ class _RMSNorm(torch.autograd.Function):
         need_dweight = weight is not None and ctx.needs_input_grad[1]
         if dy is None:
             dy = torch.zeros_like(s, dtype=x_dtype)
-        if torch.is_grad_enabled():  # create_graph=True: differentiable eager ops, ms recomputed so it is part of the graph
+        if (
+            torch.is_grad_enabled()
+        ):  # create_graph=True: differentiable eager ops, ms recomputed so it is part of the graph
             s32 = s.to(statistics_dtype(s.dtype))
             head = s32 if k is None else s32[:, :k]
             ms = (head * head).mean(-1, keepdim=True)
-            dsum, dweight = rms_backward_math(dy, ds, s, weight, ms, eps, offset, eps_inside, k, llama, x_dtype, need_dweight)
+            dsum, dweight = rms_backward_math(
+                dy, ds, s, weight, ms, eps, offset, eps_inside, k, llama, x_dtype, need_dweight
+            )
         else:
-            key = ("rms_backward", s.shape[-1], dy.dtype, _dtype_of(ds), s.dtype, _dtype_of(weight), eps, offset, eps_inside,
-                   k, llama, x_dtype, need_dweight)
+            key = (
+                "rms_backward",
+                s.shape[-1],
+                dy.dtype,
+                _dtype_of(ds),
+                s.dtype,
+                _dtype_of(weight),
+                eps,
+                offset,
+                eps_inside,
+                k,
+                llama,
+                x_dtype,
+                need_dweight,
+            )
             _rows_dynamic(dy, ds, s, ms)
             dsum, dweight = compiled_for(rms_backward_math, key)(
-                dy.detach(), _detached(ds), s.detach(), _detached(weight), ms, eps, offset, eps_inside, k, llama, x_dtype, need_dweight)
+                dy.detach(),
+                _detached(ds),
+                s.detach(),
+                _detached(weight),
+                ms,
+                eps,
+                offset,
+                eps_inside,
+                k,
+                llama,
+                x_dtype,
+                need_dweight,
+            )
         dx = dsum.to(x_dtype)
         dresidual = None if r_dtype is None else dsum.to(r_dtype)
         return dx, dweight, dresidual, None, None, None, None, None, None
@@ -235,7 +293,8 @@ class _LayerNorm(torch.autograd.Function):
         key = ("layer", x.shape[-1], x.dtype, _dtype_of(weight), _dtype_of(bias), _dtype_of(residual), s_dtype, eps)
         _rows_dynamic(x, residual)
         y, s, mean, rstd = compiled_for(layer_forward_math, key)(
-            x.detach(), _detached(weight), _detached(bias), _detached(residual), eps, s_dtype)
+            x.detach(), _detached(weight), _detached(bias), _detached(residual), eps, s_dtype
+        )
         ctx.config = (x.dtype, _dtype_of(residual), _dtype_of(bias))
         ctx.eps = eps
         ctx.save_for_backward(x if s is None else s, weight, mean, rstd)
@@ -253,13 +312,33 @@ class _LayerNorm(torch.autograd.Function):
             s32 = s.to(statistics_dtype(s.dtype))
             mean = s32.mean(-1, keepdim=True)
             rstd = torch.rsqrt(((s32 - mean) ** 2).mean(-1, keepdim=True) + ctx.eps)
-            dsum, dweight, dbias = layer_backward_math(dy, ds, s, weight, mean, rstd, need_dweight, need_dbias, bias_dtype)
+            dsum, dweight, dbias = layer_backward_math(
+                dy, ds, s, weight, mean, rstd, need_dweight, need_dbias, bias_dtype
+            )
         else:
-            key = ("layer_backward", s.shape[-1], dy.dtype, _dtype_of(ds), s.dtype, _dtype_of(weight), need_dweight, need_dbias,
-                   bias_dtype)
+            key = (
+                "layer_backward",
+                s.shape[-1],
+                dy.dtype,
+                _dtype_of(ds),
+                s.dtype,
+                _dtype_of(weight),
+                need_dweight,
+                need_dbias,
+                bias_dtype,
+            )
             _rows_dynamic(dy, ds, s, mean, rstd)
             dsum, dweight, dbias = compiled_for(layer_backward_math, key)(
-                dy.detach(), _detached(ds), s.detach(), _detached(weight), mean, rstd, need_dweight, need_dbias, bias_dtype)
+                dy.detach(),
+                _detached(ds),
+                s.detach(),
+                _detached(weight),
+                mean,
+                rstd,
+                need_dweight,
+                need_dbias,
+                bias_dtype,
+            )
         dx = dsum.to(x_dtype)
         dresidual = None if r_dtype is None else dsum.to(r_dtype)
         return dx, dweight, dbias, dresidual, None, None
@@ -269,14 +348,19 @@ def _rows(t, n_features):
     return None if t is None else t.reshape(-1, n_features).contiguous()
 
 
-def rms_norm(x, weight, residual, eps: float, offset: float, eps_inside: bool, k: int | None,
-             s_dtype: torch.dtype, llama: bool):
+def rms_norm(
+    x, weight, residual, eps: float, offset: float, eps_inside: bool, k: int | None, s_dtype: torch.dtype, llama: bool
+):
     """(y, s or None) through the compiled forward and backward; inputs of any rank are seen as 2-D."""
     shape, n = x.shape, x.shape[-1]
     if x.numel() == 0:  # nothing to compile for; the composite gives correctly shaped, differentiable empties
-        y, s, _ = rms_forward_math(x.reshape(0, n), weight, _rows(residual, n), eps, offset, eps_inside, k, s_dtype, llama)
+        y, s, _ = rms_forward_math(
+            x.reshape(0, n), weight, _rows(residual, n), eps, offset, eps_inside, k, s_dtype, llama
+        )
         return y.reshape(shape), (None if s is None else s.reshape(shape))
-    y, s = _RMSNorm.apply(_rows(x, n), weight, _rows(residual, n), float(eps), float(offset), bool(eps_inside), k, s_dtype, bool(llama))
+    y, s = _RMSNorm.apply(
+        _rows(x, n), weight, _rows(residual, n), float(eps), float(offset), bool(eps_inside), k, s_dtype, bool(llama)
+    )
     return y.reshape(shape), (None if s is None else s.reshape(shape))
 
 

@@ -11,18 +11,20 @@ out for inductor) lives in normlab.norms.backends.compiled.
 
 Callers validate arguments first (normlab.norms.validation); nothing here checks.
 """
+
 from __future__ import annotations
 
 import torch
 
 from normlab.norms.reference import statistics_dtype
 
-
 # fp16/bf16 statistics in fp32; float64 stays float64 so gradcheck is exact.
 _compute_dtype = statistics_dtype
 
 
-def rms_norm_hf(s: torch.Tensor, weight: torch.Tensor | None, eps: float, offset: float, llama: bool = False) -> torch.Tensor:
+def rms_norm_hf(
+    s: torch.Tensor, weight: torch.Tensor | None, eps: float, offset: float, llama: bool = False
+) -> torch.Tensor:
     """HuggingFace's RMSNorm ops: LLaMA/T5's rounding order with llama=True, else Gemma's (gain in fp32, one rounding)."""
     s32 = s.to(_compute_dtype(s.dtype))
     normalised = s32 * torch.rsqrt(s32.pow(2).mean(-1, keepdim=True) + eps)
@@ -36,7 +38,9 @@ def rms_norm_hf(s: torch.Tensor, weight: torch.Tensor | None, eps: float, offset
     return (gain * normalised.to(s.dtype)).to(s.dtype)
 
 
-def layer_norm_unfused(s: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float) -> torch.Tensor:
+def layer_norm_unfused(
+    s: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float
+) -> torch.Tensor:
     """LayerNorm as separate mean, centred variance, normalise, affine ops."""
     s32 = s.to(_compute_dtype(s.dtype))
     centred = s32 - s32.mean(-1, keepdim=True)

@@ -18,6 +18,7 @@ Scope: 2-D contiguous CPU tensors, x, weight and residual all float32 or all
 float64; weight, residual (s = x + residual, returned), offset and either ε
 placement. Callers (normlab.norms.functional) validate and route everything else.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -50,8 +51,10 @@ def _compiler() -> str:
     for name in (os.environ.get("CXX"), configured, "g++", "c++", "clang++"):
         if name and shutil.which(name):
             return shutil.which(name)
-    raise KernelBuildError("backend='cpp' needs a C++ compiler with OpenMP (g++ or clang++) on PATH; install one "
-                           "(Debian: apt install g++), set CXX, or use backend='compile' or 'torch'")
+    raise KernelBuildError(
+        "backend='cpp' needs a C++ compiler with OpenMP (g++ or clang++) on PATH; install one "
+        "(Debian: apt install g++), set CXX, or use backend='compile' or 'torch'"
+    )
 
 
 def _cpu_identity() -> str:
@@ -69,7 +72,9 @@ def cache_dir() -> Path:
 
 def _build(compiler: str) -> Path:
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
-    key = hashlib.sha256("\0".join([SOURCE.read_text(), " ".join(FLAGS), *version, _cpu_identity()]).encode()).hexdigest()
+    key = hashlib.sha256(
+        "\0".join([SOURCE.read_text(), " ".join(FLAGS), *version, _cpu_identity()]).encode()
+    ).hexdigest()
     target = cache_dir() / f"rms_norm_{key[:16]}.so"
     if target.exists():
         return target
@@ -84,7 +89,7 @@ def _build(compiler: str) -> Path:
     return target
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load() -> ctypes.CDLL | KernelBuildError:
     """The library, or the reason it cannot be had: a failed build is remembered, not retried on every call."""
     try:
@@ -92,14 +97,28 @@ def _load() -> ctypes.CDLL | KernelBuildError:
     except KernelBuildError as error:
         return error
     except OSError as error:  # a build directory that cannot be written, a library that cannot be loaded
-        return KernelBuildError(f"building or loading the CPU kernel failed: {error}; set NORMLAB_CACHE_DIR to a "
-                                "writable directory, or use backend='compile'")
+        return KernelBuildError(
+            f"building or loading the CPU kernel failed: {error}; set NORMLAB_CACHE_DIR to a "
+            "writable directory, or use backend='compile'"
+        )
     pointer, size = ctypes.c_void_p, ctypes.c_int64
     for suffix in _SUFFIX.values():
-        getattr(lib, f"normlab_rms_forward_{suffix}").argtypes = [pointer] * 6 + [size, size, ctypes.c_double,
-                                                                                  ctypes.c_double, ctypes.c_int, ctypes.c_int]
-        getattr(lib, f"normlab_rms_backward_{suffix}").argtypes = [pointer] * 7 + [size, size, ctypes.c_double,
-                                                                                   ctypes.c_double, ctypes.c_int, ctypes.c_int]
+        getattr(lib, f"normlab_rms_forward_{suffix}").argtypes = [pointer] * 6 + [
+            size,
+            size,
+            ctypes.c_double,
+            ctypes.c_double,
+            ctypes.c_int,
+            ctypes.c_int,
+        ]
+        getattr(lib, f"normlab_rms_backward_{suffix}").argtypes = [pointer] * 7 + [
+            size,
+            size,
+            ctypes.c_double,
+            ctypes.c_double,
+            ctypes.c_int,
+            ctypes.c_int,
+        ]
     return lib
 
 
@@ -111,14 +130,17 @@ def library() -> ctypes.CDLL:
     return loaded
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def available() -> bool:
     """Whether the kernel builds and loads here. auto asks this, and warns once (naming what failed) when it
     cannot; backend='cpp' raises the reason instead."""
     loaded = _load()
     if isinstance(loaded, KernelBuildError):
-        warnings.warn(f"normlab: the CPU RMSNorm kernel is unavailable ({loaded}); auto uses the compiled "
-                      "composite instead, which is slower for training on CPU", stacklevel=3)
+        warnings.warn(
+            f"normlab: the CPU RMSNorm kernel is unavailable ({loaded}); auto uses the compiled "
+            "composite instead, which is slower for training on CPU",
+            stacklevel=3,
+        )
         return False
     return True
 
@@ -139,8 +161,19 @@ def forward(x, weight, residual, eps: float, offset: float, eps_inside: bool):
     s = None if residual is None else _empty(x.shape, x.dtype)
     inverse = _empty((rows,), x.dtype)
     getattr(library(), f"normlab_rms_forward_{_SUFFIX[x.dtype]}")(
-        _pointer(x), _pointer(residual), _pointer(weight), _pointer(y), _pointer(s), _pointer(inverse),
-        rows, d, eps, offset, int(eps_inside), torch.get_num_threads())
+        _pointer(x),
+        _pointer(residual),
+        _pointer(weight),
+        _pointer(y),
+        _pointer(s),
+        _pointer(inverse),
+        rows,
+        d,
+        eps,
+        offset,
+        int(eps_inside),
+        torch.get_num_threads(),
+    )
     return y, s, inverse
 
 
@@ -150,16 +183,34 @@ def backward(dy, dsum, s, weight, inverse, eps: float, offset: float, eps_inside
     dx = _empty(s.shape, s.dtype)
     dweight = _empty(weight.shape, weight.dtype) if need_dweight and weight is not None else None
     getattr(library(), f"normlab_rms_backward_{_SUFFIX[s.dtype]}")(
-        _pointer(dy), _pointer(dsum), _pointer(s), _pointer(weight), _pointer(inverse), _pointer(dx), _pointer(dweight),
-        rows, d, eps, offset, int(eps_inside), torch.get_num_threads())
+        _pointer(dy),
+        _pointer(dsum),
+        _pointer(s),
+        _pointer(weight),
+        _pointer(inverse),
+        _pointer(dx),
+        _pointer(dweight),
+        rows,
+        d,
+        eps,
+        offset,
+        int(eps_inside),
+        torch.get_num_threads(),
+    )
     return dx, dweight
 
 
 class _RMSNorm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, residual, eps, offset, eps_inside):
-        y, s, inverse = forward(x.detach(), None if weight is None else weight.detach(),
-                                None if residual is None else residual.detach(), eps, offset, eps_inside)
+        y, s, inverse = forward(
+            x.detach(),
+            None if weight is None else weight.detach(),
+            None if residual is None else residual.detach(),
+            eps,
+            offset,
+            eps_inside,
+        )
         ctx.config = (eps, offset, eps_inside, residual is not None)
         ctx.save_for_backward(x if s is None else s, weight, inverse)
         return y, s
@@ -174,12 +225,33 @@ class _RMSNorm(torch.autograd.Function):
             from normlab.norms.backends.compiled import rms_backward_math
 
             ms = (s * s).mean(-1, keepdim=True)
-            dx, dweight = rms_backward_math(torch.zeros_like(s) if dy is None else dy, dsum, s, weight, ms, eps, offset,
-                                            eps_inside, None, False, s.dtype, need_dweight)
+            dx, dweight = rms_backward_math(
+                torch.zeros_like(s) if dy is None else dy,
+                dsum,
+                s,
+                weight,
+                ms,
+                eps,
+                offset,
+                eps_inside,
+                None,
+                False,
+                s.dtype,
+                need_dweight,
+            )
         else:
             dy = torch.zeros_like(s) if dy is None else dy.contiguous()
-            dx, dweight = backward(dy, None if dsum is None else dsum.contiguous(), s, weight, inverse, eps, offset,
-                                   eps_inside, need_dweight)
+            dx, dweight = backward(
+                dy,
+                None if dsum is None else dsum.contiguous(),
+                s,
+                weight,
+                inverse,
+                eps,
+                offset,
+                eps_inside,
+                need_dweight,
+            )
         return dx, dweight, (dx if has_residual else None), None, None, None
 
 

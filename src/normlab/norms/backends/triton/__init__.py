@@ -36,6 +36,7 @@ a CUDA machine.
 Kernels run on CUDA tensors; on CPU only in Triton's interpreter (TRITON_INTERPRET=1 set before this
 package is first imported). Otherwise a RuntimeError explains that.
 """
+
 from __future__ import annotations
 
 import torch
@@ -48,9 +49,9 @@ except ImportError as error:  # an optional dependency: say which extra brings i
         'install it with `pip install "normlab[triton]"`, or use another backend (e.g. "auto", "compile", "torch")'
     ) from error
 
-from normlab.norms.validation import check_layer_args, check_rms_args, partial_size, resolve_eps, sum_dtype
 from normlab.norms.backends.triton import custom_ops, launch
 from normlab.norms.backends.triton._runtime import check_triton_device
+from normlab.norms.validation import check_layer_args, check_rms_args, partial_size, resolve_eps, sum_dtype
 
 __all__ = ["launch", "layer_norm", "layer_norm_checked", "rms_norm", "rms_norm_checked"]
 
@@ -64,23 +65,38 @@ def _common_dtype(x: torch.Tensor, residual: torch.Tensor | None, residual_in_fp
 
 
 def _limits(onchip_limit, chunk):
-    return (launch.ONCHIP_LIMIT if onchip_limit is None else int(onchip_limit),
-            launch.CHUNK if chunk is None else int(chunk))
+    return (
+        launch.ONCHIP_LIMIT if onchip_limit is None else int(onchip_limit),
+        launch.CHUNK if chunk is None else int(chunk),
+    )
 
 
-def rms_norm(x, weight=None, eps=1e-6, *, residual=None, offset=0.0, eps_placement="inside", partial=1.0,
-             residual_in_fp32=False, onchip_limit=None, chunk=None):
+def rms_norm(
+    x,
+    weight=None,
+    eps=1e-6,
+    *,
+    residual=None,
+    offset=0.0,
+    eps_placement="inside",
+    partial=1.0,
+    residual_in_fp32=False,
+    onchip_limit=None,
+    chunk=None,
+):
     """RMSNorm with the Triton kernels; returns y, or (y, x + residual) when `residual` is given.
 
     y has x's dtype; s has sum_dtype(x, residual, residual_in_fp32) (see normlab.norms.functional.rms_norm)."""
     eps = resolve_eps(eps, x)
     check_rms_args(x, weight, eps, residual, offset, eps_placement, partial)
-    return rms_norm_checked(x, weight, eps, residual, offset, eps_placement, partial, residual_in_fp32,
-                            onchip_limit, chunk)
+    return rms_norm_checked(
+        x, weight, eps, residual, offset, eps_placement, partial, residual_in_fp32, onchip_limit, chunk
+    )
 
 
-def rms_norm_checked(x, weight, eps, residual, offset, eps_placement, partial, residual_in_fp32=False,
-                     onchip_limit=None, chunk=None):
+def rms_norm_checked(
+    x, weight, eps, residual, offset, eps_placement, partial, residual_in_fp32=False, onchip_limit=None, chunk=None
+):
     """rms_norm for a caller that has already run resolve_eps and validation.check_rms_args on these arguments
     (normlab.norms.functional does): the same result without checking them a second time."""
     check_triton_device(x, launch.INTERPRETED)
@@ -88,22 +104,34 @@ def rms_norm_checked(x, weight, eps, residual, offset, eps_placement, partial, r
     x, residual = _common_dtype(x, residual, residual_in_fp32)
     k = x.shape[-1] if partial == 1.0 else partial_size(x.shape[-1], partial)
     y, s, _ = custom_ops.rms_norm_forward_call(
-        x, weight, residual, float(eps), float(offset), eps_placement == "inside", k, *_limits(onchip_limit, chunk))
+        x, weight, residual, float(eps), float(offset), eps_placement == "inside", k, *_limits(onchip_limit, chunk)
+    )
     # A mixed-dtype call computed y in s's dtype; y is x's (one rounding from fp32 either way).
     y = launch._as(y, out_dtype)
     return (y, s) if residual is not None else y
 
 
-def layer_norm(x, weight=None, bias=None, eps=1e-5, *, residual=None, residual_in_fp32=False, stats="welford",
-               onchip_limit=None, chunk=None):
+def layer_norm(
+    x,
+    weight=None,
+    bias=None,
+    eps=1e-5,
+    *,
+    residual=None,
+    residual_in_fp32=False,
+    stats="welford",
+    onchip_limit=None,
+    chunk=None,
+):
     """LayerNorm with the Triton kernels; returns y, or (y, x + residual) when `residual` is given (dtypes as rms_norm)."""
     eps = resolve_eps(eps, x)
     check_layer_args(x, weight, bias, eps, residual)
     return layer_norm_checked(x, weight, bias, eps, residual, residual_in_fp32, stats, onchip_limit, chunk)
 
 
-def layer_norm_checked(x, weight, bias, eps, residual, residual_in_fp32=False, stats="welford",
-                       onchip_limit=None, chunk=None):
+def layer_norm_checked(
+    x, weight, bias, eps, residual, residual_in_fp32=False, stats="welford", onchip_limit=None, chunk=None
+):
     """layer_norm for a caller that has already run resolve_eps and validation.check_layer_args."""
     if stats not in launch.LAYER_STATS:
         raise ValueError(f"stats must be one of {launch.LAYER_STATS}, got {stats!r}")
@@ -111,6 +139,7 @@ def layer_norm_checked(x, weight, bias, eps, residual, residual_in_fp32=False, s
     out_dtype = x.dtype
     x, residual = _common_dtype(x, residual, residual_in_fp32)
     y, s, _, _ = custom_ops.layer_norm_forward_call(
-        x, weight, bias, residual, float(eps), stats, *_limits(onchip_limit, chunk))
+        x, weight, bias, residual, float(eps), stats, *_limits(onchip_limit, chunk)
+    )
     y = launch._as(y, out_dtype)
     return (y, s) if residual is not None else y

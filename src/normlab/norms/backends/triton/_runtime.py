@@ -1,4 +1,5 @@
 """Where the Triton kernels can run, and the clear error when they cannot."""
+
 from __future__ import annotations
 
 import functools
@@ -31,14 +32,14 @@ def check_triton_device(x: torch.Tensor, interpreted: bool) -> None:
     raise RuntimeError(f"backend='triton' was called on {where}. {INTERPRET_HINT}.")
 
 
-@functools.lru_cache(maxsize=None)  # asked on every backward call; a device's SM count does not change
+@functools.cache  # asked on every backward call; a device's SM count does not change
 def multiprocessor_count(device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).multi_processor_count
     return 4  # interpreter: programs run one after another, few is fastest
 
 
-@functools.lru_cache(maxsize=None)  # triton.next_power_of_2 costs µs per host call; few distinct sizes occur
+@functools.cache  # triton.next_power_of_2 costs µs per host call; few distinct sizes occur
 def warps_for(elements_per_program: int) -> int:
     """About 16 fp32 values per thread: enough in flight for bandwidth, few enough to stay in registers."""
     return max(1, min(16, triton.next_power_of_2(max(1, elements_per_program // (32 * 16)))))
@@ -100,8 +101,21 @@ def patch_interpreter_bf16() -> None:
     builder = interpreter.InterpreterBuilder
     if getattr(builder, "normlab_bf16", False):
         return
-    float_ops = {np.add, np.subtract, np.multiply, np.divide, np.fmod, np.minimum, np.maximum, np.less, np.greater,
-                 np.less_equal, np.greater_equal, np.equal, np.not_equal}
+    float_ops = {
+        np.add,
+        np.subtract,
+        np.multiply,
+        np.divide,
+        np.fmod,
+        np.minimum,
+        np.maximum,
+        np.less,
+        np.greater,
+        np.less_equal,
+        np.greater_equal,
+        np.equal,
+        np.not_equal,
+    }
     original_binary, original_unary, original_fma = builder.binary_op, builder.unary_op, builder.create_fma
     original_cast, original_fp_to_fp = builder.cast_impl, builder.create_fp_to_fp
 
@@ -143,6 +157,13 @@ def patch_interpreter_bf16() -> None:
 
     builder.binary_op, builder.unary_op, builder.create_fma = binary_op, unary_op, create_fma
     builder.cast_impl, builder.create_fp_to_fp = cast_impl, create_fp_to_fp
-    for name in ("create_si_to_fp", "create_ui_to_fp", "create_fp_to_si", "create_fp_to_ui", "create_fp_ext", "create_fp_trunc"):
+    for name in (
+        "create_si_to_fp",
+        "create_ui_to_fp",
+        "create_fp_to_si",
+        "create_fp_to_ui",
+        "create_fp_ext",
+        "create_fp_trunc",
+    ):
         setattr(builder, name, lambda self, src, dst_type, _cast=cast_impl: _cast(self, src, dst_type))
     builder.normlab_bf16 = True

@@ -23,9 +23,8 @@ launchers with the same arguments, so results are bit-identical; the
 backward is the registered one's logic, and double backward fails the same
 way (through the backward op, which has no autograd formula).
 """
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 import torch
 from torch import Tensor
@@ -43,9 +42,19 @@ def _maybe_like(present: bool, t: Tensor) -> Tensor:
 
 # ---------------------------------------------------------------- RMSNorm
 
+
 @torch.library.custom_op("normlab::rms_norm_forward", mutates_args=())
-def rms_norm_forward(x: Tensor, weight: Optional[Tensor], residual: Optional[Tensor], eps: float, offset: float,
-                     eps_inside: bool, k: int, onchip_limit: int, chunk: int) -> tuple[Tensor, Tensor, Tensor]:
+def rms_norm_forward(
+    x: Tensor,
+    weight: Tensor | None,
+    residual: Tensor | None,
+    eps: float,
+    offset: float,
+    eps_inside: bool,
+    k: int,
+    onchip_limit: int,
+    chunk: int,
+) -> tuple[Tensor, Tensor, Tensor]:
     return launch.rms_forward(x, weight, residual, eps, offset, eps_inside, k, onchip_limit, chunk)
 
 
@@ -55,9 +64,19 @@ def _(x, weight, residual, eps, offset, eps_inside, k, onchip_limit, chunk):
 
 
 @torch.library.custom_op("normlab::rms_norm_backward", mutates_args=())
-def rms_norm_backward(dy: Tensor, ds: Optional[Tensor], s: Tensor, weight: Optional[Tensor], mean_square: Tensor,
-                      eps: float, offset: float, eps_inside: bool, k: int, onchip_limit: int,
-                      chunk: int) -> tuple[Tensor, Tensor]:
+def rms_norm_backward(
+    dy: Tensor,
+    ds: Tensor | None,
+    s: Tensor,
+    weight: Tensor | None,
+    mean_square: Tensor,
+    eps: float,
+    offset: float,
+    eps_inside: bool,
+    k: int,
+    onchip_limit: int,
+    chunk: int,
+) -> tuple[Tensor, Tensor]:
     return launch.rms_backward(dy, ds, s, weight, mean_square, eps, offset, eps_inside, k, onchip_limit, chunk)
 
 
@@ -78,7 +97,8 @@ def _rms_backward(ctx, dy, ds, _dmean_square, backward=None):
     """The registered backward; the eager route passes the bare launcher as `backward` (same arguments)."""
     s, weight, mean_square = ctx.saved_tensors
     dx, dweight = (backward or torch.ops.normlab.rms_norm_backward)(
-        dy, ds if ctx.has_residual else None, s, weight, mean_square, *ctx.config)
+        dy, ds if ctx.has_residual else None, s, weight, mean_square, *ctx.config
+    )
     return (dx, dweight if weight is not None else None, dx if ctx.has_residual else None) + (None,) * 6
 
 
@@ -87,9 +107,18 @@ rms_norm_forward.register_autograd(_rms_backward, setup_context=_rms_setup_conte
 
 # ---------------------------------------------------------------- LayerNorm
 
+
 @torch.library.custom_op("normlab::layer_norm_forward", mutates_args=())
-def layer_norm_forward(x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], residual: Optional[Tensor],
-                       eps: float, stats: str, onchip_limit: int, chunk: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def layer_norm_forward(
+    x: Tensor,
+    weight: Tensor | None,
+    bias: Tensor | None,
+    residual: Tensor | None,
+    eps: float,
+    stats: str,
+    onchip_limit: int,
+    chunk: int,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     return launch.layer_forward(x, weight, bias, residual, eps, stats, onchip_limit, chunk)
 
 
@@ -99,8 +128,17 @@ def _(x, weight, bias, residual, eps, stats, onchip_limit, chunk):
 
 
 @torch.library.custom_op("normlab::layer_norm_backward", mutates_args=())
-def layer_norm_backward(dy: Tensor, ds: Optional[Tensor], s: Tensor, weight: Optional[Tensor], mean: Tensor,
-                        rstd: Tensor, has_bias: bool, onchip_limit: int, chunk: int) -> tuple[Tensor, Tensor, Tensor]:
+def layer_norm_backward(
+    dy: Tensor,
+    ds: Tensor | None,
+    s: Tensor,
+    weight: Tensor | None,
+    mean: Tensor,
+    rstd: Tensor,
+    has_bias: bool,
+    onchip_limit: int,
+    chunk: int,
+) -> tuple[Tensor, Tensor, Tensor]:
     return launch.layer_backward(dy, ds, s, weight, mean, rstd, has_bias, onchip_limit, chunk)
 
 
@@ -109,7 +147,11 @@ def _(dy, ds, s, weight, mean, rstd, has_bias, onchip_limit, chunk):
     n_features = s.shape[-1]
     param_dtype = weight.dtype if weight is not None else s.dtype
     param = s.new_empty(n_features, dtype=param_dtype)
-    return s.new_empty(s.shape), (param if weight is not None else s.new_empty(0)), (param.new_empty(n_features) if has_bias else s.new_empty(0))
+    return (
+        s.new_empty(s.shape),
+        (param if weight is not None else s.new_empty(0)),
+        (param.new_empty(n_features) if has_bias else s.new_empty(0)),
+    )
 
 
 def _layer_setup_context(ctx, inputs, output):
@@ -126,7 +168,8 @@ def _layer_backward(ctx, dy, ds, _dmean, _drstd, backward=None):
     s, weight, mean, rstd = ctx.saved_tensors
     has_bias = ctx.bias_dtype is not None
     dx, dweight, dbias = (backward or torch.ops.normlab.layer_norm_backward)(
-        dy, ds if ctx.has_residual else None, s, weight, mean, rstd, has_bias, *ctx.config)
+        dy, ds if ctx.has_residual else None, s, weight, mean, rstd, has_bias, *ctx.config
+    )
     return (
         dx,
         dweight if weight is not None else None,
@@ -145,7 +188,11 @@ _PLAIN_TENSORS = (Tensor, torch.nn.Parameter)
 
 def _traced(*tensors) -> bool:
     """True when the custom op must be called: something above eager PyTorch wants to see it."""
-    if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() or torch._C._are_functorch_transforms_active():
+    if (
+        torch.compiler.is_compiling()
+        or torch._C._len_torch_dispatch_stack()
+        or torch._C._are_functorch_transforms_active()
+    ):
         return True
     return any(t is not None and type(t) not in _PLAIN_TENSORS for t in tensors)
 
@@ -185,8 +232,9 @@ class _LayerNorm(torch.autograd.Function):
         return _layer_backward(ctx, dy, ds, _dmean, _drstd, None if torch.is_grad_enabled() else launch.layer_backward)
 
 
-def rms_norm_forward_call(x, weight, residual, eps: float, offset: float, eps_inside: bool, k: int,
-                          onchip_limit: int, chunk: int):
+def rms_norm_forward_call(
+    x, weight, residual, eps: float, offset: float, eps_inside: bool, k: int, onchip_limit: int, chunk: int
+):
     """normlab::rms_norm_forward's result: through the op when traced, else the same launcher directly."""
     args = (x, weight, residual, eps, offset, eps_inside, k, onchip_limit, chunk)
     if _traced(x, weight, residual):

@@ -1,4 +1,5 @@
 """The fused pre-norm add shared by every forward kernel."""
+
 import triton
 import triton.language as tl
 

@@ -8,6 +8,7 @@ kernels assume unit column stride, any row stride).
 `onchip_limit` is the longest row (in elements) kept whole in registers;
 longer rows go to the chunked kernels, streamed `chunk` elements at a time.
 """
+
 from __future__ import annotations
 
 import functools
@@ -15,10 +16,16 @@ import functools
 import torch
 import triton
 
-from normlab.norms.reference import statistics_dtype
 from normlab.norms.backends.triton import layer_kernels, rms_kernels
-from normlab.norms.backends.triton._runtime import (check_triton_device, kernels_interpreted, multiprocessor_count,
-                       patch_interpreter_bf16, patch_interpreter_for_numpy_2_4, warps_for)
+from normlab.norms.backends.triton._runtime import (
+    check_triton_device,
+    kernels_interpreted,
+    multiprocessor_count,
+    patch_interpreter_bf16,
+    patch_interpreter_for_numpy_2_4,
+    warps_for,
+)
+from normlab.norms.reference import statistics_dtype
 
 # 16K fp32 values per row is 32 values per thread at 16 warps: the most that
 # stays in registers on current NVIDIA parts without spilling.
@@ -117,8 +124,18 @@ def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 # ---------------------------------------------------------------- RMSNorm
 
-def rms_forward(x, weight, residual, eps: float, offset: float, eps_inside: bool, k: int,
-                onchip_limit: int = ONCHIP_LIMIT, chunk: int = CHUNK):
+
+def rms_forward(
+    x,
+    weight,
+    residual,
+    eps: float,
+    offset: float,
+    eps_inside: bool,
+    k: int,
+    onchip_limit: int = ONCHIP_LIMIT,
+    chunk: int = CHUNK,
+):
     """Returns (y, s, ms): s = x + residual (an empty tensor without residual), ms = mean square per row."""
     n_features, x2, r2 = _prepare(x, residual, onchip_limit, chunk)
     n_rows = x2.shape[0]
@@ -133,19 +150,60 @@ def rms_forward(x, weight, residual, eps: float, offset: float, eps_inside: bool
     if _is_onchip(n_features, onchip_limit):
         rows, block = _tile(n_rows, n_features)
         rms_kernels.rms_forward_onchip[(_cdiv(n_rows, rows),)](
-            x2, r, w, y, s_out, ms, n_rows, n_features, k, x2.stride(0), r.stride(0), eps, offset,
-            **flags, ROWS=rows, BLOCK=block, num_warps=warps_for(rows * block))
+            x2,
+            r,
+            w,
+            y,
+            s_out,
+            ms,
+            n_rows,
+            n_features,
+            k,
+            x2.stride(0),
+            r.stride(0),
+            eps,
+            offset,
+            **flags,
+            ROWS=rows,
+            BLOCK=block,
+            num_warps=warps_for(rows * block),
+        )
     else:
         chunk = _chunk(n_features, chunk)
         rms_kernels.rms_forward_chunked[(n_rows,)](
-            x2, r, w, y, s_out, ms, n_features, k, n_features if r2 is not None else k,
-            x2.stride(0), r.stride(0), eps, offset,
-            **flags, CHUNK=chunk, num_warps=warps_for(chunk))
+            x2,
+            r,
+            w,
+            y,
+            s_out,
+            ms,
+            n_features,
+            k,
+            n_features if r2 is not None else k,
+            x2.stride(0),
+            r.stride(0),
+            eps,
+            offset,
+            **flags,
+            CHUNK=chunk,
+            num_warps=warps_for(chunk),
+        )
     return y, s, ms
 
 
-def rms_backward(dy, ds, s, weight, ms, eps: float, offset: float, eps_inside: bool, k: int,
-                 onchip_limit: int = ONCHIP_LIMIT, chunk: int = CHUNK):
+def rms_backward(
+    dy,
+    ds,
+    s,
+    weight,
+    ms,
+    eps: float,
+    offset: float,
+    eps_inside: bool,
+    k: int,
+    onchip_limit: int = ONCHIP_LIMIT,
+    chunk: int = CHUNK,
+):
     """Returns (dx, dweight); dx also includes ds (the gradient reaching s = x + residual directly)."""
     n_features, s2, dy2, ds2, dx = _prepare_backward(dy, ds, s)
     n_rows, stats = s2.shape[0], compute_dtype(s.dtype)
@@ -160,24 +218,59 @@ def rms_backward(dy, ds, s, weight, ms, eps: float, offset: float, eps_inside: b
         programs = min(_cdiv(n_rows, rows), 2 * multiprocessor_count(s.device))
         partial = _empty((programs, n_features), stats, s.device)
         rms_kernels.rms_backward_onchip[(programs,)](
-            dy2, ds_arg, s2, w, ms2, dx, partial, n_rows, n_features, k,
-            dy2.stride(0), ds_arg.stride(0), s2.stride(0), eps, offset,
-            **flags, ROWS=rows, BLOCK=block, num_warps=backward_warps(rows * block))
+            dy2,
+            ds_arg,
+            s2,
+            w,
+            ms2,
+            dx,
+            partial,
+            n_rows,
+            n_features,
+            k,
+            dy2.stride(0),
+            ds_arg.stride(0),
+            s2.stride(0),
+            eps,
+            offset,
+            **flags,
+            ROWS=rows,
+            BLOCK=block,
+            num_warps=backward_warps(rows * block),
+        )
     else:
         chunk = _chunk(n_features, chunk)
         programs = min(n_rows, 2 * multiprocessor_count(s.device))
         partial = torch.zeros((programs, n_features), dtype=stats, device=s.device)
         rms_kernels.rms_backward_chunked[(programs,)](
-            dy2, ds_arg, s2, w, ms2, dx, partial, n_rows, n_features, k,
-            dy2.stride(0), ds_arg.stride(0), s2.stride(0), eps, offset,
-            **flags, CHUNK=chunk, num_warps=warps_for(chunk))
+            dy2,
+            ds_arg,
+            s2,
+            w,
+            ms2,
+            dx,
+            partial,
+            n_rows,
+            n_features,
+            k,
+            dy2.stride(0),
+            ds_arg.stride(0),
+            s2.stride(0),
+            eps,
+            offset,
+            **flags,
+            CHUNK=chunk,
+            num_warps=warps_for(chunk),
+        )
     return dx, _reduce_partials(partial, weight, n_features, s.device)
 
 
 # ---------------------------------------------------------------- LayerNorm
 
-def layer_forward(x, weight, bias, residual, eps: float, stats: str = "welford",
-                  onchip_limit: int = ONCHIP_LIMIT, chunk: int = CHUNK):
+
+def layer_forward(
+    x, weight, bias, residual, eps: float, stats: str = "welford", onchip_limit: int = ONCHIP_LIMIT, chunk: int = CHUNK
+):
     """Returns (y, s, mean, rstd). `stats` picks the chunked kernel's statistics: "two_pass" or "welford"."""
     if stats not in LAYER_STATS:
         raise ValueError(f"stats must be one of {LAYER_STATS}, got {stats!r}")
@@ -196,24 +289,56 @@ def layer_forward(x, weight, bias, residual, eps: float, stats: str = "welford",
     if _is_onchip(n_features, onchip_limit):
         rows, block = _tile(n_rows, n_features)
         layer_kernels.layer_forward_onchip[(_cdiv(n_rows, rows),)](
-            x2, r, w, b, y, s_out, mean, rstd, n_rows, n_features, x2.stride(0), r.stride(0), eps,
-            **flags, ROWS=rows, BLOCK=block, num_warps=warps_for(rows * block))
+            x2,
+            r,
+            w,
+            b,
+            y,
+            s_out,
+            mean,
+            rstd,
+            n_rows,
+            n_features,
+            x2.stride(0),
+            r.stride(0),
+            eps,
+            **flags,
+            ROWS=rows,
+            BLOCK=block,
+            num_warps=warps_for(rows * block),
+        )
     else:
         chunk = _chunk(n_features, chunk)
         layer_kernels.layer_forward_chunked[(n_rows,)](
-            x2, r, w, b, y, s_out, mean, rstd, n_features, x2.stride(0), r.stride(0), eps,
-            **flags, WELFORD=stats == "welford", CHUNK=chunk, num_warps=warps_for(chunk))
+            x2,
+            r,
+            w,
+            b,
+            y,
+            s_out,
+            mean,
+            rstd,
+            n_features,
+            x2.stride(0),
+            r.stride(0),
+            eps,
+            **flags,
+            WELFORD=stats == "welford",
+            CHUNK=chunk,
+            num_warps=warps_for(chunk),
+        )
     return y, s, mean, rstd
 
 
-def layer_backward(dy, ds, s, weight, mean, rstd, has_bias: bool,
-                   onchip_limit: int = ONCHIP_LIMIT, chunk: int = CHUNK):
+def layer_backward(dy, ds, s, weight, mean, rstd, has_bias: bool, onchip_limit: int = ONCHIP_LIMIT, chunk: int = CHUNK):
     """Returns (dx, dweight, dbias); empty tensors stand for absent parameters."""
     n_features, s2, dy2, ds2, dx = _prepare_backward(dy, ds, s)
     n_rows, stats = s2.shape[0], compute_dtype(s.dtype)
     param_dtype = weight.dtype if weight is not None else s.dtype
     if n_rows == 0:
-        zeros = lambda present: torch.zeros(n_features, dtype=param_dtype, device=s.device) if present else s.new_empty(0)
+        zeros = lambda present: (
+            torch.zeros(n_features, dtype=param_dtype, device=s.device) if present else s.new_empty(0)
+        )
         return dx, zeros(weight is not None), zeros(has_bias)
     w = s2 if weight is None else weight.contiguous()
     ds_arg = s2 if ds2 is None else ds2
@@ -225,18 +350,49 @@ def layer_backward(dy, ds, s, weight, mean, rstd, has_bias: bool,
         dw_partial = _empty((programs, n_features), stats, s.device)
         db_partial = _empty((programs, n_features), stats, s.device)
         layer_kernels.layer_backward_onchip[(programs,)](
-            dy2, ds_arg, s2, w, mean2, rstd2, dx, dw_partial, db_partial, n_rows, n_features,
-            dy2.stride(0), ds_arg.stride(0), s2.stride(0),
-            **flags, ROWS=rows, BLOCK=block, num_warps=backward_warps(rows * block))
+            dy2,
+            ds_arg,
+            s2,
+            w,
+            mean2,
+            rstd2,
+            dx,
+            dw_partial,
+            db_partial,
+            n_rows,
+            n_features,
+            dy2.stride(0),
+            ds_arg.stride(0),
+            s2.stride(0),
+            **flags,
+            ROWS=rows,
+            BLOCK=block,
+            num_warps=backward_warps(rows * block),
+        )
     else:
         chunk = _chunk(n_features, chunk)
         programs = min(n_rows, 2 * multiprocessor_count(s.device))
         dw_partial = torch.zeros((programs, n_features), dtype=stats, device=s.device)
         db_partial = torch.zeros((programs, n_features), dtype=stats, device=s.device)
         layer_kernels.layer_backward_chunked[(programs,)](
-            dy2, ds_arg, s2, w, mean2, rstd2, dx, dw_partial, db_partial, n_rows, n_features,
-            dy2.stride(0), ds_arg.stride(0), s2.stride(0),
-            **flags, CHUNK=chunk, num_warps=warps_for(chunk))
+            dy2,
+            ds_arg,
+            s2,
+            w,
+            mean2,
+            rstd2,
+            dx,
+            dw_partial,
+            db_partial,
+            n_rows,
+            n_features,
+            dy2.stride(0),
+            ds_arg.stride(0),
+            s2.stride(0),
+            **flags,
+            CHUNK=chunk,
+            num_warps=warps_for(chunk),
+        )
     dweight = _reduce_partials(dw_partial, weight, n_features, s.device)
     dbias = _as(db_partial.sum(0), param_dtype) if has_bias else s.new_empty(0)
     return dx, dweight, dbias

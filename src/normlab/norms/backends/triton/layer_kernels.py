@@ -20,6 +20,7 @@ Backward, with g = dy * weight: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)
 dweight = sum over rows of dy * xhat, dbias = sum over rows of dy, the last two
 accumulated per program in the statistics dtype for the caller to reduce.
 """
+
 import triton
 import triton.language as tl
 
@@ -28,10 +29,24 @@ from normlab.norms.backends.triton.fused_add import load_summed
 
 @triton.jit
 def layer_forward_onchip(
-    X, R, W, B, Y, S, MEAN, RSTD,
-    n_rows, N, stride_x, stride_r, eps,
-    HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
-    ROWS: tl.constexpr, BLOCK: tl.constexpr,
+    X,
+    R,
+    W,
+    B,
+    Y,
+    S,
+    MEAN,
+    RSTD,
+    n_rows,
+    N,
+    stride_x,
+    stride_r,
+    eps,
+    HAS_RESIDUAL: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    ROWS: tl.constexpr,
+    BLOCK: tl.constexpr,
 ):
     compute = MEAN.dtype.element_ty
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
@@ -40,8 +55,13 @@ def layer_forward_onchip(
     col_ok = cols < N
     mask = row_ok[:, None] & col_ok[None, :]
     rows64 = rows.to(tl.int64)
-    s = load_summed(X + rows64[:, None] * stride_x + cols[None, :], R + rows64[:, None] * stride_r + cols[None, :],
-                    S + rows64[:, None] * N + cols[None, :], mask, HAS_RESIDUAL)
+    s = load_summed(
+        X + rows64[:, None] * stride_x + cols[None, :],
+        R + rows64[:, None] * stride_r + cols[None, :],
+        S + rows64[:, None] * N + cols[None, :],
+        mask,
+        HAS_RESIDUAL,
+    )
     s = s.to(compute)
     mean = tl.sum(s, axis=1) / N
     centred = tl.where(col_ok[None, :], s - mean[:, None], 0.0)
@@ -58,10 +78,23 @@ def layer_forward_onchip(
 
 @triton.jit
 def layer_forward_chunked(
-    X, R, W, B, Y, S, MEAN, RSTD,
-    N, stride_x, stride_r, eps,
-    HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
-    WELFORD: tl.constexpr, CHUNK: tl.constexpr,
+    X,
+    R,
+    W,
+    B,
+    Y,
+    S,
+    MEAN,
+    RSTD,
+    N,
+    stride_x,
+    stride_r,
+    eps,
+    HAS_RESIDUAL: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    WELFORD: tl.constexpr,
+    CHUNK: tl.constexpr,
 ):
     compute = MEAN.dtype.element_ty
     row = tl.program_id(0).to(tl.int64)
@@ -122,10 +155,25 @@ def layer_forward_chunked(
 
 @triton.jit
 def layer_backward_onchip(
-    DY, DS, S, W, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL,
-    n_rows, N, stride_dy, stride_ds, stride_s,
-    HAS_DS: tl.constexpr, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
-    ROWS: tl.constexpr, BLOCK: tl.constexpr,
+    DY,
+    DS,
+    S,
+    W,
+    MEAN,
+    RSTD,
+    DX,
+    DW_PARTIAL,
+    DB_PARTIAL,
+    n_rows,
+    N,
+    stride_dy,
+    stride_ds,
+    stride_s,
+    HAS_DS: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    ROWS: tl.constexpr,
+    BLOCK: tl.constexpr,
 ):
     compute = MEAN.dtype.element_ty
     program, programs = tl.program_id(0), tl.num_programs(0)
@@ -166,9 +214,23 @@ def layer_backward_onchip(
 
 @triton.jit
 def layer_backward_chunked(
-    DY, DS, S, W, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL,
-    n_rows, N, stride_dy, stride_ds, stride_s,
-    HAS_DS: tl.constexpr, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
+    DY,
+    DS,
+    S,
+    W,
+    MEAN,
+    RSTD,
+    DX,
+    DW_PARTIAL,
+    DB_PARTIAL,
+    n_rows,
+    N,
+    stride_dy,
+    stride_ds,
+    stride_s,
+    HAS_DS: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
     CHUNK: tl.constexpr,
 ):
     # DW_PARTIAL / DB_PARTIAL must be zeroed by the caller: each program adds its rows into its own line.

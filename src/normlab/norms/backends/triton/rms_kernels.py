@@ -19,6 +19,7 @@ Backward: with g = dy * gain and c = sum_i g_i s_i over the whole row,
 and dweight = sum over rows of dy * s * inv, accumulated per program in the
 statistics dtype into a [programs, N] buffer that the caller reduces.
 """
+
 import triton
 import triton.language as tl
 
@@ -47,10 +48,24 @@ def _inverse_rms_slope(ms, inv, EPS_INSIDE: tl.constexpr):
 
 @triton.jit
 def rms_forward_onchip(
-    X, R, W, Y, S, MS,
-    n_rows, N, K, stride_x, stride_r, eps, offset,
-    HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr, EPS_INSIDE: tl.constexpr,
-    ROWS: tl.constexpr, BLOCK: tl.constexpr,
+    X,
+    R,
+    W,
+    Y,
+    S,
+    MS,
+    n_rows,
+    N,
+    K,
+    stride_x,
+    stride_r,
+    eps,
+    offset,
+    HAS_RESIDUAL: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    EPS_INSIDE: tl.constexpr,
+    ROWS: tl.constexpr,
+    BLOCK: tl.constexpr,
 ):
     compute = MS.dtype.element_ty
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
@@ -58,8 +73,13 @@ def rms_forward_onchip(
     row_ok = rows < n_rows
     mask = row_ok[:, None] & (cols < N)[None, :]
     rows64 = rows.to(tl.int64)
-    s = load_summed(X + rows64[:, None] * stride_x + cols[None, :], R + rows64[:, None] * stride_r + cols[None, :],
-                    S + rows64[:, None] * N + cols[None, :], mask, HAS_RESIDUAL)
+    s = load_summed(
+        X + rows64[:, None] * stride_x + cols[None, :],
+        R + rows64[:, None] * stride_r + cols[None, :],
+        S + rows64[:, None] * N + cols[None, :],
+        mask,
+        HAS_RESIDUAL,
+    )
     s = s.to(compute)
     head = tl.where((cols < K)[None, :], s, 0.0)
     ms = tl.sum(head * head, axis=1) / K
@@ -74,9 +94,22 @@ def rms_forward_onchip(
 
 @triton.jit
 def rms_forward_chunked(
-    X, R, W, Y, S, MS,
-    N, K, stat_end, stride_x, stride_r, eps, offset,
-    HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr, EPS_INSIDE: tl.constexpr,
+    X,
+    R,
+    W,
+    Y,
+    S,
+    MS,
+    N,
+    K,
+    stat_end,
+    stride_x,
+    stride_r,
+    eps,
+    offset,
+    HAS_RESIDUAL: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    EPS_INSIDE: tl.constexpr,
     CHUNK: tl.constexpr,
 ):
     compute = MS.dtype.element_ty
@@ -109,10 +142,26 @@ def rms_forward_chunked(
 
 @triton.jit
 def rms_backward_onchip(
-    DY, DS, S, W, MS, DX, DW_PARTIAL,
-    n_rows, N, K, stride_dy, stride_ds, stride_s, eps, offset,
-    HAS_DS: tl.constexpr, HAS_WEIGHT: tl.constexpr, EPS_INSIDE: tl.constexpr,
-    ROWS: tl.constexpr, BLOCK: tl.constexpr,
+    DY,
+    DS,
+    S,
+    W,
+    MS,
+    DX,
+    DW_PARTIAL,
+    n_rows,
+    N,
+    K,
+    stride_dy,
+    stride_ds,
+    stride_s,
+    eps,
+    offset,
+    HAS_DS: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    EPS_INSIDE: tl.constexpr,
+    ROWS: tl.constexpr,
+    BLOCK: tl.constexpr,
 ):
     compute = MS.dtype.element_ty
     program, programs = tl.program_id(0), tl.num_programs(0)
@@ -148,9 +197,24 @@ def rms_backward_onchip(
 
 @triton.jit
 def rms_backward_chunked(
-    DY, DS, S, W, MS, DX, DW_PARTIAL,
-    n_rows, N, K, stride_dy, stride_ds, stride_s, eps, offset,
-    HAS_DS: tl.constexpr, HAS_WEIGHT: tl.constexpr, EPS_INSIDE: tl.constexpr,
+    DY,
+    DS,
+    S,
+    W,
+    MS,
+    DX,
+    DW_PARTIAL,
+    n_rows,
+    N,
+    K,
+    stride_dy,
+    stride_ds,
+    stride_s,
+    eps,
+    offset,
+    HAS_DS: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    EPS_INSIDE: tl.constexpr,
     CHUNK: tl.constexpr,
 ):
     # DW_PARTIAL must be zeroed by the caller: each program adds its rows into its own line.

@@ -1,0 +1,55 @@
+"""A finding: what an analysis concludes about one claim, ready for a chapter to show and record.
+
+Analysis functions return findings; a chapter states the threshold in its prose, passes it to the call, shows
+the finding's sentence, and records it with `finding.record(results, claim_id, section)`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+
+def finite_or_none(value):
+    return None if value is None or not math.isfinite(float(value)) else float(value)
+
+
+def none_for_nan(value):
+    if isinstance(value, dict):
+        return {k: none_for_nan(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(none_for_nan(v) for v in value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+@dataclass
+class Finding:
+    verdict: str
+    summary: str
+    evidence: dict = field(default_factory=dict)
+    key_number: float | None = None  # the number the verdict turns on
+    threshold: float | None = None  # what it is judged against
+    spread: float | None = None  # its run-to-run sd, from repeats measured in this run
+    rule: str | None = None
+
+    def __post_init__(self):
+        # a number this run could not measure is None (shown as "—"), never NaN
+        self.evidence = none_for_nan(self.evidence)
+        self.key_number, self.threshold, self.spread = (
+            finite_or_none(v) for v in (self.key_number, self.threshold, self.spread)
+        )
+
+    def record(self, results, claim_id: str, section: str):
+        return results.record(
+            claim_id,
+            self.verdict,
+            self.summary,
+            self.evidence,
+            section=section,
+            key_number=self.key_number,
+            threshold=self.threshold,
+            spread=self.spread,
+            rule=self.rule,
+        )
