@@ -1,0 +1,110 @@
+"""The ecosystem chapter's verdicts (normlab.analysis.ecosystem) and figure, on hand-made survey tables."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from normlab.analysis import ecosystem as E  # noqa: E402
+from normlab.analysis.figures import ecosystem as figures  # noqa: E402
+from normlab.study import paths  # noqa: E402
+
+
+def _survey(kinds: dict[str, str], release: str = "2023-01") -> pd.DataFrame:
+    """A survey table as `dated_survey` returns it: one row per model type with its measured norm."""
+    table = pd.DataFrame(
+        [{"model_type": m, "family": m.upper(), "first_release": release, "norm": k} for m, k in kinds.items()]
+    )
+    table["year"] = table["first_release"].str[:4].astype(int)
+    return table
+
+
+NAMED = {m: "RMSNorm" for m in E.A11_NAMED + E.B1_NAMED}
+
+
+def test_a11_flips_when_a_named_family_is_not_rms_norm():
+    holds = E.a11_named_families(_survey(NAMED), _survey(NAMED))
+    assert holds.verdict == "holds" and holds.key_number == 0 and holds.threshold == 0.5 and holds.spread == 0
+    assert holds.summary.startswith("LLaMA, Mistral and Gemma measure as RMSNorm, RMSNorm, RMSNorm in transformers")
+    mistral_ln = {**NAMED, "mistral": "LayerNorm"}
+    fails = E.a11_named_families(_survey(mistral_ln), _survey(NAMED))
+    assert fails.verdict == "does not hold" and fails.key_number == 1 and fails.spread == 1
+    assert "RMSNorm, LayerNorm, RMSNorm" in fails.summary and fails.evidence["kinds"]["mistral"] == "LayerNorm"
+
+
+def _with_layer_norm_families(count: int) -> pd.DataFrame:
+    """The named families (all RMSNorm, 2023) plus `count` LayerNorm families released in 2021."""
+    others = _survey({f"ln{i}": "LayerNorm" for i in range(count)}, release="2021-06")
+    return pd.concat([_survey(NAMED), others], ignore_index=True)
+
+
+def test_b1_caveat_follows_the_share_against_almost_all():
+    table = _with_layer_norm_families(1)  # the named families, all RMSNorm, and one LayerNorm family
+    families = len(NAMED) + 1
+    share = len(NAMED) / families
+    assert E.b1_almost_all(table, table, almost_all=0.85).verdict == "holds"
+    short = E.b1_almost_all(table, table, almost_all=0.95)
+    assert short.verdict == "holds with caveats" and short.key_number == pytest.approx(share)
+    listed = f"of {families} listed families released after 2019"
+    assert f"all use RMSNorm, but {listed} only {share:.0%} do: LN0 use LayerNorm." in short.summary
+    assert "at least 95% of the listed families" in short.rule
+    enough = E.b1_almost_all(table, table, almost_all=0.85)
+    assert f"and {listed} {share:.0%} do: LN0 use LayerNorm." in enough.summary
+
+
+def test_b1_fails_when_a_named_family_is_not_rms_norm_and_reads_the_spread_from_the_second_probe():
+    table = _survey({**NAMED, "qwen3": "LayerNorm"})
+    fails = E.b1_almost_all(table, table, almost_all=0.5)
+    assert fails.verdict == "does not hold" and "do not all use RMSNorm" in fails.summary
+    again = _with_layer_norm_families(1)
+    spread = E.b1_almost_all(_survey(NAMED), again, almost_all=0.5).spread
+    assert spread == pytest.approx((1 - len(NAMED) / (len(NAMED) + 1)) / 2**0.5)
+    everyone = E.b1_almost_all(_survey(NAMED), _survey(NAMED), almost_all=0.9)
+    assert everyone.summary.endswith("released after 2019 100% do.")
+
+
+def test_b1_refuses_a_share_outside_zero_to_one():
+    with pytest.raises(ValueError, match="almost_all must be a share"):
+        E.b1_almost_all(_survey(NAMED), _survey(NAMED), almost_all=90)
+
+
+def test_families_by_year_counts_per_year_and_norm():
+    counts = E.families_by_year(_with_layer_norm_families(2))
+    assert counts.loc[2021, "LayerNorm"] == 2 and counts.loc[2023, "RMSNorm"] == len(NAMED)
+    assert counts.loc[2021, "RMSNorm"] == 0
+
+
+def test_read_and_date_the_survey_of_one_family():
+    families = E.read_families(paths.ROOT / "data" / "model_families.csv")
+    assert {"model_type", "family", "first_release", "source"} <= set(families.columns)
+    table = E.dated_survey(families[families["model_type"] == "llama"], progress=False)
+    assert table["norm"].tolist() == ["RMSNorm"] and table["year"].iloc[0] == int(table["first_release"].iloc[0][:4])
+
+
+def test_transformers_version_is_the_installed_one():
+    import transformers
+
+    assert E.transformers_version() == transformers.__version__
+
+
+def test_verdict_paragraphs_one_per_record():
+    records = [
+        {"id": "A11", "verdict": "holds", "summary": "x."},
+        {"id": "B1", "verdict": "does not hold", "summary": "y."},
+    ]
+    assert E.verdict_paragraphs(records) == "**A11** — holds: x.\n\n**B1** — does not hold: y."
+
+
+def test_years_figure_stacks_one_bar_series_per_norm():
+    fig = figures.years(E.families_by_year(_with_layer_norm_families(2)))
+    (ax,) = fig.axes
+    assert ax.get_xlabel() == "year of first release" and ax.get_ylabel() == "model families (count)"
+    assert len(ax.containers) == 2 and [t.get_text() for t in ax.get_xticklabels()] == ["2021", "2023"]
+    colours = {c.get_label(): c.patches[0].get_facecolor() for c in ax.containers}
+    assert colours["RMSNorm"] == matplotlib.colors.to_rgba("tab:blue")
+    plt.close(fig)
