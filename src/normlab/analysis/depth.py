@@ -18,14 +18,19 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from normlab.analysis.shared.paired import paired_difference
+from normlab.analysis.shared.parity import equivalence_verdict, interval_text
+from normlab.analysis.shared.runs import flat_eval_every
 from normlab.gpt.model import GPT, GPTConfig
+from normlab.study import decide
+from normlab.study.findings import Finding
 
 LLAMA = {"norm": "rms", "placement": "pre", "mlp": "swiglu", "positions": "rope"}
 # One LLaMA-style part swapped at a time, plus one double swap to look for an interaction.
@@ -272,3 +277,523 @@ def train_grid(grid: list[dict], base_model: GPTConfig, base_train, corpus, *, p
         }
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- the chapter: sizes, studies and verdicts
+
+PROFILES = {
+    "smoke": dict(
+        init_depths=[1, 2, 4],
+        init_width=32,
+        init_context=16,
+        init_batch=2,
+        init_seeds=[0],
+        deep=2,
+        width=32,
+        context=16,
+        batch=4,
+        steps=20,
+        lr=3e-3,
+        warmup=4,
+        stress_lrs=[3e-2],
+        seeds=2,
+        ablation_depth=1,
+        ablation_steps=20,
+    ),
+    # 2 cores: pre/post x RMS/Layer at depth 12 (5 pairs), a no-warm-up sweep, the ablation (5 seeds); ~70 runs
+    "cpu": dict(
+        init_depths=[2, 4, 8, 16, 32],
+        init_width=48,
+        init_context=32,
+        init_batch=4,
+        init_seeds=[0, 1],
+        deep=12,
+        width=32,
+        context=32,
+        batch=8,
+        steps=300,
+        lr=3e-3,
+        warmup=30,
+        stress_lrs=[1e-2, 3e-2],
+        seeds=5,
+        ablation_depth=4,
+        ablation_steps=300,
+    ),
+    "gpu": dict(
+        init_depths=[2, 4, 8, 16, 32, 64, 128],
+        init_width=256,
+        init_context=128,
+        init_batch=16,
+        init_seeds=[0, 1, 2],
+        deep=24,
+        width=256,
+        context=128,
+        batch=32,
+        steps=1000,
+        lr=1e-3,
+        warmup=100,
+        stress_lrs=[3e-3, 1e-2],
+        seeds=8,
+        ablation_depth=8,
+        ablation_steps=1000,
+    ),
+}
+
+
+def settings_for(profile: str) -> dict:
+    """The chapter's sizes for `profile`, checked: a clear ValueError for a profile or a size that cannot work."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {list(PROFILES)}, got {profile!r}")
+    settings = dict(PROFILES[profile])
+    settings["init_depths"] = validate_depths(settings["init_depths"], "init_depths")
+    validate_depths([settings["deep"], settings["ablation_depth"]], "deep/ablation_depth")
+    if settings["seeds"] < 5 and profile != "smoke":
+        raise ValueError("paired verdicts need at least 5 pairs outside the smoke profile")
+    return settings
+
+
+def training_devices(profile: str) -> list[str] | None:
+    """The GPUs the trainings run on, one run per GPU; None (the CPU workers) outside the gpu profile."""
+    gpus = torch.cuda.device_count() if profile == "gpu" else 0
+    if profile == "gpu" and not gpus:
+        raise ValueError("the gpu profile needs CUDA; run with profile='cpu' on this machine")
+    return [f"cuda:{i}" for i in range(gpus)] or None
+
+
+# {pre, post} x {RMSNorm, LayerNorm}, the four models of the chapter.
+CONFIGS = {
+    f"{placement}-{norm}": {"norm": norm, "placement": placement}
+    for placement in ("pre", "post")
+    for norm in ("rms", "layer")
+}
+INIT_NAMES = {False: "Xiong (unscaled)", True: "GPT-2 (depth-scaled)"}
+
+
+@dataclass
+class InitStudy:
+    frame: pd.DataFrame  # `init_profile` rows of both initialisations, with an `init` column naming it
+    profiles: dict[bool, pd.DataFrame]  # the same, per initialisation (True: GPT-2's depth-scaled)
+    exponents: dict[bool, pd.Series]  # fitted exponent of the last block's gradient against depth, per config
+    spreads: dict[bool, pd.DataFrame]  # `gradient_spread` per initialisation
+    deepest: int
+
+
+def initialisation_study(settings: dict, corpus) -> InitStudy:
+    """The four models at every depth on one fixed batch of validation text, under Xiong et al.'s unscaled
+    initialisation and under GPT-2's depth-scaled one."""
+    generator = torch.Generator().manual_seed(1234)
+    x, y = corpus.batch("val", settings["init_batch"], settings["init_context"], generator)
+    tokens = torch.cat([x, y[:, -1:]], dim=1)
+    profiles = {}
+    for scaled in (False, True):
+        frame = init_profile(
+            settings["init_depths"],
+            CONFIGS,
+            tokens,
+            width=settings["init_width"],
+            seeds=settings["init_seeds"],
+            depth_scaled_init=scaled,
+        )
+        frame["init"] = INIT_NAMES[scaled]
+        profiles[scaled] = frame
+    return InitStudy(
+        frame=pd.concat(profiles.values(), ignore_index=True),
+        profiles=profiles,
+        exponents={
+            scaled: depth_exponents(profiles[scaled]).set_index("config")["exponent"] for scaled in (False, True)
+        },
+        spreads={scaled: gradient_spread(profiles[scaled]) for scaled in (False, True)},
+        deepest=max(settings["init_depths"]),
+    )
+
+
+def exponent_table(init: InitStudy) -> pd.DataFrame:
+    """Per config: the fitted exponent k of last-block gradient ∝ L^k under each initialisation."""
+    xiong = init.exponents[False]
+    return pd.DataFrame(
+        {
+            "config": xiong.index,
+            "exponent, Xiong init": xiong.values,
+            "exponent, GPT-2 init": init.exponents[True].reindex(xiong.index).values,
+        }
+    )
+
+
+def training_grids(settings: dict) -> tuple[list[dict], list[dict]]:
+    """The runs to train: the paired runs and the no-warm-up sweep of the four models at the training depth;
+    and the LLaMA-style ablation (paired seeds at the base learning rate, one seed at the stress one)."""
+    grid = [
+        {"label": "paired", "model": {"norm": norm, "placement": placement}, "train": {"seed": seed}}
+        for seed in range(settings["seeds"])
+        for placement in ("pre", "post")
+        for norm in ("rms", "layer")
+    ]
+    grid += [
+        {"label": "no warm-up", "model": {"norm": norm, "placement": placement}, "train": {"lr": lr, "warmup_steps": 0}}
+        for placement in ("pre", "post")
+        for norm in ("rms", "layer")
+        for lr in [settings["lr"]] + settings["stress_lrs"]
+    ]
+    steps = settings["ablation_steps"]
+    ablation = [
+        {
+            "label": label,
+            "model": {**LLAMA, **swap, "depth": settings["ablation_depth"]},
+            "train": {"seed": seed, "steps": steps, "eval_every": flat_eval_every(steps), "warmup_steps": steps // 10},
+        }
+        for seed in range(settings["seeds"])
+        for label, swap in ABLATIONS.items()
+    ]
+    ablation += [
+        {
+            "label": label,
+            "model": {**LLAMA, **swap, "depth": settings["ablation_depth"]},
+            "train": {
+                "seed": 0,
+                "steps": steps,
+                "eval_every": flat_eval_every(steps),
+                "lr": max(settings["stress_lrs"]),
+                "warmup_steps": 0,
+                "stress": True,
+            },
+        }
+        for label, swap in ABLATIONS.items()
+    ]
+    return grid, ablation
+
+
+@dataclass
+class TrainingStudy:
+    paired: pd.DataFrame  # the paired runs of the four models at the training depth, with a `config` column
+    no_warmup: pd.DataFrame  # one seed of each without warm-up, at each learning rate
+    ablation: pd.DataFrame  # the LLaMA-style ablation, `setting` "base lr" or "stress lr"
+
+
+def training_study(settings: dict, corpus, devices=None) -> TrainingStudy:
+    """Every run of the chapter in one pool of parallel workers (`run_grid`)."""
+    steps = settings["steps"]
+    base_model = dict(context=settings["context"], width=settings["width"], depth=settings["deep"], heads=4)
+    base_train = dict(
+        steps=steps,
+        batch_size=settings["batch"],
+        lr=settings["lr"],
+        warmup_steps=settings["warmup"],
+        eval_every=flat_eval_every(steps),
+        eval_batches=2,
+        stream_every=0,
+        seed=0,
+    )
+    grid, ablation_grid = training_grids(settings)
+    # "stress" is not a TrainConfig field: strip it before the run, keep it on the row.
+    everything = grid + [{**e, "train": {k: v for k, v in e["train"].items() if k != "stress"}} for e in ablation_grid]
+    runs = run_grid(everything, base_model, base_train, corpus.unigram_entropy_nats, devices=devices, desc="depth runs")
+    runs["setting"] = ["base lr"] * len(grid) + [
+        "stress lr" if e["train"].get("stress") else "base lr" for e in ablation_grid
+    ]
+    main = runs.iloc[: len(grid)].copy()
+    ablation = runs.iloc[len(grid) :].copy()
+    main["config"] = main["placement"] + "-" + main["norm"]
+    return TrainingStudy(
+        paired=main[main["label"] == "paired"], no_warmup=main[main["label"] == "no warm-up"], ablation=ablation
+    )
+
+
+def no_warmup_table(training: TrainingStudy) -> pd.DataFrame:
+    return training.no_warmup[["config", "lr", "trained", "diverged", "final_val_loss"]].reset_index(drop=True)
+
+
+def final_losses(frame: pd.DataFrame, **match) -> list[float]:
+    """The final validation losses of the rows matching every `column=value`, in seed order."""
+    part = frame
+    for key, value in match.items():
+        part = part[part[key] == value]
+    return part.sort_values("seed")["final_val_loss"].tolist()
+
+
+def paired_or_none(a: list[float], b: list[float], margin: float) -> dict | None:
+    """`paired_difference(a, b, margin)`, or None when a run diverged (a non-finite loss)."""
+    if not all(math.isfinite(v) for v in a + b):
+        return None
+    return paired_difference(a, b, margin)
+
+
+def pair_spread(pair: dict | None) -> float | None:
+    """The standard error of a paired mean difference, None without pairs."""
+    return pair["sd_of_differences"] / math.sqrt(pair["pairs"]) if pair else None
+
+
+def pair_text(pair: dict | None) -> str:
+    return interval_text(pair) if pair else "not comparable (a run diverged)"
+
+
+def b17_measures(init: InitStudy, training: TrainingStudy, settings: dict, margin: float) -> dict:
+    """Pre-LN's worst block-to-block gradient ratio at the deepest depth (over both initialisations, and its
+    spread seed by seed), how often each placement trained without warm-up, the paired pre − post final
+    loss (RMSNorm) and the fitted depth exponents."""
+    runs, deepest, exponents = training.paired, init.deepest, init.exponents
+    spreads = init.spreads
+    deep_pre = pd.concat(
+        [
+            spreads[s][(spreads[s]["depth"] == deepest) & spreads[s]["config"].str.startswith("pre")]
+            for s in (False, True)
+        ]
+    )
+    # Spread over seeds: the same key number (worst pre-LN block-to-block ratio at the deepest depth) seed by seed.
+    per_seed = [
+        max(
+            float(g[(g["depth"] == deepest) & g["config"].str.startswith("pre")]["max_over_min"].max())
+            for g in (gradient_spread(init.profiles[s][init.profiles[s]["seed"] == seed]) for s in (False, True))
+        )
+        for seed in settings["init_seeds"]
+    ]
+    nowarm = training.no_warmup
+    return {
+        "pre_spread": float(deep_pre["max_over_min"].max()),
+        "pre_spread_sd": float(np.std(per_seed, ddof=1)) if len(per_seed) > 1 else None,
+        "pre_rate": float(nowarm[nowarm["placement"] == "pre"]["trained"].mean()),
+        "post_rate": float(nowarm[nowarm["placement"] == "post"]["trained"].mean()),
+        "pair": paired_or_none(
+            final_losses(runs, placement="post", norm="rms"), final_losses(runs, placement="pre", norm="rms"), margin
+        ),
+        "xiong_pre": float(np.mean([exponents[False][c] for c in ("pre-rms", "pre-layer")])),
+        "xiong_post": float(np.mean([exponents[False][c] for c in ("post-rms", "post-layer")])),
+        "gpt2_pre": float(np.mean([exponents[True][c] for c in ("pre-rms", "pre-layer")])),
+        "gpt2_post": float(np.mean([exponents[True][c] for c in ("post-rms", "post-layer")])),
+        "drop": float(runs["final_drop"].mean()),
+    }
+
+
+def b17_verdict(measures: dict, *, spread_limit: float, exponent_tolerance: float) -> str:
+    """Holds when pre-LN's gradient spread is within ×`spread_limit` and pre-LN trains without warm-up at least
+    as often as post-LN; caveat when post-LN trains as well, pre-LN's paired loss is not better, or Xiong's
+    exponents (−0.5 pre-LN, 0 post-LN, each within `exponent_tolerance`) are not seen."""
+    m, pair = measures, measures["pair"]
+    xiong_match = abs(m["xiong_pre"] + 0.5) <= exponent_tolerance and abs(m["xiong_post"]) <= exponent_tolerance
+    pre_better = pair is not None and pair["outcome"] == "different" and pair["mean_difference"] < 0
+    holds = m["pre_spread"] <= spread_limit and m["pre_rate"] >= m["post_rate"] and m["pre_rate"] > 0
+    return decide(holds, caveat=(m["post_rate"] >= m["pre_rate"]) or not pre_better or not xiong_match)
+
+
+def b17_paragraph(measures: dict, *, deepest: int, deep: int, spread_limit: float, exponent_tolerance: float) -> str:
+    m = measures
+    return (
+        f"Pre-LN per-block gradients at depth {deepest} differ by at most ×{m['pre_spread']:.2f} (threshold "
+        f"×{spread_limit:g}). Without warm-up at depth {deep}, pre-LN trained in {m['pre_rate']:.0%} of runs and "
+        f"post-LN in {m['post_rate']:.0%}. Paired final loss, pre-LN − post-LN (RMSNorm): {pair_text(m['pair'])}. "
+        f"Last-block gradient ∝ L^{m['xiong_pre']:.2f} (pre) and L^{m['xiong_post']:.2f} (post) under Xiong's "
+        f"initialisation, L^{m['gpt2_pre']:.2f} (pre) under GPT-2's. Over the last 10% of the paired runs the loss "
+        f"still fell {m['drop']:.4f} nats.\n\n"
+        f"**B17 verdict: {b17_verdict(m, spread_limit=spread_limit, exponent_tolerance=exponent_tolerance)}.**"
+    )
+
+
+def b17_finding(
+    measures: dict,
+    *,
+    deepest: int,
+    deep: int,
+    margin: float,
+    spread_limit: float,
+    exponent_tolerance: float,
+    corpus_sha256: str,
+) -> Finding:
+    m = measures
+    return Finding(
+        b17_verdict(m, spread_limit=spread_limit, exponent_tolerance=exponent_tolerance),
+        f"Pre-LN per-block gradient norms at depth {deepest} differ by at most ×{m['pre_spread']:.2f} (threshold "
+        f"×{spread_limit:g}); without warm-up at depth {deep} pre-LN trained in {m['pre_rate']:.0%} of runs vs "
+        f"post-LN {m['post_rate']:.0%}; paired pre − post final loss {pair_text(m['pair'])}; last-block gradient ~ "
+        f"L^{m['xiong_pre']:.2f} (pre) vs Xiong et al.'s L^-0.5, L^{m['gpt2_pre']:.2f} under GPT-2 init.",
+        {
+            "deepest_init_depth": deepest,
+            "train_depth": deep,
+            "pre_ln_gradient_max_over_min": m["pre_spread"],
+            "pre_trained_rate_no_warmup": m["pre_rate"],
+            "post_trained_rate_no_warmup": m["post_rate"],
+            "paired_pre_minus_post_rms": m["pair"],
+            "exponent_pre_xiong_init": m["xiong_pre"],
+            "exponent_post_xiong_init": m["xiong_post"],
+            "exponent_pre_gpt2_init": m["gpt2_pre"],
+            "exponent_post_gpt2_init": m["gpt2_post"],
+            "loss_drop_last_10pct": m["drop"],
+            "margin_nats": margin,
+            "corpus_sha256": corpus_sha256,
+        },
+        key_number=m["pre_spread"],
+        threshold=spread_limit,
+        spread=m["pre_spread_sd"],
+        rule=f"Pre-LN per-block gradient spread ≤ ×{spread_limit:g} and pre-LN trains without warm-up at least as "
+        "often as post-LN; caveat when post-LN trains as well, pre-LN's paired loss is not better, or Xiong's "
+        "exponents are not seen.",
+    )
+
+
+def b18_measures(init: InitStudy, training: TrainingStudy, margin: float) -> dict:
+    """Post-LN, RMSNorm against LayerNorm: the paired final loss (RMSNorm − LayerNorm) and, at the deepest
+    depth under Xiong's initialisation, the first/last-block gradient ratio and the last layer's token cosine."""
+    runs, deepest, spreads = training.paired, init.deepest, init.spreads[False]
+
+    def at_deepest(config: str, column: str) -> float:
+        return float(spreads[(spreads["config"] == config) & (spreads["depth"] == deepest)][column].mean())
+
+    frame = init.frame
+    top = frame[(frame["depth"] == deepest) & (frame["layer"] == deepest) & (frame["init"] == INIT_NAMES[False])]
+    return {
+        "pair": paired_or_none(
+            final_losses(runs, placement="post", norm="layer"), final_losses(runs, placement="post", norm="rms"), margin
+        ),
+        "ratio_rms": at_deepest("post-rms", "first_over_last"),
+        "ratio_ln": at_deepest("post-layer", "first_over_last"),
+        "cos_rms": float(top[top["config"] == "post-rms"]["token_cosine"].mean()),
+        "cos_ln": float(top[top["config"] == "post-layer"]["token_cosine"].mean()),
+    }
+
+
+def b18_init_worse(measures: dict, *, ratio_drop: float, cosine_rise: float) -> bool:
+    """RMSNorm worse at initialisation: its first/last gradient ratio smaller by more than `ratio_drop` (a
+    share) or its last-layer token cosine higher by more than `cosine_rise`."""
+    m = measures
+    return (m["ratio_rms"] < (1 - ratio_drop) * m["ratio_ln"]) or (m["cos_rms"] > m["cos_ln"] + cosine_rise)
+
+
+def b18_verdict(measures: dict, *, ratio_drop: float, cosine_rise: float) -> str:
+    """Holds if RMSNorm is worse beyond the margin in training and on one initialisation measure (training alone:
+    with caveats); does not hold if the paired interval lies inside the margin; not testable if it is wider."""
+    pair = measures["pair"]
+    if pair is None:
+        return "not testable here"
+    training = equivalence_verdict(pair)  # "holds" here means *no* difference, which refutes B18
+    if pair["outcome"] == "different" and pair["mean_difference"] > 0:
+        worse = b18_init_worse(measures, ratio_drop=ratio_drop, cosine_rise=cosine_rise)
+        return "holds" if worse else "holds with caveats"
+    return "does not hold" if training in ("holds", "does not hold") else "not testable here"
+
+
+def b18_paragraph(measures: dict, *, deep: int, deepest: int, ratio_drop: float, cosine_rise: float) -> str:
+    m = measures
+    return (
+        f"Paired final loss, post-RMSNorm − post-LayerNorm at depth {deep}: {pair_text(m['pair'])}. At initialisation "
+        f"(depth {deepest}): first/last-block gradient ratio {m['ratio_rms']:.3f} (RMSNorm) vs {m['ratio_ln']:.3f} "
+        f"(LayerNorm); last-layer token cosine {m['cos_rms']:.3f} vs {m['cos_ln']:.3f}.\n\n"
+        f"**B18 verdict: {b18_verdict(m, ratio_drop=ratio_drop, cosine_rise=cosine_rise)}.**"
+    )
+
+
+def b18_finding(
+    measures: dict, *, deep: int, deepest: int, margin: float, ratio_drop: float, cosine_rise: float
+) -> Finding:
+    m, pair = measures, measures["pair"]
+    return Finding(
+        b18_verdict(m, ratio_drop=ratio_drop, cosine_rise=cosine_rise),
+        f"Post-LN at depth {deep}: paired final loss RMSNorm − LayerNorm {pair_text(pair)}; at init (depth {deepest}) "
+        f"first/last gradient ratio {m['ratio_rms']:.3f} vs {m['ratio_ln']:.3f}, last-layer token cosine "
+        f"{m['cos_rms']:.3f} vs {m['cos_ln']:.3f}.",
+        {
+            "train_depth": deep,
+            "paired_post_rms_minus_layer": pair,
+            "deepest_init_depth": deepest,
+            "post_rms_first_over_last": m["ratio_rms"],
+            "post_layer_first_over_last": m["ratio_ln"],
+            "post_rms_token_cosine": m["cos_rms"],
+            "post_layer_token_cosine": m["cos_ln"],
+            "init_worse": b18_init_worse(m, ratio_drop=ratio_drop, cosine_rise=cosine_rise),
+            "margin_nats": margin,
+        },
+        key_number=pair["mean_difference"] if pair else None,
+        threshold=margin,
+        spread=pair_spread(pair),
+        rule=f"Paired post-LN final loss RMSNorm − LayerNorm: beyond +{margin:g} nats (and worse at init) holds; "
+        f"interval inside ±{margin:g} does not hold; wider than the margin: not testable here.",
+    )
+
+
+SINGLE_SWAPS = ["rms→layer", "swiglu→gelu", "rope→learned", "pre→post"]
+DOUBLE_SWAP = "rms→layer + pre→post"
+
+
+@dataclass
+class Ablation:
+    swaps: dict[str, dict | None]  # per swap: the paired final-loss change against the LLaMA style, None if diverged
+    interaction: dict | None  # paired Δ(double) − Δ(norm) − Δ(placement), None if a run diverged
+    stress_diverged: pd.Series  # per swap label: diverged at the stress learning rate
+    base: pd.DataFrame  # the ablation runs at the base learning rate
+
+
+def ablation_study(training: TrainingStudy, margin: float) -> Ablation:
+    """Each swap's paired change against the LLaMA style of the same seed, and the norm × placement interaction."""
+    runs = training.ablation
+    base = runs[runs["setting"] == "base lr"]
+    stress = runs[runs["setting"] == "stress lr"].set_index("label")
+    llama = final_losses(base, label="llama")
+    swaps = {s: paired_or_none(llama, final_losses(base, label=s), margin) for s in SINGLE_SWAPS + [DOUBLE_SWAP]}
+    norm_l, place_l, double_l = (final_losses(base, label=s) for s in ("rms→layer", "pre→post", DOUBLE_SWAP))
+    interaction = paired_or_none(
+        [a + b for a, b in zip(norm_l, place_l)], [d + l for d, l in zip(double_l, llama)], margin
+    )
+    return Ablation(swaps=swaps, interaction=interaction, stress_diverged=stress["diverged"], base=base)
+
+
+def swap_table(ablation: Ablation) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "swap": s,
+                "Δ vs LLaMA (nats)": p["mean_difference"] if p else math.nan,
+                "95% CI low": p["ci_low"] if p else math.nan,
+                "95% CI high": p["ci_high"] if p else math.nan,
+                "outcome": p["outcome"] if p else "diverged",
+                "diverges at stress lr": bool(ablation.stress_diverged.loc[s]),
+            }
+            for s, p in ablation.swaps.items()
+        ]
+    )
+
+
+def b19_verdict(ablation: Ablation) -> str:
+    """Interaction beyond the margin: holds with caveats (one pair of parts tested); inside: does not hold (the
+    effects add up); wider, or a run diverged: not testable here."""
+    if ablation.interaction is None:
+        return "not testable here"
+    return {"equivalent": "does not hold", "different": "holds with caveats"}.get(
+        ablation.interaction["outcome"], "not testable here"
+    )
+
+
+def b19_paragraph(ablation: Ablation) -> str:
+    interaction = ablation.interaction
+    return (
+        f"Interaction of the norm and placement swaps: "
+        f"{interval_text(interaction) if interaction else 'not computable (a run diverged)'}."
+        f"\n\n**B19 verdict: {b19_verdict(ablation)}.**"
+    )
+
+
+def b19_finding(ablation: Ablation, *, depth: int, steps: int, seeds: int, margin: float) -> Finding:
+    interaction = ablation.interaction
+    singles = ", ".join(
+        f"{s} {p['mean_difference']:+.3f}" if p else f"{s} diverged"
+        for s, p in ablation.swaps.items()
+        if s in SINGLE_SWAPS
+    )
+    return Finding(
+        b19_verdict(ablation),
+        f"Interaction of the norm and placement swaps at depth {depth}: "
+        f"{interval_text(interaction) if interaction else 'not computable'}; single swaps vs LLaMA style: "
+        + singles
+        + " nats.",
+        {
+            "depth": depth,
+            "steps": steps,
+            "seeds": seeds,
+            "interaction": interaction,
+            "swaps": dict(ablation.swaps),
+            "stress_diverged": {s: bool(d) for s, d in ablation.stress_diverged.items()},
+            "margin_nats": margin,
+            "loss_drop_last_10pct": float(ablation.base["final_drop"].mean()),
+        },
+        key_number=interaction["mean_difference"] if interaction else None,
+        threshold=margin,
+        spread=pair_spread(interaction),
+        rule=f"Paired interaction Δ(norm+placement) − Δ(norm) − Δ(placement): beyond ±{margin:g} nats holds with "
+        "caveats (one pair of parts tested); inside does not hold; wider: not testable here.",
+    )

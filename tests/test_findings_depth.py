@@ -1,0 +1,250 @@
+"""The depth chapter's verdicts and figures, on hand-made inputs whose answer is known."""
+
+import math
+
+import matplotlib
+import pandas as pd
+import pytest
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.collections import PathCollection  # noqa: E402
+
+from normlab.analysis import depth as D  # noqa: E402
+from normlab.analysis.figures import depth as F  # noqa: E402
+
+MARGIN = 0.02
+B17_RULE = dict(spread_limit=10.0, exponent_tolerance=0.2)
+B18_RULE = dict(ratio_drop=0.10, cosine_rise=0.02)
+
+
+def synthetic_profile(init_name):
+    """An `init_profile`-shaped frame with known answers: pre-LN gradients level except block 1 (×2 for seed 0,
+    ×3 for seed 1), post-LN's growing with the block; the last block's W_down gradient ∝ L^-0.5 in pre-LN and
+    flat in post-LN; RMSNorm's tokens more alike (cosine 0.5) than LayerNorm's (0.4)."""
+    rows = []
+    for config in D.CONFIGS:
+        pre, rms = config.startswith("pre"), config.endswith("rms")
+        for depth in (2, 4):
+            for seed in (0, 1):
+                for layer in range(depth + 1):
+                    row = dict(config=config, depth=depth, seed=seed, layer=layer, init=init_name)
+                    row.update(residual_norm=1.0, token_cosine=0.5 if rms else 0.4)
+                    if layer:
+                        grad = (2.0 + seed if layer == 1 else 1.0) if pre else float(layer)
+                        row.update(grad_norm=grad, grad_mlp_down=depth**-0.5 if pre else 1.0)
+                    rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def synthetic_init():
+    profiles = {scaled: synthetic_profile(D.INIT_NAMES[scaled]) for scaled in (False, True)}
+    return D.InitStudy(
+        frame=pd.concat(profiles.values(), ignore_index=True),
+        profiles=profiles,
+        exponents={s: D.depth_exponents(profiles[s]).set_index("config")["exponent"] for s in (False, True)},
+        spreads={s: D.gradient_spread(profiles[s]) for s in (False, True)},
+        deepest=4,
+    )
+
+
+def synthetic_training(post_rms_shift=0.0, pre_trained=(True, True), post_trained=(False, True)):
+    """Paired runs over three seeds: post-LN RMSNorm's final loss shifted by hand against every other config."""
+    rows = []
+    for seed in range(3):
+        for placement in ("pre", "post"):
+            for norm in ("rms", "layer"):
+                loss = 2.0 + 0.05 * seed + (post_rms_shift if (placement, norm) == ("post", "rms") else 0.0)
+                loss += 0.001 * seed * (norm == "rms")  # a little seed-to-seed noise in the differences
+                rows.append(
+                    dict(placement=placement, norm=norm, seed=seed, final_val_loss=loss, final_drop=0.002 * (seed + 1))
+                )
+    paired = pd.DataFrame(rows).assign(config=lambda f: f["placement"] + "-" + f["norm"])
+    no_warmup = pd.DataFrame(
+        [dict(placement="pre", trained=t) for t in pre_trained]
+        + [dict(placement="post", trained=t) for t in post_trained]
+    )
+    return D.TrainingStudy(paired=paired, no_warmup=no_warmup, ablation=pd.DataFrame())
+
+
+def test_settings_for_validates_the_depths():
+    with pytest.raises(ValueError, match="profile must be one of"):
+        D.settings_for("tpu")
+    settings = D.settings_for("smoke")
+    assert settings["init_depths"] == [1, 2, 4] and settings is not D.PROFILES["smoke"]
+    assert D.training_devices("cpu") is None
+
+
+def test_exponent_table_sets_both_initialisations_side_by_side():
+    shown = D.exponent_table(synthetic_init()).set_index("config")
+    assert shown.loc["pre-rms", "exponent, Xiong init"] == pytest.approx(-0.5)
+    assert shown.loc["post-layer", "exponent, GPT-2 init"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_training_grids_lay_out_pairs_sweep_and_ablation():
+    settings = D.settings_for("smoke")
+    grid, ablation = D.training_grids(settings)
+    assert len(grid) == settings["seeds"] * 4 + 4 * (1 + len(settings["stress_lrs"]))
+    assert len(ablation) == (settings["seeds"] + 1) * len(D.ABLATIONS)
+    stress = [e for e in ablation if e["train"].get("stress")]
+    assert len(stress) == len(D.ABLATIONS) and all(e["train"]["warmup_steps"] == 0 for e in stress)
+
+
+def test_final_losses_and_pairs_refuse_a_diverged_run():
+    frame = pd.DataFrame({"seed": [1, 0], "norm": ["rms", "rms"], "final_val_loss": [2.5, 2.0]})
+    assert D.final_losses(frame, norm="rms") == [2.0, 2.5]
+    assert D.paired_or_none([2.0, math.nan], [2.0, 2.0], MARGIN) is None
+    assert D.paired_or_none([2.0, 2.1], [2.0, 2.1], MARGIN)["outcome"] == "equivalent"
+    assert D.pair_text(None) == "not comparable (a run diverged)" and D.pair_spread(None) is None
+
+
+def test_b17_measures_reads_the_worst_pre_ln_block_ratio_and_its_seed_spread():
+    m = D.b17_measures(synthetic_init(), synthetic_training(), D.settings_for("smoke") | {"init_seeds": [0, 1]}, MARGIN)
+    assert m["pre_spread"] == pytest.approx(2.5)  # seed means: block 1 at 2.5, the others at 1
+    assert m["pre_spread_sd"] == pytest.approx(math.sqrt(0.5))  # seeds alone: 2 and 3
+    assert (m["pre_rate"], m["post_rate"]) == (1.0, 0.5)
+    assert m["xiong_pre"] == pytest.approx(-0.5) and m["xiong_post"] == pytest.approx(0.0, abs=1e-12)
+    assert m["drop"] == pytest.approx(0.004)
+
+
+def b17_numbers(**change):
+    pair = D.paired_or_none([2.1, 2.2, 2.3], [2.0, 2.1, 2.21], MARGIN)  # pre-LN better by ~0.1: different
+    base = dict(pre_spread=2.0, pre_rate=1.0, post_rate=0.5, pair=pair, xiong_pre=-0.5, xiong_post=0.0, gpt2_pre=0.0)
+    return base | change
+
+
+def test_b17_verdict_flips_at_the_spread_limit_and_takes_caveats():
+    assert D.b17_verdict(b17_numbers(), **B17_RULE) == "holds"
+    assert D.b17_verdict(b17_numbers(pre_spread=10.5), **B17_RULE) == "does not hold"
+    assert D.b17_verdict(b17_numbers(pre_rate=0.4), **B17_RULE) == "does not hold"
+    assert D.b17_verdict(b17_numbers(post_rate=1.0), **B17_RULE) == "holds with caveats"
+    assert D.b17_verdict(b17_numbers(xiong_pre=-0.2), **B17_RULE) == "holds with caveats"
+    assert D.b17_verdict(b17_numbers(pair=None), **B17_RULE) == "holds with caveats"
+
+
+def test_b17_finding_and_paragraph_name_the_numbers():
+    m = b17_numbers(pre_spread_sd=0.3, gpt2_post=0.0, drop=0.001)
+    finding = D.b17_finding(m, deepest=4, deep=2, margin=MARGIN, **B17_RULE, corpus_sha256="x")
+    assert finding.key_number == 2.0 and finding.threshold == 10.0 and finding.spread == 0.3
+    assert "×2.00 (threshold ×10)" in finding.summary and "≤ ×10" in finding.rule
+    text = D.b17_paragraph(m, deepest=4, deep=2, **B17_RULE)
+    assert "pre-LN trained in 100% of runs and post-LN in 50%" in text and text.endswith("**B17 verdict: holds.**")
+
+
+def test_b18_measures_compare_post_ln_norms():
+    m = D.b18_measures(synthetic_init(), synthetic_training(post_rms_shift=0.1), MARGIN)
+    assert m["pair"]["outcome"] == "different" and m["pair"]["mean_difference"] > 0
+    assert m["ratio_rms"] == pytest.approx(0.25) == m["ratio_ln"]
+    assert (m["cos_rms"], m["cos_ln"]) == (0.5, 0.4)
+
+
+def test_b18_init_measure_flips_at_its_thresholds():
+    m = dict(ratio_rms=0.89, ratio_ln=1.0, cos_rms=0.4, cos_ln=0.4)
+    assert D.b18_init_worse(m, **B18_RULE)
+    assert not D.b18_init_worse(m | {"ratio_rms": 0.91}, **B18_RULE)
+    assert D.b18_init_worse(m | {"ratio_rms": 0.91, "cos_rms": 0.43}, **B18_RULE)
+
+
+def test_b18_verdict_follows_the_paired_interval():
+    worse = D.b18_measures(synthetic_init(), synthetic_training(post_rms_shift=0.1), MARGIN)
+    assert D.b18_verdict(worse, **B18_RULE) == "holds"  # worse in training, and its tokens more alike at init
+    assert D.b18_verdict(worse | {"cos_rms": 0.4}, **B18_RULE) == "holds with caveats"
+    same = D.b18_measures(synthetic_init(), synthetic_training(post_rms_shift=0.0), MARGIN)
+    assert D.b18_verdict(same, **B18_RULE) == "does not hold"
+    assert D.b18_verdict(same | {"pair": None}, **B18_RULE) == "not testable here"
+    finding = D.b18_finding(worse, deep=2, deepest=4, margin=MARGIN, **B18_RULE)
+    assert finding.key_number == pytest.approx(worse["pair"]["mean_difference"]) and finding.evidence["init_worse"]
+    assert "beyond +0.02 nats" in finding.rule
+    assert "**B18 verdict: holds.**" in D.b18_paragraph(worse, deep=2, deepest=4, **B18_RULE)
+
+
+def synthetic_ablation(double_extra, diverge_stress=()):
+    """LLaMA-style runs over three seeds: the norm swap costs 0.05, the placement swap 0.03, and the double
+    swap their sum plus `double_extra` (the interaction)."""
+    effect = {"llama": 0.0, "rms→layer": 0.05, "swiglu→gelu": 0.01, "rope→learned": 0.0, "pre→post": 0.03}
+    effect[D.DOUBLE_SWAP] = 0.08 + double_extra
+    rows = []
+    for label, delta in effect.items():
+        for seed in range(3):
+            loss = 2.0 + 0.1 * seed + delta + 0.001 * seed * (label != "llama")
+            rows.append(
+                dict(label=label, seed=seed, final_val_loss=loss, setting="base lr", final_drop=0.01, diverged=False)
+            )
+        rows.append(
+            dict(
+                label=label,
+                seed=0,
+                final_val_loss=9.0,
+                setting="stress lr",
+                final_drop=0.0,
+                diverged=label in diverge_stress,
+            )
+        )
+    return D.TrainingStudy(paired=pd.DataFrame(), no_warmup=pd.DataFrame(), ablation=pd.DataFrame(rows))
+
+
+def test_b19_interaction_decides():
+    adds_up = D.ablation_study(synthetic_ablation(0.0, diverge_stress={"pre→post"}), MARGIN)
+    assert adds_up.interaction["mean_difference"] == pytest.approx(0.0, abs=1e-3)
+    assert D.b19_verdict(adds_up) == "does not hold"
+    interlocked = D.ablation_study(synthetic_ablation(0.1), MARGIN)
+    assert D.b19_verdict(interlocked) == "holds with caveats"
+    assert D.b19_verdict(D.Ablation(swaps={}, interaction=None, stress_diverged=pd.Series(dtype=bool), base=None)) == (
+        "not testable here"
+    )
+    shown = D.swap_table(adds_up).set_index("swap")
+    assert shown.loc["rms→layer", "Δ vs LLaMA (nats)"] == pytest.approx(0.051)
+    assert bool(shown.loc["pre→post", "diverges at stress lr"]) and not shown.loc["rms→layer", "diverges at stress lr"]
+    finding = D.b19_finding(interlocked, depth=1, steps=20, seeds=3, margin=MARGIN)
+    assert (
+        finding.key_number == pytest.approx(interlocked.interaction["mean_difference"]) and finding.threshold == MARGIN
+    )
+    assert "rms→layer +0.051" in finding.summary and finding.evidence["stress_diverged"]["llama"] is False
+    assert "**B19 verdict: holds with caveats.**" in D.b19_paragraph(interlocked)
+
+
+# ---------------------------------------------------------------- figures
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def test_xiong_gradients_has_a_log_log_panel_per_initialisation_with_the_reference_line():
+    fig = F.xiong_gradients(synthetic_init().frame)
+    assert sorted(a.get_title() for a in fig.axes) == sorted(D.INIT_NAMES.values())
+    for axis in fig.axes:
+        assert axis.get_xscale() == axis.get_yscale() == "log"
+        assert "∝ 1/√L" in [t.get_text() for t in axis.get_legend().get_texts()]
+
+
+def test_depth_profile_draws_three_panels_at_the_deepest_depth():
+    fig = F.depth_profile(synthetic_init().frame, 4)
+    assert [a.get_title() for a in fig.axes] == [
+        "per-block gradient, depth 4",
+        "residual-stream norm",
+        "token similarity",
+    ]
+    assert fig.axes[0].get_yscale() == "log" and fig.axes[0].get_legend() is not None
+
+
+def test_training_at_depth_joins_each_seed_and_marks_the_entropy():
+    training = synthetic_training()
+    no_warmup = pd.DataFrame(
+        {"config": ["pre-rms", "post-rms"] * 2, "lr": [1e-3, 1e-3, 1e-2, 1e-2], "final_val_loss": [2.0, 9.0, 2.1, 3.0]}
+    )
+    fig = F.training_at_depth(training.paired, no_warmup, 5.0, depth=2)
+    left, right = fig.axes
+    assert left.get_title() == "depth 2, with warm-up" and len(left.lines) >= 3  # one grey line per seed
+    assert any(list(line.get_ydata()) == [5.0, 5.0] for line in right.lines)
+
+
+def test_ablation_effects_keeps_a_row_per_swap_and_skips_a_diverged_one():
+    swaps = D.ablation_study(synthetic_ablation(0.0), MARGIN).swaps | {"pre→post": None}
+    ax = F.ablation_effects(swaps, MARGIN).axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == list(swaps)
+    seeds = [c for c in ax.collections if isinstance(c, PathCollection)]
+    assert len(seeds) == len(swaps) - 1  # one scatter of seeds per swap that has pairs
