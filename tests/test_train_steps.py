@@ -5,15 +5,16 @@ Two witnesses, because exact floats hold only on one machine and torch build:
 - `tests/data/train_golden.json` was written by the loop before the split (`python tests/test_train_steps.py`
   at that commit). Where this machine, torch build and corpus match the ones that wrote it, the loop must
   reproduce it exactly; elsewhere that test skips and says why.
-- `_train_before_the_split` below is a copy of that loop (single process, no progress bar: the branches a
-  one-process test can reach). Every machine runs both loops side by side and compares them exactly.
+- `_train_before_the_split` below is a copy of that loop for one process without a progress bar, and
+  without the refusals (test_train checks those). Every machine runs both loops and compares them exactly.
+  Several ranks are not covered here: test_train_cli runs them, against one process, within a tolerance.
 
 Each scenario covers a path of the loop: a plain run; one recording validation, stream statistics, gain and
 gradient norms on a post-LN LayerNorm with dropout, without clipping, reporting each step to `on_step`; one
-interrupted after a periodic checkpoint and resumed from it; two that diverge, one in the training loss
-and one in the validation loss. Compared exactly: every table (all but step_time, which is a wall clock),
-what on_step received, the flags, and SHA-256 digests of the final weights, the optimizer state and the
-checkpoint's contents.
+interrupted after a periodic checkpoint and resumed from it; three that diverge, in the training loss, in
+the gradients and in the validation loss. Compared exactly: the history and validation tables (all but
+step_time, a wall clock), the flags and configs, and SHA-256 digests of the stream table, of what on_step
+received, of the final weights and of the checkpoints (weights, optimizer moments, both RNG states, tables).
 """
 
 from __future__ import annotations

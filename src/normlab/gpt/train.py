@@ -352,8 +352,9 @@ def _mean_across_ranks(value: torch.Tensor, world: int) -> float:
 
 @dataclass
 class _Run:
-    """A training run in progress. The first fields are fixed by the set-up; the rest is what a
-    checkpoint saves and the loop advances, one step at a time."""
+    """A training run in progress: its settings and objects, fixed by the set-up, and the state the loop
+    advances one step at a time (model, optimizer, data RNG, tables, step, divergence), which is what a
+    checkpoint saves."""
 
     mcfg: GPTConfig
     tcfg: TrainConfig
