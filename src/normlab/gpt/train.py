@@ -350,14 +350,34 @@ def _mean_across_ranks(value: torch.Tensor, world: int) -> float:
     return float(value) / world
 
 
-def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus, *, on_step=None) -> TrainResult:
-    """Train, or resume from tcfg.checkpoint_path. `on_step(row)` is called on rank 0 after each step.
+@dataclass
+class _Run:
+    """A training run in progress: its settings and objects, fixed by the set-up, and the state the loop
+    advances one step at a time (model, optimizer, data RNG, tables, step, divergence), which is what a
+    checkpoint saves."""
 
-    Under torch.distributed (torchrun), the model is wrapped in DistributedDataParallel: every rank
-    draws the same global batch of tcfg.batch_size sequences and trains on its own equal share, the
-    gradients are averaged, the logged loss is the mean over ranks, and only rank 0 writes the
-    checkpoint. A checkpoint does not depend on the number of ranks, so a run resumes with any."""
-    mcfg, tcfg = model_config, train_config
+    mcfg: GPTConfig
+    tcfg: TrainConfig
+    corpus: Corpus
+    device: torch.device
+    rank: int
+    world: int
+    checkpoint_path: Path | None
+    model: GPT
+    stepper: nn.Module  # the model, wrapped in DistributedDataParallel when there are several ranks
+    optimizer: torch.optim.Optimizer
+    data_rng: torch.Generator
+    eval_batches: list
+    stream_probe: torch.Tensor  # the first validation batch's inputs, for the residual-stream statistics
+    history: list[dict] = field(default_factory=list)
+    val: list[dict] = field(default_factory=list)
+    stream: list[dict] = field(default_factory=list)
+    step: int = 0
+    diverged: bool = False
+
+
+def _check_run(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus) -> tuple[torch.device, int, int]:
+    """Refuse settings that cannot train, before anything is built; returns (device, rank, world size)."""
     if not isinstance(mcfg, GPTConfig) or not isinstance(tcfg, TrainConfig):
         raise TypeError("train(model_config, train_config, corpus) needs a GPTConfig and a TrainConfig")
     if mcfg.vocab_size < corpus.vocab_size:
@@ -374,162 +394,230 @@ def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus, *,
             f"batch_size={tcfg.batch_size} (the global batch) does not split evenly over {world} ranks; "
             f"use a multiple of {world}"
         )
+    return device, rank, world
 
-    # Everything a checkpoint could replace is built first, then the checkpoint (if any) is read and
-    # checked whole before a single tensor is copied in.
-    state = None
+
+def _checkpoint_to_resume(
+    mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus, world: int
+) -> tuple[Path | None, dict | None]:
+    """(checkpoint path, its state if the file exists), the state read and checked whole before any of it is used."""
     path = Path(tcfg.checkpoint_path) if tcfg.checkpoint_path else None
     if path is not None and path.is_dir():
         raise ValueError(
             f"checkpoint_path {str(path)!r} is a directory; give a file inside it, e.g. {str(path / 'checkpoint.pt')!r}"
         )
     _check_ranks_agree(mcfg, tcfg, corpus, world)
-    if path is not None and path.exists():
-        state = load_checkpoint(path)
-        check_checkpoint(state, mcfg, tcfg, corpus, path)
+    if path is None or not path.exists():
+        return path, None
+    state = load_checkpoint(path)
+    check_checkpoint(state, mcfg, tcfg, corpus, path)
+    return path, state
 
+
+def _resume(run: _Run, state: dict) -> None:
+    """Continue from a checkpoint: weights, optimizer moments, both RNG states, the step and the tables."""
+    try:
+        run.model.load_state_dict(state["model"], strict=True)
+        run.optimizer.load_state_dict(state["optimizer"])
+    except (RuntimeError, ValueError, KeyError) as error:
+        raise ValueError(f"checkpoint {run.checkpoint_path} does not fit this model: {error}") from None
+    torch.set_rng_state(state["torch_rng"])
+    if run.device.type == "cuda" and state.get("cuda_rng") is not None:
+        torch.cuda.set_rng_state(state["cuda_rng"], run.device)
+    run.data_rng.set_state(state["data_rng"])
+    run.history, run.val, run.stream = list(state["history"]), list(state["val"]), list(state["stream"])
+    run.step, run.diverged = int(state["step"]), bool(state["diverged"])
+
+
+def _set_up(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus) -> _Run:
+    """Model (from the seed), optimizer, data and validation batches; then either the checkpoint's state
+    or the measurements at step 0."""
+    device, rank, world = _check_run(mcfg, tcfg, corpus)
+    path, state = _checkpoint_to_resume(mcfg, tcfg, corpus, world)
     torch.manual_seed(tcfg.seed)
     model = GPT(mcfg).to(device)
     groups = parameter_groups(model, tcfg)
     optimizer = torch.optim.AdamW(groups, lr=tcfg.lr, betas=tcfg.betas, foreach=False)
     data_rng = torch.Generator().manual_seed(tcfg.seed)
     eval_batches = _eval_batches(corpus, mcfg, tcfg)
-    stream_probe = eval_batches[0][0]
-    history: list[dict] = []
-    val: list[dict] = []
-    stream: list[dict] = []
-    step, diverged = 0, False
-
+    run = _Run(
+        mcfg=mcfg,
+        tcfg=tcfg,
+        corpus=corpus,
+        device=device,
+        rank=rank,
+        world=world,
+        checkpoint_path=path,
+        model=model,
+        stepper=model,
+        optimizer=optimizer,
+        data_rng=data_rng,
+        eval_batches=eval_batches,
+        stream_probe=eval_batches[0][0],
+    )
     if state is not None:
-        try:
-            model.load_state_dict(state["model"], strict=True)
-            optimizer.load_state_dict(state["optimizer"])
-        except (RuntimeError, ValueError, KeyError) as error:
-            raise ValueError(f"checkpoint {path} does not fit this model: {error}") from None
-        torch.set_rng_state(state["torch_rng"])
-        if device.type == "cuda" and state.get("cuda_rng") is not None:
-            torch.cuda.set_rng_state(state["cuda_rng"], device)
-        data_rng.set_state(state["data_rng"])
-        history, val, stream = list(state["history"]), list(state["val"]), list(state["stream"])
-        step, diverged = int(state["step"]), bool(state["diverged"])
+        _resume(run, state)
     else:
-        val.append({"step": 0, "val_loss": evaluate(model, eval_batches)})
-        stream.extend(measure_stream(model, stream_probe, 0))
-
-    stepper = model
-    if world > 1:
+        _record_validation(run)
+        _record_stream(run)
+    if world > 1:  # after the resume: DistributedDataParallel starts every rank from rank 0's weights
         from torch.nn.parallel import DistributedDataParallel
 
-        stepper = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        run.stepper = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    return run
 
-    def checkpoint() -> None:
-        if path is None:
-            return
-        if rank != 0:  # one writer; the others wait until the file is complete
-            torch.distributed.barrier()
-            return
-        save_checkpoint(
-            path,
-            {
-                "model_config": mcfg.to_dict(),
-                "train_config": tcfg.to_dict(),
-                "corpus_sha256": corpus.sha256,
-                "step": step,
-                "diverged": diverged,
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "torch_rng": torch.get_rng_state(),
-                "data_rng": data_rng.get_state(),
-                "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-                "history": history,
-                "val": val,
-                "stream": stream,
-            },
-        )
-        if world > 1:
-            torch.distributed.barrier()
 
+def _optimisation_step(run: _Run) -> dict:
+    """One update (learning rate, batch, forward, backward, gradient norms, clipping, AdamW), its row
+    appended to the history and returned. A non-finite loss or gradient marks the run diverged
+    and skips the update."""
+    mcfg, tcfg = run.mcfg, run.tcfg
+    lr = learning_rate(run.step + 1, tcfg)
+    for group in run.optimizer.param_groups:
+        group["lr"] = lr
+    x, y = run.corpus.batch("train", tcfg.batch_size, mcfg.context, run.data_rng, run.device)
+    if run.world > 1:
+        x, y = _shard(x, run.rank, run.world), _shard(y, run.rank, run.world)
+    started = time.perf_counter()
+    _, loss = run.stepper(x, y)
+    loss_value = _mean_across_ranks(loss.detach(), run.world)
+    row = {"step": run.step + 1, "loss": loss_value, "lr": lr}
+    if not math.isfinite(loss_value):
+        return _mark_diverged(run, {**row, "step_time": math.nan})
+    run.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    paused = time.perf_counter()
+    layer_norms = gradient_norms(run.model)  # before clipping: what each layer's gradient really was
+    measuring = time.perf_counter() - paused  # kept out of step_time, which times training alone
+    total = nn.utils.clip_grad_norm_(run.model.parameters(), tcfg.grad_clip if tcfg.grad_clip > 0 else math.inf)
+    if not math.isfinite(float(total)):
+        return _mark_diverged(run, {**row, "step_time": math.nan, "grad_norm/total": float(total)})
+    run.optimizer.step()
+    if run.device.type == "cuda":
+        torch.cuda.synchronize(run.device)
+    row["step_time"] = time.perf_counter() - started - measuring
+    row["grad_norm/total"] = float(total)
+    row.update(layer_norms)
+    row.update(gain_l2_norms(run.model))
+    run.history.append(row)
+    run.step += 1
+    return row
+
+
+def _mark_diverged(run: _Run, row: dict) -> dict:
+    run.diverged = True
+    run.history.append(row)
+    run.step += 1
+    return row
+
+
+def _record_validation(run: _Run) -> float:
+    val_loss = evaluate(run.model, run.eval_batches)
+    run.val.append({"step": run.step, "val_loss": val_loss})
+    return val_loss
+
+
+def _record_stream(run: _Run) -> None:
+    run.stream.extend(measure_stream(run.model, run.stream_probe, run.step))
+
+
+def _measure_when_due(run: _Run) -> None:
+    """Validation loss every eval_every steps, residual-stream statistics every stream_every; both after
+    the last step. A non-finite validation loss marks the run diverged."""
+    tcfg, step = run.tcfg, run.step
+    last = step == tcfg.steps
+    if last or (tcfg.eval_every and step % tcfg.eval_every == 0):
+        if not math.isfinite(_record_validation(run)):
+            run.diverged = True
+    if last or (tcfg.stream_every and step % tcfg.stream_every == 0):
+        _record_stream(run)
+
+
+def _write_checkpoint(run: _Run) -> None:
+    """Everything the run's numbers depend on, written by rank 0 while the other ranks wait for the whole file."""
+    if run.checkpoint_path is None:
+        return
+    if run.rank != 0:
+        torch.distributed.barrier()
+        return
+    device = run.device
+    save_checkpoint(
+        run.checkpoint_path,
+        {
+            "model_config": run.mcfg.to_dict(),
+            "train_config": run.tcfg.to_dict(),
+            "corpus_sha256": run.corpus.sha256,
+            "step": run.step,
+            "diverged": run.diverged,
+            "model": run.model.state_dict(),
+            "optimizer": run.optimizer.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "data_rng": run.data_rng.get_state(),
+            "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+            "history": run.history,
+            "val": run.val,
+            "stream": run.stream,
+        },
+    )
+    if run.world > 1:
+        torch.distributed.barrier()
+
+
+def _result(run: _Run, interrupted: bool) -> TrainResult:
+    return TrainResult(
+        model=run.model,
+        history=pd.DataFrame(run.history),
+        val=pd.DataFrame(run.val, columns=["step", "val_loss"]),
+        stream=pd.DataFrame(run.stream),
+        corpus_sha256=run.corpus.sha256,
+        diverged=run.diverged,
+        steps_done=run.step,
+        model_config=run.mcfg.to_dict(),
+        train_config=run.tcfg.to_dict(),
+        interrupted=interrupted,
+    )
+
+
+def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus, *, on_step=None) -> TrainResult:
+    """Train, or resume from tcfg.checkpoint_path. `on_step(row)` is called on rank 0 after each step.
+
+    Under torch.distributed (torchrun), the model is wrapped in DistributedDataParallel: every rank
+    draws the same global batch of tcfg.batch_size sequences and trains on its own equal share, the
+    gradients are averaged, the logged loss is the mean over ranks, and only rank 0 writes the
+    checkpoint. A checkpoint does not depend on the number of ranks, so a run resumes with any."""
+    mcfg, tcfg = model_config, train_config
+    run = _set_up(mcfg, tcfg, corpus)
     progress = None
-    if tcfg.progress and rank == 0:
+    if tcfg.progress and run.rank == 0:
         progress = terminal_progress(
-            total=tcfg.steps, initial=step, desc=f"{mcfg.norm}-{mcfg.placement} seed {tcfg.seed}", leave=False
+            total=tcfg.steps, initial=run.step, desc=f"{mcfg.norm}-{mcfg.placement} seed {tcfg.seed}", leave=False
         )
     steps_this_call, interrupted = 0, False
-    model.train()
+    run.model.train()
     try:
-        while step < tcfg.steps and not diverged:
+        while run.step < tcfg.steps and not run.diverged:
             if tcfg.interrupt_after is not None and steps_this_call >= tcfg.interrupt_after:
                 interrupted = True
                 break
-            lr = learning_rate(step + 1, tcfg)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            x, y = corpus.batch("train", tcfg.batch_size, mcfg.context, data_rng, device)
-            if world > 1:
-                x, y = _shard(x, rank, world), _shard(y, rank, world)
-            started = time.perf_counter()
-            _, loss = stepper(x, y)
-            loss_value = _mean_across_ranks(loss.detach(), world)
-            row = {"step": step + 1, "loss": loss_value, "lr": lr}
-            if not math.isfinite(loss_value):
-                diverged = True
-                history.append({**row, "step_time": math.nan})
-                step += 1
+            row = _optimisation_step(run)
+            if run.diverged:
                 break
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            paused = time.perf_counter()
-            layer_norms = gradient_norms(model)  # before clipping: what each layer's gradient really was
-            measuring = time.perf_counter() - paused  # kept out of step_time, which times training alone
-            total = nn.utils.clip_grad_norm_(model.parameters(), tcfg.grad_clip if tcfg.grad_clip > 0 else math.inf)
-            if not math.isfinite(float(total)):
-                diverged = True
-                history.append({**row, "step_time": math.nan, "grad_norm/total": float(total)})
-                step += 1
-                break
-            optimizer.step()
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            row["step_time"] = time.perf_counter() - started - measuring
-            row["grad_norm/total"] = float(total)
-            row.update(layer_norms)
-            row.update(gain_l2_norms(model))
-            history.append(row)
-            if on_step is not None and rank == 0:
+            if on_step is not None and run.rank == 0:
                 on_step(row)
-            step += 1
             steps_this_call += 1
             if progress is not None:
                 progress.update(1)
-                progress.set_postfix(loss=f"{loss_value:.3f}")
-            last = step == tcfg.steps
-            if last or (tcfg.eval_every and step % tcfg.eval_every == 0):
-                val_loss = evaluate(model, eval_batches)
-                val.append({"step": step, "val_loss": val_loss})
-                if not math.isfinite(val_loss):
-                    diverged = True
-            if last or (tcfg.stream_every and step % tcfg.stream_every == 0):
-                stream.extend(measure_stream(model, stream_probe, step))
-            if tcfg.checkpoint_every and step % tcfg.checkpoint_every == 0:
-                checkpoint()
+                progress.set_postfix(loss=f"{row['loss']:.3f}")
+            _measure_when_due(run)
+            if tcfg.checkpoint_every and run.step % tcfg.checkpoint_every == 0:
+                _write_checkpoint(run)
     finally:
         # A real interruption (Ctrl-C) writes nothing here: the step it hit may be half done, and the
         # last periodic checkpoint replays the steps after it exactly.
         if progress is not None:
             progress.close()
-    checkpoint()
-    return TrainResult(
-        model=model,
-        history=pd.DataFrame(history),
-        val=pd.DataFrame(val, columns=["step", "val_loss"]),
-        stream=pd.DataFrame(stream),
-        corpus_sha256=corpus.sha256,
-        diverged=diverged,
-        steps_done=step,
-        model_config=mcfg.to_dict(),
-        train_config=tcfg.to_dict(),
-        interrupted=interrupted,
-    )
+    _write_checkpoint(run)
+    return _result(run, interrupted)
 
 
 def compare_step_times(
