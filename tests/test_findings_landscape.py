@@ -100,6 +100,37 @@ def test_jobs_pair_every_variant_over_seeds_at_the_reference_lr():
     assert sum(bool(j.get("probe_every")) for j in jobs) == 2 * (P["seeds"] + (len(P["lr_grid"]) - 1) * P["grid_seeds"])
 
 
+def test_run_jobs_starts_the_longest_first_and_returns_the_jobs_order(monkeypatch):
+    P = settings()
+    jobs = L.landscape_jobs(P)
+    started = []
+
+    def fake_parallel(fn, batch, **_):
+        started.extend(job["tag"]["scale"] for job in batch)
+        return [{"tag": job["tag"], "corpus_sha256": "a"} for job in batch]
+
+    monkeypatch.setattr(L, "run_parallel", fake_parallel)
+    runs = L.run_jobs(jobs, P)
+    assert [r["tag"] for r in runs] == [j["tag"] for j in jobs]
+    assert started == sorted(started, key=lambda scale: -L.SCALE_COST[scale])
+    monkeypatch.setattr(
+        L, "run_parallel", lambda fn, batch, **_: [{"corpus_sha256": str(i)} for i in range(len(batch))]
+    )
+    with pytest.raises(RuntimeError, match="different corpora"):
+        L.run_jobs(jobs, P)
+
+
+def test_step_times_times_the_baseline_and_every_variant_at_the_small_scale(monkeypatch):
+    P = settings()
+    seen = {}
+    monkeypatch.setattr(L, "compare_step_times", lambda configs, corpus, **kw: seen.update(configs=configs, **kw))
+    L.step_times(P, CORPUS)
+    assert list(seen["configs"]) == [L.BASELINE, *L.SUMMARY_VARIANTS]
+    assert {c.width for c in seen["configs"].values()} == {P["small"]["width"]}
+    assert seen["configs"]["LayerNorm Scaling"].depth_scaling and seen["configs"]["Peri-LN"].placement == "peri"
+    assert seen["repeats"] == P["timing_repeats"] and seen["batch_size"] == P["small_train"]["batch_size"]
+
+
 def test_versus_pairs_by_seed_and_refuses_a_diverged_run():
     study = study_of(make_runs(loss=lambda t: 2.0 + 0.001 * t["seed"] + (0.1 if t["label"] == "layer" else 0)))
     paired = study.versus("small", "rms", "layer")
