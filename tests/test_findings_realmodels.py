@@ -1,0 +1,262 @@
+"""The real-models chapter's summaries, findings and figures on hand-made inputs where the answer is known."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from normlab.analysis import realmodels as R  # noqa: E402
+from normlab.analysis.figures import realmodels as figures  # noqa: E402
+from normlab.analysis.shared.paired import paired_difference  # noqa: E402
+from normlab.study.findings import Finding  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def stream_row(name, share, first_share, max_position, top, max_over_median=10.0):
+    return {
+        "norm": name,
+        "along_ones_share": share,
+        "along_ones_share_first_token": first_share,
+        "rms": 1.0,
+        "rms_first_token": 2.0,
+        "shared_mean_share": 0.5,
+        "shared_mean_along_ones": 0.001,
+        "max_abs_first_token": 100.0,
+        "max_abs_other_tokens": 5.0,
+        "max_abs": 100.0,
+        "max_channel": top[0],
+        "max_position": max_position,
+        "median_abs": 0.5,
+        "max_over_median": max_over_median,
+        "top_channels": top,
+        "top_channel_max": [100.0, 50.0, 10.0],
+    }
+
+
+def two_block_stream():
+    rows = [
+        stream_row("model.layers.0.input_layernorm", 0.01, 0.2, 0, [7, 1, 2], 5.0),
+        stream_row("model.layers.0.post_attention_layernorm", 0.02, 0.1, 3, [1, 7, 2], 6.0),
+        stream_row("model.layers.1.input_layernorm", 0.03, 0.1, 0, [7, 2, 1], 400.0),
+        stream_row("model.layers.1.post_attention_layernorm", 0.005, 0.1, 0, [7, 2, 1], 300.0),
+        stream_row("model.norm", 0.004, 0.05, 0, [9, 2, 1], 200.0),
+    ]
+    return R.summarise_stream(rows, blocks=2, width=64, tokens=128)
+
+
+def test_profile_settings_checks_what_the_chapter_needs():
+    assert R.profile_settings("smoke")["layers"] == 2
+    with pytest.raises(ValueError, match="profile must be one of"):
+        R.profile_settings("huge")
+    bad = {"p": dict(R.PROFILES["smoke"], batch=0)}
+    with pytest.raises(ValueError, match="batch must be a positive int"):
+        R.profile_settings("p", bad)
+    with pytest.raises(ValueError, match="at least 2"):
+        R.profile_settings("p", {"p": dict(R.PROFILES["smoke"], repeats=1)})
+
+
+def test_sites_and_stream_summary_numbers():
+    assert [R.site_of(d, 2) for d in (0, 0.5, 1, 2)] == [
+        "attention input",
+        "MLP input",
+        "attention input",
+        "final norm",
+    ]
+    s = two_block_stream()
+    assert list(s.trunk["depth"]) == [0.0, 1.0, 2.0]  # the MLP-input norms are not between blocks
+    assert s.max_share == 0.03 and s.max_share_first == 0.2
+    assert s.first_carries_max == pytest.approx(4 / 5)
+    assert s.deep_max_over_median == 400.0  # depth >= 1 only: the 5.0 and 6.0 of block 0 are left out
+    assert s.top_channel == 7
+
+
+def test_stream_sentences_and_b5_evidence_name_the_numbers():
+    s = two_block_stream()
+    paragraph = R.stream_paragraph(s)
+    assert "Across all 5 norm inputs" in paragraph and "0.0300" in paragraph and "1/64" in paragraph
+    assert "80%" in paragraph and "channel 7" in paragraph
+    text, evidence = R.b5_evidence(s, {"gguf_sha256": "x"})
+    assert "2 of its 30" in text and "400x the median" in text
+    assert list(evidence["depth"]) == [0.0, 1.0, 2.0] and evidence["tokens"] == 128
+    assert evidence["random_direction_share"] == 1 / 64
+    assert "<caption>" in str(R.stream_table(s))
+
+
+def centring_added(layer_shift, margin=0.01):
+    base = [2.0, 2.1, 1.9, 2.05]
+    layer = [b + layer_shift + 0.001 * i for i, b in enumerate(base)]
+    apart = [b + 0.001 * (-1) ** i for i, b in enumerate(base)]
+    sweep = pd.DataFrame(
+        {
+            "norm": ["a", "b", "c", "d"],
+            "depth": [0.0, 0.5, 1.0, 2.0],
+            "loss_change": [0.001, -0.05, 0.02, 0.0],
+            "sd_over_chunks": [0.001, 0.01, 0.002, 0.0],
+        }
+    )
+    sweep["site"] = [R.site_of(d, 2) for d in sweep["depth"]]
+    return R.CentringAdded(
+        base,
+        layer,
+        apart,
+        paired_difference(base, layer, margin),
+        paired_difference(base, apart, margin),
+        sweep,
+        sweep_chunks=2,
+        sweep_length=16,
+        margin=margin,
+    )
+
+
+def minilm_result(cosine_median):
+    return {
+        "pairs": 5,
+        "cosine_to_original": [cosine_median] * 5,
+        "cosine_median": cosine_median,
+        "cosine_min": cosine_median - 0.01,
+        "retrieval": {
+            "original": {"recall_at_1": 0.8, "mrr": 0.9, "ranks": [1]},
+            "without centring": {"recall_at_1": 0.6, "mrr": 0.7, "ranks": [2]},
+        },
+        "norm_input_along_ones_share": [0.04, 0.01, 0.0025],
+    }
+
+
+def test_centring_added_text_and_table():
+    result = centring_added(0.2)
+    assert result.added["outcome"] == "different"
+    assert list(result.top_norms["norm"]) == ["b", "c", "a"]  # by size, sign ignored
+    paragraph = R.centring_added_paragraph(result)
+    assert R.interval_text(result.added) in paragraph and "**different**" in paragraph and "±0.01 margin" in paragraph
+    assert "`b` (-0.0500)" in paragraph and "2 chunks of 16 tokens" in paragraph and "-0.0290 nats" in paragraph
+    html = str(R.loss_table(result, length=32))
+    assert "outcome vs 0.01 margin" in html and "4 held-out chunks of 32 tokens" in html
+
+
+def test_q4_finding_flips_with_the_minilm_cosine_threshold():
+    stream = two_block_stream()
+    changed = R.q4_finding(centring_added(0.2), minilm_result(0.9), 0.99, stream, {})
+    unchanged = R.q4_finding(centring_added(0.2), minilm_result(0.995), 0.99, stream, {})
+    assert isinstance(changed, Finding)
+    assert changed.verdict == "holds" and unchanged.verdict == "holds with caveats"
+    assert changed.key_number == pytest.approx(0.2015) and changed.threshold == 0.01
+    assert (
+        "0.9000" in changed.summary and "MRR 0.900→0.700" in changed.summary and "different vs ±0.01" in changed.summary
+    )
+    assert "±0.01 nats" in changed.rule and "below 0.99" in changed.rule
+    equivalent = R.q4_finding(centring_added(0.0), minilm_result(0.995), 0.99, stream, {})
+    assert equivalent.verdict == "does not hold"
+    text, evidence = R.b16_evidence(centring_added(0.2), minilm_result(0.9), stream)
+    assert "+0.2015 nats (different vs ±0.01)" in text and evidence["minilm_max_norm_input_along_ones_share"] == 0.04
+
+
+def test_minilm_labels_table_and_paragraph():
+    assert R.minilm_norm_labels(5) == ["emb", "L0a", "L0f", "L1a", "L1f"]
+    paragraph = R.centring_removed_paragraph(minilm_result(0.95))
+    assert "median cosine of 0.9500" in paragraph and "0.900 to 0.700" in paragraph
+    assert "up to 0.200 of its scale" in paragraph and "3 norms in a row" in paragraph  # √0.04 = 0.2
+    assert "5 pairs" in str(R.retrieval_table(minilm_result(0.95)))
+
+
+def timing_result(norm_share, hooks=True):
+    """Baseline 1 s prefill and 0.1 s decode; no norms saves `norm_share` of it; LayerNorm 10% slower."""
+    rounds = [1.0, 1.02, 0.98]
+
+    def variant(factor):
+        return {"prefill_s": [factor * r for r in rounds], "decode_s": [0.1 * factor * r for r in rounds]}
+
+    samples = {
+        R.BASELINE: variant(1.0),
+        "normlab torch": variant(1.0),
+        R.LAYER_NORM: variant(1.1),
+        R.NO_NORMS: variant(1 - norm_share),
+    }
+    hooked = {"prefill": [norm_share] * 2, "decode": [norm_share, norm_share + 0.01]} if hooks else None
+    return R.TimingResult(
+        samples,
+        list(samples),
+        hooked or {"prefill": [], "decode": []},
+        prompt_tokens=32,
+        rounds=3,
+        decode_steps=2,
+        threads=2,
+        cores=2,
+        device="cpu",
+    )
+
+
+def test_q5_finding_flips_at_the_share_threshold():
+    above, below = R.q5_finding(timing_result(0.10), 0.07, {}), R.q5_finding(timing_result(0.05), 0.07, {})
+    assert above.verdict == "holds" and below.verdict == "does not hold"
+    assert above.key_number == pytest.approx(0.10) and above.threshold == 0.07
+    assert "its norms take 10.0% of a 32-token prefill" in above.summary and "2-core CPU" in above.summary
+    assert "changes prefill by +10.0% (sd 0.0%)" in above.summary
+    assert "reaches 7%" in above.rule
+    assert above.evidence["share_method"] == "hooks"
+    ablation = R.q5_finding(timing_result(0.10, hooks=False), 0.07, {})
+    assert ablation.evidence["share_method"] == "ablation" and ablation.key_number == pytest.approx(0.10)
+
+
+def test_time_paragraph_speed_evidence_and_table():
+    result = timing_result(0.10)
+    q5 = R.q5_finding(result, 0.07, {})
+    paragraph = R.time_paragraph(result, q5)
+    assert (
+        paragraph.startswith("By hooks, the norms take 10.0% of the prefill time") and "the ablation gives" in paragraph
+    )
+    assert R.GPU_COMMAND in paragraph
+    ablation = timing_result(0.10, hooks=False)
+    assert "the ablation gives" not in R.time_paragraph(ablation, R.q5_finding(ablation, 0.07, {}))
+    text, evidence = R.speed_evidence(result, q5)
+    assert text.startswith("Real-LLM whole-model") and evidence["layernorm_vs_rmsnorm_prefill_pct"] == pytest.approx(10)
+    assert evidence["backend_ratio_prefill"][R.NO_NORMS] == pytest.approx(0.9)
+    html = str(R.timing_table(result, blocks=2))
+    assert R.NO_NORMS in html and "3 interleaved rounds on 2 threads" in html
+    assert R.paired_change(result.samples, R.LAYER_NORM, R.BASELINE, "decode")[0] == pytest.approx(0.1)
+    assert R.change_text((0.1, 0.02)) == "+10.0% (sd 2.0%)"
+
+
+def test_provenance_note():
+    provenance = {
+        "gguf_file": "f.gguf",
+        "package": "p==1",
+        "gguf_sha256": "ab" * 32,
+        "layers_loaded": 2,
+        "layers_in_model": 30,
+        "versions": {"transformers": "5", "gguf": "0.1"},
+        "tokens_per_chunk": 32,
+    }
+    note = R.provenance_note(provenance, "smoke", 6)
+    assert "`abababababababab…`" in note and "2 of its 30 layers" in note and "6 held-out chunks of 32 tokens" in note
+
+
+def test_stream_figures_draw_one_line_per_quantity():
+    s = two_block_stream()
+    fig = figures.along_ones_figure(s.stream, 64)
+    left, right = fig.axes
+    assert len(left.lines) == 3 and left.get_yscale() == "log" and left.lines[2].get_ydata()[0] == 1 / 64
+    assert [t.get_text() for t in right.get_legend().get_texts()][0] == "‖shared mean‖² / mean ‖x‖²"
+    (ax,) = figures.outliers_figure(s.stream).axes
+    assert len(ax.lines) == 4 and ax.get_ylabel() == "magnitude"
+
+
+def test_per_norm_minilm_and_time_figures():
+    (ax,) = figures.per_norm_figure(centring_added(0.2).sweep, 0.01).axes
+    assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == ["MLP input", "attention input", "final norm"]
+    assert sorted(line.get_ydata()[0] for line in ax.lines if line.get_linestyle() == ":") == [-0.01, 0.01]
+    left, right = figures.minilm_figure([0.04, 0.01], ["emb", "L0a"], [0.9, 0.95, 0.97], 0.99).axes
+    assert len(left.patches) == 2 and right.lines[0].get_xdata()[0] == 0.99
+    timing = timing_result(0.10)
+    prefill, decode = figures.time_figure(timing.timing, timing.variants).axes
+    assert len(prefill.patches) == 4 and [t.get_text() for t in prefill.get_yticklabels()][-1] == R.NO_NORMS
+    assert decode.get_xlabel() == "decode: time relative to as loaded"
