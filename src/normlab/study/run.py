@@ -48,11 +48,12 @@ CHAPTER_PREFIX = "build/executed/"  # a _toc.yml entry `file: build/executed/NAM
 NATIVE_SUFFIXES = (".cpp", ".cc", ".c", ".h", ".hpp", ".cu", ".cuh")
 RECORD_TAG = "normlab-record-modules"  # the last cell the runner appends; never kept in the executed copy
 
-# What each chapter reads besides its notebook, its parameters and the package's code, so that a change to any
-# of them re-runs it. Entries: a path relative to the repository root (a glob pattern counts its matches, so a
-# file appearing or disappearing counts too); "results:NAME", the verdicts and evidence of chapter NAME; "corpus",
-# the standard-library sources the training corpus is built from; "dist:NAME", an installed distribution
-# (its version and files) such as a packaged pretrained model. Every chapter also reads data/claims.md (its claims box).
+# What each chapter reads besides its notebook, its parameters and the package modules it imports, so that a change
+# to any of them re-runs it. Every chapter of _toc.yml has an entry, and its results:NAME entries set the run order.
+# Entries: a path relative to the repository root (a glob pattern counts its matches, so a file appearing or
+# disappearing counts too); "results:NAME", the verdicts and evidence of chapter NAME; "corpus", the standard-library
+# sources the training corpus is built from; "dist:NAME", an installed distribution (its version and files) such as
+# a packaged pretrained model. Every chapter also reads data/claims.md (its claims box).
 INPUTS: dict[str, list[str]] = {
     "ecosystem": ["data/model_families.csv", "dist:transformers"],
     "geometry": [],
@@ -500,13 +501,13 @@ def execute(
     result_file = results_dir / f"{name}.json"
     # Taken before the run: an input edited while the chapter executes then differs from the stamp, and restamp
     # (or the next run) sees it.
-    inputs = snapshot(name, parameters, results_dir)
+    before = snapshot(name, parameters, results_dir)
     previous = _read_stamp(stamp_file)
     if (
         not force
         and output.exists()
         and result_file.exists()
-        and previous.get("fingerprint") == inputs.fingerprint(previous.get("files"))
+        and previous.get("fingerprint") == before.fingerprint(previous.get("files"))
     ):
         # Re-stamp: the inputs are confirmed unchanged at this commit, which the ledger's commit check relies on.
         stamp_file.write_text(
@@ -583,7 +584,7 @@ def execute(
     stamp_file.write_text(
         json.dumps(
             {
-                "fingerprint": inputs.fingerprint(files),
+                "fingerprint": before.fingerprint(files),
                 "profile": profile,
                 "parameters": parameters,
                 "checked_commit": git_commit(paths.ROOT),
