@@ -56,7 +56,10 @@ def repo(tmp_path, monkeypatch):
     # (several people work in one checkout) do not look like input changes.
     shutil.copytree(paths.PACKAGE, tmp_path / "package", ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(paths, "PACKAGE", tmp_path / "package")
-    monkeypatch.setattr(run, "ORDER", ("ecosystem", "cheap"))
+    (root / "_toc.yml").write_text(
+        "format: jb-book\nroot: build/pages/intro\nchapters:\n"
+        "  - file: build/executed/ecosystem\n  - file: build/executed/cheap\n"
+    )
     monkeypatch.setitem(run.INPUTS, "cheap", ["data/cheap.csv", "data/gpu-bench*.json"])
     return root
 

@@ -142,10 +142,10 @@ def verdicts(claims: list[Claim], runs: list[dict]) -> dict[str, dict]:
     refused, naming both chapters; an unknown ID or verdict is refused, naming
     the file.
     """
-    from normlab.study.run import ORDER
+    from normlab.study.run import run_order
 
     known = {c.id for c in claims}
-    rank = {name: i for i, name in enumerate(ORDER)}
+    rank = {name: i for i, name in enumerate(run_order())}
     table: dict[str, dict] = {c.id: {"record": None, "parts": []} for c in claims}
     for run in sorted(runs, key=lambda r: (rank.get(r["notebook"], len(rank)), r["notebook"])):
         for record in run["claims"]:
@@ -311,10 +311,11 @@ def render_reproducibility(runs: list[dict], *, warning: str | None = None) -> s
 
 
 def _chapter_order(runs: list[dict]) -> list[str]:
-    from normlab.study.run import BOOK_ORDER
+    from normlab.study.run import book_order
 
     names = [r["notebook"] for r in runs]
-    return [n for n in BOOK_ORDER if n in names] + sorted(set(names) - set(BOOK_ORDER))
+    reading = book_order()
+    return [n for n in reading if n in names] + sorted(set(names) - set(reading))
 
 
 def summary_figure(claims: list[Claim], runs: list[dict], path: Path) -> None:
@@ -564,9 +565,11 @@ def main(argv: list[str] | None = None) -> int:
         help="publish results from different profiles or commits, with a warning on every page",
     )
     args = parser.parse_args(argv)
+    from normlab.study.run import ChapterOrderError
+
     try:
         summary = build(allow_mixed=args.allow_mixed)
-    except LedgerError as error:
+    except (LedgerError, ChapterOrderError) as error:
         print(f"ledger: error: {error}\nledger: the book's pages were left unchanged.", file=sys.stderr)
         return 2
     print(

@@ -8,10 +8,17 @@ relative to the repository root), and written to build/executed/, its results
 JSON to build/results/.
 
 A notebook is re-executed only when something it reads changed: its source,
-its parameters, the package's code, and the inputs listed for it in INPUTS
-(data files, committed GPU results, the corpus, the results of chapters whose
-evidence it reads). The fingerprint of all of them is stored beside the
-executed copy.
+its parameters, the package modules it imports, and the inputs listed for it in
+INPUTS (data files, committed GPU results, the corpus, the results of chapters
+whose evidence it reads). The fingerprint of all of them is stored beside the
+executed copy, with the list of package modules the chapter loaded (recorded in
+its kernel by a last cell that the executed copy does not keep). A chapter with
+no such list yet (its first run) counts the whole package.
+
+The chapters and their reading order are the `build/executed/NAME` entries of
+_toc.yml; the run order follows from it and the `results:NAME` entries of
+INPUTS: a chapter runs after the chapters whose results it reads, otherwise in
+reading order.
 
 A chapter that fails or is interrupted leaves nothing the book can render:
 it executes into build/running/, and only a complete run is moved into
@@ -22,27 +29,31 @@ gone and the failing copy is kept in build/failed/ for debugging.
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import json
 import os
 import re
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from normlab.study import paths
 
 PROFILES = ("smoke", "cpu", "gpu", "auto")
-# Run order: a chapter that reads another's evidence (results:NAME in INPUTS) runs after it.
-ORDER = ("ecosystem", "geometry", "jacobians", "realmodels", "quality", "depth", "gain", "speed", "landscape")
-# Reading order of the book (the table of contents); may differ from the run order.
-BOOK_ORDER = ("ecosystem", "geometry", "jacobians", "speed", "quality", "depth", "gain", "realmodels", "landscape")
+CHAPTER_PREFIX = "build/executed/"  # a _toc.yml entry `file: build/executed/NAME` is chapter NAME
+# Non-Python sources a module builds from (the cpp backend compiles rms_norm.cpp): they count with the modules
+# of their folder.
+NATIVE_SUFFIXES = (".cpp", ".cc", ".c", ".h", ".hpp", ".cu", ".cuh")
+RECORD_TAG = "normlab-record-modules"  # the last cell the runner appends; never kept in the executed copy
 
-# What each chapter reads besides its notebook, its parameters and the package's code, so that a change to any
-# of them re-runs it. Entries: a path relative to the repository root (a glob pattern counts its matches, so a
-# file appearing or disappearing counts too); "results:NAME", the verdicts and evidence of chapter NAME; "corpus",
-# the standard-library sources the training corpus is built from; "dist:NAME", an installed distribution
-# (its version and files) such as a packaged pretrained model. Every chapter also reads data/claims.md (its claims box).
+# What each chapter reads besides its notebook, its parameters and the package modules it imports, so that a change
+# to any of them re-runs it. Every chapter of _toc.yml has an entry, and its results:NAME entries set the run order.
+# Entries: a path relative to the repository root (a glob pattern counts its matches, so a file appearing or
+# disappearing counts too); "results:NAME", the verdicts and evidence of chapter NAME; "corpus", the standard-library
+# sources the training corpus is built from; "dist:NAME", an installed distribution (its version and files) such as
+# a packaged pretrained model. Every chapter also reads data/claims.md (its claims box).
 INPUTS: dict[str, list[str]] = {
     "ecosystem": ["data/model_families.csv", "dist:transformers"],
     "geometry": [],
@@ -61,9 +72,97 @@ class NotebookFailed(RuntimeError):
     pass
 
 
+class ChapterOrderError(ValueError):
+    """_toc.yml and INPUTS do not give one consistent run order; the message names the chapter and the fix."""
+
+
+def _toc_chapters(node) -> list[str]:
+    if isinstance(node, list):
+        return [name for item in node for name in _toc_chapters(item)]
+    if not isinstance(node, dict):
+        return []
+    own = node.get("file")
+    found = [own[len(CHAPTER_PREFIX) :]] if isinstance(own, str) and own.startswith(CHAPTER_PREFIX) else []
+    return found + [name for key, value in node.items() if key != "file" for name in _toc_chapters(value)]
+
+
+def book_order(toc: Path | None = None) -> tuple[str, ...]:
+    """The chapters in the book's reading order: the build/executed/NAME entries of _toc.yml, top to bottom."""
+    import yaml
+
+    toc = Path(toc or paths.ROOT / "_toc.yml")
+    try:
+        document = yaml.safe_load(toc.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ChapterOrderError(f"{toc} is missing: it lists the chapters (`- file: {CHAPTER_PREFIX}NAME`)") from None
+    except yaml.YAMLError as error:
+        raise ChapterOrderError(f"{toc} is not valid YAML: {error}") from None
+    names = _toc_chapters(document)
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ChapterOrderError(f"{toc} lists chapter(s) {', '.join(twice)} more than once; keep one entry each")
+    return tuple(names)
+
+
+def dependencies(name: str) -> list[str]:
+    """The chapters whose results `name` reads (its results:NAME entries in INPUTS)."""
+    return [entry.split(":", 1)[1] for entry in INPUTS.get(name, []) if entry.startswith("results:")]
+
+
+def _cycle(start: str, waiting: list[str]) -> list[str]:
+    """A dependency cycle through the waiting chapters, as a path that ends where it starts."""
+    path, name = [], start
+    while name not in path:
+        path.append(name)
+        name = next(d for d in dependencies(name) if d in waiting)
+    return path[path.index(name) :] + [name]
+
+
+def run_order(toc: Path | None = None) -> tuple[str, ...]:
+    """The order chapters execute in: each after the chapters whose results it reads, otherwise in reading order.
+
+    At each step the first chapter in reading order whose upstream chapters have all run goes next.
+    """
+    reading = book_order(toc)
+    unlisted = [name for name in reading if name not in INPUTS]
+    if unlisted:
+        raise ChapterOrderError(
+            f"_toc.yml lists chapter(s) {', '.join(unlisted)} that INPUTS in normlab/study/run.py does not: add "
+            f"an entry for each (the data files and results:NAME it reads; [] when it reads nothing else)"
+        )
+    for name in reading:
+        outside = [upstream for upstream in dependencies(name) if upstream not in reading]
+        if outside:
+            raise ChapterOrderError(
+                f"chapter {name} reads results:{outside[0]} (INPUTS in normlab/study/run.py), but {outside[0]} "
+                f"is not a chapter of _toc.yml: add `- file: {CHAPTER_PREFIX}{outside[0]}` or drop the entry"
+            )
+    order: list[str] = []
+    waiting = list(reading)
+    while waiting:
+        ready = next((name for name in waiting if all(up in order for up in dependencies(name))), None)
+        if ready is None:
+            cycle = _cycle(waiting[0], waiting)
+            raise ChapterOrderError(
+                f"the chapters' results:NAME inputs form a cycle ({' reads '.join(cycle)}), so none of them can "
+                f"run first: remove one of these entries from INPUTS in normlab/study/run.py"
+            )
+        order.append(ready)
+        waiting.remove(ready)
+    return tuple(order)
+
+
+def __getattr__(name: str):
+    if name in ("ORDER", "BOOK_ORDER"):
+        function = "run_order" if name == "ORDER" else "book_order"
+        raise AttributeError(f"normlab.study.run.{name} is gone: call {function}() (both read _toc.yml)")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def available_notebooks() -> list[str]:
     present = {p.stem for p in paths.NOTEBOOKS.glob("*.py")}
-    return [name for name in ORDER if name in present] + sorted(present - set(ORDER))
+    order = run_order()
+    return [name for name in order if name in present] + sorted(present - set(order))
 
 
 def resolve_profile(profile: str) -> str:
@@ -125,17 +224,119 @@ def inputs_of(name: str) -> list[str]:
     return COMMON_INPUTS + INPUTS.get(name, [])
 
 
-def fingerprint(name: str, parameters: dict, results_dir: Path | None = None) -> str:
+def _package_sources(package: Path) -> list[str]:
+    """Every source file of the package, relative to it: the modules and the native sources they build from."""
+    return sorted(
+        path.relative_to(package).as_posix()
+        for path in package.rglob("*")
+        if path.is_file() and path.suffix in (".py", *NATIVE_SUFFIXES) and "__pycache__" not in path.parts
+    )
+
+
+def _module_file(module: str, package: Path) -> str | None:
+    """The file (relative to the package) that defines module `normlab.x.y`, or None when there is none."""
+    parts = module.split(".")[1:]
+    candidates = [Path(*parts, "__init__.py")] + ([Path(*parts[:-1], f"{parts[-1]}.py")] if parts else [])
+    return next((c.as_posix() for c in candidates if (package / c).is_file()), None)
+
+
+def _imported_modules(source: str, module: str, is_package: bool) -> set[str]:
+    """Every normlab module a source file can import, at the top or inside a function (a lazy import)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()  # its own digest changes anyway; the kernel's record is what it loaded
+    here = module.split(".") if is_package else module.split(".")[:-1]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = here[: len(here) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            found.add(base)
+            # `from normlab.a import b`: b is a module or a name in a; the first resolves to a file, the second not.
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return {name for name in found if name == "normlab" or name.startswith("normlab.")}
+
+
+def covered_files(modules: dict[str, str], package: Path | None = None) -> list[str]:
+    """The package files a chapter depends on, given the modules its kernel loaded (name -> file in the package).
+
+    Beyond what the kernel loaded: what those modules import lazily, inside functions (a worker process of
+    run_parallel may run such a function and import there, out of the kernel's sight), transitively; the parent
+    packages of each; and the native sources beside each module (rms_norm.cpp counts with the cpp backend).
+    """
+    package = Path(package or paths.PACKAGE)
+    files = set(modules.values())
+    pending = list(modules.items())
+    seen = set(modules)
+    while pending:
+        module, relative = pending.pop()
+        path = package / relative
+        if not path.is_file():
+            continue
+        names = _imported_modules(
+            path.read_text(encoding="utf-8", errors="replace"), module, path.name == "__init__.py"
+        )
+        parents = {".".join(module.split(".")[:k]) for k in range(1, module.count(".") + 1)}
+        for name in sorted((names | parents) - seen):
+            seen.add(name)
+            found = _module_file(name, package)
+            if found is not None:
+                files.add(found)
+                pending.append((name, found))
+    folders = {Path(relative).parent for relative in files}
+    files.update(
+        relative
+        for relative in _package_sources(package)
+        if Path(relative).suffix in NATIVE_SUFFIXES and Path(relative).parent in folders
+    )
+    return sorted(files)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a chapter reads, digested at one moment: taken before it runs, so an edit during the run shows later."""
+
+    notebook: str
+    parameters: str
+    package: dict[str, str]  # every package source file -> its digest
+    inputs: tuple[str, ...]
+
+    def fingerprint(self, files: list[str] | None = None) -> str:
+        """The fingerprint over `files` of the package (every source file when None: nothing recorded yet)."""
+        digest = hashlib.sha256()
+        digest.update(self.notebook.encode())
+        digest.update(self.parameters.encode())
+        digest.update(b"modules:" + (b"all" if files is None else b"recorded"))
+        for relative in sorted(self.package) if files is None else sorted(set(files)):
+            digest.update(relative.encode())
+            digest.update(self.package.get(relative, "absent").encode())
+        for entry in self.inputs:
+            digest.update(entry.encode())
+        return digest.hexdigest()
+
+
+def snapshot(name: str, parameters: dict, results_dir: Path | None = None) -> Snapshot:
     results_dir = Path(results_dir or paths.RESULTS)
-    digest = hashlib.sha256()
-    digest.update((paths.NOTEBOOKS / f"{name}.py").read_bytes())
-    digest.update(json.dumps(parameters, sort_keys=True).encode())
-    for source in sorted(paths.PACKAGE.rglob("*.py")):
-        digest.update(str(source.relative_to(paths.PACKAGE)).encode())
-        digest.update(source.read_bytes())
-    for entry in inputs_of(name):
-        digest.update(_input_digest(entry, results_dir).encode())
-    return digest.hexdigest()
+    return Snapshot(
+        notebook=hashlib.sha256((paths.NOTEBOOKS / f"{name}.py").read_bytes()).hexdigest(),
+        parameters=json.dumps(parameters, sort_keys=True),
+        package={
+            relative: hashlib.sha256((paths.PACKAGE / relative).read_bytes()).hexdigest()
+            for relative in _package_sources(paths.PACKAGE)
+        },
+        inputs=tuple(_input_digest(entry, results_dir) for entry in inputs_of(name)),
+    )
+
+
+def fingerprint(name: str, parameters: dict, results_dir: Path | None = None, executed_dir: Path | None = None) -> str:
+    """The chapter's fingerprint now, over the package files its stamp records (the whole package if none)."""
+    recorded = _read_stamp(_stamp(Path(executed_dir or paths.EXECUTED), name)).get("files")
+    return snapshot(name, parameters, results_dir).fingerprint(recorded)
 
 
 def _relative(path: Path) -> str:
@@ -214,6 +415,48 @@ def scrub(notebook) -> list[str]:
     return notes
 
 
+# The cell the runner appends to every chapter: run in its kernel after the chapter's own cells, it writes which
+# normlab modules the chapter loaded, each with its file in the package. It prints nothing, and the executed copy
+# drops it, so the page is as if it were not there.
+_RECORD_SOURCE = """\
+def _normlab_record_modules(path):
+    import json, sys
+    from pathlib import Path
+
+    loaded = {{}}
+    if "normlab" in sys.modules:
+        root = Path(sys.modules["normlab"].__file__).resolve().parent
+        for name, module in list(sys.modules.items()):
+            file = getattr(module, "__file__", None)
+            if file and (name == "normlab" or name.startswith("normlab.")):
+                try:
+                    loaded[name] = Path(file).resolve().relative_to(root).as_posix()
+                except ValueError:
+                    pass
+    Path(path).write_text(json.dumps(loaded, sort_keys=True))
+
+
+_normlab_record_modules({path!r})
+del _normlab_record_modules
+"""
+
+
+def _record_cell(record_file: Path):
+    import nbformat
+
+    return nbformat.v4.new_code_cell(
+        _RECORD_SOURCE.format(path=_relative(record_file)), metadata={"tags": ["remove-cell", RECORD_TAG]}
+    )
+
+
+def _read_record(record_file: Path) -> dict[str, str] | None:
+    try:
+        loaded = json.loads(record_file.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return loaded if isinstance(loaded, dict) else None
+
+
 def _stamp(executed_dir: Path, name: str) -> Path:
     return executed_dir / f"{name}.fingerprint"
 
@@ -253,11 +496,19 @@ def execute(
         folder.mkdir(parents=True, exist_ok=True)
 
     parameters = {"profile": profile, "results_dir": _relative(results_dir)}
-    stamp = fingerprint(name, parameters, results_dir)
     output = executed_dir / f"{name}.ipynb"
     stamp_file = _stamp(executed_dir, name)
     result_file = results_dir / f"{name}.json"
-    if not force and output.exists() and result_file.exists() and _read_stamp(stamp_file).get("fingerprint") == stamp:
+    # Taken before the run: an input edited while the chapter executes then differs from the stamp, and restamp
+    # (or the next run) sees it.
+    before = snapshot(name, parameters, results_dir)
+    previous = _read_stamp(stamp_file)
+    if (
+        not force
+        and output.exists()
+        and result_file.exists()
+        and previous.get("fingerprint") == before.fingerprint(previous.get("files"))
+    ):
         # Re-stamp: the inputs are confirmed unchanged at this commit, which the ledger's commit check relies on.
         stamp_file.write_text(
             json.dumps(dict(_read_stamp(stamp_file), parameters=parameters, checked_commit=git_commit(paths.ROOT)))
@@ -270,6 +521,9 @@ def execute(
     notebook.metadata["language_info"] = {"name": "python"}
     source = running_dir / f"{name}.source.ipynb"
     running = running_dir / f"{name}.ipynb"
+    record_file = running_dir / f"{name}.modules.json"
+    record_file.unlink(missing_ok=True)
+    notebook.cells.append(_record_cell(record_file))
     nbformat.write(notebook, source)
     # From here until success there is no executed copy, stamp or results file: an interrupted run, even one
     # killed outright, leaves nothing for the ledger or the book to mistake for a complete chapter.
@@ -296,6 +550,7 @@ def execute(
             )
     except BaseException as error:
         result_file.unlink(missing_ok=True)  # a half-run notebook's verdicts must not reach the ledger
+        record_file.unlink(missing_ok=True)
         kept = None
         if running.exists():
             failed_dir.mkdir(parents=True, exist_ok=True)
@@ -314,7 +569,13 @@ def execute(
         raise
     finally:
         source.unlink(missing_ok=True)
+    modules = _read_record(record_file)
+    record_file.unlink(missing_ok=True)
+    if modules is None:
+        print(f"[{name}] its kernel recorded no module list; its fingerprint counts the whole package", file=sys.stderr)
+    files = None if modules is None else covered_files(modules)
     executed = nbformat.read(running, as_version=4)
+    executed.cells = [cell for cell in executed.cells if RECORD_TAG not in cell.get("metadata", {}).get("tags", [])]
     for note in scrub(executed):
         print(f"[{name}] {note}", file=sys.stderr)
     nbformat.write(executed, running)
@@ -323,11 +584,13 @@ def execute(
     stamp_file.write_text(
         json.dumps(
             {
-                "fingerprint": stamp,
+                "fingerprint": before.fingerprint(files),
                 "profile": profile,
                 "parameters": parameters,
                 "checked_commit": git_commit(paths.ROOT),
                 "inputs": inputs_of(name),
+                "modules": modules,  # what the kernel loaded: module name -> file in the package
+                "files": files,  # what the fingerprint covers (None: the whole package)
             }
         )
     )
@@ -398,9 +661,9 @@ def restamp(names: list[str], executed_dir: Path | None = None, results_dir: Pat
     for name in names:
         stamp_file = _stamp(executed_dir, name)
         stamp = _read_stamp(stamp_file)
-        if stamp.get("parameters") is None or fingerprint(name, stamp["parameters"], results_dir) != stamp.get(
-            "fingerprint"
-        ):
+        if stamp.get("parameters") is None or fingerprint(
+            name, stamp["parameters"], results_dir, executed_dir
+        ) != stamp.get("fingerprint"):
             changed.append(name)
             continue
         stamp_file.write_text(json.dumps(dict(stamp, checked_commit=head)))
