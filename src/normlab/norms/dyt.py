@@ -32,6 +32,8 @@ import numbers
 import torch
 from torch import nn
 
+from normlab.norms.validation import statistics_dtype
+
 DYT_BACKENDS = ("reference", "eager", "torch", "compile", "auto")
 DEFAULT_ALPHA_INIT = 0.5
 
@@ -85,7 +87,7 @@ def _composite(x, alpha, weight, bias):
 def dyt_reference(x: torch.Tensor, alpha, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None):
     """The specification, computed in at least float32 (float64 stays float64) and cast back to x's dtype."""
     _check_args(x, alpha, weight, bias)
-    compute = torch.promote_types(x.dtype, torch.float32)
+    compute = statistics_dtype(x.dtype)
     cast = lambda t: None if t is None else t.to(compute)
     alpha = cast(alpha) if isinstance(alpha, torch.Tensor) else float(alpha)
     return _composite(x.to(compute), alpha, cast(weight), cast(bias)).to(x.dtype)

@@ -202,7 +202,7 @@ _DTYPES_DOC = """
     in flash-attention: a bf16 model can carry its residual stream in fp32),
     and the norm is computed from s as stored. Without a residual,
     residual_in_fp32 has no effect. Statistics are computed in float32 for
-    half inputs and float64 for float64 (normlab.norms.reference.statistics_dtype).
+    half inputs and float64 for float64 (normlab.norms.validation.statistics_dtype).
 """
 
 

@@ -34,7 +34,7 @@ import types
 
 import torch
 
-from normlab.norms.reference import statistics_dtype
+from normlab.norms.validation import statistics_dtype
 
 _LOCK = threading.Lock()
 _CACHE: dict[tuple, object] = {}
