@@ -21,9 +21,9 @@ time other processes hold the shared cores is not counted), the minimum over rou
 brackets:
     launch        normlab.norms.backends.triton.launch.rms_forward / rms_backward: allocations, grid, kernel[grid]
     custom op     torch.ops.normlab.rms_norm_forward (no grad), the torch.library dispatch
-    ops           normlab.norms.backends.triton.rms_norm: validation, dtype handling, then the eager path
+    triton        normlab.norms.backends.triton.triton_rms_norm: validation, dtype handling, then the eager path
     functional    normlab.rms_norm(..., backend="triton"): the public entry point
-and forward+backward (inputs requiring grad; y.backward(dy)) at the ops and functional layers.
+and forward+backward (inputs requiring grad; y.backward(dy)) at the triton and functional layers.
 """
 
 from __future__ import annotations
@@ -44,8 +44,11 @@ else:
 import torch  # noqa: E402
 
 import normlab  # noqa: E402
-from normlab.norms.backends import triton as ops  # noqa: E402
-from normlab.norms.backends.triton import launch  # noqa: E402
+from normlab.norms.backends.triton import (  # noqa: E402
+    launch,  # noqa: E402
+    triton_layer_norm,
+    triton_rms_norm,
+)
 
 
 def stub_kernels() -> None:
@@ -140,10 +143,10 @@ def cases(rows: int, d: int):
                 "custom op forward (no grad)",
                 lambda: torch.ops.normlab.rms_norm_forward(x, w, None, eps, 0.0, True, k, *limits),
             ),
-            ("ops.rms_norm forward", lambda: ops.rms_norm(x, w, eps)),
+            ("triton_rms_norm forward", lambda: triton_rms_norm(x, w, eps)),
             ("normlab.rms_norm forward", lambda: normlab.rms_norm(x, w, eps, backend="triton")),
-            ("ops.rms_norm forward (grad)", lambda: ops.rms_norm(xg, wg, eps)),
-            ("ops.rms_norm fwd+bwd", lambda: backward(ops.rms_norm(xg, wg, eps))),
+            ("triton_rms_norm forward (grad)", lambda: triton_rms_norm(xg, wg, eps)),
+            ("triton_rms_norm fwd+bwd", lambda: backward(triton_rms_norm(xg, wg, eps))),
             ("normlab.rms_norm fwd+bwd", lambda: backward(normlab.rms_norm(xg, wg, eps, backend="triton"))),
         ],
         "layer": [
@@ -153,10 +156,10 @@ def cases(rows: int, d: int):
                 "custom op forward (no grad)",
                 lambda: torch.ops.normlab.layer_norm_forward(x, w, b, None, 1e-5, "welford", *limits),
             ),
-            ("ops.layer_norm forward", lambda: ops.layer_norm(x, w, b)),
+            ("triton_layer_norm forward", lambda: triton_layer_norm(x, w, b)),
             ("normlab.layer_norm forward", lambda: normlab.layer_norm(x, w, b, backend="triton")),
-            ("ops.layer_norm forward (grad)", lambda: ops.layer_norm(xg, wg, bg)),
-            ("ops.layer_norm fwd+bwd", lambda: backward(ops.layer_norm(xg, wg, bg))),
+            ("triton_layer_norm forward (grad)", lambda: triton_layer_norm(xg, wg, bg)),
+            ("triton_layer_norm fwd+bwd", lambda: backward(triton_layer_norm(xg, wg, bg))),
             ("normlab.layer_norm fwd+bwd", lambda: backward(normlab.layer_norm(xg, wg, bg, backend="triton"))),
         ],
         "for scale (PyTorch's own CPU ops, real work at this size)": [

@@ -4,8 +4,7 @@ import pytest
 import torch
 
 import normlab
-from normlab.norms.backends import triton as ops
-from normlab.norms.backends.triton import launch
+from normlab.norms.backends.triton import launch, triton_layer_norm, triton_rms_norm
 
 # CPU runs the Triton backend in the interpreter; a GPU run (scripts/gpu_check.sh) uses CUDA.
 DEVICE = "cpu" if launch.INTERPRETED or not torch.cuda.is_available() else "cuda"
@@ -90,13 +89,13 @@ def test_layer_norm_rejects(case, backend, launches):
 
 
 @pytest.mark.parametrize("case", RMS_CASES[:5], ids=lambda c: c[0])
-def test_ops_entry_points_validate_too(case, launches):
+def test_triton_entry_points_validate_too(case, launches):
     _, overrides, error, argument = case
     _assert_rejected(
-        lambda a: ops.rms_norm(a["x"], a["weight"], residual=a["residual"]), overrides, error, argument, launches
+        lambda a: triton_rms_norm(a["x"], a["weight"], residual=a["residual"]), overrides, error, argument, launches
     )
     _assert_rejected(
-        lambda a: ops.layer_norm(a["x"], a["weight"], a["bias"], residual=a["residual"]),
+        lambda a: triton_layer_norm(a["x"], a["weight"], a["bias"], residual=a["residual"]),
         overrides,
         error,
         argument,

@@ -88,8 +88,8 @@ def test_many_call_patterns_never_fail_or_fall_back(backend, monkeypatch):
     calls = []
     original = functional._run_compiled
     monkeypatch.setattr(functional, "_run_compiled", lambda *args: calls.append(args[0]) or original(*args))
-    kernel = cpu.rms_norm
-    monkeypatch.setattr(cpu, "rms_norm", lambda x, *args: calls.append(("cpp", x.dtype)) or kernel(x, *args))
+    kernel = cpu.cpp_rms_norm
+    monkeypatch.setattr(cpu, "cpp_rms_norm", lambda x, *args: calls.append(("cpp", x.dtype)) or kernel(x, *args))
     patterns = _patterns()
     assert len(set(patterns)) >= 16
     with warnings.catch_warnings():

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 import normlab
 from normlab import layer_norm, layer_norm_reference, rms_norm, rms_norm_reference
 from normlab.norms import functional
+from normlab.norms.backends.features import BACKEND_FEATURES, LLAMA_ROUNDING, RMS_FEATURES
 
 TORCH_BACKENDS = ("reference", "eager", "torch")
 ROW_LENGTHS = (1, 3, 127, 1000, 4096)
@@ -126,13 +127,41 @@ def test_missing_feature_names_a_backend_that_has_it(backend, features):
         rms_norm(x, torch.ones(8), backend=backend, **features)
 
 
+# How a call asks for each optional RMSNorm feature the table names.
+FEATURE_REQUESTS = {
+    "weight": dict(),
+    "residual": dict(residual=torch.ones(2, 8)),
+    "offset": dict(offset=1.0),
+    "eps_placement='outside'": dict(eps_placement="outside"),
+    "partial": dict(partial=0.5),
+    LLAMA_ROUNDING: dict(casting_mode="llama"),
+}
+
+
+@pytest.mark.parametrize("backend", sorted(RMS_FEATURES))
+def test_every_feature_a_backend_lacks_in_the_table_is_refused_by_name(backend):
+    assert set(FEATURE_REQUESTS) == set().union(*RMS_FEATURES.values())
+    x, weight = torch.randn(2, 8), torch.ones(8)
+    for feature, request in FEATURE_REQUESTS.items():
+        if feature in RMS_FEATURES[backend]:
+            continue
+        with pytest.raises(functional.UnsupportedFeature, match=f"backend '{backend}' does not support {feature}"):
+            rms_norm(x, weight, backend=backend, **request)
+
+
+@pytest.mark.parametrize("backend", [name for name, entry in BACKEND_FEATURES.items() if "layer" not in entry.norms])
+def test_a_backend_without_layer_norm_in_the_table_refuses_it(backend):
+    with pytest.raises(functional.UnsupportedFeature, match=f"backend '{backend}' implements RMSNorm only"):
+        layer_norm(torch.randn(2, 8), backend=backend)
+
+
 def test_auto_never_picks_a_backend_without_the_feature(monkeypatch):
     small, large = torch.randn(2, 8), torch.empty(0, 8)
     monkeypatch.setattr(functional, "AUTO_CPU_COMPILE_MIN_NUMEL", 1 << 20)
     for cpp_takes_inputs in (False, True):
         for feature in ("partial", "eps_placement='outside'", "residual"):
             chosen = functional._auto_rms_backend(small, {feature}, cpp_takes_inputs)
-            assert feature in functional._RMS_FEATURES[chosen]
+            assert feature in RMS_FEATURES[chosen]
     assert functional._auto_rms_backend(small, set(), False) == "torch"
     assert functional._auto_rms_backend(small, {"partial"}, True) != "cpp"
     monkeypatch.setattr(functional, "AUTO_CPU_COMPILE_MIN_NUMEL", 0)

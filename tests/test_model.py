@@ -6,8 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from normlab.analysis.shared.stream import layer_statistics, ones_share, stream_statistics, write_mean_agreement
+from normlab.analysis.shared.stream import write_mean_agreement
 from normlab.gpt.model import GPT, GPTConfig, RotaryEmbedding
+from normlab.gpt.residual_stream import layer_statistics, ones_share, stream_statistics
 from normlab.norms.modules import LayerNorm, RMSNorm
 from tiny_gpt import ids, tiny
 

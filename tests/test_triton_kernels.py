@@ -13,15 +13,14 @@ import torch.nn.functional as F
 
 import normlab
 from normlab import layer_norm_reference, rms_norm_reference
-from normlab.norms.backends import triton as ops
-from normlab.norms.backends.triton import launch
+from normlab.norms.backends.triton import launch, triton_layer_norm, triton_rms_norm
 
 DEVICE = "cpu" if launch.INTERPRETED or not torch.cuda.is_available() else "cuda"
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 ROW_LENGTHS = (1, 3, 127, 1000, 4096)
 SMALL_LIMIT, SMALL_CHUNK, CHUNKED_LENGTH = 128, 64, 400  # 400 >= 3 x 128: the chunked kernels
 
-# Kernel paths: (name, keyword arguments for ops.*)
+# Kernel paths: (name, keyword arguments for triton_rms_norm / triton_layer_norm)
 RMS_PATHS = {"onchip": {}, "chunked": dict(onchip_limit=SMALL_LIMIT, chunk=SMALL_CHUNK)}
 LAYER_PATHS = {
     "onchip": {},
@@ -70,7 +69,7 @@ def test_chunked_forward_fp32(rows, monkeypatch):
     y = normlab.rms_norm(x, weight, backend="triton")
     assert relative_error(y, rms_norm_reference(x.double(), weight.double())) < 1e-5
     for stats in ("two_pass", "welford"):
-        y = ops.layer_norm(x, weight, bias, stats=stats)
+        y = triton_layer_norm(x, weight, bias, stats=stats)
         assert relative_error(y, layer_norm_reference(x.double(), weight.double(), bias.double())) < 1e-5
 
 
@@ -91,10 +90,10 @@ def test_rms_features_with_residual(path, features):
     x, residual = randn(3, d), randn(3, d)
     weight = features.pop("weight", randn(d) * 0.2)
     w64 = None if weight is None else weight.double()
-    y, s = ops.rms_norm(x, weight, residual=residual, **features, **RMS_PATHS[path])
+    y, s = triton_rms_norm(x, weight, residual=residual, **features, **RMS_PATHS[path])
     y_ref, s_ref = rms_norm_reference(x.double(), w64, residual=residual.double(), **features)
     assert relative_error(y, y_ref) < 1e-5 and relative_error(s, s_ref) < 1e-6
-    y = ops.rms_norm(x, weight, **features, **RMS_PATHS[path])
+    y = triton_rms_norm(x, weight, **features, **RMS_PATHS[path])
     assert relative_error(y, rms_norm_reference(x.double(), w64, **features)) < 1e-5
 
 
@@ -103,10 +102,10 @@ def test_layer_norm_with_residual_and_without_affine(path):
     torch.manual_seed(12)
     d = length_for(path)
     x, residual, weight, bias = randn(3, d), randn(3, d), randn(d), randn(d)
-    y, s = ops.layer_norm(x, weight, bias, residual=residual, **LAYER_PATHS[path])
+    y, s = triton_layer_norm(x, weight, bias, residual=residual, **LAYER_PATHS[path])
     y_ref, s_ref = layer_norm_reference(x.double(), weight.double(), bias.double(), residual=residual.double())
     assert relative_error(y, y_ref) < 1e-5 and relative_error(s, s_ref) < 1e-6
-    y = ops.layer_norm(x, None, None, **LAYER_PATHS[path])
+    y = triton_layer_norm(x, None, None, **LAYER_PATHS[path])
     assert relative_error(y, layer_norm_reference(x.double())) < 1e-5
 
 
@@ -123,7 +122,7 @@ def test_leading_dimensions_and_transposed_view():
     # A row-strided (sliced) view keeps its stride: no copy needed, still correct.
     wide = randn(4, 80)
     x = wide[:, :50]
-    assert relative_error(ops.rms_norm(x, weight), rms_norm_reference(x.double(), weight.double())) < 1e-5
+    assert relative_error(triton_rms_norm(x, weight), rms_norm_reference(x.double(), weight.double())) < 1e-5
 
 
 # ---------------------------------------------------------------- half precision
@@ -141,13 +140,13 @@ def test_half_precision_no_worse_than_twice_pytorch(dtype, weight_dtype, path):
 
     expected = rms_norm_reference(x.double(), weight.double())
     pytorch = relative_error(F.rms_norm(x, (d,), weight.to(dtype), 1e-6), expected)
-    y = ops.rms_norm(x, weight, **RMS_PATHS[path])
+    y = triton_rms_norm(x, weight, **RMS_PATHS[path])
     assert y.dtype == dtype and relative_error(y, expected) <= 2 * pytorch + floor
 
     expected = layer_norm_reference(x.double(), weight.double(), bias.double())
     pytorch = relative_error(F.layer_norm(x, (d,), weight.to(dtype), bias.to(dtype), 1e-5), expected)
     for layer_path in ("onchip",) if path == "onchip" else ("two_pass", "welford"):
-        y = ops.layer_norm(x, weight, bias, **LAYER_PATHS[layer_path])
+        y = triton_layer_norm(x, weight, bias, **LAYER_PATHS[layer_path])
         assert y.dtype == dtype and relative_error(y, expected) <= 2 * pytorch + floor
 
 
@@ -156,7 +155,7 @@ def test_half_precision_no_worse_than_twice_pytorch(dtype, weight_dtype, path):
 @pytest.mark.parametrize("path", ("onchip", "chunked"))
 def test_half_precision_forward_and_backward_with_and_without_residual(dtype, residual, path):
     # On CPU this runs in the interpreter, which normlab patches to compute bf16 in fp32 and round to
-    # nearest (ops._runtime.patch_interpreter_bf16); unpatched, bf16 x + residual came out NaN.
+    # nearest (normlab.norms.backends.triton._runtime.patch_interpreter_bf16); unpatched, bf16 x + residual came out NaN.
     torch.manual_seed(15)
     d = length_for(path)
     x, weight = randn(6, d, dtype=dtype, requires_grad=True), randn(d, dtype=dtype, requires_grad=True)
@@ -175,7 +174,7 @@ def test_half_precision_forward_and_backward_with_and_without_residual(dtype, re
         return y, torch.autograd.grad(y, leaves, dy)
 
     pytorch_y, pytorch_grads = pytorch_step()
-    out = ops.rms_norm(x, weight, residual=r, **RMS_PATHS[path])
+    out = triton_rms_norm(x, weight, residual=r, **RMS_PATHS[path])
     y = out[0] if residual else out
     grads = torch.autograd.grad(y, leaves, dy)
     assert y.dtype == dtype and torch.isfinite(y).all()
@@ -186,7 +185,7 @@ def test_half_precision_forward_and_backward_with_and_without_residual(dtype, re
     if residual:
         assert torch.equal(out[1], x + r)  # s rounded as the unfused add rounds it
 
-    layer_out = ops.layer_norm(
+    layer_out = triton_layer_norm(
         x, weight, weight, residual=r, **LAYER_PATHS["onchip" if path == "onchip" else "welford"]
     )
     layer_y = layer_out[0] if residual else layer_out
@@ -202,10 +201,10 @@ def test_interpreter_rounds_bf16_to_nearest():
     torch.manual_seed(16)
     x, weight = randn(64, 256, dtype=torch.bfloat16), randn(256, dtype=torch.bfloat16)
     rounded = rms_norm_reference(x.float(), weight.float()).to(torch.bfloat16)
-    y = ops.rms_norm(x, weight)
+    y = triton_rms_norm(x, weight)
     differ = (y != rounded).float().mean().item()
     assert differ < 0.01, f"{differ:.1%} of bf16 outputs differ from round-to-nearest"
-    s, s_expected = ops.rms_norm(x, weight, residual=x)[1], x + x
+    s, s_expected = triton_rms_norm(x, weight, residual=x)[1], x + x
     assert torch.equal(s, s_expected)
 
 
@@ -236,7 +235,7 @@ def test_rms_gradcheck_float64(case):
     def call(x, *rest):
         weight = rest[0] if with_weight else None
         residual = rest[-1] if with_residual else None
-        return ops.rms_norm(x, weight, eps=1e-3, residual=residual, **case)
+        return triton_rms_norm(x, weight, eps=1e-3, residual=residual, **case)
 
     assert torch.autograd.gradcheck(call, tuple(inputs))
 
@@ -248,10 +247,10 @@ def test_layer_gradcheck_float64(residual):
     weight, bias = randn(5, dtype=torch.float64, requires_grad=True), randn(5, dtype=torch.float64, requires_grad=True)
     if residual:
         r = randn(3, 5, dtype=torch.float64, requires_grad=True)
-        assert torch.autograd.gradcheck(lambda x, w, b, r: ops.layer_norm(x, w, b, residual=r), (x, weight, bias, r))
+        assert torch.autograd.gradcheck(lambda x, w, b, r: triton_layer_norm(x, w, b, residual=r), (x, weight, bias, r))
     else:
-        assert torch.autograd.gradcheck(lambda x, w, b: ops.layer_norm(x, w, b), (x, weight, bias))
-        assert torch.autograd.gradcheck(lambda x: ops.layer_norm(x), (x,))
+        assert torch.autograd.gradcheck(lambda x, w, b: triton_layer_norm(x, w, b), (x, weight, bias))
+        assert torch.autograd.gradcheck(lambda x: triton_layer_norm(x), (x,))
 
 
 @pytest.mark.parametrize("path", ("rms", "two_pass", "welford"))
@@ -265,12 +264,12 @@ def test_chunked_gradcheck_float64(path):
     )
     limits = dict(onchip_limit=4, chunk=4)
     if path == "rms":
-        call = lambda x, w, r: ops.rms_norm(
+        call = lambda x, w, r: triton_rms_norm(
             x, w, eps=1e-3, residual=r, offset=0.5, partial=0.7, eps_placement="outside", **limits
         )
         inputs = (x, weight, r)
     else:
-        call = lambda x, w, b, r: ops.layer_norm(x, w, b, residual=r, stats=path, **limits)
+        call = lambda x, w, b, r: triton_layer_norm(x, w, b, residual=r, stats=path, **limits)
         inputs = (x, weight, bias, r)
     assert torch.autograd.gradcheck(call, inputs, fast_mode=True)
 
@@ -296,12 +295,12 @@ def test_gradients_many_programs_fp32(path):
     as64 = lambda *ts: [t.double() for t in ts]
     x64, r64, w64, b64 = as64(x, r, weight, bias)
     check(
-        ops.rms_norm(x, weight, residual=r, offset=0.5, **limits),
+        triton_rms_norm(x, weight, residual=r, offset=0.5, **limits),
         rms_norm_reference(x64, w64, residual=r64, offset=0.5),
         (x, r, weight),
     )
     check(
-        ops.layer_norm(x, weight, bias, residual=r, **limits),
+        triton_layer_norm(x, weight, bias, residual=r, **limits),
         layer_norm_reference(x64, w64, b64, residual=r64),
         (x, r, weight, bias),
     )
@@ -316,7 +315,7 @@ def test_mean_dominated_layer_norm(path):
     d = length_for(path)
     x = 1e4 + randn(4, d)
     expected = layer_norm_reference(x.double())
-    assert relative_error(ops.layer_norm(x, **LAYER_PATHS[path]), expected) < 1e-2
+    assert relative_error(triton_layer_norm(x, **LAYER_PATHS[path]), expected) < 1e-2
     # The test can fail: the naive one-pass E[x^2] - E[x]^2 in fp32 misses by far more.
     naive_variance = (x * x).mean(-1, keepdim=True) - x.mean(-1, keepdim=True) ** 2
     naive = (x - x.mean(-1, keepdim=True)) * torch.rsqrt(naive_variance.clamp_min(0) + 1e-5)
@@ -341,11 +340,11 @@ def test_every_output_element_written(path, poisoned_outputs):
     rows = 37 if path == "onchip" else 9  # not a multiple of the tile height; more rows than programs
     x, r = randn(rows, d, requires_grad=True), randn(rows, d, requires_grad=True)
     weight, bias = randn(d, requires_grad=True), randn(d, requires_grad=True)
-    outputs = [ops.rms_norm(x, weight, residual=r, partial=0.5, **limits), ops.rms_norm(x, weight, **limits)]
+    outputs = [triton_rms_norm(x, weight, residual=r, partial=0.5, **limits), triton_rms_norm(x, weight, **limits)]
     for stats in ("two_pass", "welford"):
         outputs += [
-            ops.layer_norm(x, weight, bias, residual=r, stats=stats, **limits),
-            ops.layer_norm(x, weight, bias, stats=stats, **limits),
+            triton_layer_norm(x, weight, bias, residual=r, stats=stats, **limits),
+            triton_layer_norm(x, weight, bias, stats=stats, **limits),
         ]
     for output in outputs:
         tensors = output if isinstance(output, tuple) else (output,)
@@ -361,7 +360,7 @@ def test_nan_and_inf_stay_in_their_row(path):
     limits = {} if path == "onchip" else dict(onchip_limit=SMALL_LIMIT, chunk=SMALL_CHUNK)
     x = randn(4, d)
     x[1, 3], x[2, 5] = float("nan"), float("inf")
-    for y in (ops.rms_norm(x, randn(d), **limits), ops.layer_norm(x, randn(d), randn(d), **limits)):
+    for y in (triton_rms_norm(x, randn(d), **limits), triton_layer_norm(x, randn(d), randn(d), **limits)):
         assert torch.isfinite(y[[0, 3]]).all()
         assert not torch.isfinite(y[1]).any() and not torch.isfinite(y[2]).all()
 
@@ -370,13 +369,13 @@ def test_million_element_row():
     torch.manual_seed(21)
     n = 1_000_000
     x, weight = randn(1, n, requires_grad=True), randn(n)
-    y = ops.rms_norm(x, weight, chunk=1 << 16)  # longer than ONCHIP_LIMIT: the chunked kernels
+    y = triton_rms_norm(x, weight, chunk=1 << 16)  # longer than ONCHIP_LIMIT: the chunked kernels
     assert relative_error(y, rms_norm_reference(x.double(), weight.double())) < 1e-5
     (grad,) = torch.autograd.grad(y.sum(), x)
     x64 = x.detach().double().requires_grad_()
     (grad_ref,) = torch.autograd.grad(rms_norm_reference(x64, weight.double()).sum(), x64)
     assert relative_error(grad, grad_ref) < 1e-4
-    y = ops.layer_norm(x.detach(), weight, stats="welford", chunk=1 << 16)
+    y = triton_layer_norm(x.detach(), weight, stats="welford", chunk=1 << 16)
     assert relative_error(y, layer_norm_reference(x.detach().double(), weight.double())) < 1e-5
 
 
@@ -421,16 +420,16 @@ def test_cpu_tensor_without_interpreter_explains_triton_interpret(monkeypatch):
 
 def test_chunk_must_be_power_of_two():
     with pytest.raises(ValueError, match="chunk"):
-        ops.rms_norm(randn(2, 300), onchip_limit=128, chunk=48)
+        triton_rms_norm(randn(2, 300), onchip_limit=128, chunk=48)
     with pytest.raises(ValueError, match="stats"):
-        ops.layer_norm(randn(2, 30), stats="naive")
+        triton_layer_norm(randn(2, 30), stats="naive")
 
 
 # ---------------------------------------------------------------- eager route vs the custom ops
 
 
 def _through_custom_op(kind, x, weight, bias, residual, **limits):
-    """What ops.* returned before eager calls skipped the dispatcher: the custom op, with its autograd."""
+    """What triton_rms_norm / triton_layer_norm returned before eager calls skipped the dispatcher: the custom op, with its autograd."""
     onchip_limit, chunk = limits.get("onchip_limit", launch.ONCHIP_LIMIT), limits.get("chunk", launch.CHUNK)
     if kind == "rms":
         y, s, _ = torch.ops.normlab.rms_norm_forward(
@@ -462,9 +461,9 @@ def test_eager_route_bit_identical_to_custom_op(kind, path, residual):
         return [o.detach() for o in outs] + list(grads)
 
     if kind == "rms":
-        eager = lambda: ops.rms_norm(x, weight, residual=r, offset=0.5, **limits)  # noqa: E731
+        eager = lambda: triton_rms_norm(x, weight, residual=r, offset=0.5, **limits)  # noqa: E731
     else:
-        eager = lambda: ops.layer_norm(x, weight, bias, residual=r, stats="welford", **limits)  # noqa: E731
+        eager = lambda: triton_layer_norm(x, weight, bias, residual=r, stats="welford", **limits)  # noqa: E731
     ours, theirs = run(eager), run(lambda: _through_custom_op(kind, x, weight, bias, r, **limits))
     for a, b in zip(ours, theirs):
         assert a.dtype == b.dtype and torch.equal(a, b)
@@ -531,15 +530,15 @@ def test_fake_tensors_go_through_the_fake_impls():
 
     with FakeTensorMode():
         x, weight, r = torch.empty(4, 3, 16), torch.empty(16), torch.empty(4, 3, 16, dtype=torch.float64)
-        y, s = ops.rms_norm(x, weight, residual=r)
+        y, s = triton_rms_norm(x, weight, residual=r)
         assert y.shape == x.shape and y.dtype == torch.float32 and s.dtype == torch.float64
-        assert ops.layer_norm(x, weight, weight).shape == x.shape
+        assert triton_layer_norm(x, weight, weight).shape == x.shape
 
 
 @pytest.mark.parametrize("kind", ("rms", "layer"))
 def test_double_backward_refused_and_retain_graph_repeats(kind):
     x, weight = randn(3, 8, dtype=torch.float64, requires_grad=True), randn(8, dtype=torch.float64, requires_grad=True)
-    norm = (lambda: ops.rms_norm(x, weight)) if kind == "rms" else (lambda: ops.layer_norm(x, weight, weight))
+    norm = (lambda: triton_rms_norm(x, weight)) if kind == "rms" else (lambda: triton_layer_norm(x, weight, weight))
     (grad,) = torch.autograd.grad(norm().square().sum(), x, create_graph=True)
     with pytest.raises(RuntimeError, match=f"normlab.{kind}_norm_backward.*no autograd formula"):
         torch.autograd.grad(grad.sum(), x)

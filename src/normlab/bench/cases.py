@@ -48,26 +48,26 @@ def api_has_out(norm: str) -> bool:
     return "out" in inspect.signature(_norm_function(norm)).parameters
 
 
-# chunked LayerNorm statistics: our label -> the keyword normlab.norms.backends.triton.layer_norm takes
+# chunked LayerNorm statistics: our label -> the keyword normlab.norms.backends.triton.triton_layer_norm takes
 CHUNKED_STATISTICS = {"two-pass": "two_pass", "welford": "welford"}
 
 
 def chunked_layer_norm_api():
     """The kernels' LayerNorm entry point with a choice of chunked statistics, or (None, reason).
 
-    `normlab.norms.backends.triton.layer_norm(..., stats="two_pass" | "welford", onchip_limit=0)` forces the chunked
+    `normlab.norms.backends.triton.triton_layer_norm(..., stats="two_pass" | "welford", onchip_limit=0)` forces the chunked
     kernel at any row length; see the note at the top of normlab/norms/backends/triton/__init__.py.
     """
     try:
-        from normlab.norms.backends import triton as ops
+        from normlab.norms.backends import triton
     except ImportError as error:
         return None, f"normlab.norms.backends.triton (the Triton kernels) cannot be imported here: {error}"
-    function = getattr(ops, "layer_norm", None)
+    function = getattr(triton, "triton_layer_norm", None)
     parameters = inspect.signature(function).parameters if function is not None else {}
     if "stats" not in parameters or "onchip_limit" not in parameters:
         return (
             None,
-            "normlab.norms.backends.triton.layer_norm has no stats=/onchip_limit= choice (two-pass vs Welford) to compare",
+            "normlab.norms.backends.triton.triton_layer_norm has no stats=/onchip_limit= choice (two-pass vs Welford) to compare",
         )
     return function, tuple(CHUNKED_STATISTICS)
 
@@ -185,9 +185,9 @@ def make_call(case: Case) -> Callable:
         if case.norm == "layer":
             stats = CHUNKED_STATISTICS[options["statistics"]]
             return lambda x, weight, bias: function(x, weight, bias, 1e-5, stats=stats, onchip_limit=0)
-        from normlab.norms.backends import triton as ops
+        from normlab.norms.backends.triton import triton_rms_norm
 
-        return lambda x, weight: ops.rms_norm(x, weight, 1e-6, onchip_limit=0)
+        return lambda x, weight: triton_rms_norm(x, weight, 1e-6, onchip_limit=0)
     norm = _norm_function(case.norm)
     backend = case.backend
     if case.direction == "forward":

@@ -32,11 +32,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from normlab.norms import functional
+from normlab.norms.backends.features import BACKEND_FEATURES, BACKENDS, NORMS, backend_choices, lacking_norm
 from normlab.norms.dyt import DyT, check_alpha_init
 from normlab.norms.modules import LayerNorm, RMSNorm
 
-NORMS = ("rms", "layer", "dyt")
 # pre: x + f(norm(x)); post: norm(x + f(x)); peri: x + norm_out(f(norm(x))) (Gemma 2/3, Peri-LN);
 # post-sublayer: x + norm(f(x)) (OLMo 2).
 PLACEMENTS = ("pre", "post", "peri", "post-sublayer")
@@ -89,7 +88,7 @@ class GPTConfig:
         _choice("placement", self.placement, PLACEMENTS)
         _choice("mlp", self.mlp, MLPS)
         _choice("positions", self.positions, POSITIONS)
-        _choice("norm_backend", self.norm_backend, functional.BACKENDS)
+        _choice("norm_backend", self.norm_backend, BACKENDS)
         if self.positions == "rope" and self.head_dim % 2:
             raise ValueError(
                 f"RoPE rotates channel pairs, so the head size width/heads={self.head_dim} must be even; "
@@ -119,14 +118,11 @@ class GPTConfig:
             check_alpha_init(self.dyt_alpha)
         except ValueError as error:
             raise ValueError(f"GPTConfig.dyt_alpha: {error}") from None
-        if self.norm == "dyt" and self.norm_backend == "triton":
+        missing = lacking_norm(self.norm_backend, self.norm)  # qk_norm's RMSNorm: every backend has one
+        if missing is not None:
             raise ValueError(
-                "GPTConfig.norm='dyt' has no Triton kernel; set norm_backend to 'auto', 'torch' or 'compile'"
-            )
-        if self.norm != "rms" and self.norm_backend == "cpp":
-            raise ValueError(
-                f"GPTConfig.norm_backend='cpp' is an RMSNorm kernel and norm is {self.norm!r}; "
-                "set norm_backend to 'auto', 'torch' or 'compile'"
+                f"GPTConfig.norm_backend={self.norm_backend!r} is {BACKEND_FEATURES[self.norm_backend].summary} "
+                f"and norm is {self.norm!r}: {missing}; set norm_backend to {backend_choices(self.norm)}"
             )
         if self.depth_scaling:
             if self.placement not in TRUNK_IDENTITY_PLACEMENTS:

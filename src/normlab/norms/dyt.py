@@ -20,7 +20,8 @@ Backends, as for the norms:
     compile    torch.compile of the composite (inductor fuses it into one loop)
     auto       torch
 
-There is no Triton kernel; asking for one raises an error naming the backends that exist.
+There is no Triton or C++ kernel (normlab.norms.backends.features); asking for one raises an error naming
+the backends that exist.
 """
 
 from __future__ import annotations
@@ -32,13 +33,17 @@ import numbers
 import torch
 from torch import nn
 
-DYT_BACKENDS = ("reference", "eager", "torch", "compile", "auto")
+from normlab.norms.backends.features import BACKENDS, backend_choices, backends_for, norm_refusal
+from normlab.norms.validation import statistics_dtype
+
+DYT_BACKENDS = backends_for("dyt")
 DEFAULT_ALPHA_INIT = 0.5
 
 
 def _check_backend(backend) -> None:
-    if backend == "triton":
-        raise ValueError("DyT has no Triton kernel; use backend='torch', 'compile', 'reference' or 'auto'")
+    refusal = norm_refusal(backend, "dyt") if backend in BACKENDS else None
+    if refusal is not None:
+        raise ValueError(f"{refusal}; use backend={backend_choices('dyt')}")
     if backend not in DYT_BACKENDS:
         raise ValueError(f"unknown DyT backend {backend!r}; valid backends: {', '.join(DYT_BACKENDS)}")
 
@@ -85,7 +90,7 @@ def _composite(x, alpha, weight, bias):
 def dyt_reference(x: torch.Tensor, alpha, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None):
     """The specification, computed in at least float32 (float64 stays float64) and cast back to x's dtype."""
     _check_args(x, alpha, weight, bias)
-    compute = torch.promote_types(x.dtype, torch.float32)
+    compute = statistics_dtype(x.dtype)
     cast = lambda t: None if t is None else t.to(compute)
     alpha = cast(alpha) if isinstance(alpha, torch.Tensor) else float(alpha)
     return _composite(x.to(compute), alpha, cast(weight), cast(bias)).to(x.dtype)

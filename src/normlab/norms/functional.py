@@ -10,6 +10,7 @@
 
 A backend asked for a feature it lacks raises `UnsupportedFeature` (a
 ValueError) naming the backends that have it; nothing falls back silently.
+What each backend implements is one table, normlab.norms.backends.features.
 """
 
 from __future__ import annotations
@@ -20,8 +21,16 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from normlab.norms.backends import compiled, composite
-from normlab.norms.backends import cpp as cpu
+from normlab.norms.backends import compiled, composite, cpp
+from normlab.norms.backends.features import (
+    BACKENDS,
+    LLAMA_ROUNDING,
+    RMS_FEATURES,
+    backend_choices,
+    norm_refusal,
+    requested_rms_features,
+    rms_feature_refusal,
+)
 from normlab.norms.reference import layer_norm_reference, rms_norm_reference
 from normlab.norms.validation import (
     check_casting_mode,
@@ -31,22 +40,6 @@ from normlab.norms.validation import (
     resolve_eps,
     sum_dtype,
 )
-
-BACKENDS = ("reference", "eager", "torch", "compile", "triton", "cpp", "auto")
-
-# Which optional RMSNorm features each backend implements. HuggingFace's norms
-# and F.rms_norm put ε inside the square root over the whole row, so they have
-# no "outside" placement and no partial RMS. The offset gain (Gemma) is a
-# weight pre-add that any backend can do. LayerNorm features are universal.
-_ALL_RMS_FEATURES = frozenset({"weight", "residual", "offset", "eps_placement='outside'", "partial"})
-_RMS_FEATURES = {
-    "reference": _ALL_RMS_FEATURES,
-    "eager": frozenset({"weight", "residual", "offset"}),
-    "torch": frozenset({"weight", "residual", "offset"}),
-    "compile": _ALL_RMS_FEATURES,
-    "triton": _ALL_RMS_FEATURES,
-    "cpp": _ALL_RMS_FEATURES - {"partial"},
-}
 
 # On CPU, auto sends float32/float64 RMSNorm to the hand-written kernel (normlab.norms.backends.cpp): one pass each way,
 # and no slower than F.rms_norm even for one row of 4096 (measured by the speed chapter's small-batch and
@@ -76,48 +69,29 @@ def _check_backend(backend) -> None:
         raise ValueError(f"unknown backend {backend!r}; valid backends: {', '.join(BACKENDS)}")
 
 
-def _requested_rms_features(weight, residual, offset, eps_placement, partial) -> set[str]:
-    requested = set()
-    if weight is not None:
-        requested.add("weight")
-    if residual is not None:
-        requested.add("residual")
-    if offset != 0:
-        requested.add("offset")
-    if eps_placement == "outside":
-        requested.add("eps_placement='outside'")
-    if partial != 1.0:
-        requested.add("partial")
-    return requested
-
-
 def _require_rms_features(backend: str, requested: set[str]) -> None:
-    missing = requested - _RMS_FEATURES[backend]
-    if missing:
-        having = [name for name, features in _RMS_FEATURES.items() if requested <= features]
-        raise UnsupportedFeature(
-            f"backend {backend!r} does not support {', '.join(sorted(missing))}; "
-            f"use backend={having[0]!r} (also: {', '.join(having[1:])}) or backend='auto'"
-        )
+    refusal = rms_feature_refusal(backend, requested)
+    if refusal is not None:
+        raise UnsupportedFeature(refusal)
 
 
 # ---------------------------------------------------------------- triton
 
 
-def _ops():
+def _triton_backend():
     try:
-        from normlab.norms.backends import triton as ops
+        from normlab.norms.backends import triton
     except ImportError as error:  # triton is an optional dependency
         raise ImportError(
             f"backend='triton' needs the triton package ({error}); install it with `pip install \"normlab[triton]\"`, or pick another backend"
         ) from error
-    return ops
+    return triton
 
 
 @functools.cache
 def _triton_importable() -> bool:
     try:
-        _ops()
+        _triton_backend()
     except ImportError:
         return False
     return True
@@ -145,7 +119,7 @@ def _run_compiled(kind: str, x, *args):
                 x.reshape(-1, n), weight, bias, None if residual is None else residual.reshape(-1, n), *rest
             )
         return y.reshape(x.shape), (None if s is None else s.reshape(x.shape))
-    return (compiled.rms_norm if kind == "rms" else compiled.layer_norm)(x, *args)
+    return (compiled.compiled_rms_norm if kind == "rms" else compiled.compiled_layer_norm)(x, *args)
 
 
 # Signatures (dtypes and flags) that this machine failed to compile, with the reason; auto uses native ops for them.
@@ -176,11 +150,11 @@ def _auto_rms_backend(x: torch.Tensor, requested: set[str], cpp_takes_inputs: bo
     """cpp_takes_inputs: normlab.norms.backends.cpp.supports() found nothing to refuse in the tensors' devices and dtypes."""
     if x.device.type == "cuda" and _triton_importable():
         return "triton"
-    if cpp_takes_inputs and requested <= _RMS_FEATURES["cpp"] and cpu.available():
+    if cpp_takes_inputs and requested <= RMS_FEATURES["cpp"] and cpp.available():
         return "cpp"
     if x.device.type == "cpu" and x.numel() >= AUTO_CPU_COMPILE_MIN_NUMEL:
         return "compile"
-    if requested <= _RMS_FEATURES["torch"]:
+    if requested <= RMS_FEATURES["torch"]:
         return "torch"
     return "compile" if x.device.type == "cuda" else "reference"
 
@@ -202,7 +176,7 @@ _DTYPES_DOC = """
     in flash-attention: a bf16 model can carry its residual stream in fp32),
     and the norm is computed from s as stored. Without a residual,
     residual_in_fp32 has no effect. Statistics are computed in float32 for
-    half inputs and float64 for float64 (normlab.norms.reference.statistics_dtype).
+    half inputs and float64 for float64 (normlab.norms.validation.statistics_dtype).
 """
 
 
@@ -260,11 +234,11 @@ def rms_norm(
     if casting_mode is None:
         casting_mode = "llama" if backend == "eager" and not offset else "none"
     s_dtype = sum_dtype(x, residual, residual_in_fp32)
-    requested = _requested_rms_features(weight, residual, offset, eps_placement, partial)
+    requested = requested_rms_features(weight, residual, offset, eps_placement, partial)
     llama = casting_mode == "llama" and weight is not None
     k = None if partial == 1.0 else partial_size(x.shape[-1], partial)
     compiled_args = (x, weight, residual, float(eps), float(offset), eps_placement == "inside", k, s_dtype, llama)
-    cpp_refusal = cpu.supports(x, weight, residual, s_dtype) if backend in ("cpp", "auto") else None
+    cpp_refusal = cpp.supports(x, weight, residual, s_dtype) if backend in ("cpp", "auto") else None
     if backend == "auto":
         backend = _auto_rms_backend(x, requested, cpp_refusal is None)
         if backend == "compile":
@@ -281,17 +255,14 @@ def rms_norm(
             if out is not None:
                 y, s = out
                 return (y, s) if residual is not None else y
-            backend = "torch" if requested <= _RMS_FEATURES["torch"] else "reference"
-        if backend == "triton" and llama:
-            backend = (
-                "compile"  # the kernels round once (casting_mode "none"); llama's extra rounding is the composite's
-            )
+            backend = "torch" if requested <= RMS_FEATURES["torch"] else "reference"
+        if llama and LLAMA_ROUNDING not in RMS_FEATURES[backend]:
+            backend = "compile"  # the Triton kernels round once; llama's extra rounding is the composite's
     _require_rms_features(backend, requested)
-    if llama and backend == "triton":
-        raise UnsupportedFeature(
-            "backend 'triton' does not support casting_mode='llama'; use backend='compile', 'eager', "
-            "'torch' or 'reference' (or 'auto')"
-        )
+    if llama:
+        # Apart from `requested`: eager's default is LLaMA's rounding, so a backend that lacks only that
+        # still has the features asked for; and auto routes and caches compiled signatures without it.
+        _require_rms_features(backend, requested | {LLAMA_ROUNDING})
 
     if backend == "reference":
         return rms_norm_reference(
@@ -306,8 +277,10 @@ def rms_norm(
             casting_mode=casting_mode,
         )
     if backend == "triton":
-        # arguments were validated above: the unchecked entry point saves the kernels' host time a second round
-        return _ops().rms_norm_checked(x, weight, eps, residual, offset, eps_placement, partial, residual_in_fp32)
+        # arguments were validated above: the prevalidated entry point saves the kernels' host time a second round
+        return _triton_backend().triton_rms_norm_prevalidated(
+            x, weight, eps, residual, offset, eps_placement, partial, residual_in_fp32
+        )
     if backend == "cpp":
         if cpp_refusal is not None:
             raise UnsupportedFeature(
@@ -318,7 +291,7 @@ def rms_norm(
         y, s = (
             _run_compiled("rms", *compiled_args)
             if torch.compiler.is_compiling()
-            else cpu.rms_norm(x, weight, residual, float(eps), float(offset), eps_placement == "inside")
+            else cpp.cpp_rms_norm(x, weight, residual, float(eps), float(offset), eps_placement == "inside")
         )
         return (y, s) if residual is not None else y
     if backend == "compile":
@@ -345,18 +318,16 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, *, residual=None, residual_i
     eps = resolve_eps(eps, x)
     check_layer_args(x, weight, bias, eps, residual)
     s_dtype = sum_dtype(x, residual, residual_in_fp32)
-    if backend == "cpp":
-        raise UnsupportedFeature(
-            "backend 'cpp' implements RMSNorm only (on CPU, PyTorch's native LayerNorm is already "
-            "one pass each way); use backend='torch' or 'auto'"
-        )
+    refusal = norm_refusal(backend, "layer")
+    if refusal is not None:
+        raise UnsupportedFeature(f"{refusal}; use backend={backend_choices('layer')}")
     if backend == "auto":
         backend = _auto_layer_backend(x)
 
     if backend == "reference":
         return layer_norm_reference(x, weight, bias, eps, residual=residual, residual_in_fp32=residual_in_fp32)
     if backend == "triton":
-        return _ops().layer_norm_checked(x, weight, bias, eps, residual, residual_in_fp32)
+        return _triton_backend().triton_layer_norm_prevalidated(x, weight, bias, eps, residual, residual_in_fp32)
     if backend == "compile":
         y, s = _run_compiled("layer", x, weight, bias, residual, float(eps), s_dtype)
         return (y, s) if residual is not None else y

@@ -2,7 +2,7 @@
 
 Every faster backend is tested against these functions evaluated in float64.
 They favour clarity over speed: statistics are computed in at least float32
-(float64 stays float64), and the result is cast back to x's dtype.
+(float64 stays float64; validation.statistics_dtype), and the result is cast back to x's dtype.
 
     LayerNorm:  y = (x - mean(x)) / sqrt(var(x) + eps) * weight + bias
     RMSNorm:    y = x / sqrt(mean(x_[:k]^2) + eps) * (offset + weight)      eps "inside"
@@ -26,16 +26,9 @@ from normlab.norms.validation import (
     check_rms_args,
     partial_size,
     resolve_eps,
+    statistics_dtype,
     sum_dtype,
 )
-
-
-def statistics_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype every backend computes statistics in: float32 for half inputs, float64 stays float64."""
-    return torch.promote_types(dtype, torch.float32)
-
-
-_statistics_dtype = statistics_dtype
 
 
 def rms_norm_reference(
@@ -57,7 +50,7 @@ def rms_norm_reference(
     s_dtype = sum_dtype(x, residual, residual_in_fp32)
     if residual is not None:
         x = x.to(s_dtype) + residual.to(s_dtype)
-    compute = _statistics_dtype(x.dtype)
+    compute = statistics_dtype(x.dtype)
     xc = x.to(compute)
     k = partial_size(x.shape[-1], partial)
     mean_square = xc[..., :k].pow(2).mean(dim=-1, keepdim=True)
@@ -89,7 +82,7 @@ def layer_norm_reference(
     s_dtype = sum_dtype(x, residual, residual_in_fp32)
     if residual is not None:
         x = x.to(s_dtype) + residual.to(s_dtype)
-    compute = _statistics_dtype(x.dtype)
+    compute = statistics_dtype(x.dtype)
     xc = x.to(compute)
     mean = xc.mean(dim=-1, keepdim=True)
     centred = xc - mean

@@ -1,7 +1,8 @@
-"""Argument checks shared by every norm implementation.
+"""Argument checks and dtype rules shared by every norm implementation.
 
-Every backend calls these before touching memory, so a bad call fails with a
-message naming the argument and the fix, and nothing is written.
+Every backend calls the checks before touching memory, so a bad call fails with a
+message naming the argument and the fix, and nothing is written. The dtype rules
+(statistics_dtype, sum_dtype) live here once, so every backend computes in the same dtypes.
 """
 
 from __future__ import annotations
@@ -13,6 +14,12 @@ EPS_PLACEMENTS = ("inside", "outside")
 # "gemma" is the same path (transformers' GemmaRMSNorm), "llama" rounds the normalised row to
 # x's dtype before the gain, as transformers' LlamaRMSNorm does.
 CASTING_MODES = ("none", "gemma", "llama")
+
+
+def statistics_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype every backend computes statistics in: float32 for half inputs, float64 stays float64
+    (so gradcheck is exact). The reference, the composite, compiled and Triton backends and DyT all ask here."""
+    return torch.promote_types(dtype, torch.float32)
 
 
 def check_input(x: torch.Tensor, name: str = "x") -> None:
@@ -79,7 +86,7 @@ def resolve_eps(eps, x: torch.Tensor):
             f"eps=None means torch.finfo(x.dtype).eps, which needs a floating x, got {dtype}; "
             "pass eps explicitly or cast x to a floating dtype"
         )
-    return torch.finfo(torch.promote_types(x.dtype, torch.float32)).eps
+    return torch.finfo(statistics_dtype(x.dtype)).eps
 
 
 def check_casting_mode(casting_mode: str | None) -> None:
@@ -98,6 +105,7 @@ def sum_dtype(x: torch.Tensor, residual: torch.Tensor | None, residual_in_fp32: 
     if residual is None:
         return x.dtype
     dtype = torch.promote_types(x.dtype, residual.dtype)
+    # residual_in_fp32's own rule (flash-attention's), not the statistics dtype: it only raises a half sum.
     return torch.promote_types(dtype, torch.float32) if residual_in_fp32 else dtype
 
 

@@ -34,7 +34,10 @@ import types
 
 import torch
 
-from normlab.norms.reference import statistics_dtype
+from normlab.norms.backends._renamed import renamed_attributes
+from normlab.norms.validation import statistics_dtype
+
+__getattr__ = renamed_attributes(__name__, {"rms_norm": "compiled_rms_norm", "layer_norm": "compiled_layer_norm"})
 
 _LOCK = threading.Lock()
 _CACHE: dict[tuple, object] = {}
@@ -348,7 +351,7 @@ def _rows(t, n_features):
     return None if t is None else t.reshape(-1, n_features).contiguous()
 
 
-def rms_norm(
+def compiled_rms_norm(
     x, weight, residual, eps: float, offset: float, eps_inside: bool, k: int | None, s_dtype: torch.dtype, llama: bool
 ):
     """(y, s or None) through the compiled forward and backward; inputs of any rank are seen as 2-D."""
@@ -364,7 +367,8 @@ def rms_norm(
     return y.reshape(shape), (None if s is None else s.reshape(shape))
 
 
-def layer_norm(x, weight, bias, residual, eps: float, s_dtype: torch.dtype):
+def compiled_layer_norm(x, weight, bias, residual, eps: float, s_dtype: torch.dtype):
+    """(y, s or None) through the compiled forward and backward; inputs of any rank are seen as 2-D."""
     shape, n = x.shape, x.shape[-1]
     if x.numel() == 0:
         y, s, _, _ = layer_forward_math(x.reshape(0, n), weight, bias, _rows(residual, n), eps, s_dtype)

@@ -16,17 +16,14 @@ from __future__ import annotations
 
 import torch
 
-from normlab.norms.reference import statistics_dtype
-
-# fp16/bf16 statistics in fp32; float64 stays float64 so gradcheck is exact.
-_compute_dtype = statistics_dtype
+from normlab.norms.validation import statistics_dtype
 
 
 def rms_norm_hf(
     s: torch.Tensor, weight: torch.Tensor | None, eps: float, offset: float, llama: bool = False
 ) -> torch.Tensor:
     """HuggingFace's RMSNorm ops: LLaMA/T5's rounding order with llama=True, else Gemma's (gain in fp32, one rounding)."""
-    s32 = s.to(_compute_dtype(s.dtype))
+    s32 = s.to(statistics_dtype(s.dtype))
     normalised = s32 * torch.rsqrt(s32.pow(2).mean(-1, keepdim=True) + eps)
     if weight is None:
         return normalised.to(s.dtype)
@@ -42,7 +39,7 @@ def layer_norm_unfused(
     s: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float
 ) -> torch.Tensor:
     """LayerNorm as separate mean, centred variance, normalise, affine ops."""
-    s32 = s.to(_compute_dtype(s.dtype))
+    s32 = s.to(statistics_dtype(s.dtype))
     centred = s32 - s32.mean(-1, keepdim=True)
     y = centred * torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + eps)
     if weight is not None:

@@ -34,6 +34,10 @@ from pathlib import Path
 
 import torch
 
+from normlab.norms.backends._renamed import renamed_attributes
+
+__getattr__ = renamed_attributes(__name__, {"rms_norm": "cpp_rms_norm"})
+
 SOURCE = Path(__file__).with_name("rms_norm.cpp")
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-std=c++17", "-shared", "-fPIC")
 DTYPES = (torch.float32, torch.float64)
@@ -267,7 +271,7 @@ def supports(x, weight, residual, s_dtype) -> str | None:
     return None
 
 
-def rms_norm(x, weight, residual, eps: float, offset: float, eps_inside: bool):
+def cpp_rms_norm(x, weight, residual, eps: float, offset: float, eps_inside: bool):
     """(y, s or None) through the kernel, with autograd; inputs of any rank are seen as 2-D."""
     shape, n = x.shape, x.shape[-1]
     rows = lambda t: None if t is None else t.reshape(-1, n).contiguous()  # noqa: E731

@@ -2,8 +2,8 @@
 
 Entry points (for the speed study and other callers)
 -----------------------------------------------------
-* ``rms_norm(x, weight, eps, *, residual, offset, eps_placement, partial, onchip_limit=None, chunk=None)``
-  and ``layer_norm(x, weight, bias, eps, *, residual, stats="welford", onchip_limit=None, chunk=None)``:
+* ``triton_rms_norm(x, weight, eps, *, residual, offset, eps_placement, partial, onchip_limit=None, chunk=None)``
+  and ``triton_layer_norm(x, weight, bias, eps, *, residual, stats="welford", onchip_limit=None, chunk=None)``:
   differentiable (autograd through the registered backward op) and torch.compile-able. Same results
   as ``normlab.rms_norm(..., backend="triton")``, plus the kernel-selection keywords:
 
@@ -17,8 +17,8 @@ Entry points (for the speed study and other callers)
     streams it once (per-chunk statistics merged with Chan et al.'s update) and once to normalise.
     The on-chip kernel ignores it (the row is read once either way).
 
-* ``rms_norm_checked`` / ``layer_norm_checked``: the same, positional, for a caller that has already
-  validated the arguments (normlab.norms.functional), so they are not checked twice.
+* ``triton_rms_norm_prevalidated`` / ``triton_layer_norm_prevalidated``: the same, positional, for a caller
+  that has already validated the arguments (normlab.norms.functional), so they are not checked twice.
 
 * ``launch.rms_forward(...)`` / ``launch.layer_forward(...)`` and the ``*_backward`` functions: the bare
   launchers without autograd, returning the saved statistics too; the cheapest thing to time.
@@ -49,11 +49,27 @@ except ImportError as error:  # an optional dependency: say which extra brings i
         'install it with `pip install "normlab[triton]"`, or use another backend (e.g. "auto", "compile", "torch")'
     ) from error
 
+from normlab.norms.backends._renamed import renamed_attributes
 from normlab.norms.backends.triton import custom_ops, launch
 from normlab.norms.backends.triton._runtime import check_triton_device
 from normlab.norms.validation import check_layer_args, check_rms_args, partial_size, resolve_eps, sum_dtype
 
-__all__ = ["launch", "layer_norm", "layer_norm_checked", "rms_norm", "rms_norm_checked"]
+__all__ = [
+    "launch",
+    "triton_layer_norm",
+    "triton_layer_norm_prevalidated",
+    "triton_rms_norm",
+    "triton_rms_norm_prevalidated",
+]
+__getattr__ = renamed_attributes(
+    __name__,
+    {
+        "rms_norm": "triton_rms_norm",
+        "layer_norm": "triton_layer_norm",
+        "rms_norm_checked": "triton_rms_norm_prevalidated",
+        "layer_norm_checked": "triton_layer_norm_prevalidated",
+    },
+)
 
 
 def _common_dtype(x: torch.Tensor, residual: torch.Tensor | None, residual_in_fp32: bool):
@@ -71,7 +87,7 @@ def _limits(onchip_limit, chunk):
     )
 
 
-def rms_norm(
+def triton_rms_norm(
     x,
     weight=None,
     eps=1e-6,
@@ -89,15 +105,15 @@ def rms_norm(
     y has x's dtype; s has sum_dtype(x, residual, residual_in_fp32) (see normlab.norms.functional.rms_norm)."""
     eps = resolve_eps(eps, x)
     check_rms_args(x, weight, eps, residual, offset, eps_placement, partial)
-    return rms_norm_checked(
+    return triton_rms_norm_prevalidated(
         x, weight, eps, residual, offset, eps_placement, partial, residual_in_fp32, onchip_limit, chunk
     )
 
 
-def rms_norm_checked(
+def triton_rms_norm_prevalidated(
     x, weight, eps, residual, offset, eps_placement, partial, residual_in_fp32=False, onchip_limit=None, chunk=None
 ):
-    """rms_norm for a caller that has already run resolve_eps and validation.check_rms_args on these arguments
+    """triton_rms_norm for a caller that has already run resolve_eps and validation.check_rms_args on these arguments
     (normlab.norms.functional does): the same result without checking them a second time."""
     check_triton_device(x, launch.INTERPRETED)
     out_dtype = x.dtype
@@ -111,7 +127,7 @@ def rms_norm_checked(
     return (y, s) if residual is not None else y
 
 
-def layer_norm(
+def triton_layer_norm(
     x,
     weight=None,
     bias=None,
@@ -123,16 +139,16 @@ def layer_norm(
     onchip_limit=None,
     chunk=None,
 ):
-    """LayerNorm with the Triton kernels; returns y, or (y, x + residual) when `residual` is given (dtypes as rms_norm)."""
+    """LayerNorm with the Triton kernels; returns y, or (y, x + residual) when `residual` is given (dtypes as triton_rms_norm)."""
     eps = resolve_eps(eps, x)
     check_layer_args(x, weight, bias, eps, residual)
-    return layer_norm_checked(x, weight, bias, eps, residual, residual_in_fp32, stats, onchip_limit, chunk)
+    return triton_layer_norm_prevalidated(x, weight, bias, eps, residual, residual_in_fp32, stats, onchip_limit, chunk)
 
 
-def layer_norm_checked(
+def triton_layer_norm_prevalidated(
     x, weight, bias, eps, residual, residual_in_fp32=False, stats="welford", onchip_limit=None, chunk=None
 ):
-    """layer_norm for a caller that has already run resolve_eps and validation.check_layer_args."""
+    """triton_layer_norm for a caller that has already run resolve_eps and validation.check_layer_args."""
     if stats not in launch.LAYER_STATS:
         raise ValueError(f"stats must be one of {launch.LAYER_STATS}, got {stats!r}")
     check_triton_device(x, launch.INTERPRETED)

@@ -30,10 +30,11 @@ import torch
 from torch import Tensor
 
 from normlab.norms.backends.triton import launch
+from normlab.norms.validation import statistics_dtype
 
 
 def _stats_like(x: Tensor) -> Tensor:
-    return x.new_empty(x.shape[:-1], dtype=launch.compute_dtype(x.dtype))
+    return x.new_empty(x.shape[:-1], dtype=statistics_dtype(x.dtype))
 
 
 def _maybe_like(present: bool, t: Tensor) -> Tensor:

@@ -25,7 +25,7 @@ from normlab.norms.backends.triton._runtime import (
     patch_interpreter_for_numpy_2_4,
     warps_for,
 )
-from normlab.norms.reference import statistics_dtype
+from normlab.norms.validation import statistics_dtype
 
 # 16K fp32 values per row is 32 values per thread at 16 warps: the most that
 # stays in registers on current NVIDIA parts without spilling.
@@ -51,9 +51,6 @@ if INTERPRETED:
 def _empty(shape, dtype, device) -> torch.Tensor:
     # Every output goes through here, so tests can poison (NaN-fill) them.
     return torch.empty(shape, dtype=dtype, device=device)
-
-
-compute_dtype = statistics_dtype  # one rule for every backend (normlab.norms.reference)
 
 
 def _rows(t: torch.Tensor, n_features: int) -> torch.Tensor:
@@ -141,7 +138,7 @@ def rms_forward(
     n_rows = x2.shape[0]
     y = _empty(x.shape, x.dtype, x.device)
     s = _empty(x.shape, x.dtype, x.device) if residual is not None else x.new_empty(0)
-    ms = _empty(x.shape[:-1], compute_dtype(x.dtype), x.device)
+    ms = _empty(x.shape[:-1], statistics_dtype(x.dtype), x.device)
     if n_rows == 0:
         return y, s, ms
     w = x2 if weight is None else weight.contiguous()
@@ -206,7 +203,7 @@ def rms_backward(
 ):
     """Returns (dx, dweight); dx also includes ds (the gradient reaching s = x + residual directly)."""
     n_features, s2, dy2, ds2, dx = _prepare_backward(dy, ds, s)
-    n_rows, stats = s2.shape[0], compute_dtype(s.dtype)
+    n_rows, stats = s2.shape[0], statistics_dtype(s.dtype)
     if n_rows == 0:
         return dx, (torch.zeros_like(weight) if weight is not None else s.new_empty(0))
     w = s2 if weight is None else weight.contiguous()
@@ -278,8 +275,8 @@ def layer_forward(
     n_rows = x2.shape[0]
     y = _empty(x.shape, x.dtype, x.device)
     s = _empty(x.shape, x.dtype, x.device) if residual is not None else x.new_empty(0)
-    mean = _empty(x.shape[:-1], compute_dtype(x.dtype), x.device)
-    rstd = _empty(x.shape[:-1], compute_dtype(x.dtype), x.device)
+    mean = _empty(x.shape[:-1], statistics_dtype(x.dtype), x.device)
+    rstd = _empty(x.shape[:-1], statistics_dtype(x.dtype), x.device)
     if n_rows == 0:
         return y, s, mean, rstd
     w = x2 if weight is None else weight.contiguous()
@@ -333,7 +330,7 @@ def layer_forward(
 def layer_backward(dy, ds, s, weight, mean, rstd, has_bias: bool, onchip_limit: int = ONCHIP_LIMIT, chunk: int = CHUNK):
     """Returns (dx, dweight, dbias); empty tensors stand for absent parameters."""
     n_features, s2, dy2, ds2, dx = _prepare_backward(dy, ds, s)
-    n_rows, stats = s2.shape[0], compute_dtype(s.dtype)
+    n_rows, stats = s2.shape[0], statistics_dtype(s.dtype)
     param_dtype = weight.dtype if weight is not None else s.dtype
     if n_rows == 0:
         zeros = lambda present: (
