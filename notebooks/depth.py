@@ -38,6 +38,7 @@ from IPython.display import Markdown
 
 from normlab.analysis import depth as D
 from normlab.analysis.figures import depth as figures
+from normlab.analysis.shared.runs import training_devices
 from normlab.gpt.corpus import load_corpus
 from normlab.study import Results
 from normlab.study.present import claims_box, table, verdict_table
@@ -45,7 +46,7 @@ from normlab.study.present import claims_box, table, verdict_table
 warnings.filterwarnings("ignore", category=UserWarning, module="seaborn")
 warnings.filterwarnings("ignore", category=FutureWarning)
 P = D.settings_for(profile)
-devices = D.training_devices(profile)
+devices = training_devices(profile)
 torch.set_num_threads(1)
 sns.set_theme(style="whitegrid")
 results = Results("depth", profile, results_dir)

@@ -35,6 +35,7 @@ from IPython.display import Markdown
 
 from normlab.analysis import quality as Q
 from normlab.analysis.figures import quality as figures
+from normlab.analysis.shared.runs import training_devices
 from normlab.gpt.corpus import load_corpus
 from normlab.study import Results
 from normlab.study.present import claims_box, table, verdict_table
@@ -43,7 +44,7 @@ from normlab.study.results import load_evidence
 warnings.filterwarnings("ignore", category=UserWarning, module="seaborn")
 warnings.filterwarnings("ignore", category=FutureWarning)
 settings = Q.settings_for(profile)
-devices = Q.training_devices(profile)
+devices = training_devices(profile)
 device = "cuda" if devices else "cpu"
 torch.set_num_threads(1)
 sns.set_theme(style="whitegrid")

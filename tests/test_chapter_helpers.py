@@ -10,7 +10,8 @@ from normlab.analysis.depth import job_outcome
 from normlab.analysis.shared.paired import paired_difference
 from normlab.analysis.shared.parity import equivalence_verdict, interval_text, ratio_with_spread
 from normlab.analysis.shared.runs import final_drop, flat_eval_every
-from normlab.analysis.shared.stream import find_numbers, layer_statistics, outlier_statistics
+from normlab.analysis.shared.stream import find_numbers
+from normlab.gpt.residual_stream import layer_statistics, outlier_statistics
 
 
 def test_equivalence_verdict_follows_the_interval():

@@ -13,6 +13,7 @@ from matplotlib.collections import PathCollection  # noqa: E402
 
 from normlab.analysis import depth as D  # noqa: E402
 from normlab.analysis.figures import depth as F  # noqa: E402
+from normlab.analysis.shared.runs import training_devices  # noqa: E402
 
 MARGIN = 0.02
 B17_RULE = dict(spread_limit=10.0, exponent_tolerance=0.2)
@@ -73,7 +74,7 @@ def test_settings_for_validates_the_depths():
         D.settings_for("tpu")
     settings = D.settings_for("smoke")
     assert settings["init_depths"] == [1, 2, 4] and settings is not D.PROFILES["smoke"]
-    assert D.training_devices("cpu") is None
+    assert training_devices("cpu") is None
 
 
 def test_exponent_table_sets_both_initialisations_side_by_side():

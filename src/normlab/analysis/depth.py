@@ -352,14 +352,6 @@ def settings_for(profile: str) -> dict:
     return settings
 
 
-def training_devices(profile: str) -> list[str] | None:
-    """The GPUs the trainings run on, one run per GPU; None (the CPU workers) outside the gpu profile."""
-    gpus = torch.cuda.device_count() if profile == "gpu" else 0
-    if profile == "gpu" and not gpus:
-        raise ValueError("the gpu profile needs CUDA; run with profile='cpu' on this machine")
-    return [f"cuda:{i}" for i in range(gpus)] or None
-
-
 # {pre, post} x {RMSNorm, LayerNorm}, the four models of the chapter.
 CONFIGS = {
     f"{placement}-{norm}": {"norm": norm, "placement": placement}

@@ -21,8 +21,9 @@ from normlab.analysis.shared.minilm import MiniLM, model_dir, stdlib_docstrings
 from normlab.analysis.shared.paired import paired_difference
 from normlab.analysis.shared.parity import equivalence_verdict, interval_text, ratio_with_spread
 from normlab.analysis.shared.runs import flat_eval_every, train_job
-from normlab.analysis.shared.stream import deepest_value, mean_projection_effect, stream_report, stream_statistics
+from normlab.analysis.shared.stream import deepest_value, mean_projection_effect, stream_report
 from normlab.gpt.model import GPT, GPTConfig
+from normlab.gpt.residual_stream import stream_statistics
 from normlab.gpt.train import TrainConfig, compare_step_times, train
 from normlab.runtime.parallel import run_parallel
 from normlab.study import decide
@@ -89,14 +90,6 @@ def settings_for(profile: str) -> dict:
     if settings["width"] % settings["heads"]:
         raise ValueError(f"heads must divide width for profile {profile!r}: {settings}")
     return settings
-
-
-def training_devices(profile: str) -> list[str]:
-    """The GPUs the trainings run on, one run per GPU: none (the CPU) outside the gpu profile."""
-    gpus = torch.cuda.device_count() if profile == "gpu" else 0
-    if profile == "gpu" and not gpus:
-        raise ValueError("the gpu profile needs CUDA; run with profile='cpu' on this machine")
-    return [f"cuda:{i}" for i in range(gpus)]
 
 
 def corpus_table(info: dict) -> pd.DataFrame:

@@ -15,10 +15,20 @@ from __future__ import annotations
 
 import math
 
+import torch
+
 from normlab.gpt.corpus import load_corpus
 from normlab.gpt.model import GPTConfig
 from normlab.gpt.train import TrainConfig, train
 from normlab.runtime.parallel import worker_device
+
+
+def training_devices(profile: str) -> list[str] | None:
+    """The GPUs the trainings run on, one run per GPU; None (the CPU workers) outside the gpu profile."""
+    gpus = torch.cuda.device_count() if profile == "gpu" else 0
+    if profile == "gpu" and not gpus:
+        raise ValueError("the gpu profile needs CUDA; run with profile='cpu' on this machine")
+    return [f"cuda:{i}" for i in range(gpus)] or None
 
 
 def flat_eval_every(steps: int) -> int:

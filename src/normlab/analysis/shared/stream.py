@@ -2,7 +2,7 @@
 writes move the mean together, does the network use the mean component, and reading other chapters' numbers.
 
 The per-layer statistics themselves (ones_share, offset_share, outliers) live in `normlab.gpt.residual_stream`, beside the
-model, because the training loop records them; they are re-exported here for the chapters.
+model, because the training loop records them.
 """
 
 from __future__ import annotations
@@ -12,11 +12,7 @@ from collections.abc import Sequence
 
 import torch
 
-from normlab.gpt.residual_stream import (
-    outlier_statistics,  # noqa: F401 (re-exported)
-    stream_statistics,
-    token_means,
-)
+from normlab.gpt.residual_stream import stream_statistics, token_means
 
 
 def write_mean_agreement(stream: Sequence[torch.Tensor]) -> dict[str, float]:
