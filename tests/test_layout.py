@@ -133,10 +133,9 @@ importlib.machinery.PathFinder.find_spec = _hidden
 """
 
 
-def _run(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", BLOCKER.format(blocked=NOT_IN_CORE) + code], capture_output=True, text=True, timeout=300
-    )
+def _run(code: str, *, core_only: bool = True) -> subprocess.CompletedProcess:
+    prelude = BLOCKER.format(blocked=NOT_IN_CORE) if core_only else ""
+    return subprocess.run([sys.executable, "-c", prelude + code], capture_output=True, text=True, timeout=300)
 
 
 def test_a_core_install_imports_the_whole_norm_library():
@@ -155,8 +154,13 @@ def test_the_testbed_without_its_extra_names_the_extra():
     assert done.returncode != 0 and 'pip install "normlab[gpt]"' in done.stderr, done.stderr
 
 
+def test_the_analyses_without_their_extra_name_the_extra():
+    done = _run("import normlab.analysis.jacobians")
+    assert done.returncode != 0 and 'pip install "normlab[study]"' in done.stderr, done.stderr
+
+
 def test_an_old_module_path_names_the_new_one():
     done = _run("from normlab import ops")
     assert "normlab.ops moved to normlab.norms.backends.triton" in done.stderr, done.stderr
-    done = _run("import normlab.analysis.paired")
+    done = _run("import normlab.analysis.paired", core_only=False)
     assert "moved to normlab.analysis.shared.paired" in done.stderr, done.stderr
