@@ -25,46 +25,29 @@ profile = "smoke"
 results_dir = "build/results"
 
 # %% tags=["remove-cell"]
-import os
 import warnings
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown, display
 
-from normlab import bench
 from normlab.analysis import speed as claims
-from normlab.bench import provenance, report
-from normlab.study import Results, paths
-from normlab.study.present import claims_box, empty_figure, table, verdict_table
+from normlab.analysis.figures import speed as figures
+from normlab.bench import report
+from normlab.study import Results
+from normlab.study.present import claims_box, table, verdict_table
 from normlab.study.results import load_evidence
 
 warnings.filterwarnings("ignore", message=".*TF32.*")  # torch's notice on CPU-only machines, not about these numbers
-
-SETTINGS = {"smoke": {"bench_profile": "smoke"}, "cpu": {"bench_profile": "cpu"}, "gpu": {"bench_profile": "gpu"}}
-if profile not in SETTINGS:
-    raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(SETTINGS)}")
-settings = SETTINGS[profile]
-
+bench_profile = claims.bench_profile(profile)
 # Thresholds the verdicts use (stated here, before measuring; applied in normlab.analysis.speed)
 EQUAL_TIME = 0.10  # |1 - t_rms/t_ln| below this: "the same speed" (A5, Q2)
 EXTRA_PASS = 0.5  # LN needs "one more pass" if its best effective passes exceed RMS's by at least this (A7, B8)
 WELFORD_EQUAL = 0.5  # Welford LN "one pass like RMS" if their effective passes differ by less than this (B9)
 MEMORY_BOUND = 0.5  # an op is bandwidth bound if it reaches at least this fraction of copy bandwidth (A10)
 WORTH_IT = 0.05  # pRMSNorm "saves time" if it cuts full RMSNorm's time by at least this (Q3)
-for name, value in {
-    "EQUAL_TIME": EQUAL_TIME,
-    "EXTRA_PASS": EXTRA_PASS,
-    "WELFORD_EQUAL": WELFORD_EQUAL,
-    "MEMORY_BOUND": MEMORY_BOUND,
-    "WORTH_IT": WORTH_IT,
-}.items():
-    if not 0 < value < 1:
-        raise ValueError(f"{name} must lie in (0, 1), got {value}")
-# Committed GPU results live in data/; NORMLAB_GPU_BENCH_DIR points elsewhere (the tests use it).
-gpu_results_dir = Path(os.environ.get("NORMLAB_GPU_BENCH_DIR", paths.ROOT / "data"))
+claims.check_thresholds(EQUAL_TIME, EXTRA_PASS, WELFORD_EQUAL, MEMORY_BOUND, WORTH_IT)
 sns.set_theme(style="whitegrid", context="notebook")
 
 # %% tags=["remove-input"]
@@ -72,17 +55,8 @@ claims_box(["A5", "A7", "A8", "A10", "B6", "B8", "B9", "B10", "Q2", "Q3"])
 
 # %% tags=["remove-cell"]
 results = Results("speed", profile, results_dir)
-document = bench.run(settings["bench_profile"])
-bench_file = bench.save(document, Path(results_dir).parent / "bench" / f"speed-{settings['bench_profile']}.json")
-df = report.frame(document)
-hw = document["hardware"]
-where = f"{hw['gpu'] or hw['cpu']} ({hw['cpu_cores']} CPU cores), torch {document['versions']['torch']}"
-unstable_list = claims.unstable_cases(df)
-timed = report.measured(df)
-live = provenance.measured(document)
-committed = provenance.committed(gpu_results_dir)
-gpu_runs = claims.gpu_evidence(live, committed)  # the deciding GPU run first; empty: this run decides alone
-gpu = gpu_runs[0] if gpu_runs else None
+run = claims.measure(bench_profile, Path(results_dir).parent / "bench", claims.gpu_results_dir())
+df, live, gpu_runs, gpu = run.df, run.live, run.gpu_runs, run.gpu
 
 # %% [markdown]
 # (speed-method)=
@@ -106,31 +80,17 @@ gpu = gpu_runs[0] if gpu_runs else None
 
 # %% tags=["remove-input"]
 agreement = report.copy_agreement(df)
-agreeing = int(agreement["agree within spread"].sum()) if not agreement.empty else 0
-Markdown(
-    f"Measured on {where}, {document['started']}, in {document['wall_s']:.0f} s: {len(timed)} cases timed, "
-    f"{int(timed.get('remeasured', pd.Series(dtype=bool)).fillna(False).astype(bool).sum())} re-measured, "
-    f"**{len(unstable_list)} left unstable** and excluded; {agreeing} of {len(agreement)} same-path pairs agree "
-    f"within their spread (the {{ref}}`same-path table <tab-speed-same-path>`). "
-    + (
-        f"The verdicts also weigh {len(gpu_runs)} GPU run(s), decided on {gpu.hardware}, "
-        f"{'this run' if gpu is live else gpu.source} (commit {gpu.commit}; {{ref}}`speed-gpu`)."
-        if gpu is not None
-        else "No GPU run is committed, so the verdicts rest on this run alone."
-    )
-)
+Markdown(claims.measurement_text(run, agreement))
 
 # %% tags=["remove-input", "hide-output"]
-if agreement.empty:
-    display(Markdown("No same-path pairs were timed in this run."))
-else:
-    display(
-        table(
-            agreement,
-            caption="Identical code paths timed twice in this run (auto and the backend it runs; a copy "
-            "and its repeat). 'ratio' is the first over the second.",
-        )
+display(
+    claims.table_or_note(
+        agreement,
+        "No same-path pairs were timed in this run.",
+        caption="Identical code paths timed twice in this run (auto and the backend it runs; a copy "
+        "and its repeat). 'ratio' is the first over the second.",
     )
+)
 
 # %% [markdown]
 # (tab-speed-same-path)=
@@ -138,44 +98,13 @@ else:
 # its median time and spread, fraction of copy bandwidth and effective passes.
 
 # %% tags=["remove-input", "hide-output"]
-cases = timed.assign(
-    **{"time (ms)": timed["median_s"] * 1e3, "sd (ms)": timed["median_s"] * timed.get("relative_sd", 0) * 1e3}
-)
-table(
-    cases[
-        [
-            "study",
-            "norm",
-            "implementation",
-            "direction",
-            "dtype",
-            "rows",
-            "d",
-            "mode",
-            "time (ms)",
-            "sd (ms)",
-            "fraction_of_copy",
-            "effective_passes",
-            "unstable",
-        ]
-    ]
-)
+table(claims.cases_frame(run.timed))
 
 # %% [markdown]
 # The cases that could not be timed here, and those left unstable after re-measuring, folded:
 
 # %% tags=["remove-input", "hide-output"]
-skipped = report.skipped(df)
-Markdown(
-    "\n".join(
-        [
-            f"- **{r.status}** ({r.cases} cases: {r.implementations}; {r.studies}): {r.reason}"
-            for r in skipped.itertuples()
-        ]
-        + [f"- **unstable**: {line}" for line in unstable_list]
-        or ["Every case was timed and stable."]
-    )
-)
+Markdown(claims.skipped_text(df, run.unstable))
 
 # %% [markdown]
 # (speed-ratio)=
@@ -188,29 +117,12 @@ Markdown(
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "t_LayerNorm / t_RMSNorm per implementation across the row length d, forward pass at the training batch (unstable cases left out). Above 1: RMSNorm is faster. What to see: the spread between implementations, against the small gap between the two norms within a fused implementation.", "name": "fig-speed-ratio"}}
 ratios = report.ln_rms_ratios(df)
-sweep = ratios[(ratios["study"] == "sweep") & (ratios["mode"] == "alloc")]
-if sweep.empty:
-    empty_figure("no stable forward case was timed for both norms in this run")
-else:
-    grid = sns.relplot(
-        data=sweep,
-        x="d",
-        y="ratio_ln_over_rms",
-        hue="implementation",
-        style="dtype",
-        kind="line",
-        markers=True,
-        height=4,
-        aspect=1.6,
-    )
-    grid.set(xscale="log", xlabel="row length d (features)", ylabel="t_LayerNorm / t_RMSNorm (ratio)")
-    grid.refline(y=1.0, color="grey")
+figures.ratio_figure(claims.forward_sweep(ratios))
 plt.show()
 
 # %% tags=["remove-input"]
-training = claims.training_ratios(df)
 table(
-    report.implementation_summary(training),
+    report.implementation_summary(claims.training_ratios(df)),
     caption="Per implementation, over the training-batch shapes (forward and forward+backward, stable cases): the median "
     "LN/RMS time ratio and the median share of LayerNorm's time RMSNorm saves, each with its run-to-run sd.",
 )
@@ -225,27 +137,7 @@ table(
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Fraction of copy bandwidth reached by each implementation, forward pass at the training batch, per norm. What to see: the fused implementations sit near 1 for both norms; the unfused composites sit far below, and RMSNorm's composite below LayerNorm's native op.", "name": "fig-speed-bandwidth"}}
 stable_cases = report.stable(df)
-bandwidth = stable_cases[
-    (stable_cases["study"] == "sweep") & (stable_cases["norm"] != "copy") & (stable_cases["mode"] == "alloc")
-]
-if bandwidth.empty:
-    empty_figure("no stable forward case was timed in this run")
-else:
-    grid = sns.relplot(
-        data=bandwidth,
-        x="d",
-        y="fraction_of_copy",
-        hue="implementation",
-        col="norm",
-        style="dtype",
-        kind="line",
-        markers=True,
-        height=3.8,
-        aspect=1.2,
-    )
-    grid.set(xscale="log", xlabel="row length d (features)", ylabel="fraction of copy (clone) bandwidth")
-    for ax in grid.axes.flat:
-        ax.axhline(1.0, color="grey", lw=1)
+figures.bandwidth_figure(claims.forward_norm_cases(stable_cases))
 plt.show()
 
 # %% [markdown]
@@ -258,13 +150,13 @@ plt.show()
 # (x, y, dy, dx, the parameters and statistics: at least five tensor passes), and LN/RMS with its sd.
 
 # %% tags=["remove-input"]
-backward = report.backward_vs_copies(df)
-if backward.empty:
-    display(Markdown("Forward+backward under auto was not timed in this profile."))
-else:
-    display(
-        table(backward, caption="Forward+backward, backend auto, float32, against two timings of a same-size clone.")
+display(
+    claims.table_or_note(
+        report.backward_vs_copies(df),
+        "Forward+backward under auto was not timed in this profile.",
+        caption="Forward+backward, backend auto, float32, against two timings of a same-size clone.",
     )
+)
 
 # %% [markdown]
 # (tab-speed-backward)=
@@ -282,81 +174,23 @@ else:
 
 
 # %% tags=["remove-input"]
-def _run_name(m):
-    return "this run" if m is live else m.source
-
-
-if gpu is None:
-    display(
-        Markdown(
-            "**No GPU run is committed** (no `data/gpu-bench*.json`), so every verdict below rests on this "
-            "run alone, and the GPU figures are empty."
-        )
-    )
-else:
-    lines = []
-    for m in gpu_runs:
-        timed_there = report.measured(m.frame)
-        backends = ", ".join(sorted(timed_there["backend"].dropna().unique()))
-        role = "decides the verdicts" if m is gpu else "checks them"
-        lines.append(
-            f"- **{_run_name(m)}** ({role}): measured on {m.label}. Backends timed: {backends}. "
-            f"{len(timed_there)} cases timed, **{m.unstable_count} left unstable** after re-measuring and "
-            "excluded from every summary and verdict (listed, folded, at the end of this section)."
-        )
-    display(Markdown("GPU runs weighed by the verdicts, the newest first:\n\n" + "\n".join(lines)))
-gpu_ratios = (
-    pd.concat([report.ln_rms_ratios(m.frame).assign(run=_run_name(m)) for m in gpu_runs], ignore_index=True)
-    if gpu_runs
-    else pd.DataFrame(columns=["study", "mode", "run"])
-)
-gpu_stable = (
-    pd.concat([report.stable(m.frame).assign(run=_run_name(m)) for m in gpu_runs], ignore_index=True)
-    if gpu_runs
-    else pd.DataFrame(columns=["study", "norm", "mode", "run"])
-)
+display(Markdown(claims.gpu_runs_text(gpu_runs, live)))
+gpu_ratios, gpu_stable = claims.gpu_frames(gpu_runs, live)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "GPU: t_LayerNorm / t_RMSNorm per implementation across the row length d, forward pass at the training batch, float32 and bfloat16 (columns), one row per GPU run (unstable cases left out; hardware and commits in the title). Above 1: RMSNorm is faster. What to see: whether the gap survives in the fused kernels (triton, compile, torch's native ops) or only in the composites built from separate ops (eager, reference), and how far two runs of the same profile agree.", "name": "fig-speed-gpu-ratio"}}
-gpu_sweep = gpu_ratios[(gpu_ratios["study"] == "sweep") & (gpu_ratios["mode"] == "alloc")]
-if gpu_sweep.empty:
-    empty_figure("no GPU run is committed" if gpu is None else "no stable GPU forward case was timed for both norms")
-else:
-    grid = sns.relplot(
-        data=gpu_sweep,
-        x="d",
-        y="ratio_ln_over_rms",
-        hue="implementation",
-        hue_order=sorted(gpu_sweep["implementation"].unique()),
-        row="run",
-        col="dtype",
-        col_order=sorted(gpu_sweep["dtype"].unique(), reverse=True),
-        kind="line",
-        marker="o",
-        height=3.2,
-        aspect=1.3,
-    )
-    grid.set(xscale="log", xlabel="row length d (features)", ylabel="t_LayerNorm / t_RMSNorm (ratio)")
-    grid.refline(y=1.0, color="grey")
-    grid.figure.suptitle(f"{gpu.hardware}; commits: " + ", ".join(sorted({m.commit for m in gpu_runs})), y=1.02)
+gpu_sweep = claims.forward_sweep(gpu_ratios)
+figures.gpu_ratio_figure(gpu_sweep, gpu_runs)
 plt.show()
 
 # %% tags=["remove-input"]
 if gpu is not None:
     display(
-        Markdown(
-            "Forward at the training batch, the median t_LN/t_RMS over d, per GPU run: "
-            + " ".join(
-                f"**{run}**: {report.describe_medians(report.implementation_summary(group, by=('implementation', 'dtype')))}."
-                for run, group in gpu_sweep.groupby("run", sort=False)
-            )
-        )
-    )
-    display(
+        Markdown(claims.gpu_sweep_text(gpu_sweep)),
         table(
-            report.compare_runs(claims.training_subset(gpu_ratios), by=("implementation", "direction", "dtype")),
+            claims.gpu_run_comparison(gpu_ratios),
             caption="GPU: per implementation, direction and dtype, over d at the training batch (stable cases): the "
             "median LN/RMS time ratio in each run, with its run-to-run sd (from the repeats within that run).",
-        )
+        ),
     )
 
 # %% [markdown]
@@ -367,31 +201,7 @@ if gpu is not None:
 # implementation leaves that regime.
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "GPU: fraction of copy (clone) bandwidth reached by each implementation, forward pass at the training batch, per norm (columns) and GPU run (rows); unstable cases left out. 1 is a same-size copy timed in the same run; the dotted line is MEMORY_BOUND. What to see: the fused implementations reach the same fraction for both norms once d is large enough to be memory bound; the composites stay far below.", "name": "fig-speed-gpu-bandwidth"}}
-gpu_bandwidth = gpu_stable[
-    (gpu_stable["study"] == "sweep") & (gpu_stable["norm"] != "copy") & (gpu_stable["mode"] == "alloc")
-]
-if gpu_bandwidth.empty:
-    empty_figure("no GPU run is committed" if gpu is None else "no stable GPU forward case was timed")
-else:
-    grid = sns.relplot(
-        data=gpu_bandwidth,
-        x="d",
-        y="fraction_of_copy",
-        hue="implementation",
-        hue_order=sorted(gpu_bandwidth["implementation"].unique()),
-        col="norm",
-        row="run",
-        style="dtype",
-        kind="line",
-        markers=True,
-        height=3.2,
-        aspect=1.3,
-    )
-    grid.set(xscale="log", xlabel="row length d (features)", ylabel="fraction of copy bandwidth")
-    for ax in grid.axes.flat:
-        ax.axhline(1.0, color="grey", lw=1)
-        ax.axhline(MEMORY_BOUND, color="grey", lw=1, ls=":")
-    grid.figure.suptitle(f"{gpu.hardware}", y=1.02)
+figures.gpu_bandwidth_figure(claims.forward_norm_cases(gpu_stable), gpu_runs, MEMORY_BOUND)
 plt.show()
 
 # %% [markdown]
@@ -402,21 +212,7 @@ plt.show()
 # dtype and d; an empty cell is a shape where one of the two norms stayed unstable and is left out.
 
 # %% tags=["remove-input"]
-gpu_backward = (
-    report.ratio_grid(gpu_ratios, "backward", rows=("implementation", "dtype", "run"))
-    if gpu is not None
-    else pd.DataFrame()
-)
-if gpu_backward.empty:
-    display(Markdown("No stable GPU forward+backward pair to show."))
-else:
-    display(
-        table(
-            gpu_backward,
-            caption=f"GPU ({gpu.hardware}): forward+backward t_LN / t_RMS per implementation, "
-            "dtype, run and d, at the training batch (stable cases; — : unstable).",
-        )
-    )
+display(claims.gpu_backward_display(gpu_ratios, gpu))
 
 # %% [markdown]
 # (speed-gpu-small)=
@@ -425,63 +221,14 @@ else:
 # With 1–16 rows a call moves a few kilobytes, so its fixed cost decides its latency.
 
 # %% tags=["remove-input"]
-gpu_small = gpu_ratios[gpu_ratios["study"] == "small-batch"]
-if gpu_small.empty:
-    display(Markdown("No stable GPU small-batch pair to show."))
-else:
-    display(
-        table(
-            gpu_small.assign(**{"t_LN (µs)": gpu_small["t_ln_s"] * 1e6, "t_RMS (µs)": gpu_small["t_rms_s"] * 1e6})
-            .sort_values(["implementation", "dtype", "rows", "run"])[
-                [
-                    "implementation",
-                    "dtype",
-                    "rows",
-                    "d",
-                    "run",
-                    "t_LN (µs)",
-                    "t_RMS (µs)",
-                    "ratio_ln_over_rms",
-                    "saving",
-                    "saving_sd",
-                ]
-            ]
-            .astype({"rows": str, "d": str}),  # shapes, not quantities: no significant-figure rounding
-            caption=f"GPU ({gpu.hardware}): small-batch latency per implementation and run (stable cases).",
-        )
-    )
+display(claims.gpu_small_batch_display(gpu_ratios, gpu))
 
 # %% [markdown]
 # The GPU's long-row (chunked) kernels and partial RMSNorm, which the pass and pRMSNorm verdicts use, and the
 # GPU cases left unstable, folded:
 
 # %% tags=["remove-input", "hide-output"]
-if gpu is None:
-    display(Markdown("No GPU run is committed."))
-else:
-    gpu_chunked = gpu_stable[gpu_stable["study"].isin(["chunked", "partial"])]
-    if not gpu_chunked.empty:
-        display(
-            table(
-                gpu_chunked.assign(**{"time (ms)": gpu_chunked["median_s"] * 1e3})[
-                    ["run", "study", "implementation", "rows", "d", "time (ms)", "fraction_of_copy", "effective_passes"]
-                ].astype({"rows": str, "d": str}),
-                caption=f"GPU ({gpu.hardware}): chunked kernels (rows too long for one program) and full vs partial RMSNorm, "
-                "forward, float32, per run (stable cases).",
-            )
-        )
-    display(
-        Markdown(
-            "\n".join(
-                [
-                    f"- **unstable** ({_run_name(m)}): {line}"
-                    for m in gpu_runs
-                    for line in claims.unstable_cases(m.frame)
-                ]
-                or ["Every GPU case was stable."]
-            )
-        )
-    )
+display(*claims.gpu_chunked_display(gpu_stable, gpu_runs, live))
 
 # %% [markdown]
 # (speed-passes)=
@@ -498,29 +245,13 @@ else:
 # ({ref}`speed-gpu`), whose runs decide these verdicts where they exist.
 
 # %% tags=["remove-input"]
-census = report.census(df)
-if census.empty:
-    display(Markdown("No pass census was recorded in this run."))
-else:
-    shown = census[
-        [
-            "study",
-            "norm",
-            "implementation",
-            "direction",
-            "dtype",
-            "traced_passes",
-            "traced_count",
-            "profiler_count",
-            "ops_agree",
-            "effective_passes",
-        ]
-    ]
-    display(
-        table(
-            shown, caption="Traced full-size passes and op counts (trace vs profiler), and the effective passes timed."
-        )
+display(
+    claims.table_or_note(
+        claims.census_frame(df),
+        "No pass census was recorded in this run.",
+        caption="Traced full-size passes and op counts (trace vs profiler), and the effective passes timed.",
     )
+)
 
 # %% [markdown]
 # (tab-speed-census)=
@@ -586,13 +317,7 @@ Markdown(f"**A10** — {a10.verdict}: {a10.summary}\n\n**Q2** — {q2.verdict}: 
 # on the median over stable points.
 
 # %% tags=["remove-input"]
-small = ratios[ratios["study"] == "small-batch"]
-table(
-    small.assign(**{"t_LN (µs)": small["t_ln_s"] * 1e6, "t_RMS (µs)": small["t_rms_s"] * 1e6})[
-        ["implementation", "dtype", "rows", "d", "t_LN (µs)", "t_RMS (µs)", "ratio_ln_over_rms", "saving", "saving_sd"]
-    ],
-    caption="Small-batch latency per implementation (stable cases).",
-)
+table(claims.small_batch_frame(ratios), caption="Small-batch latency per implementation (stable cases).")
 
 # %% [markdown]
 # (tab-speed-small)=
@@ -614,13 +339,7 @@ Markdown(f"**B10** — {b10.verdict}: {b10.summary}")
 # barely changes.
 
 # %% tags=["remove-input"]
-partial = stable_cases[stable_cases["study"] == "partial"]
-table(
-    partial.assign(**{"time (ms)": partial["median_s"] * 1e3})[
-        ["implementation", "rows", "d", "time (ms)", "fraction_of_copy", "effective_passes"]
-    ],
-    caption="Full and partial RMSNorm, forward, float32 (stable cases).",
-)
+table(claims.partial_frame(stable_cases), caption="Full and partial RMSNorm, forward, float32 (stable cases).")
 
 # %% tags=["remove-cell"]
 estimate_error = claims.partial_rms_estimate_error(4096, 0.0625)
@@ -649,28 +368,9 @@ Markdown(f"**Q3** — {q3.verdict}: {q3.summary}")
 # (transcribed from the paper's results table in issue 10, not checked here).
 
 # %% tags=["remove-input"]
-paper = claims.paper_rows_frame()
-narang = claims.narang_row()
-paper = pd.concat(
-    [
-        paper,
-        pd.DataFrame(
-            [
-                {
-                    "source": "Narang et al. 2021, T5-base (loss 1.821 vs 1.838)",
-                    "model": "T5-base",
-                    "norm": "RMS Norm",
-                    "time saving": narang["saving"],
-                    "speed-up (×)": narang["speedup"],
-                    "faster by": narang["speedup"] - 1,
-                }
-            ]
-        ),
-    ],
-    ignore_index=True,
-)
 table(
-    paper, caption="Running-time savings reported in the literature (as transcribed; not checked against the papers)."
+    claims.literature_frame(),
+    caption="Running-time savings reported in the literature (as transcribed; not checked against the papers).",
 )
 
 # %% [markdown]
@@ -690,31 +390,7 @@ _ = b6.record(results, "B6", "speed-paper")
 
 
 # %% tags=["remove-input"]
-def _part(name, ran, summary):
-    return f"- {name}: " + (summary if ran else "**has not run**, so this part is missing from the verdict.")
-
-
-Markdown(
-    "\n".join(
-        [
-            "Model-level parts read from the other chapters' evidence:",
-            _part(
-                "quality chapter (step time, B6)",
-                model_level["quality_ran"],
-                model_level["quality_summary"] or "no summary",
-            ),
-            _part(
-                "realmodels chapter (norms' share of a real model's time)",
-                model_level["realmodels_ran"],
-                model_level["realmodels_summary"] or "no summary",
-            ),
-            "",
-            f"**A8** — {a8.verdict}: {a8.summary}",
-            "",
-            f"**B6** — {b6.verdict}: {b6.summary}",
-        ]
-    )
-)
+Markdown(claims.model_level_text(model_level, a8, b6))
 
 # %% [markdown]
 # ## Verdicts

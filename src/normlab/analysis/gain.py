@@ -39,6 +39,14 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from normlab.analysis.shared.paired import paired_difference
+from normlab.analysis.shared.parity import interval_text
+from normlab.analysis.shared.runs import flat_eval_every, train_job
+from normlab.gpt.model import GPT, GPTConfig
+from normlab.runtime.parallel import run_parallel
+from normlab.study import decide
+from normlab.study.findings import Finding
+
 GROUPS = ("W1", "g", "W2")
 OPTIMIZERS = ("sgd", "sgdm", "adamw")
 
@@ -613,3 +621,588 @@ def effective_update(model, batch, factors, *, optimizer: str = "adam", lr: floa
                 total += float(((w1 * g1).double() - e0).norm() / e0.norm())
         rows.append({"optimizer": optimizer, "factor": a, "via_W": via_w, "via_g": via_g, "total": total})
     return pd.DataFrame(rows)
+
+
+# ---- the chapter, section by section ----------------------------------------------------------------
+#
+# The functions below are the gain chapter's steps, in the order the chapter runs them. Each takes the
+# thresholds the chapter states in its prose as arguments, and the B15 verdict is built from their results.
+
+PROFILES = {
+    "smoke": dict(
+        scan_norms=[0.5, 1, 2, 4],
+        scan_steps=2,
+        schedule_steps=20,
+        equilibrium_steps=150,
+        width=32,
+        depth=1,
+        context=16,
+        batch=4,
+        trained_steps=10,
+        sweep_steps=20,
+        lr=3e-3,
+        gain_decays=[0.0, 30.0],
+        seeds=2,
+        factors=[0.25, 0.5, 1, 2, 4],
+    ),
+    "cpu": dict(
+        scan_norms=[0.5, 1, 2, 4, 8],
+        scan_steps=4,
+        schedule_steps=200,
+        equilibrium_steps=1500,
+        width=48,
+        depth=2,
+        context=32,
+        batch=8,
+        trained_steps=200,
+        sweep_steps=300,
+        lr=3e-3,
+        gain_decays=[0.0, 1.0, 10.0, 30.0],
+        seeds=5,
+        factors=[0.25, 0.5, 0.71, 1, 1.41, 2, 4],
+    ),
+    "gpu": dict(
+        scan_norms=[0.25, 0.5, 1, 2, 4, 8],
+        scan_steps=8,
+        schedule_steps=500,
+        equilibrium_steps=4000,
+        width=256,
+        depth=6,
+        context=128,
+        batch=32,
+        trained_steps=1500,
+        sweep_steps=1000,
+        lr=1e-3,
+        gain_decays=[0.0, 1.0, 10.0, 30.0],
+        seeds=8,
+        factors=[0.25, 0.5, 0.71, 1, 1.41, 2, 4],
+    ),
+}
+
+
+def profile_settings(profile: str) -> dict:
+    """The chapter's sizes for one profile, checked: the paired sweep needs 5 pairs and an undecayed baseline."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {list(PROFILES)}, got {profile!r}")
+    settings = PROFILES[profile]
+    if settings["seeds"] < 5 and profile != "smoke":
+        raise ValueError("the paired decay sweep needs at least 5 pairs outside the smoke profile")
+    decays = settings["gain_decays"]
+    if not decays or min(decays) < 0 or 0.0 not in decays:
+        raise ValueError(f"gain_decays must be non-negative and include 0.0 (the baseline), got {decays!r}")
+    return settings
+
+
+def training_devices(profile: str) -> list[str] | None:
+    """One training run per GPU on the gpu profile; None (worker processes on the CPU) otherwise."""
+    gpus = torch.cuda.device_count() if profile == "gpu" else 0
+    if profile == "gpu" and not gpus:
+        raise ValueError("the gpu profile needs CUDA; run with profile='cpu' on this machine")
+    return [f"cuda:{i}" for i in range(gpus)] or None
+
+
+def model_settings(settings: dict) -> dict:
+    """The small GPT's shape (pre-LN unless a placement is added)."""
+    return dict(context=settings["context"], width=settings["width"], depth=settings["depth"], heads=4)
+
+
+def training_jobs(settings: dict) -> tuple[list[dict], list[tuple[float, int]]]:
+    """The chapter's trainings: a pre-LN and a post-LN model kept for the forward scan, then the decay sweep.
+
+    The sweep's runs are keyed (gain weight decay, seed); runs of one seed differ only in the gains' decay.
+    """
+    sweep_steps = settings["sweep_steps"]
+    model_kw = model_settings(settings)
+    train_kw = dict(
+        steps=settings["trained_steps"],
+        batch_size=settings["batch"],
+        lr=settings["lr"],
+        warmup_steps=settings["trained_steps"] // 10,
+        eval_every=0,
+        eval_batches=2,
+        stream_every=0,
+        seed=0,
+    )
+    decay_kw = dict(
+        steps=sweep_steps,
+        batch_size=settings["batch"],
+        lr=settings["lr"],
+        warmup_steps=sweep_steps // 10,
+        eval_every=flat_eval_every(sweep_steps),
+        eval_batches=4,
+        stream_every=0,
+    )
+    jobs = [dict(model={**model_kw, "placement": p}, train=train_kw, keep_weights=True) for p in ("pre", "post")]
+    decay_keys = [(wd, seed) for seed in range(settings["seeds"]) for wd in settings["gain_decays"]]
+    jobs += [
+        dict(
+            model=model_kw, train={**decay_kw, "seed": seed, "gain_weight_decay": wd}, history_columns=("gain_norm/*",)
+        )
+        for wd, seed in decay_keys
+    ]
+    return jobs, decay_keys
+
+
+def train_models(settings: dict, devices=None) -> tuple[dict, dict]:
+    """Run every training in parallel workers: the trained pre-LN and post-LN GPTs, and the sweep's outputs."""
+    jobs, decay_keys = training_jobs(settings)
+    outputs = run_parallel(train_job, jobs, devices=devices, desc="gain runs")
+    model_kw = model_settings(settings)
+    gpt = {}
+    for placement, out in zip(("pre", "post"), outputs[:2]):
+        gpt[placement] = GPT(GPTConfig(**model_kw, placement=placement))
+        gpt[placement].load_state_dict(out["state_dict"])
+    return gpt, dict(zip(decay_keys, outputs[2:]))
+
+
+def validation_batches(corpus, settings: dict, count: int = 4, seed: int = 777) -> list:
+    """Fixed validation batches, the same for every scaled model."""
+    generator = torch.Generator().manual_seed(seed)
+    return [corpus.batch("val", settings["batch"], settings["context"], generator) for _ in range(count)]
+
+
+@dataclass
+class ForwardCheck:
+    sensitivity: pd.DataFrame  # loss change per model, location and gain multiplier
+    by_location: pd.Series  # largest relative loss change at the near multipliers, per (model, location)
+    holds: bool  # every location below the threshold
+    threshold: float
+    symmetry: pd.DataFrame  # the pre-LN model under the (gain·a, next linear/a) rescale
+    symmetry_max: float  # its largest |Δ loss|
+
+
+def forward_check(gpt: dict, batches, factors, *, threshold: float, near=(0.5, 2.0)) -> ForwardCheck:
+    """Part (1) of B15: does scaling one location's gains by a factor in `near` move the loss by < `threshold`?
+
+    The loss change is relative to the model's unscaled loss; the rescale symmetry of the pre-LN model is
+    measured alongside (it should move the loss only by float32 rounding).
+    """
+    sensitivity = pd.concat(
+        [gain_sensitivity(gpt[p], batches, factors).assign(model=f"{p}-LN RMSNorm") for p in gpt], ignore_index=True
+    )
+    base_losses = {
+        m: float(sensitivity[(sensitivity["model"] == m) & (sensitivity["factor"] == 1)]["loss"].mean())
+        for m in sensitivity["model"].unique()
+    }
+    close = sensitivity[sensitivity["factor"].isin(list(near))].copy()
+    close["relative"] = close["delta_loss"].abs() / close["model"].map(base_losses)
+    by_location = close.groupby(["model", "location"])["relative"].max()
+    holds = bool((by_location < threshold).all())
+    symmetry = rescale_symmetry(gpt["pre"], batches, factors)
+    symmetry_max = float(symmetry["delta_loss_rescaled_pair"].abs().max())
+    return ForwardCheck(sensitivity, by_location, holds, threshold, symmetry, symmetry_max)
+
+
+def forward_text(check: ForwardCheck) -> str:
+    """The forward section's conclusion, with the worst location and the symmetry's largest change."""
+    worst = check.by_location.idxmax()
+    return (
+        f"Scaling one location's gains by 0.5 or 2 changes the loss by up to {check.by_location.max():.1%} (at "
+        f"{worst[1]}, {worst[0]}); the forward pass is {'barely' if check.holds else 'clearly'} affected. With the "
+        f"next linear layer scaled by 1/a as well, the loss changes by at most {check.symmetry_max:.1e} nats (float32 "
+        f"rounding): that is the symmetry pre-LN has."
+    )
+
+
+def symmetry_frame(symmetry: pd.DataFrame) -> pd.DataFrame:
+    """The symmetry table as the chapter shows it: the gain alone against the rescaled (gain, next linear) pair."""
+    return symmetry[["factor", "delta_loss_gain_alone", "delta_loss_rescaled_pair"]].rename(
+        columns={
+            "factor": "a",
+            "delta_loss_gain_alone": "Δ loss, every gain × a",
+            "delta_loss_rescaled_pair": "Δ loss, gain × a and next linear × 1/a",
+        }
+    )
+
+
+def update_batch(corpus, settings: dict, seed: int = 5):
+    """The one training batch every optimizer step of the effective-update study uses."""
+    return corpus.batch("train", settings["batch"], settings["context"], torch.Generator().manual_seed(seed))
+
+
+def effective_update_study(
+    model_kw: dict, batch, factors, *, seeds: int = 3, optimizers=(("sgd", 0.1), ("adam", 1e-3))
+) -> pd.DataFrame:
+    """One optimizer step's change of E = W·diag(g) under each rescale a, on freshly initialised pre-LN GPTs.
+
+    Model `seed` is initialised from torch's global generator seeded with `seed`; each optimizer steps it
+    from the same batch.
+    """
+    rows = []
+    for seed in range(seeds):
+        torch.manual_seed(seed)
+        fresh = GPT(GPTConfig(**model_kw))
+        for optimizer, lr in optimizers:
+            rows.append(effective_update(fresh, batch, factors, optimizer=optimizer, lr=lr).assign(seed=seed))
+    return pd.concat(rows, ignore_index=True)
+
+
+UPDATE_VIA_W, UPDATE_VIA_G = "exponent via W (a ≥ 1)", "exponent via g"
+
+
+def update_exponents(updates: pd.DataFrame) -> pd.DataFrame:
+    """Per optimizer and seed: the power of a that the W-part (fitted for a ≥ 1) and the g-part follow."""
+    return pd.DataFrame(
+        [
+            {
+                "optimizer": opt,
+                "seed": seed,
+                UPDATE_VIA_W: fit_power_law(part[part.factor >= 1].factor, part[part.factor >= 1].via_W),
+                UPDATE_VIA_G: fit_power_law(part.factor, part.via_g),
+            }
+            for (opt, seed), part in updates.groupby(["optimizer", "seed"])
+        ]
+    )
+
+
+@dataclass
+class UpdateScaling:
+    adam_exponent: float  # mean over seeds of Adam's W-part exponent
+    adam_exponent_sd: float
+    sgd_exponent: float  # mean over seeds of SGD's W-part exponent
+    linear_under_adam: bool
+
+
+def update_scaling(exponents: pd.DataFrame, *, tolerance: float) -> UpdateScaling:
+    """Part (2) of B15: Adam's W-part exponent within `tolerance` of 1 means "linearly scales" holds."""
+    adam_w = exponents[exponents.optimizer == "adam"][UPDATE_VIA_W]
+    sgd_w = float(exponents[exponents.optimizer == "sgd"][UPDATE_VIA_W].mean())
+    adam_exponent, adam_exponent_sd = float(adam_w.mean()), float(adam_w.std())
+    return UpdateScaling(adam_exponent, adam_exponent_sd, sgd_w, abs(adam_exponent - 1) <= tolerance)
+
+
+def exponent_summary(exponents: pd.DataFrame) -> pd.DataFrame:
+    """Mean and sd over seeds of both fitted exponents, one row per optimizer."""
+    return (
+        exponents.groupby("optimizer")[[UPDATE_VIA_W, UPDATE_VIA_G]]
+        .agg(["mean", "std"])
+        .pipe(lambda d: d.set_axis([f"{a}, {b}" for a, b in d.columns], axis=1))
+        .reset_index()
+    )
+
+
+@dataclass
+class ToyChecks:
+    invariance: float  # largest |Δ loss| when a group is rescaled (exact invariance: float64 rounding)
+    exponents: dict  # effective-LR exponent per (optimizer, scaled group): sgd_g, sgd_w, adam_g, adam_w
+    theory_holds: bool  # each exponent within the tolerance of -2 (SGD) or -1 (Adam)
+    equivalence_angle: float  # SGD from (3·W1, η) against (W1, η/9): largest angle
+    schedule: pd.DataFrame  # Li & Arora: decayed against scheduled run
+    schedule_angle: float
+    equilibrium: pd.DataFrame  # measured / predicted equilibrium, per optimizer and setting
+    trajectories: list  # the equilibrium runs, step by step
+    holds: bool  # part (3): Li & Arora to the angle tolerance and the formulas within the tolerance
+
+
+def _within(ratio: float, tolerance: float) -> bool:
+    return abs(ratio - 1) <= tolerance
+
+
+def toy_checks(
+    settings: dict, *, exponent_tolerance: float, formula_tolerance: float, angle_tolerance: float = 1e-9
+) -> ToyChecks:
+    """Part (3) of B15 on the exact float64 toy chain: effective-LR exponents, Li & Arora, the equilibria.
+
+    Decay acts as a learning-rate schedule when Li & Arora's runs agree within `angle_tolerance` rad and the
+    SGD/SGDM equilibria (both settings) and AdamW's random-walk equilibrium are within `formula_tolerance`.
+    """
+    chain = make_toy_chain(seed=0)
+    invariance = check_scale_invariance(chain, factors=(0.25, 4.0))
+    scans = []
+    for optimizer, lr in (("sgd", 0.002), ("adamw", 0.001)):
+        for scaled in ("W1", "g"):
+            scans.append(
+                effective_lr_scan(
+                    chain, scaled, settings["scan_norms"], optimizer=optimizer, lr=lr, steps=settings["scan_steps"]
+                )
+            )
+    scan = pd.concat(scans, ignore_index=True)
+    fitted = {(opt, sc): effective_lr_exponents(part) for (opt, sc), part in scan.groupby(["optimizer", "scaled"])}
+    exponents = {
+        "sgd_g": fitted[("sgd", "g")]["g"],
+        "adam_g": fitted[("adamw", "g")]["g"],
+        "sgd_w": fitted[("sgd", "W1")]["W1"],
+        "adam_w": fitted[("adamw", "W1")]["W1"],
+    }
+    expected = {"sgd_g": -2, "sgd_w": -2, "adam_g": -1, "adam_w": -1}
+    theory_holds = all(abs(exponents[k] - t) <= exponent_tolerance for k, t in expected.items())
+    equivalence_angle = sgd_direction_equivalence(chain, scale=3.0, lr=0.05, steps=settings["schedule_steps"] // 4 + 5)
+    schedule = weight_decay_as_schedule(chain, lr=0.1, weight_decay=0.05, steps=settings["schedule_steps"])
+    schedule_angle = float(schedule["angle"].max())
+    noise_chain = make_toy_chain(seed=1, random_labels=True)
+    elements = noise_chain.params["W1"].numel()
+    steps, betas = settings["equilibrium_steps"], (0.9, 0.99)
+    checks, trajectories = [], []
+    for optimizer, lr, wd in [("sgd", 0.1, 0.1), ("sgdm", 0.05, 0.1), ("adamw", 0.01, 0.5)]:
+        run = equilibrium_run(noise_chain, optimizer, lr, wd, steps, betas=betas)
+        checks.append({**equilibrium_check(run, optimizer, lr, wd, elements), "setting": "toy chain"})
+        trajectories.append(run.assign(optimizer=optimizer, setting="toy chain"))
+        walk = random_walk_equilibrium_run(optimizer, elements, lr, wd, steps, betas=betas)
+        checks.append({**equilibrium_check(walk, optimizer, lr, wd, elements), "setting": "random walk"})
+        trajectories.append(walk.assign(optimizer=optimizer, setting="random walk"))
+    equilibrium = pd.DataFrame(checks)
+    sgd = equilibrium[equilibrium["optimizer"].isin(["sgd", "sgdm"])]
+
+    def within(ratio):
+        return _within(ratio, formula_tolerance)
+
+    sgd_ok = bool(sgd["norm_ratio"].map(within).all() and sgd["angular_ratio"].map(within).all())
+    walk = equilibrium_row(equilibrium, "adamw", "random walk")
+    holds = schedule_angle < angle_tolerance and sgd_ok and within(walk["norm_ratio"]) and within(walk["angular_ratio"])
+    return ToyChecks(
+        invariance,
+        exponents,
+        theory_holds,
+        equivalence_angle,
+        schedule,
+        schedule_angle,
+        equilibrium,
+        trajectories,
+        holds,
+    )
+
+
+def equilibrium_row(equilibrium: pd.DataFrame, optimizer: str, setting: str) -> pd.Series:
+    return equilibrium[(equilibrium["optimizer"] == optimizer) & (equilibrium["setting"] == setting)].iloc[0]
+
+
+def smoothed_trajectories(trajectories: list, steps: int, windows: int = 50) -> pd.DataFrame:
+    """The equilibrium runs averaged over about `windows` windows of steps each, for plotting."""
+    traj = pd.concat(trajectories, ignore_index=True)
+    traj["window"] = traj["step"] // max(1, steps // windows)
+    return (
+        traj.groupby(["optimizer", "setting", "window"])
+        .agg(step=("step", "mean"), norm=("norm", "mean"), angular_update=("angular_update", "mean"))
+        .reset_index()
+    )
+
+
+def toy_frame(toy: ToyChecks) -> pd.DataFrame:
+    """Every toy-chain check as measured against expected."""
+    e = toy.exponents
+    return pd.DataFrame(
+        [
+            {"check": "exponent of effective LR, SGD, scaled g", "measured": e["sgd_g"], "expected": -2.0},
+            {"check": "exponent of effective LR, SGD, scaled W1", "measured": e["sgd_w"], "expected": -2.0},
+            {"check": "exponent of effective LR, Adam, scaled g", "measured": e["adam_g"], "expected": -1.0},
+            {"check": "exponent of effective LR, Adam, scaled W1", "measured": e["adam_w"], "expected": -1.0},
+            {
+                "check": "Li & Arora: largest angle between the runs (rad)",
+                "measured": toy.schedule_angle,
+                "expected": 0.0,
+            },
+            {
+                "check": "SGD from (3·W1, η) vs (W1, η/9): largest angle (rad)",
+                "measured": toy.equivalence_angle,
+                "expected": 0.0,
+            },
+            *[
+                {
+                    "check": f"equilibrium norm / formula, {r.optimizer}, {r.setting}",
+                    "measured": r.norm_ratio,
+                    "expected": 1.0,
+                }
+                for r in toy.equilibrium.itertuples()
+            ],
+            *[
+                {
+                    "check": f"angular update / formula, {r.optimizer}, {r.setting}",
+                    "measured": r.angular_ratio,
+                    "expected": 1.0,
+                }
+                for r in toy.equilibrium.itertuples()
+            ],
+        ]
+    )
+
+
+@dataclass
+class DecaySweep:
+    pairs: dict  # gain decay -> paired_difference against no decay (finite sweeps only)
+    timescales: dict  # gain decay -> ηλT
+    gain_paths: pd.DataFrame  # mean RMS of the gains per step, decay and seed
+    final_gain: pd.Series  # final gain RMS per decay, mean over seeds
+    strongest: float | None  # the strongest decay with a finite sweep
+    sensitive: bool  # its interval lies wholly beyond the margin
+    insensitive: bool  # its interval lies wholly inside the margin
+    loss_drop: float  # mean loss fall over the last 10% of steps
+    margin: float
+
+    def final_gain_at(self, decay) -> float:
+        return float(self.final_gain.get(decay, math.nan))
+
+    @property
+    def key_pair(self) -> dict | None:
+        return self.pairs.get(self.strongest) if self.strongest is not None else None
+
+
+def decay_sweep(decay_runs: dict, settings: dict, *, margin: float) -> DecaySweep:
+    """Part (4) of B15: the paired final-loss change from decaying the gains, against `margin` (nats).
+
+    A decay whose runs diverged (a non-finite loss) is left out; `strongest` is then the strongest decay left.
+    """
+    decays = [wd for wd in settings["gain_decays"] if wd > 0]
+    seeds = range(settings["seeds"])
+    final = {wd: [decay_runs[(wd, s)]["final_val_loss"] for s in seeds] for wd in settings["gain_decays"]}
+    pairs = {
+        wd: paired_difference(final[0.0], final[wd], margin)
+        for wd in decays
+        if all(math.isfinite(v) for v in final[0.0] + final[wd])
+    }
+    timescales = {wd: settings["lr"] * wd * settings["sweep_steps"] for wd in decays}
+    gain_paths = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "step": np.arange(1, len(next(iter(out["history"].values()), [])) + 1),
+                    "gain_rms": np.mean([v for v in out["history"].values()], axis=0) / math.sqrt(settings["width"]),
+                    "gain_decay": wd,
+                    "seed": seed,
+                }
+            )
+            for (wd, seed), out in decay_runs.items()
+            if out["history"]
+        ],
+        ignore_index=True,
+    )
+    final_gain = gain_paths.groupby(["gain_decay", "seed"]).last()["gain_rms"].groupby("gain_decay").mean()
+    strongest = max(pairs) if pairs else None
+    sensitive = strongest is not None and pairs[strongest]["outcome"] == "different"
+    insensitive = strongest is not None and pairs[strongest]["outcome"] == "equivalent"
+    loss_drop = float(np.nanmean([out["final_drop"] for out in decay_runs.values()]))
+    return DecaySweep(pairs, timescales, gain_paths, final_gain, strongest, sensitive, insensitive, loss_drop, margin)
+
+
+def decay_frame(sweep: DecaySweep) -> pd.DataFrame:
+    """One row per decay: ηλT, the paired loss change with its interval and outcome, and the final gain RMS."""
+    return pd.DataFrame(
+        [
+            {
+                "λ_g": wd,
+                "ηλT": sweep.timescales[wd],
+                "Δ loss (nats)": p["mean_difference"],
+                "95% CI low": p["ci_low"],
+                "95% CI high": p["ci_high"],
+                "outcome": p["outcome"],
+                "pairs needed": p["pairs_needed"],
+                "final gain RMS": sweep.final_gain_at(wd),
+            }
+            for wd, p in sweep.pairs.items()
+        ]
+    )
+
+
+def b15_parts(forward: ForwardCheck, scaling: UpdateScaling, toy: ToyChecks, sweep: DecaySweep) -> dict:
+    """The four parts of B15, each already judged against its own threshold."""
+    return {
+        "forward_invariance": forward.holds,
+        "linear_under_adam": bool(scaling.linear_under_adam),
+        "wd_as_schedule_scale_invariant": bool(toy.holds),
+        "sensitive_to_gain_decay": bool(sweep.sensitive),
+    }
+
+
+def b15_verdict(parts: dict) -> str:
+    """All four parts: holds; two or three: holds with caveats; fewer: does not hold."""
+    passed = sum(parts.values())
+    return decide(passed >= 2, caveat=passed < 4)
+
+
+def _sweep_text(sweep: DecaySweep) -> str:
+    if sweep.strongest is None:
+        return "the decay sweep diverged"
+    return (
+        f"λ_g = {sweep.strongest:g} (ηλT = {sweep.timescales[sweep.strongest]:.0f}) changes the final loss by "
+        f"{interval_text(sweep.pairs[sweep.strongest])}"
+    )
+
+
+def b15_text(forward: ForwardCheck, scaling: UpdateScaling, toy: ToyChecks, sweep: DecaySweep, tolerance: float):
+    """The verdict paragraph the chapter shows: each part's number, then the verdict."""
+    parts = b15_parts(forward, scaling, toy, sweep)
+    return (
+        f"{sum(parts.values())}/4 parts hold. (1) Gains ×0.5 or ×2 change the loss by up to "
+        f"{forward.by_location.max():.1%}; the (gain·a, linear/a) symmetry leaves it within {forward.symmetry_max:.0e}. "
+        f"(2) Under the symmetry, Adam's one-step change of the next layer goes as a^{scaling.adam_exponent:.2f} (sd "
+        f"{scaling.adam_exponent_sd:.2f}), SGD's as a^{scaling.sgd_exponent:.2f}. (3) Decay ≡ growing learning rate to "
+        f"{toy.schedule_angle:.0e} rad on scale-invariant weights; equilibrium formulas "
+        f"{'within' if toy.holds else 'not within'} ±{tolerance:.0%}. (4) {_sweep_text(sweep)}; loss still fell "
+        f"{sweep.loss_drop:.4f} nats over the last 10% of steps. With that decay the gains end at RMS "
+        f"{sweep.final_gain_at(sweep.strongest):.3f} against {sweep.final_gain_at(0.0):.3f} undecayed: in pre-LN, "
+        f"decay that has time to act shrinks what the next layer sees, a change of the function and not only of a "
+        f"learning rate.\n\n**B15 verdict: {b15_verdict(parts)}.**"
+    )
+
+
+def b15_finding(
+    forward: ForwardCheck,
+    scaling: UpdateScaling,
+    toy: ToyChecks,
+    sweep: DecaySweep,
+    *,
+    tolerance: float,
+    corpus_sha256: str,
+) -> Finding:
+    """B15 from its four parts; the key number is the strongest decay's paired loss change, against the margin."""
+    parts = b15_parts(forward, scaling, toy, sweep)
+    key_pair = sweep.key_pair
+    adam_toy = equilibrium_row(toy.equilibrium, "adamw", "toy chain")
+    e = toy.exponents
+    summary = (
+        f"{sum(parts.values())}/4 parts hold: gains ×0.5/×2 move the pre-LN loss by up to "
+        f"{forward.by_location.max():.1%} (the gain·a, linear/a symmetry by {forward.symmetry_max:.0e}); under it "
+        f"Adam's update of the next layer scales as a^{scaling.adam_exponent:.2f} and SGD's as "
+        f"a^{scaling.sgd_exponent:.2f}; Li & Arora's equivalence to {toy.schedule_angle:.0e} rad; {_sweep_text(sweep)}."
+    )
+    evidence = {
+        "parts": parts,
+        "forward": {
+            "toy_max_abs_delta_loss": toy.invariance,
+            "symmetry_max_abs_delta_loss": forward.symmetry_max,
+            "relative_loss_change_at_a_0.5_or_2": {
+                f"{m} / {loc}": float(v) for (m, loc), v in forward.by_location.items()
+            },
+        },
+        "effective_update": {
+            "adam_exponent_via_W": scaling.adam_exponent,
+            "adam_exponent_sd": scaling.adam_exponent_sd,
+            "sgd_exponent_via_W": scaling.sgd_exponent,
+            "reference": "Kunin et al. 2021 rescale symmetry (g*a, W/a); SGD a^2, Adam a^1 derived",
+        },
+        "effective_lr": {
+            "sgd_exponent_gain": e["sgd_g"],
+            "sgd_exponent_W1": e["sgd_w"],
+            "adam_exponent_gain": e["adam_g"],
+            "adam_exponent_W1": e["adam_w"],
+            "theory_minus2_minus1_holds": bool(toy.theory_holds),
+            "sgd_direction_equivalence_rad": toy.equivalence_angle,
+        },
+        "wd_schedule": {
+            "li_arora_max_angle_rad": toy.schedule_angle,
+            "equilibrium": toy.equilibrium.drop(columns=["lr", "weight_decay"]).to_dict("records"),
+            "tolerance": tolerance,
+            "adamw_toy_norm_ratio": float(adam_toy["norm_ratio"]),
+            "adamw_toy_angular_ratio": float(adam_toy["angular_ratio"]),
+        },
+        "decay_sweep": {
+            "pairs": {str(wd): p for wd, p in sweep.pairs.items()},
+            "eta_lambda_T": {str(k): v for k, v in sweep.timescales.items()},
+            "final_gain_rms": {str(k): float(v) for k, v in sweep.final_gain.items()},
+            "margin_nats": sweep.margin,
+            "loss_drop_last_10pct": sweep.loss_drop,
+            "sensitive": sweep.sensitive,
+            "insensitive": sweep.insensitive,
+        },
+        "corpus_sha256": corpus_sha256,
+    }
+    return Finding(
+        b15_verdict(parts),
+        summary,
+        evidence,
+        key_number=key_pair["mean_difference"] if key_pair else None,
+        threshold=sweep.margin,
+        spread=key_pair["sd_of_differences"] / math.sqrt(key_pair["pairs"]) if key_pair else None,
+        rule="Four parts (forward invariance, Adam's linear scaling under the rescale symmetry, decay as a schedule on "
+        f"scale-invariant weights, paired sensitivity to gain decay at ηλT ≫ 1 beyond ±{sweep.margin:g} nats): all "
+        "hold → holds; two or three → with caveats.",
+    )

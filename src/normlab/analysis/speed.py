@@ -19,14 +19,18 @@ names the hardware behind every number. With no GPU run, the CPU decides alone.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import pandas as pd
 
-from normlab.bench import report
+from normlab import bench
+from normlab.bench import provenance, report
 from normlab.bench.provenance import Measured
-from normlab.study import decide
+from normlab.study import decide, paths
 from normlab.study.findings import Finding, finite_or_none
+from normlab.study.present import table
 
 # Zhang & Sennrich (2019), "Root Mean Square Layer Normalization", NeurIPS 32,
 # arXiv:1910.07467. The abstract's range (checked against the abstract's text):
@@ -889,3 +893,326 @@ def partial_rms_estimate_error(d: int, partial: float, rows: int = 512, seed: in
     estimate = x[:, :k].pow(2).mean(-1).sqrt()
     full = x.pow(2).mean(-1).sqrt()
     return float((estimate / full - 1).abs().median())
+
+
+# ---------------------------------------------------------------- the chapter's page
+#
+# The speed chapter's steps: measure, then the tables and sentences it shows. A table that can be empty in a run
+# (no GPU run committed, a study the profile skips) comes with the sentence the page shows instead.
+
+BENCH_PROFILES = {"smoke": "smoke", "cpu": "cpu", "gpu": "gpu"}  # chapter profile -> benchmark profile
+
+
+def bench_profile(profile: str) -> str:
+    """The benchmark profile the chapter runs at `profile`."""
+    if profile not in BENCH_PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(BENCH_PROFILES)}")
+    return BENCH_PROFILES[profile]
+
+
+def check_thresholds(equal_time: float, extra_pass: float, welford_equal: float, memory_bound: float, worth_it: float):
+    """Each of the chapter's thresholds is a fraction in (0, 1); the error names the chapter's constant."""
+    named = {
+        "EQUAL_TIME": equal_time,
+        "EXTRA_PASS": extra_pass,
+        "WELFORD_EQUAL": welford_equal,
+        "MEMORY_BOUND": memory_bound,
+        "WORTH_IT": worth_it,
+    }
+    for name, value in named.items():
+        if not 0 < value < 1:
+            raise ValueError(f"{name} must lie in (0, 1), got {value}")
+
+
+def gpu_results_dir() -> Path:
+    """Where committed GPU results live: data/, or NORMLAB_GPU_BENCH_DIR (the tests point it elsewhere)."""
+    return Path(os.environ.get("NORMLAB_GPU_BENCH_DIR", paths.ROOT / "data"))
+
+
+@dataclass
+class SpeedRun:
+    """This run's benchmark and the GPU runs its verdicts weigh."""
+
+    document: dict  # the benchmark's results document (results contract)
+    bench_file: Path  # where it was saved
+    df: pd.DataFrame  # one row per case
+    where: str  # the hardware and torch version, for the page
+    unstable: list  # one line per case left unstable
+    timed: pd.DataFrame  # the cases that were timed
+    live: Measured  # this run, with its hardware
+    gpu_runs: list  # the GPU runs to weigh, the deciding one first (empty: this run decides alone)
+
+    @property
+    def gpu(self) -> Measured | None:
+        return self.gpu_runs[0] if self.gpu_runs else None
+
+
+def measure(profile: str, bench_dir: Path, committed_dir: Path) -> SpeedRun:
+    """Run the benchmark at `profile`, save it under `bench_dir`, and gather the committed GPU runs."""
+    document = bench.run(profile)
+    bench_file = bench.save(document, Path(bench_dir) / f"speed-{profile}.json")
+    df = report.frame(document)
+    hw = document["hardware"]
+    where = f"{hw['gpu'] or hw['cpu']} ({hw['cpu_cores']} CPU cores), torch {document['versions']['torch']}"
+    unstable = unstable_cases(df)
+    timed = report.measured(df)
+    live = provenance.measured(document)
+    committed = provenance.committed(committed_dir)
+    return SpeedRun(document, bench_file, df, where, unstable, timed, live, gpu_evidence(live, committed))
+
+
+def run_name(m: Measured, live: Measured) -> str:
+    return "this run" if m is live else m.source
+
+
+def _markdown(text: str):
+    """Text the page shows as Markdown (IPython is needed only where a page is made)."""
+    from IPython.display import Markdown
+
+    return Markdown(text)
+
+
+def table_or_note(frame: pd.DataFrame, note: str, *, caption: str | None = None):
+    """The frame as a table, or `note` as Markdown where the run has nothing to put in it."""
+    return _markdown(note) if frame.empty else table(frame, caption=caption)
+
+
+def measurement_text(run: SpeedRun, agreement: pd.DataFrame) -> str:
+    """Where and how long the benchmark ran, how many cases were re-measured or left unstable, and the GPU runs."""
+    agreeing = int(agreement["agree within spread"].sum()) if not agreement.empty else 0
+    timed, gpu = run.timed, run.gpu
+    remeasured = int(timed.get("remeasured", pd.Series(dtype=bool)).fillna(False).astype(bool).sum())
+    return (
+        f"Measured on {run.where}, {run.document['started']}, in {run.document['wall_s']:.0f} s: {len(timed)} cases "
+        f"timed, {remeasured} re-measured, **{len(run.unstable)} left unstable** and excluded; {agreeing} of "
+        f"{len(agreement)} same-path pairs agree within their spread (the {{ref}}`same-path table "
+        "<tab-speed-same-path>`). "
+        + (
+            f"The verdicts also weigh {len(run.gpu_runs)} GPU run(s), decided on {gpu.hardware}, "
+            f"{'this run' if gpu is run.live else gpu.source} (commit {gpu.commit}; {{ref}}`speed-gpu`)."
+            if gpu is not None
+            else "No GPU run is committed, so the verdicts rest on this run alone."
+        )
+    )
+
+
+CASE_COLUMNS = [
+    "study",
+    "norm",
+    "implementation",
+    "direction",
+    "dtype",
+    "rows",
+    "d",
+    "mode",
+    "time (ms)",
+    "sd (ms)",
+    "fraction_of_copy",
+    "effective_passes",
+    "unstable",
+]
+
+
+def cases_frame(timed: pd.DataFrame) -> pd.DataFrame:
+    """Every timed case: its median time and spread in ms, fraction of copy bandwidth and effective passes."""
+    cases = timed.assign(
+        **{"time (ms)": timed["median_s"] * 1e3, "sd (ms)": timed["median_s"] * timed.get("relative_sd", 0) * 1e3}
+    )
+    return cases[CASE_COLUMNS]
+
+
+def skipped_text(df: pd.DataFrame, unstable: list) -> str:
+    """One bullet per group of cases that could not be timed here, then one per case left unstable."""
+    lines = [
+        f"- **{r.status}** ({r.cases} cases: {r.implementations}; {r.studies}): {r.reason}"
+        for r in report.skipped(df).itertuples()
+    ] + [f"- **unstable**: {line}" for line in unstable]
+    return "\n".join(lines or ["Every case was timed and stable."])
+
+
+def forward_sweep(frame: pd.DataFrame) -> pd.DataFrame:
+    """The forward cases at the training batch: the row-length sweep, allocating its output."""
+    return frame[(frame["study"] == "sweep") & (frame["mode"] == "alloc")]
+
+
+def forward_norm_cases(stable_cases: pd.DataFrame) -> pd.DataFrame:
+    """The sweep's stable forward cases of the norms themselves (the copies left out)."""
+    return stable_cases[
+        (stable_cases["study"] == "sweep") & (stable_cases["norm"] != "copy") & (stable_cases["mode"] == "alloc")
+    ]
+
+
+def gpu_runs_text(gpu_runs: list, live: Measured) -> str:
+    """Each GPU run the verdicts weigh: its hardware, backends, cases and how many stayed unstable."""
+    if not gpu_runs:
+        return (
+            "**No GPU run is committed** (no `data/gpu-bench*.json`), so every verdict below rests on this "
+            "run alone, and the GPU figures are empty."
+        )
+    lines = []
+    for m in gpu_runs:
+        timed_there = report.measured(m.frame)
+        backends = ", ".join(sorted(timed_there["backend"].dropna().unique()))
+        role = "decides the verdicts" if m is gpu_runs[0] else "checks them"
+        lines.append(
+            f"- **{run_name(m, live)}** ({role}): measured on {m.label}. Backends timed: {backends}. "
+            f"{len(timed_there)} cases timed, **{m.unstable_count} left unstable** after re-measuring and "
+            "excluded from every summary and verdict (listed, folded, at the end of this section)."
+        )
+    return "GPU runs weighed by the verdicts, the newest first:\n\n" + "\n".join(lines)
+
+
+def gpu_frames(gpu_runs: list, live: Measured) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every GPU run's LN/RMS ratios and its stable cases, each row labelled with its run."""
+    if not gpu_runs:
+        return pd.DataFrame(columns=["study", "mode", "run"]), pd.DataFrame(columns=["study", "norm", "mode", "run"])
+    ratios = pd.concat(
+        [report.ln_rms_ratios(m.frame).assign(run=run_name(m, live)) for m in gpu_runs], ignore_index=True
+    )
+    stable = pd.concat([report.stable(m.frame).assign(run=run_name(m, live)) for m in gpu_runs], ignore_index=True)
+    return ratios, stable
+
+
+def gpu_sweep_text(gpu_sweep: pd.DataFrame) -> str:
+    """Per GPU run, the median forward LN/RMS ratio over d of each implementation and dtype."""
+    return "Forward at the training batch, the median t_LN/t_RMS over d, per GPU run: " + " ".join(
+        f"**{run}**: {report.describe_medians(report.implementation_summary(group, by=('implementation', 'dtype')))}."
+        for run, group in gpu_sweep.groupby("run", sort=False)
+    )
+
+
+def gpu_run_comparison(gpu_ratios: pd.DataFrame) -> pd.DataFrame:
+    """Per implementation, direction and dtype at the training batch: each GPU run's median ratio and its sd."""
+    return report.compare_runs(training_subset(gpu_ratios), by=("implementation", "direction", "dtype"))
+
+
+def gpu_backward_display(gpu_ratios: pd.DataFrame, gpu: Measured | None):
+    """The forward+backward LN/RMS grid per run, implementation, dtype and d, or the sentence saying there is none."""
+    grid = (
+        report.ratio_grid(gpu_ratios, "backward", rows=("implementation", "dtype", "run"))
+        if gpu is not None
+        else pd.DataFrame()
+    )
+    if grid.empty:
+        return _markdown("No stable GPU forward+backward pair to show.")
+    return table(
+        grid,
+        caption=f"GPU ({gpu.hardware}): forward+backward t_LN / t_RMS per implementation, "
+        "dtype, run and d, at the training batch (stable cases; — : unstable).",
+    )
+
+
+SMALL_BATCH_COLUMNS = ["implementation", "dtype", "rows", "d", "t_LN (µs)", "t_RMS (µs)", "ratio_ln_over_rms"]
+
+
+def _latencies(small: pd.DataFrame) -> pd.DataFrame:
+    return small.assign(**{"t_LN (µs)": small["t_ln_s"] * 1e6, "t_RMS (µs)": small["t_rms_s"] * 1e6})
+
+
+def gpu_small_batch_display(gpu_ratios: pd.DataFrame, gpu: Measured | None):
+    """The GPU's small-batch latencies per implementation and run, or the sentence saying there are none."""
+    small = gpu_ratios[gpu_ratios["study"] == "small-batch"]
+    if small.empty:
+        return _markdown("No stable GPU small-batch pair to show.")
+    columns = [*SMALL_BATCH_COLUMNS[:4], "run", *SMALL_BATCH_COLUMNS[4:], "saving", "saving_sd"]
+    return table(
+        _latencies(small)
+        .sort_values(["implementation", "dtype", "rows", "run"])[columns]
+        .astype({"rows": str, "d": str}),  # shapes, not quantities: no significant-figure rounding
+        caption=f"GPU ({gpu.hardware}): small-batch latency per implementation and run (stable cases).",
+    )
+
+
+def gpu_chunked_display(gpu_stable: pd.DataFrame, gpu_runs: list, live: Measured) -> list:
+    """The GPU's chunked and partial-RMSNorm cases (if any), then the GPU cases left unstable."""
+    if not gpu_runs:
+        return [_markdown("No GPU run is committed.")]
+    shown = []
+    chunked = gpu_stable[gpu_stable["study"].isin(["chunked", "partial"])]
+    if not chunked.empty:
+        columns = ["run", "study", "implementation", "rows", "d", "time (ms)", "fraction_of_copy", "effective_passes"]
+        shown.append(
+            table(
+                chunked.assign(**{"time (ms)": chunked["median_s"] * 1e3})[columns].astype({"rows": str, "d": str}),
+                caption=f"GPU ({gpu_runs[0].hardware}): chunked kernels (rows too long for one program) and full vs "
+                "partial RMSNorm, forward, float32, per run (stable cases).",
+            )
+        )
+    unstable = [f"- **unstable** ({run_name(m, live)}): {line}" for m in gpu_runs for line in unstable_cases(m.frame)]
+    shown.append(_markdown("\n".join(unstable or ["Every GPU case was stable."])))
+    return shown
+
+
+CENSUS_COLUMNS = [
+    "study",
+    "norm",
+    "implementation",
+    "direction",
+    "dtype",
+    "traced_passes",
+    "traced_count",
+    "profiler_count",
+    "ops_agree",
+    "effective_passes",
+]
+
+
+def census_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """Traced passes and op counts (trace and profiler) of each composite, beside its timed effective passes."""
+    census = report.census(df)
+    return census if census.empty else census[CENSUS_COLUMNS]
+
+
+def small_batch_frame(ratios: pd.DataFrame) -> pd.DataFrame:
+    """This run's small-batch latencies of both norms per implementation, with the saving and its sd."""
+    small = ratios[ratios["study"] == "small-batch"]
+    return _latencies(small)[[*SMALL_BATCH_COLUMNS, "saving", "saving_sd"]]
+
+
+def partial_frame(stable_cases: pd.DataFrame) -> pd.DataFrame:
+    """Full against partial RMSNorm: time, fraction of copy bandwidth and effective passes."""
+    partial = stable_cases[stable_cases["study"] == "partial"]
+    return partial.assign(**{"time (ms)": partial["median_s"] * 1e3})[
+        ["implementation", "rows", "d", "time (ms)", "fraction_of_copy", "effective_passes"]
+    ]
+
+
+def literature_frame() -> pd.DataFrame:
+    """The paper's per-table rows and Narang et al.'s T5-base row, each saving also as a speed-up."""
+    narang = narang_row()
+    t5 = {
+        "source": "Narang et al. 2021, T5-base (loss 1.821 vs 1.838)",
+        "model": "T5-base",
+        "norm": "RMS Norm",
+        "time saving": narang["saving"],
+        "speed-up (×)": narang["speedup"],
+        "faster by": narang["speedup"] - 1,
+    }
+    return pd.concat([paper_rows_frame(), pd.DataFrame([t5])], ignore_index=True)
+
+
+def model_level_text(model_level: dict, a8: Finding, b6: Finding) -> str:
+    """The model-level parts read from the quality and realmodels chapters, then the A8 and B6 verdicts."""
+
+    def part(name, ran, summary):
+        return f"- {name}: " + (summary if ran else "**has not run**, so this part is missing from the verdict.")
+
+    return "\n".join(
+        [
+            "Model-level parts read from the other chapters' evidence:",
+            part(
+                "quality chapter (step time, B6)",
+                model_level["quality_ran"],
+                model_level["quality_summary"] or "no summary",
+            ),
+            part(
+                "realmodels chapter (norms' share of a real model's time)",
+                model_level["realmodels_ran"],
+                model_level["realmodels_summary"] or "no summary",
+            ),
+            "",
+            f"**A8** — {a8.verdict}: {a8.summary}",
+            "",
+            f"**B6** — {b6.verdict}: {b6.summary}",
+        ]
+    )

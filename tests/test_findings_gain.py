@@ -1,0 +1,350 @@
+"""The gain chapter's steps and its B15 finding, on hand-made inputs whose answer is known; and its figures."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from normlab.analysis import gain as G
+from normlab.analysis.figures import gain as figures
+from normlab.analysis.shared.paired import paired_difference
+from normlab.gpt.model import GPT, GPTConfig
+
+SMOKE = G.PROFILES["smoke"]
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+@pytest.fixture
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+# ---- settings and jobs
+
+
+def test_profile_settings_refuse_an_unknown_profile_and_a_sweep_without_baseline(monkeypatch):
+    assert G.profile_settings("smoke") is SMOKE
+    with pytest.raises(ValueError, match="profile must be one of"):
+        G.profile_settings("tpu")
+    monkeypatch.setitem(G.PROFILES, "cpu", {**G.PROFILES["cpu"], "gain_decays": [1.0, 10.0]})
+    with pytest.raises(ValueError, match=r"include 0\.0"):
+        G.profile_settings("cpu")
+    monkeypatch.setitem(G.PROFILES, "cpu", {**G.PROFILES["cpu"], "seeds": 3})
+    with pytest.raises(ValueError, match="at least 5 pairs"):
+        G.profile_settings("cpu")
+
+
+def test_training_devices_are_workers_off_the_gpu_profile():
+    assert G.training_devices("smoke") is None and G.training_devices("cpu") is None
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="needs CUDA"):
+            G.training_devices("gpu")
+
+
+def test_training_jobs_pair_the_sweep_by_seed_and_keep_the_two_forward_models():
+    settings = {**SMOKE, "seeds": 3, "gain_decays": [0.0, 1.0, 30.0]}
+    jobs, keys = G.training_jobs(settings)
+    assert len(jobs) == 2 + 3 * 3 and keys == [(wd, s) for s in range(3) for wd in (0.0, 1.0, 30.0)]
+    assert [j["model"]["placement"] for j in jobs[:2]] == ["pre", "post"] and all(j["keep_weights"] for j in jobs[:2])
+    for (wd, seed), job in zip(keys, jobs[2:]):
+        assert job["train"]["gain_weight_decay"] == wd and job["train"]["seed"] == seed
+    same_seed = [j["train"] for (wd, s), j in zip(keys, jobs[2:]) if s == 1]
+
+    # the runs of one seed differ only in the gains' decay
+    def without_decay(train):
+        return {k: v for k, v in train.items() if k != "gain_weight_decay"}
+
+    assert all(without_decay(t) == without_decay(same_seed[0]) for t in same_seed)
+    assert (
+        jobs[2]["train"]["steps"] == settings["sweep_steps"] and jobs[0]["train"]["steps"] == settings["trained_steps"]
+    )
+
+
+# ---- part (1): forward
+
+
+def _tiny_models():
+    torch.manual_seed(0)
+    return {p: GPT(GPTConfig(context=8, width=16, depth=1, heads=2, placement=p)) for p in ("pre", "post")}
+
+
+def _tiny_batches():
+    gen = torch.Generator().manual_seed(0)
+    return [(torch.randint(0, 256, (2, 8), generator=gen), torch.randint(0, 256, (2, 8), generator=gen))]
+
+
+def test_forward_check_measures_relative_change_and_flips_at_the_threshold(one_thread):
+    gpt, batches = _tiny_models(), _tiny_batches()
+    loose = G.forward_check(gpt, batches, [0.5, 1, 2], threshold=1.0)
+    tight = G.forward_check(gpt, batches, [0.5, 1, 2], threshold=1e-9)
+    assert loose.holds and not tight.holds
+    s = loose.sensitivity
+    for (model, location), value in loose.by_location.items():
+        base = float(s[(s.model == model) & (s.factor == 1)]["loss"].mean())
+        near = s[(s.model == model) & (s.location == location) & s.factor.isin([0.5, 2.0])]
+        assert value == pytest.approx(float(near["delta_loss"].abs().max()) / base)
+    assert loose.symmetry_max < 1e-4 < float(loose.symmetry["delta_loss_gain_alone"].abs().max())
+    worst_model, worst_location = loose.by_location.idxmax()
+    text = G.forward_text(loose)
+    assert f"{loose.by_location.max():.1%}" in text and worst_location in text and worst_model in text
+    assert "barely" in text and "clearly" in G.forward_text(tight)
+    assert list(G.symmetry_frame(loose.symmetry).columns) == [
+        "a",
+        "Δ loss, every gain × a",
+        "Δ loss, gain × a and next linear × 1/a",
+    ]
+
+
+# ---- part (2): effective update
+
+
+def _power_law_updates(w_power: float, g_power: float, seeds=(0, 1)) -> pd.DataFrame:
+    factors = [0.25, 0.5, 1.0, 2.0, 4.0]
+    rows = [
+        {
+            "optimizer": opt,
+            "factor": a,
+            "via_W": 0.01 * a ** (w_power * k),
+            "via_g": 0.02 * a ** (g_power * k),
+            "seed": s,
+        }
+        for opt, k in (("sgd", 2), ("adam", 1))
+        for s in seeds
+        for a in factors
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_update_exponents_recover_known_powers_and_linearity_flips_at_the_tolerance():
+    exponents = G.update_exponents(_power_law_updates(1.0, -1.0))
+    sgd, adam = exponents[exponents.optimizer == "sgd"], exponents[exponents.optimizer == "adam"]
+    assert np.allclose(sgd[G.UPDATE_VIA_W], 2.0) and np.allclose(sgd[G.UPDATE_VIA_G], -2.0)
+    assert np.allclose(adam[G.UPDATE_VIA_W], 1.0) and np.allclose(adam[G.UPDATE_VIA_G], -1.0)
+    scaling = G.update_scaling(exponents, tolerance=0.15)
+    assert scaling.linear_under_adam and scaling.adam_exponent == pytest.approx(1.0)
+    assert scaling.sgd_exponent == pytest.approx(2.0) and scaling.adam_exponent_sd == pytest.approx(0.0, abs=1e-9)
+    steeper = G.update_scaling(G.update_exponents(_power_law_updates(1.2, -1.0)), tolerance=0.15)
+    assert steeper.adam_exponent == pytest.approx(1.2) and not steeper.linear_under_adam
+    summary = G.exponent_summary(exponents)
+    assert list(summary["optimizer"]) == ["adam", "sgd"]
+    assert f"{G.UPDATE_VIA_W}, mean" in summary.columns and f"{G.UPDATE_VIA_G}, std" in summary.columns
+
+
+# ---- part (3): the toy
+
+
+# a few steps of each run: the exact toy's invariance, exponents and Li & Arora's equivalence show already
+TINY_TOY = dict(scan_norms=[1, 2], scan_steps=1, schedule_steps=4, equilibrium_steps=20)
+
+
+def test_toy_checks_judge_each_part_against_its_tolerance(one_thread):
+    toy = G.toy_checks(TINY_TOY, exponent_tolerance=0.15, formula_tolerance=0.10)
+    assert toy.invariance < 1e-12 and toy.schedule_angle < 1e-9 and toy.theory_holds
+    assert toy.exponents["sgd_g"] == pytest.approx(-2.0, abs=0.01) and toy.exponents["adam_w"] == pytest.approx(
+        -1.0, abs=0.01
+    )
+    walk = G.equilibrium_row(toy.equilibrium, "adamw", "random walk")
+    assert walk["setting"] == "random walk" and not toy.holds  # 20 steps are far from equilibrium
+    loose = G.toy_checks(TINY_TOY, exponent_tolerance=0.0, formula_tolerance=100.0)
+    assert loose.holds and not loose.theory_holds  # no fitted exponent is exactly -2 or -1
+    frame = G.toy_frame(toy)
+    assert len(frame) == 6 + 2 * len(toy.equilibrium) and frame["expected"].tolist()[:4] == [-2.0, -2.0, -1.0, -1.0]
+    assert frame["measured"].iloc[4] == toy.schedule_angle
+
+
+def test_smoothed_trajectories_average_windows_of_steps():
+    run = pd.DataFrame({"step": np.arange(100), "norm": np.arange(100.0), "angular_update": np.ones(100)})
+    smooth = G.smoothed_trajectories([run.assign(optimizer="sgd", setting="toy chain")], steps=100, windows=10)
+    assert len(smooth) == 10 and smooth["norm"].tolist() == [4.5 + 10 * k for k in range(10)]
+
+
+# ---- part (4): the decay sweep
+
+
+def _decay_runs(shift: float, noise=(0.001, -0.002, 0.0015), width=16, steps=5) -> dict:
+    runs = {}
+    for seed, jitter in enumerate(noise):
+        for wd in (0.0, 10.0):
+            loss = 2.0 + 0.01 * seed + (shift + jitter if wd else 0.0)
+            scale = 0.5 if wd else 1.0
+            history = {f"gain_norm/block{i}": list(scale * math.sqrt(width) * np.ones(steps)) for i in range(2)}
+            runs[(wd, seed)] = {"final_val_loss": loss, "history": history, "final_drop": 0.01}
+    return runs
+
+
+def _sweep(shift: float) -> G.DecaySweep:
+    settings = {"gain_decays": [0.0, 10.0], "seeds": 3, "lr": 1e-3, "sweep_steps": 300, "width": 16}
+    return G.decay_sweep(_decay_runs(shift), settings, margin=0.02)
+
+
+def test_decay_sweep_is_sensitive_only_when_the_paired_change_is_beyond_the_margin():
+    far, near = _sweep(0.1), _sweep(0.0)
+    assert far.sensitive and not far.insensitive and far.strongest == 10.0
+    assert not near.sensitive and near.insensitive
+    assert far.key_pair["mean_difference"] == pytest.approx(0.1 + np.mean([0.001, -0.002, 0.0015]))
+    assert far.timescales == {10.0: pytest.approx(3.0)}
+    assert far.final_gain_at(10.0) == pytest.approx(0.5) and far.final_gain_at(0.0) == pytest.approx(1.0)
+    assert far.loss_drop == pytest.approx(0.01) and math.isnan(far.final_gain_at(99.0))
+    row = G.decay_frame(far).iloc[0]
+    assert row["λ_g"] == 10.0 and row["outcome"] == "different" and row["final gain RMS"] == pytest.approx(0.5)
+
+
+def test_a_diverged_decay_is_left_out_of_the_pairs():
+    runs = _decay_runs(0.1)
+    runs[(10.0, 1)]["final_val_loss"] = float("nan")
+    settings = {"gain_decays": [0.0, 10.0], "seeds": 3, "lr": 1e-3, "sweep_steps": 300, "width": 16}
+    sweep = G.decay_sweep(runs, settings, margin=0.02)
+    assert sweep.pairs == {} and sweep.strongest is None and sweep.key_pair is None and not sweep.sensitive
+
+
+# ---- the B15 finding
+
+
+def _parts(forward_ok=True, adam_ok=True, toy_ok=True, shift=0.1):
+    forward = G.ForwardCheck(
+        sensitivity=pd.DataFrame(),
+        by_location=pd.Series({("pre-LN RMSNorm", "final"): 0.004 if forward_ok else 0.05}),
+        holds=forward_ok,
+        threshold=0.01,
+        symmetry=pd.DataFrame(),
+        symmetry_max=3e-7,
+    )
+    scaling = G.UpdateScaling(1.02 if adam_ok else 1.5, 0.01, 2.01, adam_ok)
+    equilibrium = pd.DataFrame(
+        [
+            {
+                "optimizer": "adamw",
+                "setting": s,
+                "lr": 0.01,
+                "weight_decay": 0.5,
+                "norm_ratio": 1.01,
+                "angular_ratio": 0.99,
+            }
+            for s in ("toy chain", "random walk")
+        ]
+    )
+    exponents = {"sgd_g": -2.0, "sgd_w": -2.0, "adam_g": -1.0, "adam_w": -1.0}
+    toy = G.ToyChecks(0.0, exponents, True, 1e-12, pd.DataFrame(), 2e-13, equilibrium, [], toy_ok)
+    return forward, scaling, toy, _sweep(shift)
+
+
+def test_b15_verdict_counts_the_parts():
+    assert G.b15_verdict(dict.fromkeys("abcd", True)) == "holds"
+    assert G.b15_verdict({"a": True, "b": True, "c": False, "d": False}) == "holds with caveats"
+    assert G.b15_verdict({"a": True, "b": False, "c": False, "d": False}) == "does not hold"
+
+
+def test_b15_finding_flips_with_the_sweep_and_names_its_numbers():
+    sensitive = G.b15_finding(*_parts(shift=0.1), tolerance=0.1, corpus_sha256="abc")
+    assert sensitive.verdict == "holds" and sensitive.summary.startswith("4/4 parts hold")
+    insensitive = G.b15_finding(*_parts(shift=0.0), tolerance=0.1, corpus_sha256="abc")
+    assert insensitive.verdict == "holds with caveats" and insensitive.summary.startswith("3/4")
+    two = G.b15_finding(*_parts(forward_ok=False, adam_ok=False, shift=0.1), tolerance=0.1, corpus_sha256="abc")
+    assert two.verdict == "holds with caveats"
+    one = G.b15_finding(*_parts(forward_ok=False, adam_ok=False, shift=0.0), tolerance=0.1, corpus_sha256="abc")
+    assert one.verdict == "does not hold"
+    pair = _sweep(0.1).key_pair
+    assert sensitive.key_number == pytest.approx(pair["mean_difference"]) and sensitive.threshold == 0.02
+    assert sensitive.spread == pytest.approx(pair["sd_of_differences"] / math.sqrt(3))
+    assert "a^1.02" in sensitive.summary and "λ_g = 10 (ηλT = 3)" in sensitive.summary and "0.4%" in sensitive.summary
+    assert "±0.02 nats" in sensitive.rule
+    assert sensitive.evidence["decay_sweep"]["sensitive"] is True and sensitive.evidence["corpus_sha256"] == "abc"
+    assert sensitive.evidence["wd_schedule"]["adamw_toy_norm_ratio"] == 1.01
+
+
+def test_b15_text_states_each_part_and_the_verdict():
+    forward, scaling, toy, sweep = _parts(toy_ok=False, shift=0.1)
+    text = G.b15_text(forward, scaling, toy, sweep, 0.1)
+    assert text.startswith("3/4 parts hold.") and "not within ±10%" in text
+    assert "RMS 0.500 against 1.000 undecayed" in text and text.endswith("**B15 verdict: holds with caveats.**")
+    diverged = G.DecaySweep({}, {}, pd.DataFrame(), pd.Series(dtype=float), None, False, False, 0.0, 0.02)
+    assert "the decay sweep diverged" in G.b15_text(forward, scaling, toy, diverged, 0.1)
+    finding = G.b15_finding(forward, scaling, toy, diverged, tolerance=0.1, corpus_sha256="x")
+    assert finding.key_number is None and finding.spread is None
+
+
+# ---- figures
+
+
+def test_forward_figure_draws_one_log_axis_with_a_zero_line():
+    s = pd.DataFrame(
+        [
+            {"factor": a, "delta_loss": math.log(a) ** 2, "location": loc, "model": m}
+            for a in (0.5, 1, 2)
+            for loc in ("final", "MLP input")
+            for m in ("pre-LN RMSNorm", "post-LN RMSNorm")
+        ]
+    )
+    fig = figures.forward_figure(s)
+    (ax,) = fig.axes
+    assert ax.get_xscale() == "log" and ax.get_xlabel() == "gain multiplier a (log scale)"
+    assert len(ax.get_lines()) >= 4 + 1  # a line per (location, model), and the zero line
+
+
+def test_update_figure_draws_both_paths_on_log_log_axes():
+    fig = figures.update_figure(_power_law_updates(1.0, -1.0))
+    (ax,) = fig.axes
+    assert ax.get_xscale() == ax.get_yscale() == "log" and ax.get_ylabel() == "‖ΔE‖ / ‖E‖ in one step"
+    assert len(ax.get_lines()) >= 4
+
+
+def test_toy_figure_has_three_panels_and_a_dotted_line_per_random_walk_prediction():
+    schedule = pd.DataFrame({"step": range(5), "norm_with_decay": np.linspace(1, 2, 5), "norm_scheduled": np.ones(5)})
+    runs = [
+        pd.DataFrame({"step": range(10), "norm": np.ones(10), "angular_update": np.full(10, 0.1)}).assign(
+            optimizer=o, setting=s
+        )
+        for o in ("sgd", "adamw")
+        for s in ("toy chain", "random walk")
+    ]
+    equilibrium = pd.DataFrame(
+        [
+            {"optimizer": o, "setting": s, "predicted_norm": 1.5, "predicted_angular_update": 0.05}
+            for o in ("sgd", "adamw")
+            for s in ("toy chain", "random walk")
+        ]
+    )
+    fig = figures.toy_figure(schedule, G.smoothed_trajectories(runs, steps=10, windows=5), equilibrium)
+    left, middle, right = fig.axes
+    assert [ax.get_title() for ax in fig.axes] == [
+        "same directions, different norms",
+        "norm → equilibrium",
+        "angular update",
+    ]
+    assert len(left.get_lines()) == 2 and right.get_yscale() == "log"
+    dotted = [line for line in middle.get_lines() if line.get_linestyle() == ":"]
+    assert len(dotted) == 2  # one per random-walk optimizer
+
+
+def test_decay_figure_labels_each_decay_with_its_timescale_and_shades_the_margin():
+    sweep = _sweep(0.1)
+    fig = figures.decay_figure(sweep.pairs, sweep.timescales, sweep.gain_paths, 0.02)
+    left, right = fig.axes
+    assert [t.get_text() for t in left.get_yticklabels()] == ["λ_g = 10 (ηλT = 3.0)"]
+    (band,) = [p for p in left.patches if p.get_alpha() == 0.15]  # the margin, shaded
+    assert band.get_x() == pytest.approx(-0.02) and band.get_width() == pytest.approx(0.04)
+    assert right.get_yscale() == "log" and right.get_ylabel() == "mean RMS of the norm gains"
+
+
+def test_paired_sweep_matches_paired_difference():
+    sweep = _sweep(0.1)
+    finals = _decay_runs(0.1)
+    expected = paired_difference(
+        [finals[(0.0, s)]["final_val_loss"] for s in range(3)],
+        [finals[(10.0, s)]["final_val_loss"] for s in range(3)],
+        0.02,
+    )
+    assert sweep.pairs[10.0] == expected
