@@ -45,6 +45,7 @@ from IPython.display import Markdown
 
 from normlab.analysis import gain as G
 from normlab.analysis.figures import gain as figures
+from normlab.analysis.shared.runs import training_devices
 from normlab.gpt.corpus import load_corpus
 from normlab.study import Results
 from normlab.study.present import claims_box, table, verdict_table
@@ -52,12 +53,15 @@ from normlab.study.present import claims_box, table, verdict_table
 warnings.filterwarnings("ignore", category=UserWarning, module="seaborn")
 warnings.filterwarnings("ignore", category=FutureWarning)
 P = G.profile_settings(profile)
-devices = G.training_devices(profile)
+devices = training_devices(profile)
 torch.set_num_threads(1)
 sns.set_theme(style="whitegrid")
 results = Results("gain", profile, results_dir)
 corpus = load_corpus()
 started = time.perf_counter()
+
+# %% tags=["remove-cell"]
+# The thresholds the prose states, passed to the analyses.
 FORWARD_CHANGE = 0.01  # relative loss change below which the forward pass "barely changes"
 EXPONENT_TOLERANCE = 0.15  # on each fitted power of a
 TOL = 0.10  # relative tolerance for the equilibrium formulas

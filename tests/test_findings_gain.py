@@ -13,6 +13,7 @@ import torch
 from normlab.analysis import gain as G
 from normlab.analysis.figures import gain as figures
 from normlab.analysis.shared.paired import paired_difference
+from normlab.analysis.shared.runs import training_devices
 from normlab.gpt.model import GPT, GPTConfig
 
 SMOKE = G.PROFILES["smoke"]
@@ -48,10 +49,10 @@ def test_profile_settings_refuse_an_unknown_profile_and_a_sweep_without_baseline
 
 
 def test_training_devices_are_workers_off_the_gpu_profile():
-    assert G.training_devices("smoke") is None and G.training_devices("cpu") is None
+    assert training_devices("smoke") is None and training_devices("cpu") is None
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="needs CUDA"):
-            G.training_devices("gpu")
+            training_devices("gpu")
 
 
 def test_training_jobs_pair_the_sweep_by_seed_and_keep_the_two_forward_models():

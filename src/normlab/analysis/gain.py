@@ -693,14 +693,6 @@ def profile_settings(profile: str) -> dict:
     return settings
 
 
-def training_devices(profile: str) -> list[str] | None:
-    """One training run per GPU on the gpu profile; None (worker processes on the CPU) otherwise."""
-    gpus = torch.cuda.device_count() if profile == "gpu" else 0
-    if profile == "gpu" and not gpus:
-        raise ValueError("the gpu profile needs CUDA; run with profile='cpu' on this machine")
-    return [f"cuda:{i}" for i in range(gpus)] or None
-
-
 def model_settings(settings: dict) -> dict:
     """The small GPT's shape (pre-LN unless a placement is added)."""
     return dict(context=settings["context"], width=settings["width"], depth=settings["depth"], heads=4)

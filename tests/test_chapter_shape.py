@@ -1,0 +1,44 @@
+"""Chapters read prose first: in every chapter source, markdown lines are at least code lines, and no code cell is
+long. The logic lives in `normlab.analysis` (findings) and `normlab.analysis.figures` (one call per figure)."""
+
+from pathlib import Path
+
+import pytest
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+LONGEST_CODE_CELL = 25
+
+
+def cells(source: str) -> list[tuple[str, list[str]]]:
+    """(kind, lines) per jupytext percent cell: kind is 'markdown', 'code', or 'header' before the first cell."""
+    found: list[tuple[str, list[str]]] = []
+    for line in source.splitlines():
+        if line.startswith("# %%"):
+            found.append(("markdown" if "[markdown]" in line else "code", []))
+        elif found:
+            found[-1][1].append(line)
+        else:
+            found.append(("header", [line]))
+    return found
+
+
+def counts(source: str) -> tuple[int, int, int]:
+    """Non-blank markdown lines, non-blank code lines, and the longest code cell's non-blank lines."""
+    parsed = cells(source)
+    markdown = sum(1 for kind, lines in parsed if kind == "markdown" for line in lines if line.strip() not in ("", "#"))
+    code_cells = [sum(1 for line in lines if line.strip()) for kind, lines in parsed if kind == "code"]
+    return markdown, sum(code_cells), max(code_cells, default=0)
+
+
+def test_counts_on_a_known_source():
+    source = "# ---\n# jupyter: x\n# ---\n# %% [markdown]\n# # Title\n#\n# Two lines.\n\n# %%\nx = 1\n\ny = 2\n# %% tags=['remove-input']\nprint(x)\n"
+    assert counts(source) == (2, 3, 2)
+
+
+@pytest.mark.parametrize("chapter", sorted(p.stem for p in NOTEBOOKS.glob("*.py")))
+def test_chapter_reads_prose_first(chapter):
+    markdown, code, longest = counts((NOTEBOOKS / f"{chapter}.py").read_text())
+    assert markdown >= code, (
+        f"{chapter}: {markdown} markdown lines against {code} code lines; move logic to normlab.analysis"
+    )
+    assert longest <= LONGEST_CODE_CELL, f"{chapter}: a code cell of {longest} lines (at most {LONGEST_CODE_CELL})"
