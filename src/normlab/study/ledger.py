@@ -26,6 +26,7 @@ import re
 import sys
 import tempfile
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 from normlab.study import paths
@@ -35,6 +36,126 @@ from normlab.study.results import VERDICTS, is_fragile
 
 RUN_KEYS = ("notebook", "profile", "hardware", "versions", "git_commit", "started", "finished", "claims")
 RECORD_KEYS = ("id", "verdict", "summary", "evidence")
+
+
+@dataclass(frozen=True)
+class KeyNumber:
+    """What a claim's key number measures, so that the ledger and the opening page can say it with its unit.
+
+    `unit` is printed after the number; "%" means a share, recorded as a fraction and shown as a percent.
+    `measured_if` names an evidence entry that is None when the chapter fell back to another key number
+    (`fallback`, a `KeyNumber` of its own), as A5 does when no fused pair was timed.
+    """
+
+    meaning: str
+    unit: str = ""
+    measured_if: str | None = None
+    fallback: KeyNumber | None = None
+
+    def format(self, value, *, trim: bool = False) -> str:
+        """The value in this unit; `trim` drops trailing zeros, for thresholds stated as round numbers."""
+        if value is None:
+            return "—"
+        shown = significant(100 * float(value), 2) if self.unit == "%" else _number(value)
+        if trim and "." in shown and "e" not in shown:
+            shown = shown.rstrip("0").rstrip(".")
+        if self.unit == "%":
+            return f"{shown}%"
+        return f"×{shown}" if self.unit == "×" else f"{shown} {self.unit}".rstrip()
+
+    def format_spread(self, value) -> str:
+        """A spread in the key number's unit; a spread of a ratio is a plain number, not a factor."""
+        return _number(value) if self.unit == "×" else self.format(value)
+
+
+# The one home of each claim's key-number meaning: the chapters record the number, this says what it is.
+# tests/test_opening_page.py checks that every claim in data/claims.md has an entry.
+KEY_NUMBERS: dict[str, KeyNumber] = {
+    "A1": KeyNumber("max abs difference, the formula vs F.layer_norm (float64)"),
+    "A2": KeyNumber("max abs difference, ε outside vs PyTorch's ε inside"),
+    "A3": KeyNumber("median |per-token mean| of RMSNorm's output"),
+    "A4": KeyNumber("LayerNorm's largest output change under shifts (float64, max abs)"),
+    "A5": KeyNumber(
+        "median share of LayerNorm's time RMSNorm saves, both fused",
+        "%",
+        measured_if="fused_median_saving",
+        fallback=KeyNumber("full-size ops LayerNorm's composite runs beyond RMSNorm's", "ops"),
+    ),
+    "A6": KeyNumber("parameters LayerNorm holds beyond RMSNorm's", "parameters"),
+    "A7": KeyNumber("effective passes over memory, best LayerNorm − best RMSNorm", "passes"),
+    "A8": KeyNumber("share of the paper's RMSNorm rows within 10–50% as speed-ups", "%"),
+    "A9": KeyNumber("farthest end of the 95% interval of final loss, RMSNorm − LayerNorm", "nats"),
+    "A10": KeyNumber("best implementation's share of copy bandwidth, training batch", "%"),
+    "A11": KeyNumber("named families (of 3) not measured as RMSNorm", "families"),
+    "B1": KeyNumber("share of the listed families released after 2019 that use RMSNorm", "%"),
+    "B2": KeyNumber("max abs difference, the formulas vs PyTorch (float64)"),
+    "B3": KeyNumber("relative error of J_LN = J_RMS(Px)·P"),
+    "B4": KeyNumber("RMSNorm's output change under a one-σ shift (max abs, unit-RMS output)"),
+    "B5": KeyNumber("share of the residual stream's energy in the common offset, last block", "%"),
+    "B6": KeyNumber("top of RMSNorm's own rows in the paper, share of time saved", "%"),
+    "B7": KeyNumber("ratio of step times, RMSNorm / LayerNorm"),
+    "B8": KeyNumber("effective passes over memory, best LayerNorm − best RMSNorm", "passes"),
+    "B9": KeyNumber("|passes, Welford LayerNorm − chunked RMSNorm| (untimed: LayerNorm's extra reductions)", "passes"),
+    "B10": KeyNumber("median share of LayerNorm's latency RMSNorm saves at 1–16 rows", "%"),
+    "B11": KeyNumber("how much LayerNorm's output shrinks when σ² ≤ ε", "%"),
+    "B12": KeyNumber("relative error of the essay's printed Jacobian"),
+    "B13": KeyNumber("relative error of the essay's printed ∂ℓ/∂x"),
+    "B14": KeyNumber("largest |g − Pearson r| over channels"),
+    "B15": KeyNumber("paired final-loss change under strong decay of the gain", "nats"),
+    "B16": KeyNumber("paired loss change when the all-ones dimension is removed", "nats"),
+    "B17": KeyNumber("largest ratio of pre-LN per-block gradient norms at the deepest depth", "×"),
+    "B18": KeyNumber("paired final loss, post-LN RMSNorm − post-LN LayerNorm", "nats"),
+    "B19": KeyNumber("norm × placement interaction in paired final loss", "nats"),
+    "Q1": KeyNumber("RMS below which the ε placement shows in float32 (ε = 1e-6)"),
+    "Q2": KeyNumber("|median share of LayerNorm's time RMSNorm saves|, both fused", "%"),
+    "Q3": KeyNumber("best share of full RMSNorm's time pRMSNorm saves", "%"),
+    "Q4": KeyNumber("SmolLM2-135M's loss change, every RMSNorm → LayerNorm", "nats"),
+    "Q5": KeyNumber("norms' share of SmolLM2-135M's prefill time", "%"),
+    "V1": KeyNumber("paired final loss, DyT − RMSNorm", "nats"),
+    "V2": KeyNumber("hidden-RMS growth relative to pre-LN's, weaker placement", "×"),
+    "V3": KeyNumber("rise of the highest usable learning rate with QK-norm", "decades"),
+    "V4": KeyNumber("change in the later half's share of the drop-one loss under 1/√l"),
+}
+
+
+def key_number_of(record: dict) -> KeyNumber:
+    """The meaning of this record's key number (its fallback where the chapter could not measure the first)."""
+    meaning = KEY_NUMBERS[record["id"]]
+    evidence = record.get("evidence") or {}
+    if meaning.measured_if and meaning.fallback and evidence.get(meaning.measured_if, 0) is None:
+        return meaning.fallback
+    return meaning
+
+
+def key_cell(record: dict) -> str:
+    """'5.9% vs 10%: |median share of LayerNorm's time RMSNorm saves|, both fused' for the ledger's table."""
+    if record.get("key_number") is None:
+        return "—"
+    meaning = key_number_of(record)
+    threshold = meaning.format(record.get("threshold"), trim=True)
+    return f"{meaning.format(record['key_number'])} vs {threshold}: {meaning.meaning}"
+
+
+_ABBREVIATIONS = ("e.g.", "i.e.", "et al.", "vs.", "cf.", "Fig.", "Eq.", "No.")
+
+
+def first_sentences(text: str, count: int = 2) -> str:
+    """The first `count` sentences of `text`, with an ellipsis where more followed.
+
+    A sentence ends at '.', '!' or '?' followed by a space and a capital letter (or by the end of the text),
+    except after a common abbreviation, so that 'Xiong et al. 2020' and '0.5 nats' do not end one.
+    """
+    text = " ".join(str(text).split())
+    ends = 0
+    for match in re.finditer(r"[.!?](?=\s+[A-Z(\"“‘'*]|\s*$)", text):
+        before = text[: match.end()]
+        if before.endswith(_ABBREVIATIONS):
+            continue
+        ends += 1
+        if ends == count:
+            rest = text[match.end() :].strip()
+            return before + (" …" if rest else "")
+    return text
 
 
 class LedgerError(ValueError):
@@ -161,7 +282,7 @@ def verdicts(claims: list[Claim], runs: list[dict]) -> dict[str, dict]:
                     f"{_where(run)}: notebook {run['notebook']} gives {claim_id} an invalid verdict "
                     f"{verdict!r} (valid: {', '.join(VERDICTS)}); {_fix(run['notebook'])}"
                 )
-            entry = dict(record, notebook=run["notebook"], profile=run["profile"])
+            entry = dict(record, notebook=run["notebook"], profile=run["profile"], machine=_machine(run))
             slot = table[claim_id]
             if verdict is None:
                 slot["parts"].append(entry)
@@ -197,6 +318,12 @@ def _fragile_cell(record: dict) -> str:
     return "—" if fragile is None else ("**yes**" if fragile else "no")
 
 
+def _spread_cell(record: dict) -> str:
+    if record.get("spread") is None:
+        return "—"
+    return key_number_of(record).format_spread(record["spread"])
+
+
 def _warning_box(warning: str | None) -> list[str]:
     if not warning:
         return []
@@ -216,7 +343,10 @@ def render_ledger(claims: list[Claim], runs: list[dict], *, warning: str | None 
         *_warning_box(warning),
         "Generated from the results files of this build; nothing on this page is typed by hand. "
         "Each verdict was computed in the linked chapter from numbers measured in that run. "
-        "Each claim has one owning chapter; parts measured elsewhere are listed beside its verdict.",
+        "Each claim has one owning chapter; parts measured elsewhere are listed beside its verdict. "
+        "*Key number vs threshold* gives the number the verdict turns on, the value it was judged against and what "
+        "the number measures; the spread is in the same unit. Summaries are cut at two sentences: the linked "
+        "chapter gives each in full.",
         "",
         f"**{len(fragile)} of {len(judged)} verdicts are fragile**"
         + (f" ({', '.join(fragile)})" if fragile else "")
@@ -251,15 +381,12 @@ def render_ledger(claims: list[Claim], runs: list[dict], *, warning: str | None 
                 f"| {claim.id} | {_cell(claim.text)} | {VERDICT_BADGES[PENDING]} | — | — | — | {note} | {where} |"
             )
             continue
-        key = (
-            "—"
-            if record.get("key_number") is None
-            else (f"{_number(record['key_number'])} vs {_number(record.get('threshold'))}")
-        )
         where = _link(record) + (f"; parts: {part_links}" if parts else "")
+        # The table keeps two sentences of the summary; the chapter shows all of it.
         lines.append(
-            f"| {claim.id} | {_cell(claim.text)} | {VERDICT_BADGES[record['verdict']]} | {key} "
-            f"| {_number(record.get('spread'))} | {_fragile_cell(record)} | {_cell(record['summary'])} | {where} |"
+            f"| {claim.id} | {_cell(claim.text)} | {VERDICT_BADGES[record['verdict']]} | {_cell(key_cell(record))} "
+            f"| {_spread_cell(record)} | {_fragile_cell(record)} | {_cell(first_sentences(record['summary']))} "
+            f"| {where} |"
         )
     lines += [":::"]
     parts = [(claim.id, part) for claim in claims for part in table[claim.id]["parts"]]
@@ -273,7 +400,7 @@ def render_ledger(claims: list[Claim], runs: list[dict], *, warning: str | None 
             "| ID | measured in | further evidence |",
             "|---|---|---|",
         ]
-        lines += [f"| {cid} | {_link(part)} | {_cell(part['summary'])} |" for cid, part in parts]
+        lines += [f"| {cid} | {_link(part)} | {_cell(first_sentences(part['summary']))} |" for cid, part in parts]
     return "\n".join(lines) + "\n"
 
 
@@ -382,6 +509,211 @@ def committed_gpu_runs(data_dir: Path) -> list[str]:
     return described
 
 
+_NO_HEADLINES = (
+    "No chapter behind the headline findings has run in this build; the {ref}`ledger <ledger>` lists what has."
+)
+
+
+def _value(record: dict, value) -> str:
+    return key_number_of(record).format(value)
+
+
+def _limit(record: dict, value) -> str:
+    return key_number_of(record).format(value, trim=True)
+
+
+def _signed(record: dict, value) -> str:
+    text = _value(record, value)
+    return text if text.startswith(("-", "—")) or float(value) == 0 else f"+{text}"
+
+
+def _within(value, threshold) -> bool:
+    return abs(float(value)) <= abs(float(threshold))
+
+
+def _hardware(record: dict) -> str:
+    """The machine whose run decided the verdict: the speed chapter's deciding GPU run, else this build's machine."""
+    decided = (record.get("evidence") or {}).get("decided_on")
+    if decided:
+        return "the " + re.sub(r"\s*\[.*\]$", "", str(decided))
+    return f"this build's {record.get('machine') or 'machine'}"
+
+
+def _machines_span(record: dict) -> str:
+    """'0.093%–5.9% across the 3 runs weighed; ' from the speed chapter's per-hardware key numbers, or ''."""
+    per_hardware = (record.get("evidence") or {}).get("by_hardware") or {}
+    keys = [float(part["key_number"]) for part in per_hardware.values() if part.get("key_number") is not None]
+    if len(keys) < 2:
+        return ""
+    return f"{_value(record, min(keys))}–{_value(record, max(keys))} across the {len(keys)} runs weighed; "
+
+
+def _q2(r: dict) -> str:
+    k, t = r["key_number"], r["threshold"]
+    return (
+        f"Once both norms are fused, RMSNorm and LayerNorm differ by {_value(r, k)} of LayerNorm's time on "
+        f"{_hardware(r)} ({_machines_span(r)}median over the fused implementations), "
+        f"{'under' if _within(k, t) else 'over'} the {_limit(r, t)} this book counts as an advantage"
+        + {
+            "holds": ": not the 10–50% that article A quotes.",
+            "does not hold": ": fusion leaves RMSNorm a real advantage.",
+        }.get(r["verdict"], ".")
+    )
+
+
+def _q3(r: dict) -> str:
+    k, t = r["key_number"], r["threshold"]
+    return (
+        f"Partial RMSNorm, which estimates the RMS from a prefix of each row, saves at best {_value(r, k)} of full "
+        f"RMSNorm's time on {_hardware(r)}, {'short of' if k < t else 'above'} the {_limit(r, t)} worth having"
+        + {
+            "holds": ", in every implementation that has it.",
+            "holds with caveats": ", but not in every implementation: it still reads every element to normalise.",
+            "does not hold": ": it does not save time.",
+        }.get(r["verdict"], ".")
+    )
+
+
+def _a9(r: dict) -> str:
+    k, t = r["key_number"], r["threshold"]
+    return (
+        f"Trained in pairs, small GPTs with RMSNorm and with LayerNorm reach validation losses that differ by at most "
+        f"{_value(r, k)} (the paired 95% interval), {'inside' if _within(k, t) else 'beyond'} the margin of "
+        f"±{_limit(r, t)} for no difference"
+        + {
+            "holds": ": equal quality, as article A says.",
+            "not testable here": ": too few pairs in this build to call them equal or different.",
+            "does not hold": ": their quality differs.",
+        }.get(r["verdict"], ".")
+    )
+
+
+def _q4(r: dict) -> str:
+    k, t = r["key_number"], r["threshold"]
+    return (
+        f"In SmolLM2-135M, a trained RMSNorm LLM, replacing every RMSNorm by a LayerNorm with the same gain changes "
+        f"the held-out loss by {_signed(r, k)}, {'inside' if _within(k, t) else 'beyond'} the margin of ±{_limit(r, t)}"
+        + {
+            "holds": ": mean-centring matters in real trained models, here and in MiniLM.",
+            "holds with caveats": ": centring matters in one of the two real models tested.",
+            "does not hold": ": centring makes no measurable difference.",
+        }.get(r["verdict"], ".")
+    )
+
+
+def _q5(r: dict) -> str:
+    k, t = r["key_number"], r["threshold"]
+    return (
+        f"The norms take {_value(r, k)} of SmolLM2-135M's prefill time on {_hardware(r)}, "
+        f"{'below' if k < t else 'above'} the {_limit(r, t)} low end of the papers' whole-model savings"
+        + {
+            "holds": ", in decoding too.",
+            "holds with caveats": ", but not in decoding as well.",
+            "does not hold": ": too small a share for the choice of norm to show end to end.",
+        }.get(r["verdict"], ".")
+    )
+
+
+def _b1(r: dict) -> str:
+    k, t = r["key_number"], r["threshold"]
+    return (
+        f"Of the model families released after 2019 that this book lists, {_value(r, k)} use RMSNorm, "
+        f"{'short of' if k < t else 'above'} the {_limit(r, t)} that 'almost all' needs"
+        + {
+            "holds with caveats": ", although the families the essay names all do.",
+            "does not hold": ", and not even all the families the essay names do.",
+        }.get(r["verdict"], ".")
+    )
+
+
+def _b12(r: dict) -> str:
+    k, t = r["key_number"], r["threshold"]
+    wrong = k > t
+    return (
+        f"The essay's RMSNorm Jacobian (1/r)(I − x̂x̂ᵀ) is {'off by' if wrong else 'within'} a relative error of "
+        f"{_value(r, k)} against autograd, {'beyond' if wrong else 'inside'} the {_limit(r, t)} that marks a formula "
+        "as wrong"
+        + (
+            ": its structure, a projection scaled by 1/r, holds, but the formula as printed does not."
+            if r["verdict"] == "holds with caveats" and wrong
+            else "."
+        )
+    )
+
+
+def _b17(r: dict) -> str:
+    k, t, e = r["key_number"], r["threshold"], r.get("evidence") or {}
+    depth = f" at depth {e['deepest_init_depth']}" if e.get("deepest_init_depth") else ""
+    slope = e.get("exponent_pre_xiong_init")
+    return (
+        f"In pre-LN at initialisation the per-block gradient norms{depth} stay within {_value(r, k)} of one another "
+        f"({'inside' if k <= t else 'beyond'} the limit of {_limit(r, t)}), yet the last layer's gradient shrinks as "
+        "1/√L"
+        + (f" (measured: L^{significant(slope, 2)})" if slope is not None else "")
+        + ", as Xiong et al. 2020's bound at initialisation says: 'undamped' describes the trunk, not every layer."
+    )
+
+
+def _b18(r: dict) -> str:
+    k, t = r["key_number"], r["threshold"]
+    spread = "" if r.get("spread") is None else f" (spread {key_number_of(r).format_spread(r['spread'])})"
+    return (
+        f"With the norm on the trunk (post-LN), RMSNorm and LayerNorm GPTs end {_signed(r, k)} apart in paired final "
+        f"loss{spread}"
+        + {
+            "not testable here": f", too uncertain to judge against the margin of ±{_limit(r, t)}; no published "
+            "study compares the two at depth, so this book's measurement is all there is.",
+            "does not hold": f", inside the margin of ±{_limit(r, t)}: RMSNorm's deep-signal decay is no worse.",
+            "holds": f", beyond the margin of ±{_limit(r, t)}: RMSNorm fares worse, as the essay says.",
+            "holds with caveats": f", beyond the margin of ±{_limit(r, t)} in training, but not at initialisation.",
+        }.get(r["verdict"], ".")
+    )
+
+
+def _v1(r: dict) -> str:
+    k, t = r["key_number"], r["threshold"]
+    return (
+        f"Dynamic Tanh in place of every norm ends {_value(r, abs(k))} {'worse' if k > 0 else 'better'} than "
+        f"RMSNorm in paired final loss, {'beyond' if k > t else 'inside'} the margin of +{_limit(r, t)}"
+        + {
+            "does not hold": ": at this scale it does not match a norm without tuning.",
+            "holds": ": it matches RMSNorm without tuning.",
+            "holds with caveats": ": it matches only with tuning.",
+        }.get(r["verdict"], ".")
+    )
+
+
+# The opening page's findings, in reading order: speed, quality, real models, the ecosystem, the mathematics,
+# depth and the landscape. Each writes one sentence from its claim's key number, threshold and verdict.
+HEADLINES = {
+    "Q2": _q2,
+    "Q3": _q3,
+    "A9": _a9,
+    "Q4": _q4,
+    "Q5": _q5,
+    "B1": _b1,
+    "B12": _b12,
+    "B17": _b17,
+    "B18": _b18,
+    "V1": _v1,
+}
+
+
+def findings_sentences(table: dict[str, dict]) -> list[str]:
+    """One sentence per headline claim that a chapter judged in this build, each ending with a link to it.
+
+    A claim that is missing, pending or lacks a key number or threshold gives no sentence.
+    """
+    sentences = []
+    for claim_id, write in HEADLINES.items():
+        record = (table.get(claim_id) or {}).get("record")
+        if record is None or record.get("key_number") is None or record.get("threshold") is None:
+            continue
+        where = f"{{ref}}`{claim_id} <{record['section']}>`" if record.get("section") else claim_id
+        sentences.append(f"{write(record)} ({where}: {VERDICT_BADGES[record['verdict']]})")
+    return sentences
+
+
 def render_intro(
     claims: list[Claim],
     runs: list[dict],
@@ -400,45 +732,21 @@ def render_intro(
     fragile = [r["id"] for r in judged if is_fragile(r)]
     head, tail = _split_intro(prose)
     tally = ", ".join(f"**{counts[v]}** {v}" for v in (*VERDICTS, PENDING) if counts.get(v))
+    sentences = findings_sentences(table)
     lines = [
         head,
         *_warning_box(warning),
         "## What we found",
         "",
+        *([f"- {sentence}" for sentence in sentences] or [_NO_HEADLINES]),
+        "",
+        "Each sentence is written from the number its chapter measured in this build, the threshold the chapter "
+        "stated before measuring, and the verdict it computed; the link after it leads to the measurement.",
+        "",
         f"Of the {len(claims)} claims, {tally}. "
         f"{len(fragile)} of the {len(judged)} verdicts are fragile (a repeat run could flip them)"
         + (f": {', '.join(fragile)}." if fragile else ".")
-        + " The {ref}`ledger <ledger>` gives every claim with its key number, threshold and spread.",
-        "",
-    ]
-    # One line per chapter: each claim's verdict and key number; the sentences behind them fold away below.
-    details = []
-    for name in _chapter_order(runs):
-        owned = [slot["record"] for slot in table.values() if slot["record"] and slot["record"]["notebook"] == name]
-        if not owned:
-            continue
-        items = []
-        for record in owned:
-            key = (
-                ""
-                if record.get("key_number") is None
-                else (f" ({_number(record['key_number'])} vs {_number(record.get('threshold'))})")
-            )
-            items.append(f"**{record['id']}** {VERDICT_BADGES[record['verdict']]}{key}")
-            details.append(f"- **{record['id']}** ({name}): {_cell(record['summary'])}")
-        lines.append(f"- {{doc}}`../executed/{name}`: " + "; ".join(items) + ".")
-    pending = [cid for cid, slot in table.items() if slot["record"] is None]
-    if pending:
-        lines.append(f"- Not yet judged by any chapter: {', '.join(pending)}.")
-    lines += [
-        "",
-        "The numbers in brackets are each verdict's key number against its threshold.",
-        "",
-        ":::{dropdown} What each verdict rests on, in one sentence",
-        *details,
-        ":::",
-    ]
-    lines += [
+        + " The {ref}`ledger <ledger>` gives every claim with its key number, threshold and spread, each in its unit.",
         "",
         f"```{{figure}} {figure}",
         ":name: fig-intro-verdicts",
