@@ -116,7 +116,10 @@ table(D.no_warmup_table(training), caption=f"Without warm-up at depth {P['deep']
 # %% [markdown]
 # ## Verdicts
 #
-# **B17** (pre-LN keeps the trunk an identity path, so gradients flow back undamped). Three measurements:
+# **B17** (pre-LN keeps the trunk an identity path, so gradients flow back undamped). Xiong et al. 2020's
+# statement, the one "undamped" leans on, is a bound at initialisation, and even there the last layer's gradient in
+# pre-LN shrinks as 1/√L: undamped describes the identity path of the trunk, not the size of every layer's
+# gradient. Three measurements:
 # (i) at the deepest initialised depth the pre-LN per-block gradient norms may differ by at most ×10 from block
 # to block (key number, threshold 10, under both initialisations); (ii) without warm-up, pre-LN must train at
 # least as often as post-LN at that depth; (iii) the paired final loss of pre-LN against post-LN
@@ -142,7 +145,8 @@ _ = b17.record(results, "B17", "depth-init")
 # first/last-block gradient ratio (worse: smaller by more than 10%) and the last layer's token cosine (worse:
 # higher by more than 0.02) at the deepest depth. Holds if RMSNorm is worse beyond the margin in training and
 # on one initialisation measure; does not hold if the paired interval lies inside the margin; not testable if
-# the interval is wider than the margin.
+# the interval is wider than the margin. No published study compares post-RMSNorm with post-LayerNorm at depth, so
+# this verdict rests on this book's measurement alone.
 
 
 # %% tags=["remove-cell"]

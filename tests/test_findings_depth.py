@@ -133,6 +133,17 @@ def test_b17_finding_and_paragraph_name_the_numbers():
     assert "pre-LN trained in 100% of runs and post-LN in 50%" in text and text.endswith("**B17 verdict: holds.**")
 
 
+def test_b17_says_what_undamped_rests_on_without_moving_its_numbers():
+    m = b17_numbers(pre_spread_sd=0.3, gpt2_post=0.0, drop=0.001)
+    finding = D.b17_finding(m, deepest=4, deep=2, margin=MARGIN, **B17_RULE, corpus_sha256="x")
+    paragraph = D.b17_paragraph(m, deepest=4, deep=2, **B17_RULE)
+    for text in (finding.summary, paragraph):
+        assert "Xiong et al. 2020" in text and "bound at initialisation" in text and "shrinks as 1/√L" in text
+    # the wording sits beside the measured numbers; the verdict and its key number are those of the rule
+    assert finding.summary.index("×2.00") < finding.summary.index("'Undamped'")
+    assert (finding.verdict, finding.key_number, finding.threshold, finding.spread) == ("holds", 2.0, 10.0, 0.3)
+
+
 def test_b18_measures_compare_post_ln_norms():
     m = D.b18_measures(synthetic_init(), synthetic_training(post_rms_shift=0.1), MARGIN)
     assert m["pair"]["outcome"] == "different" and m["pair"]["mean_difference"] > 0
@@ -158,6 +169,17 @@ def test_b18_verdict_follows_the_paired_interval():
     assert finding.key_number == pytest.approx(worse["pair"]["mean_difference"]) and finding.evidence["init_worse"]
     assert "beyond +0.02 nats" in finding.rule
     assert "**B18 verdict: holds.**" in D.b18_paragraph(worse, deep=2, deepest=4, **B18_RULE)
+
+
+def test_b18_says_its_verdict_rests_on_this_measurement_alone():
+    same = D.b18_measures(synthetic_init(), synthetic_training(post_rms_shift=0.0), MARGIN)
+    finding = D.b18_finding(same, deep=2, deepest=4, margin=MARGIN, **B18_RULE)
+    paragraph = D.b18_paragraph(same, deep=2, deepest=4, **B18_RULE)
+    for text in (finding.summary, paragraph):
+        assert "No published study compares post-RMSNorm with post-LayerNorm at depth" in text
+        assert "this book's measurement alone" in text
+    assert finding.verdict == "does not hold" == D.b18_verdict(same, **B18_RULE)
+    assert finding.key_number == pytest.approx(same["pair"]["mean_difference"]) and finding.threshold == MARGIN
 
 
 def synthetic_ablation(double_extra, diverge_stress=()):

@@ -555,6 +555,18 @@ def b17_measures(init: InitStudy, training: TrainingStudy, settings: dict, margi
     }
 
 
+# What "undamped" can mean: the result the essay leans on bounds the gradient at initialisation only.
+B17_UNDAMPED = (
+    "'Undamped' is read against Xiong et al. 2020, whose statement is a bound at initialisation: there the trunk is "
+    "an identity path, but the last layer's gradient in pre-LN still shrinks as 1/√L."
+)
+# B18 has no published measurement to hold ours against.
+B18_UNSOURCED = (
+    "No published study compares post-RMSNorm with post-LayerNorm at depth: the verdict rests on this book's "
+    "measurement alone."
+)
+
+
 def b17_verdict(measures: dict, *, spread_limit: float, exponent_tolerance: float) -> str:
     """Holds when pre-LN's gradient spread is within ×`spread_limit` and pre-LN trains without warm-up at least
     as often as post-LN; caveat when post-LN trains as well, pre-LN's paired loss is not better, or Xiong's
@@ -574,7 +586,7 @@ def b17_paragraph(measures: dict, *, deepest: int, deep: int, spread_limit: floa
         f"post-LN in {m['post_rate']:.0%}. Paired final loss, pre-LN − post-LN (RMSNorm): {pair_text(m['pair'])}. "
         f"Last-block gradient ∝ L^{m['xiong_pre']:.2f} (pre) and L^{m['xiong_post']:.2f} (post) under Xiong's "
         f"initialisation, L^{m['gpt2_pre']:.2f} (pre) under GPT-2's. Over the last 10% of the paired runs the loss "
-        f"still fell {m['drop']:.4f} nats.\n\n"
+        f"still fell {m['drop']:.4f} nats. {B17_UNDAMPED}\n\n"
         f"**B17 verdict: {b17_verdict(m, spread_limit=spread_limit, exponent_tolerance=exponent_tolerance)}.**"
     )
 
@@ -595,7 +607,8 @@ def b17_finding(
         f"Pre-LN per-block gradient norms at depth {deepest} differ by at most ×{m['pre_spread']:.2f} (threshold "
         f"×{spread_limit:g}); without warm-up at depth {deep} pre-LN trained in {m['pre_rate']:.0%} of runs vs "
         f"post-LN {m['post_rate']:.0%}; paired pre − post final loss {pair_text(m['pair'])}; last-block gradient ~ "
-        f"L^{m['xiong_pre']:.2f} (pre) vs Xiong et al.'s L^-0.5, L^{m['gpt2_pre']:.2f} under GPT-2 init.",
+        f"L^{m['xiong_pre']:.2f} (pre) vs Xiong et al.'s L^-0.5, L^{m['gpt2_pre']:.2f} under GPT-2 init. "
+        + B17_UNDAMPED,
         {
             "deepest_init_depth": deepest,
             "train_depth": deep,
@@ -666,7 +679,7 @@ def b18_paragraph(measures: dict, *, deep: int, deepest: int, ratio_drop: float,
     return (
         f"Paired final loss, post-RMSNorm − post-LayerNorm at depth {deep}: {pair_text(m['pair'])}. At initialisation "
         f"(depth {deepest}): first/last-block gradient ratio {m['ratio_rms']:.3f} (RMSNorm) vs {m['ratio_ln']:.3f} "
-        f"(LayerNorm); last-layer token cosine {m['cos_rms']:.3f} vs {m['cos_ln']:.3f}.\n\n"
+        f"(LayerNorm); last-layer token cosine {m['cos_rms']:.3f} vs {m['cos_ln']:.3f}. {B18_UNSOURCED}\n\n"
         f"**B18 verdict: {b18_verdict(m, ratio_drop=ratio_drop, cosine_rise=cosine_rise)}.**"
     )
 
@@ -679,7 +692,7 @@ def b18_finding(
         b18_verdict(m, ratio_drop=ratio_drop, cosine_rise=cosine_rise),
         f"Post-LN at depth {deep}: paired final loss RMSNorm − LayerNorm {pair_text(pair)}; at init (depth {deepest}) "
         f"first/last gradient ratio {m['ratio_rms']:.3f} vs {m['ratio_ln']:.3f}, last-layer token cosine "
-        f"{m['cos_rms']:.3f} vs {m['cos_ln']:.3f}.",
+        f"{m['cos_rms']:.3f} vs {m['cos_ln']:.3f}. " + B18_UNSOURCED,
         {
             "train_depth": deep,
             "paired_post_rms_minus_layer": pair,
