@@ -56,7 +56,10 @@ class KeyNumber:
         """The value in this unit; `trim` drops trailing zeros, for thresholds stated as round numbers."""
         if value is None:
             return "—"
-        shown = significant(100 * float(value), 2) if self.unit == "%" else _number(value)
+        if self.unit != "%" and float(value).is_integer() and abs(value) < 1e6:
+            shown = str(int(value))  # a count (parameters, ops, families) or a round threshold
+        else:
+            shown = significant(100 * float(value), 2) if self.unit == "%" else _number(value)
         if trim and "." in shown and "e" not in shown:
             shown = shown.rstrip("0").rstrip(".")
         if self.unit == "%":
@@ -647,10 +650,9 @@ def _b17(r: dict) -> str:
     slope = e.get("exponent_pre_xiong_init")
     return (
         f"In pre-LN at initialisation the per-block gradient norms{depth} stay within {_value(r, k)} of one another "
-        f"({'inside' if k <= t else 'beyond'} the limit of {_limit(r, t)}), yet the last layer's gradient shrinks as "
-        "1/√L"
-        + (f" (measured: L^{significant(slope, 2)})" if slope is not None else "")
-        + ", as Xiong et al. 2020's bound at initialisation says: 'undamped' describes the trunk, not every layer."
+        f"({'inside' if k <= t else 'beyond'} the limit of {_limit(r, t)}), the identity path the essay calls "
+        "undamped; but Xiong et al. 2020's result is a bound at initialisation, under which the last layer's "
+        "gradient shrinks as 1/√L" + (f" (measured here: L^{significant(slope, 2)})" if slope is not None else "") + "."
     )
 
 
@@ -658,8 +660,8 @@ def _b18(r: dict) -> str:
     k, t = r["key_number"], r["threshold"]
     spread = "" if r.get("spread") is None else f" (spread {key_number_of(r).format_spread(r['spread'])})"
     return (
-        f"With the norm on the trunk (post-LN), RMSNorm and LayerNorm GPTs end {_signed(r, k)} apart in paired final "
-        f"loss{spread}"
+        f"With the norm on the trunk (post-LN), RMSNorm's paired final loss minus LayerNorm's is {_signed(r, k)}"
+        f"{spread}"
         + {
             "not testable here": f", too uncertain to judge against the margin of ±{_limit(r, t)}; no published "
             "study compares the two at depth, so this book's measurement is all there is.",
