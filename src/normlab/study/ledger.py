@@ -355,7 +355,13 @@ def render_ledger(claims: list[Claim], runs: list[dict], *, warning: str | None 
         + (f" ({', '.join(fragile)})" if fragile else "")
         + ": their key number lies within twice its run-to-run spread of the threshold, so a repeat run could flip them."
         + (
-            f" {len(unmeasured)} verdicts record no spread or threshold, so their fragility is unknown (—)."
+            f" {len(unmeasured)} "
+            + (
+                "verdict records no spread or threshold, so its"
+                if len(unmeasured) == 1
+                else "verdicts record no spread or threshold, so their"
+            )
+            + " fragility is unknown (—)."
             if unmeasured
             else ""
         ),
@@ -650,8 +656,12 @@ def _b17(r: dict) -> str:
     slope = e.get("exponent_pre_xiong_init")
     return (
         f"In pre-LN at initialisation the per-block gradient norms{depth} stay within {_value(r, k)} of one another "
-        f"({'inside' if k <= t else 'beyond'} the limit of {_limit(r, t)}), the identity path the essay calls "
-        "undamped; but Xiong et al. 2020's result is a bound at initialisation, under which the last layer's "
+        + (
+            f"(inside the limit of {_limit(r, t)}): the trunk passes gradients back level, as the essay says, but "
+            if k <= t
+            else f"(beyond the limit of {_limit(r, t)}): not the level flow the essay describes, and "
+        )
+        + "its 'undamped' rests on Xiong et al. 2020's bound at initialisation, under which the last layer's "
         "gradient shrinks as 1/√L" + (f" (measured here: L^{significant(slope, 2)})" if slope is not None else "") + "."
     )
 
