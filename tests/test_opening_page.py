@@ -134,9 +134,14 @@ def test_b17_and_b18_sentences_say_what_their_verdicts_rest_on():
         record("B18", "not testable here", -0.0136, 0.02, 0.044, "depth-training"),
     )
     b17, b18 = sentences(depth)
-    assert "at depth 32 stay within ×4.33 of one another (inside the limit of ×10): the trunk passes" in b17
+    assert "at depth 32 stay within ×4.33 of one another (inside the limit of ×10); the essay's 'undamped'" in b17
     beyond = sentences(run("depth", record("B17", "does not hold", 12.0, 10.0, 0.3, "depth-init")))[0]
-    assert "(beyond the limit of ×10): not the level flow" in beyond
+    assert "(beyond the limit of ×10); the essay's" in beyond and "warm-up" not in beyond
+    rates = dict(pre_trained_rate_no_warmup=0.0, post_trained_rate_no_warmup=0.5)
+    untrained = sentences(run("depth", record("B17", "does not hold", 1.25, 10.0, 0.1, "depth-init", **rates)))[0]
+    assert (
+        "(inside the limit of ×10), but without warm-up pre-LN trained in 0% of runs and post-LN in 50%;" in untrained
+    )
     assert "shrinks as 1/√L (measured here: L^-0.47)" in b17 and "2020's bound at initialisation" in b17
     assert "minus LayerNorm's is -0.0136 nats (spread 0.0440 nats)" in b18 and "no published study" in b18
 

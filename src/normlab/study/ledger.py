@@ -650,18 +650,24 @@ def _b12(r: dict) -> str:
     )
 
 
+def _b17_training(evidence: dict) -> str:
+    """The rule's other part, when it is what failed: pre-LN must train without warm-up at least as often."""
+    pre, post = evidence.get("pre_trained_rate_no_warmup"), evidence.get("post_trained_rate_no_warmup")
+    if pre is None or post is None:
+        return ", but the verdict fails on training without warm-up"
+    return f", but without warm-up pre-LN trained in {pre:.0%} of runs and post-LN in {post:.0%}"
+
+
 def _b17(r: dict) -> str:
     k, t, e = r["key_number"], r["threshold"], r.get("evidence") or {}
     depth = f" at depth {e['deepest_init_depth']}" if e.get("deepest_init_depth") else ""
     slope = e.get("exponent_pre_xiong_init")
     return (
         f"In pre-LN at initialisation the per-block gradient norms{depth} stay within {_value(r, k)} of one another "
-        + (
-            f"(inside the limit of {_limit(r, t)}): the trunk passes gradients back level, as the essay says, but "
-            if k <= t
-            else f"(beyond the limit of {_limit(r, t)}): not the level flow the essay describes, and "
-        )
-        + "its 'undamped' rests on Xiong et al. 2020's bound at initialisation, under which the last layer's "
+        f"({'inside' if k <= t else 'beyond'} the limit of {_limit(r, t)})"
+        + (_b17_training(e) if r["verdict"] == "does not hold" and k <= t else "")
+        + "; "
+        + "the essay's 'undamped' rests on Xiong et al. 2020's bound at initialisation, under which the last layer's "
         "gradient shrinks as 1/√L" + (f" (measured here: L^{significant(slope, 2)})" if slope is not None else "") + "."
     )
 
