@@ -68,7 +68,9 @@ def test_every_claim_has_one_key_number_meaning_and_no_stale_entry():
 def test_a_findings_sentence_carries_the_recorded_number_with_its_unit_and_the_deciding_machine():
     (q2,) = sentences(run("speed", fused_q2(0.059, "holds")))
     assert "differ by 5.9% of LayerNorm's time on the NVIDIA H200" in q2
-    assert "0.10%–5.9% across the 2 runs weighed" in q2  # the per-hardware key numbers, smallest to largest
+    assert (
+        "on the NVIDIA H200 (a median; 0.10%–5.9% across the 2 runs weighed)" in q2
+    )  # the per-hardware key numbers, smallest to largest
     assert "under the 10% this book counts as an advantage: not the 10–50%" in q2
     assert q2.endswith("({ref}`Q2 <speed-bandwidth>`: ✓ holds)")
     (q2,) = sentences(run("speed", fused_q2(0.15, "does not hold")))
@@ -165,17 +167,19 @@ def test_the_ledger_gives_each_key_number_its_unit_and_meaning():
     rows = {
         line.split(" | ")[0][2:]: line for line in ledger.render_ledger(CLAIMS, runs).splitlines() if line[:2] == "| "
     }
-    assert "| 5.9% vs 10%: \\|median share of LayerNorm's time RMSNorm saves\\|, both fused | 2.0% |" in rows["Q2"]
-    assert "| 0 families vs 0.5 families: named families (of 3) not measured as RMSNorm |" in rows["A11"]
-    assert "| ×4.33 vs ×10: largest ratio of pre-LN per-block gradient norms" in rows["B17"]
+    assert "| 5.9% vs 10%: *\\|median share of LayerNorm's time RMSNorm saves\\|, both fused* | 2.0% |" in rows["Q2"]
+    assert "| 0 families vs 0.5 families: *named families (of 3) not measured as RMSNorm* |" in rows["A11"]
+    assert "| ×4.33 vs ×10: *largest ratio of pre-LN per-block gradient norms" in rows["B17"]
     assert "| 0.370 |" in rows["B17"]  # a ratio's spread is a plain number, not a factor
+    tiny = record("A1", "holds", 2.71e-14, 1e-12, 8.8e-15)
+    assert ledger.key_cell(tiny).startswith("2.71e-14 vs 1e-12: *max abs difference")  # a round threshold stays round
 
 
 def test_a5_falls_back_to_the_op_count_when_no_fused_pair_was_timed():
     timed = record("A5", "holds with caveats", 0.05, 0.1, 0.01, fused_median_saving=0.05)
     untimed = record("A5", "holds with caveats", 3.0, 1.0, 0.0, fused_median_saving=None)
-    assert ledger.key_cell(timed).startswith("5.0% vs 10%: median share")
-    assert ledger.key_cell(untimed).startswith("3 ops vs 1 ops: full-size ops")
+    assert ledger.key_cell(timed).startswith("5.0% vs 10%: *median share")
+    assert ledger.key_cell(untimed).startswith("3 ops vs 1 ops: *full-size ops")
 
 
 def test_summaries_are_cut_at_the_second_sentence():

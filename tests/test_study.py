@@ -194,7 +194,7 @@ def test_ledger_counts_fragile_verdicts_at_the_top():
     assert "**1 of 2 verdicts are fragile** (A1)" in page
     assert page.index("verdicts are fragile") < page.index("| ID |")
     # each key number with its threshold, in the claim's unit, and what it measures (A1: an absolute difference)
-    assert "| 1.10 vs 1: max abs difference, the formula vs F.layer_norm (float64) |" in page
+    assert "| 1.10 vs 1: *max abs difference, the formula vs F.layer_norm (float64)* |" in page
 
 
 def test_runner_rejects_unknown_profile_and_notebook(capsys):

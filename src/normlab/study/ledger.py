@@ -60,8 +60,9 @@ class KeyNumber:
             shown = str(int(value))  # a count (parameters, ops, families) or a round threshold
         else:
             shown = significant(100 * float(value), 2) if self.unit == "%" else _number(value)
-        if trim and "." in shown and "e" not in shown:
-            shown = shown.rstrip("0").rstrip(".")
+        if trim and "." in shown:
+            mantissa, _, exponent = shown.partition("e")
+            shown = mantissa.rstrip("0").rstrip(".") + (f"e{exponent}" if exponent else "")
         if self.unit == "%":
             return f"{shown}%"
         return f"×{shown}" if self.unit == "×" else f"{shown} {self.unit}".rstrip()
@@ -131,12 +132,12 @@ def key_number_of(record: dict) -> KeyNumber:
 
 
 def key_cell(record: dict) -> str:
-    """'5.9% vs 10%: |median share of LayerNorm's time RMSNorm saves|, both fused' for the ledger's table."""
+    """'5.9% vs 10%: *|median share of LayerNorm's time RMSNorm saves|, both fused*' for the ledger's table."""
     if record.get("key_number") is None:
         return "—"
     meaning = key_number_of(record)
     threshold = meaning.format(record.get("threshold"), trim=True)
-    return f"{meaning.format(record['key_number'])} vs {threshold}: {meaning.meaning}"
+    return f"{meaning.format(record['key_number'])} vs {threshold}: *{meaning.meaning}*"
 
 
 _ABBREVIATIONS = ("e.g.", "i.e.", "et al.", "vs.", "cf.", "Fig.", "Eq.", "No.")
@@ -561,7 +562,7 @@ def _q2(r: dict) -> str:
     k, t = r["key_number"], r["threshold"]
     return (
         f"Once both norms are fused, RMSNorm and LayerNorm differ by {_value(r, k)} of LayerNorm's time on "
-        f"{_hardware(r)} ({_machines_span(r)}median over the fused implementations), "
+        f"{_hardware(r)} (a median{'; ' + _machines_span(r).rstrip('; ') if _machines_span(r) else ''}), "
         f"{'under' if _within(k, t) else 'over'} the {_limit(r, t)} this book counts as an advantage"
         + {
             "holds": ": not the 10–50% that article A quotes.",
@@ -577,7 +578,7 @@ def _q3(r: dict) -> str:
         f"RMSNorm's time on {_hardware(r)}, {'short of' if k < t else 'above'} the {_limit(r, t)} worth having"
         + {
             "holds": ", in every implementation that has it.",
-            "holds with caveats": ", but not in every implementation: it still reads every element to normalise.",
+            "holds with caveats": ", but not in every implementation that has it.",
             "does not hold": ": it does not save time.",
         }.get(r["verdict"], ".")
     )
