@@ -6,7 +6,13 @@ Every claim ID in data/claims.md appears exactly once, with at most one
 verdict: the one its owning chapter recorded. Evidence that other chapters
 recorded for it (verdict None, from `Results.record_evidence`) is listed as
 parts beside that verdict, never as a verdict. A claim no chapter has judged
-is shown as pending.
+is shown as pending. Each key number is shown in its unit with what it
+measures (`KEY_NUMBERS`, one entry per claim), and each summary is cut at
+two sentences (the chapter keeps it whole).
+
+The opening page tells the findings: one sentence per headline claim
+(`HEADLINES`), each written from the key number, threshold and verdict its
+chapter recorded; a headline claim this build did not judge gives none.
 
 The ledger refuses, with exit status 2 and a message naming the file and the
 fix, anything that would publish a wrong or stale verdict: a results file that
