@@ -510,29 +510,36 @@ class _BatchedRun:
             stack.base.train()
         return {k: sum(values) / len(values) for k, values in sums.items()}
 
-    def record_validation(self) -> None:
+    def record_validation(self, *, may_diverge: bool = True) -> None:
+        """Each training member's validation loss; a non-finite one stops the member (train() does not check
+        the loss at step 0)."""
         for k, value in self.validation_losses().items():
             member = self.members[k]
             if member.diverged:
                 continue
             member.val.append({"step": member.step, "val_loss": value})
-            if not math.isfinite(value):
+            if may_diverge and not math.isfinite(value):
                 self._freeze(k)
 
-    def record_stream(self) -> None:
-        for k, member in enumerate(self.members):
-            if not member.diverged:
-                stack, position = self._locate(k)
-                member.stream.extend(measure_stream(stack.refresh_model(position), member.stream_probe, member.step))
+    def record_stream(self, members: list[int]) -> None:
+        for k in members:
+            stack, position = self._locate(k)
+            member = self.members[k]
+            member.stream.extend(measure_stream(stack.refresh_model(position), member.stream_probe, member.step))
+
+    def training(self) -> list[int]:
+        return [k for k, member in enumerate(self.members) if not member.diverged]
 
     def measure_when_due(self, step: int) -> None:
-        """As train(): validation every eval_every steps, stream statistics every stream_every, both at the end."""
+        """As train(): validation every eval_every steps, stream statistics every stream_every, both at the end.
+        A member whose validation loss turns non-finite here still has its stream measured, as in train()."""
         tcfg = self.tcfg
         last = step == tcfg.steps
+        training = self.training()
         if last or (tcfg.eval_every and step % tcfg.eval_every == 0):
             self.record_validation()
         if last or (tcfg.stream_every and step % tcfg.stream_every == 0):
-            self.record_stream()
+            self.record_stream(training)
 
     def results(self, members) -> list[TrainResult]:
         out = []
@@ -578,8 +585,8 @@ def train_batched(
     _refuse_if_too_big(plan)
     tcfg = train_config
     run = _BatchedRun(members, tcfg, corpus, device)
-    run.record_validation()
-    run.record_stream()
+    run.record_validation(may_diverge=False)
+    run.record_stream(run.training())
     progress = None
     if tcfg.progress:
         progress = terminal_progress(total=tcfg.steps, desc=f"{len(members)} models as one", leave=False)
