@@ -25,6 +25,7 @@ from normlab.norms.backends.triton._runtime import (
     patch_interpreter_for_numpy_2_4,
     warps_for,
 )
+from normlab.norms.backends.triton.direct_launch import DirectLauncher
 from normlab.norms.validation import statistics_dtype
 
 # 16K fp32 values per row is 32 values per thread at 16 warps: the most that
@@ -48,6 +49,17 @@ INTERPRETED = kernels_interpreted(rms_kernels.rms_forward_onchip)
 if INTERPRETED:
     patch_interpreter_for_numpy_2_4()
     patch_interpreter_bf16()
+
+# Each kernel's launcher: compiled kernels are launched without JITFunction.run's binding (direct_launch).
+SUM_PARTIALS = DirectLauncher(reduce_kernels.sum_partials)
+RMS_FORWARD_ONCHIP = DirectLauncher(rms_kernels.rms_forward_onchip)
+RMS_FORWARD_CHUNKED = DirectLauncher(rms_kernels.rms_forward_chunked)
+RMS_BACKWARD_ONCHIP = DirectLauncher(rms_kernels.rms_backward_onchip)
+RMS_BACKWARD_CHUNKED = DirectLauncher(rms_kernels.rms_backward_chunked)
+LAYER_FORWARD_ONCHIP = DirectLauncher(layer_kernels.layer_forward_onchip)
+LAYER_FORWARD_CHUNKED = DirectLauncher(layer_kernels.layer_forward_chunked)
+LAYER_BACKWARD_ONCHIP = DirectLauncher(layer_kernels.layer_backward_onchip)
+LAYER_BACKWARD_CHUNKED = DirectLauncher(layer_kernels.layer_backward_chunked)
 
 
 def _empty(shape, dtype, device) -> torch.Tensor:
@@ -126,7 +138,8 @@ def _sum_partials(dw_partial, db_partial, dweight_dtype, dbias_dtype, n_features
     db_partial = db_partial if dbias_dtype is not None else dw_partial
     dw_out, db_out = (dw if dweight_dtype is not None else db), (db if dbias_dtype is not None else dw)
     block = _reduce_block(n_features)
-    reduce_kernels.sum_partials[(_cdiv(n_features, block),)](
+    SUM_PARTIALS(
+        (_cdiv(n_features, block),),
         dw_partial,
         db_partial,
         dw_out,
@@ -179,7 +192,8 @@ def rms_forward(
     flags = dict(HAS_RESIDUAL=r2 is not None, HAS_WEIGHT=weight is not None, EPS_INSIDE=eps_inside)
     if _is_onchip(n_features, onchip_limit):
         rows, block = _tile(n_rows, n_features)
-        rms_kernels.rms_forward_onchip[(_cdiv(n_rows, rows),)](
+        RMS_FORWARD_ONCHIP(
+            (_cdiv(n_rows, rows),),
             x2,
             r,
             w,
@@ -200,7 +214,8 @@ def rms_forward(
         )
     else:
         chunk = _chunk(n_features, chunk)
-        rms_kernels.rms_forward_chunked[(n_rows,)](
+        RMS_FORWARD_CHUNKED(
+            (n_rows,),
             x2,
             r,
             w,
@@ -247,7 +262,8 @@ def rms_backward(
         rows, block = _tile(n_rows, n_features)
         programs = min(_cdiv(n_rows, rows), 2 * multiprocessor_count(s.device))
         partial = _partials(programs, weight is not None, stats, s2)
-        rms_kernels.rms_backward_onchip[(programs,)](
+        RMS_BACKWARD_ONCHIP(
+            (programs,),
             dy2,
             ds_arg,
             s2,
@@ -272,7 +288,8 @@ def rms_backward(
         chunk = _chunk(n_features, chunk)
         programs = min(n_rows, 2 * multiprocessor_count(s.device))
         partial = _partials(programs, weight is not None, stats, s2)
-        rms_kernels.rms_backward_chunked[(programs,)](
+        RMS_BACKWARD_CHUNKED(
+            (programs,),
             dy2,
             ds_arg,
             s2,
@@ -319,7 +336,8 @@ def layer_forward(
     flags = dict(HAS_RESIDUAL=r2 is not None, HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None)
     if _is_onchip(n_features, onchip_limit):
         rows, block = _tile(n_rows, n_features)
-        layer_kernels.layer_forward_onchip[(_cdiv(n_rows, rows),)](
+        LAYER_FORWARD_ONCHIP(
+            (_cdiv(n_rows, rows),),
             x2,
             r,
             w,
@@ -340,7 +358,8 @@ def layer_forward(
         )
     else:
         chunk = _chunk(n_features, chunk)
-        layer_kernels.layer_forward_chunked[(n_rows,)](
+        LAYER_FORWARD_CHUNKED(
+            (n_rows,),
             x2,
             r,
             w,
@@ -380,7 +399,8 @@ def layer_backward(dy, ds, s, weight, mean, rstd, has_bias: bool, onchip_limit: 
         programs = min(_cdiv(n_rows, rows), 2 * multiprocessor_count(s.device))
         dw_partial = _partials(programs, weight is not None, stats, s2)
         db_partial = _partials(programs, has_bias, stats, s2)
-        layer_kernels.layer_backward_onchip[(programs,)](
+        LAYER_BACKWARD_ONCHIP(
+            (programs,),
             dy2,
             ds_arg,
             s2,
@@ -405,7 +425,8 @@ def layer_backward(dy, ds, s, weight, mean, rstd, has_bias: bool, onchip_limit: 
         programs = min(n_rows, 2 * multiprocessor_count(s.device))
         dw_partial = _partials(programs, weight is not None, stats, s2)
         db_partial = _partials(programs, has_bias, stats, s2)
-        layer_kernels.layer_backward_chunked[(programs,)](
+        LAYER_BACKWARD_CHUNKED(
+            (programs,),
             dy2,
             ds_arg,
             s2,

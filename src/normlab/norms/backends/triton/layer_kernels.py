@@ -27,7 +27,7 @@ import triton.language as tl
 from normlab.norms.backends.triton.fused_add import load_summed
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])
 def layer_forward_onchip(
     X,
     R,
@@ -153,7 +153,7 @@ def layer_forward_chunked(
         tl.store(y_row + cols, y.to(Y.dtype.element_ty), mask=in_row)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])
 def layer_backward_onchip(
     DY,
     DS,
@@ -212,7 +212,7 @@ def layer_backward_onchip(
         tl.store(DB_PARTIAL + program * N + cols, db_acc, mask=col_ok)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])
 def layer_backward_chunked(
     DY,
     DS,

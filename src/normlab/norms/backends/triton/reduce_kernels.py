@@ -10,7 +10,7 @@ import triton
 import triton.language as tl
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["programs"])
 def sum_partials(
     DW_PARTIAL,
     DB_PARTIAL,

@@ -46,7 +46,7 @@ def _inverse_rms_slope(ms, inv, EPS_INSIDE: tl.constexpr):
     return slope
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])
 def rms_forward_onchip(
     X,
     R,
@@ -140,7 +140,7 @@ def rms_forward_chunked(
         tl.store(y_row + cols, y.to(Y.dtype.element_ty), mask=in_row)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])
 def rms_backward_onchip(
     DY,
     DS,
@@ -195,7 +195,7 @@ def rms_backward_onchip(
         tl.store(DW_PARTIAL + program * N + cols, dw_acc, mask=col_ok)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])
 def rms_backward_chunked(
     DY,
     DS,
