@@ -53,7 +53,13 @@ class DirectLauncher:
         if any(p.is_constexpr for p in params[: len(runtime)]):
             raise TypeError(f"{self.name}: DirectLauncher needs the constexpr parameters after all runtime ones")
         self.key_of = _key_function([(p.name, not p.do_not_specialize) for p in runtime])
-        self.compiled = {}  # key -> (C launcher, function handle, packed metadata)
+        self.compiled = {}  # key -> (C launcher, function handle, packed metadata, compiled kernel)
+
+    def compiled_for(self, *args, num_warps, **constexprs):
+        """The compiled kernel a call with these arguments launches, None before the first such call."""
+        key = (driver.active.get_current_device(), num_warps, self.constants_of(constexprs)[: self.constexpr_count])
+        entry = self.compiled.get(key + (self.key_of(*args),))
+        return None if entry is None else entry[3]
 
     def __call__(self, grid, *args, num_warps, **constexprs):
         if self.interpreted or _launch_hooks_installed():
@@ -70,9 +76,9 @@ class DirectLauncher:
             # The first call of this specialisation: JITFunction.run compiles (or finds) it and launches it.
             kernel = self.kernel[grid](*args, num_warps=num_warps, **constexprs)
             kernel = kernel.result() if hasattr(kernel, "result") else kernel  # asynchronous compilation
-            self.compiled[key] = (kernel.run, kernel.function, kernel.packed_metadata)
+            self.compiled[key] = (kernel.run, kernel.function, kernel.packed_metadata, kernel)
             return kernel
-        run, function, metadata = entry
+        run, function, metadata, _ = entry
         grid_size = len(grid)
         run(
             grid[0],
