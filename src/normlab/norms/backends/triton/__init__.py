@@ -51,7 +51,6 @@ except ImportError as error:  # an optional dependency: say which extra brings i
 
 from normlab.norms.backends._renamed import renamed_attributes
 from normlab.norms.backends.triton import custom_ops, launch
-from normlab.norms.backends.triton._runtime import check_triton_device
 from normlab.norms.validation import check_layer_args, check_rms_args, partial_size, resolve_eps, sum_dtype
 
 __all__ = [
@@ -115,8 +114,7 @@ def triton_rms_norm_prevalidated(
 ):
     """triton_rms_norm for a caller that has already run resolve_eps and validation.check_rms_args on these arguments
     (normlab.norms.functional does): the same result without checking them a second time."""
-    check_triton_device(x, launch.INTERPRETED)
-    out_dtype = x.dtype
+    out_dtype = x.dtype  # the launcher checks the device
     x, residual = _common_dtype(x, residual, residual_in_fp32)
     k = x.shape[-1] if partial == 1.0 else partial_size(x.shape[-1], partial)
     y, s, _ = custom_ops.rms_norm_forward_call(
@@ -151,8 +149,7 @@ def triton_layer_norm_prevalidated(
     """triton_layer_norm for a caller that has already run resolve_eps and validation.check_layer_args."""
     if stats not in launch.LAYER_STATS:
         raise ValueError(f"stats must be one of {launch.LAYER_STATS}, got {stats!r}")
-    check_triton_device(x, launch.INTERPRETED)
-    out_dtype = x.dtype
+    out_dtype = x.dtype  # the launcher checks the device
     x, residual = _common_dtype(x, residual, residual_in_fp32)
     y, s, _, _ = custom_ops.layer_norm_forward_call(
         x, weight, bias, residual, float(eps), stats, *_limits(onchip_limit, chunk)

@@ -184,7 +184,8 @@ layer_norm_forward.register_autograd(_layer_backward, setup_context=_layer_setup
 
 # ---------------------------------------------------------------- eager route
 
-_PLAIN_TENSORS = (Tensor, torch.nn.Parameter)
+# None is a plain argument too: absent optional tensors need no tracing.
+_PLAIN_TENSORS = frozenset((Tensor, torch.nn.Parameter, type(None)))
 
 
 def _traced(*tensors) -> bool:
@@ -195,11 +196,20 @@ def _traced(*tensors) -> bool:
         or torch._C._are_functorch_transforms_active()
     ):
         return True
-    return any(t is not None and type(t) not in _PLAIN_TENSORS for t in tensors)
+    # Loops, not any(generator): this runs on every call, and a generator costs a µs of its own.
+    for t in tensors:
+        if type(t) not in _PLAIN_TENSORS:
+            return True
+    return False
 
 
 def _needs_grad(*tensors) -> bool:
-    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+    if not torch.is_grad_enabled():
+        return False
+    for t in tensors:
+        if t is not None and t.requires_grad:
+            return True
+    return False
 
 
 # The eager Functions return only y, or (y, s) with a residual: the statistics stay on ctx and no
