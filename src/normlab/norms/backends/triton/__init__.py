@@ -25,7 +25,11 @@ Entry points (for the speed study and other callers)
   Outputs are always freshly allocated and contiguous.
 
 Eager calls skip the torch.library dispatcher (see ``custom_ops``: tens of µs per call); under
-torch.compile or torch.export the custom ops are what gets traced.
+torch.compile or torch.export the custom ops are what gets traced. With autograd, the eager Function
+returns only y (and s): the statistics stay on its ctx, and no zero gradient is materialised, so a
+backward is one row kernel and one reduction kernel (``reduce_kernels``), with no ATen work.
+Compiled kernels are launched through ``direct_launch.DirectLauncher``: each specialisation is
+compiled once by JITFunction.run, and later calls go straight to its C launcher.
 
 Host cost per call, layer by layer (no GPU needed): ``scripts/triton_host_overhead.py``.
 

@@ -5,6 +5,9 @@ them as torch.library ops. Inputs of any leading shape are viewed as
 (rows, N); a last dimension with stride != 1 is copied to be contiguous (the
 kernels assume unit column stride, any row stride).
 
+A backward launches its row kernel, then (with a weight or bias) reduce_kernels.sum_partials, which
+sums the per-program partials and casts them: no ATen zeros, sums or casts.
+
 `onchip_limit` is the longest row (in elements) kept whole in registers;
 longer rows go to the chunked kernels, streamed `chunk` elements at a time.
 """
