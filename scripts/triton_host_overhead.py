@@ -12,9 +12,11 @@ GPU's caching allocator (a few µs), not a memset.
 The interpreter's `kernel[grid]` is not the GPU's: there, JITFunction.run binds and specialises the
 arguments, looks up the compiled kernel and calls the C launcher. A last section times that too, in a
 subprocess without the interpreter: the forward kernel is compiled for sm_90 (Triton ships ptxas) and
-launched through a stand-in CUDA driver whose launcher does nothing. It misses only the C launcher and
-cuLaunchKernel (a few µs on a GPU host). Add it per kernel launch to the stubbed layers (one launch
-per forward, one per backward) for an estimate of the GPU host path.
+launched through a stand-in CUDA driver whose launcher does nothing, once through JITFunction.run and
+once through the direct launcher normlab uses (launch.RMS_FORWARD_ONCHIP). It misses only the C
+launcher and cuLaunchKernel (a few µs on a GPU host). Add the direct launch per kernel launch to the
+stubbed layers (one per forward; one per backward, plus one for the partials reduction with a weight or
+bias) for an estimate of the GPU host path.
 
 Layers, each timed with the ones below it. µs per call of this process's CPU time (time.process_time:
 time other processes hold the shared cores is not counted), the minimum over rounds, the median in
