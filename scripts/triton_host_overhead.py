@@ -12,9 +12,11 @@ GPU's caching allocator (a few µs), not a memset.
 The interpreter's `kernel[grid]` is not the GPU's: there, JITFunction.run binds and specialises the
 arguments, looks up the compiled kernel and calls the C launcher. A last section times that too, in a
 subprocess without the interpreter: the forward kernel is compiled for sm_90 (Triton ships ptxas) and
-launched through a stand-in CUDA driver whose launcher does nothing. It misses only the C launcher and
-cuLaunchKernel (a few µs on a GPU host). Add it per kernel launch to the stubbed layers (one launch
-per forward, one per backward) for an estimate of the GPU host path.
+launched through a stand-in CUDA driver whose launcher does nothing, once through JITFunction.run and
+once through the direct launcher normlab uses (launch.RMS_FORWARD_ONCHIP). It misses only the C
+launcher and cuLaunchKernel (a few µs on a GPU host). Add the direct launch per kernel launch to the
+stubbed layers (one per forward; one per backward, plus one for the partials reduction with a weight or
+bias) for an estimate of the GPU host path.
 
 Layers, each timed with the ones below it. µs per call of this process's CPU time (time.process_time:
 time other processes hold the shared cores is not counted), the minimum over rounds, the median in
@@ -59,12 +61,10 @@ def stub_kernels() -> None:
     InterpretedFunction.run = lambda self, *args, grid, warmup, **kwargs: None
 
 
-def compiled_launcher_us(rows: int, d: int, repeats: int, rounds: int) -> tuple[float, float]:
-    """JITFunction.run for the on-chip forward kernel, with a stand-in CUDA driver (see the module docstring)."""
+def install_stand_in_driver() -> None:
+    """A CUDA driver for Triton that compiles for sm_90 but loads and launches nothing (see the module docstring)."""
     from triton.backends.compiler import GPUTarget
     from triton.runtime.driver import driver
-
-    from normlab.norms.backends.triton import rms_kernels
 
     class Utils:
         def get_device_properties(self, device):
@@ -89,10 +89,19 @@ def compiled_launcher_us(rows: int, d: int, repeats: int, rounds: int) -> tuple[
             return lambda *args: None
 
     driver.set_active(StandInDriver())
+
+
+def compiled_launcher_us(rows: int, d: int, repeats: int, rounds: int) -> list[tuple[float, float]]:
+    """The on-chip forward kernel's launch, compiled for sm_90 with the stand-in driver, two ways:
+    JITFunction.run (`kernel[grid](...)`) and launch.RMS_FORWARD_ONCHIP (the direct launcher normlab uses)."""
+    from normlab.norms.backends.triton import rms_kernels
+
+    install_stand_in_driver()
     x, w = torch.randn(rows, d), torch.randn(d)
     y, ms = torch.empty_like(x), torch.empty(rows)
     tile_rows, block = launch._tile(rows, d)
-    kernel = rms_kernels.rms_forward_onchip[(launch._cdiv(rows, tile_rows),)]
+    grid = (launch._cdiv(rows, tile_rows),)
+    kernel = rms_kernels.rms_forward_onchip[grid]
     flags = dict(
         HAS_RESIDUAL=False,
         HAS_WEIGHT=True,
@@ -102,8 +111,10 @@ def compiled_launcher_us(rows: int, d: int, repeats: int, rounds: int) -> tuple[
         num_warps=launch.warps_for(tile_rows * block),
     )
     call = lambda: kernel(x, x, w, y, x, ms, rows, d, d, d, d, 1e-6, 0.0, **flags)  # noqa: E731
+    direct = lambda: launch.RMS_FORWARD_ONCHIP(grid, x, x, w, y, x, ms, rows, d, d, d, d, 1e-6, 0.0, **flags)  # noqa: E731
     call()  # compiles once, for sm_90
-    return per_call_us([("launch", call)], repeats, rounds)[0]
+    direct()  # finds it, and keeps its launcher
+    return per_call_us([("JITFunction.run", call), ("direct", direct)], repeats, rounds)
 
 
 def per_call_us(rows, repeats: int, rounds: int) -> list[tuple[float, float]]:
@@ -181,7 +192,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.compiled_launcher:
-        print(*compiled_launcher_us(args.rows, args.d, args.repeats, args.rounds))
+        for low, median in compiled_launcher_us(args.rows, args.d, args.repeats, args.rounds):
+            print(low, median)
         return
     stub_kernels()
     print(
@@ -191,14 +203,16 @@ def main() -> None:
         print(f"\n{group}")
         for (name, _), (low, median) in zip(rows, per_call_us(rows, args.repeats, args.rounds)):
             print(f"  {name:34s} {low:8.1f}  [{median:7.1f}]")
-    print("\nTriton's compiled-kernel launcher (JITFunction.run, sm_90 kernel, stand-in driver), per launch")
+    print("\nA compiled kernel's launch (sm_90 kernel, stand-in driver), per launch")
     command = [sys.executable, __file__, COMPILED_LAUNCHER] + [
         f"--{k}={getattr(args, k)}" for k in ("repeats", "rounds", "rows", "d")
     ]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode == 0:
-        low, median = map(float, done.stdout.split()[-2:])
-        print(f"  {'kernel[grid](...)':34s} {low:8.1f}  [{median:7.1f}]")
+        lines = [tuple(map(float, line.split())) for line in done.stdout.strip().splitlines()[-2:]]
+        names = ("kernel[grid](...), JITFunction.run", "launch.RMS_FORWARD_ONCHIP (direct)")
+        for name, (low, median) in zip(names, lines):
+            print(f"  {name:34s} {low:8.1f}  [{median:7.1f}]")
     else:  # e.g. no ptxas for this platform: say so, keep the rest
         print(f"  not measured: {(done.stderr.strip().splitlines() or ['no output'])[-1]}")
 

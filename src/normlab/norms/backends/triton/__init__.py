@@ -25,7 +25,11 @@ Entry points (for the speed study and other callers)
   Outputs are always freshly allocated and contiguous.
 
 Eager calls skip the torch.library dispatcher (see ``custom_ops``: tens of µs per call); under
-torch.compile or torch.export the custom ops are what gets traced.
+torch.compile or torch.export the custom ops are what gets traced. With autograd, the eager Function
+returns only y (and s): the statistics stay on its ctx, and no zero gradient is materialised, so a
+backward is one row kernel and one reduction kernel (``reduce_kernels``), with no ATen work.
+Compiled kernels are launched through ``direct_launch.DirectLauncher``: each specialisation is
+compiled once by JITFunction.run, and later calls go straight to its C launcher.
 
 Host cost per call, layer by layer (no GPU needed): ``scripts/triton_host_overhead.py``.
 
@@ -51,7 +55,6 @@ except ImportError as error:  # an optional dependency: say which extra brings i
 
 from normlab.norms.backends._renamed import renamed_attributes
 from normlab.norms.backends.triton import custom_ops, launch
-from normlab.norms.backends.triton._runtime import check_triton_device
 from normlab.norms.validation import check_layer_args, check_rms_args, partial_size, resolve_eps, sum_dtype
 
 __all__ = [
@@ -115,8 +118,7 @@ def triton_rms_norm_prevalidated(
 ):
     """triton_rms_norm for a caller that has already run resolve_eps and validation.check_rms_args on these arguments
     (normlab.norms.functional does): the same result without checking them a second time."""
-    check_triton_device(x, launch.INTERPRETED)
-    out_dtype = x.dtype
+    out_dtype = x.dtype  # the launcher checks the device
     x, residual = _common_dtype(x, residual, residual_in_fp32)
     k = x.shape[-1] if partial == 1.0 else partial_size(x.shape[-1], partial)
     y, s, _ = custom_ops.rms_norm_forward_call(
@@ -151,8 +153,7 @@ def triton_layer_norm_prevalidated(
     """triton_layer_norm for a caller that has already run resolve_eps and validation.check_layer_args."""
     if stats not in launch.LAYER_STATS:
         raise ValueError(f"stats must be one of {launch.LAYER_STATS}, got {stats!r}")
-    check_triton_device(x, launch.INTERPRETED)
-    out_dtype = x.dtype
+    out_dtype = x.dtype  # the launcher checks the device
     x, residual = _common_dtype(x, residual, residual_in_fp32)
     y, s, _, _ = custom_ops.layer_norm_forward_call(
         x, weight, bias, residual, float(eps), stats, *_limits(onchip_limit, chunk)

@@ -184,7 +184,8 @@ layer_norm_forward.register_autograd(_layer_backward, setup_context=_layer_setup
 
 # ---------------------------------------------------------------- eager route
 
-_PLAIN_TENSORS = (Tensor, torch.nn.Parameter)
+# None is a plain argument too: absent optional tensors need no tracing.
+_PLAIN_TENSORS = frozenset((Tensor, torch.nn.Parameter, type(None)))
 
 
 def _traced(*tensors) -> bool:
@@ -195,11 +196,30 @@ def _traced(*tensors) -> bool:
         or torch._C._are_functorch_transforms_active()
     ):
         return True
-    return any(t is not None and type(t) not in _PLAIN_TENSORS for t in tensors)
+    # Loops, not any(generator): this runs on every call, and a generator costs a µs of its own.
+    for t in tensors:
+        if type(t) not in _PLAIN_TENSORS:
+            return True
+    return False
 
 
 def _needs_grad(*tensors) -> bool:
-    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+    if not torch.is_grad_enabled():
+        return False
+    for t in tensors:
+        if t is not None and t.requires_grad:
+            return True
+    return False
+
+
+# The eager Functions return only y, or (y, s) with a residual: the statistics stay on ctx and no
+# gradient is materialised for them, nor for an s or y the loss does not use (set_materialize_grads
+# off), so a backward launches the row kernel and the partials reduction and nothing else.
+
+
+def _unused_dy(dy, s):
+    # Only s reached the loss: y's gradient is zero. Rare; the zeros keep the kernels' one code path.
+    return torch.zeros_like(s) if dy is None else dy
 
 
 class _RmsNorm(torch.autograd.Function):
@@ -209,14 +229,17 @@ class _RmsNorm(torch.autograd.Function):
     # arguments through inspect.signature, which costs more than the rest of the call.
     @staticmethod
     def forward(ctx, *inputs):
-        output = launch.rms_forward(*inputs)
-        _rms_setup_context(ctx, inputs, output)
-        return output
+        ctx.set_materialize_grads(False)
+        y, s, mean_square = launch.rms_forward(*inputs)
+        _rms_setup_context(ctx, inputs, (y, s, mean_square))
+        return (y, s) if ctx.has_residual else y
 
     @staticmethod
-    def backward(ctx, dy, ds, _dmean_square):
+    def backward(ctx, dy, ds=None):
+        s = ctx.saved_tensors[0]
         # create_graph=True: through the op, so double backward fails as the op's does
-        return _rms_backward(ctx, dy, ds, _dmean_square, None if torch.is_grad_enabled() else launch.rms_backward)
+        backward = None if torch.is_grad_enabled() else launch.rms_backward
+        return _rms_backward(ctx, _unused_dy(dy, s), ds, None, backward)
 
 
 class _LayerNorm(torch.autograd.Function):
@@ -224,32 +247,39 @@ class _LayerNorm(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = launch.layer_forward(*inputs)
-        _layer_setup_context(ctx, inputs, output)
-        return output
+        ctx.set_materialize_grads(False)
+        y, s, mean, rstd = launch.layer_forward(*inputs)
+        _layer_setup_context(ctx, inputs, (y, s, mean, rstd))
+        return (y, s) if ctx.has_residual else y
 
     @staticmethod
-    def backward(ctx, dy, ds, _dmean, _drstd):
-        return _layer_backward(ctx, dy, ds, _dmean, _drstd, None if torch.is_grad_enabled() else launch.layer_backward)
+    def backward(ctx, dy, ds=None):
+        s = ctx.saved_tensors[0]
+        backward = None if torch.is_grad_enabled() else launch.layer_backward
+        return _layer_backward(ctx, _unused_dy(dy, s), ds, None, None, backward)
 
 
 def rms_norm_forward_call(
     x, weight, residual, eps: float, offset: float, eps_inside: bool, k: int, onchip_limit: int, chunk: int
 ):
-    """normlab::rms_norm_forward's result: through the op when traced, else the same launcher directly."""
+    """normlab::rms_norm_forward's (y, s, mean_square): through the op when traced, else the same launcher directly.
+
+    With autograd the statistics stay on the Function's ctx: mean_square is None then, and so is s without a residual."""
     args = (x, weight, residual, eps, offset, eps_inside, k, onchip_limit, chunk)
     if _traced(x, weight, residual):
         return torch.ops.normlab.rms_norm_forward(*args)
     if _needs_grad(x, weight, residual):
-        return _RmsNorm.apply(*args)
+        out = _RmsNorm.apply(*args)
+        return (*out, None) if residual is not None else (out, None, None)
     return launch.rms_forward(*args)
 
 
 def layer_norm_forward_call(x, weight, bias, residual, eps: float, stats: str, onchip_limit: int, chunk: int):
-    """normlab::layer_norm_forward's result: through the op when traced, else the same launcher directly."""
+    """normlab::layer_norm_forward's (y, s, mean, rstd), as rms_norm_forward_call (None for what autograd keeps)."""
     args = (x, weight, bias, residual, eps, stats, onchip_limit, chunk)
     if _traced(x, weight, bias, residual):
         return torch.ops.normlab.layer_norm_forward(*args)
     if _needs_grad(x, weight, bias, residual):
-        return _LayerNorm.apply(*args)
+        out = _LayerNorm.apply(*args)
+        return (*out, None, None) if residual is not None else (out, None, None, None)
     return launch.layer_forward(*args)

@@ -5,6 +5,9 @@ them as torch.library ops. Inputs of any leading shape are viewed as
 (rows, N); a last dimension with stride != 1 is copied to be contiguous (the
 kernels assume unit column stride, any row stride).
 
+A backward launches its row kernel, then (with a weight or bias) reduce_kernels.sum_partials, which
+sums the per-program partials and casts them: no ATen zeros, sums or casts.
+
 `onchip_limit` is the longest row (in elements) kept whole in registers;
 longer rows go to the chunked kernels, streamed `chunk` elements at a time.
 """
@@ -16,7 +19,7 @@ import functools
 import torch
 import triton
 
-from normlab.norms.backends.triton import layer_kernels, rms_kernels
+from normlab.norms.backends.triton import layer_kernels, reduce_kernels, rms_kernels
 from normlab.norms.backends.triton._runtime import (
     check_triton_device,
     kernels_interpreted,
@@ -25,6 +28,7 @@ from normlab.norms.backends.triton._runtime import (
     patch_interpreter_for_numpy_2_4,
     warps_for,
 )
+from normlab.norms.backends.triton.direct_launch import DirectLauncher
 from normlab.norms.validation import statistics_dtype
 
 # 16K fp32 values per row is 32 values per thread at 16 warps: the most that
@@ -41,11 +45,24 @@ CHUNK = 4096
 # so each program still moves enough bytes.
 TILE_ELEMENTS = 4096
 LAYER_STATS = ("two_pass", "welford")
+# The partials reduction: LINES program lines by REDUCE_BLOCK columns per step, one program per column block.
+REDUCE_LINES, REDUCE_BLOCK = 32, 64
 
 INTERPRETED = kernels_interpreted(rms_kernels.rms_forward_onchip)
 if INTERPRETED:
     patch_interpreter_for_numpy_2_4()
     patch_interpreter_bf16()
+
+# Each kernel's launcher: compiled kernels are launched without JITFunction.run's binding (direct_launch).
+SUM_PARTIALS = DirectLauncher(reduce_kernels.sum_partials)
+RMS_FORWARD_ONCHIP = DirectLauncher(rms_kernels.rms_forward_onchip)
+RMS_FORWARD_CHUNKED = DirectLauncher(rms_kernels.rms_forward_chunked)
+RMS_BACKWARD_ONCHIP = DirectLauncher(rms_kernels.rms_backward_onchip)
+RMS_BACKWARD_CHUNKED = DirectLauncher(rms_kernels.rms_backward_chunked)
+LAYER_FORWARD_ONCHIP = DirectLauncher(layer_kernels.layer_forward_onchip)
+LAYER_FORWARD_CHUNKED = DirectLauncher(layer_kernels.layer_forward_chunked)
+LAYER_BACKWARD_ONCHIP = DirectLauncher(layer_kernels.layer_backward_onchip)
+LAYER_BACKWARD_CHUNKED = DirectLauncher(layer_kernels.layer_backward_chunked)
 
 
 def _empty(shape, dtype, device) -> torch.Tensor:
@@ -108,10 +125,42 @@ def _prepare_backward(dy, ds, s):
     return n_features, _rows(s, n_features), _rows(dy, n_features), ds2, _empty(s.shape, s.dtype, s.device)
 
 
-def _reduce_partials(partial: torch.Tensor, like: torch.Tensor | None, n_features: int, device):
-    if like is None:
-        return torch.empty(0, device=device)
-    return _as(partial.sum(0), like.dtype)
+def _partials(programs: int, present: bool, stats: torch.dtype, placeholder: torch.Tensor) -> torch.Tensor:
+    # An absent parameter's partials are never touched by the kernels: any tensor of the right dtype stands in.
+    return _empty((programs, placeholder.shape[-1]), stats, placeholder.device) if present else placeholder
+
+
+def _sum_partials(dw_partial, db_partial, dweight_dtype, dbias_dtype, n_features: int, like: torch.Tensor):
+    """(dweight, dbias): the partial lines summed and cast by one kernel; an empty tensor for an absent parameter."""
+    dw = _empty((n_features,), dweight_dtype, like.device) if dweight_dtype is not None else like.new_empty(0)
+    db = _empty((n_features,), dbias_dtype, like.device) if dbias_dtype is not None else like.new_empty(0)
+    if dweight_dtype is None and dbias_dtype is None:
+        return dw, db
+    # Absent ones get a present one's tensors as placeholders (untouched under their HAS_ flag).
+    dw_partial, db_partial = (dw_partial, db_partial) if dweight_dtype is not None else (db_partial, db_partial)
+    db_partial = db_partial if dbias_dtype is not None else dw_partial
+    dw_out, db_out = (dw if dweight_dtype is not None else db), (db if dbias_dtype is not None else dw)
+    block = _reduce_block(n_features)
+    SUM_PARTIALS(
+        (_cdiv(n_features, block),),
+        dw_partial,
+        db_partial,
+        dw_out,
+        db_out,
+        dw_partial.shape[0],
+        n_features,
+        HAS_WEIGHT=dweight_dtype is not None,
+        HAS_BIAS=dbias_dtype is not None,
+        LINES=REDUCE_LINES,
+        BLOCK=block,
+        num_warps=warps_for(REDUCE_LINES * block),
+    )
+    return dw, db
+
+
+@functools.lru_cache(maxsize=1024)
+def _reduce_block(n_features: int) -> int:
+    return min(REDUCE_BLOCK, triton.next_power_of_2(n_features))
 
 
 def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -146,7 +195,8 @@ def rms_forward(
     flags = dict(HAS_RESIDUAL=r2 is not None, HAS_WEIGHT=weight is not None, EPS_INSIDE=eps_inside)
     if _is_onchip(n_features, onchip_limit):
         rows, block = _tile(n_rows, n_features)
-        rms_kernels.rms_forward_onchip[(_cdiv(n_rows, rows),)](
+        RMS_FORWARD_ONCHIP(
+            (_cdiv(n_rows, rows),),
             x2,
             r,
             w,
@@ -167,7 +217,8 @@ def rms_forward(
         )
     else:
         chunk = _chunk(n_features, chunk)
-        rms_kernels.rms_forward_chunked[(n_rows,)](
+        RMS_FORWARD_CHUNKED(
+            (n_rows,),
             x2,
             r,
             w,
@@ -213,8 +264,9 @@ def rms_backward(
     if _is_onchip(n_features, min(onchip_limit, BACKWARD_ONCHIP_LIMIT)):
         rows, block = _tile(n_rows, n_features)
         programs = min(_cdiv(n_rows, rows), 2 * multiprocessor_count(s.device))
-        partial = _empty((programs, n_features), stats, s.device)
-        rms_kernels.rms_backward_onchip[(programs,)](
+        partial = _partials(programs, weight is not None, stats, s2)
+        RMS_BACKWARD_ONCHIP(
+            (programs,),
             dy2,
             ds_arg,
             s2,
@@ -238,8 +290,9 @@ def rms_backward(
     else:
         chunk = _chunk(n_features, chunk)
         programs = min(n_rows, 2 * multiprocessor_count(s.device))
-        partial = torch.zeros((programs, n_features), dtype=stats, device=s.device)
-        rms_kernels.rms_backward_chunked[(programs,)](
+        partial = _partials(programs, weight is not None, stats, s2)
+        RMS_BACKWARD_CHUNKED(
+            (programs,),
             dy2,
             ds_arg,
             s2,
@@ -259,7 +312,8 @@ def rms_backward(
             CHUNK=chunk,
             num_warps=warps_for(chunk),
         )
-    return dx, _reduce_partials(partial, weight, n_features, s.device)
+    dweight, _ = _sum_partials(partial, partial, None if weight is None else weight.dtype, None, n_features, s)
+    return dx, dweight
 
 
 # ---------------------------------------------------------------- LayerNorm
@@ -285,7 +339,8 @@ def layer_forward(
     flags = dict(HAS_RESIDUAL=r2 is not None, HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None)
     if _is_onchip(n_features, onchip_limit):
         rows, block = _tile(n_rows, n_features)
-        layer_kernels.layer_forward_onchip[(_cdiv(n_rows, rows),)](
+        LAYER_FORWARD_ONCHIP(
+            (_cdiv(n_rows, rows),),
             x2,
             r,
             w,
@@ -306,7 +361,8 @@ def layer_forward(
         )
     else:
         chunk = _chunk(n_features, chunk)
-        layer_kernels.layer_forward_chunked[(n_rows,)](
+        LAYER_FORWARD_CHUNKED(
+            (n_rows,),
             x2,
             r,
             w,
@@ -344,9 +400,10 @@ def layer_backward(dy, ds, s, weight, mean, rstd, has_bias: bool, onchip_limit: 
     if _is_onchip(n_features, min(onchip_limit, BACKWARD_ONCHIP_LIMIT)):
         rows, block = _tile(n_rows, n_features)
         programs = min(_cdiv(n_rows, rows), 2 * multiprocessor_count(s.device))
-        dw_partial = _empty((programs, n_features), stats, s.device)
-        db_partial = _empty((programs, n_features), stats, s.device)
-        layer_kernels.layer_backward_onchip[(programs,)](
+        dw_partial = _partials(programs, weight is not None, stats, s2)
+        db_partial = _partials(programs, has_bias, stats, s2)
+        LAYER_BACKWARD_ONCHIP(
+            (programs,),
             dy2,
             ds_arg,
             s2,
@@ -369,9 +426,10 @@ def layer_backward(dy, ds, s, weight, mean, rstd, has_bias: bool, onchip_limit: 
     else:
         chunk = _chunk(n_features, chunk)
         programs = min(n_rows, 2 * multiprocessor_count(s.device))
-        dw_partial = torch.zeros((programs, n_features), dtype=stats, device=s.device)
-        db_partial = torch.zeros((programs, n_features), dtype=stats, device=s.device)
-        layer_kernels.layer_backward_chunked[(programs,)](
+        dw_partial = _partials(programs, weight is not None, stats, s2)
+        db_partial = _partials(programs, has_bias, stats, s2)
+        LAYER_BACKWARD_CHUNKED(
+            (programs,),
             dy2,
             ds_arg,
             s2,
@@ -390,6 +448,11 @@ def layer_backward(dy, ds, s, weight, mean, rstd, has_bias: bool, onchip_limit: 
             CHUNK=chunk,
             num_warps=warps_for(chunk),
         )
-    dweight = _reduce_partials(dw_partial, weight, n_features, s.device)
-    dbias = _as(db_partial.sum(0), param_dtype) if has_bias else s.new_empty(0)
-    return dx, dweight, dbias
+    return (dx,) + _sum_partials(
+        dw_partial,
+        db_partial,
+        None if weight is None else weight.dtype,
+        param_dtype if has_bias else None,
+        n_features,
+        s,
+    )

@@ -27,7 +27,7 @@ import triton.language as tl
 from normlab.norms.backends.triton.fused_add import load_summed
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])
 def layer_forward_onchip(
     X,
     R,
@@ -153,7 +153,7 @@ def layer_forward_chunked(
         tl.store(y_row + cols, y.to(Y.dtype.element_ty), mask=in_row)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])
 def layer_backward_onchip(
     DY,
     DS,
@@ -212,7 +212,7 @@ def layer_backward_onchip(
         tl.store(DB_PARTIAL + program * N + cols, db_acc, mask=col_ok)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])
 def layer_backward_chunked(
     DY,
     DS,
@@ -233,11 +233,19 @@ def layer_backward_chunked(
     HAS_BIAS: tl.constexpr,
     CHUNK: tl.constexpr,
 ):
-    # DW_PARTIAL / DB_PARTIAL must be zeroed by the caller: each program adds its rows into its own line.
+    # Each program adds its rows into its own line of DW_PARTIAL / DB_PARTIAL, which it zeroes first (no ATen zeros).
     compute = MEAN.dtype.element_ty
     program, programs = tl.program_id(0), tl.num_programs(0)
     partial_offset = tl.cast(program, tl.int64) * N  # programs x N can pass 2^31 for very long rows
     dw_row, db_row = DW_PARTIAL + partial_offset, DB_PARTIAL + partial_offset
+    if HAS_WEIGHT or HAS_BIAS:
+        for start in range(0, N, CHUNK):
+            cols = start + tl.arange(0, CHUNK)
+            if HAS_WEIGHT:
+                tl.store(dw_row + cols, tl.zeros([CHUNK], dtype=compute), mask=cols < N)
+            if HAS_BIAS:
+                tl.store(db_row + cols, tl.zeros([CHUNK], dtype=compute), mask=cols < N)
+        tl.debug_barrier()  # the row loop reads these zeros back
     for row in range(program, n_rows, programs):
         row64 = tl.cast(row, tl.int64)
         s_row, dy_row = S + row64 * stride_s, DY + row64 * stride_dy

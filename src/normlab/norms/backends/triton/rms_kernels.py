@@ -17,7 +17,7 @@ Backward: with g = dy * gain and c = sum_i g_i s_i over the whole row,
     dx_j = g_j * inv - [j < K] * s_j * c * inv' / K,
     inv' = inv^3 (inside)  or  inv^2 / sqrt(ms) (outside),
 and dweight = sum over rows of dy * s * inv, accumulated per program in the
-statistics dtype into a [programs, N] buffer that the caller reduces.
+statistics dtype into a [programs, N] buffer that reduce_kernels.sum_partials reduces.
 """
 
 import triton
@@ -46,7 +46,7 @@ def _inverse_rms_slope(ms, inv, EPS_INSIDE: tl.constexpr):
     return slope
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])
 def rms_forward_onchip(
     X,
     R,
@@ -140,7 +140,7 @@ def rms_forward_chunked(
         tl.store(y_row + cols, y.to(Y.dtype.element_ty), mask=in_row)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])
 def rms_backward_onchip(
     DY,
     DS,
@@ -195,7 +195,7 @@ def rms_backward_onchip(
         tl.store(DW_PARTIAL + program * N + cols, dw_acc, mask=col_ok)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])
 def rms_backward_chunked(
     DY,
     DS,
@@ -217,10 +217,15 @@ def rms_backward_chunked(
     EPS_INSIDE: tl.constexpr,
     CHUNK: tl.constexpr,
 ):
-    # DW_PARTIAL must be zeroed by the caller: each program adds its rows into its own line.
+    # Each program adds its rows into its own line of DW_PARTIAL, which it zeroes first (no ATen zeros).
     compute = MS.dtype.element_ty
     program, programs = tl.program_id(0), tl.num_programs(0)
     dw_row = DW_PARTIAL + tl.cast(program, tl.int64) * N  # programs x N can pass 2^31 for very long rows
+    if HAS_WEIGHT:
+        for start in range(0, N, CHUNK):
+            cols = start + tl.arange(0, CHUNK)
+            tl.store(dw_row + cols, tl.zeros([CHUNK], dtype=compute), mask=cols < N)
+        tl.debug_barrier()  # the row loop reads these zeros back
     for row in range(program, n_rows, programs):
         row64 = tl.cast(row, tl.int64)
         s_row, dy_row = S + row64 * stride_s, DY + row64 * stride_dy
