@@ -43,6 +43,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from normlab.analysis.centring import LogitComparison, centred_model, compare_logits
+from normlab.analysis.massive import MassiveAblation, MassiveRecorder, MassiveRule, first_massive_depth
 from normlab.analysis.shared.minilm import MiniLM, stdlib_docstrings
 from normlab.analysis.shared.paired import paired_difference
 from normlab.gpt.corpus import Corpus, load_corpus
@@ -714,6 +716,7 @@ PROFILES = {
         loss_chunks=4,
         sweep_chunks=2,
         sweep_length=16,
+        map_chunks=2,
         length=32,
         batch=4,
         prompt=32,
@@ -730,6 +733,7 @@ PROFILES = {
         loss_chunks=12,
         sweep_chunks=4,
         sweep_length=64,
+        map_chunks=2,
         length=256,
         batch=4,
         prompt=512,
@@ -746,6 +750,7 @@ PROFILES = {
         loss_chunks=64,
         sweep_chunks=16,
         sweep_length=512,
+        map_chunks=8,
         length=512,
         batch=16,
         prompt=512,
@@ -763,6 +768,7 @@ _POSITIVE = (
     "loss_chunks",
     "sweep_chunks",
     "sweep_length",
+    "map_chunks",
     "length",
     "batch",
     "prompt",
@@ -943,8 +949,11 @@ def stream_paragraph(summary: StreamSummary) -> str:
     )
 
 
-def b5_evidence(summary: StreamSummary, provenance: dict) -> tuple[str, dict]:
-    """The stream's part of B5 (judged in the quality chapter): its sentence and numbers, no verdict."""
+def b5_evidence(
+    summary: StreamSummary, provenance: dict, massive: MassiveAblationResult | None = None
+) -> tuple[str, dict]:
+    """The stream's part of B5 (judged in the quality chapter): its sentence and numbers, no verdict; with
+    `massive`, the numbers of Sun et al.'s mean-or-zero ablation join the evidence (the sentence is unchanged)."""
     s = summary
     by_layer = s.trunk.reset_index(drop=True)
     text = (
@@ -977,7 +986,127 @@ def b5_evidence(summary: StreamSummary, provenance: dict) -> tuple[str, dict]:
         "tokens": s.tokens,
         "provenance": provenance,
     }
+    if massive is not None:
+        evidence["massive_activation_ablation"] = massive.evidence()
     return text, evidence
+
+
+# ---------------------------------------------------------------- the chapter: massive activations set to a constant
+
+MEAN, ZERO, AS_TRAINED = "set to their mean", "set to zero", "left alone"
+
+
+@dataclass
+class MassiveAblationResult:
+    rule: MassiveRule
+    depth: int  # the stream after this many blocks (the output of block depth - 1) is edited
+    found: bool  # a depth passed the rule; else the depth with the largest max/median ratio is edited
+    entries: int  # massive entries over all loss chunks
+    first_token: int  # how many of them sit on the first token of their chunk
+    channels: list[int]  # the channels that hold them, most entries first
+    mean_values: dict[int, float]  # per such channel, the mean the "set to their mean" variant writes
+    largest: float
+    losses: dict[str, list[float]]  # per condition, the loss of each chunk
+    changes: dict[str, dict]  # per edited condition, paired_difference against the model left alone
+    margin: float
+
+    def evidence(self) -> dict:
+        return {
+            "rule_ratio_to_median": self.rule.ratio,
+            "rule_floor": self.rule.floor,
+            "edited_depth": self.depth,
+            "depth_passed_rule": self.found,
+            "massive_entries": self.entries,
+            "massive_entries_on_first_token": self.first_token,
+            "channels": self.channels,
+            "mean_values": {str(c): v for c, v in self.mean_values.items()},
+            "largest_massive_abs": self.largest,
+            "loss_left_alone": statistics.fmean(self.losses[AS_TRAINED]),
+            **{
+                f"loss_change_{condition.replace(' ', '_')}": {
+                    key: self.changes[condition][key] for key in ("mean_difference", "ci_low", "ci_high", "outcome")
+                }
+                for condition in (MEAN, ZERO)
+            },
+            "margin_nats": self.margin,
+            "chunks": len(self.losses[AS_TRAINED]),
+        }
+
+
+def measure_massive_ablation(
+    run: SmolLM2Run, stream: StreamSummary, rule: MassiveRule, batch: int, margin: float
+) -> MassiveAblationResult:
+    """Sun et al.'s test on the loss chunks: the massive entries of the stream at the depth where they first
+    appear (by `rule`, from the stream section's statistics) left alone, set to their per-channel mean over the
+    chunks, and set to zero; the losses paired by chunk."""
+    trunk = stream.trunk
+    depth = first_massive_depth(list(trunk["depth"]), list(trunk["max_abs"]), list(trunk["max_over_median"]), rule)
+    found = depth is not None
+    if not found:  # no depth passes (a short cut of the model): edit where the stream comes closest
+        deep = trunk[trunk["depth"] >= 1]
+        depth = int(deep.loc[deep["max_over_median"].idxmax(), "depth"])
+    block = run.model.model.layers[depth - 1]
+    with MassiveRecorder(block, rule) as recorder:
+        losses = {AS_TRAINED: chunk_losses(run.model, run.loss_chunks, batch)}
+    means = recorder.mean_values()
+    for condition, values in ((MEAN, means), (ZERO, torch.zeros_like(means))):
+        with MassiveAblation(block, rule, values):
+            losses[condition] = chunk_losses(run.model, run.loss_chunks, batch)
+    return MassiveAblationResult(
+        rule=rule,
+        depth=depth,
+        found=found,
+        entries=recorder.entries,
+        first_token=recorder.first_token,
+        channels=recorder.channels,
+        mean_values={c: float(means[c]) for c in recorder.channels},
+        largest=recorder.largest,
+        losses=losses,
+        changes={c: paired_difference(losses[AS_TRAINED], losses[c], margin) for c in (MEAN, ZERO)},
+        margin=margin,
+    )
+
+
+def massive_table(result: MassiveAblationResult, length: int):
+    rows = [{"massive activations": AS_TRAINED, "mean loss (nats/token)": statistics.fmean(result.losses[AS_TRAINED])}]
+    for condition in (MEAN, ZERO):
+        change = result.changes[condition]
+        rows.append(
+            {
+                "massive activations": condition,
+                "mean loss (nats/token)": statistics.fmean(result.losses[condition]),
+                "change": change["mean_difference"],
+                "95% CI low": change["ci_low"],
+                "95% CI high": change["ci_high"],
+                f"outcome vs {result.margin} margin": change["outcome"],
+            }
+        )
+    return table(
+        pd.DataFrame(rows),
+        digits=3,
+        caption=f"SmolLM2 loss on {len(result.losses[AS_TRAINED])} held-out chunks of {length} tokens with the "
+        f"massive activations of the stream after block {result.depth} edited, paired by chunk.",
+    )
+
+
+def massive_paragraph(result: MassiveAblationResult) -> str:
+    r, mean, zero = result, result.changes[MEAN], result.changes[ZERO]
+    if not r.found or r.entries == 0:
+        return (
+            f"No depth of this profile's {len(r.losses[AS_TRAINED])}-chunk cut of the model holds an activation over "
+            f"{r.rule.floor:g} and {r.rule.ratio:g} times the median; at depth {r.depth}, where the stream comes "
+            f"closest, {r.entries} entries pass the rule, so the edited models "
+            f"{'equal the original' if r.entries == 0 else 'barely differ from it'} (changes {mean['mean_difference']:+.4f} "
+            f"and {zero['mean_difference']:+.4f} nats). The test needs the full model: the cpu or gpu profile."
+        )
+    channels = ", ".join(f"{c} ({r.mean_values[c]:+.0f})" for c in r.channels[:4])
+    return (
+        f"The massive activations first appear in the stream after block {r.depth}: {r.entries} entries over all "
+        f"chunks, {r.first_token / r.entries:.0%} of them on the first token, in channels {channels} (their mean "
+        f"values; the largest |x| is {significant(r.largest)}). Set to their mean over the chunks, they change the "
+        f"loss by {interval_text(mean)} (**{mean['outcome']}** against ±{r.margin}); set to zero, by "
+        f"{interval_text(zero)}. The model needs them, but not their per-chunk values: a constant does their work."
+    )
 
 
 # ---------------------------------------------------------------- the chapter: centring added to SmolLM2
@@ -1069,6 +1198,50 @@ def centring_added_paragraph(result: CentringAdded) -> str:
     )
 
 
+# ---------------------------------------------------------------- the chapter: Q4's exact reading
+
+
+@dataclass
+class CentringMap:
+    mapped: LogitComparison  # every RMSNorm a LayerNorm vs the model with centred writes and its own RMSNorms
+    unmapped: LogitComparison  # the model as trained vs the centred one: the gap the map has to close
+    length: int
+
+
+def measure_centring_map(run: SmolLM2Run, chunks: int, batch: int) -> CentringMap:
+    """`centred_model` against the LayerNorm swap of Q4's measurement, on the first `chunks` loss chunks."""
+    model, sample = run.model, run.loss_chunks[:chunks]
+    centred = centred_model(model)
+    with installed(model, variant_modules(model, "torch", convert="layer_norm")):
+        mapped = compare_logits(model, centred, sample, batch)
+    unmapped = compare_logits(model, centred, sample, batch)
+    del centred
+    return CentringMap(mapped, unmapped, length=int(sample.shape[1]))
+
+
+def centring_map_paragraph(result: CentringMap, added: CentringAdded) -> str:
+    m, u = result.mapped, result.unmapped
+    return (
+        f"On {m.chunks} chunks of {result.length} tokens, the largest logit of the LayerNorm model and of the "
+        f"centred RMSNorm model differ by {significant(m.max_abs_difference)}, "
+        f"{significant(m.max_relative_difference)} of the largest logit ({significant(m.max_abs_logit)}): float32 "
+        f"rounding, against {significant(u.max_relative_difference)} between the centred model and the model as "
+        f"trained. So the {added.added['mean_difference']:+.4f} nats of the LayerNorm swap are exactly the cost of "
+        "removing the mean direction from everything written into SmolLM2's residual stream: they measure how much "
+        "the trained model uses that direction."
+    )
+
+
+def centring_map_evidence(result: CentringMap) -> dict:
+    return {
+        "centring_map_max_relative_difference": result.mapped.max_relative_difference,
+        "centring_map_max_abs_difference": result.mapped.max_abs_difference,
+        "centring_map_chunks": result.mapped.chunks,
+        "centring_map_tokens_per_chunk": result.length,
+        "centred_vs_trained_max_relative_difference": result.unmapped.max_relative_difference,
+    }
+
+
 # ---------------------------------------------------------------- the chapter: centring removed from MiniLM
 
 
@@ -1106,10 +1279,18 @@ def centring_removed_paragraph(minilm: dict) -> str:
 
 
 def q4_finding(
-    added: CentringAdded, minilm: dict, cosine_threshold: float, stream: StreamSummary, provenance: dict
+    added: CentringAdded,
+    minilm: dict,
+    cosine_threshold: float,
+    stream: StreamSummary,
+    provenance: dict,
+    *,
+    mapping: CentringMap | None = None,
+    massive: MassiveAblationResult | None = None,
 ) -> Finding:
     """Q4 from SmolLM2 with centring added (against its margin) and MiniLM with it removed (against
-    `cosine_threshold`), by the rule of `q4_verdict`."""
+    `cosine_threshold`), by the rule of `q4_verdict`. `mapping` (the exact reading of the swap) and `massive`
+    (the massive-activation ablation) add evidence; they do not enter the verdict."""
     a, apart, ret = added.added, added.added_apart, minilm["retrieval"]
     q4 = q4_verdict(a, minilm, cosine_threshold)
     summary = (
@@ -1140,6 +1321,10 @@ def q4_finding(
         "minilm_matters": q4["minilm_matters"],
         "provenance": provenance,
     }
+    if mapping is not None:
+        evidence.update(centring_map_evidence(mapping))
+    if massive is not None:
+        evidence["massive_activation_ablation"] = massive.evidence()
     rule = (
         f"Centring matters if SmolLM2's paired loss interval lies wholly outside ±{added.margin} nats or MiniLM's "
         f"median embedding cosine falls below {cosine_threshold}: both = holds, one = holds with caveats, neither = "
