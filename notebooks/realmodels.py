@@ -120,10 +120,10 @@ display(Markdown(R.stream_paragraph(stream)))
 # margin is the chapter's 0.01 nats per token.
 
 # %% tags=["remove-cell"]
-massive = R.measure_massive_ablation(run, stream, MASSIVE, batch=P["batch"], margin=MARGIN)
+massive = R.measure_massive_ablation(run, stream, MASSIVE, P["batch"], MARGIN, length=P["massive_length"])
 
 # %% tags=["remove-input"]
-R.massive_table(massive, length=P["length"])
+R.massive_table(massive)
 
 # %% tags=["remove-input"]
 display(Markdown(R.massive_paragraph(massive)))

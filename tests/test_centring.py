@@ -9,13 +9,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from normlab.analysis.centring import (  # noqa: E402
-    ASSUMPTIONS,
-    NotCovered,
-    centred_model,
-    check_covered,
-    compare_logits,
-)
+from normlab.analysis.centring import ASSUMPTIONS, NotCovered, centred_model, check_covered, compare_logits  # noqa: E402
 from normlab.norms.huggingface import swap_norms  # noqa: E402
 
 
@@ -94,10 +88,7 @@ def test_centred_model_is_a_copy_with_a_mean_zero_stream_and_an_untied_head():
 
 @pytest.mark.parametrize(
     "overrides, names",
-    [
-        (dict(mlp_bias=True), "mlp.down_proj has a bias"),
-        (dict(attention_bias=True), "self_attn.o_proj has a bias"),
-    ],
+    [(dict(mlp_bias=True), "mlp.down_proj has a bias"), (dict(attention_bias=True), "self_attn.o_proj has a bias")],
 )
 def test_writes_with_a_bias_are_refused(overrides, names):
     with pytest.raises(NotCovered, match=names) as refused:

@@ -313,7 +313,7 @@ def test_massive_ablation_on_a_tiny_llama_finds_the_planted_activation():
     assert result.mean_values[3] == pytest.approx(result.largest, rel=1e-3)  # the same value in every chunk
     assert max(abs(d) for d in result.changes[R.MEAN]["differences"]) < 1e-3
     assert abs(result.changes[R.ZERO]["mean_difference"]) > 10 * abs(result.changes[R.MEAN]["mean_difference"])
-    html = str(R.massive_table(result, length=9))
+    html = str(R.massive_table(result))
     assert R.ZERO in html and "4 held-out chunks of 9 tokens" in html and "after block 1" in html
     paragraph = R.massive_paragraph(result)
     assert "after block 1: 4 entries" in paragraph and "100% of them on the first token" in paragraph

@@ -23,6 +23,7 @@ refuses a model outside it.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -137,27 +138,47 @@ class LogitComparison:
 
 
 @torch.no_grad()
-def compare_logits(reference: nn.Module, other: nn.Module, chunks: torch.Tensor, batch: int = 4) -> LogitComparison:
-    """Run both models on `chunks` (n, tokens) of token ids and compare their logits, batch by batch.
+def logit_comparisons(
+    reference: Callable[[torch.Tensor], torch.Tensor],
+    others: dict[str, Callable[[torch.Tensor], torch.Tensor]],
+    chunks: torch.Tensor,
+    batch: int = 4,
+) -> dict[str, LogitComparison]:
+    """Logits of `reference` against each of `others` (functions from (batch, tokens) ids to logits) on `chunks`
+    (n, tokens), batch by batch, the reference run once per batch.
 
     The relative difference is max |a - b| over max |a| (a the reference), over every chunk, position and
     vocabulary entry: a per-element ratio would divide by logits that happen to sit near zero.
     """
     if chunks.dim() != 2 or chunks.shape[0] < 1 or batch < 1:
         raise ValueError(f"chunks must be (n >= 1, tokens) ids and batch >= 1, got {tuple(chunks.shape)}, {batch}")
-    largest_difference, largest_logit = 0.0, 0.0
+    largest_difference, largest_logit = dict.fromkeys(others, 0.0), 0.0
     for start in range(0, chunks.shape[0], batch):
         ids = chunks[start : start + batch]
-        a = reference(ids, use_cache=False).logits
-        b = other(ids, use_cache=False).logits
-        if not (torch.isfinite(a).all() and torch.isfinite(b).all()):
-            raise ValueError("a model returned non-finite logits; the comparison would be meaningless")
-        largest_difference = max(largest_difference, float((a - b).abs().max()))
+        a = reference(ids)
         largest_logit = max(largest_logit, float(a.abs().max()))
-    return LogitComparison(
-        max_relative_difference=largest_difference / largest_logit if largest_logit > 0 else float("inf"),
-        max_abs_difference=largest_difference,
-        max_abs_logit=largest_logit,
-        chunks=int(chunks.shape[0]),
-        tokens=int(chunks.numel()),
-    )
+        for name, other in others.items():
+            b = other(ids)
+            if not (torch.isfinite(a).all() and torch.isfinite(b).all()):
+                raise ValueError(f"non-finite logits (reference or {name!r}); the comparison would be meaningless")
+            largest_difference[name] = max(largest_difference[name], float((a - b).abs().max()))
+    return {
+        name: LogitComparison(
+            max_relative_difference=difference / largest_logit if largest_logit > 0 else float("inf"),
+            max_abs_difference=difference,
+            max_abs_logit=largest_logit,
+            chunks=int(chunks.shape[0]),
+            tokens=int(chunks.numel()),
+        )
+        for name, difference in largest_difference.items()
+    }
+
+
+def logits_of(model: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A transformers causal LM as a function from token ids to logits, without a KV cache."""
+    return lambda ids: model(ids, use_cache=False).logits
+
+
+def compare_logits(reference: nn.Module, other: nn.Module, chunks: torch.Tensor, batch: int = 4) -> LogitComparison:
+    """Two models' logits on `chunks`: `logit_comparisons` with one other model."""
+    return logit_comparisons(logits_of(reference), {"other": logits_of(other)}, chunks, batch)["other"]

@@ -43,7 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from normlab.analysis.centring import LogitComparison, centred_model, compare_logits
+from normlab.analysis.centring import LogitComparison, centred_model, logit_comparisons, logits_of
 from normlab.analysis.massive import MassiveAblation, MassiveRecorder, MassiveRule, first_massive_depth
 from normlab.analysis.shared.minilm import MiniLM, stdlib_docstrings
 from normlab.analysis.shared.paired import paired_difference
@@ -716,7 +716,8 @@ PROFILES = {
         loss_chunks=4,
         sweep_chunks=2,
         sweep_length=16,
-        map_chunks=2,
+        map_chunks=1,
+        massive_length=16,
         length=32,
         batch=4,
         prompt=32,
@@ -733,7 +734,8 @@ PROFILES = {
         loss_chunks=12,
         sweep_chunks=4,
         sweep_length=64,
-        map_chunks=2,
+        map_chunks=1,
+        massive_length=64,
         length=256,
         batch=4,
         prompt=512,
@@ -750,7 +752,8 @@ PROFILES = {
         loss_chunks=64,
         sweep_chunks=16,
         sweep_length=512,
-        map_chunks=8,
+        map_chunks=4,
+        massive_length=512,
         length=512,
         batch=16,
         prompt=512,
@@ -769,6 +772,7 @@ _POSITIVE = (
     "sweep_chunks",
     "sweep_length",
     "map_chunks",
+    "massive_length",
     "length",
     "batch",
     "prompt",
@@ -1007,6 +1011,7 @@ class MassiveAblationResult:
     mean_values: dict[int, float]  # per such channel, the mean the "set to their mean" variant writes
     largest: float
     losses: dict[str, list[float]]  # per condition, the loss of each chunk
+    length: int  # tokens per chunk
     changes: dict[str, dict]  # per edited condition, paired_difference against the model left alone
     margin: float
 
@@ -1030,28 +1035,29 @@ class MassiveAblationResult:
             },
             "margin_nats": self.margin,
             "chunks": len(self.losses[AS_TRAINED]),
+            "tokens_per_chunk": self.length,
         }
 
 
 def measure_massive_ablation(
-    run: SmolLM2Run, stream: StreamSummary, rule: MassiveRule, batch: int, margin: float
+    run: SmolLM2Run, stream: StreamSummary, rule: MassiveRule, batch: int, margin: float, length: int | None = None
 ) -> MassiveAblationResult:
-    """Sun et al.'s test on the loss chunks: the massive entries of the stream at the depth where they first
-    appear (by `rule`, from the stream section's statistics) left alone, set to their per-channel mean over the
-    chunks, and set to zero; the losses paired by chunk."""
+    """Sun et al.'s test on the loss chunks (their first `length` tokens; all by default): the massive entries of
+    the stream at the depth where they first appear (by `rule`, from the stream section's statistics) left alone,
+    set to their per-channel mean over the chunks, and set to zero; the losses paired by chunk."""
     trunk = stream.trunk
     depth = first_massive_depth(list(trunk["depth"]), list(trunk["max_abs"]), list(trunk["max_over_median"]), rule)
     found = depth is not None
     if not found:  # no depth passes (a short cut of the model): edit where the stream comes closest
         deep = trunk[trunk["depth"] >= 1]
         depth = int(deep.loc[deep["max_over_median"].idxmax(), "depth"])
-    block = run.model.model.layers[depth - 1]
+    block, chunks = run.model.model.layers[depth - 1], run.loss_chunks[:, :length]
     with MassiveRecorder(block, rule) as recorder:
-        losses = {AS_TRAINED: chunk_losses(run.model, run.loss_chunks, batch)}
+        losses = {AS_TRAINED: chunk_losses(run.model, chunks, batch)}
     means = recorder.mean_values()
     for condition, values in ((MEAN, means), (ZERO, torch.zeros_like(means))):
         with MassiveAblation(block, rule, values):
-            losses[condition] = chunk_losses(run.model, run.loss_chunks, batch)
+            losses[condition] = chunk_losses(run.model, chunks, batch)
     return MassiveAblationResult(
         rule=rule,
         depth=depth,
@@ -1062,12 +1068,13 @@ def measure_massive_ablation(
         mean_values={c: float(means[c]) for c in recorder.channels},
         largest=recorder.largest,
         losses=losses,
+        length=int(chunks.shape[1]),
         changes={c: paired_difference(losses[AS_TRAINED], losses[c], margin) for c in (MEAN, ZERO)},
         margin=margin,
     )
 
 
-def massive_table(result: MassiveAblationResult, length: int):
+def massive_table(result: MassiveAblationResult):
     rows = [{"massive activations": AS_TRAINED, "mean loss (nats/token)": statistics.fmean(result.losses[AS_TRAINED])}]
     for condition in (MEAN, ZERO):
         change = result.changes[condition]
@@ -1084,7 +1091,7 @@ def massive_table(result: MassiveAblationResult, length: int):
     return table(
         pd.DataFrame(rows),
         digits=3,
-        caption=f"SmolLM2 loss on {len(result.losses[AS_TRAINED])} held-out chunks of {length} tokens with the "
+        caption=f"SmolLM2 loss on {len(result.losses[AS_TRAINED])} held-out chunks of {result.length} tokens with the "
         f"massive activations of the stream after block {result.depth} edited, paired by chunk.",
     )
 
@@ -1203,20 +1210,27 @@ def centring_added_paragraph(result: CentringAdded) -> str:
 
 @dataclass
 class CentringMap:
-    mapped: LogitComparison  # every RMSNorm a LayerNorm vs the model with centred writes and its own RMSNorms
-    unmapped: LogitComparison  # the model as trained vs the centred one: the gap the map has to close
+    mapped: LogitComparison  # the model with centred writes and its own RMSNorms vs every RMSNorm a LayerNorm
+    unmapped: LogitComparison  # the centred model vs the model as trained: the gap the map has to close
     length: int
 
 
 def measure_centring_map(run: SmolLM2Run, chunks: int, batch: int) -> CentringMap:
-    """`centred_model` against the LayerNorm swap of Q4's measurement, on the first `chunks` loss chunks."""
+    """`centred_model` against the LayerNorm swap of Q4's measurement and against the model as trained, on the
+    first `chunks` loss chunks; differences relative to the centred model's largest logit."""
     model, sample = run.model, run.loss_chunks[:chunks]
     centred = centred_model(model)
-    with installed(model, variant_modules(model, "torch", convert="layer_norm")):
-        mapped = compare_logits(model, centred, sample, batch)
-    unmapped = compare_logits(model, centred, sample, batch)
+    layer_norm = variant_modules(model, "torch", convert="layer_norm")
+
+    def with_layer_norms(ids):
+        with installed(model, layer_norm):
+            return model(ids, use_cache=False).logits
+
+    found = logit_comparisons(
+        logits_of(centred), {"mapped": with_layer_norms, "unmapped": logits_of(model)}, sample, batch
+    )
     del centred
-    return CentringMap(mapped, unmapped, length=int(sample.shape[1]))
+    return CentringMap(found["mapped"], found["unmapped"], length=int(sample.shape[1]))
 
 
 def centring_map_paragraph(result: CentringMap, added: CentringAdded) -> str:
