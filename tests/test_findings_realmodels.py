@@ -335,18 +335,30 @@ def test_massive_ablation_without_a_passing_depth_says_so():
 
 def test_centring_map_on_a_tiny_llama_is_exact_to_float32_rounding():
     run = TinyRun(1.0)
-    result = R.measure_centring_map(run, chunks=3, batch=2)
+    result = R.measure_centring_map(run, chunks=3, batch=2, tolerance=1e-4)
     assert result.mapped.chunks == 3 and result.length == 9
     assert result.mapped.max_relative_difference < 1e-5 < result.unmapped.max_relative_difference
     paragraph = R.centring_map_paragraph(result, centring_added(0.2))
-    assert "3 chunks of 9 tokens" in paragraph and "+0.2015 nats" in paragraph
+    assert "3 chunks of 9 tokens" in paragraph and "within the 0.0001" in paragraph and "+0.2015 nats" in paragraph
     evidence = R.centring_map_evidence(result)
     assert evidence["centring_map_max_relative_difference"] == result.mapped.max_relative_difference
+    assert evidence["centring_map_holds"] is True
+    strict = R.measure_centring_map(run, chunks=1, batch=2, tolerance=1e-12)
+    paragraph = R.centring_map_paragraph(strict, centring_added(0.2))
+    assert "1 chunk of 9 tokens" in paragraph and "the map does not hold" in paragraph and "+0.2015" not in paragraph
+    assert R.centring_map_evidence(strict)["centring_map_holds"] is False
+
+
+def test_massive_reading_follows_the_two_outcomes():
+    assert "a constant of the right size" in R.massive_reading("equivalent", "different")
+    assert "not constants" in R.massive_reading("different", "different")
+    assert "does not need them" in R.massive_reading("equivalent", "equivalent")
+    assert "too wide" in R.massive_reading("inconclusive", "different")
 
 
 def test_new_evidence_joins_q4_and_b5_without_changing_their_records():
     stream, run = two_block_stream(), TinyRun()
-    mapping = R.measure_centring_map(run, chunks=2, batch=2)
+    mapping = R.measure_centring_map(run, chunks=2, batch=2, tolerance=1e-4)
     massive = R.measure_massive_ablation(run, tiny_trunk(5000.0, 4000.0), RULE, batch=2, margin=0.01)
     plain = R.q4_finding(centring_added(0.2), minilm_result(0.9), 0.99, stream, {})
     extended = R.q4_finding(centring_added(0.2), minilm_result(0.9), 0.99, stream, {}, mapping=mapping, massive=massive)
@@ -355,6 +367,8 @@ def test_new_evidence_joins_q4_and_b5_without_changing_their_records():
     assert set(extended.evidence) - set(plain.evidence) == {
         "centring_map_max_relative_difference",
         "centring_map_max_abs_difference",
+        "centring_map_tolerance",
+        "centring_map_holds",
         "centring_map_chunks",
         "centring_map_tokens_per_chunk",
         "centred_vs_trained_max_relative_difference",

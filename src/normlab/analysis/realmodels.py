@@ -1096,6 +1096,20 @@ def massive_table(result: MassiveAblationResult):
     )
 
 
+def massive_reading(mean_outcome: str, zero_outcome: str) -> str:
+    """What the two outcomes say together about the massive activations being constants."""
+    if mean_outcome == "equivalent" and zero_outcome == "different":
+        return (
+            "The model needs them, but not their per-chunk values: a constant of the right size does their work, "
+            "as Sun et al. found in larger models."
+        )
+    if mean_outcome == "different":
+        return "Their per-chunk values carry something their mean does not: here they are not constants."
+    if zero_outcome == "equivalent":
+        return "The model does not need them at all here, as Owen et al. found for some models."
+    return "The intervals are too wide to say whether the model treats them as constants."
+
+
 def massive_paragraph(result: MassiveAblationResult) -> str:
     r, mean, zero = result, result.changes[MEAN], result.changes[ZERO]
     if not r.found or r.entries == 0:
@@ -1112,7 +1126,7 @@ def massive_paragraph(result: MassiveAblationResult) -> str:
         f"chunks, {r.first_token / r.entries:.0%} of them on the first token, in channels {channels} (their mean "
         f"values; the largest |x| is {significant(r.largest)}). Set to their mean over the chunks, they change the "
         f"loss by {interval_text(mean)} (**{mean['outcome']}** against ±{r.margin}); set to zero, by "
-        f"{interval_text(zero)}. The model needs them, but not their per-chunk values: a constant does their work."
+        f"{interval_text(zero)} (**{zero['outcome']}**). {massive_reading(mean['outcome'], zero['outcome'])}"
     )
 
 
@@ -1213,9 +1227,10 @@ class CentringMap:
     mapped: LogitComparison  # the model with centred writes and its own RMSNorms vs every RMSNorm a LayerNorm
     unmapped: LogitComparison  # the centred model vs the model as trained: the gap the map has to close
     length: int
+    tolerance: float  # largest relative logit difference that counts as float32 rounding
 
 
-def measure_centring_map(run: SmolLM2Run, chunks: int, batch: int) -> CentringMap:
+def measure_centring_map(run: SmolLM2Run, chunks: int, batch: int, tolerance: float) -> CentringMap:
     """`centred_model` against the LayerNorm swap of Q4's measurement and against the model as trained, on the
     first `chunks` loss chunks; differences relative to the centred model's largest logit."""
     model, sample = run.model, run.loss_chunks[:chunks]
@@ -1230,26 +1245,39 @@ def measure_centring_map(run: SmolLM2Run, chunks: int, batch: int) -> CentringMa
         logits_of(centred), {"mapped": with_layer_norms, "unmapped": logits_of(model)}, sample, batch
     )
     del centred
-    return CentringMap(found["mapped"], found["unmapped"], length=int(sample.shape[1]))
+    return CentringMap(found["mapped"], found["unmapped"], length=int(sample.shape[1]), tolerance=tolerance)
 
 
 def centring_map_paragraph(result: CentringMap, added: CentringAdded) -> str:
-    m, u = result.mapped, result.unmapped
-    return (
-        f"On {m.chunks} chunks of {result.length} tokens, the largest logit of the LayerNorm model and of the "
-        f"centred RMSNorm model differ by {significant(m.max_abs_difference)}, "
-        f"{significant(m.max_relative_difference)} of the largest logit ({significant(m.max_abs_logit)}): float32 "
-        f"rounding, against {significant(u.max_relative_difference)} between the centred model and the model as "
-        f"trained. So the {added.added['mean_difference']:+.4f} nats of the LayerNorm swap are exactly the cost of "
-        "removing the mean direction from everything written into SmolLM2's residual stream: they measure how much "
-        "the trained model uses that direction."
+    """The map's check against its tolerance (the largest logit difference over the largest logit), and what
+    Q4's number then means."""
+    m, u, tolerance = result.mapped, result.unmapped, result.tolerance
+    chunks = f"{m.chunks} chunk{'s' if m.chunks > 1 else ''} of {result.length} tokens"
+    measured = (
+        f"On {chunks}, the logits of the LayerNorm model and of the centred RMSNorm model differ by at most "
+        f"{significant(m.max_abs_difference)}, {significant(m.max_relative_difference)} of the largest logit "
+        f"({significant(m.max_abs_logit)}), against {significant(u.max_relative_difference)} between the centred "
+        "model and the model as trained. "
+    )
+    if m.max_relative_difference > tolerance:
+        return measured + (
+            f"That is more than the {tolerance:g} that float32 rounding allows: here the map does not hold, and the "
+            "reading below is not established."
+        )
+    return measured + (
+        f"That is within the {tolerance:g} of float32 rounding, so the {added.added['mean_difference']:+.4f} nats "
+        "of the LayerNorm swap are exactly the cost of removing the mean direction from everything written into "
+        "SmolLM2's residual stream: they measure how much the trained model uses that direction."
     )
 
 
 def centring_map_evidence(result: CentringMap) -> dict:
+    tolerance = result.tolerance
     return {
         "centring_map_max_relative_difference": result.mapped.max_relative_difference,
         "centring_map_max_abs_difference": result.mapped.max_abs_difference,
+        "centring_map_tolerance": tolerance,
+        "centring_map_holds": result.mapped.max_relative_difference <= tolerance,
         "centring_map_chunks": result.mapped.chunks,
         "centring_map_tokens_per_chunk": result.length,
         "centred_vs_trained_max_relative_difference": result.unmapped.max_relative_difference,
