@@ -130,8 +130,10 @@ R.massive_table(massive)
 display(Markdown(R.massive_paragraph(massive)))
 
 # %% [markdown]
-# A constant that the model cannot do without, and that any constant of the right size replaces, is what B5's
-# reading predicts: the quality chapter weighs this beside its own measurements of the offset.
+# How this bears on B5: where the mean stands in for the massive activations and zero does not, they are a
+# constant the model relies on, the reading B5 gives of the offset, though a constant of a few channels on one
+# token rather than a shared per-channel mean over all tokens. The numbers join this chapter's B5 evidence, and
+# the quality chapter, which owns B5, weighs them beside its own measurements of the offset.
 
 # %% tags=["remove-cell"]
 _ = results.record_evidence("B5", *R.b5_evidence(stream, run.provenance, massive), section="realmodels-stream")
