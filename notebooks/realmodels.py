@@ -168,7 +168,7 @@ display(Markdown(R.centring_added_paragraph(added)))
 # (realmodels-centring-map)=
 # ### What the swap measures, exactly
 #
-# Jiang et al. 2023 (*Pre-RMSNorm and Pre-CRMSNorm Transformers*, Section 3, checked against the paper's
+# Jiang et al. 2023 (*Pre-RMSNorm and Pre-CRMSNorm Transformers*, arXiv 2305.14858, checked against the paper's
 # abstract only) show that a pre-LN Transformer is a pre-RMSNorm one whose residual stream is kept mean-zero.
 # Read backwards, the swap above is an exact operation on SmolLM2. With $C = I - \mathbf 1 \mathbf 1^\top/d$
 # the projection that removes the mean over channels, the variance LayerNorm divides by is the mean square of

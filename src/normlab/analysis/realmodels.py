@@ -1113,12 +1113,16 @@ def massive_reading(mean_outcome: str, zero_outcome: str) -> str:
 def massive_paragraph(result: MassiveAblationResult) -> str:
     r, mean, zero = result, result.changes[MEAN], result.changes[ZERO]
     if not r.found or r.entries == 0:
+        edited = (
+            "nothing is replaced and the edited models equal the original"
+            if r.entries == 0
+            else f"only {r.entries} entries pass it in the loss chunks"
+        )
         return (
-            f"No depth of this profile's {len(r.losses[AS_TRAINED])}-chunk cut of the model holds an activation over "
-            f"{r.rule.floor:g} and {r.rule.ratio:g} times the median; at depth {r.depth}, where the stream comes "
-            f"closest, {r.entries} entries pass the rule, so the edited models "
-            f"{'equal the original' if r.entries == 0 else 'barely differ from it'} (changes {mean['mean_difference']:+.4f} "
-            f"and {zero['mean_difference']:+.4f} nats). The test needs the full model: the cpu or gpu profile."
+            f"In this profile's cut of the model no depth holds an activation over {r.rule.floor:g} and "
+            f"{r.rule.ratio:g} times the median. At depth {r.depth}, where the stream comes closest, {edited} "
+            f"(changes {mean['mean_difference']:+.4f} and {zero['mean_difference']:+.4f} nats): the test needs the "
+            "full model, the cpu or gpu profile."
         )
     channels = ", ".join(f"{c} ({r.mean_values[c]:+.0f})" for c in r.channels[:4])
     return (
