@@ -1075,7 +1075,8 @@ def measure_massive_ablation(
 
 
 def massive_table(result: MassiveAblationResult):
-    rows = [{"massive activations": AS_TRAINED, "mean loss (nats/token)": statistics.fmean(result.losses[AS_TRAINED])}]
+    left_alone = statistics.fmean(result.losses[AS_TRAINED])
+    rows = [{"massive activations": AS_TRAINED, "mean loss (nats/token)": left_alone}]
     for condition in (MEAN, ZERO):
         change = result.changes[condition]
         rows.append(
@@ -1091,8 +1092,8 @@ def massive_table(result: MassiveAblationResult):
     return table(
         pd.DataFrame(rows),
         digits=3,
-        caption=f"SmolLM2 loss on {len(result.losses[AS_TRAINED])} held-out chunks of {result.length} tokens with the "
-        f"massive activations of the stream after block {result.depth} edited, paired by chunk.",
+        caption=f"SmolLM2 loss on {len(result.losses[AS_TRAINED])} held-out chunks of {result.length} tokens "
+        f"with the massive activations of the stream after block {result.depth} edited, paired by chunk.",
     )
 
 
@@ -1266,11 +1267,12 @@ def centring_map_paragraph(result: CentringMap, added: CentringAdded) -> str:
     if m.max_relative_difference > tolerance:
         return measured + (
             f"That is more than the {tolerance:g} that float32 rounding allows: here the map does not hold, and the "
-            "reading below is not established."
+            "LayerNorm swap's loss change cannot be read as the cost of the mean direction alone."
         )
     return measured + (
-        f"That is within the {tolerance:g} of float32 rounding, so the {added.added['mean_difference']:+.4f} nats "
-        "of the LayerNorm swap are exactly the cost of removing the mean direction from everything written into "
+        f"That is within the {tolerance:g} tolerance for float32 rounding, so the "
+        f"{added.added['mean_difference']:+.4f} nats of the LayerNorm swap are exactly the cost of removing the mean "
+        "direction from everything written into "
         "SmolLM2's residual stream: they measure how much the trained model uses that direction."
     )
 
