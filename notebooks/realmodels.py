@@ -56,6 +56,8 @@ started = time.perf_counter()
 MARGIN = 0.01  # nats per token: loss change that counts as "no difference" when centring is added
 COSINE_THRESHOLD = 0.99  # MiniLM: median cosine to the original below this = the embeddings changed
 SHARE_THRESHOLD = 0.07  # Q5: the low end of the 7%-64% speed-up
+MASSIVE = R.MassiveRule(ratio=1000, floor=100)  # Sun et al.'s definition of a massive activation
+MAP_TOLERANCE = 1e-4  # largest logit difference / largest logit that counts as float32 rounding
 run = R.open_smollm2(P)
 
 # %% tags=["remove-input"]
@@ -101,8 +103,40 @@ R.stream_table(stream)
 # %% tags=["remove-input"]
 display(Markdown(R.stream_paragraph(stream)))
 
+# %% [markdown]
+# (realmodels-massive)=
+# ## Are the massive activations a constant? Sun et al.'s ablation
+#
+# B5 calls the common offset "a noise-like constant rather than per-token information". Sun et al. 2024 test
+# the massive activations for exactly that (checked against the paper's abstract and secondary summaries of
+# its intervention experiment, not against its tables): at the layer where they appear, set them to their mean
+# over many sequences, and the perplexity barely moves; set them to zero, and it explodes. Owen et al. 2025
+# (*A Refined Analysis of Massive Activations in LLMs*, abstract only) report models where zeroing them does no
+# such harm, so the outcome is a property of the model, not a law. We run the same test on
+# SmolLM2. **An activation is massive, by Sun et al.'s definition stated before measuring, when its magnitude is
+# at least 100 and at least 1000 times the median magnitude of its sequence's hidden state.** The edit is made
+# in the residual stream at the first depth where the stream section's largest |x| passes that rule; every
+# later block reads the edited stream. Three conditions on the loss chunks, paired by chunk: the activations
+# left alone, set to their mean (per channel, over all massive entries of all chunks), and set to zero. The
+# margin is the chapter's 0.01 nats per token.
+
 # %% tags=["remove-cell"]
-_ = results.record_evidence("B5", *R.b5_evidence(stream, run.provenance), section="realmodels-stream")
+massive = R.measure_massive_ablation(run, stream, MASSIVE, P["batch"], MARGIN, length=P["massive_length"])
+
+# %% tags=["remove-input"]
+R.massive_table(massive)
+
+# %% tags=["remove-input"]
+display(Markdown(R.massive_paragraph(massive)))
+
+# %% [markdown]
+# How this bears on B5: where the mean stands in for the massive activations and zero does not, they are a
+# constant the model relies on, the reading B5 gives of the offset, though a constant of a few channels on one
+# token rather than a shared per-channel mean over all tokens. The numbers join this chapter's B5 evidence, and
+# the quality chapter, which owns B5, weighs them beside its own measurements of the offset.
+
+# %% tags=["remove-cell"]
+_ = results.record_evidence("B5", *R.b5_evidence(stream, run.provenance, massive), section="realmodels-stream")
 
 # %% [markdown]
 # (realmodels-centring-added)=
@@ -129,6 +163,34 @@ plt.show()
 
 # %% tags=["remove-input"]
 display(Markdown(R.centring_added_paragraph(added)))
+
+# %% [markdown]
+# (realmodels-centring-map)=
+# ### What the swap measures, exactly
+#
+# Jiang et al. 2023 (*Pre-RMSNorm and Pre-CRMSNorm Transformers*, arXiv 2305.14858, checked against the paper's
+# abstract only) show that a pre-LN Transformer is a pre-RMSNorm one whose residual stream is kept mean-zero.
+# Read backwards, the swap above is an exact operation on SmolLM2. With $C = I - \mathbf 1 \mathbf 1^\top/d$
+# the projection that removes the mean over channels, the variance LayerNorm divides by is the mean square of
+# $Cx$, under the same $\epsilon$, so $\mathrm{LayerNorm}(x) = \mathrm{RMSNorm}(Cx)$ with the same gain: the
+# same formula, not an approximation. Centre everything that writes into the stream (the token embeddings,
+# and the output rows of each block's attention output projection and MLP down projection) and the stream of
+# the centred model is $C$ times the original's at every depth, so every RMSNorm, the final one included,
+# receives $Cx$ and returns what the LayerNorm returned. The LM head reads the stream and writes nothing into
+# it: it keeps the uncentred weights, so SmolLM2's tied embedding is untied and only its input copy is centred.
+# `normlab.analysis.centring.centred_model` builds that model (it refuses any model outside these assumptions:
+# biases on the writes or the norms, layers it does not know); we compare its logits with the LayerNorm
+# model's. **Tolerance, stated before measuring:** the map holds when the largest logit difference is at most
+# $10^{-4}$ of the largest logit. Float32 carries about 7 digits, and each of the 30 blocks rounds its
+# sums afresh, so rounding alone leaves differences of order $10^{-6}$; a real mismatch (a write left
+# uncentred) moves the logits by a sizeable fraction of themselves, as the comparison with the model as
+# trained shows.
+
+# %% tags=["remove-cell"]
+mapping = R.measure_centring_map(run, P["map_chunks"], P["batch"], tolerance=MAP_TOLERANCE)
+
+# %% tags=["remove-input"]
+display(Markdown(R.centring_map_paragraph(mapping, added)))
 
 # %% [markdown]
 # (realmodels-centring-removed)=
@@ -160,7 +222,8 @@ R.retrieval_table(minilm)
 display(Markdown(R.centring_removed_paragraph(minilm)))
 
 # %% tags=["remove-cell"]
-R.q4_finding(added, minilm, COSINE_THRESHOLD, stream, run.provenance).record(results, "Q4", "realmodels-centring-added")
+q4 = R.q4_finding(added, minilm, COSINE_THRESHOLD, stream, run.provenance, mapping=mapping, massive=massive)
+_ = q4.record(results, "Q4", "realmodels-centring-added")
 _ = results.record_evidence("B16", *R.b16_evidence(added, minilm, stream), section="realmodels-centring-added")
 
 # %% [markdown]

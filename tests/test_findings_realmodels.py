@@ -9,6 +9,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
+import torch  # noqa: E402
 
 from normlab.analysis import realmodels as R  # noqa: E402
 from normlab.analysis.figures import realmodels as figures  # noqa: E402
@@ -260,3 +261,120 @@ def test_per_norm_minilm_and_time_figures():
     prefill, decode = figures.time_figure(timing.timing, timing.variants).axes
     assert len(prefill.patches) == 4 and [t.get_text() for t in prefill.get_yticklabels()][-1] == R.NO_NORMS
     assert decode.get_xlabel() == "decode: time relative to as loaded"
+
+
+# ---------------------------------------------------------------- the literature's own tests, on a tiny LLaMA
+
+
+class TinyRun:
+    """The two attributes of a SmolLM2Run that the centring map and the massive ablation read."""
+
+    def __init__(self, massive_value=5000.0):
+        transformers = pytest.importorskip("transformers")
+        config = transformers.LlamaConfig(
+            vocab_size=40,
+            hidden_size=16,
+            intermediate_size=24,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            tie_word_embeddings=True,
+            attn_implementation="eager",
+        )
+        torch.manual_seed(0)
+        self.model = transformers.LlamaForCausalLM(config).eval()
+        with torch.no_grad():
+            self.model.model.embed_tokens.weight.add_(0.05)  # a common offset, so the two norms differ
+            self.model.model.embed_tokens.weight[5, 3] = massive_value
+        self.loss_chunks = torch.randint(6, 40, (4, 9), generator=torch.Generator().manual_seed(3))
+        self.loss_chunks[:, 0] = 5  # every chunk opens with the token that carries the massive activation
+
+
+def tiny_trunk(max_abs_at_1, over_at_1):
+    """A stream summary whose depth 1 (the output of block 0) has the given max |x| and max/median ratio."""
+    rows = [
+        stream_row("model.layers.0.input_layernorm", 0.01, 0.01, 0, [3, 1, 2], 5.0),
+        stream_row("model.layers.0.post_attention_layernorm", 0.01, 0.01, 0, [3, 1, 2], 5.0),
+        stream_row("model.layers.1.input_layernorm", 0.01, 0.01, 0, [3, 1, 2], over_at_1),
+        stream_row("model.layers.1.post_attention_layernorm", 0.01, 0.01, 0, [3, 1, 2], 5.0),
+        stream_row("model.norm", 0.01, 0.01, 0, [3, 1, 2], 6.0),
+    ]
+    summary = R.summarise_stream(rows, blocks=2, width=16, tokens=36)
+    summary.trunk.loc[summary.trunk["depth"] == 1, "max_abs"] = max_abs_at_1
+    return summary
+
+
+RULE = R.MassiveRule(ratio=1000, floor=100)
+
+
+def test_massive_ablation_on_a_tiny_llama_finds_the_planted_activation():
+    result = R.measure_massive_ablation(TinyRun(), tiny_trunk(5000.0, 4000.0), RULE, batch=2, margin=0.01)
+    assert result.found and result.depth == 1
+    assert result.entries == 4 == result.first_token and result.channels == [3]
+    assert result.mean_values[3] == pytest.approx(result.largest, rel=1e-3)  # the same value in every chunk
+    assert max(abs(d) for d in result.changes[R.MEAN]["differences"]) < 1e-3
+    assert abs(result.changes[R.ZERO]["mean_difference"]) > 10 * abs(result.changes[R.MEAN]["mean_difference"])
+    html = str(R.massive_table(result))
+    assert R.ZERO in html and "4 held-out chunks of 9 tokens" in html and "after block 1" in html
+    paragraph = R.massive_paragraph(result)
+    assert "after block 1: 4 entries" in paragraph and "100% of them on the first token" in paragraph
+    assert "channels 3 (+5" in paragraph and R.interval_text(result.changes[R.ZERO]) in paragraph
+    evidence = result.evidence()
+    assert evidence["massive_entries"] == 4 and evidence["loss_change_set_to_zero"]["outcome"] in (
+        "different",
+        "inconclusive",
+    )
+
+
+def test_massive_ablation_without_a_passing_depth_says_so():
+    result = R.measure_massive_ablation(TinyRun(50.0), tiny_trunk(50.0, 60.0), RULE, batch=4, margin=0.01)
+    assert not result.found and result.depth == 1 and result.entries == 0  # depth 1: the larger ratio of 60 and 6
+    assert result.changes[R.ZERO]["mean_difference"] == 0.0
+    paragraph = R.massive_paragraph(result)
+    assert "the edited models equal the original" in paragraph
+    assert "the test needs the full model" in paragraph
+
+
+def test_centring_map_on_a_tiny_llama_is_exact_to_float32_rounding():
+    run = TinyRun(1.0)
+    result = R.measure_centring_map(run, chunks=3, batch=2, tolerance=1e-4)
+    assert result.mapped.chunks == 3 and result.length == 9
+    assert result.mapped.max_relative_difference < 1e-5 < result.unmapped.max_relative_difference
+    paragraph = R.centring_map_paragraph(result, centring_added(0.2))
+    assert "3 chunks of 9 tokens" in paragraph and "within the 0.0001" in paragraph and "+0.2015 nats" in paragraph
+    evidence = R.centring_map_evidence(result)
+    assert evidence["centring_map_max_relative_difference"] == result.mapped.max_relative_difference
+    assert evidence["centring_map_holds"] is True
+    strict = R.measure_centring_map(run, chunks=1, batch=2, tolerance=1e-12)
+    paragraph = R.centring_map_paragraph(strict, centring_added(0.2))
+    assert "1 chunk of 9 tokens" in paragraph and "the map does not hold" in paragraph and "+0.2015" not in paragraph
+    assert R.centring_map_evidence(strict)["centring_map_holds"] is False
+
+
+def test_massive_reading_follows_the_two_outcomes():
+    assert "a constant of the right size" in R.massive_reading("equivalent", "different")
+    assert "not constants" in R.massive_reading("different", "different")
+    assert "does not need them" in R.massive_reading("equivalent", "equivalent")
+    assert "too wide" in R.massive_reading("inconclusive", "different")
+
+
+def test_new_evidence_joins_q4_and_b5_without_changing_their_records():
+    stream, run = two_block_stream(), TinyRun()
+    mapping = R.measure_centring_map(run, chunks=2, batch=2, tolerance=1e-4)
+    massive = R.measure_massive_ablation(run, tiny_trunk(5000.0, 4000.0), RULE, batch=2, margin=0.01)
+    plain = R.q4_finding(centring_added(0.2), minilm_result(0.9), 0.99, stream, {})
+    extended = R.q4_finding(centring_added(0.2), minilm_result(0.9), 0.99, stream, {}, mapping=mapping, massive=massive)
+    for key in ("verdict", "summary", "key_number", "threshold", "spread", "rule"):
+        assert getattr(plain, key) == getattr(extended, key)
+    assert set(extended.evidence) - set(plain.evidence) == {
+        "centring_map_max_relative_difference",
+        "centring_map_max_abs_difference",
+        "centring_map_tolerance",
+        "centring_map_holds",
+        "centring_map_chunks",
+        "centring_map_tokens_per_chunk",
+        "centred_vs_trained_max_relative_difference",
+        "massive_activation_ablation",
+    }
+    text, evidence = R.b5_evidence(stream, {})
+    text_with, evidence_with = R.b5_evidence(stream, {}, massive)
+    assert text == text_with and set(evidence_with) - set(evidence) == {"massive_activation_ablation"}

@@ -43,6 +43,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from normlab.analysis.centring import LogitComparison, centred_model, logit_comparisons, logits_of
+from normlab.analysis.massive import MassiveAblation, MassiveRecorder, MassiveRule, first_massive_depth
 from normlab.analysis.shared.minilm import MiniLM, stdlib_docstrings
 from normlab.analysis.shared.paired import paired_difference
 from normlab.gpt.corpus import Corpus, load_corpus
@@ -714,6 +716,8 @@ PROFILES = {
         loss_chunks=4,
         sweep_chunks=2,
         sweep_length=16,
+        map_chunks=1,
+        massive_length=16,
         length=32,
         batch=4,
         prompt=32,
@@ -730,6 +734,8 @@ PROFILES = {
         loss_chunks=12,
         sweep_chunks=4,
         sweep_length=64,
+        map_chunks=1,
+        massive_length=128,
         length=256,
         batch=4,
         prompt=512,
@@ -746,6 +752,8 @@ PROFILES = {
         loss_chunks=64,
         sweep_chunks=16,
         sweep_length=512,
+        map_chunks=4,
+        massive_length=512,
         length=512,
         batch=16,
         prompt=512,
@@ -763,6 +771,8 @@ _POSITIVE = (
     "loss_chunks",
     "sweep_chunks",
     "sweep_length",
+    "map_chunks",
+    "massive_length",
     "length",
     "batch",
     "prompt",
@@ -943,8 +953,11 @@ def stream_paragraph(summary: StreamSummary) -> str:
     )
 
 
-def b5_evidence(summary: StreamSummary, provenance: dict) -> tuple[str, dict]:
-    """The stream's part of B5 (judged in the quality chapter): its sentence and numbers, no verdict."""
+def b5_evidence(
+    summary: StreamSummary, provenance: dict, massive: MassiveAblationResult | None = None
+) -> tuple[str, dict]:
+    """The stream's part of B5 (judged in the quality chapter): its sentence and numbers, no verdict; with
+    `massive`, the numbers of Sun et al.'s mean-or-zero ablation join the evidence (the sentence is unchanged)."""
     s = summary
     by_layer = s.trunk.reset_index(drop=True)
     text = (
@@ -977,7 +990,149 @@ def b5_evidence(summary: StreamSummary, provenance: dict) -> tuple[str, dict]:
         "tokens": s.tokens,
         "provenance": provenance,
     }
+    if massive is not None:
+        evidence["massive_activation_ablation"] = massive.evidence()
     return text, evidence
+
+
+# ---------------------------------------------------------------- the chapter: massive activations set to a constant
+
+MEAN, ZERO, AS_TRAINED = "set to their mean", "set to zero", "left alone"
+
+
+@dataclass
+class MassiveAblationResult:
+    rule: MassiveRule
+    depth: int  # the stream after this many blocks (the output of block depth - 1) is edited
+    found: bool  # a depth passed the rule; else the depth with the largest max/median ratio is edited
+    entries: int  # massive entries over all loss chunks
+    first_token: int  # how many of them sit on the first token of their chunk
+    channels: list[int]  # the channels that hold them, most entries first
+    mean_values: dict[int, float]  # per such channel, the mean the "set to their mean" variant writes
+    largest: float
+    losses: dict[str, list[float]]  # per condition, the loss of each chunk
+    length: int  # tokens per chunk
+    changes: dict[str, dict]  # per edited condition, paired_difference against the model left alone
+    margin: float
+
+    def evidence(self) -> dict:
+        return {
+            "rule_ratio_to_median": self.rule.ratio,
+            "rule_floor": self.rule.floor,
+            "edited_depth": self.depth,
+            "depth_passed_rule": self.found,
+            "massive_entries": self.entries,
+            "massive_entries_on_first_token": self.first_token,
+            "channels": self.channels,
+            "mean_values": {str(c): v for c, v in self.mean_values.items()},
+            "largest_massive_abs": self.largest,
+            "loss_left_alone": statistics.fmean(self.losses[AS_TRAINED]),
+            **{
+                f"loss_change_{condition.replace(' ', '_')}": {
+                    key: self.changes[condition][key] for key in ("mean_difference", "ci_low", "ci_high", "outcome")
+                }
+                for condition in (MEAN, ZERO)
+            },
+            "margin_nats": self.margin,
+            "chunks": len(self.losses[AS_TRAINED]),
+            "tokens_per_chunk": self.length,
+        }
+
+
+def measure_massive_ablation(
+    run: SmolLM2Run, stream: StreamSummary, rule: MassiveRule, batch: int, margin: float, length: int | None = None
+) -> MassiveAblationResult:
+    """Sun et al.'s test on the loss chunks (their first `length` tokens; all by default): the massive entries of
+    the stream at the depth where they first appear (by `rule`, from the stream section's statistics) left alone,
+    set to their per-channel mean over the chunks, and set to zero; the losses paired by chunk."""
+    trunk = stream.trunk
+    depth = first_massive_depth(list(trunk["depth"]), list(trunk["max_abs"]), list(trunk["max_over_median"]), rule)
+    found = depth is not None
+    if not found:  # no depth passes (a short cut of the model): edit where the stream comes closest
+        deep = trunk[trunk["depth"] >= 1]
+        depth = int(deep.loc[deep["max_over_median"].idxmax(), "depth"])
+    block, chunks = run.model.model.layers[depth - 1], run.loss_chunks[:, :length]
+    with MassiveRecorder(block, rule) as recorder:
+        losses = {AS_TRAINED: chunk_losses(run.model, chunks, batch)}
+    means = recorder.mean_values()
+    for condition, values in ((MEAN, means), (ZERO, torch.zeros_like(means))):
+        with MassiveAblation(block, rule, values):
+            losses[condition] = chunk_losses(run.model, chunks, batch)
+    return MassiveAblationResult(
+        rule=rule,
+        depth=depth,
+        found=found,
+        entries=recorder.entries,
+        first_token=recorder.first_token,
+        channels=recorder.channels,
+        mean_values={c: float(means[c]) for c in recorder.channels},
+        largest=recorder.largest,
+        losses=losses,
+        length=int(chunks.shape[1]),
+        changes={c: paired_difference(losses[AS_TRAINED], losses[c], margin) for c in (MEAN, ZERO)},
+        margin=margin,
+    )
+
+
+def massive_table(result: MassiveAblationResult):
+    left_alone = statistics.fmean(result.losses[AS_TRAINED])
+    rows = [{"massive activations": AS_TRAINED, "mean loss (nats/token)": left_alone}]
+    for condition in (MEAN, ZERO):
+        change = result.changes[condition]
+        rows.append(
+            {
+                "massive activations": condition,
+                "mean loss (nats/token)": statistics.fmean(result.losses[condition]),
+                "change": change["mean_difference"],
+                "95% CI low": change["ci_low"],
+                "95% CI high": change["ci_high"],
+                f"outcome vs {result.margin} margin": change["outcome"],
+            }
+        )
+    return table(
+        pd.DataFrame(rows),
+        digits=3,
+        caption=f"SmolLM2 loss on {len(result.losses[AS_TRAINED])} held-out chunks of {result.length} tokens "
+        f"with the massive activations of the stream after block {result.depth} edited, paired by chunk.",
+    )
+
+
+def massive_reading(mean_outcome: str, zero_outcome: str) -> str:
+    """What the two outcomes say together about the massive activations being constants."""
+    if mean_outcome == "equivalent" and zero_outcome == "different":
+        return (
+            "The model needs them, but not their per-chunk values: a constant of the right size does their work, "
+            "as Sun et al. found in larger models."
+        )
+    if mean_outcome == "different":
+        return "Their per-chunk values carry something their mean does not: here they are not constants."
+    if zero_outcome == "equivalent":
+        return "The model does not need them at all here, as Owen et al. found for some models."
+    return "The intervals are too wide to say whether the model treats them as constants."
+
+
+def massive_paragraph(result: MassiveAblationResult) -> str:
+    r, mean, zero = result, result.changes[MEAN], result.changes[ZERO]
+    if not r.found or r.entries == 0:
+        edited = (
+            "nothing is replaced and the edited models equal the original"
+            if r.entries == 0
+            else f"only {r.entries} entries pass it in the loss chunks"
+        )
+        return (
+            f"In this profile's cut of the model no depth holds an activation over {r.rule.floor:g} and "
+            f"{r.rule.ratio:g} times the median. At depth {r.depth}, where the stream comes closest, {edited} "
+            f"(changes {mean['mean_difference']:+.4f} and {zero['mean_difference']:+.4f} nats): the test needs the "
+            "full model, the cpu or gpu profile."
+        )
+    channels = ", ".join(f"{c} ({r.mean_values[c]:+.0f})" for c in r.channels[:4])
+    return (
+        f"The massive activations first appear in the stream after block {r.depth}: {r.entries} entries over all "
+        f"chunks, {r.first_token / r.entries:.0%} of them on the first token, in channels {channels} (their mean "
+        f"values; the largest |x| is {significant(r.largest)}). Set to their mean over the chunks, they change the "
+        f"loss by {interval_text(mean)} (**{mean['outcome']}** against ±{r.margin}); set to zero, by "
+        f"{interval_text(zero)} (**{zero['outcome']}**). {massive_reading(mean['outcome'], zero['outcome'])}"
+    )
 
 
 # ---------------------------------------------------------------- the chapter: centring added to SmolLM2
@@ -1069,6 +1224,72 @@ def centring_added_paragraph(result: CentringAdded) -> str:
     )
 
 
+# ---------------------------------------------------------------- the chapter: Q4's exact reading
+
+
+@dataclass
+class CentringMap:
+    mapped: LogitComparison  # the model with centred writes and its own RMSNorms vs every RMSNorm a LayerNorm
+    unmapped: LogitComparison  # the centred model vs the model as trained: the gap the map has to close
+    length: int
+    tolerance: float  # largest relative logit difference that counts as float32 rounding
+
+
+def measure_centring_map(run: SmolLM2Run, chunks: int, batch: int, tolerance: float) -> CentringMap:
+    """`centred_model` against the LayerNorm swap of Q4's measurement and against the model as trained, on the
+    first `chunks` loss chunks; differences relative to the centred model's largest logit."""
+    model, sample = run.model, run.loss_chunks[:chunks]
+    centred = centred_model(model)
+    layer_norm = variant_modules(model, "torch", convert="layer_norm")
+
+    def with_layer_norms(ids):
+        with installed(model, layer_norm):
+            return model(ids, use_cache=False).logits
+
+    found = logit_comparisons(
+        logits_of(centred), {"mapped": with_layer_norms, "unmapped": logits_of(model)}, sample, batch
+    )
+    del centred
+    return CentringMap(found["mapped"], found["unmapped"], length=int(sample.shape[1]), tolerance=tolerance)
+
+
+def centring_map_paragraph(result: CentringMap, added: CentringAdded) -> str:
+    """The map's check against its tolerance (the largest logit difference over the largest logit), and what
+    Q4's number then means."""
+    m, u, tolerance = result.mapped, result.unmapped, result.tolerance
+    chunks = f"{m.chunks} chunk{'s' if m.chunks > 1 else ''} of {result.length} tokens"
+    measured = (
+        f"On {chunks}, the logits of the LayerNorm model and of the centred RMSNorm model differ by at most "
+        f"{significant(m.max_abs_difference)}, {significant(m.max_relative_difference)} of the largest logit "
+        f"({significant(m.max_abs_logit)}), against {significant(u.max_relative_difference)} between the centred "
+        "model and the model as trained. "
+    )
+    if m.max_relative_difference > tolerance:
+        return measured + (
+            f"That is more than the {tolerance:g} that float32 rounding allows: here the map does not hold, and the "
+            "LayerNorm swap's loss change cannot be read as the cost of the mean direction alone."
+        )
+    return measured + (
+        f"That is within the {tolerance:g} tolerance for float32 rounding, so the "
+        f"{added.added['mean_difference']:+.4f} nats of the LayerNorm swap are exactly the cost of removing the mean "
+        "direction from everything written into "
+        "SmolLM2's residual stream: they measure how much the trained model uses that direction."
+    )
+
+
+def centring_map_evidence(result: CentringMap) -> dict:
+    tolerance = result.tolerance
+    return {
+        "centring_map_max_relative_difference": result.mapped.max_relative_difference,
+        "centring_map_max_abs_difference": result.mapped.max_abs_difference,
+        "centring_map_tolerance": tolerance,
+        "centring_map_holds": result.mapped.max_relative_difference <= tolerance,
+        "centring_map_chunks": result.mapped.chunks,
+        "centring_map_tokens_per_chunk": result.length,
+        "centred_vs_trained_max_relative_difference": result.unmapped.max_relative_difference,
+    }
+
+
 # ---------------------------------------------------------------- the chapter: centring removed from MiniLM
 
 
@@ -1106,10 +1327,18 @@ def centring_removed_paragraph(minilm: dict) -> str:
 
 
 def q4_finding(
-    added: CentringAdded, minilm: dict, cosine_threshold: float, stream: StreamSummary, provenance: dict
+    added: CentringAdded,
+    minilm: dict,
+    cosine_threshold: float,
+    stream: StreamSummary,
+    provenance: dict,
+    *,
+    mapping: CentringMap | None = None,
+    massive: MassiveAblationResult | None = None,
 ) -> Finding:
     """Q4 from SmolLM2 with centring added (against its margin) and MiniLM with it removed (against
-    `cosine_threshold`), by the rule of `q4_verdict`."""
+    `cosine_threshold`), by the rule of `q4_verdict`. `mapping` (the exact reading of the swap) and `massive`
+    (the massive-activation ablation) add evidence; they do not enter the verdict."""
     a, apart, ret = added.added, added.added_apart, minilm["retrieval"]
     q4 = q4_verdict(a, minilm, cosine_threshold)
     summary = (
@@ -1140,6 +1369,10 @@ def q4_finding(
         "minilm_matters": q4["minilm_matters"],
         "provenance": provenance,
     }
+    if mapping is not None:
+        evidence.update(centring_map_evidence(mapping))
+    if massive is not None:
+        evidence["massive_activation_ablation"] = massive.evidence()
     rule = (
         f"Centring matters if SmolLM2's paired loss interval lies wholly outside ±{added.margin} nats or MiniLM's "
         f"median embedding cosine falls below {cosine_threshold}: both = holds, one = holds with caveats, neither = "
