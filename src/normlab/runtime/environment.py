@@ -19,11 +19,57 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# The vector extensions that decide which code paths PyTorch's CPU kernels and -march=native builds take.
+SIMD_FLAGS = (
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_bf16",
+    "avx_vnni",
+    "amx_tile",
+    "amx_bf16",
+    "neon",
+    "asimd",
+    "sve",
+)
+
+
+def cpu_instruction_set() -> dict:
+    """The CPU's SIMD extensions and the one PyTorch dispatches to: results from two machines agree bit for bit
+    only where the same kernels ran, and this is what picks them."""
+    import torch
+
+    flags: set[str] = set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                flags.update(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return {
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "simd": [flag for flag in SIMD_FLAGS if flag in flags],
+    }
+
+
 def hardware() -> dict:
     import torch
 
+    from normlab.norms.backends import cpp
+
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    return {"cpu": cpu_model(), "cpu_cores": os.cpu_count(), "gpu": gpu}
+    return {
+        "cpu": cpu_model(),
+        "cpu_cores": os.cpu_count(),
+        "gpu": gpu,
+        "cpu_instruction_set": cpu_instruction_set(),
+        "cpp_kernel_build": cpp.build_info(),
+    }
 
 
 def versions() -> dict:

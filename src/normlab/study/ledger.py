@@ -425,6 +425,19 @@ def _machine(run: dict) -> str:
     return f"{hw.get('cpu', '?')} ({hw.get('cpu_cores', '?')} cores)" + (f", {hw['gpu']}" if hw.get("gpu") else "")
 
 
+def _instruction_set(run: dict) -> str:
+    """'AVX2; C++ kernel g++ 12.2.0, -march=native = znver3': what decides whether two machines ran the same code."""
+    hw = run["hardware"]
+    isa, build = hw.get("cpu_instruction_set"), hw.get("cpp_kernel_build")
+    if not isa:
+        return "not recorded"
+    text = isa["torch_cpu_capability"]
+    if build and build.get("compiler"):
+        version = (build.get("compiler_version") or "").split()[-1:]
+        text += f"; C++ kernel {build['compiler']} {' '.join(version)}, -march=native = {build.get('native_arch')}"
+    return text
+
+
 def render_reproducibility(runs: list[dict], *, warning: str | None = None) -> str:
     lines = [
         "# Reproducibility",
@@ -434,13 +447,15 @@ def render_reproducibility(runs: list[dict], *, warning: str | None = None) -> s
         "*Commit* is the commit the chapter ran at; *checked at* is the commit at which the runner last found its "
         "inputs (notebook, parameters, package code, data files, upstream results) unchanged and reused it.",
         "",
-        "| notebook | profile | hardware | python | torch | triton | commit | checked at | started | finished |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| notebook | profile | hardware | instruction set | python | torch | triton | commit | checked at | started "
+        "| finished |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
         v = run["versions"]
         lines.append(
-            f"| {run['notebook']} | {run['profile']} | {_cell(_machine(run))} | {v.get('python')} | {v.get('torch')} "
+            f"| {run['notebook']} | {run['profile']} | {_cell(_machine(run))} | {_cell(_instruction_set(run))} "
+            f"| {v.get('python')} | {v.get('torch')} "
             f"| {v.get('triton')} | `{(run['git_commit'] or 'unknown')[:12]}` | `{str(_commit(run))[:12]}` "
             f"| {run['started']} | {run['finished']} |"
         )

@@ -70,6 +70,25 @@ def _cpu_identity() -> str:
         return platform.processor() or platform.machine()
 
 
+@functools.cache
+def build_info() -> dict:
+    """How this machine builds the kernel, for the results files: -march=native is resolved to the architecture
+    the compiler picks, so two machines' results say whether they ran the same machine code."""
+    try:
+        compiler = _compiler()
+    except KernelBuildError as error:
+        return {"compiler": None, "flags": list(FLAGS), "why_none": str(error)}
+    version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
+    target = subprocess.run([compiler, "-march=native", "-Q", "--help=target"], capture_output=True, text=True)
+    resolved = [line.split()[-1] for line in target.stdout.splitlines() if line.strip().startswith("-march=")]
+    return {
+        "compiler": Path(compiler).name,
+        "compiler_version": version[0] if version else None,
+        "flags": list(FLAGS),
+        "native_arch": resolved[0] if resolved else None,
+    }
+
+
 def cache_dir() -> Path:
     return Path(os.environ.get("NORMLAB_CACHE_DIR") or Path.home() / ".cache" / "normlab")
 
