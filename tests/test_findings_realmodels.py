@@ -169,7 +169,7 @@ def test_minilm_labels_table_and_paragraph():
     assert "5 pairs" in str(R.retrieval_table(minilm_result(0.95)))
 
 
-def timing_result(norm_share, hooks=True):
+def timing_result(norm_share, hooks=True, load_average=(0.0, 0.0)):
     """Baseline 1 s prefill and 0.1 s decode; no norms saves `norm_share` of it; LayerNorm 10% slower."""
     rounds = [1.0, 1.02, 0.98]
 
@@ -193,6 +193,7 @@ def timing_result(norm_share, hooks=True):
         threads=2,
         cores=2,
         device="cpu",
+        load_average=load_average,
     )
 
 
@@ -206,6 +207,14 @@ def test_q5_finding_flips_at_the_share_threshold():
     assert above.evidence["share_method"] == "hooks"
     ablation = R.q5_finding(timing_result(0.10, hooks=False), 0.07, {})
     assert ablation.evidence["share_method"] == "ablation" and ablation.key_number == pytest.approx(0.10)
+
+
+def test_q5_on_a_busy_machine_is_called_fragile_and_a_quiet_one_is_not():
+    quiet = R.q5_finding(timing_result(0.10, load_average=(2.1, 2.4)), 0.07, {})
+    busy = R.q5_finding(timing_result(0.10, load_average=(2.1, 4.0)), 0.07, {})
+    assert "Fragile" not in quiet.summary and quiet.evidence["busy_machine"] is False
+    assert "Fragile: other work shared the cores while timing (load 4.0 on 2 cores)" in busy.summary
+    assert busy.evidence["load_average_before_after"] == [2.1, 4.0] and busy.verdict == quiet.verdict
 
 
 def test_time_paragraph_speed_evidence_and_table():

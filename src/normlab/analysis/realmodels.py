@@ -1430,6 +1430,14 @@ class TimingResult:
     threads: int
     cores: int
     device: str
+    # 1-minute load average before and after the timing rounds: this process's own threads count in it, so a
+    # value above `threads` means other work shared the cores, which skews CPU shares (a build in which the prefill
+    # took four times as long put 17% of it in the norms; the same code on a quiet machine, 2%).
+    load_average: tuple[float, float] = (0.0, 0.0)
+
+    @property
+    def busy(self) -> bool:
+        return self.device == "cpu" and max(self.load_average) > self.threads + BUSY_LOAD_MARGIN
 
     @property
     def timing(self) -> pd.DataFrame:
@@ -1471,11 +1479,15 @@ class TimingResult:
         return self.hooks if self.share_method == "hooks" else self.ablation
 
 
+BUSY_LOAD_MARGIN = 0.5  # load beyond this process's threads at which a CPU timing is called fragile
+
+
 def measure_time(run: SmolLM2Run, settings: dict) -> TimingResult:
     """Time SmolLM2 as loaded, on each normlab backend, with LayerNorms, and without norms; then the hooks."""
     model = run.model
     prompt = corpus_chunks(run.tokenizer, run.val_text, 1, settings["prompt"]).to(run.device)
     norm_names = list(find_norms(model))
+    load_before = os.getloadavg()[0]
     variants = {BASELINE: {}}
     variants.update({f"normlab {b}": variant_modules(model, b) for b in settings["backends"]})
     variants[LAYER_NORM] = variant_modules(model, "torch", convert="layer_norm")
@@ -1503,6 +1515,7 @@ def measure_time(run: SmolLM2Run, settings: dict) -> TimingResult:
         threads=torch.get_num_threads(),
         cores=os.cpu_count(),
         device=settings["device"],
+        load_average=(load_before, os.getloadavg()[0]),
     )
 
 
@@ -1548,6 +1561,11 @@ def q5_finding(result: TimingResult, threshold: float, provenance: dict) -> Find
         f"{change_text(layer_vs['prefill']['vs normlab torch'])} and decoding by "
         f"{change_text(layer_vs['decode']['vs normlab torch'])} (median and sd over interleaved rounds)."
     )
+    if result.busy:
+        summary += (
+            f" Fragile: other work shared the cores while timing (load {max(result.load_average):.1f} on "
+            f"{result.cores} cores), which skews the norms' share."
+        )
     evidence = {
         "norm_time_share_prefill": q5["prefill_share"],
         "norm_time_share_decode": q5["decode_share"],
@@ -1563,6 +1581,8 @@ def q5_finding(result: TimingResult, threshold: float, provenance: dict) -> Find
         "decode_steps": result.decode_steps,
         "rounds": result.rounds,
         "threads": result.threads,
+        "load_average_before_after": list(result.load_average),
+        "busy_machine": result.busy,
         "gpu_command": GPU_COMMAND,
         "provenance": provenance,
     }
