@@ -79,3 +79,34 @@ def decay_figure(pairs: dict, timescales: dict, gain_paths: pd.DataFrame, margin
     ax[1].set(yscale="log", xlabel="step", ylabel="mean RMS of the norm gains")
     fig.tight_layout()
     return fig
+
+
+def qk_law_figure(runs: pd.DataFrame, gaps: pd.DataFrame, lr: float):
+    """Left: W_q's angular update per SGD step against ‖W_q‖, log–log, with the slope −2 law through the first
+    step at a = 1. Right: each factor's loss per step, the scaled run (line) and its (1, η/a²) pair (open circles)
+    (fig-gain-qk).
+
+    `runs` and `gaps` are `qk_sgd_study`'s two tables; `lr` is η.
+    """
+    fig, ax = plt.subplots(1, 2, figsize=(13, 4))
+    sns.scatterplot(data=runs, x="norm_q", y="angular_update", hue="factor", palette="viridis", s=14, ax=ax[0])
+    first = runs[runs["step"] == 0]
+    anchor = first.iloc[(first["factor"] - 1).abs().argmin()]
+    span = pd.Series([runs["norm_q"].min(), runs["norm_q"].max()])
+    ax[0].plot(span, anchor["angular_update"] * (span / anchor["norm_q"]) ** -2, "k--", lw=1, label="slope −2")
+    ax[0].set(
+        xscale="log",
+        yscale="log",
+        xlabel="‖W_q‖ before the step (log scale)",
+        ylabel="angular update of W_q per step (rad)",
+        title=f"plain SGD, η = {lr:g}",
+    )
+    ax[0].legend(title="a", fontsize=8)
+    for colour, (factor, part) in zip(sns.color_palette("viridis", runs["factor"].nunique()), runs.groupby("factor")):
+        ax[1].plot(part["step"], part["loss"], color=colour, lw=1.5, label=f"a = {factor:g}")
+        ax[1].plot(part["step"], part["paired_loss"], color=colour, ls="none", marker="o", mfc="none", ms=5)
+    gap = gaps["max_abs_delta_loss"].max()
+    ax[1].set(xlabel="step", ylabel="training loss (nats/byte)", title=f"(a·W, η) against (W, η/a²): |Δ| ≤ {gap:.0e}")
+    ax[1].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
