@@ -1385,21 +1385,26 @@ def qk_frame(law: QKLaw) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["check", "measured", "theory", "tolerance"])
 
 
+def _rounding_text(value: float) -> str:
+    """A float64 rounding-sized number for prose: "exactly 0" when it is, else one significant figure."""
+    return "exactly 0" if value == 0 else f"{value:.0e}"
+
+
 def qk_text(law: QKLaw) -> str:
     """The QK-norm section's conclusion, from its numbers."""
     worst = law.contrast[law.contrast["factor"] != 1.0].groupby("location")["gain_alone"].max()
     return (
         f"The law {'holds' if law.holds else 'does not hold'} within its tolerances. Scaling W_q and W_k by a moves "
-        f"the float64 logits by at most {law.invariance_max:.0e} (with the usual ε = {law.default_eps:g}, by "
+        f"the float64 logits by at most {_rounding_text(law.invariance_max)} (with the usual ε = {law.default_eps:g}, by "
         f"{law.default_eps_change:.0e}: ε is what keeps it from being exact in practice). The gradient follows "
-        f"a^{law.gradient_slope_q:.3f} (W_q) and a^{law.gradient_slope_k:.3f} (W_k), orthogonal to W_q to "
-        f"{law.orthogonality_max:.0e}; the first SGD step turns W_q by ‖W_q‖^{law.angular_slope:.3f}, and per unit "
-        f"sphere gradient every step's turn is η/‖W_q‖² to within {law.effective_lr_ratio_max:.1%}. Averaged over the "
+        f"a^{law.gradient_slope_q:.3f} (W_q) and a^{law.gradient_slope_k:.3f} (W_k), orthogonal to W_q (|cos| "
+        f"{_rounding_text(law.orthogonality_max)}); the first SGD step turns W_q by ‖W_q‖^{law.angular_slope:.3f}, and per unit "
+        f"sphere gradient every step's turn is η/‖W_q‖² to within {law.effective_lr_ratio_max:.2%}. Averaged over the "
         f"whole run the slope is {law.run_mean_slope:.2f}: the runs leave their shared start at different rates, so "
         f"they no longer see the same gradient. Trained with η/a² on W_q and W_k instead, the unscaled model follows "
-        f"the scaled one's losses to {law.trajectory_gap:.0e} nats. In the same model, scaling a pre-LN gain alone "
+        f"the scaled one's losses to {_rounding_text(law.trajectory_gap)} nats. In the same model, scaling a pre-LN gain alone "
         f"moves the logits by up to {worst.min():.2f}–{worst.max():.2f} depending on the location, while the pair "
-        f"(g·a, W/a) moves them by at most {law.pair_max:.0e}."
+        f"(g·a, W/a) moves them by at most {_rounding_text(law.pair_max)}."
     )
 
 
@@ -1430,10 +1435,10 @@ def qk_evidence(law: QKLaw) -> dict:
 def qk_sentence(law: QKLaw) -> str:
     """One sentence for B15's summary: where the claim's invariance is exact and where it is not."""
     return (
-        f"The invariance is exact for W_q and W_k under QK-norm (logits move {law.invariance_max:.0e}; SGD's "
+        f"The invariance is exact for W_q and W_k under QK-norm (logits move {_rounding_text(law.invariance_max)}; SGD's "
         f"angular update goes as ‖W_q‖^{law.angular_slope:.2f}, the law η/‖w‖² "
         f"{'holds' if law.holds else 'fails'}), not for a pre-LN gain alone (logits move ≥ {law.gain_alone_min:.2f}) "
-        f"but for the pair (g·a, W/a) ({law.pair_max:.0e})."
+        f"but for the pair (g·a, W/a) ({_rounding_text(law.pair_max)})."
     )
 
 
