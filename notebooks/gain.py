@@ -175,7 +175,7 @@ table(G.toy_frame(toy), caption="Scale-invariant weights on the exact toy")
 # %% tags=["remove-cell"]
 qk = G.qk_law(P, corpus, slope_tolerance=SLOPE_TOLERANCE, invariance_tolerance=INVARIANCE_TOLERANCE)
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "W_q and W_k scaled by a under QK-norm, plain SGD on every parameter. Left: W_q's angular update in each step against its norm before the step, log–log; the dashed line has the law's slope −2 (η/‖w‖²), through the first step at a = 1. Right: the training loss of each scaled run (line) and of the unscaled model trained with η/a² on W_q and W_k (circles), on the same batches.", "name": "fig-gain-qk"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "W_q and W_k scaled by a under QK-norm, plain SGD on every parameter. Left: W_q's angular update in each step against its norm before the step, log–log; large dots are each run's first step, taken from the same direction, small dots the later steps, after the runs have parted; the dashed line has the law's slope −2 (η/‖w‖²), through the first step at a = 1. Right: the training loss of each scaled run (line) and of the unscaled model trained with η/a² on W_q and W_k (circles), on the same batches.", "name": "fig-gain-qk"}}
 figures.qk_law_figure(qk.runs, qk.gaps, qk.lr)
 plt.show()
 

@@ -1364,17 +1364,17 @@ def qk_frame(law: QKLaw) -> pd.DataFrame:
     """Each measured number of the QK-norm section beside what theory says and the tolerance it is held to."""
     slope, exact = f"±{law.slope_tolerance:g}", f"≤ {law.invariance_tolerance:.0e}"
     rows = [
-        ("max |Δ logit|, W_q and/or W_k × a (float64)", law.invariance_max, 0.0, exact),
-        (f"max |Δ logit|, the same with ε = {law.default_eps:g}", law.default_eps_change, 0.0, "(not held to)"),
-        ("slope of log ‖∇W_q‖ on log a", law.gradient_slope_q, -1.0, slope),
-        ("slope of log ‖∇W_k‖ on log a", law.gradient_slope_k, -1.0, slope),
-        ("max |cos(∇W_q, W_q)|", law.orthogonality_max, 0.0, "(not held to)"),
-        ("slope of log angular update on log ‖W_q‖, first step", law.angular_slope, -2.0, slope),
-        ("slope of log (angular update / S) on log ‖W_q‖, every step", law.effective_lr_slope, -2.0, slope),
-        ("max |(angular update / S) ÷ (η/‖W_q‖²) − 1|", law.effective_lr_ratio_max, 0.0, "(not held to)"),
-        ("slope of the run-averaged angular update (runs part ways)", law.run_mean_slope, -2.0, "(not held to)"),
-        ("max |Δ loss|, SGD from (a·W, η) vs (W, η/a²)", law.trajectory_gap, 0.0, exact),
-        ("max |Δ logit|, pair (g·a, W/a)", law.pair_max, 0.0, exact),
+        ("max |Δ logit|, W_q and/or W_k × a (float64)", law.invariance_max, "0", exact),
+        (f"max |Δ logit|, the same with ε = {law.default_eps:g}", law.default_eps_change, "0", "(not held to)"),
+        ("slope of log ‖∇W_q‖ on log a", law.gradient_slope_q, "−1", slope),
+        ("slope of log ‖∇W_k‖ on log a", law.gradient_slope_k, "−1", slope),
+        ("max |cos(∇W_q, W_q)|", law.orthogonality_max, "0", "(not held to)"),
+        ("slope of log angular update on log ‖W_q‖, first step", law.angular_slope, "−2", slope),
+        ("slope of log (angular update / S) on log ‖W_q‖, every step", law.effective_lr_slope, "−2", slope),
+        ("max |(angular update / S) ÷ (η/‖W_q‖²) − 1|", law.effective_lr_ratio_max, "0", "(not held to)"),
+        ("slope of the run-averaged angular update (runs part ways)", law.run_mean_slope, "−2", "(not held to)"),
+        ("max |Δ loss|, SGD from (a·W, η) vs (W, η/a²)", law.trajectory_gap, "0", exact),
+        ("max |Δ logit|, pair (g·a, W/a)", law.pair_max, "0", exact),
         (
             "max |Δ logit|, gains alone × a, least-moved location",
             law.gain_alone_min,
@@ -1385,26 +1385,29 @@ def qk_frame(law: QKLaw) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["check", "measured", "theory", "tolerance"])
 
 
-def _rounding_text(value: float) -> str:
-    """A float64 rounding-sized number for prose: "exactly 0" when it is, else one significant figure."""
-    return "exactly 0" if value == 0 else f"{value:.0e}"
+def _rounding_text(value: float, template: str, zero: str) -> str:
+    """A float64 rounding-sized number in prose: `zero` when it is exactly 0, else `template` with one figure."""
+    return zero if value == 0 else template.format(value)
 
 
 def qk_text(law: QKLaw) -> str:
     """The QK-norm section's conclusion, from its numbers."""
     worst = law.contrast[law.contrast["factor"] != 1.0].groupby("location")["gain_alone"].max()
+    forward = _rounding_text(law.invariance_max, "by at most {:.0e}", "not at all")
+    cosine = _rounding_text(law.orthogonality_max, "≤ {:.0e}", "= 0")
+    paired = _rounding_text(law.trajectory_gap, "to within {:.0e} nats", "exactly")
+    pair = _rounding_text(law.pair_max, "by at most {:.0e}", "not at all")
     return (
         f"The law {'holds' if law.holds else 'does not hold'} within its tolerances. Scaling W_q and W_k by a moves "
-        f"the float64 logits by at most {_rounding_text(law.invariance_max)} (with the usual ε = {law.default_eps:g}, by "
-        f"{law.default_eps_change:.0e}: ε is what keeps it from being exact in practice). The gradient follows "
-        f"a^{law.gradient_slope_q:.3f} (W_q) and a^{law.gradient_slope_k:.3f} (W_k), orthogonal to W_q (|cos| "
-        f"{_rounding_text(law.orthogonality_max)}); the first SGD step turns W_q by ‖W_q‖^{law.angular_slope:.3f}, and per unit "
-        f"sphere gradient every step's turn is η/‖W_q‖² to within {law.effective_lr_ratio_max:.2%}. Averaged over the "
-        f"whole run the slope is {law.run_mean_slope:.2f}: the runs leave their shared start at different rates, so "
-        f"they no longer see the same gradient. Trained with η/a² on W_q and W_k instead, the unscaled model follows "
-        f"the scaled one's losses to {_rounding_text(law.trajectory_gap)} nats. In the same model, scaling a pre-LN gain alone "
-        f"moves the logits by up to {worst.min():.2f}–{worst.max():.2f} depending on the location, while the pair "
-        f"(g·a, W/a) moves them by at most {_rounding_text(law.pair_max)}."
+        f"the float64 logits {forward} (with the usual ε = {law.default_eps:g}, by {law.default_eps_change:.0e}: ε "
+        f"is what keeps it from being exact in practice). The gradient follows a^{law.gradient_slope_q:.3f} (W_q) "
+        f"and a^{law.gradient_slope_k:.3f} (W_k), orthogonal to W_q (|cos| {cosine}); the first SGD step turns W_q "
+        f"by ‖W_q‖^{law.angular_slope:.3f}, and per unit sphere gradient every step's turn is η/‖W_q‖² to within "
+        f"{law.effective_lr_ratio_max:.2%}. Averaged over the whole run the slope is {law.run_mean_slope:.2f}: the "
+        f"runs leave their shared start at different rates, so they no longer see the same gradient. Trained with "
+        f"η/a² on W_q and W_k instead, the unscaled model follows the scaled one's losses {paired}. In the same "
+        f"model, scaling a pre-LN gain alone moves the logits by up to {worst.min():.2f}–{worst.max():.2f} depending "
+        f"on the location, while the pair (g·a, W/a) moves them {pair}."
     )
 
 
@@ -1434,11 +1437,12 @@ def qk_evidence(law: QKLaw) -> dict:
 
 def qk_sentence(law: QKLaw) -> str:
     """One sentence for B15's summary: where the claim's invariance is exact and where it is not."""
+    forward = _rounding_text(law.invariance_max, "≤ {:.0e}", "exactly 0")
+    pair = _rounding_text(law.pair_max, "≤ {:.0e}", "exactly 0")
     return (
-        f"The invariance is exact for W_q and W_k under QK-norm (logits move {_rounding_text(law.invariance_max)}; SGD's "
-        f"angular update goes as ‖W_q‖^{law.angular_slope:.2f}, the law η/‖w‖² "
-        f"{'holds' if law.holds else 'fails'}), not for a pre-LN gain alone (logits move ≥ {law.gain_alone_min:.2f}) "
-        f"but for the pair (g·a, W/a) ({_rounding_text(law.pair_max)})."
+        f"The invariance is exact for W_q and W_k under QK-norm (logits move {forward}; SGD's angular update goes as "
+        f"‖W_q‖^{law.angular_slope:.2f}, the law η/‖w‖² {'holds' if law.holds else 'fails'}), not for a pre-LN gain "
+        f"alone (logits move ≥ {law.gain_alone_min:.2f}) but for the pair (g·a, W/a) ({pair})."
     )
 
 
