@@ -381,13 +381,14 @@ def test_qk_frame_and_text_state_each_number_against_its_tolerance():
     frame = G.qk_frame(law)
     assert len(frame) == 12 and set(frame["tolerance"]) >= {"±0.05", "≤ 1e-10", "> 1e-10"}
     first = frame[frame["check"].str.contains("first step")].iloc[0]
-    assert first["measured"] == pytest.approx(-2.0) and first["theory"] == -2.0
+    assert first["measured"] == pytest.approx(-2.0) and first["theory"] == "−2"
     text = G.qk_text(law)
     assert text.startswith("The law holds within its tolerances.") and "ε = 1e-05, by 2e-03" in text
     assert "0.42–1.25 depending on the location" in text
     assert G.qk_text(_qk_law(angular_power=-1.5)).startswith("The law does not hold")
     exact = _qk_law(invariance=0.0)
-    assert "at most exactly 0" in G.qk_text(exact) and "logits move exactly 0" in G.qk_sentence(exact)
+    assert "float64 logits not at all" in G.qk_text(exact) and "logits move exactly 0" in G.qk_sentence(exact)
+    assert "float64 logits by at most 2e-16" in G.qk_text(law) and "to within 1e-15 nats" in G.qk_text(law)
 
 
 def test_b15_text_states_each_part_and_the_verdict():
