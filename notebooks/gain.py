@@ -67,6 +67,8 @@ EXPONENT_TOLERANCE = 0.15  # on each fitted power of a
 TOL = 0.10  # relative tolerance for the equilibrium formulas
 ANGLE_TOLERANCE = 1e-9  # radians between Li & Arora's two runs
 MARGIN = 0.02  # nats per byte for the paired decay sweep; reason in the text
+SLOPE_TOLERANCE = 0.05  # on the QK-norm law's slopes (-1 for the gradient, -2 for the angular update)
+INVARIANCE_TOLERANCE = 1e-10  # float64 |Δ logit| and paired |Δ loss| that count as "unchanged"
 
 # %% tags=["remove-input"]
 claims_box(["B15"])
@@ -146,6 +148,44 @@ plt.show()
 table(G.toy_frame(toy), caption="Scale-invariant weights on the exact toy")
 
 # %% [markdown]
+# (gain-qk-norm)=
+# ## Where the invariance is exact: W_q and W_k under QK-norm
+#
+# In pre-LN the gain alone is not scale invariant: scaling g by a scales the queries and keys by a (the attention
+# logits by a², unless QK-norm re-normalises them), the values and the SwiGLU input by a, and the branch output
+# lands unnormalised on the trunk. What is invariant is the pair (g·a, W/a) of the sections above. The weights that
+# are exactly scale invariant on their own are the query and key projections W_q and W_k under QK-norm: each head's
+# q and k are RMS-normalised right after the projection (the option landscape's V3 uses). There van Laarhoven
+# 2017's law applies as derived: scaling W_q by a leaves the forward pass unchanged, the gradient scales as 1/a and
+# is orthogonal to W_q, so a plain SGD step turns W_q by atan(ηS/‖W_q‖²) ≈ ηS/‖W_q‖², with S = ‖∇W_q‖·‖W_q‖ the
+# gradient on the unit sphere: the effective learning rate is η/‖W_q‖².
+#
+# We measure it on a freshly initialised float64 copy of the small GPT with QK-norm on, with ε = 10⁻³⁰ so that
+# the invariance is exact in exact arithmetic (and once with the usual ε = 10⁻⁵, to see what ε costs), for a from
+# 0.25 to 4: (a) the largest change of a logit after scaling W_q, W_k or both by a; (b) the slopes of log‖∇W_q‖
+# and log‖∇W_k‖ on log a; (c) plain SGD on every parameter for a few steps on fixed batches with W_q and W_k
+# scaled by a: the slope of W_q's first-step angular update on log‖W_q‖ (every run starts from the same
+# direction, so only the norm differs), the slope of the angular update per unit sphere gradient over every step,
+# and the losses of (a·W, η) against the unscaled model trained with η/a² on W_q and W_k. Then, in the same model,
+# the contrast: the gains at one location alone × a, and the pair (g·a, W/a). **Tolerances, stated before
+# measuring:** each slope within ±0.05 of −1 (gradient) or −2 (angular update); the forward change, the pair's
+# change and the paired runs' loss gap at most 10⁻¹⁰; the gains alone must move the logits by more than that at
+# every location. {numref}`fig-gain-qk` shows the law and the paired runs.
+
+# %% tags=["remove-cell"]
+qk = G.qk_law(P, corpus, slope_tolerance=SLOPE_TOLERANCE, invariance_tolerance=INVARIANCE_TOLERANCE)
+
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "W_q and W_k scaled by a under QK-norm, plain SGD on every parameter. Left: W_q's angular update in each step against its norm before the step, log–log; large dots are each run's first step, taken from the same direction, small dots the later steps, after the runs have parted; the dashed line has the law's slope −2 (η/‖w‖²), through the first step at a = 1. Right: the training loss of each scaled run (line) and of the unscaled model trained with η/a² on W_q and W_k (circles), on the same batches.", "name": "fig-gain-qk"}}
+figures.qk_law_figure(qk.runs, qk.gaps, qk.lr)
+plt.show()
+
+# %% tags=["remove-input"]
+table(G.qk_frame(qk), digits=4, caption="W_q and W_k under QK-norm, and the pre-LN gain beside them (float64)")
+
+# %% tags=["remove-input"]
+Markdown(G.qk_text(qk))
+
+# %% [markdown]
 # (gain-wd-gpt)=
 # ## Weight decay on the gains of the small GPT
 #
@@ -187,13 +227,14 @@ table(
 # their own setting); (4) sensitivity: at the strongest decay (ηλT ≫ 1), the paired final-loss change lies beyond
 # the ±0.02-nat margin. All four: holds; two or three: holds with caveats; fewer: does not hold. If the sweep's
 # interval is wider than the margin, part (4) counts as failed and the summary says it was not testable. The key
-# number is the strongest decay's paired loss change, against the margin.
+# number is the strongest decay's paired loss change, against the margin. The QK-norm section does not vote: it
+# says where the claim's premise, exact scale invariance, holds, and the summary reports it beside the verdict.
 
 # %% tags=["remove-cell"]
-b15 = G.b15_finding(forward, scaling, toy, sweep, tolerance=TOL, corpus_sha256=corpus.sha256)
+b15 = G.b15_finding(forward, scaling, toy, sweep, qk, tolerance=TOL, corpus_sha256=corpus.sha256)
 
 # %% tags=["remove-input"]
-Markdown(G.b15_text(forward, scaling, toy, sweep, TOL))
+Markdown(G.b15_text(forward, scaling, toy, sweep, qk, TOL))
 
 # %% tags=["remove-cell"]
 _ = b15.record(results, "B15", "gain-wd-gpt")

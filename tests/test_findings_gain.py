@@ -239,7 +239,57 @@ def _parts(forward_ok=True, adam_ok=True, toy_ok=True, shift=0.1):
     )
     exponents = {"sgd_g": -2.0, "sgd_w": -2.0, "adam_g": -1.0, "adam_w": -1.0}
     toy = G.ToyChecks(0.0, exponents, True, 1e-12, pd.DataFrame(), 2e-13, equilibrium, [], toy_ok)
-    return forward, scaling, toy, _sweep(shift)
+    return forward, scaling, toy, _sweep(shift), _qk_law()
+
+
+FACTORS = [0.25, 0.5, 1.0, 2.0, 4.0]
+
+
+def _qk_law(angular_power=-2.0, gradient_power=-1.0, invariance=2e-16, gap=1e-15, pair=3e-16, gain_alone=0.3):
+    """The QK-norm section's tables built from exact power laws, so each fitted slope is known."""
+    lr, sphere_grad = 0.01, 0.5
+    invariance_frame = pd.DataFrame({"factor": FACTORS, "scaled": "W_q and W_k", "max_abs_delta_logit": invariance})
+    gradient = pd.DataFrame(
+        {
+            "factor": FACTORS,
+            "grad_norm_q": [0.3 * a**gradient_power for a in FACTORS],
+            "grad_norm_k": [0.4 * a**gradient_power for a in FACTORS],
+            "cosine_grad_q_with_q": 1e-17,
+        }
+    )
+    runs = pd.DataFrame(
+        [
+            {
+                "factor": a,
+                "step": step,
+                "norm_q": 1.3 * a * (1 + 0.01 * step),
+                "angular_update": lr * sphere_grad * (1.3 * a * (1 + 0.01 * step)) ** angular_power,
+                "sphere_grad": sphere_grad,
+                "loss": 5.0 - 0.1 * step,
+                "paired_loss": 5.0 - 0.1 * step,
+            }
+            for a in FACTORS
+            for step in range(3)
+        ]
+    )
+    runs["effective_lr"] = runs["angular_update"] / sphere_grad
+    runs["predicted_effective_lr"] = lr / runs["norm_q"] ** 2
+    gaps = pd.DataFrame({"factor": FACTORS, "max_abs_delta_loss": gap})
+    contrast = pd.DataFrame(
+        [
+            {
+                "location": where,
+                "factor": a,
+                "gain_alone": 0.0 if a == 1 else gain_alone * scale * abs(math.log(a)),
+                "gain_and_next_linear": pair,
+            }
+            for where, scale in (("attention input", 1.0), ("MLP input", 2.0), ("final", 3.0))
+            for a in FACTORS
+        ]
+    )
+    return G.summarise_qk_law(
+        invariance_frame, 2e-3, gradient, runs, gaps, contrast, lr=lr, slope_tolerance=0.05, invariance_tolerance=1e-10
+    )
 
 
 def test_b15_verdict_counts_the_parts():
@@ -266,14 +316,89 @@ def test_b15_finding_flips_with_the_sweep_and_names_its_numbers():
     assert sensitive.evidence["wd_schedule"]["adamw_toy_norm_ratio"] == 1.01
 
 
+def test_b15_summary_is_two_sentences_and_says_where_the_invariance_is_exact():
+    forward, scaling, toy, sweep, _ = _parts(shift=0.1)
+    finding = G.b15_finding(forward, scaling, toy, sweep, _qk_law(), tolerance=0.1, corpus_sha256="abc")
+    sentences = [part for part in finding.summary.split(". ") if part]
+    assert len(sentences) == 2 and finding.summary.endswith(".")
+    assert "exact for W_q and W_k under QK-norm" in sentences[1] and "‖W_q‖^-2.00" in sentences[1]
+    assert "law η/‖w‖² holds" in sentences[1] and "logits move ≥ 0.42" in sentences[1]  # 0.3·ln 4, least-moved
+    law = finding.evidence["qk_norm_law"]
+    assert law["gradient_slope_Wq"] == pytest.approx(-1.0) and law["angular_update_slope_first_step"] == pytest.approx(
+        -2
+    )
+    assert law["law_holds"] is True and law["pair_not_gain_invariant"] is True
+    # The law says where the premise holds; it does not vote, so a failing law leaves the verdict and key number.
+    failing = G.b15_finding(
+        forward, scaling, toy, sweep, _qk_law(angular_power=-1.5), tolerance=0.1, corpus_sha256="abc"
+    )
+    assert failing.verdict == finding.verdict and failing.key_number == finding.key_number
+    assert "law η/‖w‖² fails" in failing.summary
+
+
+# ---- the QK-norm law, judged from its tables
+
+
+def test_summarise_qk_law_recovers_the_powers_it_was_built_from():
+    law = _qk_law()
+    assert law.gradient_slope_q == pytest.approx(-1.0) and law.gradient_slope_k == pytest.approx(-1.0)
+    assert law.angular_slope == pytest.approx(-2.0) and law.effective_lr_slope == pytest.approx(-2.0)
+    assert law.effective_lr_ratio_max == pytest.approx(0.0, abs=1e-12)  # built as η·S/‖w‖², the law exactly
+    assert law.gain_alone_min == pytest.approx(0.3 * math.log(4)) and law.pair_max == 3e-16
+    assert law.holds and law.contrast_holds
+    steep = _qk_law(angular_power=-2.3)
+    assert steep.angular_slope == pytest.approx(-2.3) and steep.effective_lr_ratio_max > 0.1
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"angular_power": -1.94},  # 0.06 from −2: just outside ±0.05
+        {"angular_power": -2.06},
+        {"gradient_power": -0.94},
+        {"invariance": 1e-9},
+        {"gap": 1e-9},
+    ],
+)
+def test_the_qk_law_fails_when_one_number_leaves_its_tolerance(change):
+    assert _qk_law().holds and not _qk_law(**change).holds
+
+
+def test_the_contrast_needs_the_gain_to_move_the_logits_and_the_pair_not_to():
+    assert not _qk_law(gain_alone=0.0).contrast_holds
+    assert not _qk_law(pair=1e-6).contrast_holds
+    assert _qk_law(angular_power=-1.9).contrast_holds  # the contrast is judged apart from the law
+
+
+def test_qk_law_holds_refuses_a_nan_slope():
+    kwargs = dict(slope_tolerance=0.05, invariance_tolerance=1e-10)
+    assert G.qk_law_holds(0.0, (-1.0, -1.0), (-2.0, -2.0), 0.0, **kwargs)
+    assert not G.qk_law_holds(0.0, (-1.0, math.nan), (-2.0, -2.0), 0.0, **kwargs)
+
+
+def test_qk_frame_and_text_state_each_number_against_its_tolerance():
+    law = _qk_law()
+    frame = G.qk_frame(law)
+    assert len(frame) == 12 and set(frame["tolerance"]) >= {"±0.05", "≤ 1e-10", "> 1e-10"}
+    first = frame[frame["check"].str.contains("first step")].iloc[0]
+    assert first["measured"] == pytest.approx(-2.0) and first["theory"] == "−2"
+    text = G.qk_text(law)
+    assert text.startswith("The law holds within its tolerances.") and "ε = 1e-05, by 2e-03" in text
+    assert "0.42–1.25 depending on the location" in text
+    assert G.qk_text(_qk_law(angular_power=-1.5)).startswith("The law does not hold")
+    exact = _qk_law(invariance=0.0)
+    assert "float64 logits not at all" in G.qk_text(exact) and "logits move exactly 0" in G.qk_sentence(exact)
+    assert "float64 logits by at most 2e-16" in G.qk_text(law) and "to within 1e-15 nats" in G.qk_text(law)
+
+
 def test_b15_text_states_each_part_and_the_verdict():
-    forward, scaling, toy, sweep = _parts(toy_ok=False, shift=0.1)
-    text = G.b15_text(forward, scaling, toy, sweep, 0.1)
+    forward, scaling, toy, sweep, qk = _parts(toy_ok=False, shift=0.1)
+    text = G.b15_text(forward, scaling, toy, sweep, qk, 0.1)
     assert text.startswith("3/4 parts hold.") and "not within ±10%" in text
     assert "RMS 0.500 against 1.000 undecayed" in text and text.endswith("**B15 verdict: holds with caveats.**")
     diverged = G.DecaySweep({}, {}, pd.DataFrame(), pd.Series(dtype=float), None, False, False, 0.0, 0.02)
-    assert "the decay sweep diverged" in G.b15_text(forward, scaling, toy, diverged, 0.1)
-    finding = G.b15_finding(forward, scaling, toy, diverged, tolerance=0.1, corpus_sha256="x")
+    assert "the decay sweep diverged" in G.b15_text(forward, scaling, toy, diverged, qk, 0.1)
+    finding = G.b15_finding(forward, scaling, toy, diverged, qk, tolerance=0.1, corpus_sha256="x")
     assert finding.key_number is None and finding.spread is None
 
 
@@ -328,6 +453,20 @@ def test_toy_figure_has_three_panels_and_a_dotted_line_per_random_walk_predictio
     assert len(left.get_lines()) == 2 and right.get_yscale() == "log"
     dotted = [line for line in middle.get_lines() if line.get_linestyle() == ":"]
     assert len(dotted) == 2  # one per random-walk optimizer
+
+
+def test_qk_law_figure_draws_the_minus_two_line_on_log_log_axes_and_both_runs_of_each_pair():
+    law = _qk_law()
+    fig = figures.qk_law_figure(law.runs, law.gaps, law.lr)
+    left, right = fig.axes
+    assert left.get_xscale() == left.get_yscale() == "log" and left.get_title().startswith("plain SGD, η = 0.01")
+    (reference,) = [line for line in left.get_lines() if line.get_linestyle() == "--"]
+    x, y = (np.asarray(v, dtype=float) for v in reference.get_data())
+    assert np.log(y[1] / y[0]) / np.log(x[1] / x[0]) == pytest.approx(-2.0)
+    first = law.runs[(law.runs.step == 0) & (law.runs.factor == 1.0)].iloc[0]
+    assert np.interp(np.log(first.norm_q), np.log(x), np.log(y)) == pytest.approx(np.log(first.angular_update))
+    assert len(right.get_lines()) == 2 * len(FACTORS)  # a line and the paired run's circles per factor
+    assert right.get_title() == "(a·W, η) against (W, η/a²): |Δ| ≤ 1e-15"
 
 
 def test_decay_figure_labels_each_decay_with_its_timescale_and_shades_the_margin():

@@ -130,3 +130,94 @@ def test_effective_update_scales_as_derived():
     assert G.fit_power_law(adam.factor, adam.via_g) == pytest.approx(-1.0, abs=0.02)
     with pytest.raises(ValueError, match="optimizer"):
         G.effective_update(model, batch, factors, optimizer="lion")
+
+
+# ---- W_q and W_k under QK-norm: exactly scale invariant
+
+
+def _tiny_qk(seed=0, eps=G.QK_EXACT_EPS):
+    return G.qk_norm_model(dict(context=8, width=16, depth=2, heads=2), seed=seed, eps=eps)
+
+
+def test_qk_normed_attention_is_exactly_invariant_to_the_scale_of_wq_and_wk_in_float64():
+    model, batch = _tiny_qk(), _batch()
+    frame = G.qk_forward_invariance(model, batch, [0.3, 3.0])
+    assert set(frame["scaled"]) == {"W_q", "W_k", "W_q and W_k"} and len(frame) == 6
+    assert frame["max_abs_delta_logit"].max() < 1e-12
+    # The same weights with a real epsilon: exactness is lost at the size of ε / E[q²].
+    usual = G.qk_forward_invariance(_tiny_qk(eps=1e-5), batch, [0.3, 3.0])
+    assert usual["max_abs_delta_logit"].max() > 1e-8
+    # The value projection is not behind a norm: scaling it does move the logits.
+    scaled = G.qk_norm_model(dict(context=8, width=16, depth=2, heads=2))
+    with torch.no_grad():
+        for block in scaled.blocks:
+            block.attn.qkv.weight[32:].mul_(3.0)
+        assert (scaled(batch[0])[0] - model(batch[0])[0]).abs().max() > 1e-4
+
+
+def test_projection_rows_are_the_first_two_row_blocks_and_need_qk_norm():
+    model = _tiny_qk()
+    (q0, _), (k0, _) = G.projection_rows(model, "W_q"), G.projection_rows(model, "W_k")
+    qkv = model.blocks[0].attn.qkv.weight
+    assert q0.data_ptr() == qkv[:16].data_ptr() and k0.data_ptr() == qkv[16:32].data_ptr()
+    assert G.flat_projection(model, "W_q").numel() == 2 * 16 * 16
+    with pytest.raises(ValueError, match="qk_norm=True"):
+        G.projection_rows(_tiny_pre_ln(), "W_q")
+    with pytest.raises(ValueError, match="projection"):
+        G.projection_rows(model, "W_v")
+
+
+def test_qk_gradient_scales_as_one_over_a_and_is_orthogonal_to_wq():
+    law = G.qk_gradient_law(_tiny_qk(), _batch(), [0.25, 1.0, 4.0])
+    assert G.fit_power_law(law["factor"], law["grad_norm_q"]) == pytest.approx(-1.0, abs=1e-9)
+    assert G.fit_power_law(law["factor"], law["grad_norm_k"]) == pytest.approx(-1.0, abs=1e-9)
+    assert law["grad_norm_q_times_a"].std() / law["grad_norm_q_times_a"].mean() < 1e-9
+    assert law["cosine_grad_q_with_q"].abs().max() < 1e-12
+
+
+def test_sgd_step_gives_wq_and_wk_their_own_rate():
+    model = _tiny_qk()
+    for p in model.parameters():
+        p.grad = torch.ones_like(p)
+    before = model.blocks[0].attn.qkv.weight.detach().clone()
+    head_before = model.lm_head.weight.detach().clone()
+    G._sgd_step(model, lr=0.1, projection_lr=0.4)
+    step = before - model.blocks[0].attn.qkv.weight.detach()
+    assert torch.allclose(step[:32], torch.full_like(step[:32], 0.4))  # W_q and W_k
+    assert torch.allclose(step[32:], torch.full_like(step[32:], 0.1))  # W_v
+    assert torch.allclose(head_before - model.lm_head.weight.detach(), torch.full_like(head_before, 0.1))
+
+
+def test_scaled_sgd_runs_are_one_trajectory_and_turn_wq_as_its_norm_to_the_minus_two():
+    batches = [_batch(seed) for seed in range(3)]
+    runs, gaps = G.qk_sgd_study(_tiny_qk(), batches, [0.5, 1.0, 2.0], lr=0.01)
+    assert gaps["max_abs_delta_loss"].max() < 1e-12 and len(runs) == 9
+    assert (runs["loss"] - runs["paired_loss"]).abs().max() < 1e-12
+    first = runs[runs["step"] == 0]
+    assert first["norm_q"].tolist() == pytest.approx(
+        [0.5 * first["norm_q"].iloc[1], first["norm_q"].iloc[1], 2 * first["norm_q"].iloc[1]]
+    )
+    assert G.fit_power_law(first["norm_q"], first["angular_update"]) == pytest.approx(-2.0, abs=0.01)
+    # Per unit sphere gradient each step's turn is η/‖W_q‖², up to atan's curvature.
+    assert (runs["effective_lr"] / runs["predicted_effective_lr"] - 1).abs().max() < 1e-2
+    with pytest.raises(ValueError, match="learning rates"):
+        G.qk_sgd_run(_tiny_qk(), batches, lr=0.0)
+    with pytest.raises(ValueError, match="factors"):
+        G.qk_sgd_study(_tiny_qk(), batches, [], lr=0.01)
+
+
+def test_gain_alone_moves_the_logits_but_the_gain_and_next_linear_pair_does_not():
+    contrast = G.gain_pair_contrast(_tiny_qk(), _batch(), [1.0, 3.0])
+    assert set(contrast["location"]) == {"attention input", "MLP input", "final"}
+    assert contrast["gain_and_next_linear"].max() < 1e-12
+    moved = contrast[contrast["factor"] == 3.0]
+    assert moved["gain_alone"].min() > 1e-4
+    assert contrast[contrast["factor"] == 1.0]["gain_alone"].max() == 0.0
+
+
+def test_following_linears_leave_out_qk_norms():
+    model = _tiny_qk()
+    pairs = G.following_linears(model)
+    assert not any("q_norm" in name or "k_norm" in name for name in pairs)
+    assert len(pairs) == 2 * 2 + 1
+    assert set(G.norm_locations(model)) == {"attention input", "MLP input", "final", "queries and keys (QK-norm)"}

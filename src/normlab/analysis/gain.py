@@ -449,6 +449,8 @@ def norm_locations(model) -> dict[str, list]:
     labels = {
         "norm1": "trunk after attention" if post else "attention input",
         "norm2": "trunk after MLP" if post else "MLP input",
+        "q_norm": "queries and keys (QK-norm)",
+        "k_norm": "queries and keys (QK-norm)",
     }
     locations: dict[str, list] = {}
     for name, module in model.norms():
@@ -524,14 +526,15 @@ def following_linears(model) -> dict[str, list]:
         )
     pairs = {}
     for name, _ in model.norms():
+        leaf = name.rsplit(".", 1)[-1]
         if name == "final_norm":
             pairs[name] = [model.lm_head]
-            continue
-        block = model.blocks[int(name.split(".")[1])]
-        if name.endswith("norm1"):
-            pairs[name] = [block.attn.qkv]
-        else:
-            pairs[name] = [block.mlp.gate, block.mlp.up] if block.mlp.kind == "swiglu" else [block.mlp.up]
+        elif leaf == "norm1":
+            pairs[name] = [model.blocks[int(name.split(".")[1])].attn.qkv]
+        elif leaf == "norm2":
+            mlp = model.blocks[int(name.split(".")[1])].mlp
+            pairs[name] = [mlp.gate, mlp.up] if mlp.kind == "swiglu" else [mlp.up]
+        # QK-norm's q_norm and k_norm feed the attention logits, not a linear layer: they have no partner.
     return pairs
 
 
@@ -623,6 +626,217 @@ def effective_update(model, batch, factors, *, optimizer: str = "adam", lr: floa
     return pd.DataFrame(rows)
 
 
+# ---- where the invariance is exact: W_q and W_k under QK-norm -------------------------------------------
+#
+# With QK-norm each head's query and key are RMS-normalised right after the projection, so every row block of
+# W_q (and of W_k) that makes one head is exactly scale invariant: q(a·W_q) = q(W_q) up to the norm's epsilon.
+# van Laarhoven 2017's law then applies as derived: the gradient scales as 1/a and is orthogonal to W_q, so a plain
+# SGD step turns W_q by atan(η·S/‖W_q‖²), S = ‖∇W_q‖·‖W_q‖ being the gradient on the unit sphere.
+
+QK_EXACT_EPS = 1e-30  # so small beside E[q²] (~1e-2 at init) that float64 sees no epsilon at all
+QK_PROJECTIONS = ("W_q", "W_k")
+
+
+def qk_norm_model(model_kw: dict, *, seed: int = 0, eps: float = QK_EXACT_EPS) -> GPT:
+    """A freshly initialised pre-LN GPT with QK-norm, in float64; `eps` is every norm's epsilon.
+
+    The same `seed` gives the same weights whatever `eps` is, so the exact model and the default-ε one are a pair.
+    """
+    torch.manual_seed(seed)
+    return GPT(GPTConfig(**model_kw, qk_norm=True, norm_eps=eps)).double()
+
+
+def projection_rows(model, projection: str) -> list[torch.Tensor]:
+    """Views of each block's W_q or W_k: the first or second width-row block of the fused qkv weight."""
+    if projection not in QK_PROJECTIONS:
+        raise ValueError(f"projection must be one of {QK_PROJECTIONS}, got {projection!r}")
+    if not getattr(getattr(model, "cfg", None), "qk_norm", False):
+        raise ValueError(
+            "W_q and W_k are scale invariant only under QK-norm; build the model with GPTConfig(qk_norm=True)"
+        )
+    width, offset = model.cfg.width, QK_PROJECTIONS.index(projection)
+    return [block.attn.qkv.weight[offset * width : (offset + 1) * width] for block in model.blocks]
+
+
+def flat_projection(model, projection: str = "W_q", grad: bool = False) -> torch.Tensor:
+    """Every block's W_q (or W_k), or its gradient, as one detached flat vector."""
+    rows = projection_rows(model, projection)
+    if grad:
+        width, offset = model.cfg.width, QK_PROJECTIONS.index(projection)
+        rows = [block.attn.qkv.weight.grad[offset * width : (offset + 1) * width] for block in model.blocks]
+    return torch.cat([r.detach().flatten() for r in rows])
+
+
+@torch.no_grad()
+def scale_projections(model, factor: float, projections=QK_PROJECTIONS) -> None:
+    """In place: multiply W_q and/or W_k of every block by `factor`."""
+    for projection in projections:
+        for rows in projection_rows(model, projection):
+            rows.mul_(factor)
+
+
+def _loss64(model, batch) -> torch.Tensor:
+    # GPT.forward takes its loss in float32; the exactness checks need the float64 logits' own loss.
+    x, y = batch
+    logits = model(x)[0]
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
+def _positive_factors(factors) -> list[float]:
+    factors = [float(a) for a in factors]
+    if not factors or min(factors) <= 0:
+        raise ValueError(f"factors must be a non-empty list of positive numbers, got {factors!r}")
+    return factors
+
+
+@torch.no_grad()
+def qk_forward_invariance(model, batch, factors) -> pd.DataFrame:
+    """Largest |Δ logit| after scaling W_q, W_k or both by each factor, against the unscaled model."""
+    import copy
+
+    model.eval()
+    base = model(batch[0])[0]
+    rows = []
+    for a in _positive_factors(factors):
+        for scaled in (("W_q",), ("W_k",), QK_PROJECTIONS):
+            scaled_model = copy.deepcopy(model)
+            scale_projections(scaled_model, a, scaled)
+            change = float((scaled_model(batch[0])[0] - base).abs().max())
+            rows.append({"factor": a, "scaled": " and ".join(scaled), "max_abs_delta_logit": change})
+    return pd.DataFrame(rows)
+
+
+def qk_gradient_law(model, batch, factors) -> pd.DataFrame:
+    """‖∇W_q‖ and ‖∇W_k‖ with both scaled by each factor a; ‖∇‖·a should not depend on a.
+
+    Also the cosine between ∇W_q and W_q, which scale invariance forces to 0 (Euler: ⟨∇L(w), w⟩ = 0).
+    """
+    import copy
+
+    rows = []
+    for a in _positive_factors(factors):
+        scaled = copy.deepcopy(model)
+        scale_projections(scaled, a)
+        scaled.zero_grad()
+        _loss64(scaled, batch).backward()
+        grad_q, grad_k = flat_projection(scaled, "W_q", grad=True), flat_projection(scaled, "W_k", grad=True)
+        w_q = flat_projection(scaled, "W_q")
+        rows.append(
+            {
+                "factor": a,
+                "grad_norm_q": float(grad_q.norm()),
+                "grad_norm_k": float(grad_k.norm()),
+                "grad_norm_q_times_a": float(grad_q.norm()) * a,
+                "cosine_grad_q_with_q": float(grad_q @ w_q / (grad_q.norm() * w_q.norm())),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+@torch.no_grad()
+def _sgd_step(model, lr: float, projection_lr: float) -> None:
+    """Plain SGD, with W_q and W_k (rows of the fused qkv weight) at their own learning rate."""
+    width = model.cfg.width
+    for p in model.parameters():
+        if p.grad is not None:
+            p.sub_(lr * p.grad)
+    if projection_lr != lr:
+        for block in model.blocks:
+            weight = block.attn.qkv.weight
+            weight[: 2 * width].sub_((projection_lr - lr) * weight.grad[: 2 * width])
+
+
+def qk_sgd_run(model, batches, lr: float, *, factor: float = 1.0, projection_lr: float | None = None):
+    """Plain SGD on every parameter from `model` with W_q and W_k scaled by `factor`, one step per batch.
+
+    Per step: ‖W_q‖ before the step, W_q's angular update (rad), the sphere gradient S = ‖∇W_q‖·‖W_q‖, the
+    effective learning rate (angular update / S, which theory puts at η/‖W_q‖² for W_q's own rate η) and the loss.
+    """
+    import copy
+
+    if lr <= 0 or (projection_lr is not None and projection_lr <= 0):
+        raise ValueError(f"learning rates must be positive, got lr={lr!r}, projection_lr={projection_lr!r}")
+    rate = lr if projection_lr is None else projection_lr
+    run = copy.deepcopy(model)
+    scale_projections(run, factor)
+    run.train()
+    rows = []
+    for step, batch in enumerate(batches):
+        run.zero_grad()
+        loss = _loss64(run, batch)
+        loss.backward()
+        before = flat_projection(run, "W_q")
+        sphere_grad = float(flat_projection(run, "W_q", grad=True).norm() * before.norm())
+        _sgd_step(run, lr, rate)
+        turn = angle(before, flat_projection(run, "W_q"))
+        rows.append(
+            {
+                "factor": factor,
+                "step": step,
+                "norm_q": float(before.norm()),
+                "angular_update": turn,
+                "sphere_grad": sphere_grad,
+                "effective_lr": turn / sphere_grad if sphere_grad > 0 else math.nan,
+                "predicted_effective_lr": rate / float(before.norm()) ** 2,
+                "loss": float(loss.detach()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def qk_sgd_study(model, batches, factors, lr: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """For each a: SGD from (W_q·a, W_k·a, η) and, paired on the same batches, from (W_q, W_k, η/a² on them).
+
+    For a scale-invariant w, a·w − η·∇L(w)/a = a·(w − (η/a²)·∇L(w)): the two runs are one trajectory, so their
+    losses agree step for step. Returns the scaled runs' steps (with the paired run's loss as `paired_loss`) and,
+    per factor, the largest loss gap.
+    """
+    runs, gaps = [], []
+    for a in _positive_factors(factors):
+        scaled = qk_sgd_run(model, batches, lr, factor=a)
+        paired = qk_sgd_run(model, batches, lr, projection_lr=lr / a**2)
+        runs.append(scaled.assign(paired_loss=paired["loss"].to_numpy()))
+        gap = (scaled["loss"] - paired["loss"]).abs()
+        gaps.append(
+            {
+                "factor": a,
+                "max_abs_delta_loss": float(gap.max()),
+                "loss_start": float(scaled["loss"].iloc[0]),
+                "loss_end": float(scaled["loss"].iloc[-1]),
+                "paired_loss_end": float(paired["loss"].iloc[-1]),
+            }
+        )
+    return pd.concat(runs, ignore_index=True), pd.DataFrame(gaps)
+
+
+@torch.no_grad()
+def gain_pair_contrast(model, batch, factors) -> pd.DataFrame:
+    """Per norm location and factor: largest |Δ logit| with the gains alone × a, and with (g·a, next linear/a).
+
+    In a pre-LN model only the pair is a symmetry. `model` must be pre-LN (see `following_linears`).
+    """
+    import copy
+
+    model.eval()
+    base = model(batch[0])[0]
+    pairs = following_linears(model)
+    modules = dict(model.norms())
+    locations: dict[str, list[str]] = {}
+    for name in pairs:
+        leaf = name.rsplit(".", 1)[-1]
+        locations.setdefault({"norm1": "attention input", "norm2": "MLP input"}.get(leaf, "final"), []).append(name)
+    rows = []
+    for where, names in locations.items():
+        for a in _positive_factors(factors):
+            with scaled_gains([modules[n] for n in names], a):
+                alone = float((model(batch[0])[0] - base).abs().max())
+            rescaled = copy.deepcopy(model)
+            apply_rescale(rescaled, a, names)
+            pair = float((rescaled(batch[0])[0] - base).abs().max())
+            rows.append({"location": where, "factor": a, "gain_alone": alone, "gain_and_next_linear": pair})
+    return pd.DataFrame(rows)
+
+
 # ---- the chapter, section by section ----------------------------------------------------------------
 #
 # The functions below are the gain chapter's steps, in the order the chapter runs them. Each takes the
@@ -644,6 +858,7 @@ PROFILES = {
         gain_decays=[0.0, 30.0],
         seeds=2,
         factors=[0.25, 0.5, 1, 2, 4],
+        qk=dict(width=32, depth=1, context=16, batch=4, steps=3, lr=0.01),
     ),
     "cpu": dict(
         scan_norms=[0.5, 1, 2, 4, 8],
@@ -660,6 +875,7 @@ PROFILES = {
         gain_decays=[0.0, 1.0, 10.0, 30.0],
         seeds=5,
         factors=[0.25, 0.5, 0.71, 1, 1.41, 2, 4],
+        qk=dict(width=48, depth=2, context=32, batch=8, steps=20, lr=0.01),
     ),
     "gpu": dict(
         scan_norms=[0.25, 0.5, 1, 2, 4, 8],
@@ -676,6 +892,8 @@ PROFILES = {
         gain_decays=[0.0, 1.0, 10.0, 30.0],
         seeds=8,
         factors=[0.25, 0.5, 0.71, 1, 1.41, 2, 4],
+        # The law is exact at any size, and float64 runs on the CPU: the GPU profile keeps this study small.
+        qk=dict(width=64, depth=2, context=64, batch=8, steps=40, lr=0.01),
     ),
 }
 
@@ -1009,6 +1227,226 @@ def toy_frame(toy: ToyChecks) -> pd.DataFrame:
 
 
 @dataclass
+class QKLaw:
+    """B15's framing, measured where the invariance is exact (W_q, W_k under QK-norm) and where it is not (g)."""
+
+    invariance: pd.DataFrame  # max |Δ logit| per factor and scaled projection (float64, ε negligible)
+    invariance_max: float
+    default_eps: float
+    default_eps_change: float  # the same check with the chapter's usual ε, which breaks exactness
+    gradient: pd.DataFrame  # ‖∇W_q‖, ‖∇W_k‖ and cos(∇W_q, W_q) per factor
+    gradient_slope_q: float  # of log ‖∇W_q‖ on log a (theory −1)
+    gradient_slope_k: float
+    orthogonality_max: float  # largest |cos(∇W_q, W_q)| (theory 0)
+    runs: pd.DataFrame  # the scaled SGD runs, step by step
+    gaps: pd.DataFrame  # per factor: the loss gap between (a, η) and (1, η/a²)
+    angular_slope: float  # first step's angular update on ‖W_q‖ (theory −2): every run starts at one direction
+    effective_lr_slope: float  # angular update per unit sphere gradient on ‖W_q‖, every step (theory −2)
+    run_mean_slope: float  # the angular update averaged over each run (the runs part ways, so not a test)
+    effective_lr_ratio_max: float  # largest |measured / (η/‖W_q‖²) − 1| over every step
+    trajectory_gap: float  # largest |Δ loss| between the paired runs
+    contrast: pd.DataFrame  # per location and factor: the gain alone against the (g·a, W/a) pair
+    gain_alone_min: float  # the location the gain alone moves least: its largest |Δ logit| over a ≠ 1
+    pair_max: float  # largest |Δ logit| under the pair
+    lr: float
+    slope_tolerance: float
+    invariance_tolerance: float
+    holds: bool  # invariance, both gradient slopes, both angular slopes and the paired runs within tolerance
+    contrast_holds: bool  # the gain alone moves the logits beyond the tolerance; the pair does not
+
+
+def qk_law_holds(
+    invariance_max: float,
+    gradient_slopes,
+    angular_slopes,
+    trajectory_gap: float,
+    *,
+    slope_tolerance: float,
+    invariance_tolerance: float,
+) -> bool:
+    """The law holds when the forward and the paired runs agree within `invariance_tolerance`, the gradient slopes
+    are within `slope_tolerance` of −1 and the angular-update slopes within it of −2 (NaN fails)."""
+    return bool(
+        invariance_max <= invariance_tolerance
+        and trajectory_gap <= invariance_tolerance
+        and all(abs(k + 1) <= slope_tolerance for k in gradient_slopes)
+        and all(abs(k + 2) <= slope_tolerance for k in angular_slopes)
+    )
+
+
+def summarise_qk_law(
+    invariance: pd.DataFrame,
+    default_eps_change: float,
+    gradient: pd.DataFrame,
+    runs: pd.DataFrame,
+    gaps: pd.DataFrame,
+    contrast: pd.DataFrame,
+    *,
+    lr: float,
+    slope_tolerance: float,
+    invariance_tolerance: float,
+    default_eps: float = GPTConfig.norm_eps,
+) -> QKLaw:
+    """Fit the slopes and judge the law and the contrast from the measured tables."""
+    first = runs[runs["step"] == 0]
+    mean = runs.groupby("factor")[["norm_q", "angular_update"]].mean()
+    moved = contrast[contrast["factor"] != 1.0]
+    slopes = dict(
+        gradient_slope_q=fit_power_law(gradient["factor"], gradient["grad_norm_q"]),
+        gradient_slope_k=fit_power_law(gradient["factor"], gradient["grad_norm_k"]),
+        angular_slope=fit_power_law(first["norm_q"], first["angular_update"]),
+        effective_lr_slope=fit_power_law(runs["norm_q"], runs["effective_lr"]),
+    )
+    invariance_max = float(invariance["max_abs_delta_logit"].max())
+    trajectory_gap = float(gaps["max_abs_delta_loss"].max())
+    gain_alone_min = float(moved.groupby("location")["gain_alone"].max().min()) if len(moved) else math.nan
+    pair_max = float(contrast["gain_and_next_linear"].max())
+    holds = qk_law_holds(
+        invariance_max,
+        (slopes["gradient_slope_q"], slopes["gradient_slope_k"]),
+        (slopes["angular_slope"], slopes["effective_lr_slope"]),
+        trajectory_gap,
+        slope_tolerance=slope_tolerance,
+        invariance_tolerance=invariance_tolerance,
+    )
+    return QKLaw(
+        invariance=invariance,
+        invariance_max=invariance_max,
+        default_eps=default_eps,
+        default_eps_change=default_eps_change,
+        gradient=gradient,
+        orthogonality_max=float(gradient["cosine_grad_q_with_q"].abs().max()),
+        runs=runs,
+        gaps=gaps,
+        run_mean_slope=fit_power_law(mean["norm_q"], mean["angular_update"]),
+        effective_lr_ratio_max=float((runs["effective_lr"] / runs["predicted_effective_lr"] - 1).abs().max()),
+        trajectory_gap=trajectory_gap,
+        contrast=contrast,
+        gain_alone_min=gain_alone_min,
+        pair_max=pair_max,
+        lr=lr,
+        slope_tolerance=slope_tolerance,
+        invariance_tolerance=invariance_tolerance,
+        holds=holds,
+        contrast_holds=bool(gain_alone_min > invariance_tolerance and pair_max <= invariance_tolerance),
+        **slopes,
+    )
+
+
+def qk_law(settings: dict, corpus, *, slope_tolerance: float, invariance_tolerance: float, seed: int = 0) -> QKLaw:
+    """The chapter's QK-norm section: a fresh float64 pre-LN GPT with QK-norm, W_q and W_k scaled by each factor.
+
+    Forward invariance, the gradient law and the paired SGD runs are measured on it; the gain contrast on the
+    same model, at the block norms and the final norm.
+    """
+    shape = settings["qk"]
+    model_kw = dict(context=shape["context"], width=shape["width"], depth=shape["depth"], heads=4)
+    generator = torch.Generator().manual_seed(seed + 11)
+    batches = [corpus.batch("train", shape["batch"], shape["context"], generator) for _ in range(shape["steps"])]
+    factors = settings["factors"]
+    model = qk_norm_model(model_kw, seed=seed)
+    usual = qk_norm_model(model_kw, seed=seed, eps=GPTConfig.norm_eps)
+    runs, gaps = qk_sgd_study(model, batches, factors, shape["lr"])
+    return summarise_qk_law(
+        qk_forward_invariance(model, batches[0], factors),
+        float(qk_forward_invariance(usual, batches[0], factors)["max_abs_delta_logit"].max()),
+        qk_gradient_law(model, batches[0], factors),
+        runs,
+        gaps,
+        gain_pair_contrast(model, batches[0], factors),
+        lr=shape["lr"],
+        slope_tolerance=slope_tolerance,
+        invariance_tolerance=invariance_tolerance,
+    )
+
+
+def qk_frame(law: QKLaw) -> pd.DataFrame:
+    """Each measured number of the QK-norm section beside what theory says and the tolerance it is held to."""
+    slope, exact = f"±{law.slope_tolerance:g}", f"≤ {law.invariance_tolerance:.0e}"
+    rows = [
+        ("max |Δ logit|, W_q and/or W_k × a (float64)", law.invariance_max, "0", exact),
+        (f"max |Δ logit|, the same with ε = {law.default_eps:g}", law.default_eps_change, "0", "(not held to)"),
+        ("slope of log ‖∇W_q‖ on log a", law.gradient_slope_q, "−1", slope),
+        ("slope of log ‖∇W_k‖ on log a", law.gradient_slope_k, "−1", slope),
+        ("max |cos(∇W_q, W_q)|", law.orthogonality_max, "0", "(not held to)"),
+        ("slope of log angular update on log ‖W_q‖, first step", law.angular_slope, "−2", slope),
+        ("slope of log (angular update / S) on log ‖W_q‖, every step", law.effective_lr_slope, "−2", slope),
+        ("max |(angular update / S) ÷ (η/‖W_q‖²) − 1|", law.effective_lr_ratio_max, "0", "(not held to)"),
+        ("slope of the run-averaged angular update (runs part ways)", law.run_mean_slope, "−2", "(not held to)"),
+        ("max |Δ loss|, SGD from (a·W, η) vs (W, η/a²)", law.trajectory_gap, "0", exact),
+        ("max |Δ logit|, pair (g·a, W/a)", law.pair_max, "0", exact),
+        (
+            "max |Δ logit|, gains alone × a, least-moved location",
+            law.gain_alone_min,
+            "> 0",
+            f"> {law.invariance_tolerance:.0e}",
+        ),
+    ]
+    return pd.DataFrame(rows, columns=["check", "measured", "theory", "tolerance"])
+
+
+def _rounding_text(value: float, template: str, zero: str) -> str:
+    """A float64 rounding-sized number in prose: `zero` when it is exactly 0, else `template` with one figure."""
+    return zero if value == 0 else template.format(value)
+
+
+def qk_text(law: QKLaw) -> str:
+    """The QK-norm section's conclusion, from its numbers."""
+    worst = law.contrast[law.contrast["factor"] != 1.0].groupby("location")["gain_alone"].max()
+    forward = _rounding_text(law.invariance_max, "by at most {:.0e}", "not at all")
+    cosine = _rounding_text(law.orthogonality_max, "≤ {:.0e}", "= 0")
+    paired = _rounding_text(law.trajectory_gap, "to within {:.0e} nats", "exactly")
+    pair = _rounding_text(law.pair_max, "by at most {:.0e}", "not at all")
+    return (
+        f"The law {'holds' if law.holds else 'does not hold'} within its tolerances. Scaling W_q and W_k by a moves "
+        f"the float64 logits {forward} (with the usual ε = {law.default_eps:g}, by {law.default_eps_change:.0e}: ε "
+        f"is what keeps it from being exact in practice). The gradient follows a^{law.gradient_slope_q:.3f} (W_q) "
+        f"and a^{law.gradient_slope_k:.3f} (W_k), orthogonal to W_q (|cos| {cosine}); the first SGD step turns W_q "
+        f"by ‖W_q‖^{law.angular_slope:.3f}, and per unit sphere gradient every step's turn is η/‖W_q‖² to within "
+        f"{law.effective_lr_ratio_max:.2%}. Averaged over the whole run the slope is {law.run_mean_slope:.2f}: the "
+        f"runs leave their shared start at different rates, so they no longer see the same gradient. Trained with "
+        f"η/a² on W_q and W_k instead, the unscaled model follows the scaled one's losses {paired}. In the same "
+        f"model, scaling a pre-LN gain alone moves the logits by up to {worst.min():.2f}–{worst.max():.2f} depending "
+        f"on the location, while the pair (g·a, W/a) moves them {pair}."
+    )
+
+
+def qk_evidence(law: QKLaw) -> dict:
+    """The QK-norm section's numbers for B15's evidence."""
+    return {
+        "max_abs_delta_logit_scaling_Wq_Wk_float64": law.invariance_max,
+        f"max_abs_delta_logit_with_eps_{law.default_eps:g}": law.default_eps_change,
+        "gradient_slope_Wq": law.gradient_slope_q,
+        "gradient_slope_Wk": law.gradient_slope_k,
+        "max_abs_cos_grad_Wq_with_Wq": law.orthogonality_max,
+        "angular_update_slope_first_step": law.angular_slope,
+        "effective_lr_slope_every_step": law.effective_lr_slope,
+        "effective_lr_over_eta_per_norm_sq_max_rel_error": law.effective_lr_ratio_max,
+        "angular_update_slope_run_mean": law.run_mean_slope,
+        "paired_sgd_max_abs_delta_loss": law.trajectory_gap,
+        "gain_alone_min_over_locations_max_abs_delta_logit": law.gain_alone_min,
+        "gain_and_next_linear_max_abs_delta_logit": law.pair_max,
+        "lr": law.lr,
+        "slope_tolerance": law.slope_tolerance,
+        "invariance_tolerance": law.invariance_tolerance,
+        "law_holds": law.holds,
+        "pair_not_gain_invariant": law.contrast_holds,
+        "reference": "van Laarhoven 2017 (η/‖w‖² for SGD); Kunin et al. 2021 (the (g·a, W/a) symmetry)",
+    }
+
+
+def qk_sentence(law: QKLaw) -> str:
+    """One sentence for B15's summary: where the claim's invariance is exact and where it is not."""
+    forward = _rounding_text(law.invariance_max, "≤ {:.0e}", "exactly 0")
+    pair = _rounding_text(law.pair_max, "≤ {:.0e}", "exactly 0")
+    return (
+        f"The invariance is exact for W_q and W_k under QK-norm (logits move {forward}; SGD's angular update goes as "
+        f"‖W_q‖^{law.angular_slope:.2f}, the law η/‖w‖² {'holds' if law.holds else 'fails'}), not for a pre-LN gain "
+        f"alone (logits move ≥ {law.gain_alone_min:.2f}) but for the pair (g·a, W/a) ({pair})."
+    )
+
+
+@dataclass
 class DecaySweep:
     pairs: dict  # gain decay -> paired_difference against no decay (finite sweeps only)
     timescales: dict  # gain decay -> ηλT
@@ -1109,8 +1547,10 @@ def _sweep_text(sweep: DecaySweep) -> str:
     )
 
 
-def b15_text(forward: ForwardCheck, scaling: UpdateScaling, toy: ToyChecks, sweep: DecaySweep, tolerance: float):
-    """The verdict paragraph the chapter shows: each part's number, then the verdict."""
+def b15_text(
+    forward: ForwardCheck, scaling: UpdateScaling, toy: ToyChecks, sweep: DecaySweep, qk: QKLaw, tolerance: float
+):
+    """The verdict paragraph the chapter shows: each part's number, where the invariance is exact, the verdict."""
     parts = b15_parts(forward, scaling, toy, sweep)
     return (
         f"{sum(parts.values())}/4 parts hold. (1) Gains ×0.5 or ×2 change the loss by up to "
@@ -1122,7 +1562,7 @@ def b15_text(forward: ForwardCheck, scaling: UpdateScaling, toy: ToyChecks, swee
         f"{sweep.loss_drop:.4f} nats over the last 10% of steps. With that decay the gains end at RMS "
         f"{sweep.final_gain_at(sweep.strongest):.3f} against {sweep.final_gain_at(0.0):.3f} undecayed: in pre-LN, "
         f"decay that has time to act shrinks what the next layer sees, a change of the function and not only of a "
-        f"learning rate.\n\n**B15 verdict: {b15_verdict(parts)}.**"
+        f"learning rate. {qk_sentence(qk)}\n\n**B15 verdict: {b15_verdict(parts)}.**"
     )
 
 
@@ -1131,20 +1571,24 @@ def b15_finding(
     scaling: UpdateScaling,
     toy: ToyChecks,
     sweep: DecaySweep,
+    qk: QKLaw,
     *,
     tolerance: float,
     corpus_sha256: str,
 ) -> Finding:
-    """B15 from its four parts; the key number is the strongest decay's paired loss change, against the margin."""
+    """B15 from its four parts; the key number is the strongest decay's paired loss change, against the margin.
+
+    The QK-norm law does not vote: it says where the claim's premise (exact scale invariance) holds, and the
+    summary's second sentence reports it.
+    """
     parts = b15_parts(forward, scaling, toy, sweep)
     key_pair = sweep.key_pair
     adam_toy = equilibrium_row(toy.equilibrium, "adamw", "toy chain")
     e = toy.exponents
     summary = (
         f"{sum(parts.values())}/4 parts hold: gains ×0.5/×2 move the pre-LN loss by up to "
-        f"{forward.by_location.max():.1%} (the gain·a, linear/a symmetry by {forward.symmetry_max:.0e}); under it "
-        f"Adam's update of the next layer scales as a^{scaling.adam_exponent:.2f} and SGD's as "
-        f"a^{scaling.sgd_exponent:.2f}; Li & Arora's equivalence to {toy.schedule_angle:.0e} rad; {_sweep_text(sweep)}."
+        f"{forward.by_location.max():.1%}, Adam's update of the next layer scales as a^{scaling.adam_exponent:.2f} "
+        f"under the (g·a, W/a) symmetry, and {_sweep_text(sweep)}. {qk_sentence(qk)}"
     )
     evidence = {
         "parts": parts,
@@ -1185,6 +1629,7 @@ def b15_finding(
             "sensitive": sweep.sensitive,
             "insensitive": sweep.insensitive,
         },
+        "qk_norm_law": qk_evidence(qk),
         "corpus_sha256": corpus_sha256,
     }
     return Finding(

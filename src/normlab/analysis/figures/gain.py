@@ -5,6 +5,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
+from matplotlib.colors import LogNorm
+from matplotlib.ticker import MaxNLocator, NullFormatter
 
 
 def forward_figure(sensitivity: pd.DataFrame):
@@ -77,5 +79,44 @@ def decay_figure(pairs: dict, timescales: dict, gain_paths: pd.DataFrame, margin
         data=gain_paths, x="step", y="gain_rms", hue="gain_decay", errorbar=("pi", 100), palette="viridis", ax=ax[1]
     )
     ax[1].set(yscale="log", xlabel="step", ylabel="mean RMS of the norm gains")
+    fig.tight_layout()
+    return fig
+
+
+def qk_law_figure(runs: pd.DataFrame, gaps: pd.DataFrame, lr: float):
+    """Left: W_q's angular update per SGD step against ‖W_q‖, log–log, the first step of each run large, with the
+    slope −2 law through the first step at a = 1. Right: each factor's loss per step, the scaled run (line) and its
+    (1, η/a²) pair (open circles) (fig-gain-qk).
+
+    `runs` and `gaps` are `qk_sgd_study`'s two tables; `lr` is η.
+    """
+    fig, ax = plt.subplots(1, 2, figsize=(13, 4))
+    shade, colours = LogNorm(runs["factor"].min(), runs["factor"].max()), plt.get_cmap("viridis")
+    for factor, part in runs.groupby("factor"):
+        colour = colours(shade(factor))
+        later, first = part[part["step"] > 0], part[part["step"] == 0]
+        ax[0].scatter(later["norm_q"], later["angular_update"], color=colour, s=8, alpha=0.4)
+        ax[0].scatter(first["norm_q"], first["angular_update"], color=colour, s=40, label=f"a = {factor:g}")
+        ax[1].plot(part["step"], part["loss"], color=colour, lw=1.5, label=f"a = {factor:g}")
+        ax[1].plot(part["step"], part["paired_loss"], color=colour, ls="none", marker="o", mfc="none", ms=5)
+    first = runs[runs["step"] == 0]
+    anchor = first.iloc[(first["factor"] - 1).abs().argmin()]
+    span = pd.Series([runs["norm_q"].min(), runs["norm_q"].max()])
+    ax[0].plot(span, anchor["angular_update"] * (span / anchor["norm_q"]) ** -2, "k--", lw=1, label="slope −2")
+    ax[0].set(
+        xscale="log",
+        yscale="log",
+        xlabel="‖W_q‖ before the step (log scale)",
+        ylabel="angular update of W_q per step (rad)",
+        title=f"plain SGD, η = {lr:g}: first step large, later steps small",
+    )
+    # Label the starting norms themselves: a short log axis has one or no decade label of its own.
+    ax[0].xaxis.set_minor_formatter(NullFormatter())
+    ax[0].set_xticks(sorted(first["norm_q"]), [f"{v:.2g}" for v in sorted(first["norm_q"])])
+    ax[0].legend(fontsize=8)
+    gap = gaps["max_abs_delta_loss"].max()
+    ax[1].xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax[1].set(xlabel="step", ylabel="training loss (nats/byte)", title=f"(a·W, η) against (W, η/a²): |Δ| ≤ {gap:.0e}")
+    ax[1].legend(fontsize=8)
     fig.tight_layout()
     return fig
