@@ -44,12 +44,11 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 import time
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-
-import statistics
 
 import torch
 from torch.func import functional_call, stack_module_state, vmap

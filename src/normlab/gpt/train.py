@@ -25,11 +25,10 @@ import hashlib
 import io
 import math
 import os
+import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-
-import statistics
 
 import torch
 from torch import nn
@@ -663,7 +662,7 @@ def compare_step_times(
     device: str = "cpu",
     seed: int = 0,
     progress: bool = True,
-) -> "pandas.DataFrame":  # noqa: F821 (pandas is imported where the table is made)
+) -> pandas.DataFrame:  # noqa: F821 (pandas is imported where the table is made)
     """Seconds per training step (forward, backward, AdamW update) of each model, measured interleaved
     (one step of each in turn) so that drifting machine load affects all alike. One row per step timed."""
     if not configs:
