@@ -9,7 +9,7 @@ FORCE ?=
 MIXED ?=
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install test lint book notebooks ledger gpu-bench gpu-check compile-check clean
+.PHONY: install test lint book notebooks ledger gpu-bench gpu-carry gpu-study gpu-check compile-check clean
 
 install: $(INSTALLED)
 
@@ -50,6 +50,14 @@ book: notebooks ledger
 
 gpu-bench: $(INSTALLED)
 	$(PY) -m normlab.bench --profile gpu --output data/gpu-bench.json
+
+# Here: the corpus bytes the chapters train on, for the GPU machine (its Python's standard library differs).
+gpu-carry: $(INSTALLED)
+	$(PY) -m normlab.study.gpu --write-carry --carry build/gpu-carry
+
+# On the GPU machine (torch alone is enough), with build/gpu-carry carried there: commit data/gpu-study.json.
+gpu-study:
+	PYTHONPATH=src python3 -m normlab.study.gpu --profile gpu --carry build/gpu-carry --output data/gpu-study.json
 
 # On a CUDA machine: the kernel tests on the GPU in fp32/fp16/bf16, and bandwidth against a copy.
 gpu-check: $(INSTALLED)

@@ -144,6 +144,22 @@ b7 = Q.b7_finding(parity, timings, speed, visible=VISIBLE, margin=MARGIN, backen
 # %% tags=["remove-input"]
 Markdown(Q.b7_paragraph(parity, speed, visible=VISIBLE, backend=backend, device=device))
 
+# %% [markdown]
+# (quality-gpu)=
+# ### The committed GPU study (A9, B7)
+#
+# A GPU study committed under `data/` trains the same pairs wider, deeper and longer (16 pairs or more). The same
+# rules judge its pairs; the run whose interval is narrower relative to the ±0.02-nat margin decides, and a "does
+# not hold" from the other run becomes a caveat. B7's step-time half stays this run's.
+
+# %% tags=["remove-input"]
+from normlab.analysis.shared import gpu_study  # noqa: E402
+
+mine = dict(margin=MARGIN, visible=VISIBLE, backend=backend, timings=timings, speed=speed, resume=resume, parity=parity)
+studies = gpu_study.committed(corpus_sha256=corpus.sha256)
+a9, b7, gpu_text = gpu_study.quality_claims(studies, a9, b7, dict(mine, where=gpu_study.this_run(profile)))
+Markdown(gpu_text)
+
 # %% tags=["remove-cell"]
 _ = a9.record(results, "A9", "quality-parity")
 _ = b7.record(results, "B7", "quality-speed")

@@ -321,9 +321,9 @@ def _train_before_the_split(model_config, train_config, corpus, *, on_step=None)
     checkpoint()
     return TrainResult(
         model=model,
-        history=pd.DataFrame(history),
-        val=pd.DataFrame(val, columns=["step", "val_loss"]),
-        stream=pd.DataFrame(stream),
+        history_rows=history,
+        val_rows=val,
+        stream_rows=stream,
         corpus_sha256=corpus.sha256,
         diverged=diverged,
         steps_done=step,

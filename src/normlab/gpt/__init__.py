@@ -1,11 +1,6 @@
 """The GPT testbed: a small nanoGPT-style model with a pluggable norm, its training loop, corpus and command line.
 
-It needs the `gpt` extra (pandas, tqdm) besides the norm library.
+Training needs torch alone (a GPU machine with nothing else trains with it: `python -m normlab.study.gpu`). The
+`gpt` extra (pandas, tqdm) adds the runs' tables as DataFrames and progress bars; a table asked for without pandas
+names the extra.
 """
-
-try:
-    import pandas  # noqa: F401
-except ImportError as error:  # the trainer's history is a DataFrame
-    raise ImportError(
-        f'normlab.gpt needs pandas ({error}); install the testbed with `pip install "normlab[gpt]"`'
-    ) from error

@@ -44,12 +44,12 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 import time
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import pandas as pd
 import torch
 from torch.func import functional_call, stack_module_state, vmap
 
@@ -341,12 +341,13 @@ class BatchedTrainResult:
 
     def median_step_time(self, skip: int = 2) -> float:
         times = self.step_times[skip:] if len(self.step_times) > skip else self.step_times
-        return float(pd.Series(times, dtype=float).median())
+        return float(statistics.median(times)) if times else math.nan
 
 
 class _BatchedRun:
-    def __init__(self, members, tcfg: TrainConfig, corpus: Corpus, device: torch.device):
+    def __init__(self, members, tcfg: TrainConfig, corpus: Corpus, device: torch.device, *, stream_statistics=True):
         self.tcfg, self.corpus, self.device = tcfg, corpus, device
+        self.stream_statistics = stream_statistics
         self.cfg = members[0][0]
         by_config: dict[tuple, list[int]] = {}
         for k, (cfg, _) in enumerate(members):
@@ -372,7 +373,10 @@ class _BatchedRun:
             [{"name": n, "params": ps, "weight_decay": decay[n]} for n, ps in groups.items()],
             lr=tcfg.lr,
             betas=tcfg.betas,
-            foreach=False,
+            # train() updates one tensor at a time; on a GPU that is a dozen kernel launches per stacked tensor per
+            # step, which for deep stacks costs more than the training itself, so the multi-tensor path runs there
+            # (the same elementwise formula; the CPU keeps train()'s path, which tests/test_batched.py compares)
+            foreach=device.type == "cuda",
         )
         self.step_times: list[float] = []
 
@@ -538,7 +542,7 @@ class _BatchedRun:
         training = self.training()
         if last or (tcfg.eval_every and step % tcfg.eval_every == 0):
             self.record_validation()
-        if last or (tcfg.stream_every and step % tcfg.stream_every == 0):
+        if self.stream_statistics and (last or (tcfg.stream_every and step % tcfg.stream_every == 0)):
             self.record_stream(training)
 
     def results(self, members) -> list[TrainResult]:
@@ -548,9 +552,9 @@ class _BatchedRun:
             out.append(
                 TrainResult(
                     model=stack.refresh_model(position),
-                    history=pd.DataFrame(member.history),
-                    val=pd.DataFrame(member.val, columns=["step", "val_loss"]),
-                    stream=pd.DataFrame(member.stream),
+                    history_rows=list(member.history),
+                    val_rows=list(member.val),
+                    stream_rows=list(member.stream),
                     corpus_sha256=self.corpus.sha256,
                     diverged=member.diverged,
                     steps_done=member.step,
@@ -568,13 +572,15 @@ def train_batched(
     seeds: list[int],
     *,
     memory_limit_bytes: int | None = None,
+    stream_statistics: bool = True,
 ) -> BatchedTrainResult:
     """Train K = len(seeds) models at once, member k as train(model_configs[k], train_config with seed
     seeds[k], corpus) would. A single GPTConfig is used for every seed. train_config.seed is not used.
 
     `memory_limit_bytes` replaces the device's free memory in the check made before training (for tests,
     or to leave room for other work). Raises ModelsDoNotFit, with the largest K that fits, when K members
-    would not."""
+    would not. `stream_statistics=False` skips the residual-stream statistics (measured on the CPU, member by
+    member: for many large members they cost more than a short training)."""
     members = _members(model_configs, seeds)
     _check_train_config(train_config)
     for cfg in {_key(c): c for c, _ in members}.values():
@@ -584,9 +590,10 @@ def train_batched(
     plan = _plan(members, train_config, memory_limit_bytes)
     _refuse_if_too_big(plan)
     tcfg = train_config
-    run = _BatchedRun(members, tcfg, corpus, device)
+    run = _BatchedRun(members, tcfg, corpus, device, stream_statistics=stream_statistics)
     run.record_validation(may_diverge=False)
-    run.record_stream(run.training())
+    if stream_statistics:
+        run.record_stream(run.training())
     progress = None
     if tcfg.progress:
         progress = terminal_progress(total=tcfg.steps, desc=f"{len(members)} models as one", leave=False)

@@ -15,6 +15,7 @@ validation, so both splits see every module's style and never share a byte.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import platform
 import sysconfig
@@ -217,3 +218,68 @@ def load_corpus(modules: tuple[str, ...] = STDLIB_MODULES, val_fraction: float =
     if len(set(modules)) != len(modules):
         raise ValueError("modules lists a module more than once")
     return build_corpus([(name, module_source(name).read_bytes()) for name in modules], val_fraction)
+
+
+# ---- a corpus carried to another machine ----------------------------------------------------------------------
+#
+# The standard library's text differs between Python versions, so a machine with another Python builds another
+# corpus. `save_corpus` writes this machine's exact bytes to a folder; `load_saved_corpus` reads them back there
+# and refuses bytes whose SHA-256 is not the one recorded beside them.
+
+CARRY_BYTES, CARRY_MANIFEST = "corpus.bin", "corpus.json"
+
+
+def save_corpus(corpus: Corpus, folder: str | Path, **extra) -> Path:
+    """Write the training then the validation bytes to `folder`/corpus.bin and their provenance (SHA-256s, sizes,
+    modules, Python version, and `extra`) to `folder`/corpus.json; returns the manifest's path."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    train, val = corpus.train.numpy().tobytes(), corpus.val.numpy().tobytes()
+    (folder / CARRY_BYTES).write_bytes(train + val)
+    manifest = {
+        "sha256": corpus.sha256,
+        "val_sha256": corpus.val_sha256,
+        "train_bytes": len(train),
+        "val_bytes": len(val),
+        "sources": list(corpus.sources),
+        "python_version": corpus.python_version,
+        **extra,
+    }
+    path = folder / CARRY_MANIFEST
+    path.write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def load_saved_corpus(folder: str | Path) -> tuple[Corpus, dict]:
+    """The corpus `save_corpus` wrote, checked byte for byte against its manifest, and the manifest."""
+    folder = Path(folder)
+    fix = "write it again on the machine that builds the book: `make gpu-carry` (python -m normlab.study.gpu --write-carry)"
+    manifest_path, bytes_path = folder / CARRY_MANIFEST, folder / CARRY_BYTES
+    if not manifest_path.is_file() or not bytes_path.is_file():
+        raise FileNotFoundError(f"no carried corpus in {folder} (needs {CARRY_MANIFEST} and {CARRY_BYTES}); {fix}")
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        split = int(manifest["train_bytes"])
+        expected, expected_val = manifest["sha256"], manifest["val_sha256"]
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{manifest_path}: not a corpus manifest ({error}); {fix}") from None
+    data = bytes_path.read_bytes()
+    train, val = data[:split], data[split:]
+    found, found_val = hashlib.sha256(train).hexdigest(), hashlib.sha256(val).hexdigest()
+    if found != expected or found_val != expected_val:
+        raise ValueError(
+            f"{bytes_path}: its training bytes have SHA-256 {found[:16]}… (validation {found_val[:16]}…), but "
+            f"{manifest_path} records {expected[:16]}… ({expected_val[:16]}…): the file was changed or cut short "
+            f"in transit, and the runs would not train on the chapters' bytes; {fix}"
+        )
+    train_t = torch.frombuffer(bytearray(train), dtype=torch.uint8)
+    corpus = Corpus(
+        train=train_t,
+        val=torch.frombuffer(bytearray(val), dtype=torch.uint8),
+        sha256=found,
+        val_sha256=found_val,
+        sources=tuple(manifest.get("sources", ())),
+        python_version=str(manifest.get("python_version", "")),
+        byte_counts=torch.bincount(train_t.long(), minlength=256),
+    )
+    return corpus, manifest

@@ -3,7 +3,9 @@
 `train(model_config, train_config, corpus)` builds a GPT from a seed, trains it
 on random windows of the corpus and returns a `TrainResult` whose tables are
 tidy (one row per step for `history`, one per evaluation for `val`, one per
-layer and measurement for `stream`).
+layer and measurement for `stream`). They are kept as plain rows and become
+DataFrames only when asked for, so training needs torch alone (a GPU machine
+without pandas trains and reads the rows).
 
 Reproducibility: the seed fixes the initial weights (global torch RNG) and the
 data order (a dedicated generator); validation always uses the same batches.
@@ -23,11 +25,11 @@ import hashlib
 import io
 import math
 import os
+import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import pandas as pd  # the gpt extra; normlab.gpt's __init__ names it when missing
 import torch
 from torch import nn
 
@@ -116,12 +118,27 @@ class TrainConfig:
         return asdict(self)
 
 
+def frame(rows: list[dict], columns: list[str] | None = None):
+    """A pandas DataFrame of `rows`; pandas is imported here only, so training itself needs torch alone."""
+    try:
+        import pandas as pd
+    except ImportError as error:
+        raise ImportError(
+            f"a training history as a table needs pandas ({error}); install the testbed's extra with "
+            f'`pip install "normlab[gpt]"`, or read the plain rows (TrainResult.history_rows, val_rows, stream_rows)'
+        ) from error
+    return pd.DataFrame(rows, columns=columns)
+
+
 @dataclass
 class TrainResult:
+    """One run's outcome. The records are plain rows (lists of dicts), so a torch-only machine can train and
+    read them; `history`, `val` and `stream` give them as DataFrames where pandas is installed."""
+
     model: GPT
-    history: pd.DataFrame  # one row per step: step, loss, lr, step_time, grad_norm/<part>, gain_norm/<norm>
-    val: pd.DataFrame  # step, val_loss
-    stream: pd.DataFrame  # step, layer and the statistics of residual.layer_statistics
+    history_rows: list[dict]  # one row per step: step, loss, lr, step_time, grad_norm/<part>, gain_norm/<norm>
+    val_rows: list[dict]  # step, val_loss
+    stream_rows: list[dict]  # step, layer and the statistics of residual.layer_statistics
     corpus_sha256: str
     diverged: bool
     steps_done: int
@@ -130,13 +147,28 @@ class TrainResult:
     interrupted: bool = False
 
     @property
+    def history(self):
+        return frame(self.history_rows)
+
+    @property
+    def val(self):
+        return frame(self.val_rows, columns=["step", "val_loss"])
+
+    @property
+    def stream(self):
+        return frame(self.stream_rows)
+
+    @property
     def final_val_loss(self) -> float:
-        return float(self.val["val_loss"].iloc[-1]) if len(self.val) else math.nan
+        return float(self.val_rows[-1]["val_loss"]) if self.val_rows else math.nan
 
     def median_step_time(self, skip: int = 2) -> float:
-        """Median seconds per step, skipping the first steps (allocator and kernel warm-up)."""
-        times = self.history["step_time"].iloc[skip:] if len(self.history) > skip else self.history["step_time"]
-        return float(times.median())
+        """Median seconds per step, skipping the first steps (allocator and kernel warm-up); NaN steps (a
+        diverging step) are left out, as pandas' median leaves them out."""
+        times = [row.get("step_time", math.nan) for row in self.history_rows]
+        times = times[skip:] if len(times) > skip else times
+        times = [t for t in times if isinstance(t, (int, float)) and math.isfinite(t)]
+        return float(statistics.median(times)) if times else math.nan
 
 
 def learning_rate(step: int, cfg: TrainConfig) -> float:
@@ -566,9 +598,9 @@ def _write_checkpoint(run: _Run) -> None:
 def _result(run: _Run, interrupted: bool) -> TrainResult:
     return TrainResult(
         model=run.model,
-        history=pd.DataFrame(run.history),
-        val=pd.DataFrame(run.val, columns=["step", "val_loss"]),
-        stream=pd.DataFrame(run.stream),
+        history_rows=list(run.history),
+        val_rows=list(run.val),
+        stream_rows=list(run.stream),
         corpus_sha256=run.corpus.sha256,
         diverged=run.diverged,
         steps_done=run.step,
@@ -630,7 +662,7 @@ def compare_step_times(
     device: str = "cpu",
     seed: int = 0,
     progress: bool = True,
-) -> pd.DataFrame:
+) -> pandas.DataFrame:  # noqa: F821 (pandas is imported where the table is made)
     """Seconds per training step (forward, backward, AdamW update) of each model, measured interleaved
     (one step of each in turn) so that drifting machine load affects all alike. One row per step timed."""
     if not configs:
@@ -667,4 +699,4 @@ def compare_step_times(
                 torch.cuda.synchronize(device)
             if r >= warmup:
                 rows.append({"model": name, "repeat": r - warmup, "step_time": time.perf_counter() - started})
-    return pd.DataFrame(rows)
+    return frame(rows)

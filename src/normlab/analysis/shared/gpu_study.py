@@ -1,0 +1,289 @@
+"""Weighing a committed GPU study (`data/gpu-study*.json`, written by `python -m normlab.study.gpu`) beside this run.
+
+A chapter applies its own verdict function to the GPU study's runs and to its own, and `weigh` makes one verdict
+of the two:
+
+- **power**, concretely: the half-width of the 95% interval the verdict turns on, divided by the margin it is
+  judged against (smaller is more powerful). The run with the smaller ratio decides; on a tie, the GPU run (the
+  larger models) decides.
+- the other run's own verdict is shown beside it; where it is "does not hold", a deciding "holds" becomes "holds
+  with caveats" (and the sentence says which run adds the caveat).
+
+With no committed study, or one that lacks the chapter's experiment (a run cut short lists it as missing), the
+chapter's own finding stands unchanged and the page says so in one sentence.
+
+A committed file is refused, with a `LedgerError` naming it and the fix, when it is not valid JSON (truncated),
+has another schema or an unknown profile, lacks a key, names a commit this repository does not have, or was
+trained on other corpus bytes than this run's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from normlab.study import paths
+from normlab.study.findings import Finding
+from normlab.study.ledger import LedgerError
+
+SCHEMA = "normlab.gpu-study/1"
+PROFILES = ("gpu", "tiny")  # tiny: the entry point's CPU test size, accepted so that tests can feed it through
+KEYS = ("schema", "profile", "hardware", "versions", "git_commit", "started", "corpus", "experiments", "missing")
+_FIX = "re-run `python -m normlab.study.gpu --profile gpu` on a GPU machine and commit its output, or remove the file"
+
+
+def study_dir() -> Path:
+    """Where committed GPU studies live: data/, or NORMLAB_GPU_STUDY_DIR (the tests point it elsewhere)."""
+    return Path(os.environ.get("NORMLAB_GPU_STUDY_DIR", paths.ROOT / "data"))
+
+
+def commit_known(commit: str, root: Path = paths.ROOT) -> bool:
+    """Whether this repository has `commit` (a '-dirty' mark is the tree it was made from, at that commit)."""
+    bare = commit.removesuffix("-dirty")
+    done = subprocess.run(
+        ["git", "cat-file", "-e", f"{bare}^{{commit}}"], cwd=root, capture_output=True, text=True, check=False
+    )
+    return done.returncode == 0
+
+
+@dataclass(frozen=True)
+class GpuStudy:
+    document: dict
+    source: str  # the file's name
+
+    @property
+    def hardware(self) -> str:
+        hw = self.document["hardware"]
+        return hw.get("gpu") or f"{hw.get('cpu')} ({hw.get('cpu_cores')} cores)"
+
+    @property
+    def label(self) -> str:
+        """'NVIDIA H200 (gpu-study.json, profile gpu, commit 12a0522b3c4d)'."""
+        commit = str(self.document["git_commit"])
+        short = commit[:12] + ("-dirty" if commit.endswith("-dirty") else "")
+        return f"{self.hardware} ({self.source}, profile {self.document['profile']}, commit {short})"
+
+    def experiment(self, name: str) -> dict | None:
+        return self.document["experiments"].get(name)
+
+
+def load(path: str | Path, *, known=commit_known) -> GpuStudy:
+    """One committed study, checked; every refusal names the file and the fix."""
+    path = Path(path)
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise LedgerError(
+            f"{path}: not valid JSON ({error.msg} at line {error.lineno}, column {error.colno}); the file is "
+            f"truncated or was edited by hand: {_FIX}"
+        ) from None
+    except UnicodeDecodeError:
+        raise LedgerError(f"{path}: not UTF-8 text; {_FIX}") from None
+    if not isinstance(document, dict):
+        raise LedgerError(f"{path}: expected a JSON object, found {type(document).__name__}; {_FIX}")
+    if document.get("schema") != SCHEMA:
+        raise LedgerError(
+            f"{path}: schema {document.get('schema')!r}, but the chapters read {SCHEMA!r}; {_FIX} with this checkout"
+        )
+    missing = [key for key in KEYS if key not in document]
+    if missing:
+        raise LedgerError(f"{path}: missing key(s) {', '.join(missing)}; {_FIX}")
+    if document["profile"] not in PROFILES:
+        raise LedgerError(
+            f"{path}: profile {document['profile']!r} is not one the chapters know ({', '.join(PROFILES)}); {_FIX}"
+        )
+    commit = document["git_commit"]
+    if not isinstance(commit, str) or not known(commit):
+        raise LedgerError(
+            f"{path}: records commit {commit!r}, which this repository does not have (`git cat-file -e` finds no "
+            f"such commit): it was made from another history; fetch that commit, or {_FIX}"
+        )
+    return GpuStudy(document=document, source=path.name)
+
+
+def committed(data_dir: str | Path | None = None, *, corpus_sha256: str | None = None, known=commit_known) -> list:
+    """Every committed study, newest first; with `corpus_sha256`, refuse one trained on other bytes."""
+    folder = study_dir() if data_dir is None else Path(data_dir)
+    studies = [load(p, known=known) for p in sorted(folder.glob("gpu-study*.json"))]
+    if corpus_sha256 is not None:
+        for study in studies:
+            theirs = (study.document["corpus"] or {}).get("sha256")
+            if theirs != corpus_sha256:
+                raise LedgerError(
+                    f"{folder / study.source}: trained on corpus SHA-256 {str(theirs)[:16]}…, but this run's corpus is "
+                    f"{corpus_sha256[:16]}…: the two are not the same text, so their verdicts cannot be weighed "
+                    f"together; write the carry on this machine (`make gpu-carry`) and {_FIX}"
+                )
+    return sorted(studies, key=lambda s: s.document["started"], reverse=True)
+
+
+def latest_with(studies: list[GpuStudy], experiment: str) -> GpuStudy | None:
+    """The newest study that finished `experiment`."""
+    return next((s for s in studies if s.experiment(experiment) is not None), None)
+
+
+# ---- weighing ---------------------------------------------------------------------------------------------
+
+
+def interval_power(paired: dict | None) -> float | None:
+    """A paired interval's half-width over its margin; None without one."""
+    if not paired or not paired.get("margin"):
+        return None
+    return float(paired["half_width"]) / float(paired["margin"])
+
+
+@dataclass(frozen=True)
+class Side:
+    """One run's own verdict on a claim, with the power it was reached with."""
+
+    where: str
+    finding: Finding
+    power: float | None
+    on_gpu: bool
+
+
+def weigh(cpu: Side, gpu: Side | None) -> Finding:
+    """One finding from the chapter's verdict on this run and on the GPU study (module docstring: the rule)."""
+    if gpu is None:
+        return cpu.finding
+    gpu_decides = gpu.power is not None and (cpu.power is None or gpu.power <= cpu.power)
+    deciding, other = (gpu, cpu) if gpu_decides else (cpu, gpu)
+    decided = deciding.finding
+    caveat = decided.verdict == "holds" and other.finding.verdict == "does not hold"
+    verdict = "holds with caveats" if caveat else decided.verdict
+
+    def power_text(side: Side) -> str:
+        return "no interval" if side.power is None else f"interval half-width {side.power:.2f}× the margin"
+
+    text = (
+        f"On {deciding.where}, which decides ({power_text(deciding)}, against {power_text(other)} on "
+        f"{other.where}): {decided.summary} On {other.where} alone the verdict would be '{other.finding.verdict}'."
+    )
+    if caveat:
+        text += f" The result on {other.where} adds the caveat."
+    evidence = dict(
+        decided.evidence,
+        decided_on=deciding.where,
+        by_run={
+            side.where: {
+                "verdict": side.finding.verdict,
+                "key_number": side.finding.key_number,
+                "threshold": side.finding.threshold,
+                "spread": side.finding.spread,
+                "power": side.power,
+                "summary": side.finding.summary,
+            }
+            for side in (cpu, gpu)
+        },
+    )
+    rule = (
+        (decided.rule or "") + " Runs: the run whose interval is narrower relative to the margin decides (the GPU "
+        "study on a tie); its 'holds' becomes 'holds with caveats' where the other run's own verdict is 'does not hold'."
+    ).strip()
+    return replace(decided, verdict=verdict, summary=text, evidence=evidence, rule=rule)
+
+
+def _cell(value) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def side_by_side(claims: dict[str, tuple[Side, Side | None, Finding]]) -> str:
+    """A markdown table: per claim, each run's own verdict, key number, power, and the combined verdict."""
+    lines = [
+        "| claim | run | its own verdict | key number | threshold | power (half-width / margin) | combined |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for claim, (cpu, gpu, combined) in claims.items():
+        for side in (cpu, gpu):
+            if side is None:
+                continue
+            f = side.finding
+            lines.append(
+                f"| {claim} | {side.where} | {f.verdict} | {_cell(f.key_number)} | {_cell(f.threshold)} | "
+                f"{_cell(side.power)} | {combined.verdict if side is cpu else ''} |"
+            )
+    return "\n".join(lines)
+
+
+def none_committed(experiment: str, studies: list[GpuStudy]) -> str:
+    """The one sentence a chapter shows when no committed study has its experiment."""
+    if not studies:
+        return (
+            "No GPU study is committed under `data/` (`python -m normlab.study.gpu`), so the verdicts above are this "
+            "run's alone."
+        )
+    names = ", ".join(s.source for s in studies)
+    return (
+        f"The committed GPU study ({names}) did not finish the `{experiment}` experiment (listed as missing), so "
+        "the verdicts above are this run's alone."
+    )
+
+
+# ---- the chapters' claims, each judged by the chapter's own functions -------------------------------------
+
+
+def this_run(profile: str) -> str:
+    from normlab.runtime.environment import cpu_model, git_commit
+
+    commit = (git_commit() or "unknown")[:12]
+    return f"this run ({cpu_model()}, {os.cpu_count()} cores, profile {profile}, commit {commit})"
+
+
+def _quality_runs(outcome: dict) -> dict:
+    return {(r["tag"]["norm"], r["tag"]["seed"]): r for r in outcome["runs"]}
+
+
+def quality_claims(studies, a9: Finding, b7: Finding, cpu: dict) -> tuple[Finding, Finding, str]:
+    """A9 and B7 weighed: the GPU study's pairs through the quality chapter's `loss_parity`, `a9_finding` and
+    `b7_finding` (B7's step-time half stays this run's: the GPU trains K models at once and times them together).
+    `cpu`: margin, visible, backend, timings, speed, resume, parity (this run's), where."""
+    from normlab.analysis import quality as Q
+
+    study = latest_with(studies, "quality")
+    if study is None:
+        return a9, b7, none_committed("quality", studies)
+    outcome = study.experiment("quality")
+    parity = Q.loss_parity(_quality_runs(outcome), cpu["margin"])
+    s = outcome["settings"]
+    common = {
+        "corpus_sha256": study.document["corpus"]["sha256"],
+        "steps": s["steps"],
+        "pairs": s["pairs"],
+        "width": s["width"],
+        "depth": s["depth"],
+        "device": study.hardware,
+        "margin_nats": cpu["margin"],
+        "initial_val_loss": parity.initial_loss,
+        "final_val_loss": parity.final_loss,
+        "loss_drop_last_10pct_steps": parity.last_drop,
+        "diverged_runs": len(parity.diverged),
+    }
+    gpu_a9 = Q.a9_finding(parity, cpu["margin"], common, cpu["resume"])
+    gpu_b7 = Q.b7_finding(
+        parity,
+        cpu["timings"],
+        cpu["speed"],
+        visible=cpu["visible"],
+        margin=cpu["margin"],
+        backend=cpu["backend"],
+        common=common,
+    )
+    mine = cpu["parity"]
+    sides = {
+        "A9": (
+            Side(cpu["where"], a9, interval_power(mine.final_pair), False),
+            Side(study.label, gpu_a9, interval_power(parity.final_pair), True),
+        ),
+        "B7": (
+            Side(cpu["where"], b7, interval_power(mine.curve_pair), False),
+            Side(study.label, gpu_b7, interval_power(parity.curve_pair), True),
+        ),
+    }
+    combined = {claim: (c, g, weigh(c, g)) for claim, (c, g) in sides.items()}
+    return combined["A9"][2], combined["B7"][2], side_by_side(combined)

@@ -1,0 +1,180 @@
+"""The GPU study: every training chapter's GPU experiments in one process, with torch alone.
+
+    python -m normlab.study.gpu --write-carry                      # here: the corpus the chapters train on
+    python -m normlab.study.gpu --profile gpu --output data/gpu-study.json   # on the GPU machine
+
+A lent GPU machine has Python 3.12 and torch, and nothing else (no pandas, tqdm or papermill; no network). Its
+standard library is not this machine's, so it would build another corpus: `--write-carry` writes this machine's
+exact corpus bytes, with their SHA-256 and the commit, to `build/gpu-carry/` (carry that folder to the machine),
+and the study refuses bytes whose SHA-256 is not the recorded one.
+
+The experiments are `normlab.gpt.experiments` (many paired models trained at once, `train_batched`). Before
+anything trains, each batch's memory is checked, and K models that do not fit are refused with the largest K
+that does. Each experiment prints a line to stderr when it starts and when it ends, and the JSON is rewritten
+(atomically) after each one: a run cut short keeps the experiments it finished, and lists the rest under
+`missing`. The JSON carries the results contract's provenance (hardware, versions, commit, started and finished
+times, the corpus's SHA-256, each experiment's seconds), the schema and the profile.
+
+Sizing of the gpu profile (`normlab.gpt.experiments.sizing("gpu")`, estimated, not timed: the FLOPs at an assumed
+40 TFLOP/s plus the kernel launches of launch-bound deep stacks; the file records the real seconds):
+
+    experiment       models batches PFLOP launch-s  total-s
+    quality              32       1  2.66       26       93
+    placement_depth      72       4  1.04      101      127
+    ablation             48       1  0.32       14       22
+    placements           32       3  0.32       61       69
+    depth_scaling         8       1  0.11       13       16
+    ladder               32       2  0.85       12       33
+    width                36       5  0.46       26       38
+    total               260      17  5.76      253      397   (of 480 s: 17% left for what the estimate misses)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from normlab.gpt import experiments as E
+from normlab.gpt.corpus import load_corpus, load_saved_corpus, save_corpus
+from normlab.runtime.environment import git_commit, hardware, versions
+
+SCHEMA = "normlab.gpu-study/1"
+PROFILES = tuple(E.PROFILES)
+DEFAULT_CARRY = Path("build/gpu-carry")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def write_atomically(document: dict, path: Path) -> None:
+    """Replace `path` by `document` in one rename, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump(document, out, indent=1, allow_nan=True)
+            out.write("\n")
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def write_carry(folder: Path = DEFAULT_CARRY) -> Path:
+    """This machine's corpus and the commit it was built at, for the GPU machine."""
+    return save_corpus(load_corpus(), folder, git_commit=git_commit())
+
+
+def _say(line: str) -> None:
+    print(f"[gpu-study] {line}", file=sys.__stderr__ or sys.stderr, flush=True)
+
+
+def _device(name: str) -> str:
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit(f"--device {name}: CUDA is not available on this machine; use --device cpu (tiny profile)")
+    return name
+
+
+def run_study(
+    profile: str,
+    output: Path,
+    *,
+    carry: Path = DEFAULT_CARRY,
+    device: str = "auto",
+    only: list[str] | None = None,
+    memory_limit_bytes: int | None = None,
+) -> dict:
+    """Run the profile's experiments, rewriting `output` after each; returns the final document."""
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    device = _device(device)
+    corpus, manifest = load_saved_corpus(carry)
+    if device.startswith("cuda"):
+        torch.backends.cuda.matmul.allow_tf32 = True  # both norms of a pair alike; recorded below
+    else:
+        torch.set_num_threads(1)  # the tiny profile's models are far too small to gain from threads that contend
+    chosen = E.experiments(profile, device, only)
+    E.check_memory(chosen, memory_limit_bytes)  # refuses before anything trains
+    document = {
+        "schema": SCHEMA,
+        "profile": profile,
+        "device": device,
+        "matmul": "tf32" if device.startswith("cuda") else "float32",
+        "hardware": hardware(),
+        "versions": versions(),
+        # the machine may have no git: the commit the carried corpus was written at is the tree that runs
+        "git_commit": git_commit() or manifest.get("git_commit"),
+        "started": _now(),
+        "finished": None,
+        "corpus": {k: manifest.get(k) for k in ("sha256", "val_sha256", "train_bytes", "val_bytes", "python_version")},
+        "sizing": {row["experiment"]: row for row in E.sizing(profile)} if profile != "tiny" else {},
+        "experiments": {},
+        "missing": [e.name for e in chosen],
+        "failed": {},
+    }
+    write_atomically(document, output)
+    for experiment in chosen:
+        models = sum(len(b.configs) for b in experiment.batches)
+        _say(
+            f"{experiment.name} ({', '.join(experiment.claims)}): {models} models in {len(experiment.batches)} batches"
+        )
+        try:
+            outcome = E.run_experiment(experiment, corpus, memory_limit_bytes=memory_limit_bytes)
+        except Exception as error:  # one failed experiment must not lose the others; the file says what failed
+            document["failed"][experiment.name] = f"{type(error).__name__}: {error}"
+            _say(f"{experiment.name} failed: {error}")
+            traceback.print_exc(file=sys.__stderr__ or sys.stderr)
+        else:
+            document["experiments"][experiment.name] = outcome
+            document["missing"].remove(experiment.name)
+            _say(f"{experiment.name} done in {outcome['seconds']:.1f} s")
+        write_atomically(document, output)
+    document["finished"] = _now()
+    write_atomically(document, output)
+    return document
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m normlab.study.gpu", description=__doc__.split("\n")[0])
+    parser.add_argument("--write-carry", action="store_true", help="write this machine's corpus to --carry and stop")
+    parser.add_argument("--profile", choices=PROFILES, default="gpu")
+    parser.add_argument("--output", type=Path, default=Path("data/gpu-study.json"))
+    parser.add_argument("--carry", type=Path, default=DEFAULT_CARRY, help="the folder --write-carry wrote")
+    parser.add_argument("--device", default="auto", help="auto (cuda if present), cuda, cuda:N or cpu")
+    parser.add_argument("--only", help=f"comma-separated experiments, of: {', '.join(E.EXPERIMENTS)}")
+    parser.add_argument("--memory-limit-gib", type=float, help="plan against this much memory, not what is free")
+    args = parser.parse_args(argv)
+    if args.write_carry:
+        path = write_carry(args.carry)
+        _say(f"corpus written to {path.parent} (SHA-256 {json.loads(path.read_text())['sha256'][:16]}…)")
+        return 0
+    limit = None if args.memory_limit_gib is None else int(args.memory_limit_gib * 2**30)
+    try:
+        document = run_study(
+            args.profile,
+            args.output,
+            carry=args.carry,
+            device=args.device,
+            only=args.only.split(",") if args.only else None,
+            memory_limit_bytes=limit,
+        )
+    except (MemoryError, ValueError, FileNotFoundError) as error:
+        print(f"python -m normlab.study.gpu: {error}", file=sys.stderr)
+        return 2
+    _say(f"wrote {args.output}: {len(document['experiments'])} experiments, missing {document['missing'] or 'none'}")
+    return 1 if document["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

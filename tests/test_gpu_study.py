@@ -1,0 +1,182 @@
+"""The torch-only GPU study (normlab.study.gpu) at its tiny size on the CPU, and the chapters' weighing of a
+committed study (normlab.analysis.shared.gpu_study) with a synthetic file written to a temporary data folder."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from normlab.analysis.shared import gpu_study as G
+from normlab.gpt import experiments as E
+from normlab.gpt.corpus import load_corpus, load_saved_corpus, save_corpus
+from normlab.study.findings import Finding
+from normlab.study.ledger import LedgerError
+
+ROOT = Path(__file__).resolve().parents[1]
+HIDDEN = ("pandas", "tqdm", "matplotlib", "seaborn", "papermill", "transformers", "scipy")
+BLOCKER = f"""
+import importlib.machinery, sys
+_find = importlib.machinery.PathFinder.find_spec
+def _hidden(name, path=None, target=None):
+    return None if name.split(".")[0] in {HIDDEN!r} else _find(name, path, target)
+importlib.machinery.PathFinder.find_spec = _hidden
+from normlab.study.gpu import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _study(*args: str) -> subprocess.CompletedProcess:
+    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}
+    return subprocess.run(
+        [sys.executable, "-c", BLOCKER, *args], capture_output=True, text=True, timeout=600, env=env, cwd=ROOT
+    )
+
+
+@pytest.fixture(scope="module")
+def carry(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("carry")
+    save_corpus(load_corpus(), folder, git_commit="0" * 40)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tiny(carry, tmp_path_factory) -> dict:
+    """The tiny profile's quality experiment, run without pandas or tqdm, as the GPU machine runs it."""
+    output = tmp_path_factory.mktemp("out") / "gpu-study.json"
+    done = _study(
+        "--profile", "tiny", "--device", "cpu", "--carry", str(carry), "--output", str(output), "--only", "quality"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "[gpu-study] quality (A9, B7)" in done.stderr and "quality done in" in done.stderr
+    return json.loads(output.read_text())
+
+
+def test_the_study_runs_torch_only_and_writes_its_provenance(tiny):
+    assert tiny["schema"] == G.SCHEMA and tiny["profile"] == "tiny" and tiny["finished"]
+    assert tiny["missing"] == [] and tiny["failed"] == {}
+    assert tiny["corpus"]["sha256"] == load_corpus().sha256
+    assert tiny["git_commit"] and tiny["versions"]["torch"] and "cpu" in tiny["hardware"]
+    quality = tiny["experiments"]["quality"]
+    assert quality["seconds"] > 0 and quality["models"] == 2 * E.PROFILES["tiny"]["quality"]["pairs"]
+    run = quality["runs"][0]
+    assert {"final_val_loss", "val", "diverged", "final_drop"} <= set(run) and run["tag"]["norm"] in ("layer", "rms")
+
+
+def test_models_that_do_not_fit_are_refused_before_training(carry, tmp_path):
+    output = tmp_path / "study.json"
+    done = _study(
+        "--profile",
+        "tiny",
+        "--device",
+        "cpu",
+        "--carry",
+        str(carry),
+        "--output",
+        str(output),
+        "--only",
+        "quality",
+        "--memory-limit-gib",
+        "0.00001",
+    )
+    assert done.returncode == 2 and "at most K=" in done.stderr and "'quality'" in done.stderr, done.stderr
+    assert not output.exists()
+
+
+def test_a_changed_carried_corpus_is_refused(carry, tmp_path):
+    for name in ("corpus.json", "corpus.bin"):
+        (tmp_path / name).write_bytes((carry / name).read_bytes())
+    data = bytearray((tmp_path / "corpus.bin").read_bytes())
+    data[10] ^= 1
+    (tmp_path / "corpus.bin").write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="corpus.bin.*make gpu-carry"):
+        load_saved_corpus(tmp_path)
+
+
+def test_the_gpu_profile_is_sized_within_the_budget():
+    total = sum(row["seconds"] for row in E.sizing("gpu"))
+    assert total <= E.PLANNED_SHARE * E.GPU_BUDGET_SECONDS
+    quality = E.PROFILES["gpu"]["quality"]
+    assert quality["pairs"] >= 16 and quality["width"] >= 256 and quality["depth"] >= 8 and quality["steps"] >= 2000
+
+
+# ---- the committed file's checks -----------------------------------------------------------------------------
+
+
+def _write(folder: Path, document: dict, name: str = "gpu-study.json") -> Path:
+    path = folder / name
+    path.write_text(json.dumps(document))
+    return path
+
+
+def test_bad_committed_files_are_refused_naming_the_file(tiny, tmp_path):
+    known = lambda commit: commit == tiny["git_commit"]  # noqa: E731
+    path = _write(tmp_path, tiny)
+    path.write_text(path.read_text()[:200])
+    with pytest.raises(LedgerError, match="gpu-study.json: not valid JSON.*truncated"):
+        G.committed(tmp_path, known=known)
+    for change, message in (
+        ({"schema": "other/1"}, "schema 'other/1'"),
+        ({"profile": "huge"}, "profile 'huge' is not one"),
+        ({"git_commit": "f" * 40}, "does not have"),
+    ):
+        _write(tmp_path, {**tiny, **change})
+        with pytest.raises(LedgerError, match=message):
+            G.committed(tmp_path, known=known)
+    _write(tmp_path, tiny)
+    with pytest.raises(LedgerError, match="not the same text"):
+        G.committed(tmp_path, corpus_sha256="a" * 64, known=known)
+    assert G.committed(tmp_path, corpus_sha256=tiny["corpus"]["sha256"], known=known)[0].source == "gpu-study.json"
+
+
+def test_an_unknown_commit_is_checked_with_git():
+    assert not G.commit_known("f" * 40)
+
+
+# ---- the combination rule ---------------------------------------------------------------------------------
+
+
+def _side(verdict: str, power: float | None, gpu: bool) -> G.Side:
+    return G.Side("GPU" if gpu else "CPU", Finding(verdict, f"{verdict} here.", {}, 0.01, 0.02, 0.005), power, gpu)
+
+
+def test_the_run_with_more_power_decides_and_the_other_adds_a_caveat():
+    combined = G.weigh(_side("does not hold", 1.5, False), _side("holds", 0.5, True))
+    assert combined.verdict == "holds with caveats" and combined.evidence["decided_on"] == "GPU"
+    assert "adds the caveat" in combined.summary
+    combined = G.weigh(_side("not testable here", 0.8, False), _side("holds", 2.0, True))
+    assert combined.verdict == "not testable here" and combined.evidence["decided_on"] == "CPU"
+    assert G.weigh(_side("holds", 0.8, False), None).summary == "holds here."
+
+
+def test_the_quality_chapter_weighs_a_committed_study_with_its_own_rule(tiny, tmp_path):
+    pd = pytest.importorskip("pandas")
+    from normlab.analysis import quality as Q
+
+    study = G.GpuStudy(tiny, "gpu-study.json")
+    runs = G._quality_runs(tiny["experiments"]["quality"])
+    parity = Q.loss_parity(runs, 0.02)
+    timings = pd.DataFrame([{"model": m, "repeat": i, "step_time": 0.01} for m in ("layer", "rms") for i in range(3)])
+    speed = {"ratio": 0.97, "spread": 0.01}
+    cpu = dict(
+        margin=0.02,
+        visible=0.95,
+        backend="torch",
+        timings=timings,
+        speed=speed,
+        parity=parity,
+        resume={"difference": 0.0, "matches": True},
+        where="CPU",
+    )
+    a9 = Finding("does not hold", "cpu.", {}, 0.1, 0.02, 0.01)
+    b7 = Finding("not testable here", "cpu.", {}, 0.97, 0.95, 0.01)
+    new_a9, new_b7, table = G.quality_claims([study], a9, b7, cpu)
+    expected = Q.final_loss_verdict(parity)[0]
+    assert new_a9.evidence["by_run"][study.label]["verdict"] == expected  # the chapter's own rule on the GPU runs
+    assert new_a9.evidence["decided_on"] in (study.label, "CPU")
+    assert "| A9 |" in table and "| B7 |" in table and study.label in table
+    same_a9, _, sentence = G.quality_claims([], a9, b7, cpu)
+    assert same_a9 is a9 and "No GPU study is committed" in sentence
