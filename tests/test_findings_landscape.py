@@ -233,7 +233,7 @@ def test_dyt_claim_names_the_failing_part_from_the_traces():
     worse = v1(make_runs(loss=v1_loss(0.1)))
     assert "The part of the authors' recipe that fails is its final DyT layer: it saturates" in worse.finding.summary
     assert (
-        "100%–100% of its inputs" in worse.finding.summary and "at least 50% from step 10 on" in worse.finding.summary
+        "with 100% of its inputs" in worse.finding.summary and "at least 50% from step 10 on" in worse.finding.summary
     )
     assert "with an RMSNorm final norm, DyT in the blocks is within the +0.03-nat margin" in worse.finding.summary
     ev = worse.finding.evidence

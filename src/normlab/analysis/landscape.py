@@ -875,6 +875,10 @@ def _percent(share: float) -> str:
     return f"{significant(100 * share, 2)}%"
 
 
+def _percent_range(low: float, high: float) -> str:
+    return _percent(low) if _percent(low) == _percent(high) else f"{_percent(low)}–{_percent(high)}"
+
+
 def dyt_diagnosis(
     authors: dict, rmsfinal: dict, rmsfinal_vs_rms: dict | None, *, margin: float, threshold: float
 ) -> str:
@@ -887,7 +891,7 @@ def dyt_diagnosis(
     elif authors["saturated"]:
         first = (
             f"The part of the authors' recipe that fails is its final DyT layer: it saturates, with "
-            f"{_percent(authors['share_low'])}–{_percent(authors['share_high'])} of its inputs where float32's "
+            f"{_percent_range(authors['share_low'], authors['share_high'])} of its inputs where float32's "
             f"tanh′(αx) is exactly 0 at the end (over {authors['seeds']} seeds), and at least "
             f"{_percent(threshold)} from step {authors['onset_step']} on"
         )
@@ -914,8 +918,8 @@ def dyt_diagnosis(
         )
     if rmsfinal["seeds"]:
         second += (
-            f", and its last DyT layer (the last block's) ends with {_percent(rmsfinal['share_low'])}–"
-            f"{_percent(rmsfinal['share_high'])} of its inputs saturated"
+            f", and its last DyT layer (the last block's) ends with "
+            f"{_percent_range(rmsfinal['share_low'], rmsfinal['share_high'])} of its inputs saturated"
         )
     return f"{first}; {second}."
 

@@ -103,6 +103,7 @@ def dyt_trace(runs_by_label: dict[str, dict]):
             )
         axes[3].plot(steps, [p["block_gradient"] for p in trace], "o-", ms=3, color=color, label=name)
     axes[0].set(xlabel="training step", ylabel="% of inputs with tanh′ = 0", title="final DyT layer, saturated")
+    axes[0].set_ylim(-3, 103)
     axes[1].set(yscale="log", xlabel="training step", ylabel="RMS", title="last hidden state (final norm's input)")
     axes[2].set(yscale="log", xlabel="training step", ylabel="α", title="α of every DyT layer (thick: final)")
     axes[3].set_yscale("symlog", linthresh=1e-10)
