@@ -13,6 +13,8 @@ GPTConfig(**model) with TrainConfig(**train) on the study corpus through
   and the model is probed between segments. A resumed run reproduces the
   uninterrupted one exactly (the quality chapter tests this), so probing does
   not change the run;
+- with `trace_dyt` as well, a DyT model's trace at the same points (`dyt_trace_point`): each DyT layer's α, the
+  last hidden state's RMS, each DyT layer's saturated share and the gradient reaching the blocks;
 - with `drop_one`, each block's contribution: the validation loss with that
   block replaced by the identity, minus the full model's.
 
