@@ -236,6 +236,7 @@ def test_dyt_claim_names_the_failing_part_from_the_traces():
         "with 100% of its inputs" in worse.finding.summary and "at least 50% from step 10 on" in worse.finding.summary
     )
     assert "with an RMSNorm final norm, DyT in the blocks is within the +0.03-nat margin" in worse.finding.summary
+    assert "reaching the blocks' matrices in the authors' recipe is 0 in seed 0, 0 in seed 1" in worse.paragraph
     ev = worse.finding.evidence
     assert ev["saturation"]["dyt-authors"]["layer"] == "final_norm"
     assert ev["saturation"]["dyt-rmsfinal"]["layer"] == "blocks.1.norm2"
@@ -312,6 +313,7 @@ def test_saturation_onset_and_traced_saturation_on_hand_made_traces():
     runs = [{"dyt_trace": dyt_trace(model, share), "diverged": False} for share in (0.6, 0.9)]
     both = L.traced_saturation(runs, 0.5)
     assert both["saturated"] and both["share_low"] == 0.6 and both["share_high"] == 0.9 and both["onset_step"] == 20
+    assert [s["seed"] for s in both["per_seed"]] == [0, 1]
     one_short = L.traced_saturation(runs, 0.7)
     assert not one_short["saturated"] and one_short["onset_step"] is None and one_short["seeds"] == 2
     none = L.traced_saturation([{"dyt_trace": [], "diverged": True}], 0.5)

@@ -855,7 +855,11 @@ def saturation_onset(trace: Sequence[dict], threshold: float) -> dict:
 def traced_saturation(runs: Sequence[dict], threshold: float) -> dict:
     """`saturation_onset` over the seeds of one variant: saturated when every seed's final DyT layer ends at or above
     `threshold`; the share's range over seeds, and the latest onset step (None unless every seed saturated)."""
-    per_seed = [saturation_onset(r["dyt_trace"], threshold) for r in runs if r["dyt_trace"] and not r["diverged"]]
+    per_seed = [
+        {"seed": r.get("tag", {}).get("seed", i), **saturation_onset(r["dyt_trace"], threshold)}
+        for i, r in enumerate(runs)
+        if r["dyt_trace"] and not r["diverged"]
+    ]
     if not per_seed:
         return {"seeds": 0, "saturated": False, "layer": None, "share_low": None, "share_high": None,
                 "onset_step": None, "per_seed": []}  # fmt: skip
@@ -1045,7 +1049,7 @@ def _dyt_paragraph(study, verdict, summary, probes, saturation, ranges, finals_b
     authors, embedding_rms = saturation["dyt-authors"], probes["embedding_rms"]
     block_grad = probes["block_grad"]
     end_gradient = (
-        ", ".join(f"{significant(s['final_block_gradient'])} in seed {i}" for i, s in enumerate(authors["per_seed"]))
+        ", ".join(f"{significant(s['final_block_gradient'])} in seed {s['seed']}" for s in authors["per_seed"])
         if authors["per_seed"]
         else "not measured"
     )
