@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from normlab import DyT, dyt, dyt_reference
+from normlab.norms.dyt import AUTHORS_LLAMA_ALPHA, authors_alpha_init
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -67,6 +68,9 @@ def test_module_parameters_init_and_state_dict_round_trip():
     layer2.load_state_dict(layer.state_dict())
     x = inputs()[0]
     torch.testing.assert_close(layer2(x), layer(x), rtol=1e-6, atol=1e-6)
+    no_beta = DyT(16, bias=False)  # the authors' LLaMA DyT
+    assert [n for n, _ in no_beta.named_parameters()] == ["alpha", "weight"] and "bias=False" in repr(no_beta)
+    torch.testing.assert_close(no_beta(x), torch.tanh(0.5 * x))
     bare = DyT(16, elementwise_affine=False)
     assert [n for n, _ in bare.named_parameters()] == ["alpha"]
     torch.testing.assert_close(bare(x), torch.tanh(0.5 * x))
@@ -93,3 +97,13 @@ def test_bad_input_is_named():
         dyt(torch.ones(2, 8, dtype=torch.long), 0.5)
     with pytest.raises(ValueError, match="normalized_shape"):
         DyT((4, 4))
+
+
+def test_authors_alpha_init_follows_their_llama_commands():
+    assert authors_alpha_init(4096) == (0.8, 0.2) and authors_alpha_init(5120) == (0.6, 0.15)
+    assert authors_alpha_init(8192) == authors_alpha_init(6656) == (0.2, 0.05)
+    assert authors_alpha_init(6000) == (0.6, 0.15)  # the widest model they trained that is no wider
+    assert authors_alpha_init(64) == (0.8, 0.2)  # narrower than any of theirs: their narrowest model's values
+    assert all(attention == 4 * other for attention, other in AUTHORS_LLAMA_ALPHA.values())
+    with pytest.raises(ValueError, match="positive int width"):
+        authors_alpha_init(0)

@@ -13,6 +13,7 @@ import pytest
 
 from normlab.analysis import landscape as L
 from normlab.analysis.figures import landscape as figures
+from normlab.gpt.train import TrainConfig
 
 matplotlib.use("Agg")
 
@@ -20,8 +21,7 @@ CORPUS = SimpleNamespace(unigram_entropy_nats=2.5, sha256="f" * 64)
 PROBES = {
     "embedding_rms": 0.02,
     "scaled_embedding_rms": 0.08,
-    "block_grad": {"rms": 1e-3, "dyt": 1e-4, "dyt-plain": 1e-6},
-    "saturation": {"saturated_share": {"final_norm": 0.5}, "block_gradient": 1e-9},
+    "block_grad": {"rms": 1e-3, "dyt-authors": 1e-4, "dyt": 1e-4, "dyt-plain": 1e-6},
 }
 
 
@@ -29,10 +29,29 @@ def settings():
     return L.profile_settings("smoke")
 
 
-def make_runs(*, loss=None, diverged=None, growth=None, drop_one=None, final_drop=0.001, P=None):
+def dyt_trace(model, final_share, steps=(0, 10, 20)):
+    """A DyT run's trace: the last DyT layer's saturated share rises linearly to `final_share`, the others stay at 0."""
+    layers = [f"blocks.{b}.norm{n}" for b in range(model["depth"]) for n in (1, 2)]
+    if model.get("final_norm_kind", model["norm"]) == "dyt":
+        layers.append("final_norm")
+    last = steps[-1]
+    return [
+        {
+            "step": step,
+            "alpha": {name: 0.2 + 0.01 * step for name in layers},
+            "final_hidden_rms": 1.0 + step,
+            "saturated_share": {name: (final_share * step / last if name == layers[-1] else 0.0) for name in layers},
+            "block_gradient": 1e-3 * (1 - step / last),
+        }
+        for step in steps
+    ]
+
+
+def make_runs(*, loss=None, diverged=None, growth=None, drop_one=None, saturation=None, final_drop=0.001, P=None):
     """One record per job of the smoke profile. `loss(tag)` is the final loss (default 2.0, +0.001 per seed, so
     paired differences have a spread), `diverged(tag)` flags a divergence, `growth(tag)` the hidden RMS after the
-    last block over that after the first, `drop_one(tag)` the drop-one losses of a deepest run."""
+    last block over that after the first, `drop_one(tag)` the drop-one losses of a deepest run, `saturation(tag)`
+    the share of a traced DyT run's last DyT layer saturated at the end (default 1 for a DyT final norm, else 0)."""
     P = P or settings()
     runs = []
     for job in L.landscape_jobs(P):
@@ -58,6 +77,11 @@ def make_runs(*, loss=None, diverged=None, growth=None, drop_one=None, final_dro
                 if job.get("probe_every")
                 else [],
                 "drop_one": (drop_one(tag) if drop_one else [0.5, 0.2, 0.2, 0.1]) if job.get("drop_one") else None,
+                "dyt_trace": dyt_trace(
+                    model, saturation(tag) if saturation else float(model.get("final_norm_kind", "dyt") == "dyt")
+                )
+                if job.get("trace_dyt")
+                else [],
                 "corpus_sha256": CORPUS.sha256,
             }
         )
@@ -82,7 +106,7 @@ def test_profile_settings_are_checked_copies():
 def test_jobs_pair_every_variant_over_seeds_at_the_reference_lr():
     P = L.profile_settings("cpu")
     jobs = L.landscape_jobs(P)
-    assert len(jobs) == 77  # the sizing the cpu profile states
+    assert len(jobs) == 86  # the sizing the cpu profile states
     tags = [j["tag"] for j in jobs]
     for scale, labels in (("small", L.SMALL_VARIANTS), ("deep", L.PLACEMENTS), ("deepest", ("pre", "1/√l"))):
         for label in labels:
@@ -93,11 +117,41 @@ def test_jobs_pair_every_variant_over_seeds_at_the_reference_lr():
                 and t["label"] == label
                 and t["lr"] == P[f"{scale}_train"]["lr"]
                 and j["model"]["width"] == P[scale]["width"]
-                and j["model"].get("dyt_alpha", 0.5) == 0.5
+                and t["reference_alpha"]
             ]
             assert seeds == list(range(P["seeds"])), (scale, label)
     assert all(j["train"]["eval_every"] == j["train"]["steps"] // 10 for j in jobs)
-    assert sum(bool(j.get("probe_every")) for j in jobs) == 2 * (P["seeds"] + (len(P["lr_grid"]) - 1) * P["grid_seeds"])
+    per_grid_label = P["seeds"] + (len(P["lr_grid"]) - 1) * P["grid_seeds"]
+    # rms and rms+qk track their attention logit; every DyT run of the small variants is traced
+    assert sum(bool(j.get("probe_every")) for j in jobs) == 4 * per_grid_label + 2 * P["seeds"]
+    assert sum(bool(j.get("trace_dyt")) for j in jobs) == 2 * per_grid_label + 2 * P["seeds"]
+
+
+def test_the_authors_recipe_jobs_follow_their_code():
+    P = L.profile_settings("cpu")
+    jobs = [j for j in L.landscape_jobs(P) if j["tag"]["label"] in ("dyt-authors", "dyt-rmsfinal", "rms-authors")]
+    configs = [TrainConfig(**j["train"]) for j in jobs]
+    assert all(c.weight_decay_on == "all" and c.weight_decay == 0.1 and c.betas == (0.9, 0.95) for c in configs)
+    dyt = [j for j in jobs if j["tag"]["label"] != "rms-authors"]
+    assert all(
+        not j["model"]["dyt_bias"] and j["model"]["dyt_alpha_attention"] == 4 * j["model"]["dyt_alpha"] for j in dyt
+    )
+    reference = [j for j in dyt if j["tag"]["reference_alpha"]]
+    assert {(j["model"]["dyt_alpha_attention"], j["model"]["dyt_alpha"]) for j in reference} == {(0.8, 0.2)}
+    assert {j["model"]["dyt_alpha"] for j in dyt if not j["tag"]["reference_alpha"]} == {0.05, 0.8}
+    # their learning rate equals their RMSNorm baseline's, so the recipe runs at this chapter's RMSNorm rate
+    assert {j["train"]["lr"] for j in reference if j["tag"]["seed"] == 2} == {P["small_train"]["lr"]}
+    assert {j["model"].get("final_norm_kind") for j in dyt} == {None, "rms"}
+    study_recipe = [j for j in L.landscape_jobs(P) if j["tag"]["label"] == "dyt"]
+    assert len(study_recipe) == P["seeds"] and "weight_decay_on" not in study_recipe[0]["train"]
+
+
+def test_small_variant_moves_the_authors_alpha_at_their_ratio():
+    assert L.small_variant("dyt-authors", 64)["dyt_alpha_attention"] == 0.8
+    moved = L.small_variant("dyt-rmsfinal", 64, 0.05)
+    assert moved["dyt_alpha"] == 0.05 and moved["dyt_alpha_attention"] == pytest.approx(0.2)
+    with pytest.raises(ValueError, match="take an α₀"):
+        L.small_variant("rms", 64, 0.5)
 
 
 def test_run_jobs_starts_the_longest_first_and_returns_the_jobs_order(monkeypatch):
@@ -142,22 +196,24 @@ def test_versus_pairs_by_seed_and_refuses_a_diverged_run():
 # ---- V1 --------------------------------------------------------------------------------------------------
 
 
-def v1_loss(dyt_offset, *, best_alpha_at_32=0.5):
+def v1_loss(dyt_offset, *, best_alpha_at_32=0.2, rmsfinal_offset=0.0):
     def loss(t):
         value = 2.0 + 0.001 * t["seed"]
-        if t["label"] == "dyt":
+        if t["label"] == "dyt-authors":
             value += dyt_offset + 0.0005 * t["seed"]
-            best = best_alpha_at_32 if t.get("width") == 32 else 0.5
-            value += 0.01 * abs(math.log(t.get("dyt_alpha", 0.5) / best))
+            best = best_alpha_at_32 if t.get("width") == 32 else 0.2
+            value += 0.01 * abs(math.log(t["dyt_alpha"] / best))
+        if t["label"] == "dyt-rmsfinal":
+            value += rmsfinal_offset + 0.0005 * t["seed"]
         return value
 
     return loss
 
 
-def v1(runs):
+def v1(runs, saturated_share=0.5):
     study = study_of(runs)
     pairs = L.dyt_pairs(study)
-    return L.dyt_claim(study, pairs, L.alpha_sensitivity(study), PROBES)
+    return L.dyt_claim(study, pairs, L.alpha_sensitivity(study), PROBES, saturated_share=saturated_share)
 
 
 def test_dyt_claim_flips_at_the_loss_margin():
@@ -169,27 +225,101 @@ def test_dyt_claim_flips_at_the_loss_margin():
     worse = v1(make_runs(loss=v1_loss(0.1)))
     assert worse.finding.verdict == "does not hold" and "0.100 nats" in worse.finding.summary
     assert worse.paragraph.startswith("**Verdict (V1): does not hold.** " + worse.finding.summary)
-    assert "DyT with the embedding scale ends at 2.10 nats per byte and learned context" in worse.paragraph
+    assert "the authors' recipe ends at 2.10 nats per byte and learned context" in worse.paragraph
+    assert "α₀ 0.8 in front of attention and 0.2 elsewhere" in worse.finding.rule
+
+
+def test_dyt_claim_names_the_failing_part_from_the_traces():
+    worse = v1(make_runs(loss=v1_loss(0.1)))
+    assert "The part of the authors' recipe that fails is its final DyT layer: it saturates" in worse.finding.summary
+    assert (
+        "with 100% of its inputs" in worse.finding.summary and "at least 50% from step 10 on" in worse.finding.summary
+    )
+    assert "with an RMSNorm final norm, DyT in the blocks is within the +0.03-nat margin" in worse.finding.summary
+    assert "reaching the blocks' matrices in the authors' recipe is 0 in seed 0, 0 in seed 1" in worse.paragraph
+    ev = worse.finding.evidence
+    assert ev["saturation"]["dyt-authors"]["layer"] == "final_norm"
+    assert ev["saturation"]["dyt-rmsfinal"]["layer"] == "blocks.1.norm2"
+    trace = ev["trace_seed0"]["dyt-authors"]
+    assert trace["step"] == [0, 10, 20] and trace["final_layer_saturated_share"] == [0.0, 0.5, 1.0]
+    assert set(trace["alpha"]) == {"blocks.0.norm1", "blocks.0.norm2", "blocks.1.norm1", "blocks.1.norm2", "final_norm"}
+    # a higher threshold than the share reached at step 10 moves the onset to step 20
+    later = v1(make_runs(loss=v1_loss(0.1)), saturated_share=0.75)
+    assert "at least 75% from step 20 on" in later.finding.summary
 
 
 def test_dyt_claim_caveats_a_best_alpha_that_moves_with_width():
-    tuned = v1(make_runs(loss=v1_loss(0.0, best_alpha_at_32=2.0)))
+    tuned = v1(make_runs(loss=v1_loss(0.0, best_alpha_at_32=0.8)))
     assert tuned.finding.verdict == "holds with caveats"
-    assert "best α₀ 0.50 at width 16, 2.0 at width 32" in tuned.finding.summary
+    assert "best α₀ 0.20 at width 16, 0.80 at width 32" in tuned.finding.summary
 
 
 def test_alpha_sensitivity_finds_the_best_alpha_per_width():
-    study = study_of(make_runs(loss=v1_loss(0.0, best_alpha_at_32=2.0)))
+    study = study_of(make_runs(loss=v1_loss(0.0, best_alpha_at_32=0.8)))
     table = L.alpha_sensitivity(study)
-    assert table["width"].tolist() == [16, 32] and table["best α₀"].tolist() == [0.5, 2.0]
+    assert table["width"].tolist() == [16, 32] and table["best α₀"].tolist() == [0.2, 0.8]
+    assert table["authors' α₀"].tolist() == [0.2, 0.2]
+    assert table["DyT loss at the authors' α₀"][1] == pytest.approx(2.0 + 0.01 * math.log(4))
     assert table["α₀ values that diverged"].tolist() == [0, 0]
 
 
 def test_dyt_pairs_table_names_a_diverged_pair():
     study = study_of(make_runs(diverged=lambda t: t["label"] == "dyt-plain" and t["seed"] == 0))
     rows = L.dyt_pairs_table(L.dyt_pairs(study)).set_index("variant")
-    assert rows.loc["DyT plain − RMSNorm", "outcome"] == "a run diverged"
-    assert rows.loc["DyT − RMSNorm", "outcome"] == "no worse"
+    assert rows.loc["study's DyT − DyT plain (the embedding scale)", "outcome"] == "a run diverged"
+    assert rows.loc["DyT, authors' recipe − RMSNorm, same AdamW", "outcome"] == "no worse"
+
+
+def onset(share_low, share_high, saturated, step=40, seeds=3):
+    return dict(seeds=seeds, saturated=saturated, share_low=share_low, share_high=share_high, onset_step=step)
+
+
+def paired(mean, low, high):
+    return dict(mean_difference=mean, ci_low=low, ci_high=high, margin=0.03)
+
+
+def test_dyt_diagnosis_names_each_branch():
+    saturates, rests = onset(0.97, 1.0, True), onset(0.0, 0.02, False)
+    rmsfinal = onset(0.1, 0.2, False)
+    sentence = L.dyt_diagnosis(saturates, rmsfinal, paired(0.01, 0.0, 0.02), margin=0.03, threshold=0.5)
+    assert sentence.startswith(
+        "The part of the authors' recipe that fails is its final DyT layer: it saturates, with 97%–100%"
+    )
+    assert "at least 50% from step 40 on" in sentence
+    assert "DyT in the blocks is within the +0.03-nat margin of RMSNorm (0.0100 nats (95% CI 0..0.0200))" in sentence
+    assert sentence.endswith("its last DyT layer (the last block's) ends with 10%–20% of its inputs saturated.")
+    worse = L.dyt_diagnosis(saturates, rmsfinal, paired(0.3, 0.2, 0.4), margin=0.03, threshold=0.5)
+    assert "still worse than RMSNorm beyond the +0.03-nat margin" in worse and "blocks' DyT layers fail too" in worse
+    calm = L.dyt_diagnosis(rests, rmsfinal, paired(0.01, 0.0, 0.02), margin=0.03, threshold=0.5)
+    assert calm.startswith("The authors' final DyT layer does not saturate: at most 2.0% of its inputs")
+    assert "within the +0.03-nat margin" in calm
+    calm_worse = L.dyt_diagnosis(rests, rmsfinal, paired(0.3, 0.2, 0.4), margin=0.03, threshold=0.5)
+    assert "does not saturate" in calm_worse and "still worse than RMSNorm" in calm_worse
+    undecided = L.dyt_diagnosis(saturates, rmsfinal, paired(0.03, 0.01, 0.05), margin=0.03, threshold=0.5)
+    assert "neither within the +0.03-nat margin of RMSNorm nor beyond it" in undecided
+    diverged = L.dyt_diagnosis(saturates, onset(0, 0, False, seeds=0), None, margin=0.03, threshold=0.5)
+    assert diverged.endswith("a run diverged, so there is no paired interval.")
+
+
+def test_saturation_onset_and_traced_saturation_on_hand_made_traces():
+    model = dict(depth=2, norm="dyt")
+    trace = dyt_trace(model, 0.8, steps=(0, 5, 10, 15, 20))
+    point = L.saturation_onset(trace, 0.5)
+    assert point["layer"] == "final_norm" and point["final_share"] == pytest.approx(0.8)
+    assert point["onset_step"] == 15 and point["final_hidden_rms"] == 21.0 and point["final_block_gradient"] == 0
+    assert L.saturation_onset(trace, 0.9)["onset_step"] is None
+    rmsfinal = dyt_trace(dict(model, final_norm_kind="rms"), 0.3)
+    assert L.saturation_onset(rmsfinal, 0.5)["layer"] == "blocks.1.norm2"
+    runs = [{"dyt_trace": dyt_trace(model, share), "diverged": False} for share in (0.6, 0.9)]
+    both = L.traced_saturation(runs, 0.5)
+    assert both["saturated"] and both["share_low"] == 0.6 and both["share_high"] == 0.9 and both["onset_step"] == 20
+    assert [s["seed"] for s in both["per_seed"]] == [0, 1]
+    one_short = L.traced_saturation(runs, 0.7)
+    assert not one_short["saturated"] and one_short["onset_step"] is None and one_short["seeds"] == 2
+    none = L.traced_saturation([{"dyt_trace": [], "diverged": True}], 0.5)
+    assert none["seeds"] == 0 and not none["saturated"]
+    with pytest.raises(ValueError, match="trace_dyt=True"):
+        L.saturation_onset([], 0.5)
 
 
 # ---- V2 --------------------------------------------------------------------------------------------------
@@ -323,7 +453,22 @@ def test_dyt_figure_draws_three_panels():
     assert [t.get_text() for t in left.get_xticklabels()] == list(figures.V1_LABELS.values())
     assert len(left.lines) == P["seeds"] + 1  # one line per seed, and the entropy
     assert len(middle.lines) == 2 * len(P["alpha_widths"]) and middle.get_xscale() == "log"
-    assert right.get_title() == "learning-rate grid" and len(right.lines) == len(L.SMALL_VARIANTS) + 1
+    assert len(middle.lines[0].get_xdata()) == len(P["alphas"])  # the sweep, the authors' α₀ among it
+    assert right.get_title() == "learning-rate grid" and len(right.lines) == len(figures.V1_GRID) + 1
+
+
+def test_dyt_trace_figure_draws_each_variant():
+    study = study_of(make_runs())
+    fig = figures.dyt_trace(L.traced_runs(study))
+    share, rms, alpha, gradient = fig.axes
+    assert [t.get_text() for t in share.get_legend().get_texts()] == [
+        "DyT, authors' recipe",
+        "DyT, RMSNorm final",
+        "DyT, study's recipe",
+    ]
+    assert list(share.lines[0].get_ydata()) == [0.0, 50.0, 100.0] and list(share.lines[1].get_ydata()) == [0, 0, 0]
+    assert rms.get_yscale() == "log" and gradient.get_yscale() == "symlog"
+    assert len(alpha.lines) == 5 + 4 + 5  # every DyT layer of each variant
 
 
 def test_placement_figure_draws_every_placement():

@@ -119,3 +119,39 @@ def test_dyt_saturation_finds_dead_and_live_layers():
     assert dead["saturated_share"]["final_norm"] > 0.99 and dead["block_gradient"] == 0.0
     with pytest.raises(ValueError, match="DyT"):
         dyt_saturation(GPT(GPTConfig(vocab_size=256, context=16, width=32, depth=2, heads=4)), x, x)
+
+
+def test_traced_dyt_run_equals_the_untraced_run_and_logs_every_probe():
+    model = dict(width=16, depth=2, heads=2, context=16, norm="dyt", dyt_bias=False, dyt_alpha_attention=0.8)
+    train = dict(steps=6, batch_size=4, warmup_steps=1, eval_every=3, stream_every=3, lr=1e-2, weight_decay_on="all")
+    traced = landscape_run(model=model, train=train, probe_every=3, trace_dyt=True)
+    plain = landscape_run(model=model, train=train)
+    assert traced["val"] == plain["val"] and traced["grad_norms"] == plain["grad_norms"] and plain["dyt_trace"] == []
+    trace = traced["dyt_trace"]
+    assert [p["step"] for p in trace] == [0, 3, 6]
+    assert trace[0]["alpha"] == pytest.approx(
+        {"blocks.0.norm1": 0.8, "blocks.0.norm2": 0.5, "blocks.1.norm1": 0.8, "blocks.1.norm2": 0.5, "final_norm": 0.5}
+    )
+    assert trace[-1]["alpha"] != trace[0]["alpha"]  # α learns
+    assert all(p["final_hidden_rms"] > 0 and p["block_gradient"] > 0 for p in trace)
+    assert list(trace[0]["saturated_share"]) == list(trace[0]["alpha"])
+    with pytest.raises(ValueError, match="probe_every"):
+        landscape_run(model=model, train=train, trace_dyt=True)
+
+
+def test_dyt_trace_point_reads_the_final_norms_input():
+    from normlab.analysis.landscape import dyt_trace_point, saturated_share
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=256, context=16, width=32, depth=2, heads=4, norm="dyt", final_norm_kind="rms"))
+    x = torch.randint(0, 256, (2, 16), generator=torch.Generator().manual_seed(0))
+    with model.capture_residual_stream() as stream, torch.no_grad():
+        model(x)
+    want = float(stream[-1].double().pow(2).mean().sqrt())
+    point = dyt_trace_point(model, x, x)
+    assert point["final_hidden_rms"] == pytest.approx(want, rel=1e-12)
+    assert "final_norm" not in point["alpha"] and len(point["alpha"]) == 4  # the final norm is RMSNorm here
+    assert saturated_share(torch.tensor([1.0]), torch.tensor([0.0, 1.0, 50.0, -50.0])) == 0.5
+    with pytest.raises(ValueError, match="final norm"):
+        dyt_trace_point(GPT(GPTConfig(vocab_size=256, context=16, width=32, depth=2, heads=4, norm="dyt",
+                                      placement="post")), x, x)  # fmt: skip

@@ -101,6 +101,10 @@ OPTIONS = {
     "dyt-post": dict(norm="dyt", placement="post"),
     "dyt-plain": dict(norm="dyt", embedding_scale=False),
     "dyt-learned-positions": dict(norm="dyt", positions="learned", tie_embeddings=True),
+    "dyt-authors": dict(norm="dyt", dyt_bias=False, dyt_alpha_attention=0.8, dyt_alpha=0.2),
+    "dyt-rms-final": dict(norm="dyt", dyt_bias=False, final_norm_kind="rms"),
+    "dyt-peri-attention-alpha": dict(norm="dyt", placement="peri", dyt_alpha_attention=1.5),
+    "rms-dyt-final": dict(final_norm_kind="dyt", dyt_bias=False),
 }
 
 
@@ -245,6 +249,14 @@ def test_depth_scaling_multiplies_each_block_norm_by_one_over_sqrt_layer():
         (dict(embedding_scale=True), "embedding_scale=True .*needs norm='dyt'.*norm='rms'"),
         (dict(norm="layer", embedding_scale=True), "needs norm='dyt'.*norm='layer'"),
         (dict(norm="dyt", embedding_scale=1), "embedding_scale must be True, False or None"),
+        (dict(final_norm_kind="batch"), "final_norm_kind='batch' is not known"),
+        (dict(final_norm_kind="rms", placement="post"), "placement='post' has no final norm"),
+        (dict(dyt_bias=False), "no DyT layer.*set norm='dyt'"),
+        (dict(norm="dyt", dyt_bias=0), "dyt_bias must be a bool"),
+        (dict(norm="dyt", dyt_alpha_attention=0.0), "dyt_alpha_attention: .*positive"),
+        (dict(dyt_alpha_attention=0.8), "needs norm='dyt'.*norm='rms'"),
+        (dict(norm="dyt", placement="post-sublayer", dyt_alpha_attention=0.8), "placement 'pre' or 'peri'"),
+        (dict(final_norm_kind="dyt", norm_backend="cpp"), "final_norm_kind is 'dyt'"),
     ],
 )
 def test_bad_options_are_refused_by_name(overrides, words):
@@ -304,3 +316,52 @@ def test_embedding_scale_learns_and_takes_no_weight_decay():
     x = ids()
     model(x, x)[1].backward()
     assert model.embedding_scale.grad is not None and model.embedding_scale.grad.abs().item() > 0
+
+
+def test_the_authors_dyt_options_wire_beta_alpha_and_the_final_norm():
+    torch.manual_seed(0)
+    authors = GPT(tiny(norm="dyt", dyt_bias=False, dyt_alpha_attention=0.8, dyt_alpha=0.2))
+    alphas = {name: m.alpha.item() for name, m in authors.norms()}
+    assert alphas == pytest.approx(
+        {"blocks.0.norm1": 0.8, "blocks.0.norm2": 0.2, "blocks.1.norm1": 0.8, "blocks.1.norm2": 0.2, "final_norm": 0.2}
+    )
+    assert all(m.bias is None for _, m in authors.norms()) and not any("bias" in n for n in authors.state_dict())
+    torch.manual_seed(0)
+    rms_final = GPT(tiny(norm="dyt", dyt_bias=False, final_norm_kind="rms"))
+    assert isinstance(rms_final.final_norm, RMSNorm) and isinstance(rms_final.blocks[1].norm2, DyT)
+    assert rms_final.embedding_scale is not None  # the blocks are DyT: the recipe's scale stays
+    # The two start alike in every parameter they share: the pair differs in the final norm and the α₀ alone.
+    shared = rms_final.state_dict()
+    for name, value in authors.state_dict().items():
+        if name in shared and not name.endswith("alpha"):
+            torch.testing.assert_close(value, shared[name], rtol=0, atol=0)
+
+
+def test_late_options_at_their_defaults_leave_the_config_dicts_as_they_were():
+    from normlab.gpt.train import TrainConfig
+
+    assert not {"dyt_bias", "dyt_alpha_attention", "final_norm_kind"} & set(tiny().to_dict())
+    assert "weight_decay_on" not in TrainConfig().to_dict()
+    assert tiny(norm="dyt", dyt_bias=False, final_norm_kind="rms").to_dict()["final_norm_kind"] == "rms"
+    assert TrainConfig(weight_decay_on="all").to_dict()["weight_decay_on"] == "all"
+    assert tiny(**tiny(norm="dyt", dyt_alpha_attention=0.8).to_dict()) == tiny(norm="dyt", dyt_alpha_attention=0.8)
+
+
+def test_decay_on_every_parameter_is_the_authors_single_group():
+    from normlab.gpt.train import TrainConfig, parameter_groups
+
+    model = GPT(tiny(norm="dyt", dyt_bias=False))
+    (group,) = parameter_groups(model, TrainConfig(weight_decay_on="all"))
+    assert group["weight_decay"] == 0.1 and {id(p) for p in group["params"]} == {id(p) for p in model.parameters()}
+    # α, the gains and the embedding scale are decayed too: one AdamW step on zero gradients shrinks each by lr·wd.
+    optimizer = torch.optim.AdamW([group], lr=0.5, foreach=False)
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    optimizer.step()
+    for name in ("embedding_scale", "blocks.0.norm1.alpha", "blocks.0.norm1.weight", "token_embedding.weight"):
+        torch.testing.assert_close(dict(model.named_parameters())[name].detach(), before[name] * (1 - 0.5 * 0.1))
+    with pytest.raises(ValueError, match="weight_decay_on must be one of 'matrices', 'all'"):
+        TrainConfig(weight_decay_on="everything")
+    with pytest.raises(ValueError, match="gain_weight_decay"):
+        TrainConfig(weight_decay_on="all", gain_weight_decay=0.05)

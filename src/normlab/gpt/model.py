@@ -13,7 +13,11 @@ state_dict names and the initial weights of the earlier configurations unchanged
 With norm="dyt" the model follows the DyT authors' recipe for language models
 (Zhu et al. 2025, their LLaMA code): a learnable scalar, initialised to
 sqrt(width), multiplies the embeddings. Set embedding_scale=False for DyT as a
-plain drop-in.
+plain drop-in. The rest of their LLaMA recipe is optional, each option off by
+default: dyt_bias=False drops DyT's β, dyt_alpha_attention gives the norm in
+front of attention its own α₀ (dyt_alpha then sets the others), and
+final_norm_kind puts another norm (e.g. "rms") before the head while the
+blocks keep `norm`.
 
 The residual stream is observable through `GPT.capture_residual_stream()`,
 and the mean component can be removed from every norm's input with
@@ -73,6 +77,10 @@ class GPTConfig:
     # DyT is not scale-invariant: with N(0, 0.02) embeddings tanh(alpha*x) stays in its linear part and hands on
     # a signal of RMS ~0.02*alpha, so the authors lift the embeddings to RMS ~0.02*sqrt(width) first.
     embedding_scale: bool | None = None
+    # The DyT authors' LLaMA options (off by default; `to_dict` writes them only when set, see there).
+    dyt_bias: bool = True  # DyT's β; their LLaMA code has none
+    dyt_alpha_attention: float | None = None  # α₀ of the norm in front of attention (norm1); None: dyt_alpha
+    final_norm_kind: str | None = None  # the final norm's kind ("rms", "layer", "dyt"); None: the same as norm
 
     def __post_init__(self):
         for name in ("vocab_size", "context", "width", "depth", "heads"):
@@ -118,12 +126,15 @@ class GPTConfig:
             check_alpha_init(self.dyt_alpha)
         except ValueError as error:
             raise ValueError(f"GPTConfig.dyt_alpha: {error}") from None
-        missing = lacking_norm(self.norm_backend, self.norm)  # qk_norm's RMSNorm: every backend has one
-        if missing is not None:
-            raise ValueError(
-                f"GPTConfig.norm_backend={self.norm_backend!r} is {BACKEND_FEATURES[self.norm_backend].summary} "
-                f"and norm is {self.norm!r}: {missing}; set norm_backend to {backend_choices(self.norm)}"
-            )
+        self._check_dyt_recipe_options()
+        # qk_norm's RMSNorm needs no check: every backend has one.
+        for field, kind in (("norm", self.norm), ("final_norm_kind", self.final_norm_kind)):
+            missing = None if kind is None else lacking_norm(self.norm_backend, kind)
+            if missing is not None:
+                raise ValueError(
+                    f"GPTConfig.norm_backend={self.norm_backend!r} is {BACKEND_FEATURES[self.norm_backend].summary} "
+                    f"and {field} is {kind!r}: {missing}; set norm_backend to {backend_choices(kind)}"
+                )
         if self.depth_scaling:
             if self.placement not in TRUNK_IDENTITY_PLACEMENTS:
                 raise ValueError(
@@ -137,6 +148,37 @@ class GPTConfig:
                     f"and the option would change nothing; use more blocks or set depth_scaling=False"
                 )
 
+    def _check_dyt_recipe_options(self) -> None:
+        if self.final_norm_kind is not None:
+            _choice("final_norm_kind", self.final_norm_kind, NORMS)
+            if self.placement not in TRUNK_IDENTITY_PLACEMENTS:
+                raise ValueError(
+                    f"GPTConfig.final_norm_kind is set but placement={self.placement!r} has no final norm (its norms "
+                    f"sit on the trunk); use a placement among {', '.join(map(repr, TRUNK_IDENTITY_PLACEMENTS))}"
+                )
+        if not isinstance(self.dyt_bias, bool):
+            raise ValueError(f"GPTConfig.dyt_bias must be a bool, got {self.dyt_bias!r}")
+        if not self.dyt_bias and "dyt" not in (self.norm, self.final_kind):
+            raise ValueError(
+                f"GPTConfig.dyt_bias=False drops DyT's β, but the model has no DyT layer (norm={self.norm!r}); "
+                "set norm='dyt' or leave dyt_bias at True"
+            )
+        if self.dyt_alpha_attention is not None:
+            try:
+                check_alpha_init(self.dyt_alpha_attention)
+            except ValueError as error:
+                raise ValueError(f"GPTConfig.dyt_alpha_attention: {error}") from None
+            if self.norm != "dyt" or self.placement not in ("pre", "peri"):
+                raise ValueError(
+                    "GPTConfig.dyt_alpha_attention sets the α₀ of the DyT layer in front of attention, which needs "
+                    f"norm='dyt' and placement 'pre' or 'peri'; got norm={self.norm!r}, placement={self.placement!r}"
+                )
+
+    @property
+    def final_kind(self) -> str:
+        """The kind of norm before the head: final_norm_kind, or norm when that is unset."""
+        return self.norm if self.final_norm_kind is None else self.final_norm_kind
+
     @property
     def head_dim(self) -> int:
         return self.width // self.heads
@@ -146,7 +188,17 @@ class GPTConfig:
         return self.norm == "dyt" if self.embedding_scale is None else self.embedding_scale
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields as a dict. The DyT recipe options are written only when set: a configuration that does not
+        use them then serialises, and checkpoints, exactly as it did before they existed (the training loop's
+        golden numbers and older checkpoints compare these dicts key for key)."""
+        out = asdict(self)
+        for name, default in _LATE_DEFAULTS.items():
+            if out[name] == default:
+                del out[name]
+        return out
+
+
+_LATE_DEFAULTS = {"dyt_bias": True, "dyt_alpha_attention": None, "final_norm_kind": None}
 
 
 def _divisors_near(width: int, heads: int) -> list[int]:
@@ -157,11 +209,14 @@ def _divisors_near(width: int, heads: int) -> list[int]:
 NORM_MODULES = (RMSNorm, LayerNorm, DyT)
 
 
-def make_norm(cfg: GPTConfig) -> nn.Module:
-    if cfg.norm == "rms":
+def make_norm(cfg: GPTConfig, kind: str | None = None, alpha: float | None = None) -> nn.Module:
+    """A norm of `kind` (default cfg.norm); a DyT layer starts at `alpha` (default cfg.dyt_alpha)."""
+    kind = cfg.norm if kind is None else kind
+    if kind == "rms":
         return RMSNorm(cfg.width, eps=cfg.norm_eps, backend=cfg.norm_backend)
-    if cfg.norm == "dyt":
-        return DyT(cfg.width, alpha_init=cfg.dyt_alpha, backend=cfg.norm_backend)
+    if kind == "dyt":
+        alpha = cfg.dyt_alpha if alpha is None else alpha
+        return DyT(cfg.width, alpha_init=alpha, bias=cfg.dyt_bias, backend=cfg.norm_backend)
     return LayerNorm(cfg.width, eps=cfg.norm_eps, backend=cfg.norm_backend)
 
 
@@ -255,7 +310,8 @@ class Block(nn.Module):
     def __init__(self, cfg: GPTConfig, index: int = 0):
         super().__init__()
         self.placement = cfg.placement
-        self.norm1, self.norm2 = make_norm(cfg), make_norm(cfg)
+        # norm1 feeds attention in pre-LN and Peri-LN, where the DyT authors give it an α₀ of its own.
+        self.norm1, self.norm2 = make_norm(cfg, alpha=cfg.dyt_alpha_attention), make_norm(cfg)
         self.attn, self.mlp = CausalSelfAttention(cfg), MLP(cfg)
         if cfg.placement == "peri":
             self.post_norm1, self.post_norm2 = make_norm(cfg), make_norm(cfg)
@@ -296,7 +352,7 @@ class GPT(nn.Module):
         self.position_embedding = nn.Embedding(cfg.context, cfg.width) if cfg.positions == "learned" else None
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg, index) for index in range(cfg.depth))
-        self.final_norm = make_norm(cfg) if cfg.placement in TRUNK_IDENTITY_PLACEMENTS else None
+        self.final_norm = make_norm(cfg, cfg.final_kind) if cfg.placement in TRUNK_IDENTITY_PLACEMENTS else None
         self.lm_head = nn.Linear(cfg.width, cfg.vocab_size, bias=False)
         for name, module in self.named_modules():
             self._init_weights(module, name)

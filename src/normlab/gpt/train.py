@@ -41,6 +41,7 @@ from normlab.runtime.progress import terminal_progress
 CHECKPOINT_MAGIC = b"normlab-checkpoint-v1\n"
 # Fields that do not change the numbers a run produces, so a resumed run may differ in them.
 _RESUME_FREE_FIELDS = ("progress", "checkpoint_path", "checkpoint_every", "interrupt_after", "device")
+WEIGHT_DECAY_ON = ("matrices", "all")
 
 
 @dataclass
@@ -52,6 +53,9 @@ class TrainConfig:
     warmup_steps: int = 20
     weight_decay: float = 0.1
     gain_weight_decay: float = 0.0
+    # "matrices": weight_decay on weight matrices only (see parameter_groups); "all": weight_decay on every
+    # parameter, as the DyT authors' LLaMA code does. `to_dict` writes it only when it is not "matrices".
+    weight_decay_on: str = "matrices"
     grad_clip: float = 1.0  # 0 disables clipping
     eval_every: int = 50  # 0: evaluate only at the start and the end
     eval_batches: int = 8
@@ -93,6 +97,15 @@ class TrainConfig:
         for name in ("weight_decay", "gain_weight_decay", "grad_clip"):
             value = getattr(self, name)
             need(is_real(value) and value >= 0, f"{name} must be a finite number >= 0, got {value!r}")
+        need(
+            self.weight_decay_on in WEIGHT_DECAY_ON,
+            f"weight_decay_on must be one of {', '.join(map(repr, WEIGHT_DECAY_ON))}, got {self.weight_decay_on!r}",
+        )
+        need(
+            self.weight_decay_on != "all" or self.gain_weight_decay == 0,
+            f"weight_decay_on='all' puts weight_decay on every parameter, gains included, so gain_weight_decay="
+            f"{self.gain_weight_decay!r} would contradict it; leave gain_weight_decay at 0 or use 'matrices'",
+        )
         for name in ("eval_every", "stream_every", "checkpoint_every", "seed"):
             value = getattr(self, name)
             need(is_int(value) and value >= 0, f"{name} must be an int >= 0, got {value!r}")
@@ -115,7 +128,12 @@ class TrainConfig:
         )
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields as a dict; weight_decay_on only when it is not the default, so a run that does not use it
+        serialises and checkpoints exactly as before the option existed."""
+        out = asdict(self)
+        if out["weight_decay_on"] == "matrices":
+            del out["weight_decay_on"]
+        return out
 
 
 def frame(rows: list[dict], columns: list[str] | None = None):
@@ -184,7 +202,10 @@ def learning_rate(step: int, cfg: TrainConfig) -> float:
 def parameter_groups(model: GPT, cfg: TrainConfig) -> list[dict]:
     """AdamW groups: weight decay on weight matrices; none on embeddings or biases; norm gains get
     their own coefficient (gain_weight_decay), since decay on a scale-invariant layer's gain acts as
-    a learning-rate schedule (B15)."""
+    a learning-rate schedule (B15). With weight_decay_on="all", one group: weight_decay on every parameter
+    (the DyT authors' AdamW over model.parameters(), their main_training_llama.py)."""
+    if cfg.weight_decay_on == "all":
+        return [{"name": "decay", "params": list(model.parameters()), "weight_decay": cfg.weight_decay}]
     gains = {id(m.weight) for _, m in model.norms() if m.weight is not None}
     embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
     decay, no_decay, gain = [], [], []

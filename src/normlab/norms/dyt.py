@@ -39,6 +39,27 @@ from normlab.norms.validation import statistics_dtype
 DYT_BACKENDS = backends_for("dyt")
 DEFAULT_ALPHA_INIT = 0.5
 
+# The authors' LLaMA training commands (other_tasks/LLaMA/README.md): model width -> (α₀ of the norm in front of
+# attention, α₀ of every other norm), from --attn_alpha_init_value, --ffn_alpha_init_value and
+# --dec_alpha_init_value (the last two are equal in every command). Widths from fms_fsdp/models/llama.py's size table.
+AUTHORS_LLAMA_ALPHA = {
+    4096: (0.8, 0.2),  # LLaMA2 7B
+    5120: (0.6, 0.15),  # 13B
+    6656: (0.2, 0.05),  # 34B
+    8192: (0.2, 0.05),  # 70B
+}
+
+
+def authors_alpha_init(width: int) -> tuple[float, float]:
+    """The authors' (attention, other) α₀ for a model of this width: the entry of the widest model they trained
+    that is no wider. Their narrowest is 4096 wide, so every narrower model takes its values: α₀ grows as width
+    shrinks, but two steps of a trend are too few to extrapolate it over six octaves, and the narrowest entry is
+    the nearest the code says anything about."""
+    if isinstance(width, bool) or not isinstance(width, int) or width <= 0:
+        raise ValueError(f"authors_alpha_init needs a positive int width, got {width!r}")
+    fitting = [w for w in AUTHORS_LLAMA_ALPHA if w <= width]
+    return AUTHORS_LLAMA_ALPHA[max(fitting) if fitting else min(AUTHORS_LLAMA_ALPHA)]
+
 
 def _check_backend(backend) -> None:
     refusal = norm_refusal(backend, "dyt") if backend in BACKENDS else None
@@ -122,7 +143,8 @@ def dyt(
 
 
 class DyT(nn.Module):
-    """Drop-in for a norm layer: parameters `alpha` (shape (1,), as in the paper's code), `weight`, `bias`."""
+    """Drop-in for a norm layer: parameters `alpha` (shape (1,), as in the paper's code), `weight`, `bias`
+    (bias=False drops β, as the authors' LLaMA code does)."""
 
     def __init__(
         self,
@@ -149,7 +171,10 @@ class DyT(nn.Module):
         self.alpha = nn.Parameter(torch.full((1,), self.alpha_init, device=device, dtype=dtype))
         if elementwise_affine:
             self.weight = nn.Parameter(torch.ones(shape, device=device, dtype=dtype))
-            self.bias = nn.Parameter(torch.zeros(shape, device=device, dtype=dtype)) if bias else None
+            if bias:
+                self.bias = nn.Parameter(torch.zeros(shape, device=device, dtype=dtype))
+            else:  # the authors' LLaMA DyT: weight ⊙ tanh(alpha·x), no β
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -158,4 +183,5 @@ class DyT(nn.Module):
         return dyt(x, self.alpha, self.weight, self.bias, backend=self.backend)
 
     def extra_repr(self) -> str:
-        return f"{self.normalized_shape}, alpha_init={self.alpha_init}, backend={self.backend!r}"
+        beta = "" if self.bias is not None or self.weight is None else ", bias=False"
+        return f"{self.normalized_shape}, alpha_init={self.alpha_init}{beta}, backend={self.backend!r}"

@@ -7,34 +7,41 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter
 
+from normlab.analysis.landscape import final_dyt_layer
 from normlab.study.present import significant
 
-V1_LABELS = {"rms": "RMSNorm", "layer": "LayerNorm", "dyt": "DyT", "dyt-plain": "DyT plain"}
+V1_LABELS = {
+    "rms": "RMSNorm",
+    "rms-authors": "RMSNorm,\nauthors' AdamW",
+    "layer": "LayerNorm",
+    "dyt-authors": "DyT,\nauthors' recipe",
+    "dyt-rmsfinal": "DyT,\nRMSNorm final",
+    "dyt": "DyT,\nstudy's recipe",
+    "dyt-plain": "DyT plain",
+}
+V1_GRID = ("rms", "layer", "dyt-authors", "dyt-rmsfinal")  # the V1 variants run over the learning-rate grid
 
 
 def dyt(frame: pd.DataFrame, settings: dict, entropy: float):
-    """V1: each norm's final loss at the reference LR per seed; DyT's α₀ sensitivity on two widths; the LR grid."""
+    """V1: each norm's final loss at the reference LR per seed; the authors' α₀ sensitivity on two widths; the LR
+    grid."""
     F, P = frame, settings
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
     ref = F[
         (F.scale == "small")
         & (F.lr == P["small_train"]["lr"])
         & (F.width == P["small"]["width"])
         & F.label.isin(list(V1_LABELS))
-        & (F.alpha.isna() | (F.alpha == 0.5))
+        & F.reference_alpha
     ]
     for seed, g in ref.groupby("seed"):
         g = g.set_index("label").loc[list(V1_LABELS)]
         axes[0].plot(range(len(V1_LABELS)), g.final, "o-", alpha=0.7, label=f"seed {seed}")
     axes[0].axhline(entropy, ls=":", c="grey", label="unigram entropy")
-    axes[0].set(
-        xticks=range(len(V1_LABELS)),
-        xticklabels=list(V1_LABELS.values()),
-        ylabel="final validation loss (nats/byte)",
-        title="paired seeds, reference LR",
-    )
+    axes[0].set_xticks(range(len(V1_LABELS)), list(V1_LABELS.values()), rotation=45, ha="right", fontsize=7)
+    axes[0].set(ylabel="final validation loss (nats/byte)", title="paired seeds, reference LR")
     axes[0].legend(fontsize=7)
-    alpha_rows = F[(F.scale == "small") & (F.label == "dyt") & (F.lr == P["small_train"]["lr"]) & (F.seed == 0)]
+    alpha_rows = F[(F.scale == "small") & (F.label == "dyt-authors") & (F.lr == P["small_train"]["lr"]) & (F.seed == 0)]
     for i, width in enumerate(P["alpha_widths"]):
         g = alpha_rows[alpha_rows.width == width].sort_values("alpha")
         axes[1].plot(g.alpha, g.final, "o-", color=f"C{i}", label=f"DyT, width {width}")
@@ -46,20 +53,63 @@ def dyt(frame: pd.DataFrame, settings: dict, entropy: float):
             & (F.lr == P["small_train"]["lr"])
         ]
         axes[1].axhline(float(base.final.iloc[0]), ls="--", color=f"C{i}", lw=1, label=f"RMSNorm, width {width}")
-    axes[1].set(xscale="log", xlabel="initial α", ylabel="final validation loss", title="α₀ sensitivity, DyT (seed 0)")
+    axes[1].set(
+        xscale="log",
+        xlabel="initial α of the norms not before attention (that one: 4×)",
+        ylabel="final validation loss",
+        title="α₀ sensitivity, authors' recipe (seed 0)",
+    )
     axes[1].legend(fontsize=7)
     grid = F[
         (F.scale == "small")
         & (F.width == P["small"]["width"])
-        & (F.alpha.isna() | (F.alpha == 0.5))
+        & F.reference_alpha
         & (F.seed < P["grid_seeds"])
+        & F.label.isin(V1_GRID)
     ]
     for label, g in grid.groupby("label"):
         g = g[~g.diverged].groupby("lr").final.mean()
-        axes[2].plot(g.index, g.values, "o-", label=V1_LABELS.get(label, label))
+        axes[2].plot(g.index, g.values, "o-", label=V1_LABELS[label].replace("\n", " "))
     axes[2].axhline(entropy, ls=":", c="grey", label="unigram entropy")
     axes[2].set(xscale="log", xlabel="peak learning rate", ylabel="final validation loss", title="learning-rate grid")
     axes[2].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def dyt_trace(runs_by_label: dict[str, dict]):
+    """V1 through training, one run per variant: the final DyT layer's saturated share, the last hidden state's RMS,
+    each DyT layer's α (the final DyT layer's thick), and the mean gradient reaching the blocks' matrices."""
+    fig, axes = plt.subplots(1, 4, figsize=(15, 3.6))
+    for i, (label, run) in enumerate(runs_by_label.items()):
+        trace = run["dyt_trace"]
+        if not trace:
+            continue
+        name, color = V1_LABELS.get(label, label).replace("\n", " "), f"C{i}"
+        steps = [p["step"] for p in trace]
+        final = final_dyt_layer(trace[-1])
+        axes[0].plot(steps, [100 * p["saturated_share"][final] for p in trace], "o-", ms=3, color=color, label=name)
+        axes[1].plot(steps, [p["final_hidden_rms"] for p in trace], "o-", ms=3, color=color, label=name)
+        for layer in trace[0]["alpha"]:
+            thick = layer == final
+            axes[2].plot(
+                steps,
+                [p["alpha"][layer] for p in trace],
+                "-",
+                lw=2.2 if thick else 0.7,
+                alpha=1.0 if thick else 0.5,
+                color=color,
+                label=name if thick else None,
+            )
+        axes[3].plot(steps, [p["block_gradient"] for p in trace], "o-", ms=3, color=color, label=name)
+    axes[0].set(xlabel="training step", ylabel="% of inputs with tanh′ = 0", title="final DyT layer, saturated")
+    axes[0].set_ylim(-3, 103)
+    axes[1].set(yscale="log", xlabel="training step", ylabel="RMS", title="last hidden state (final norm's input)")
+    axes[2].set(yscale="log", xlabel="training step", ylabel="α", title="α of every DyT layer (thick: final)")
+    axes[3].set_yscale("symlog", linthresh=1e-10)
+    axes[3].set(xlabel="training step", ylabel="mean |gradient|", title="gradient reaching the blocks")
+    for ax in axes:
+        ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
 
