@@ -93,6 +93,24 @@ def test_sentences_in_nats_and_the_machine_of_this_build():
     assert "take 3.0% of SmolLM2-135M's prefill time on this build's AMD EPYC (2 cores), below the 7%" in q5
 
 
+def test_v1_names_the_saturating_final_layer_and_the_rmsnorm_final_variant_when_measured():
+    diagnosed = record(
+        "V1",
+        "does not hold",
+        0.77,
+        0.03,
+        0.01,
+        "landscape-dyt",
+        saturation={"dyt-authors": {"saturated": True}},
+        dyt_rmsfinal_minus_rms={"mean_difference": -0.12},
+    )
+    (v1,) = sentences(run("landscape", diagnosed))
+    assert "by its authors' LLaMA recipe ends 0.770 nats worse than RMSNorm" in v1
+    assert "its final DyT layer saturates, and with an RMSNorm final norm instead DyT ends 0.120 nats better" in v1
+    (plain,) = sentences(run("landscape", record("V1", "does not hold", 0.77, 0.03, 0.01, "landscape-dyt")))
+    assert plain.split(" (")[0].endswith("at this scale it does not match a norm without tuning.")
+
+
 def test_a_pending_or_missing_claim_gives_no_sentence_and_the_page_still_renders():
     assert sentences(run("geometry", record("A1", "holds", 1e-14, 1e-12))) == []
     # B18 recorded only as evidence (no verdict) is pending; B17 without a key number has nothing to say

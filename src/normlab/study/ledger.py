@@ -711,16 +711,24 @@ def _b18(r: dict) -> str:
 
 
 def _v1(r: dict) -> str:
-    k, t = r["key_number"], r["threshold"]
-    return (
-        f"Dynamic Tanh in place of every norm ends {_value(r, abs(k))} {'worse' if k > 0 else 'better'} than "
+    k, t, e = r["key_number"], r["threshold"], r.get("evidence") or {}
+    sentence = (
+        f"Dynamic Tanh by its authors' LLaMA recipe ends {_value(r, abs(k))} {'worse' if k > 0 else 'better'} than "
         f"RMSNorm in paired final loss, {'beyond' if k > t else 'inside'} the margin of +{_limit(r, t)}"
-        + {
-            "does not hold": ": at this scale it does not match a norm without tuning.",
-            "holds": ": it matches RMSNorm without tuning.",
-            "holds with caveats": ": it matches only with tuning.",
-        }.get(r["verdict"], ".")
     )
+    saturated = (e.get("saturation") or {}).get("dyt-authors") or {}
+    rmsfinal = e.get("dyt_rmsfinal_minus_rms") or {}
+    if saturated.get("saturated") and rmsfinal.get("mean_difference") is not None:
+        d = rmsfinal["mean_difference"]
+        return (
+            f"{sentence}: its final DyT layer saturates, and with an RMSNorm final norm instead DyT ends "
+            f"{_value(r, abs(d))} {'worse' if d > 0 else 'better'} than RMSNorm."
+        )
+    return sentence + {
+        "does not hold": ": at this scale it does not match a norm without tuning.",
+        "holds": ": it matches RMSNorm without tuning.",
+        "holds with caveats": ": it matches only with tuning.",
+    }.get(r["verdict"], ".")
 
 
 # The opening page's findings, in reading order: speed, quality, real models, the ecosystem, the mathematics,
