@@ -913,7 +913,7 @@ def _gpu_placement_findings(study, init, settings, margin, b17_rule, b18_rule, c
         notes.append(
             f"{claim} on GPU is judged at {depth} blocks, the deepest with every run its rule needs"
             + (
-                f"; the paired post-RMSNorm − post-LayerNorm loss there is also measured {'; '.join(others)}"
+                f"; its paired post-RMSNorm − post-LayerNorm loss is also measured {'; '.join(others)}"
                 if others
                 else ""
             )
