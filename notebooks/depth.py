@@ -136,9 +136,6 @@ b17 = D.b17_finding(b17_numbers, **depths, margin=MARGIN, **B17_RULE, corpus_sha
 # %% tags=["remove-input"]
 Markdown(D.b17_paragraph(b17_numbers, **depths, **B17_RULE))
 
-# %% tags=["remove-cell"]
-_ = b17.record(results, "B17", "depth-init")
-
 # %% [markdown]
 # **B18** (with post-LN, RMSNorm's deep-signal decay is worse than LayerNorm's). The training half is the paired
 # final loss post-RMSNorm − post-LayerNorm at the training depth; the initialisation half compares the
@@ -156,9 +153,6 @@ b18 = D.b18_finding(b18_numbers, **depths, margin=MARGIN, **B18_RULE)
 
 # %% tags=["remove-input"]
 Markdown(D.b18_paragraph(b18_numbers, **depths, **B18_RULE))
-
-# %% tags=["remove-cell"]
-_ = b18.record(results, "B18", "depth-training")
 
 # %% [markdown]
 # (depth-b19)=
@@ -186,8 +180,32 @@ table(
 # %% tags=["remove-input"]
 Markdown(D.b19_paragraph(ablation))
 
+# %% [markdown]
+# (depth-gpu)=
+# ### The committed GPU study (B17, B18, B19)
+#
+# A GPU study committed under `data/` trains the same four models wider, at 24 and 48 blocks (8 pairs), and the
+# ablation wider and longer, at 8 blocks (12 pairs). The same rules judge its runs. B17 is judged at the deepest depth with
+# its no-warm-up runs, B18 at the deepest depth with all four models; the initialisation halves of both stay this
+# run's, since the GPU study only trains. Its ablation has no SwiGLU or RoPE swaps (they change the model's shapes,
+# and it trains models of one shape together), which the interaction does not need. Per claim, the run whose
+# paired interval (B17: pre − post loss; B18: post-RMSNorm − post-LayerNorm; B19: the interaction) is narrower
+# relative to the ±0.02-nat margin decides, and a "does not hold" from the other run becomes a caveat. The verdicts
+# above are this run's; the verdict table below records the combined ones.
+
+# %% tags=["remove-input"]
+from normlab.analysis.shared import gpu_study  # noqa: E402
+
+mine = dict(init=init, settings=P, margin=MARGIN, b17_rule=B17_RULE, b18_rule=B18_RULE, corpus=corpus)
+studies = gpu_study.committed(corpus_sha256=corpus.sha256)
+cpu_findings = dict(B17=b17, B18=b18, B19=b19)
+weighed, gpu_text = D.depth_claims(studies, cpu_findings, where=gpu_study.this_run(profile), **mine)
+Markdown(gpu_text)
+
 # %% tags=["remove-cell"]
-_ = b19.record(results, "B19", "depth-b19")
+_ = weighed["B17"].record(results, "B17", "depth-init")
+_ = weighed["B18"].record(results, "B18", "depth-training")
+_ = weighed["B19"].record(results, "B19", "depth-b19")
 
 # %% tags=["remove-input"]
 verdict_table(results)

@@ -271,3 +271,26 @@ def test_ablation_effects_keeps_a_row_per_swap_and_skips_a_diverged_one():
     assert [t.get_text() for t in ax.get_yticklabels()] == list(swaps)
     seeds = [c for c in ax.collections if isinstance(c, PathCollection)]
     assert len(seeds) == len(swaps) - 1  # one scatter of seeds per swap that has pairs
+
+
+def test_the_ablation_skips_swaps_a_run_did_not_train_and_names_them():
+    runs = synthetic_ablation(0.1).ablation
+    runs = runs[~runs["label"].isin(["swiglu→gelu", "rope→learned"])]
+    kept = D.ablation_study(D.TrainingStudy(paired=None, no_warmup=None, ablation=runs), MARGIN)
+    assert kept.absent == ("swiglu→gelu", "rope→learned") and set(kept.swaps) == {
+        "rms→layer",
+        "pre→post",
+        D.DOUBLE_SWAP,
+    }
+    assert D.b19_verdict(
+        kept
+    ) == "holds with caveats" and "Not run here: swiglu→gelu, rope→learned." in D.b19_paragraph(kept)
+    no_double = runs[runs["label"] != D.DOUBLE_SWAP]
+    lost = D.ablation_study(D.TrainingStudy(paired=None, no_warmup=None, ablation=no_double), MARGIN)
+    assert lost.interaction is None and D.b19_verdict(lost) == "not testable here"
+    assert (
+        "not computable (rms→layer + pre→post not run)"
+        in D.b19_finding(lost, depth=1, steps=20, seeds=3, margin=MARGIN).summary
+    )
+    with pytest.raises(ValueError, match="no 'llama' runs"):
+        D.ablation_study(D.TrainingStudy(None, None, runs[runs["label"] != "llama"]), MARGIN)

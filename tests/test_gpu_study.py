@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -180,3 +181,120 @@ def test_the_quality_chapter_weighs_a_committed_study_with_its_own_rule(tiny, tm
     assert "| A9 |" in table and "| B7 |" in table and study.label in table
     same_a9, _, sentence = G.quality_claims([], a9, b7, cpu)
     assert same_a9 is a9 and "No GPU study is committed" in sentence
+
+
+# ---- the depth chapter (B17, B18, B19) ------------------------------------------------------------------------
+
+DEPTH_CORPUS = SimpleNamespace(unigram_entropy_nats=5.0, sha256="c" * 64)
+DEPTH_RULES = dict(
+    b17_rule=dict(spread_limit=10.0, exponent_tolerance=0.2), b18_rule=dict(ratio_drop=0.1, cosine_rise=0.02)
+)
+
+
+def _run(tag: dict, final: float) -> dict:
+    return {"tag": tag, "final_val_loss": final, "val": [[0, 5.5], [300, final]], "diverged": False,
+            "final_drop": 0.001, "steps_done": 300}  # fmt: skip
+
+
+def _depth_document(post_rms_shift: float, noise: float, ablation_labels=tuple(E.ABLATION_SWAPS)) -> dict:
+    """A study whose post-RMSNorm runs lose `post_rms_shift` nats against post-LayerNorm (± `noise` by seed) at
+    24 and 48 blocks, with no-warm-up runs at 24 only, and an ablation whose double swap adds up exactly."""
+    seeds = range(8)
+    runs = []
+    for depth in (24, 48):
+        for seed in seeds:
+            for placement in ("pre", "post"):
+                for norm in ("rms", "layer"):
+                    loss = 2.0 + 0.01 * seed
+                    if (placement, norm) == ("post", "rms"):
+                        loss += post_rms_shift + noise * (-1) ** seed
+                    tag = dict(depth=depth, setting="paired", label=f"{placement}-{norm}", placement=placement,
+                               norm=norm, seed=seed)  # fmt: skip
+                    runs.append(_run(tag, loss))
+        if depth == 24:
+            for placement in ("pre", "post"):
+                for norm in ("rms", "layer"):
+                    tag = dict(depth=depth, setting="no warm-up", label=f"{placement}-{norm}", placement=placement,
+                               norm=norm, seed=0, lr=1e-2)  # fmt: skip
+                    runs.append(_run(tag, 2.5))
+    effect = {"llama": 0.0, "rms→layer": 0.05, "pre→post": 0.03, "rms→layer + pre→post": 0.08}
+    ablation = [
+        _run({"label": label, **E.ABLATION_SWAPS[label], "seed": seed}, 2.0 + 0.1 * seed + effect[label] + 0.001 * seed)
+        for label in ablation_labels
+        for seed in seeds
+    ]
+    return {
+        "schema": G.SCHEMA, "profile": "gpu", "hardware": {"gpu": "Test GPU"}, "versions": {"torch": "x"},
+        "git_commit": "0" * 40, "started": "2026-12-01T00:00:00+00:00", "corpus": {"sha256": DEPTH_CORPUS.sha256},
+        "missing": [],
+        "experiments": {
+            "placement_depth": {"settings": {}, "runs": runs},
+            "ablation": {"settings": {"depth": 8, "steps": 300, "seeds": 8}, "runs": ablation},
+        },
+    }  # fmt: skip
+
+
+def _pair_finding(verdict: str, key: str, half_width: float) -> Finding:
+    pair = {"half_width": half_width, "margin": 0.02, "mean_difference": 0.0}
+    return Finding(verdict, f"CPU says {verdict}.", {key: pair}, 0.0, 0.02, half_width / 2)
+
+
+def _depth_weighed(tmp_path, document: dict, **cpu: Finding):
+    from normlab.analysis import depth as D
+    from test_findings_depth import synthetic_init
+
+    _write(tmp_path, document)
+    studies = G.committed(tmp_path, corpus_sha256=DEPTH_CORPUS.sha256, known=lambda commit: True)
+    mine = {
+        "B17": _pair_finding("holds", "paired_pre_minus_post_rms", 0.05),
+        "B18": _pair_finding("not testable here", "paired_post_rms_minus_layer", 0.05),
+        "B19": _pair_finding("not testable here", "interaction", 0.05),
+        **cpu,
+    }
+    weighed, text = D.depth_claims(
+        studies, mine, init=synthetic_init(), settings={"init_seeds": [0, 1]}, margin=0.02, corpus=DEPTH_CORPUS,
+        where="CPU", **DEPTH_RULES,
+    )  # fmt: skip
+    return studies[0], mine, weighed, text
+
+
+def test_the_depth_chapter_lets_the_narrower_gpu_interval_decide(tmp_path):
+    study, mine, weighed, text = _depth_weighed(tmp_path, _depth_document(post_rms_shift=0.06, noise=0.002))
+    b18 = weighed["B18"]
+    assert b18.evidence["decided_on"] == study.label and b18.evidence["train_depth"] == 48  # the deepest depth
+    assert b18.verdict == b18.evidence["by_run"][study.label]["verdict"] == "holds"  # worse beyond the margin
+    assert b18.evidence["by_run"]["CPU"]["verdict"] == "not testable here"
+    assert weighed["B17"].evidence["train_depth"] == 24  # the no-warm-up runs are at 24 blocks only
+    assert "| B18 | Test GPU" in text and "judged at 48 blocks" in text and "at 24 blocks" in text
+
+
+def test_a_gpu_does_not_hold_leaves_a_cpu_holds_with_caveats(tmp_path):
+    narrow = _pair_finding("holds", "paired_post_rms_minus_layer", 0.001)
+    study, mine, weighed, text = _depth_weighed(tmp_path, _depth_document(0.0, noise=0.004), B18=narrow)
+    b18 = weighed["B18"]
+    assert b18.evidence["by_run"][study.label]["verdict"] == "does not hold"  # the GPU interval sits inside ±0.02
+    assert b18.evidence["decided_on"] == "CPU" and b18.verdict == "holds with caveats"
+    assert f"The result on {study.label} adds the caveat." in b18.summary
+
+
+def test_b19_on_gpu_skips_the_swaps_it_could_not_batch(tmp_path):
+    study, mine, weighed, text = _depth_weighed(tmp_path, _depth_document(0.06, 0.002))
+    gpu_b19 = weighed["B19"].evidence["by_run"][study.label]
+    assert gpu_b19["verdict"] == "does not hold"  # the double swap adds up exactly
+    assert "Not run here: swiglu→gelu, rope→learned." in gpu_b19["summary"]
+    assert weighed["B19"].evidence["absent_swaps"] == ["swiglu→gelu", "rope→learned"]
+    assert "swiglu→gelu, rope→learned not run (they change the model's shapes" in text
+    without_double = _depth_document(0.06, 0.002, ablation_labels=("llama", "rms→layer", "pre→post"))
+    _, mine, weighed, text = _depth_weighed(tmp_path, without_double)
+    assert weighed["B19"] is mine["B19"]  # no number on GPU: this run's verdict stands
+    assert "B19 is not measured on GPU: rms→layer + pre→post not run." in text
+
+
+def test_the_depth_chapter_without_a_committed_study_keeps_its_verdicts():
+    from normlab.analysis import depth as D
+
+    mine = {"B17": _pair_finding("holds", "paired_pre_minus_post_rms", 0.05)}
+    weighed, text = D.depth_claims(
+        [], mine, init=None, settings={}, margin=0.02, corpus=DEPTH_CORPUS, where="CPU", **DEPTH_RULES
+    )
+    assert weighed["B17"] is mine["B17"] and text.startswith("No GPU study is committed") and "\n" not in text

@@ -714,31 +714,54 @@ def b18_finding(
 
 SINGLE_SWAPS = ["rms→layer", "swiglu→gelu", "rope→learned", "pre→post"]
 DOUBLE_SWAP = "rms→layer + pre→post"
+INTERACTION_SWAPS = ("rms→layer", "pre→post", DOUBLE_SWAP)  # with the LLaMA style: the 2x2 the interaction reads
 
 
 @dataclass
 class Ablation:
-    swaps: dict[str, dict | None]  # per swap: the paired final-loss change against the LLaMA style, None if diverged
-    interaction: dict | None  # paired Δ(double) − Δ(norm) − Δ(placement), None if a run diverged
-    stress_diverged: pd.Series  # per swap label: diverged at the stress learning rate
+    swaps: dict[
+        str, dict | None
+    ]  # per swap run: the paired final-loss change against the LLaMA style, None if diverged
+    interaction: dict | None  # paired Δ(double) − Δ(norm) − Δ(placement), None if a run diverged or was not run
+    stress_diverged: pd.Series  # per swap label: diverged at the stress learning rate (empty without stress runs)
     base: pd.DataFrame  # the ablation runs at the base learning rate
+    absent: tuple[str, ...] = ()  # swaps of the design this run did not train
+
+    @property
+    def interaction_absent(self) -> list[str]:
+        """The swaps the interaction needs that this run did not train."""
+        return [s for s in INTERACTION_SWAPS if s in self.absent]
 
 
 def ablation_study(training: TrainingStudy, margin: float) -> Ablation:
-    """Each swap's paired change against the LLaMA style of the same seed, and the norm × placement interaction."""
+    """Each swap's paired change against the LLaMA style of the same seed, and the norm × placement interaction.
+    A swap absent from the runs is skipped and listed in `absent`; without one of INTERACTION_SWAPS there is no
+    interaction."""
     runs = training.ablation
     base = runs[runs["setting"] == "base lr"]
+    labels = set(base["label"])
+    if "llama" not in labels:
+        raise ValueError(
+            "the ablation has no 'llama' runs at the base learning rate, so no swap can be paired against the LLaMA "
+            f"style; the runs' labels are {sorted(labels)}: train the LLaMA-style model with the same seeds"
+        )
     stress = runs[runs["setting"] == "stress lr"].set_index("label")
     llama = final_losses(base, label="llama")
-    swaps = {s: paired_or_none(llama, final_losses(base, label=s), margin) for s in SINGLE_SWAPS + [DOUBLE_SWAP]}
-    norm_l, place_l, double_l = (final_losses(base, label=s) for s in ("rms→layer", "pre→post", DOUBLE_SWAP))
-    interaction = paired_or_none(
-        [a + b for a, b in zip(norm_l, place_l)], [d + l for d, l in zip(double_l, llama)], margin
-    )
-    return Ablation(swaps=swaps, interaction=interaction, stress_diverged=stress["diverged"], base=base)
+    design = SINGLE_SWAPS + [DOUBLE_SWAP]
+    absent = tuple(s for s in design if s not in labels)
+    swaps = {s: paired_or_none(llama, final_losses(base, label=s), margin) for s in design if s not in absent}
+    interaction = None
+    if not any(s in absent for s in INTERACTION_SWAPS):
+        norm_l, place_l, double_l = (final_losses(base, label=s) for s in INTERACTION_SWAPS)
+        interaction = paired_or_none(
+            [a + b for a, b in zip(norm_l, place_l)], [d + l for d, l in zip(double_l, llama)], margin
+        )
+    stress_diverged = stress["diverged"] if len(stress) else pd.Series(dtype=bool)
+    return Ablation(swaps=swaps, interaction=interaction, stress_diverged=stress_diverged, base=base, absent=absent)
 
 
 def swap_table(ablation: Ablation) -> pd.DataFrame:
+    stressed = ablation.stress_diverged
     return pd.DataFrame(
         [
             {
@@ -747,7 +770,7 @@ def swap_table(ablation: Ablation) -> pd.DataFrame:
                 "95% CI low": p["ci_low"] if p else math.nan,
                 "95% CI high": p["ci_high"] if p else math.nan,
                 "outcome": p["outcome"] if p else "diverged",
-                "diverges at stress lr": bool(ablation.stress_diverged.loc[s]),
+                "diverges at stress lr": bool(stressed.loc[s]) if s in stressed.index else None,
             }
             for s, p in ablation.swaps.items()
         ]
@@ -756,7 +779,7 @@ def swap_table(ablation: Ablation) -> pd.DataFrame:
 
 def b19_verdict(ablation: Ablation) -> str:
     """Interaction beyond the margin: holds with caveats (one pair of parts tested); inside: does not hold (the
-    effects add up); wider, or a run diverged: not testable here."""
+    effects add up); wider, a run diverged, or a swap it needs not run: not testable here."""
     if ablation.interaction is None:
         return "not testable here"
     return {"equivalent": "does not hold", "different": "holds with caveats"}.get(
@@ -764,11 +787,21 @@ def b19_verdict(ablation: Ablation) -> str:
     )
 
 
+def interaction_text(ablation: Ablation) -> str:
+    if ablation.interaction is not None:
+        return interval_text(ablation.interaction)
+    missing = ablation.interaction_absent
+    return f"not computable ({', '.join(missing)} not run)" if missing else "not computable (a run diverged)"
+
+
+def absent_text(ablation: Ablation) -> str:
+    """'' when every swap was run; else the sentence naming the ones that were not."""
+    return f" Not run here: {', '.join(ablation.absent)}." if ablation.absent else ""
+
+
 def b19_paragraph(ablation: Ablation) -> str:
-    interaction = ablation.interaction
     return (
-        f"Interaction of the norm and placement swaps: "
-        f"{interval_text(interaction) if interaction else 'not computable (a run diverged)'}."
+        f"Interaction of the norm and placement swaps: {interaction_text(ablation)}.{absent_text(ablation)}"
         f"\n\n**B19 verdict: {b19_verdict(ablation)}.**"
     )
 
@@ -782,10 +815,8 @@ def b19_finding(ablation: Ablation, *, depth: int, steps: int, seeds: int, margi
     )
     return Finding(
         b19_verdict(ablation),
-        f"Interaction of the norm and placement swaps at depth {depth}: "
-        f"{interval_text(interaction) if interaction else 'not computable'}; single swaps vs LLaMA style: "
-        + singles
-        + " nats.",
+        f"Interaction of the norm and placement swaps at depth {depth}: {interaction_text(ablation)}; single swaps "
+        f"vs LLaMA style: {singles} nats.{absent_text(ablation)}",
         {
             "depth": depth,
             "steps": steps,
@@ -793,6 +824,7 @@ def b19_finding(ablation: Ablation, *, depth: int, steps: int, seeds: int, margi
             "interaction": interaction,
             "swaps": dict(ablation.swaps),
             "stress_diverged": {s: bool(d) for s, d in ablation.stress_diverged.items()},
+            "absent_swaps": list(ablation.absent),
             "margin_nats": margin,
             "loss_drop_last_10pct": float(ablation.base["final_drop"].mean()),
         },
@@ -802,3 +834,152 @@ def b19_finding(ablation: Ablation, *, depth: int, steps: int, seeds: int, margi
         rule=f"Paired interaction Δ(norm+placement) − Δ(norm) − Δ(placement): beyond ±{margin:g} nats holds with "
         "caveats (one pair of parts tested); inside does not hold; wider: not testable here.",
     )
+
+
+# ---------------------------------------------------------------- a committed GPU study, weighed beside this run
+
+# The paired interval each verdict turns on, by its key in the finding's evidence: its half-width over the margin is
+# the run's power (`gpu_study.weigh`). B17's only interval is the pre − post loss pair.
+POWER_EVIDENCE = {"B17": "paired_pre_minus_post_rms", "B18": "paired_post_rms_minus_layer", "B19": "interaction"}
+GPU_ABSENT_WHY = "they change the model's shapes, and the GPU study trains each batch of models at one shape"
+
+
+def gpu_runs_frame(outcome: dict, unigram_entropy: float) -> pd.DataFrame:
+    """One row per run of a GPU-study experiment: its tag (placement, norm, seed, depth, setting, label, lr) and
+    `job_outcome` (the same reading of divergence and of 'trained' as this run's)."""
+    if not outcome.get("runs"):
+        raise ValueError("the GPU study's experiment has no runs; re-run it, or remove the file")
+    return pd.DataFrame([{**r["tag"], **job_outcome(r, unigram_entropy)} for r in outcome["runs"]])
+
+
+def gpu_training(outcome: dict, depth: int, unigram_entropy: float) -> TrainingStudy:
+    """The GPU study's `placement_depth` runs at `depth` in the chapter's own frames (its ablation lives apart)."""
+    runs = gpu_runs_frame(outcome, unigram_entropy)
+    runs = runs[runs["depth"] == depth].assign(config=lambda f: f["placement"] + "-" + f["norm"])
+    return TrainingStudy(
+        paired=runs[runs["setting"] == "paired"],
+        no_warmup=runs[runs["setting"] == "no warm-up"],
+        ablation=pd.DataFrame(),
+    )
+
+
+def gpu_ablation(outcome: dict, unigram_entropy: float) -> TrainingStudy:
+    """The GPU study's `ablation` runs (all at the base learning rate; it has no stress runs)."""
+    runs = gpu_runs_frame(outcome, unigram_entropy).assign(setting="base lr")
+    return TrainingStudy(paired=pd.DataFrame(), no_warmup=pd.DataFrame(), ablation=runs)
+
+
+def deciding_depth(outcome: dict, claim: str) -> int | None:
+    """The deepest depth of a GPU `placement_depth` experiment with every run `claim`'s rule needs: paired runs of
+    the four models (B17 and B18), and for B17 the no-warm-up runs as well."""
+    tags = [r["tag"] for r in outcome["runs"]]
+    usable = []
+    for depth in sorted({t["depth"] for t in tags}):
+        at = [t for t in tags if t["depth"] == depth]
+        paired = {(t["placement"], t["norm"]) for t in at if t["setting"] == "paired"}
+        nowarm = {t["placement"] for t in at if t["setting"] == "no warm-up"}
+        if paired >= {(p, n) for p in ("pre", "post") for n in ("rms", "layer")} and (
+            claim != "B17" or nowarm >= {"pre", "post"}
+        ):
+            usable.append(depth)
+    return max(usable) if usable else None
+
+
+def _gpu_placement_findings(study, init, settings, margin, b17_rule, b18_rule, corpus) -> tuple[dict, list[str]]:
+    """B17 and B18 through the chapter's own measures on the GPU runs at their deciding depths; the
+    initialisation half is this run's `init` (the GPU study trains only). Also a line per other depth."""
+    outcome = study.experiment("placement_depth")
+    entropy, findings, notes = corpus.unigram_entropy_nats, {}, []
+    depths = sorted({r["tag"]["depth"] for r in outcome["runs"]})
+    for claim in ("B17", "B18"):
+        depth = deciding_depth(outcome, claim)
+        if depth is None:
+            notes.append(f"{claim} is not measured on GPU: {study.source} lacks runs its rule needs at every depth.")
+            continue
+        training = gpu_training(outcome, depth, entropy)
+        if claim == "B17":
+            numbers = b17_measures(init, training, settings, margin)
+            findings[claim] = b17_finding(
+                numbers, deepest=init.deepest, deep=depth, margin=margin, **b17_rule, corpus_sha256=corpus.sha256
+            )
+        else:
+            numbers = b18_measures(init, training, margin)
+            findings[claim] = b18_finding(numbers, deep=depth, deepest=init.deepest, margin=margin, **b18_rule)
+        others = [
+            f"at {d} blocks {pair_text(b18_measures(init, gpu_training(outcome, d, entropy), margin)['pair'])}"
+            for d in depths
+            if d != depth and claim == "B18"
+        ]
+        notes.append(
+            f"{claim} on GPU is judged at {depth} blocks, the deepest with every run its rule needs"
+            + (
+                f"; its paired post-RMSNorm − post-LayerNorm loss is also measured {'; '.join(others)}"
+                if others
+                else ""
+            )
+            + "."
+        )
+    return findings, notes
+
+
+def _gpu_ablation_finding(study, corpus, margin) -> tuple[Finding | None, list[str]]:
+    outcome = study.experiment("ablation")
+    ablation = ablation_study(gpu_ablation(outcome, corpus.unigram_entropy_nats), margin)
+    why = f" ({GPU_ABSENT_WHY})" if ablation.absent else ""
+    if ablation.interaction is None:
+        reason = interaction_text(ablation).removeprefix("not computable ").strip("()")
+        return None, [f"B19 is not measured on GPU: {reason}."]
+    s = outcome["settings"]
+    finding = b19_finding(ablation, depth=s["depth"], steps=s["steps"], seeds=s["seeds"], margin=margin)
+    notes = [f"B19 on GPU: {', '.join(ablation.absent)} not run{why}."] if ablation.absent else []
+    return finding, notes
+
+
+def depth_claims(
+    studies: list,
+    cpu_findings: dict[str, Finding],
+    *,
+    init: InitStudy,
+    settings: dict,
+    margin: float,
+    b17_rule: dict,
+    b18_rule: dict,
+    corpus,
+    where: str,
+) -> tuple[dict[str, Finding], str]:
+    """B17, B18 and B19 weighed: the newest committed GPU study's runs through this chapter's own measures and
+    findings, each combined with this run's finding (`cpu_findings`) by `gpu_study.weigh`. Returns the findings to
+    record (this run's, unchanged, for a claim the study did not measure) and the markdown to show."""
+    from normlab.analysis.shared import gpu_study
+
+    if not studies:
+        return dict(cpu_findings), gpu_study.none_committed("placement_depth", studies)
+    gpu_findings, notes, sentences = {}, [], []
+    study_of = {}
+    for experiment in ("placement_depth", "ablation"):
+        study = gpu_study.latest_with(studies, experiment)
+        if study is None:
+            sentences.append(gpu_study.none_committed(experiment, studies))
+            continue
+        if experiment == "placement_depth":
+            found, said = _gpu_placement_findings(study, init, settings, margin, b17_rule, b18_rule, corpus)
+        else:
+            finding, said = _gpu_ablation_finding(study, corpus, margin)
+            found = {} if finding is None else {"B19": finding}
+        gpu_findings.update(found)
+        study_of.update(dict.fromkeys(found, study))
+        notes += said
+    combined, sides = dict(cpu_findings), {}
+    for claim, gpu in gpu_findings.items():
+        mine = cpu_findings[claim]
+        cpu_side = gpu_study.Side(
+            where, mine, gpu_study.interval_power(mine.evidence.get(POWER_EVIDENCE[claim])), False
+        )
+        gpu_side = gpu_study.Side(
+            study_of[claim].label, gpu, gpu_study.interval_power(gpu.evidence.get(POWER_EVIDENCE[claim])), True
+        )
+        combined[claim] = gpu_study.weigh(cpu_side, gpu_side)
+        sides[claim] = (cpu_side, gpu_side, combined[claim])
+    parts = [gpu_study.side_by_side(sides)] if sides else []
+    parts += [" ".join(notes + sentences)] if notes or sentences else []
+    return combined, "\n\n".join(parts)

@@ -9,6 +9,9 @@ of the two:
 - the other run's own verdict is shown beside it; where it is "does not hold", a deciding "holds" becomes "holds
   with caveats" (and the sentence says which run adds the caveat).
 
+The quality chapter's claims are weighed here (`quality_claims`); the depth chapter's in
+`normlab.analysis.depth.depth_claims`, with this module's `weigh`.
+
 With no committed study, or one that lacks the chapter's experiment (a run cut short lists it as missing), the
 chapter's own finding stands unchanged and the page says so in one sentence.
 
