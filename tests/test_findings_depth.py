@@ -87,7 +87,9 @@ def test_training_grids_lay_out_pairs_sweep_and_ablation():
     settings = D.settings_for("smoke")
     grid, ablation = D.training_grids(settings)
     assert len(grid) == settings["seeds"] * 4 + 4 * (1 + len(settings["stress_lrs"]))
-    assert len(ablation) == (settings["seeds"] + 1) * len(D.ABLATIONS)
+    assert len(ablation) == (settings["ablation_seeds"] + 1) * len(D.ABLATIONS)
+    cpu = D.settings_for("cpu")
+    assert len(D.training_grids(cpu)[1]) == (cpu["ablation_seeds"] + 1) * len(D.ABLATIONS)
     stress = [e for e in ablation if e["train"].get("stress")]
     assert len(stress) == len(D.ABLATIONS) and all(e["train"]["warmup_steps"] == 0 for e in stress)
 
