@@ -12,6 +12,7 @@ or rows; the digests are interpreter results and are only compared there.
 """
 
 import hashlib
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -189,10 +190,14 @@ def test_program_span_splits_tiles_into_contiguous_runs(n_items, per_item):
     assert (owner.diff() >= 0).all() and set(owner.tolist()) == set(range(programs))  # contiguous, none idle
 
 
-def test_launch_config_for_every_width_the_launchers_use():
-    for elements in [2**k for k in range(15)]:
-        for config in (tuning.onchip_forward(elements), tuning.onchip_backward(elements), tuning.chunked(elements)):
-            assert config.warps in (1, 2, 4, 8, 16) and config.stages >= 1 and config.programs_per_sm >= 1
+def test_launch_config_for_every_width_and_dtype_the_launchers_use():
+    for kind, size, elements in itertools.product(("rms", "layer"), (2, 4, 8), [2**k for k in range(15)]):
+        configs = [tuning.onchip_forward(kind, elements, size), tuning.onchip_backward(kind, elements, size)]
+        configs += [tuning.chunked_forward(kind, elements, size), tuning.chunked_backward(kind, elements, size)]
+        for config in configs:
+            assert config.warps in (1, 2, 4, 8, 16) and config.stages in (1, 2) and config.programs_per_sm >= 1
+        chunked = configs[2:]
+        assert all(c.programs_per_sm <= tuning.CHUNKED_PROGRAMS_PER_SM for c in chunked)  # rows stay in L2
 
 
 # ---------------------------------------------------------------- several tiles or rows per program

@@ -189,7 +189,7 @@ def rms_forward(
     flags = dict(HAS_RESIDUAL=r2 is not None, HAS_WEIGHT=weight is not None, EPS_INSIDE=eps_inside)
     if _is_onchip(n_features, onchip_limit):
         rows, block = _tile(n_rows, n_features)
-        config = tuning.onchip_forward(rows * block)
+        config = tuning.onchip_forward("rms", rows * block, x.element_size())
         RMS_FORWARD_ONCHIP(
             (tuning.launch_programs(_cdiv(n_rows, rows), x.device, config.programs_per_sm),),
             x2,
@@ -212,7 +212,8 @@ def rms_forward(
             num_warps=config.warps,
         )
     else:
-        chunk, config = _chunk(n_features, chunk), tuning.chunked(chunk)
+        chunk = _chunk(n_features, chunk)
+        config = tuning.chunked_forward("rms", chunk, x.element_size())
         RMS_FORWARD_CHUNKED(
             (tuning.launch_programs(n_rows, x.device, config.programs_per_sm),),
             x2,
@@ -261,7 +262,7 @@ def rms_backward(
     ms2 = ms.reshape(-1)
     if _is_onchip(n_features, min(onchip_limit, BACKWARD_ONCHIP_LIMIT)):
         rows, block = _tile(n_rows, n_features)
-        config = tuning.onchip_backward(rows * block)
+        config = tuning.onchip_backward("rms", rows * block, s.element_size())
         programs = tuning.launch_programs(_cdiv(n_rows, rows), s.device, config.programs_per_sm)
         partial = _partials(programs, weight is not None, stats, s2)
         RMS_BACKWARD_ONCHIP(
@@ -288,7 +289,8 @@ def rms_backward(
             num_warps=config.warps,
         )
     else:
-        chunk, config = _chunk(n_features, chunk), tuning.chunked(chunk)
+        chunk = _chunk(n_features, chunk)
+        config = tuning.chunked_backward("rms", chunk, s.element_size())
         programs = tuning.launch_programs(n_rows, s.device, config.programs_per_sm)
         partial = _partials(programs, weight is not None, stats, s2)
         RMS_BACKWARD_CHUNKED(
@@ -340,7 +342,7 @@ def layer_forward(
     flags = dict(HAS_RESIDUAL=r2 is not None, HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None)
     if _is_onchip(n_features, onchip_limit):
         rows, block = _tile(n_rows, n_features)
-        config = tuning.onchip_forward(rows * block)
+        config = tuning.onchip_forward("layer", rows * block, x.element_size())
         LAYER_FORWARD_ONCHIP(
             (tuning.launch_programs(_cdiv(n_rows, rows), x.device, config.programs_per_sm),),
             x2,
@@ -363,7 +365,8 @@ def layer_forward(
             num_warps=config.warps,
         )
     else:
-        chunk, config = _chunk(n_features, chunk), tuning.chunked(chunk)
+        chunk = _chunk(n_features, chunk)
+        config = tuning.chunked_forward("layer", chunk, x.element_size())
         LAYER_FORWARD_CHUNKED(
             (tuning.launch_programs(n_rows, x.device, config.programs_per_sm),),
             x2,
@@ -404,7 +407,7 @@ def layer_backward(dy, ds, s, weight, mean, rstd, has_bias: bool, onchip_limit: 
     mean2, rstd2 = mean.reshape(-1), rstd.reshape(-1)
     if _is_onchip(n_features, min(onchip_limit, BACKWARD_ONCHIP_LIMIT)):
         rows, block = _tile(n_rows, n_features)
-        config = tuning.onchip_backward(rows * block)
+        config = tuning.onchip_backward("layer", rows * block, s.element_size())
         programs = tuning.launch_programs(_cdiv(n_rows, rows), s.device, config.programs_per_sm)
         dw_partial = _partials(programs, weight is not None, stats, s2)
         db_partial = _partials(programs, has_bias, stats, s2)
@@ -431,7 +434,8 @@ def layer_backward(dy, ds, s, weight, mean, rstd, has_bias: bool, onchip_limit: 
             num_warps=config.warps,
         )
     else:
-        chunk, config = _chunk(n_features, chunk), tuning.chunked(chunk)
+        chunk = _chunk(n_features, chunk)
+        config = tuning.chunked_backward("layer", chunk, s.element_size())
         programs = tuning.launch_programs(n_rows, s.device, config.programs_per_sm)
         dw_partial = _partials(programs, weight is not None, stats, s2)
         db_partial = _partials(programs, has_bias, stats, s2)

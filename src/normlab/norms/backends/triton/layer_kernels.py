@@ -59,10 +59,6 @@ def layer_forward_onchip(
     compute = MEAN.dtype.element_ty
     cols = tl.arange(0, BLOCK)
     col_ok = cols < N
-    if HAS_WEIGHT:
-        w = tl.load(W + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)
-    if HAS_BIAS:
-        b = tl.load(B + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)
     first, last = program_span(n_rows, ROWS)
     for tile in tl.range(first, last, num_stages=STAGES):
         rows = tile * ROWS + tl.arange(0, ROWS)
@@ -82,10 +78,11 @@ def layer_forward_onchip(
         centred = tl.where(col_ok[None, :], s - mean[:, None], 0.0)
         rstd = 1.0 / tl.sqrt(tl.sum(centred * centred, axis=1) / N + eps)
         y = centred * rstd[:, None]
+        # Weight and bias are loaded per tile, from L1/L2 (evict_last): held across the loop they spill at 16K.
         if HAS_WEIGHT:
-            y = y * w[None, :]
+            y = y * tl.load(W + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)[None, :]
         if HAS_BIAS:
-            y = y + b[None, :]
+            y = y + tl.load(B + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)[None, :]
         tl.store(
             Y + rows64[:, None] * N + cols[None, :], y.to(Y.dtype.element_ty), mask=mask, eviction_policy="evict_first"
         )
