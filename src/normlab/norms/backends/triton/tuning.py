@@ -74,31 +74,34 @@ def launch_programs(work_items: int, device: torch.device, programs_per_sm: int)
 
 # The numbers below are from the sm_90 compile report (scripts/compile_kernels_sm90.py --quick, triton 3.6,
 # every flag on: the heaviest variant), as registers per thread -> CTAs per SM; programs per SM is set to
-# what fits at once, so the persistent grid runs in one wave. Pipeline: 2 stages (one tile in flight while
-# this one reduces) for 2- and 4-byte inputs; 8-byte (fp64, for gradcheck) gets none: at 16K its two
-# buffers would need 256 KiB of shared memory, over the 228 KiB an SM has.
+# at most what fits at once, so the persistent grid runs in one wave (the script fails otherwise).
+# Pipeline: 2 stages (the next tile's loads in flight while this one reduces) while a tile is at most
+# 32 KiB; above that 1 (fp32 at 16K: x, residual, weight and bias buffers would pass 228 KiB of shared memory).
 # Tile elements are ROWS x BLOCK (launch._tile: 4096 for rows up to 4096 wide, one row above that).
 
 # On-chip forward, (programs per SM for 2-byte, 4-byte inputs) by tile elements, warps = warps_for(tile):
-#   rms   4096: 54-64 regs -> 4 CTAs (8 warps); 8192: bf16 60 -> 2, fp32 86 -> 1 (16 warps); 16384: 102 -> 1.
-#   layer 4096: 64-84 regs -> 4 (bf16 1x4096: 80 -> 3; fp32 1x4096: 84 -> 2); 8192: 101-108 -> 1; 16384: 124-128 -> 1.
+#   rms   4096: bf16 48-64 regs -> 4-5 CTAs, fp32 56-76 -> 3-4; 8192: bf16 46 -> 2, fp32 52 -> 2 (16 warps);
+#         16384: bf16 99, fp32 128 (1 stage) -> 1.
+#   layer 4096: bf16 48-79 -> 3-5, fp32 64-79 -> 3; 8192: bf16 61 -> 2, fp32 92 -> 1; 16384: 113-128 -> 1.
 _FORWARD_PROGRAMS = {
-    "rms": {4096: (4, 4), 8192: (2, 1), 16384: (1, 1)},
-    "layer": {4096: (3, 2), 8192: (1, 1), 16384: (1, 1)},
+    "rms": {4096: (4, 3), 8192: (2, 2), 16384: (1, 1)},
+    "layer": {4096: (3, 3), 8192: (2, 1), 16384: (1, 1)},
 }
-# On-chip backward: 16 warps at every tile (half the values per thread of the forward), 78-126 registers:
+# On-chip backward: 16 warps at every tile (half the values per thread of the forward), 64-126 registers:
 # 1 CTA per SM (rms fp32 1x4096, 64 registers, fits 2; not worth a table entry).
 _BACKWARD_PROGRAMS_PER_SM = 1
 # Chunked (chunk 4096), capped at CHUNKED_PROGRAMS_PER_SM for L2:
 #   rms forward, 8 warps: bf16 64 regs -> 4, fp32 98 -> 2. layer forward at 8 warps spilled 8 bytes (fp32,
 #   Welford, residual: 64 registers); at 16 warps it needs 64 with no spill -> 2.
-#   backward, 8 warps: rms bf16 66-80 -> 3, fp32 141 -> 1; layer bf16 118-121 -> 2, fp32 151 -> 1.
+#   backward, 8 warps: rms bf16 66 -> 3, fp32 141 -> 1; layer bf16 121 -> 2, fp32 151 -> 1.
 _CHUNKED_FORWARD_WARPS = {"rms": 8, "layer": 16}  # at chunk 4096; scaled with the chunk
+_CHUNKED_FORWARD_PROGRAMS = (2, 2)
 _CHUNKED_BACKWARD_PROGRAMS = (2, 1)
 
 
-def _stages(element_size: int) -> int:
-    return 2 if element_size <= 4 else 1
+def _stages(tile_elements: int, element_size: int) -> int:
+    # Up to 4 streams per stage (x, residual, weight, bias): 2 stages while one tile is at most 32 KiB.
+    return 2 if tile_elements * element_size <= 32 * 1024 else 1
 
 
 def _by_size(pair: tuple[int, int], element_size: int) -> int:
@@ -110,21 +113,25 @@ def onchip_forward(kind: str, tile_elements: int, element_size: int) -> KernelCo
     """The on-chip forward kernels' launch for a tile of `tile_elements` (ROWS x BLOCK) and this input size."""
     table = _FORWARD_PROGRAMS[kind]
     programs = table[min((t for t in table if t >= tile_elements), default=max(table))]
-    return KernelConfig(warps_for(tile_elements), _stages(element_size), _by_size(programs, element_size))
+    return KernelConfig(
+        warps_for(tile_elements), _stages(tile_elements, element_size), _by_size(programs, element_size)
+    )
 
 
 @functools.cache
 def onchip_backward(kind: str, tile_elements: int, element_size: int) -> KernelConfig:
-    return KernelConfig(min(16, 2 * warps_for(tile_elements)), _stages(element_size), _BACKWARD_PROGRAMS_PER_SM)
+    return KernelConfig(
+        min(16, 2 * warps_for(tile_elements)), _stages(tile_elements, element_size), _BACKWARD_PROGRAMS_PER_SM
+    )
 
 
 @functools.cache
 def chunked_forward(kind: str, chunk: int, element_size: int) -> KernelConfig:
     warps = warps_for(chunk) if _CHUNKED_FORWARD_WARPS[kind] == 8 else min(16, 2 * warps_for(chunk))
-    return KernelConfig(warps, _stages(element_size), CHUNKED_PROGRAMS_PER_SM)
+    return KernelConfig(warps, _stages(chunk, element_size), _by_size(_CHUNKED_FORWARD_PROGRAMS, element_size))
 
 
 @functools.cache
 def chunked_backward(kind: str, chunk: int, element_size: int) -> KernelConfig:
     programs = min(CHUNKED_PROGRAMS_PER_SM, _by_size(_CHUNKED_BACKWARD_PROGRAMS, element_size))
-    return KernelConfig(warps_for(chunk), _stages(element_size), programs)
+    return KernelConfig(warps_for(chunk), _stages(chunk, element_size), programs)
