@@ -19,11 +19,10 @@ import functools
 import torch
 import triton
 
-from normlab.norms.backends.triton import layer_kernels, reduce_kernels, rms_kernels
+from normlab.norms.backends.triton import layer_kernels, reduce_kernels, rms_kernels, tuning
 from normlab.norms.backends.triton._runtime import (
     check_triton_device,
     kernels_interpreted,
-    multiprocessor_count,
     patch_interpreter_bf16,
     patch_interpreter_for_numpy_2_4,
     warps_for,
@@ -84,11 +83,6 @@ def _is_onchip(n_features: int, onchip_limit: int) -> bool:
 def _cdiv(a: int, b: int) -> int:
     # triton.cdiv is a constexpr function: a few µs per host call, for one integer division.
     return -(-a // b)
-
-
-def backward_warps(elements_per_program: int) -> int:
-    # Half the values per thread of the forward, for the same reason as BACKWARD_ONCHIP_LIMIT.
-    return min(16, 2 * warps_for(elements_per_program))
 
 
 # The launch configuration is a pure function of a few integers, and triton's helpers
@@ -195,8 +189,9 @@ def rms_forward(
     flags = dict(HAS_RESIDUAL=r2 is not None, HAS_WEIGHT=weight is not None, EPS_INSIDE=eps_inside)
     if _is_onchip(n_features, onchip_limit):
         rows, block = _tile(n_rows, n_features)
+        config = tuning.onchip_forward("rms", rows * block, x.element_size())
         RMS_FORWARD_ONCHIP(
-            (_cdiv(n_rows, rows),),
+            (tuning.launch_programs(_cdiv(n_rows, rows), x.device, config.programs_per_sm),),
             x2,
             r,
             w,
@@ -213,18 +208,21 @@ def rms_forward(
             **flags,
             ROWS=rows,
             BLOCK=block,
-            num_warps=warps_for(rows * block),
+            STAGES=config.stages,
+            num_warps=config.warps,
         )
     else:
         chunk = _chunk(n_features, chunk)
+        config = tuning.chunked_forward("rms", chunk, x.element_size())
         RMS_FORWARD_CHUNKED(
-            (n_rows,),
+            (tuning.launch_programs(n_rows, x.device, config.programs_per_sm),),
             x2,
             r,
             w,
             y,
             s_out,
             ms,
+            n_rows,
             n_features,
             k,
             n_features if r2 is not None else k,
@@ -234,7 +232,8 @@ def rms_forward(
             offset,
             **flags,
             CHUNK=chunk,
-            num_warps=warps_for(chunk),
+            STAGES=config.stages,
+            num_warps=config.warps,
         )
     return y, s, ms
 
@@ -263,7 +262,8 @@ def rms_backward(
     ms2 = ms.reshape(-1)
     if _is_onchip(n_features, min(onchip_limit, BACKWARD_ONCHIP_LIMIT)):
         rows, block = _tile(n_rows, n_features)
-        programs = min(_cdiv(n_rows, rows), 2 * multiprocessor_count(s.device))
+        config = tuning.onchip_backward("rms", rows * block, s.element_size())
+        programs = tuning.launch_programs(_cdiv(n_rows, rows), s.device, config.programs_per_sm)
         partial = _partials(programs, weight is not None, stats, s2)
         RMS_BACKWARD_ONCHIP(
             (programs,),
@@ -285,11 +285,13 @@ def rms_backward(
             **flags,
             ROWS=rows,
             BLOCK=block,
-            num_warps=backward_warps(rows * block),
+            STAGES=config.stages,
+            num_warps=config.warps,
         )
     else:
         chunk = _chunk(n_features, chunk)
-        programs = min(n_rows, 2 * multiprocessor_count(s.device))
+        config = tuning.chunked_backward("rms", chunk, s.element_size())
+        programs = tuning.launch_programs(n_rows, s.device, config.programs_per_sm)
         partial = _partials(programs, weight is not None, stats, s2)
         RMS_BACKWARD_CHUNKED(
             (programs,),
@@ -310,7 +312,8 @@ def rms_backward(
             offset,
             **flags,
             CHUNK=chunk,
-            num_warps=warps_for(chunk),
+            STAGES=config.stages,
+            num_warps=config.warps,
         )
     dweight, _ = _sum_partials(partial, partial, None if weight is None else weight.dtype, None, n_features, s)
     return dx, dweight
@@ -339,8 +342,9 @@ def layer_forward(
     flags = dict(HAS_RESIDUAL=r2 is not None, HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None)
     if _is_onchip(n_features, onchip_limit):
         rows, block = _tile(n_rows, n_features)
+        config = tuning.onchip_forward("layer", rows * block, x.element_size())
         LAYER_FORWARD_ONCHIP(
-            (_cdiv(n_rows, rows),),
+            (tuning.launch_programs(_cdiv(n_rows, rows), x.device, config.programs_per_sm),),
             x2,
             r,
             w,
@@ -357,12 +361,14 @@ def layer_forward(
             **flags,
             ROWS=rows,
             BLOCK=block,
-            num_warps=warps_for(rows * block),
+            STAGES=config.stages,
+            num_warps=config.warps,
         )
     else:
         chunk = _chunk(n_features, chunk)
+        config = tuning.chunked_forward("layer", chunk, x.element_size())
         LAYER_FORWARD_CHUNKED(
-            (n_rows,),
+            (tuning.launch_programs(n_rows, x.device, config.programs_per_sm),),
             x2,
             r,
             w,
@@ -371,6 +377,7 @@ def layer_forward(
             s_out,
             mean,
             rstd,
+            n_rows,
             n_features,
             x2.stride(0),
             r.stride(0),
@@ -378,7 +385,8 @@ def layer_forward(
             **flags,
             WELFORD=stats == "welford",
             CHUNK=chunk,
-            num_warps=warps_for(chunk),
+            STAGES=config.stages,
+            num_warps=config.warps,
         )
     return y, s, mean, rstd
 
@@ -399,7 +407,8 @@ def layer_backward(dy, ds, s, weight, mean, rstd, has_bias: bool, onchip_limit: 
     mean2, rstd2 = mean.reshape(-1), rstd.reshape(-1)
     if _is_onchip(n_features, min(onchip_limit, BACKWARD_ONCHIP_LIMIT)):
         rows, block = _tile(n_rows, n_features)
-        programs = min(_cdiv(n_rows, rows), 2 * multiprocessor_count(s.device))
+        config = tuning.onchip_backward("layer", rows * block, s.element_size())
+        programs = tuning.launch_programs(_cdiv(n_rows, rows), s.device, config.programs_per_sm)
         dw_partial = _partials(programs, weight is not None, stats, s2)
         db_partial = _partials(programs, has_bias, stats, s2)
         LAYER_BACKWARD_ONCHIP(
@@ -421,11 +430,13 @@ def layer_backward(dy, ds, s, weight, mean, rstd, has_bias: bool, onchip_limit: 
             **flags,
             ROWS=rows,
             BLOCK=block,
-            num_warps=backward_warps(rows * block),
+            STAGES=config.stages,
+            num_warps=config.warps,
         )
     else:
         chunk = _chunk(n_features, chunk)
-        programs = min(n_rows, 2 * multiprocessor_count(s.device))
+        config = tuning.chunked_backward("layer", chunk, s.element_size())
+        programs = tuning.launch_programs(n_rows, s.device, config.programs_per_sm)
         dw_partial = _partials(programs, weight is not None, stats, s2)
         db_partial = _partials(programs, has_bias, stats, s2)
         LAYER_BACKWARD_CHUNKED(
@@ -446,7 +457,8 @@ def layer_backward(dy, ds, s, weight, mean, rstd, has_bias: bool, onchip_limit: 
             s2.stride(0),
             **flags,
             CHUNK=chunk,
-            num_warps=warps_for(chunk),
+            STAGES=config.stages,
+            num_warps=config.warps,
         )
     return (dx,) + _sum_partials(
         dw_partial,

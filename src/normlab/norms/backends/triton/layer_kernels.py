@@ -16,15 +16,22 @@ The variance is never formed as E[s^2] - E[s]^2: on mean-dominated rows
   and merges each chunk's own centred statistics into them with Chan et al.'s
   pairwise update, then the normalising pass (two reads of s).
 
+Grid, pipelining and eviction hints as in rms_kernels: persistent programs over
+contiguous tiles or rows (tuning.py), the on-chip tile loop pipelined (STAGES),
+streamed data evict_first; a chunked kernel's first pass marks the row evict_last
+so the later passes find it in L2.
+
 Backward, with g = dy * weight: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),
 dweight = sum over rows of dy * xhat, dbias = sum over rows of dy, the last two
-accumulated per program in the statistics dtype for the caller to reduce.
+accumulated per program in the statistics dtype into [programs, N] buffers that
+reduce_kernels.sum_partials reduces.
 """
 
 import triton
 import triton.language as tl
 
 from normlab.norms.backends.triton.fused_add import load_summed
+from normlab.norms.backends.triton.tuning import program_span
 
 
 @triton.jit(do_not_specialize=["n_rows"])
@@ -47,36 +54,43 @@ def layer_forward_onchip(
     HAS_BIAS: tl.constexpr,
     ROWS: tl.constexpr,
     BLOCK: tl.constexpr,
+    STAGES: tl.constexpr,
 ):
     compute = MEAN.dtype.element_ty
-    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
-    row_ok = rows < n_rows
     col_ok = cols < N
-    mask = row_ok[:, None] & col_ok[None, :]
-    rows64 = rows.to(tl.int64)
-    s = load_summed(
-        X + rows64[:, None] * stride_x + cols[None, :],
-        R + rows64[:, None] * stride_r + cols[None, :],
-        S + rows64[:, None] * N + cols[None, :],
-        mask,
-        HAS_RESIDUAL,
-    )
-    s = s.to(compute)
-    mean = tl.sum(s, axis=1) / N
-    centred = tl.where(col_ok[None, :], s - mean[:, None], 0.0)
-    rstd = 1.0 / tl.sqrt(tl.sum(centred * centred, axis=1) / N + eps)
-    y = centred * rstd[:, None]
-    if HAS_WEIGHT:
-        y = y * tl.load(W + cols, mask=col_ok, other=0.0).to(compute)[None, :]
-    if HAS_BIAS:
-        y = y + tl.load(B + cols, mask=col_ok, other=0.0).to(compute)[None, :]
-    tl.store(Y + rows64[:, None] * N + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
-    tl.store(MEAN + rows, mean, mask=row_ok)
-    tl.store(RSTD + rows, rstd, mask=row_ok)
+    first, last = program_span(n_rows, ROWS)
+    for tile in tl.range(first, last, num_stages=STAGES):
+        rows = tile * ROWS + tl.arange(0, ROWS)
+        row_ok = rows < n_rows
+        mask = row_ok[:, None] & col_ok[None, :]
+        rows64 = rows.to(tl.int64)
+        s = load_summed(
+            X + rows64[:, None] * stride_x + cols[None, :],
+            R + rows64[:, None] * stride_r + cols[None, :],
+            S + rows64[:, None] * N + cols[None, :],
+            mask,
+            HAS_RESIDUAL,
+            False,
+        )
+        s = s.to(compute)
+        mean = tl.sum(s, axis=1) / N
+        centred = tl.where(col_ok[None, :], s - mean[:, None], 0.0)
+        rstd = 1.0 / tl.sqrt(tl.sum(centred * centred, axis=1) / N + eps)
+        y = centred * rstd[:, None]
+        # Weight and bias are loaded per tile, from L1/L2 (evict_last): held across the loop they spill at 16K.
+        if HAS_WEIGHT:
+            y = y * tl.load(W + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)[None, :]
+        if HAS_BIAS:
+            y = y + tl.load(B + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)[None, :]
+        tl.store(
+            Y + rows64[:, None] * N + cols[None, :], y.to(Y.dtype.element_ty), mask=mask, eviction_policy="evict_first"
+        )
+        tl.store(MEAN + rows, mean, mask=row_ok)
+        tl.store(RSTD + rows, rstd, mask=row_ok)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])
 def layer_forward_chunked(
     X,
     R,
@@ -86,6 +100,7 @@ def layer_forward_chunked(
     S,
     MEAN,
     RSTD,
+    n_rows,
     N,
     stride_x,
     stride_r,
@@ -95,62 +110,67 @@ def layer_forward_chunked(
     HAS_BIAS: tl.constexpr,
     WELFORD: tl.constexpr,
     CHUNK: tl.constexpr,
+    STAGES: tl.constexpr,
 ):
     compute = MEAN.dtype.element_ty
-    row = tl.program_id(0).to(tl.int64)
-    x_row, y_row = X + row * stride_x, Y + row * N
-    r_row, s_row = R + row * stride_r, S + row * N
     zero = tl.sum(tl.zeros([CHUNK], dtype=compute), axis=0)  # a scalar in the statistics dtype
-    if WELFORD:
-        count, mean, m2 = zero, zero, zero
-        for start in range(0, N, CHUNK):
-            cols = start + tl.arange(0, CHUNK)
-            in_row = cols < N
-            s = load_summed(x_row + cols, r_row + cols, s_row + cols, in_row, HAS_RESIDUAL)
-            s = s.to(compute)
-            n_chunk = tl.minimum(N - start, CHUNK).to(compute)
-            chunk_mean = tl.sum(s, axis=0) / n_chunk
-            centred = tl.where(in_row, s - chunk_mean, 0.0)
-            chunk_m2 = tl.sum(centred * centred, axis=0)
-            merged = count + n_chunk
-            delta = chunk_mean - mean
-            mean = mean + delta * (n_chunk / merged)
-            m2 = m2 + chunk_m2 + delta * delta * (count * n_chunk / merged)
-            count = merged
-        variance = m2 / N
-    else:
-        total = tl.zeros([CHUNK], dtype=compute)
-        for start in range(0, N, CHUNK):
-            cols = start + tl.arange(0, CHUNK)
-            in_row = cols < N
-            s = load_summed(x_row + cols, r_row + cols, s_row + cols, in_row, HAS_RESIDUAL)
-            total += s.to(compute)
-        mean = tl.sum(total, axis=0) / N
+    first, last = program_span(n_rows, 1)
+    for row in range(first, last):
+        row64 = tl.cast(row, tl.int64)
+        x_row, y_row = X + row64 * stride_x, Y + row64 * N
+        r_row, s_row = R + row64 * stride_r, S + row64 * N
+        if WELFORD:
+            count, mean, m2 = zero, zero, zero
+            for start in tl.range(0, N, CHUNK, num_stages=STAGES):
+                cols = start + tl.arange(0, CHUNK)
+                in_row = cols < N
+                s = load_summed(x_row + cols, r_row + cols, s_row + cols, in_row, HAS_RESIDUAL, True)
+                s = s.to(compute)
+                n_chunk = tl.minimum(N - start, CHUNK).to(compute)
+                chunk_mean = tl.sum(s, axis=0) / n_chunk
+                centred = tl.where(in_row, s - chunk_mean, 0.0)
+                chunk_m2 = tl.sum(centred * centred, axis=0)
+                merged = count + n_chunk
+                delta = chunk_mean - mean
+                mean = mean + delta * (n_chunk / merged)
+                m2 = m2 + chunk_m2 + delta * delta * (count * n_chunk / merged)
+                count = merged
+            variance = m2 / N
+        else:
+            total = tl.zeros([CHUNK], dtype=compute)
+            for start in tl.range(0, N, CHUNK, num_stages=STAGES):
+                cols = start + tl.arange(0, CHUNK)
+                in_row = cols < N
+                s = load_summed(x_row + cols, r_row + cols, s_row + cols, in_row, HAS_RESIDUAL, True)
+                total += s.to(compute)
+            mean = tl.sum(total, axis=0) / N
+            if HAS_RESIDUAL:
+                tl.debug_barrier()
+            s_again = s_row if HAS_RESIDUAL else x_row
+            squares = tl.zeros([CHUNK], dtype=compute)
+            for start in tl.range(0, N, CHUNK, num_stages=STAGES):
+                cols = start + tl.arange(0, CHUNK)
+                in_row = cols < N
+                s = tl.load(s_again + cols, mask=in_row, other=0.0, eviction_policy="evict_last").to(compute)
+                centred = tl.where(in_row, s - mean, 0.0)
+                squares += centred * centred
+            variance = tl.sum(squares, axis=0) / N
+        rstd = 1.0 / tl.sqrt(variance + eps)
+        tl.store(MEAN + row, mean)
+        tl.store(RSTD + row, rstd)
         if HAS_RESIDUAL:
-            tl.debug_barrier()
+            tl.debug_barrier()  # the normalising pass reads back the s this program wrote
             x_row = s_row
-        squares = tl.zeros([CHUNK], dtype=compute)
-        for start in range(0, N, CHUNK):
+        for start in tl.range(0, N, CHUNK, num_stages=STAGES):
             cols = start + tl.arange(0, CHUNK)
             in_row = cols < N
-            centred = tl.where(in_row, tl.load(x_row + cols, mask=in_row, other=0.0).to(compute) - mean, 0.0)
-            squares += centred * centred
-        variance = tl.sum(squares, axis=0) / N
-    rstd = 1.0 / tl.sqrt(variance + eps)
-    tl.store(MEAN + row, mean)
-    tl.store(RSTD + row, rstd)
-    if HAS_RESIDUAL:
-        tl.debug_barrier()  # the normalising pass reads back the s this program wrote
-        x_row = s_row
-    for start in range(0, N, CHUNK):
-        cols = start + tl.arange(0, CHUNK)
-        in_row = cols < N
-        y = (tl.load(x_row + cols, mask=in_row, other=0.0).to(compute) - mean) * rstd
-        if HAS_WEIGHT:
-            y = y * tl.load(W + cols, mask=in_row, other=0.0).to(compute)
-        if HAS_BIAS:
-            y = y + tl.load(B + cols, mask=in_row, other=0.0).to(compute)
-        tl.store(y_row + cols, y.to(Y.dtype.element_ty), mask=in_row)
+            s = tl.load(x_row + cols, mask=in_row, other=0.0, eviction_policy="evict_first").to(compute)
+            y = (s - mean) * rstd
+            if HAS_WEIGHT:
+                y = y * tl.load(W + cols, mask=in_row, other=0.0, eviction_policy="evict_last").to(compute)
+            if HAS_BIAS:
+                y = y + tl.load(B + cols, mask=in_row, other=0.0, eviction_policy="evict_last").to(compute)
+            tl.store(y_row + cols, y.to(Y.dtype.element_ty), mask=in_row, eviction_policy="evict_first")
 
 
 @triton.jit(do_not_specialize=["n_rows"])
@@ -174,22 +194,24 @@ def layer_backward_onchip(
     HAS_BIAS: tl.constexpr,
     ROWS: tl.constexpr,
     BLOCK: tl.constexpr,
+    STAGES: tl.constexpr,
 ):
     compute = MEAN.dtype.element_ty
-    program, programs = tl.program_id(0), tl.num_programs(0)
     cols = tl.arange(0, BLOCK)
     col_ok = cols < N
     if HAS_WEIGHT:
-        w = tl.load(W + cols, mask=col_ok, other=0.0).to(compute)
+        w = tl.load(W + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)
     dw_acc = tl.zeros([BLOCK], dtype=compute)
     db_acc = tl.zeros([BLOCK], dtype=compute)
-    for tile in range(program, tl.cdiv(n_rows, ROWS), programs):
+    first, last = program_span(n_rows, ROWS)
+    for tile in tl.range(first, last, num_stages=STAGES):
         rows = tile * ROWS + tl.arange(0, ROWS)
         row_ok = rows < n_rows
         mask = row_ok[:, None] & col_ok[None, :]
         rows64 = rows.to(tl.int64)[:, None]
-        s = tl.load(S + rows64 * stride_s + cols[None, :], mask=mask, other=0.0).to(compute)
-        dy = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0).to(compute)
+        s = tl.load(S + rows64 * stride_s + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
+        dy = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
+        s, dy = s.to(compute), dy.to(compute)
         mean = tl.load(MEAN + rows, mask=row_ok, other=0.0)
         rstd = tl.load(RSTD + rows, mask=row_ok, other=0.0)
         xhat = tl.where(mask, (s - mean[:, None]) * rstd[:, None], 0.0)
@@ -200,12 +222,14 @@ def layer_backward_onchip(
         mean_gx = tl.sum(g * xhat, axis=1) / N
         dx = (g - mean_g[:, None] - xhat * mean_gx[:, None]) * rstd[:, None]
         if HAS_DS:
-            dx += tl.load(DS + rows64 * stride_ds + cols[None, :], mask=mask, other=0.0).to(compute)
-        tl.store(DX + rows64 * N + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)
+            ds = tl.load(DS + rows64 * stride_ds + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
+            dx += ds.to(compute)
+        tl.store(DX + rows64 * N + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask, eviction_policy="evict_first")
         if HAS_WEIGHT:
             dw_acc += tl.sum(dy * xhat, axis=0)
         if HAS_BIAS:
             db_acc += tl.sum(dy, axis=0)
+    program = tl.program_id(0)
     if HAS_WEIGHT:
         tl.store(DW_PARTIAL + program * N + cols, dw_acc, mask=col_ok)
     if HAS_BIAS:
@@ -232,51 +256,61 @@ def layer_backward_chunked(
     HAS_WEIGHT: tl.constexpr,
     HAS_BIAS: tl.constexpr,
     CHUNK: tl.constexpr,
+    STAGES: tl.constexpr,
 ):
-    # Each program adds its rows into its own line of DW_PARTIAL / DB_PARTIAL, which it zeroes first (no ATen zeros).
+    # Each program adds its rows into its own line of DW_PARTIAL / DB_PARTIAL, which it zeroes first (no ATen
+    # zeros); the lines are re-read for every row, so they are kept in L2 (evict_last).
     compute = MEAN.dtype.element_ty
-    program, programs = tl.program_id(0), tl.num_programs(0)
-    partial_offset = tl.cast(program, tl.int64) * N  # programs x N can pass 2^31 for very long rows
+    partial_offset = tl.cast(tl.program_id(0), tl.int64) * N  # programs x N can pass 2^31 for very long rows
     dw_row, db_row = DW_PARTIAL + partial_offset, DB_PARTIAL + partial_offset
     if HAS_WEIGHT or HAS_BIAS:
         for start in range(0, N, CHUNK):
             cols = start + tl.arange(0, CHUNK)
+            zeros = tl.zeros([CHUNK], dtype=compute)
             if HAS_WEIGHT:
-                tl.store(dw_row + cols, tl.zeros([CHUNK], dtype=compute), mask=cols < N)
+                tl.store(dw_row + cols, zeros, mask=cols < N, eviction_policy="evict_last")
             if HAS_BIAS:
-                tl.store(db_row + cols, tl.zeros([CHUNK], dtype=compute), mask=cols < N)
+                tl.store(db_row + cols, zeros, mask=cols < N, eviction_policy="evict_last")
         tl.debug_barrier()  # the row loop reads these zeros back
-    for row in range(program, n_rows, programs):
+    first, last = program_span(n_rows, 1)
+    for row in range(first, last):
         row64 = tl.cast(row, tl.int64)
         s_row, dy_row = S + row64 * stride_s, DY + row64 * stride_dy
         mean = tl.load(MEAN + row)
         rstd = tl.load(RSTD + row)
+        # Pass 1: mean(g) and mean(g * xhat); the row stays in L2 for pass 2.
         sum_g = tl.zeros([CHUNK], dtype=compute)
         sum_gx = tl.zeros([CHUNK], dtype=compute)
-        for start in range(0, N, CHUNK):
+        for start in tl.range(0, N, CHUNK, num_stages=STAGES):
             cols = start + tl.arange(0, CHUNK)
             in_row = cols < N
-            g = tl.load(dy_row + cols, mask=in_row, other=0.0).to(compute)
+            g = tl.load(dy_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last").to(compute)
             if HAS_WEIGHT:
-                g = g * tl.load(W + cols, mask=in_row, other=0.0).to(compute)
-            xhat = tl.where(in_row, (tl.load(s_row + cols, mask=in_row, other=0.0).to(compute) - mean) * rstd, 0.0)
+                g = g * tl.load(W + cols, mask=in_row, other=0.0, eviction_policy="evict_last").to(compute)
+            s = tl.load(s_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last").to(compute)
+            xhat = tl.where(in_row, (s - mean) * rstd, 0.0)
             sum_g += g
             sum_gx += g * xhat
         mean_g = tl.sum(sum_g, axis=0) / N
         mean_gx = tl.sum(sum_gx, axis=0) / N
-        for start in range(0, N, CHUNK):
+        # Pass 2: dx, and this row's share of dweight and dbias.
+        for start in tl.range(0, N, CHUNK, num_stages=STAGES):
             cols = start + tl.arange(0, CHUNK)
             in_row = cols < N
-            dy = tl.load(dy_row + cols, mask=in_row, other=0.0).to(compute)
+            dy = tl.load(dy_row + cols, mask=in_row, other=0.0, eviction_policy="evict_first").to(compute)
             g = dy
             if HAS_WEIGHT:
-                g = dy * tl.load(W + cols, mask=in_row, other=0.0).to(compute)
-            xhat = tl.where(in_row, (tl.load(s_row + cols, mask=in_row, other=0.0).to(compute) - mean) * rstd, 0.0)
+                g = dy * tl.load(W + cols, mask=in_row, other=0.0, eviction_policy="evict_last").to(compute)
+            s = tl.load(s_row + cols, mask=in_row, other=0.0, eviction_policy="evict_first").to(compute)
+            xhat = tl.where(in_row, (s - mean) * rstd, 0.0)
             dx = (g - mean_g - xhat * mean_gx) * rstd
             if HAS_DS:
-                dx += tl.load(DS + row64 * stride_ds + cols, mask=in_row, other=0.0).to(compute)
-            tl.store(DX + row64 * N + cols, dx.to(DX.dtype.element_ty), mask=in_row)
+                ds = tl.load(DS + row64 * stride_ds + cols, mask=in_row, other=0.0, eviction_policy="evict_first")
+                dx += ds.to(compute)
+            tl.store(DX + row64 * N + cols, dx.to(DX.dtype.element_ty), mask=in_row, eviction_policy="evict_first")
             if HAS_WEIGHT:
-                tl.store(dw_row + cols, tl.load(dw_row + cols, mask=in_row, other=0.0) + dy * xhat, mask=in_row)
+                dw = tl.load(dw_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last")
+                tl.store(dw_row + cols, dw + dy * xhat, mask=in_row, eviction_policy="evict_last")
             if HAS_BIAS:
-                tl.store(db_row + cols, tl.load(db_row + cols, mask=in_row, other=0.0) + dy, mask=in_row)
+                db = tl.load(db_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last")
+                tl.store(db_row + cols, db + dy, mask=in_row, eviction_policy="evict_last")

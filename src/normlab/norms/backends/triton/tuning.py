@@ -1,0 +1,137 @@
+"""Launch configuration of the norm kernels: the persistent grid, and warps and pipeline stages per width.
+
+The grid is persistent: a fixed number of programs, sized from the SM count, each walking a
+contiguous run of tiles (on-chip kernels) or rows (chunked kernels). A program's rows are then
+neighbours in memory, its weight is loaded once, and the loop over them can be software-pipelined
+(`tl.range(..., num_stages=STAGES)`): the next tile's loads are issued while this one reduces.
+`program_span` (device side) and `persistent_programs` (host side) are the two halves of that rule.
+
+Chunked kernels (rows longer than the on-chip limit) stream each row twice. Their grid is at most
+CHUNKED_PROGRAMS_PER_SM x SMs, so the rows in flight between the two passes fit in L2 (50 MB on an
+H100/H200: 264 rows of 64K bf16 is 35 MB), and the first pass marks the row evict_last.
+
+Warps and stages per width come from the sm_90 compile report (scripts/compile_kernels_sm90.py,
+build/compile-report.json): see the numbers beside each table.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from normlab.norms.backends.triton._runtime import multiprocessor_count, warps_for
+
+CHUNKED_PROGRAMS_PER_SM = 2
+
+
+@triton.jit
+def program_span(n_items, PER_ITEM: tl.constexpr):
+    """[first, last): the contiguous run of tiles of PER_ITEM rows (1 for a row) this program handles.
+
+    Runs are as equal as the division allows; the launcher sizes the grid so that none is empty."""
+    n_tiles = tl.cdiv(n_items, PER_ITEM)
+    per_program = tl.cdiv(n_tiles, tl.num_programs(0))
+    first = tl.program_id(0) * per_program
+    return first, tl.minimum(first + per_program, n_tiles)
+
+
+def persistent_programs(work_items: int, sm_count: int, programs_per_sm: int) -> int:
+    """How many programs a persistent launch over `work_items` tiles (or rows) starts.
+
+    At most programs_per_sm x sm_count (what fits on the chip at once), and no more than there is
+    work; then trimmed so that every program of program_span's contiguous split has a run (with
+    10 tiles on 4 programs, runs of 3 leave the 4th one tile, not none; 9 tiles on 4: 3 programs)."""
+    if work_items < 1 or sm_count < 1 or programs_per_sm < 1:
+        raise ValueError(
+            f"persistent_programs needs positive counts, got work_items={work_items}, sm_count={sm_count}, "
+            f"programs_per_sm={programs_per_sm}"
+        )
+    programs = min(work_items, sm_count * programs_per_sm)
+    per_program = -(-work_items // programs)
+    return -(-work_items // per_program)
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """num_warps, the pipeline depth of the row loop (1: none), and programs started per SM."""
+
+    warps: int
+    stages: int
+    programs_per_sm: int
+
+
+def launch_programs(work_items: int, device: torch.device, programs_per_sm: int) -> int:
+    """persistent_programs on `device`. In the interpreter (CPU tensors) each of the 4 fake SMs gets one
+    program, so that a program walks several tiles or rows there too, as it does on a GPU."""
+    if device.type != "cuda":
+        programs_per_sm = 1
+    return persistent_programs(work_items, multiprocessor_count(device), programs_per_sm)
+
+
+# The numbers below are from the sm_90 compile report (scripts/compile_kernels_sm90.py --quick, triton 3.6,
+# every flag on: the heaviest variant), as registers per thread -> CTAs per SM; programs per SM is set to
+# at most what fits at once, so the persistent grid runs in one wave (the script fails otherwise).
+# Pipeline: 2 stages (the next tile's loads in flight while this one reduces) while a tile is at most
+# 32 KiB; above that 1 (fp32 at 16K: x, residual, weight and bias buffers would pass 228 KiB of shared memory).
+# Tile elements are ROWS x BLOCK (launch._tile: 4096 for rows up to 4096 wide, one row above that).
+
+# On-chip forward, (programs per SM for 2-byte, 4-byte inputs) by tile elements, warps = warps_for(tile):
+#   rms   4096: bf16 48-64 regs -> 4-5 CTAs, fp32 56-76 -> 3-4; 8192: bf16 46 -> 2, fp32 52 -> 2 (16 warps);
+#         16384: bf16 99, fp32 128 (1 stage) -> 1.
+#   layer 4096: bf16 48-79 -> 3-5, fp32 64-79 -> 3; 8192: bf16 61 -> 2, fp32 92 -> 1; 16384: 113-128 -> 1.
+_FORWARD_PROGRAMS = {
+    "rms": {4096: (4, 3), 8192: (2, 2), 16384: (1, 1)},
+    "layer": {4096: (3, 3), 8192: (2, 1), 16384: (1, 1)},
+}
+# On-chip backward: 16 warps at every tile (half the values per thread of the forward), 64-126 registers:
+# 1 CTA per SM (rms fp32 1x4096, 64 registers, fits 2; not worth a table entry).
+_BACKWARD_PROGRAMS_PER_SM = 1
+# Chunked (chunk 4096), capped at CHUNKED_PROGRAMS_PER_SM for L2:
+#   rms forward, 8 warps: bf16 64 regs -> 4, fp32 98 -> 2. layer forward at 8 warps spilled 8 bytes (fp32,
+#   Welford, residual: 64 registers); at 16 warps it needs 64 with no spill -> 2.
+#   backward, 8 warps: rms bf16 66 -> 3, fp32 141 -> 1; layer bf16 121 -> 2, fp32 151 -> 1.
+_CHUNKED_FORWARD_WARPS = {"rms": 8, "layer": 16}  # at chunk 4096; scaled with the chunk
+_CHUNKED_FORWARD_PROGRAMS = (2, 2)
+_CHUNKED_BACKWARD_PROGRAMS = (2, 1)
+
+
+def _stages(tile_elements: int, element_size: int) -> int:
+    # Up to 4 streams per stage (x, residual, weight, bias): 2 stages while one tile is at most 32 KiB.
+    return 2 if tile_elements * element_size <= 32 * 1024 else 1
+
+
+def _by_size(pair: tuple[int, int], element_size: int) -> int:
+    return pair[0] if element_size <= 2 else pair[1] if element_size == 4 else 1
+
+
+@functools.cache
+def onchip_forward(kind: str, tile_elements: int, element_size: int) -> KernelConfig:
+    """The on-chip forward kernels' launch for a tile of `tile_elements` (ROWS x BLOCK) and this input size."""
+    table = _FORWARD_PROGRAMS[kind]
+    programs = table[min((t for t in table if t >= tile_elements), default=max(table))]
+    return KernelConfig(
+        warps_for(tile_elements), _stages(tile_elements, element_size), _by_size(programs, element_size)
+    )
+
+
+@functools.cache
+def onchip_backward(kind: str, tile_elements: int, element_size: int) -> KernelConfig:
+    return KernelConfig(
+        min(16, 2 * warps_for(tile_elements)), _stages(tile_elements, element_size), _BACKWARD_PROGRAMS_PER_SM
+    )
+
+
+@functools.cache
+def chunked_forward(kind: str, chunk: int, element_size: int) -> KernelConfig:
+    warps = warps_for(chunk) if _CHUNKED_FORWARD_WARPS[kind] == 8 else min(16, 2 * warps_for(chunk))
+    return KernelConfig(warps, _stages(chunk, element_size), _by_size(_CHUNKED_FORWARD_PROGRAMS, element_size))
+
+
+@functools.cache
+def chunked_backward(kind: str, chunk: int, element_size: int) -> KernelConfig:
+    programs = min(CHUNKED_PROGRAMS_PER_SM, _by_size(_CHUNKED_BACKWARD_PROGRAMS, element_size))
+    return KernelConfig(warps_for(chunk), _stages(chunk, element_size), programs)
