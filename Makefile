@@ -9,7 +9,7 @@ FORCE ?=
 MIXED ?=
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install test lint book notebooks ledger gpu-bench gpu-check compile-check clean
+.PHONY: install test lint book notebooks ledger gpu-bench gpu-check gpu-session gpu-carry compile-check clean
 
 install: $(INSTALLED)
 
@@ -54,6 +54,16 @@ gpu-bench: $(INSTALLED)
 # On a CUDA machine: the kernel tests on the GPU in fp32/fp16/bf16, and bandwidth against a copy.
 gpu-check: $(INSTALLED)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH bash scripts/gpu_check.sh
+
+# A lent GPU machine: kernel tests, peer grids, bandwidth, the bench with peers and the compile report, into one
+# folder ($$OUT, else build/gpu-session), under 8 minutes. No install: it runs on the machine's own python, with
+# src/ and the wheels carried in build/gpu-carry/ on the path. GPU_SESSION_ARGS=--dry-run checks it on a CPU.
+gpu-session:
+	$(PYTHON) scripts/gpu_session.py $(GPU_SESSION_ARGS)
+
+# Here, before a GPU session: the pure-Python wheels it needs (Liger-Kernel), pinned as in requirements.lock.
+gpu-carry: $(INSTALLED)
+	$(VENV)/bin/pip download --no-deps -d build/gpu-carry $$(grep '^liger-kernel==' requirements.lock)
 
 # Without a GPU: compile every Triton kernel variant for sm_90 and report register spills.
 compile-check: $(INSTALLED)
