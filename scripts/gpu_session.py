@@ -20,8 +20,9 @@ runs and its Liger cases say that liger-kernel is not installed.
 
 Without CUDA it says so and exits with status 2, except with --dry-run: each step then runs at a tiny size on
 the CPU in Triton's interpreter, to check the session end to end: the test steps collect their tests; the
-bandwidth script runs d = 64; the bench lists its Liger cases, skipped on CPU with their reason; the compile
-step only imports the kernels and parses its arguments (one variant per kernel takes minutes on a small CPU).
+bandwidth script runs d = 64; the bench lists the gpu grid's Liger cases, skipped on CPU with their reason;
+the compile step only imports the kernels and parses its arguments (one variant per kernel takes minutes on a
+small CPU).
 """
 
 from __future__ import annotations
@@ -64,8 +65,8 @@ def steps(out: Path, dry_run: bool) -> list[Step]:
     pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     collect = ["--collect-only"] if dry_run else []
     bench = [python, "-m", "normlab.bench", "--no-progress", "--output", str(out / "gpu-bench.json")]
-    if dry_run:  # the peer alone: on CPU its cases are skipped with their reason, and nothing else is timed
-        bench += ["--profile", "smoke", "--dtype", "float32", "--backend", "liger"]
+    if dry_run:  # the gpu grid's peer alone, on CPU: its cases are skipped with their reason, nothing is timed
+        bench += ["--profile", "gpu", "--device", "cpu", "--backend", "liger"]
     else:
         bench += ["--profile", "gpu"] + [arg for name in BENCH_IMPLEMENTATIONS for arg in ("--backend", name)]
     bandwidth = [python, "scripts/gpu_bandwidth.py", "--out", str(out / "gpu_bandwidth.json")]

@@ -794,3 +794,15 @@ def test_a_case_far_slower_than_its_kernels_is_host_bound():
     bound = report.host_bound(df)
     assert list(bound["host_bound"]) == [True, False]  # the case without a device time is left out
     assert bound["host_share"].tolist() == pytest.approx([0.9, 0.1])
+
+
+def test_a_run_that_measured_nothing_reports_its_skipped_cases_without_failing(capsys, tmp_path):
+    # the gpu grid's peer alone on CPU: every case is skipped, none is timed, and the report still prints
+    output = tmp_path / "bench.json"
+    argv = ["--profile", "gpu", "--device", "cpu", "--backend", "liger", "--no-progress", "--output", str(output)]
+    assert bench_main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "(no cases measured)" in printed and "liger" in printed
+    document = harness.load(output)
+    assert {r["status"] for r in document["records"]} == {"skipped"}
+    assert report.ln_rms_ratios(report.frame(document)).empty

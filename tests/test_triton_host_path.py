@@ -25,6 +25,7 @@ pytestmark = pytest.mark.skipif(not launch.INTERPRETED, reason="the stubbed host
 NO_LAUNCH_OPS = {
     "aten::empty",
     "aten::empty_strided",
+    "aten::empty_like",
     "aten::new_empty",
     "aten::view",
     "aten::reshape",
@@ -70,6 +71,9 @@ CASES = {
     "layer": lambda x, w, b, r: triton_layer_norm(x, w, b, residual=r),
     "layer, weight only": lambda x, w, b, r: triton_layer_norm(x, w, residual=r),
     "layer chunked": lambda x, w, b, r: triton_layer_norm(x, w, b, residual=r, **SMALL),
+    # the public entry point, through the memo of plans (bias only where the case name asks for one)
+    "functional rms": lambda x, w, b, r: normlab.rms_norm(x, w, residual=r, backend="triton"),
+    "functional layer": lambda x, w, b, r: normlab.layer_norm(x, w, b, residual=r, backend="triton"),
 }
 
 
@@ -79,7 +83,7 @@ def test_forward_and_backward_issue_only_their_kernels(case, residual, launches)
     d = 100
     x, dy = torch.randn(6, d, requires_grad=True), torch.randn(6, d)
     weight = None if "no weight" in case else torch.randn(d, requires_grad=True)
-    bias = torch.randn(d, requires_grad=True) if case in ("layer", "layer chunked") else None
+    bias = torch.randn(d, requires_grad=True) if case in ("layer", "layer chunked", "functional layer") else None
     r = None if residual == "none" else torch.randn(6, d, requires_grad=True)
     leaves = [t for t in (x, weight, bias, r) if t is not None]
     outputs = {}

@@ -20,7 +20,7 @@ import torch
 
 LIGER_INSTALL = (
     "liger-kernel not installed: pip install liger-kernel (it is in normlab's study extra; on a machine "
-    "without pip access, carry its wheel: make gpu-carry, then scripts/gpu_session.sh puts it on the path)"
+    "without pip access, carry its wheel: make gpu-carry, then scripts/gpu_session.py puts it on the path)"
 )
 
 

@@ -54,9 +54,9 @@ def ln_rms_ratios(df: pd.DataFrame, *, include_unstable: bool = False) -> pd.Dat
     the harness marked unstable are left out unless `include_unstable`.
     """
     ok = measured(df) if include_unstable else stable(df)
-    if "relative_sd" not in ok:
-        ok = ok.assign(relative_sd=float("nan"))
     values = ["median_s", "fraction_of_copy", "effective_passes", "relative_sd"]
+    # a run that measured nothing (every case skipped, say) has no timing columns: an empty table, not a KeyError
+    ok = ok.assign(**{column: float("nan") for column in values if column not in ok})
     ln = ok[ok["norm"] == "layer"][MATCH + values]
     rms = ok[ok["norm"] == "rms"][MATCH + values]
     joined = ln.merge(rms, on=MATCH, how="inner", suffixes=("_ln", "_rms"))
