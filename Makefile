@@ -9,7 +9,7 @@ FORCE ?=
 MIXED ?=
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install test lint book notebooks ledger gpu-bench gpu-carry gpu-study gpu-check compile-check clean
+.PHONY: install test lint book notebooks ledger gpu-bench gpu-carry gpu-study gpu-check gpu-session compile-check clean
 
 install: $(INSTALLED)
 
@@ -52,8 +52,6 @@ gpu-bench: $(INSTALLED)
 	$(PY) -m normlab.bench --profile gpu --output data/gpu-bench.json
 
 # Here: the corpus bytes the chapters train on, for the GPU machine (its Python's standard library differs).
-gpu-carry: $(INSTALLED)
-	$(PY) -m normlab.study.gpu --write-carry --carry build/gpu-carry
 
 # On the GPU machine (torch alone is enough), with build/gpu-carry carried there: commit data/gpu-study.json.
 gpu-study:
@@ -62,6 +60,19 @@ gpu-study:
 # On a CUDA machine: the kernel tests on the GPU in fp32/fp16/bf16, and bandwidth against a copy.
 gpu-check: $(INSTALLED)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH bash scripts/gpu_check.sh
+
+# A lent GPU machine: kernel tests, peer grids, bandwidth, the bench with peers and the compile report, into one
+# folder ($$OUT, else build/gpu-session), under 8 minutes. No install: it runs on the machine's own python, with
+# src/ and the wheels carried in build/gpu-carry/ on the path. GPU_SESSION_ARGS=--dry-run checks it on a CPU.
+gpu-session:
+	$(PYTHON) scripts/gpu_session.py $(GPU_SESSION_ARGS)
+
+# Here, before a GPU session, everything the device cannot make itself, into build/gpu-carry/: the corpus bytes the
+# chapters train on (with SHA-256 and commit: the device's Python has another standard library) for gpu-study, and
+# the pure-Python wheels gpu-session needs (Liger-Kernel), pinned as in requirements.lock.
+gpu-carry: $(INSTALLED)
+	$(PY) -m normlab.study.gpu --write-carry --carry build/gpu-carry
+	$(VENV)/bin/pip download --no-deps -d build/gpu-carry $$(grep '^liger-kernel==' requirements.lock)
 
 # Without a GPU: compile every Triton kernel variant for sm_90 and report register spills.
 compile-check: $(INSTALLED)

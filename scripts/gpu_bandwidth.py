@@ -1,6 +1,6 @@
 """Achieved bandwidth of the Triton norms on a CUDA GPU, against a same-size copy.
 
-    python scripts/gpu_bandwidth.py [--out build/gpu_bandwidth.json]
+    python scripts/gpu_bandwidth.py [--out build/gpu_bandwidth.json] [--dry-run]
 
 For d = 4096 and 16384 (bf16 and fp32; inputs far larger than L2), times with
 triton.testing.do_bench the forward and backward launchers (no autograd
@@ -8,11 +8,16 @@ overhead), PyTorch's native ops, and a device copy into a preallocated
 tensor. Bytes that must move: forward reads x and writes y (2 tensors),
 backward reads x and dy and writes dx (3 tensors); the per-row statistics and
 the weight are negligible. Prints a table and writes JSON.
+
+--dry-run runs the same calls on CPU in Triton's interpreter (TRITON_INTERPRET=1) at d = 64, 16 rows, timed by
+one perf_counter call each: it checks the script end to end without a GPU (scripts/gpu_session.py --dry-run);
+its numbers measure nothing.
 """
 
 import argparse
 import json
 import os
+import time
 
 import torch
 import torch.nn.functional as F
@@ -22,13 +27,20 @@ from triton.testing import do_bench
 from normlab.norms.backends.triton import launch
 
 
-def measure(d, dtype, total_bytes=1 << 30):
+def once_ms(fn):
+    """The dry run's stand-in for do_bench: one call, in ms."""
+    started = time.perf_counter()
+    fn()
+    return (time.perf_counter() - started) * 1e3
+
+
+def measure(d, dtype, total_bytes=1 << 30, device="cuda", do_bench=do_bench):
     rows = max(1, total_bytes // (d * torch.finfo(dtype).bits // 8))
-    x = torch.randn(rows, d, device="cuda", dtype=dtype)
+    x = torch.randn(rows, d, device=device, dtype=dtype)
     dy, weight, bias = (
         torch.randn_like(x),
-        torch.randn(d, device="cuda", dtype=dtype),
-        torch.randn(d, device="cuda", dtype=dtype),
+        torch.randn(d, device=device, dtype=dtype),
+        torch.randn(d, device=device, dtype=dtype),
     )
     size = x.numel() * x.element_size()
     out = torch.empty_like(x)
@@ -64,9 +76,16 @@ def measure(d, dtype, total_bytes=1 << 30):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="build/gpu_bandwidth.json")
+    parser.add_argument("--dry-run", action="store_true", help="tiny sizes on CPU in the interpreter; measures nothing")
     args = parser.parse_args()
-    assert torch.cuda.is_available() and not launch.INTERPRETED, "needs a CUDA GPU and TRITON_INTERPRET unset"
-    runs = [measure(d, dtype) for dtype in (torch.bfloat16, torch.float32) for d in (4096, 16384)]
+    if args.dry_run:
+        if not launch.INTERPRETED:
+            raise SystemExit("--dry-run runs the kernels in Triton's interpreter: set TRITON_INTERPRET=1")
+        runs = [measure(64, torch.float32, 16 * 64 * 4, "cpu", once_ms)]
+    else:
+        if not torch.cuda.is_available() or launch.INTERPRETED:
+            raise SystemExit("needs a CUDA GPU and TRITON_INTERPRET unset (or --dry-run on CPU)")
+        runs = [measure(d, dtype) for dtype in (torch.bfloat16, torch.float32) for d in (4096, 16384)]
     for run in runs:
         print(f"\nd={run['d']} {run['dtype']} rows={run['rows']}  copy {run['copy_GBps']:.0f} GB/s")
         for name, value in run.items():
@@ -76,7 +95,7 @@ def main():
     with open(args.out, "w") as handle:
         json.dump(
             {
-                "device": torch.cuda.get_device_name(),
+                "device": torch.cuda.get_device_name() if not args.dry_run else "cpu (dry run: measures nothing)",
                 "torch": torch.__version__,
                 "triton": triton.__version__,
                 "runs": runs,

@@ -178,8 +178,20 @@ def cases(rows: int, d: int):
             ("torch.empty_like(x)", lambda: torch.empty_like(x)),
             ("F.rms_norm forward", lambda: torch.nn.functional.rms_norm(x, (d,), w, eps)),
             ("F.rms_norm fwd+bwd", lambda: backward(torch.nn.functional.rms_norm(xg, (d,), wg, eps))),
+            ("F.layer_norm forward", lambda: torch.nn.functional.layer_norm(x, (d,), w, b, 1e-5)),
+            ("F.layer_norm fwd+bwd", lambda: backward(torch.nn.functional.layer_norm(xg, (d,), wg, bg, 1e-5))),
         ],
     }
+
+
+RATIOS = [
+    ("normlab.rms_norm forward", "F.rms_norm forward"),
+    ("normlab.rms_norm fwd+bwd", "F.rms_norm fwd+bwd"),
+    ("normlab.layer_norm forward", "F.rms_norm forward"),
+    ("normlab.layer_norm fwd+bwd", "F.rms_norm fwd+bwd"),
+    ("normlab.layer_norm forward", "F.layer_norm forward"),
+    ("normlab.layer_norm fwd+bwd", "F.layer_norm fwd+bwd"),
+]
 
 
 def main() -> None:
@@ -199,10 +211,17 @@ def main() -> None:
     print(
         f"host µs per call, {args.rows}x{args.d} fp32 on CPU, kernels stubbed; min [median] of {args.rounds} rounds of {args.repeats}"
     )
+    minima = {}
     for group, rows in cases(args.rows, args.d).items():
         print(f"\n{group}")
         for (name, _), (low, median) in zip(rows, per_call_us(rows, args.repeats, args.rounds)):
             print(f"  {name:34s} {low:8.1f}  [{median:7.1f}]")
+            minima[name] = low
+    print(
+        "\nThe public entry point against PyTorch's (ratio of minima; the issue's target: <= 1.3 forward, <= 1.0 both)"
+    )
+    for ours, theirs in RATIOS:
+        print(f"  {ours:28s} / {theirs:22s} {minima[ours] / minima[theirs]:5.2f}")
     print("\nA compiled kernel's launch (sm_90 kernel, stand-in driver), per launch")
     command = [sys.executable, __file__, COMPILED_LAUNCHER] + [
         f"--{k}={getattr(args, k)}" for k in ("repeats", "rounds", "rows", "d")

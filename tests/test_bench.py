@@ -707,3 +707,102 @@ def test_a_run_from_a_tree_with_uncommitted_changes_keeps_its_dirty_mark():
     )
     assert provenance.short_commit({"git_commit": "12a05220ecc6217618d6aeaa96e9515d600275fb"}) == "12a05220ecc6"
     assert provenance.short_commit({}) == "unknown"
+
+
+# ---------------------------------------------------------------- peers and device time
+
+
+def test_the_gpu_profile_times_liger_beside_normlab_in_the_three_studies_and_the_cpu_profile_does_not():
+    gpu_cases = build_cases(PROFILE_SETTINGS["gpu"])
+    liger = {(c.study, c.norm, c.direction) for c in gpu_cases if c.implementation == "liger"}
+    assert {(s, n) for s, n, _ in liger} == {
+        (s, n) for s in ("sweep", "backward", "small-batch") for n in ("layer", "rms")
+    }
+    assert ("backward", "rms", "forward+backward") in liger
+    assert not [c for c in build_cases(PROFILE_SETTINGS["cpu"]) if c.implementation == "liger"]
+    assert {c.implementation for c in build_cases(PROFILE_SETTINGS["gpu"], ("triton", "liger"))} >= {"triton", "liger"}
+
+
+def test_a_peer_that_is_not_installed_is_skipped_with_how_to_install_it(monkeypatch):
+    from normlab.bench import peers
+
+    missing = peers.Peer("nowhere", "normlab_no_such_module", "nowhere not installed: pip install nowhere", None)
+    monkeypatch.setitem(peers.PEERS, "nowhere", missing)
+    reason = peers.unavailable("nowhere", torch.device("cuda"))
+    assert reason.startswith("nowhere not installed: pip install nowhere") and "normlab_no_such_module" in reason
+    try:
+        import liger_kernel  # noqa: F401
+    except ImportError:
+        assert peers.unavailable("liger", torch.device("cpu")).startswith("liger-kernel not installed: pip install")
+    else:
+        assert "needs a GPU" in peers.unavailable("liger", torch.device("cpu"))
+    case = Case("sweep", "rms", "liger", "liger", "forward", "float32", 8, 64)
+    assert skip_reason(case, PROFILE_SETTINGS["gpu"], torch.device("cpu"))  # a reason, never a crash
+
+
+def _fake_peer_call(norm, direction):
+    """A stand-in peer on CPU: PyTorch's own norms, called the way the bench calls a peer."""
+    from normlab.bench import peers
+
+    if norm == "rms":
+        forward = lambda x, weight: torch.nn.functional.rms_norm(x, x.shape[-1:], weight, 1e-6)  # noqa: E731
+    else:
+        forward = lambda x, weight, bias: torch.nn.functional.layer_norm(x, x.shape[-1:], weight, bias)  # noqa: E731
+    return peers._with_direction(forward, norm, direction)
+
+
+def test_a_present_peer_is_timed_beside_normlab_and_cpu_records_say_why_there_is_no_device_time(monkeypatch):
+    from dataclasses import replace
+
+    from normlab.bench import peers
+
+    monkeypatch.setitem(peers.PEERS, "fake", peers.Peer("fake", "torch", "", _fake_peer_call, needs_cuda=False))
+    monkeypatch.setitem(PROFILE_SETTINGS, "smoke", replace(PROFILE_SETTINGS["smoke"], peers=("fake",)))
+    document = harness.run("smoke", backends=["torch", "fake"], dtypes=["float32"], progress=False, census=False)
+    fake = [r for r in document["records"] if r["implementation"] == "fake"]
+    assert {(r["study"], r["norm"], r["direction"]) for r in fake} == {
+        (s, n, "forward+backward" if s == "backward" else "forward")
+        for s in ("sweep", "backward", "small-batch")
+        for n in ("layer", "rms")
+    }
+    assert all(r["status"] == "ok" and r["median_s"] > 0 and r["device_time_s"] is None for r in fake)
+    assert "on CPU" in report.device_time_note(document) and "kernel durations" in report.device_time_note(document)
+    assert "device_ms" not in report.table(report.frame(document))  # no device column without device times
+
+
+def test_device_time_sums_the_device_events_only_per_call():
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    def event(device_type, us):
+        return SimpleNamespace(device_type=device_type, time_range=SimpleNamespace(elapsed_us=lambda: us))
+
+    events = [event(DeviceType.CPU, 500), event(DeviceType.CUDA, 30), event(DeviceType.CUDA, 10)]
+    assert timing.device_seconds(events, 2) == pytest.approx(20e-6)
+    with pytest.raises(ValueError, match="calls"):
+        timing.device_seconds(events, 0)
+    assert timing.device_time_s(lambda: None, [()], torch.device("cpu")) is None
+
+
+def test_a_case_far_slower_than_its_kernels_is_host_bound():
+    import pandas as pd
+
+    df = pd.DataFrame(
+        {"status": ["ok", "ok", "ok"], "median_s": [100e-6, 100e-6, 100e-6], "device_time_s": [10e-6, 90e-6, None]}
+    )
+    bound = report.host_bound(df)
+    assert list(bound["host_bound"]) == [True, False]  # the case without a device time is left out
+    assert bound["host_share"].tolist() == pytest.approx([0.9, 0.1])
+
+
+def test_a_run_that_measured_nothing_reports_its_skipped_cases_without_failing(capsys, tmp_path):
+    # the gpu grid's peer alone on CPU: every case is skipped, none is timed, and the report still prints
+    output = tmp_path / "bench.json"
+    argv = ["--profile", "gpu", "--device", "cpu", "--backend", "liger", "--no-progress", "--output", str(output)]
+    assert bench_main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "(no cases measured)" in printed and "liger" in printed
+    document = harness.load(output)
+    assert {r["status"] for r in document["records"]} == {"skipped"}
+    assert report.ln_rms_ratios(report.frame(document)).empty

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
+import normlab
+from normlab.norms import functional
 from normlab.norms.backends.triton import custom_ops, launch, triton_layer_norm, triton_rms_norm
 
 REPO = Path(__file__).resolve().parents[1]
@@ -23,6 +25,7 @@ pytestmark = pytest.mark.skipif(not launch.INTERPRETED, reason="the stubbed host
 NO_LAUNCH_OPS = {
     "aten::empty",
     "aten::empty_strided",
+    "aten::empty_like",
     "aten::new_empty",
     "aten::view",
     "aten::reshape",
@@ -68,6 +71,9 @@ CASES = {
     "layer": lambda x, w, b, r: triton_layer_norm(x, w, b, residual=r),
     "layer, weight only": lambda x, w, b, r: triton_layer_norm(x, w, residual=r),
     "layer chunked": lambda x, w, b, r: triton_layer_norm(x, w, b, residual=r, **SMALL),
+    # the public entry point, through the memo of plans (bias only where the case name asks for one)
+    "functional rms": lambda x, w, b, r: normlab.rms_norm(x, w, residual=r, backend="triton"),
+    "functional layer": lambda x, w, b, r: normlab.layer_norm(x, w, b, residual=r, backend="triton"),
 }
 
 
@@ -77,7 +83,7 @@ def test_forward_and_backward_issue_only_their_kernels(case, residual, launches)
     d = 100
     x, dy = torch.randn(6, d, requires_grad=True), torch.randn(6, d)
     weight = None if "no weight" in case else torch.randn(d, requires_grad=True)
-    bias = torch.randn(d, requires_grad=True) if case in ("layer", "layer chunked") else None
+    bias = torch.randn(d, requires_grad=True) if case in ("layer", "layer chunked", "functional layer") else None
     r = None if residual == "none" else torch.randn(6, d, requires_grad=True)
     leaves = [t for t in (x, weight, bias, r) if t is not None]
     outputs = {}
@@ -111,17 +117,22 @@ def test_autograd_keeps_the_statistics_on_ctx():
 
 # ---------------------------------------------------------------- one process, many cases
 
-# (kind, dtype, width, residual, weight): alternated in one process, each also run in a fresh one.
+# (kind, dtype, width, residual, weight, entry): alternated in one process, each also run in a fresh one.
+# entry "kernels" calls triton_rms_norm / triton_layer_norm (with small limits past 64 features: the chunked
+# kernels); "functional" calls normlab.rms_norm / layer_norm, through the memo of plans.
 MIXED = [
-    ("rms", "float32", 100, False, True),
-    ("rms", "bfloat16", 48, True, True),
-    ("layer", "float16", 100, True, False),
-    ("rms", "float32", 48, True, False),
-    ("layer", "float32", 130, False, True),
+    ("rms", "float32", 100, False, True, "kernels"),
+    ("rms", "bfloat16", 48, True, True, "functional"),
+    ("layer", "float16", 100, True, False, "kernels"),
+    ("rms", "float32", 48, True, False, "functional"),
+    ("layer", "float32", 130, False, True, "kernels"),
+    ("rms", "bfloat16", 48, False, True, "functional"),
+    ("layer", "bfloat16", 48, True, True, "functional"),
+    ("rms", "float32", 48, True, True, "functional"),
 ]
 
 
-def run_case(kind, dtype, width, residual, weight):
+def run_case(kind, dtype, width, residual, weight, entry="kernels"):
     """y and every gradient of one case, as lists of floats (exact: the dtypes here convert to float exactly)."""
     generator = torch.Generator().manual_seed(width)
     dtype = getattr(torch, dtype)
@@ -129,11 +140,18 @@ def run_case(kind, dtype, width, residual, weight):
     x, w, b = make(5, width), make(width) if weight else None, make(width) if weight else None
     r, dy = make(5, width) if residual else None, torch.randn(5, width, generator=generator).to(dtype)
     limits = SMALL if width > 64 else {}
-    out = (
-        triton_rms_norm(x, w, residual=r, **limits)
-        if kind == "rms"
-        else triton_layer_norm(x, w, b, residual=r, **limits)
-    )
+    if entry == "functional":
+        out = (
+            normlab.rms_norm(x, w, residual=r, backend="triton")
+            if kind == "rms"
+            else normlab.layer_norm(x, w, b, residual=r, backend="triton")
+        )
+    else:
+        out = (
+            triton_rms_norm(x, w, residual=r, **limits)
+            if kind == "rms"
+            else triton_layer_norm(x, w, b, residual=r, **limits)
+        )
     y = out[0] if residual else out
     leaves = [t for t in (x, w, b if kind == "layer" else None, r) if t is not None]
     grads = torch.autograd.grad(y, leaves, dy)
@@ -158,6 +176,112 @@ def test_alternating_cases_match_fresh_processes():
         )
         assert done.returncode == 0, done.stderr[-2000:]
         assert json.loads(done.stdout.splitlines()[-1]) == ours, case
+
+
+# ---------------------------------------------------------------- the memo of plans refuses what validation refuses
+
+D = 16
+
+
+def _bad_calls():
+    """(name, call, error, what the message names): each differs from a memoised good call in one checked property."""
+    x, w, r = torch.randn(4, D), torch.randn(D), torch.randn(4, D)
+    return [
+        (
+            "residual of another shape",
+            lambda: normlab.rms_norm(x, w, residual=torch.randn(3, D), backend="triton"),
+            ValueError,
+            "residual",
+        ),
+        (
+            "x 1-D against a 2-D residual",
+            lambda: normlab.rms_norm(x[0], w, residual=r, backend="triton"),
+            ValueError,
+            "residual",
+        ),
+        (
+            "weight of another width",
+            lambda: normlab.rms_norm(x, torch.randn(D + 1), backend="triton"),
+            ValueError,
+            "weight",
+        ),
+        ("weight 2-D", lambda: normlab.rms_norm(x, w[None], backend="triton"), ValueError, "weight"),
+        (
+            "weight on another device",
+            lambda: normlab.rms_norm(x, torch.ones(D, device="meta"), backend="triton"),
+            ValueError,
+            "weight",
+        ),
+        ("eps a bool", lambda: normlab.rms_norm(x, w, True, backend="triton"), TypeError, "eps"),
+        ("eps zero", lambda: normlab.rms_norm(x, w, 0.0, backend="triton"), ValueError, "eps"),
+        ("offset without a weight", lambda: normlab.rms_norm(x, offset=1.0, backend="triton"), ValueError, "offset"),
+        (
+            "residual_in_fp32 not a bool",
+            lambda: normlab.rms_norm(x, w, residual=r, residual_in_fp32=1, backend="triton"),
+            TypeError,
+            "residual_in_fp32",
+        ),
+        ("integer x", lambda: normlab.rms_norm(x.long(), w, backend="triton"), TypeError, "x"),
+        (
+            "layer: bias of another width",
+            lambda: normlab.layer_norm(x, w, torch.randn(D - 1), backend="triton"),
+            ValueError,
+            "bias",
+        ),
+        (
+            "layer: residual of another shape",
+            lambda: normlab.layer_norm(x, w, residual=torch.randn(4, 1, D), backend="triton"),
+            ValueError,
+            "residual",
+        ),
+    ]
+
+
+def test_a_memoised_kind_of_call_still_refuses_every_bad_call():
+    x, w, r = torch.randn(4, D), torch.randn(D), torch.randn(4, D)
+    functional._RMS_PLANS.clear()
+    functional._LAYER_PLANS.clear()
+    good = [
+        lambda: normlab.rms_norm(x, w, residual=r, backend="triton"),
+        lambda: normlab.rms_norm(x[0], w, residual=r[0], backend="triton"),
+        lambda: normlab.rms_norm(x, w, backend="triton"),
+        lambda: normlab.rms_norm(x, w, 1e-6, backend="triton"),
+        lambda: normlab.rms_norm(x, w, 1.0, backend="triton"),
+        lambda: normlab.rms_norm(x, backend="triton"),
+        lambda: normlab.rms_norm(x, w, residual=r, residual_in_fp32=True, backend="triton"),
+        lambda: normlab.layer_norm(x, w, w, backend="triton"),
+        lambda: normlab.layer_norm(x, w, residual=r, backend="triton"),
+    ]
+    for call in good:
+        call()
+        call()  # the second through the memo
+    # five kinds of RMSNorm call: 1-D x with a 1-D residual is the 2-D kind, eps=1e-6 the default one
+    assert len(functional._RMS_PLANS) == 5 and len(functional._LAYER_PLANS) == 2
+    kinds = (len(functional._RMS_PLANS), len(functional._LAYER_PLANS))
+    for _name, call, error, argument in _bad_calls():
+        with pytest.raises(error, match=rf"\b{argument}\b"):
+            call()
+    assert (len(functional._RMS_PLANS), len(functional._LAYER_PLANS)) == kinds  # no bad call got a plan
+
+
+def test_the_memo_gives_what_the_full_path_gives(monkeypatch):
+    torch.manual_seed(3)
+    x, w, r = torch.randn(5, D), torch.randn(D), torch.randn(5, D, dtype=torch.float64)
+    calls = [
+        lambda: normlab.rms_norm(x, w, residual=r, backend="triton"),  # mixed dtypes: s in fp64, y in fp32
+        lambda: normlab.rms_norm(x, w, offset=1.0, partial=0.5, eps_placement="outside", backend="triton"),
+        lambda: normlab.layer_norm(x, w, w, residual=r, backend="triton"),
+        lambda: normlab.rms_norm(x, w, residual=r, backend="torch"),
+        lambda: normlab.layer_norm(x, w, backend="auto"),
+    ]
+    memoised = [[call(), call()][1] for call in calls]
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)  # the full path, as under torch.compile
+    for call, ours in zip(calls, memoised):
+        theirs = call()
+        for a, b in zip(
+            ours if isinstance(ours, tuple) else (ours,), theirs if isinstance(theirs, tuple) else (theirs,)
+        ):
+            assert a.dtype == b.dtype and torch.equal(a, b)
 
 
 # ---------------------------------------------------------------- the compiled kernels' launch cache

@@ -1,6 +1,7 @@
 """Benchmark the norms against a same-size copy.
 
     python -m normlab.bench [--profile smoke|cpu|gpu] [--backend B ...] [--dtype D ...] [--output FILE.json]
+                            [--device cpu|cuda]
 
 Prints a table of every measured case, the cases skipped and why, the LN/RMS
 time ratios, and the fraction of copy bandwidth backend="auto" reaches at
@@ -25,13 +26,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--dtype", action="append", help=f"time only these (repeatable); valid: {', '.join(DTYPES)}")
     parser.add_argument("--output", default=None, help="results JSON path (default: build/bench/<profile>.json)")
+    parser.add_argument(
+        "--device",
+        default=None,
+        help="run the profile's grid on this device instead of its own (the gpu grid on cpu lists every case, "
+        "skipping what needs a GPU: scripts/gpu_session.py --dry-run)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     args = parser.parse_args(argv)
 
     from normlab.bench import harness, report
 
     try:
-        document = harness.run(args.profile, backends=args.backend, dtypes=args.dtype, progress=not args.no_progress)
+        document = harness.run(
+            args.profile, backends=args.backend, dtypes=args.dtype, device=args.device, progress=not args.no_progress
+        )
     except (ValueError, RuntimeError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import torch
 
 import normlab
+from normlab.bench import peers
 from normlab.bench.profiles import DTYPES, PAPER_PARTIAL, Profile
 
 # Backends whose every op is an ATen op the dispatch-mode tracer can see (a
@@ -73,6 +74,8 @@ def chunked_layer_norm_api():
 
 
 def build_cases(profile: Profile, backends: tuple[str, ...] | None = None) -> list[Case]:
+    """The profile's cases; `backends` narrows normlab's backends and the profile's peers alike (None: all)."""
+    peer_names = tuple(p for p in profile.peers if backends is None or p in backends)
     backends = tuple(b for b in normlab.BACKENDS if backends is None or b in backends)
     cases: list[Case] = []
 
@@ -82,6 +85,8 @@ def build_cases(profile: Profile, backends: tuple[str, ...] | None = None) -> li
                 cases.append(Case(study, norm, backend, backend, direction, dtype, rows, d, "alloc"))
                 if direction == "forward":
                     cases.append(Case(study, norm, backend, backend, direction, dtype, rows, d, "into"))
+            for peer in peer_names:  # a peer's own API allocates its output: "alloc" only
+                cases.append(Case(study, norm, peer, peer, direction, dtype, rows, d, "alloc"))
 
     for dtype in profile.sweep_dtypes:
         for d in profile.sweep_d:
@@ -137,6 +142,8 @@ def build_cases(profile: Profile, backends: tuple[str, ...] | None = None) -> li
 
 def skip_reason(case: Case, profile: Profile, device: torch.device) -> str | None:
     """Why a case cannot be timed here, or None."""
+    if case.backend in peers.PEERS:
+        return peers.unavailable(case.backend, device)
     if case.backend in profile.limited:
         studies, why = profile.limited[case.backend]
         if case.study not in studies:
@@ -188,6 +195,8 @@ def make_call(case: Case) -> Callable:
         from normlab.norms.backends.triton import triton_rms_norm
 
         return lambda x, weight: triton_rms_norm(x, weight, 1e-6, onchip_limit=0)
+    if case.backend in peers.PEERS:
+        return peers.peer_call(case.backend, case.norm, case.direction)
     norm = _norm_function(case.norm)
     backend = case.backend
     if case.direction == "forward":

@@ -20,7 +20,16 @@ import torch
 from normlab.bench import passes, traffic
 from normlab.bench.cases import TRACEABLE_BACKENDS, Case, build_cases, copy_case, prepare, skip_reason
 from normlab.bench.profiles import DTYPES, get_profile
-from normlab.bench.timing import Timing, agree, buffer_count, repeats_disagree, time_call, timing_relative_sd
+from normlab.bench.timing import (
+    DEVICE_TIME_NOTE_CPU,
+    Timing,
+    agree,
+    buffer_count,
+    device_time_s,
+    repeats_disagree,
+    time_call,
+    timing_relative_sd,
+)
 from normlab.norms.functional import UnsupportedFeature
 
 SCHEMA = "normlab.bench/1"
@@ -102,6 +111,14 @@ def _timed(case: Case, device: torch.device, settings, seed: int) -> Timing:
     buffers = buffer_count(prepared.bytes_per_set, settings)
     prepared = prepare(case, device, buffers, seed)
     return time_call(prepared.call, prepared.input_sets, settings, device)
+
+
+def _device_time(case: Case, device: torch.device, seed: int) -> dict:
+    """The case's GPU kernel time per call beside its wall time (CUDA only; None on CPU, with the document's note)."""
+    if device.type != "cuda":
+        return {"device_time_s": None}
+    prepared = prepare(case, device, 2, seed)  # two input sets: a handful of profiled calls, not a bandwidth figure
+    return {"device_time_s": device_time_s(prepared.call, prepared.input_sets, device)}
 
 
 def measure_believably(
@@ -190,6 +207,7 @@ def run(
                 records.append(_record(reference, **_metrics(reference, copies[copy_key], copies[copy_key]), **flags))
             timing, flags = measure_believably(case, device, profile.timing, seed, copies[copy_key])
             record = _record(case, **_metrics(case, timing, copies[copy_key]), **flags)
+            record.update(_device_time(case, device, seed))
             census_key = (case.norm, case.implementation, case.direction, case.dtype)
             if (
                 census
@@ -233,6 +251,7 @@ def run(
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "wall_s": time.perf_counter() - clock,
         "timing_settings": asdict(profile.timing),
+        "device_time_note": None if device.type == "cuda" else DEVICE_TIME_NOTE_CPU,
         "records": _finite(records),
     }
 

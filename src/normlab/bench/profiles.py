@@ -46,6 +46,8 @@ class Profile:
     backward_dtype_max_d: dict = field(default_factory=dict)
     # the sweep keeps rows x d at most this (None: no cap), so the longest rows fit the profile's time
     max_elements: int | None = None
+    # other libraries' norms (normlab.bench.peers) timed beside normlab's in the sweep, backward and small-batch studies
+    peers: tuple[str, ...] = ()
 
     def sweep_rows(self, d: int) -> int:
         if self.max_elements is None:
@@ -138,6 +140,7 @@ PROFILE_SETTINGS = {
             rotation_bytes=512 << 20,
             max_buffers=16,
         ),
+        peers=("liger",),
     ),
 }
 
@@ -163,8 +166,9 @@ def get_profile(name: str, *, backends=None, dtypes=None) -> tuple[Profile, tupl
         )
     if backends is not None:
         from normlab import BACKENDS
+        from normlab.bench.peers import PEERS
 
         for backend in backends:
-            check_choice("backend", backend, BACKENDS)
+            check_choice("backend", backend, (*BACKENDS, *PEERS))
         backends = tuple(backends)
     return profile, backends

@@ -54,9 +54,9 @@ def ln_rms_ratios(df: pd.DataFrame, *, include_unstable: bool = False) -> pd.Dat
     the harness marked unstable are left out unless `include_unstable`.
     """
     ok = measured(df) if include_unstable else stable(df)
-    if "relative_sd" not in ok:
-        ok = ok.assign(relative_sd=float("nan"))
     values = ["median_s", "fraction_of_copy", "effective_passes", "relative_sd"]
+    # a run that measured nothing (every case skipped, say) has no timing columns: an empty table, not a KeyError
+    ok = ok.assign(**{column: float("nan") for column in values if column not in ok})
     ln = ok[ok["norm"] == "layer"][MATCH + values]
     rms = ok[ok["norm"] == "rms"][MATCH + values]
     joined = ln.merge(rms, on=MATCH, how="inner", suffixes=("_ln", "_rms"))
@@ -197,7 +197,36 @@ def table(df: pd.DataFrame) -> str:
         "of_copy",
         "passes",
     ]
+    if "device_time_s" in ok and ok["device_time_s"].notna().any():
+        shown = shown.assign(device_ms=ok["device_time_s"] * 1e3, host_share=host_share(ok))
+        columns += ["device_ms", "host_share"]
     return shown[columns].to_string(index=False, float_format=lambda v: f"{v:.4g}")
+
+
+# A case whose wall time exceeds its GPU kernel time by more than this share is waiting on the host.
+HOST_BOUND_SHARE = 0.5
+
+
+def host_share(df: pd.DataFrame) -> pd.Series:
+    """The share of each case's wall time not spent in GPU kernels: 1 - device / wall (NaN without device time)."""
+    if "device_time_s" not in df:
+        return pd.Series(float("nan"), index=df.index)
+    return 1 - df["device_time_s"].astype(float) / df["median_s"]
+
+
+def host_bound(df: pd.DataFrame) -> pd.DataFrame:
+    """Measured cases with a device time, and whether each is host-bound (host_share > HOST_BOUND_SHARE)."""
+    ok = measured(df)
+    if "device_time_s" not in ok:
+        return ok.iloc[0:0].assign(host_share=[], host_bound=[])
+    ok = ok[ok["device_time_s"].notna()]
+    share = host_share(ok)
+    return ok.assign(host_share=share, host_bound=share > HOST_BOUND_SHARE)
+
+
+def device_time_note(document: dict) -> str | None:
+    """Why a results document has no device times (None when it has them)."""
+    return document.get("device_time_note")
 
 
 def census(df: pd.DataFrame) -> pd.DataFrame:

@@ -183,3 +183,39 @@ def agree(median_a: float, sd_a: float, median_b: float, sd_b: float, floor: flo
 def ratio_relative_sd(sd_a: float, sd_b: float) -> float:
     """Relative sd of a ratio of two independent timings (first order)."""
     return math.hypot(sd_a, sd_b)
+
+
+# ---------------------------------------------------------------- device time
+
+DEVICE_TIME_CALLS = 10  # calls profiled per case: enough to average, few enough to cost nothing beside the timing
+DEVICE_TIME_NOTE_CPU = (
+    "device time is the sum of GPU kernel durations from torch.profiler, per call; on CPU the host does the work "
+    "itself, so there is no separate device time and only wall time is recorded"
+)
+
+
+def device_seconds(events, calls: int) -> float:
+    """Seconds of device work per call: the durations of the profile's device-side events (kernels, memsets,
+    copies; one stream, so they do not overlap), summed and divided by the calls profiled."""
+    from torch.autograd import DeviceType
+
+    if calls < 1:
+        raise ValueError(f"calls must be >= 1, got {calls}")
+    total_us = sum(e.time_range.elapsed_us() for e in events if e.device_type == DeviceType.CUDA)
+    return total_us / 1e6 / calls
+
+
+def device_time_s(call: Callable[..., object], input_sets: Sequence[tuple], device, calls: int = DEVICE_TIME_CALLS):
+    """GPU kernel seconds per call of `call(*inputs)` (inputs rotated as time_call does); None off CUDA.
+
+    Beside the wall time it tells a host-bound case (wall >> device) from a device-bound one (wall ~ device)."""
+    if torch.device(device).type != "cuda":
+        return None
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as trace:
+        for i in range(calls):
+            call(*input_sets[i % len(input_sets)])
+        torch.cuda.synchronize()
+    return device_seconds(trace.events(), calls)

@@ -227,6 +227,72 @@ def rms_norm(
     """
         + _DTYPES_DOC
     )
+    if not torch.compiler.is_compiling():
+        try:
+            key = (
+                backend,
+                eps,
+                type(eps),
+                offset,
+                type(offset),
+                eps_placement,
+                partial,
+                type(partial),
+                residual_in_fp32,
+                type(residual_in_fp32),
+                casting_mode,
+                *_tensor_key(x, residual, weight),
+            )
+            plan = _RMS_PLANS.get(key)
+        except (AttributeError, IndexError, TypeError):  # not tensors, or unhashable: validation says what is wrong
+            key = plan = None
+        if plan is None:
+            plan, cacheable = _rms_plan(
+                x, weight, eps, residual, offset, eps_placement, partial, residual_in_fp32, casting_mode, backend
+            )
+            if cacheable and key is not None:
+                _remember(_RMS_PLANS, key, plan)
+        return plan(x, weight, residual)
+    plan, _ = _rms_plan(
+        x, weight, eps, residual, offset, eps_placement, partial, residual_in_fp32, casting_mode, backend
+    )
+    return plan(x, weight, residual)
+
+
+# ---------------------------------------------------------------- the memo of plans
+
+# A call's plan: the backend and every argument-derived constant, resolved once per kind of call. The key holds
+# everything validation and dispatch read besides the tensors' values and row counts (backend, scalars and their
+# types, and each tensor's type, dtype, device and width), so a call whose key is here passed validation with
+# arguments that validation cannot tell apart from its own. A bad call never gets a plan: it raises on the
+# full path, every time, with its clear error.
+_RMS_PLANS: dict[tuple, object] = {}
+_LAYER_PLANS: dict[tuple, object] = {}
+PLAN_MEMO_LIMIT = 1024  # kinds of call kept; a program that makes more starts again from an empty memo
+
+
+def _remember(memo: dict, key: tuple, plan) -> None:
+    if len(memo) >= PLAN_MEMO_LIMIT:
+        memo.clear()
+    memo[key] = plan
+
+
+def _tensor_key(x, residual, *params) -> tuple:
+    """x's type, dtype, device, width and size class (auto's CPU rule); the residual's and each parameter's, or None.
+
+    A residual is keyed by whether its shape is x's, a weight or bias by its shape: what validation checks."""
+    key = [type(x), x.dtype, x.device, x.shape[-1], x.numel() >= AUTO_CPU_COMPILE_MIN_NUMEL]
+    key.append(
+        None if residual is None else (type(residual), residual.dtype, residual.device, residual.shape == x.shape)
+    )
+    for t in params:
+        key.append(None if t is None else (type(t), t.dtype, t.device, t.shape))
+    return tuple(key)
+
+
+def _rms_plan(x, weight, eps, residual, offset, eps_placement, partial, residual_in_fp32, casting_mode, backend):
+    """(plan, cacheable): validate the call, pick the backend, and return a function of (x, weight, residual)
+    that computes it. cacheable: the plan holds for every call with the same memo key."""
     _check_backend(backend)
     eps = resolve_eps(eps, x)
     check_rms_args(x, weight, eps, residual, offset, eps_placement, partial)
@@ -237,8 +303,14 @@ def rms_norm(
     requested = requested_rms_features(weight, residual, offset, eps_placement, partial)
     llama = casting_mode == "llama" and weight is not None
     k = None if partial == 1.0 else partial_size(x.shape[-1], partial)
-    compiled_args = (x, weight, residual, float(eps), float(offset), eps_placement == "inside", k, s_dtype, llama)
+    eps_inside = eps_placement == "inside"
+    compiled_tail = (float(eps), float(offset), eps_inside, k, s_dtype, llama)
     cpp_refusal = cpp.supports(x, weight, residual, s_dtype) if backend in ("cpp", "auto") else None
+    has_residual = residual is not None
+
+    def returned(y, s):
+        return (y, s) if has_residual else y
+
     if backend == "auto":
         backend = _auto_rms_backend(x, requested, cpp_refusal is None)
         if backend == "compile":
@@ -251,11 +323,16 @@ def rms_norm(
                 tuple(sorted(requested)),
                 casting_mode,
             )
-            out = _auto_compiled("rms", signature, *compiled_args)
-            if out is not None:
-                y, s = out
-                return (y, s) if residual is not None else y
-            backend = "torch" if requested <= RMS_FEATURES["torch"] else "reference"
+            fallback = "torch" if requested <= RMS_FEATURES["torch"] else "reference"
+            fallback_plan, _ = _rms_plan(
+                x, weight, eps, residual, offset, eps_placement, partial, residual_in_fp32, casting_mode, fallback
+            )
+
+            def auto_compiled(x, weight, residual):
+                out = _auto_compiled("rms", signature, x, weight, residual, *compiled_tail)
+                return fallback_plan(x, weight, residual) if out is None else returned(*out)
+
+            return auto_compiled, True
         if llama and LLAMA_ROUNDING not in RMS_FEATURES[backend]:
             backend = "compile"  # the Triton kernels round once; llama's extra rounding is the composite's
     _require_rms_features(backend, requested)
@@ -265,40 +342,38 @@ def rms_norm(
         _require_rms_features(backend, requested | {LLAMA_ROUNDING})
 
     if backend == "reference":
-        return rms_norm_reference(
-            x,
-            weight,
-            eps,
-            residual=residual,
+        options = dict(
             offset=offset,
             eps_placement=eps_placement,
             partial=partial,
             residual_in_fp32=residual_in_fp32,
             casting_mode=casting_mode,
         )
+        return (lambda x, weight, residual: rms_norm_reference(x, weight, eps, residual=residual, **options)), True
     if backend == "triton":
-        # arguments were validated above: the prevalidated entry point saves the kernels' host time a second round
-        return _triton_backend().triton_rms_norm_prevalidated(
-            x, weight, eps, residual, offset, eps_placement, partial, residual_in_fp32
-        )
+        # the arguments were validated above: the plan's kernels skip a second round of checks
+        return _triton_backend().rms_norm_plan(eps, offset, eps_placement, partial, residual_in_fp32), True
     if backend == "cpp":
         if cpp_refusal is not None:
             raise UnsupportedFeature(
                 f"backend 'cpp' cannot take these inputs: {cpp_refusal}; use backend='compile' "
                 "(every dtype and device) or backend='auto'"
             )
-        # ctypes calls cannot be traced: inside an outer torch.compile or torch.export, the compiled backend's math is
-        y, s = (
-            _run_compiled("rms", *compiled_args)
-            if torch.compiler.is_compiling()
-            else cpp.cpp_rms_norm(x, weight, residual, float(eps), float(offset), eps_placement == "inside")
-        )
-        return (y, s) if residual is not None else y
+
+        def cpp_plan(x, weight, residual):
+            # ctypes calls cannot be traced: inside an outer torch.compile or torch.export, the compiled math is
+            if torch.compiler.is_compiling():
+                return returned(*_run_compiled("rms", x, weight, residual, *compiled_tail))
+            return returned(*cpp.cpp_rms_norm(x, weight, residual, float(eps), float(offset), eps_inside))
+
+        return cpp_plan, True
     if backend == "compile":
-        y, s = _run_compiled("rms", *compiled_args)
-        return (y, s) if residual is not None else y
-    y, s = _rms_native(x, weight, eps, residual, offset, s_dtype, casting_mode, backend)
-    return (y, s) if residual is not None else y
+        return (lambda x, weight, residual: returned(*_run_compiled("rms", x, weight, residual, *compiled_tail))), True
+
+    def native(x, weight, residual):
+        return returned(*_rms_native(x, weight, eps, residual, offset, s_dtype, casting_mode, backend))
+
+    return native, True
 
 
 def _dtype(t):
@@ -314,6 +389,30 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, *, residual=None, residual_i
     """
         + _DTYPES_DOC
     )
+    if not torch.compiler.is_compiling():
+        try:
+            key = (
+                backend,
+                eps,
+                type(eps),
+                residual_in_fp32,
+                type(residual_in_fp32),
+                *_tensor_key(x, residual, weight, bias),
+            )
+            plan = _LAYER_PLANS.get(key)
+        except (AttributeError, IndexError, TypeError):  # not tensors, or unhashable: validation says what is wrong
+            key = plan = None
+        if plan is None:
+            plan = _layer_plan(x, weight, bias, eps, residual, residual_in_fp32, backend)
+            if key is not None:
+                _remember(_LAYER_PLANS, key, plan)
+        return plan(x, weight, bias, residual)
+    return _layer_plan(x, weight, bias, eps, residual, residual_in_fp32, backend)(x, weight, bias, residual)
+
+
+def _layer_plan(x, weight, bias, eps, residual, residual_in_fp32, backend):
+    """Validate a layer_norm call, pick the backend; a function of (x, weight, bias, residual) that computes it,
+    valid for every call with the same memo key (as _rms_plan)."""
     _check_backend(backend)
     eps = resolve_eps(eps, x)
     check_layer_args(x, weight, bias, eps, residual)
@@ -323,27 +422,37 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, *, residual=None, residual_i
         raise UnsupportedFeature(f"{refusal}; use backend={backend_choices('layer')}")
     if backend == "auto":
         backend = _auto_layer_backend(x)
+    has_residual = residual is not None
 
     if backend == "reference":
-        return layer_norm_reference(x, weight, bias, eps, residual=residual, residual_in_fp32=residual_in_fp32)
+        return lambda x, weight, bias, residual: layer_norm_reference(
+            x, weight, bias, eps, residual=residual, residual_in_fp32=residual_in_fp32
+        )
     if backend == "triton":
-        return _triton_backend().triton_layer_norm_prevalidated(x, weight, bias, eps, residual, residual_in_fp32)
+        return _triton_backend().layer_norm_plan(eps, residual_in_fp32)
     if backend == "compile":
-        y, s = _run_compiled("layer", x, weight, bias, residual, float(eps), s_dtype)
+
+        def compiled_plan(x, weight, bias, residual):
+            y, s = _run_compiled("layer", x, weight, bias, residual, float(eps), s_dtype)
+            return (y, s) if has_residual else y
+
+        return compiled_plan
+
+    def native(x, weight, bias, residual):
+        s = x if residual is None else x.to(s_dtype) + residual.to(s_dtype)
+        if backend == "torch":
+            params = [p for p in (weight, bias) if p is not None]
+            if any(p.dtype != s.dtype for p in params):
+                # F.layer_norm on CPU refuses some mixed dtypes: compute in the widest, round once to x's dtype.
+                wide = functools.reduce(torch.promote_types, [p.dtype for p in params], s.dtype)
+                s_wide = s.to(wide)
+                weight, bias = (None if p is None else p.to(wide) for p in (weight, bias))
+            else:
+                s_wide = s
+            y = F.layer_norm(s_wide, (s.shape[-1],), weight, bias, eps)
+        else:
+            y = composite.layer_norm_unfused(s, weight, bias, eps)
+        y = y.to(x.dtype)
         return (y, s) if residual is not None else y
 
-    s = x if residual is None else x.to(s_dtype) + residual.to(s_dtype)
-    if backend == "torch":
-        params = [p for p in (weight, bias) if p is not None]
-        if any(p.dtype != s.dtype for p in params):
-            # F.layer_norm on CPU refuses some mixed dtypes: compute in the widest, round once to x's dtype.
-            wide = functools.reduce(torch.promote_types, [p.dtype for p in params], s.dtype)
-            s_wide = s.to(wide)
-            weight, bias = (None if p is None else p.to(wide) for p in (weight, bias))
-        else:
-            s_wide = s
-        y = F.layer_norm(s_wide, (s.shape[-1],), weight, bias, eps)
-    else:
-        y = composite.layer_norm_unfused(s, weight, bias, eps)
-    y = y.to(x.dtype)
-    return (y, s) if residual is not None else y
+    return native

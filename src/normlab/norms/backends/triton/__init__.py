@@ -18,7 +18,11 @@ Entry points (for the speed study and other callers)
     The on-chip kernel ignores it (the row is read once either way).
 
 * ``triton_rms_norm_prevalidated`` / ``triton_layer_norm_prevalidated``: the same, positional, for a caller
-  that has already validated the arguments (normlab.norms.functional), so they are not checked twice.
+  that has already validated the arguments, so they are not checked twice.
+* ``rms_norm_plan(eps, offset, eps_placement, partial, residual_in_fp32)`` / ``layer_norm_plan(eps,
+  residual_in_fp32)``: a function of the tensors alone, ``plan(x, weight, residual)`` (``plan(x, weight, bias,
+  residual)``), with every argument-derived constant resolved once; normlab.norms.functional keeps one per kind of
+  validated call (backend, dtypes, device, features) and calls it.
 
 * ``launch.rms_forward(...)`` / ``launch.layer_forward(...)`` and the ``*_backward`` functions: the bare
   launchers without autograd, returning the saved statistics too; the cheapest thing to time.
@@ -59,6 +63,8 @@ from normlab.norms.validation import check_layer_args, check_rms_args, partial_s
 
 __all__ = [
     "launch",
+    "layer_norm_plan",
+    "rms_norm_plan",
     "triton_layer_norm",
     "triton_layer_norm_prevalidated",
     "triton_rms_norm",
@@ -160,3 +166,42 @@ def triton_layer_norm_prevalidated(
     )
     y = launch._as(y, out_dtype)
     return (y, s) if residual is not None else y
+
+
+def rms_norm_plan(eps, offset, eps_placement, partial, residual_in_fp32):
+    """triton_rms_norm_prevalidated as a function of (x, weight, residual), for calls already validated with these
+    arguments. Each call pays only for the dtype casts its tensors need, the autograd choice and the launch."""
+    eps, offset, eps_inside = float(eps), float(offset), eps_placement == "inside"
+    forward = custom_ops.rms_norm_forward_call
+
+    def width(x):  # partial RMS: the leading features the mean square is taken over
+        return x.shape[-1] if partial == 1.0 else partial_size(x.shape[-1], partial)
+
+    def plan(x, weight, residual):
+        # the limits are read per call: tests and the speed study change them on the module
+        if residual is None:  # no cast: y is allocated in x's dtype
+            return forward(x, weight, None, eps, offset, eps_inside, width(x), launch.ONCHIP_LIMIT, launch.CHUNK)[0]
+        out_dtype = x.dtype
+        x, residual = _common_dtype(x, residual, residual_in_fp32)
+        y, s, _ = forward(x, weight, residual, eps, offset, eps_inside, width(x), launch.ONCHIP_LIMIT, launch.CHUNK)
+        return launch._as(y, out_dtype), s
+
+    return plan
+
+
+def layer_norm_plan(eps, residual_in_fp32, stats="welford"):
+    """triton_layer_norm_prevalidated as a function of (x, weight, bias, residual), as rms_norm_plan."""
+    if stats not in launch.LAYER_STATS:
+        raise ValueError(f"stats must be one of {launch.LAYER_STATS}, got {stats!r}")
+    eps = float(eps)
+    forward = custom_ops.layer_norm_forward_call
+
+    def plan(x, weight, bias, residual):
+        if residual is None:
+            return forward(x, weight, bias, None, eps, stats, launch.ONCHIP_LIMIT, launch.CHUNK)[0]
+        out_dtype = x.dtype
+        x, residual = _common_dtype(x, residual, residual_in_fp32)
+        y, s, _, _ = forward(x, weight, bias, residual, eps, stats, launch.ONCHIP_LIMIT, launch.CHUNK)
+        return launch._as(y, out_dtype), s
+
+    return plan

@@ -24,9 +24,8 @@ def kernels_interpreted(kernel) -> bool:
 
 
 def check_triton_device(x: torch.Tensor, interpreted: bool) -> None:
-    if x.device.type == "cuda":
-        return
-    if x.device.type == "cpu" and interpreted:
+    # is_cuda and is_cpu are flags on the tensor; x.device builds a torch.device object on every call
+    if x.is_cuda or (interpreted and x.is_cpu):
         return
     where = "a CPU tensor without the interpreter" if x.device.type == "cpu" else f"a tensor on {x.device}"
     raise RuntimeError(f"backend='triton' was called on {where}. {INTERPRET_HINT}.")

@@ -259,6 +259,20 @@ class _LayerNorm(torch.autograd.Function):
         return _layer_backward(ctx, _unused_dy(dy, s), ds, None, None, backward)
 
 
+# torch.autograd.Function.apply is a Python wrapper around the C++ apply: it inspects the class for a
+# setup_context, checks for functorch transforms and rebuilds the argument tuple to unwrap functorch tensors
+# left over from a finished transform (several µs a call). The eager route runs only with no transform active
+# (_traced), so it calls the C++ apply itself and unwraps just its tensor arguments.
+_C_APPLY = torch._C._FunctionBase.__dict__["apply"]
+_unwrap_if_dead = torch._C._functorch.unwrap_if_dead
+_RMS_APPLY = _C_APPLY.__get__(None, _RmsNorm)
+_LAYER_APPLY = _C_APPLY.__get__(None, _LayerNorm)
+
+
+def _unwrapped(t):
+    return None if t is None else _unwrap_if_dead(t)
+
+
 def rms_norm_forward_call(
     x, weight, residual, eps: float, offset: float, eps_inside: bool, k: int, onchip_limit: int, chunk: int
 ):
@@ -269,7 +283,7 @@ def rms_norm_forward_call(
     if _traced(x, weight, residual):
         return torch.ops.normlab.rms_norm_forward(*args)
     if _needs_grad(x, weight, residual):
-        out = _RmsNorm.apply(*args)
+        out = _RMS_APPLY(_unwrap_if_dead(x), _unwrapped(weight), _unwrapped(residual), *args[3:])
         return (*out, None) if residual is not None else (out, None, None)
     return launch.rms_forward(*args)
 
@@ -280,6 +294,6 @@ def layer_norm_forward_call(x, weight, bias, residual, eps: float, stats: str, o
     if _traced(x, weight, bias, residual):
         return torch.ops.normlab.layer_norm_forward(*args)
     if _needs_grad(x, weight, bias, residual):
-        out = _LayerNorm.apply(*args)
+        out = _LAYER_APPLY(_unwrap_if_dead(x), _unwrapped(weight), _unwrapped(bias), _unwrapped(residual), *args[4:])
         return (*out, None, None) if residual is not None else (out, None, None, None)
     return launch.layer_forward(*args)

@@ -69,8 +69,29 @@ def _empty(shape, dtype, device) -> torch.Tensor:
     return torch.empty(shape, dtype=dtype, device=device)
 
 
+_ALLOCATE = _empty
+
+
+def _empty_like(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A contiguous output of t's shape: torch.empty_like costs a third of torch.empty(shape, ...) on the host
+    (it skips the factory's argument parsing). Through `_empty` when a test has replaced it."""
+    if _empty is _ALLOCATE:
+        return torch.empty_like(t, dtype=dtype, memory_format=torch.contiguous_format)
+    return _empty(t.shape, dtype, t.device)
+
+
+# statistics_dtype per dtype, looked up rather than promoted on every call
+_STATISTICS_DTYPES = {
+    dtype: statistics_dtype(dtype) for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+}
+
+
+def _statistics_dtype(dtype: torch.dtype) -> torch.dtype:
+    return _STATISTICS_DTYPES.get(dtype) or statistics_dtype(dtype)
+
+
 def _rows(t: torch.Tensor, n_features: int) -> torch.Tensor:
-    t2 = t.reshape(-1, n_features)
+    t2 = t if t.dim() == 2 else t.reshape(-1, n_features)  # a 2-D tensor needs no view
     if n_features > 1 and t2.stride(1) != 1:
         t2 = t2.contiguous()
     return t2
@@ -116,7 +137,7 @@ def _prepare_backward(dy, ds, s):
     check_triton_device(s, INTERPRETED)
     n_features = s.shape[-1]
     ds2 = None if ds is None else _rows(ds, n_features)
-    return n_features, _rows(s, n_features), _rows(dy, n_features), ds2, _empty(s.shape, s.dtype, s.device)
+    return n_features, _rows(s, n_features), _rows(dy, n_features), ds2, _empty_like(s, s.dtype)
 
 
 def _partials(programs: int, present: bool, stats: torch.dtype, placeholder: torch.Tensor) -> torch.Tensor:
@@ -179,9 +200,9 @@ def rms_forward(
     """Returns (y, s, ms): s = x + residual (an empty tensor without residual), ms = mean square per row."""
     n_features, x2, r2 = _prepare(x, residual, onchip_limit, chunk)
     n_rows = x2.shape[0]
-    y = _empty(x.shape, x.dtype, x.device)
-    s = _empty(x.shape, x.dtype, x.device) if residual is not None else x.new_empty(0)
-    ms = _empty(x.shape[:-1], statistics_dtype(x.dtype), x.device)
+    y = _empty_like(x, x.dtype)
+    s = _empty_like(x, x.dtype) if residual is not None else x.new_empty(0)
+    ms = _empty(x.shape[:-1], _statistics_dtype(x.dtype), x.device)
     if n_rows == 0:
         return y, s, ms
     w = x2 if weight is None else weight.contiguous()
@@ -253,7 +274,7 @@ def rms_backward(
 ):
     """Returns (dx, dweight); dx also includes ds (the gradient reaching s = x + residual directly)."""
     n_features, s2, dy2, ds2, dx = _prepare_backward(dy, ds, s)
-    n_rows, stats = s2.shape[0], statistics_dtype(s.dtype)
+    n_rows, stats = s2.shape[0], _statistics_dtype(s.dtype)
     if n_rows == 0:
         return dx, (torch.zeros_like(weight) if weight is not None else s.new_empty(0))
     w = s2 if weight is None else weight.contiguous()
@@ -330,10 +351,11 @@ def layer_forward(
         raise ValueError(f"stats must be one of {LAYER_STATS}, got {stats!r}")
     n_features, x2, r2 = _prepare(x, residual, onchip_limit, chunk)
     n_rows = x2.shape[0]
-    y = _empty(x.shape, x.dtype, x.device)
-    s = _empty(x.shape, x.dtype, x.device) if residual is not None else x.new_empty(0)
-    mean = _empty(x.shape[:-1], statistics_dtype(x.dtype), x.device)
-    rstd = _empty(x.shape[:-1], statistics_dtype(x.dtype), x.device)
+    y = _empty_like(x, x.dtype)
+    s = _empty_like(x, x.dtype) if residual is not None else x.new_empty(0)
+    stats_shape, stats_dtype = x.shape[:-1], _statistics_dtype(x.dtype)
+    mean = _empty(stats_shape, stats_dtype, x.device)
+    rstd = _empty(stats_shape, stats_dtype, x.device)
     if n_rows == 0:
         return y, s, mean, rstd
     w = x2 if weight is None else weight.contiguous()
@@ -394,7 +416,7 @@ def layer_forward(
 def layer_backward(dy, ds, s, weight, mean, rstd, has_bias: bool, onchip_limit: int = ONCHIP_LIMIT, chunk: int = CHUNK):
     """Returns (dx, dweight, dbias); empty tensors stand for absent parameters."""
     n_features, s2, dy2, ds2, dx = _prepare_backward(dy, ds, s)
-    n_rows, stats = s2.shape[0], statistics_dtype(s.dtype)
+    n_rows, stats = s2.shape[0], _statistics_dtype(s.dtype)
     param_dtype = weight.dtype if weight is not None else s.dtype
     if n_rows == 0:
         zeros = lambda present: (
