@@ -133,7 +133,9 @@ def test_a_ladder_point_carries_the_paired_interval_and_the_size():
     rung = Q.ladder_point(settings, parity, "test CPU")
     assert rung["mean_difference"] == pytest.approx(0.02) and rung["pairs"] == 3
     assert rung["ci_low"] == pytest.approx(parity.final_pair["ci_low"]) and rung["hardware"] == "test CPU"
-    assert rung["parameters"] == 26352  # counted once by hand from GPT(width 24, depth 2, LayerNorm)
+    rms = sum(p.numel() for p in Q.GPT(Q.GPTConfig(**Q.model_config(settings, "rms"))).parameters())
+    # the LayerNorm model's count: RMSNorm's plus one bias per norm (two per block and the final one)
+    assert rung["parameters"] == rms + 24 * (2 * 2 + 1)
 
 
 def test_a_rung_with_a_diverged_run_is_refused_with_the_fix():
@@ -187,6 +189,25 @@ def test_a_batched_share_returns_what_train_job_returns_for_the_same_model(one_t
     assert together[1]["final_val_loss"] == pytest.approx(alone["final_val_loss"], abs=1e-5)
     assert [s for s, _ in together[1]["val"]] == [s for s, _ in alone["val"]]
     torch.testing.assert_close(together[1]["state_dict"], alone["state_dict"], rtol=1e-4, atol=1e-5)
+
+
+def test_train_pairs_gives_the_same_pairs_with_either_trainer(monkeypatch, one_thread):
+    """The batched path splits the models between the workers, one norm each, and hands back train_job's form."""
+    in_place = []
+
+    def run_in_place(function, jobs, **kwargs):
+        in_place.append(len(jobs))
+        return [function(**job) for job in jobs]
+
+    monkeypatch.setattr(Q, "run_parallel", run_in_place)
+    monkeypatch.setattr(Q, "default_workers", lambda: 2)
+    settings = {**Q.settings_for("smoke"), "steps": 10, "warmup_steps": 2, "eval_batches": 2, "seeds": 2}
+    pool = Q.train_pairs({**settings, "trainer": "pool"}, None, keep_weights=False)
+    batched = Q.train_pairs({**settings, "trainer": "batched"}, None, keep_weights=False)
+    assert in_place == [4, 2] and list(batched) == list(pool)
+    for key, run in pool.items():
+        assert batched[key]["final_val_loss"] == pytest.approx(run["final_val_loss"], abs=1e-5), key
+        assert "state_dict" not in batched[key]
 
 
 @pytest.fixture
