@@ -210,6 +210,33 @@ def test_train_pairs_gives_the_same_pairs_with_either_trainer(monkeypatch, one_t
         assert "state_dict" not in batched[key]
 
 
+@pytest.mark.parametrize("trainer", ["pool", "batched"])
+def test_train_many_starts_one_pool_for_every_size_and_hands_each_its_own_runs(monkeypatch, trainer):
+    calls = []
+
+    def run_in_place(function, jobs, **kwargs):
+        calls.append(len(jobs))
+        return [function(**job) for job in jobs]
+
+    def fake_job(model, train, keep_weights):
+        return {"width": model["width"], "norm": model["norm"], "seed": train["seed"]}
+
+    def fake_share(settings, members, keep_weights):
+        return [{"width": settings["width"], "norm": norm, "seed": seed} for norm, seed in members]
+
+    monkeypatch.setattr(Q, "run_parallel", run_in_place)
+    monkeypatch.setattr(Q, "train_job", fake_job)
+    monkeypatch.setattr(Q, "batched_share", fake_share)
+    monkeypatch.setattr(Q, "default_workers", lambda: 2)
+    base = {**Q.settings_for("smoke"), "trainer": trainer}
+    sizes = [{**base, "width": 48, "seeds": 3}, {**base, "width": 16, "heads": 2, "seeds": 2}]
+    trained = Q.train_many(sizes, None, keep_weights=False)
+    assert calls == ([10] if trainer == "pool" else [4])  # one pool for both sizes
+    for settings, runs in zip(sizes, trained):
+        assert list(runs) == [(n, s) for s in range(settings["seeds"]) for n in Q.NORMS]
+        assert all(run == {"width": settings["width"], "norm": n, "seed": s} for (n, s), run in runs.items())
+
+
 @pytest.fixture
 def one_thread():
     before = torch.get_num_threads()

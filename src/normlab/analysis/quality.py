@@ -169,21 +169,33 @@ def train_pairs(settings: dict, devices: list[str] | None, *, keep_weights: bool
     """Both norms for every seed, keeping the trained weights: {(norm, seed): run}, each run as `train_job`
     returns it. On the CPU with trainer "batched", each of the pool's workers trains its share of the models as one
     (`normlab.gpt.batched`); otherwise one training per worker (or per GPU)."""
-    keys = [(norm, seed) for seed in range(settings["seeds"]) for norm in NORMS]
-    if settings["trainer"] == "batched" and not devices:
-        # one norm per worker where it divides so: members of one config form one stack, one batched product
-        members = sorted(keys)
-        workers = min(default_workers(), len(members))
-        shares = [members[len(members) * w // workers : len(members) * (w + 1) // workers] for w in range(workers)]
-        jobs = [dict(settings=settings, members=share, keep_weights=keep_weights) for share in shares]
-        outputs = [run for share in run_parallel(batched_share, jobs, desc="quality pairs") for run in share]
-        by_member = dict(zip(members, outputs))
-        return {key: by_member[key] for key in keys}
-    jobs = [
-        dict(model=model_config(settings, n), train=train_config(settings, s), keep_weights=keep_weights)
-        for n, s in keys
-    ]
-    return dict(zip(keys, run_parallel(train_job, jobs, devices=devices or None, desc="quality pairs")))
+    return train_many([settings], devices, keep_weights=keep_weights)[0]
+
+
+def train_many(sizes: list[dict], devices: list[str] | None, *, keep_weights: bool) -> list[dict]:
+    """`train_pairs` for several settings (model sizes) in one pool, so its workers start once; in `sizes`' order."""
+    jobs, owners = [], []  # owners[j]: (which settings, the (norm, seed) keys job j trains)
+    batched = sizes[0]["trainer"] == "batched" and not devices
+    for index, settings in enumerate(sizes):
+        keys = [(norm, seed) for seed in range(settings["seeds"]) for norm in NORMS]
+        if batched:
+            # one norm per worker where it divides so: members of one config form one stack, one batched product
+            members, workers = sorted(keys), min(default_workers(), len(keys))
+            for w in range(workers):
+                share = members[len(members) * w // workers : len(members) * (w + 1) // workers]
+                jobs.append(dict(settings=settings, members=share, keep_weights=keep_weights))
+                owners.append((index, share))
+        else:
+            for norm, seed in keys:
+                model, train = model_config(settings, norm), train_config(settings, seed)
+                jobs.append(dict(model=model, train=train, keep_weights=keep_weights))
+                owners.append((index, [(norm, seed)]))
+    outputs = run_parallel(batched_share if batched else train_job, jobs, devices=devices or None, desc="quality pairs")
+    runs: list[dict] = [{} for _ in sizes]
+    for (index, keys), output in zip(owners, outputs):
+        runs[index].update(zip(keys, output if batched else [output]))
+    order = [[(norm, seed) for seed in range(s["seeds"]) for norm in NORMS] for s in sizes]
+    return [{key: found[key] for key in keys} for found, keys in zip(runs, order)]
 
 
 def batched_share(settings: dict, members: list[tuple[str, int]], keep_weights: bool) -> list[dict]:
@@ -389,12 +401,11 @@ def scale_ladder_runs(settings: dict, devices: list[str] | None, margin: float) 
     (15k) 0.063 / 0.072 s. Scaled to the 0.073 s step of a quiet machine's chapter run, 4 pairs x 600 steps at 669k
     take about 5 min and 6 pairs at 15k about 1 min; 3 pairs at 1.06M would have taken about 7 min alone."""
     device = devices[0] if devices else "cpu"
-    points = []
-    for rung in settings["ladder"]:
-        rung_set = rung_settings(settings, rung)
-        parity = loss_parity(train_pairs(rung_set, devices, keep_weights=False), margin)
-        points.append(ladder_point(rung_set, parity, hardware_label(device)))
-    return points
+    # the largest rung's jobs first, so that the small ones fill the workers' idle time at the end
+    rungs = sorted((rung_settings(settings, rung) for rung in settings["ladder"]), key=parameter_count, reverse=True)
+    trained = train_many(rungs, devices, keep_weights=False)
+    points = [ladder_point(s, loss_parity(runs, margin), hardware_label(device)) for s, runs in zip(rungs, trained)]
+    return sorted(points, key=lambda point: point["parameters"])
 
 
 def _checked_extra_point(point: dict, index: int) -> dict:
@@ -498,7 +509,7 @@ def ladder_display(table: pd.DataFrame) -> pd.DataFrame:
         {
             "model": table["label"],
             "parameters": table["parameters"].map(lambda p: f"{p / 1e3:,.0f}k"),
-            "pairs": table["pairs"],
+            "pairs": table["pairs"].astype(int).astype(str),
             "RMSNorm − LayerNorm (nats)": table["mean_difference"].map(lambda v: f"{v:+.4f}"),
             "95% interval": [f"{lo:+.4f}..{hi:+.4f}" for lo, hi in zip(table.ci_low, table.ci_high)],
             "measured on": table["hardware"],

@@ -100,7 +100,7 @@ def scale_ladder(table: pd.DataFrame, margin: float, reference: dict):
     """The paired final-loss difference with its 95% interval against parameters (log axis), one marker per
     hardware, the ±margin band, and a reference point from the literature (`reference`: parameters, difference,
     label), marked without an interval since none was transcribed."""
-    fig, ax = plt.subplots(figsize=(7, 3.8))
+    fig, ax = plt.subplots(figsize=(7, 4.4))
     for (hardware, rows), marker in zip(table.groupby("hardware", sort=False), "osD^v"):
         ax.errorbar(
             rows["parameters"],
@@ -123,5 +123,6 @@ def scale_ladder(table: pd.DataFrame, margin: float, reference: dict):
     ax.axhline(0, c="k", lw=0.8)
     ax.set_xscale("log")
     ax.set(xlabel="parameters (LayerNorm model)", ylabel="RMSNorm − LayerNorm final loss (nats)")
-    ax.legend(fontsize="small", loc="best")
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
+    fig.tight_layout()
     return fig
