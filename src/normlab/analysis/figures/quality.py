@@ -100,7 +100,7 @@ def scale_ladder(table: pd.DataFrame, margin: float, reference: dict):
     """The paired final-loss difference with its 95% interval against parameters (log axis), one marker per
     hardware, the ±margin band, and a reference point from the literature (`reference`: parameters, difference,
     label), marked without an interval since none was transcribed."""
-    fig, ax = plt.subplots(figsize=(7, 4.4))
+    fig, ax = plt.subplots(figsize=(7, 4.8))
     for (hardware, rows), marker in zip(table.groupby("hardware", sort=False), "osD^v"):
         ax.errorbar(
             rows["parameters"],
@@ -108,7 +108,7 @@ def scale_ladder(table: pd.DataFrame, margin: float, reference: dict):
             yerr=[rows["mean_difference"] - rows["ci_low"], rows["ci_high"] - rows["mean_difference"]],
             fmt=marker,
             capsize=5,
-            label=f"measured here: {hardware}",
+            label=f"measured on {hardware}",
         )
     ax.scatter(
         [reference["parameters"]],
@@ -123,6 +123,6 @@ def scale_ladder(table: pd.DataFrame, margin: float, reference: dict):
     ax.axhline(0, c="k", lw=0.8)
     ax.set_xscale("log")
     ax.set(xlabel="parameters (LayerNorm model)", ylabel="RMSNorm − LayerNorm final loss (nats)")
-    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.22))
     fig.tight_layout()
     return fig
