@@ -23,6 +23,12 @@ def test_quality_notebook_smoke(tmp_path):
     # The verdict follows the interval: "holds" only with the whole interval inside the margin.
     inside = -paired["margin"] < paired["ci_low"] and paired["ci_high"] < paired["margin"]
     assert (claims["A9"]["verdict"] == "holds") == inside
+    # The scale ladder: the profile's rungs and the chapter's own size, smallest first, each with its interval.
+    ladder = a9["scale_ladder"]
+    sizes = [rung["parameters"] for rung in ladder["rungs"]]
+    assert len(sizes) == 3 and sizes == sorted(sizes) and a9["width"] in [rung["width"] for rung in ladder["rungs"]]
+    assert all(r["ci_low"] <= r["mean_difference"] <= r["ci_high"] and r["hardware"] for r in ladder["rungs"])
+    assert ladder["trend"] in ("shrinks", "grows", "stays within the margin", "cannot tell")
     b7 = claims["B7"]["evidence"]
     assert 0.2 < b7["step_time_ratio_rms_over_layer"] < 5 and b7["step_time_ratio_spread"] >= 0
     assert claims["B7"]["key_number"] == b7["step_time_ratio_rms_over_layer"]

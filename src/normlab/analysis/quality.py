@@ -19,17 +19,28 @@ import torch
 
 from normlab.analysis.shared.minilm import MiniLM, model_dir, stdlib_docstrings
 from normlab.analysis.shared.paired import paired_difference
-from normlab.analysis.shared.parity import equivalence_verdict, interval_text, ratio_with_spread
-from normlab.analysis.shared.runs import flat_eval_every, train_job
+from normlab.analysis.shared.parity import equivalence_verdict, interval_text, ratio_with_spread, t975
+from normlab.analysis.shared.runs import final_drop, flat_eval_every, train_job
 from normlab.analysis.shared.stream import deepest_value, mean_projection_effect, stream_report
+from normlab.gpt.batched import train_batched
+from normlab.gpt.corpus import load_corpus
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.gpt.residual_stream import stream_statistics
 from normlab.gpt.train import TrainConfig, compare_step_times, train
-from normlab.runtime.parallel import run_parallel
+from normlab.runtime.environment import hardware
+from normlab.runtime.parallel import default_workers, run_parallel
 from normlab.study import decide
 from normlab.study.findings import Finding
 
 NORMS = ("layer", "rms")
+TRAINERS = ("pool", "batched")
+# The cpu profile's trainer: the faster of the two over the whole call. scripts/batched_vs_pool.py, the cpu profile's
+# model, 6 pairs x 60 steps, run once on the shared 2-core machine at load average 8-10: model-steps per second over
+# the whole call (steady state) were pool 2.4 (3.7), all pairs as one in one process 2.3 (3.7), pairs split between
+# two workers each training its share as one 1.9 (4.0): ratios to the pool 0.98 (1.01) and 0.82 (1.08). The batched
+# trainer's 8% in the steady state is lost to its start-up and evaluations, so the pool stays, and its results
+# stay bit-identical to earlier runs. "batched" trains the same pairs within float tolerance (tests/test_batched.py).
+CPU_TRAINER = "pool"
 
 PROFILES = {
     # seconds: proves the pipeline, not the claims
@@ -46,6 +57,9 @@ PROFILES = {
         eval_batches=4,
         timing_repeats=5,
         minilm_texts=4,
+        trainer=CPU_TRAINER,
+        # a tiny ladder around the chapter's own size (41.8k parameters): proves the path in seconds
+        ladder=(dict(width=16, depth=1, heads=2, seeds=2), dict(width=48, depth=2, heads=4, seeds=2)),
     ),
     # 2 cores: 6 pairs x 600 steps, two single-threaded trainings at a time
     "cpu": dict(
@@ -61,6 +75,10 @@ PROFILES = {
         eval_batches=8,
         timing_repeats=15,
         minilm_texts=32,
+        trainer=CPU_TRAINER,
+        # The chapter's own size (235k parameters) is the middle rung; 15k and 669k span 45x with it. The large
+        # rung has 4 pairs, not 6, to fit the time budget (see scale_ladder_runs).
+        ladder=(dict(width=16, depth=2, heads=2, seeds=6), dict(width=112, depth=4, heads=4, seeds=4)),
     ),
     # one run per GPU
     "gpu": dict(
@@ -76,6 +94,8 @@ PROFILES = {
         eval_batches=20,
         timing_repeats=50,
         minilm_texts=64,
+        trainer="pool",  # one run per GPU
+        ladder=(dict(width=128, depth=4, heads=4, seeds=8), dict(width=768, depth=12, heads=12, seeds=4)),
     ),
 }
 
@@ -89,6 +109,13 @@ def settings_for(profile: str) -> dict:
         raise ValueError("paired verdicts need at least 5 pairs outside the smoke profile")
     if settings["width"] % settings["heads"]:
         raise ValueError(f"heads must divide width for profile {profile!r}: {settings}")
+    if settings["trainer"] not in TRAINERS:
+        raise ValueError(f"trainer must be one of {TRAINERS} for profile {profile!r}, got {settings['trainer']!r}")
+    for rung in settings["ladder"]:
+        if rung["width"] % rung["heads"] or (rung["width"] // rung["heads"]) % 2:
+            raise ValueError(f"ladder rung {rung}: heads must divide width into an even head size (RoPE)")
+        if rung["seeds"] < (2 if profile == "smoke" else 3):
+            raise ValueError(f"ladder rung {rung}: a paired interval needs at least 3 pairs outside the smoke profile")
     return settings
 
 
@@ -138,16 +165,65 @@ def norm_backend(settings: dict, norm: str) -> str:
     return GPTConfig(**model_config(settings, norm)).norm_backend
 
 
-def train_pairs(settings: dict, devices: list[str]) -> dict[tuple[str, int], dict]:
-    """Both norms for every seed, in parallel workers, keeping the trained weights: {(norm, seed): run}."""
-    keys = [(norm, seed) for seed in range(settings["seeds"]) for norm in NORMS]
-    outputs = run_parallel(
-        train_job,
-        [dict(model=model_config(settings, n), train=train_config(settings, s), keep_weights=True) for n, s in keys],
-        devices=devices or None,
-        desc="quality pairs",
-    )
-    return dict(zip(keys, outputs))
+def train_pairs(settings: dict, devices: list[str] | None, *, keep_weights: bool = True) -> dict[tuple[str, int], dict]:
+    """Both norms for every seed, keeping the trained weights: {(norm, seed): run}, each run as `train_job`
+    returns it. On the CPU with trainer "batched", each of the pool's workers trains its share of the models as one
+    (`normlab.gpt.batched`); otherwise one training per worker (or per GPU)."""
+    return train_many([settings], devices, keep_weights=keep_weights)[0]
+
+
+def train_many(sizes: list[dict], devices: list[str] | None, *, keep_weights: bool) -> list[dict]:
+    """`train_pairs` for several settings (model sizes) in one pool, so its workers start once; in `sizes`' order."""
+    jobs, owners = [], []  # owners[j]: (which settings, the (norm, seed) keys job j trains)
+    batched = sizes[0]["trainer"] == "batched" and not devices
+    for index, settings in enumerate(sizes):
+        keys = [(norm, seed) for seed in range(settings["seeds"]) for norm in NORMS]
+        if batched:
+            # one norm per worker where it divides so: members of one config form one stack, one batched product
+            members, workers = sorted(keys), min(default_workers(), len(keys))
+            for w in range(workers):
+                share = members[len(members) * w // workers : len(members) * (w + 1) // workers]
+                jobs.append(dict(settings=settings, members=share, keep_weights=keep_weights))
+                owners.append((index, share))
+        else:
+            for norm, seed in keys:
+                model, train = model_config(settings, norm), train_config(settings, seed)
+                jobs.append(dict(model=model, train=train, keep_weights=keep_weights))
+                owners.append((index, [(norm, seed)]))
+    outputs = run_parallel(batched_share if batched else train_job, jobs, devices=devices or None, desc="quality pairs")
+    runs: list[dict] = [{} for _ in sizes]
+    for (index, keys), output in zip(owners, outputs):
+        runs[index].update(zip(keys, output if batched else [output]))
+    order = [[(norm, seed) for seed in range(s["seeds"]) for norm in NORMS] for s in sizes]
+    return [{key: found[key] for key in keys} for found, keys in zip(runs, order)]
+
+
+def batched_share(settings: dict, members: list[tuple[str, int]], keep_weights: bool) -> list[dict]:
+    """One worker's share of the (norm, seed) models trained as one; each run as `train_job` returns it. A pair
+    split between workers still shares its batches and initial weights: both come from the seed alone."""
+    configs = [GPTConfig(**model_config(settings, norm)) for norm, _ in members]
+    seeds = [seed for _, seed in members]
+    tcfg = TrainConfig(**{**train_config(settings, 0), "progress": False})
+    result = train_batched(configs, tcfg, load_corpus(), seeds)
+    return [run_record(run, settings["steps"], keep_weights) for run in result.runs]
+
+
+def run_record(result, steps: int, keep_weights: bool) -> dict:
+    """The numbers the chapter reads from one `TrainResult`, in `train_job`'s form."""
+    val = result.val
+    record = {
+        "final_val_loss": result.final_val_loss,
+        "initial_val_loss": float(val["val_loss"].iloc[0]) if len(val) else math.nan,
+        "final_drop": final_drop(val, steps) if not result.diverged else math.nan,
+        "diverged": bool(result.diverged) or not math.isfinite(result.final_val_loss),
+        "steps_done": int(result.steps_done),
+        "median_step_time": result.median_step_time() if len(result.history) else math.nan,
+        "val": [(int(s), float(v)) for s, v in zip(val["step"], val["val_loss"])],
+        "corpus_sha256": result.corpus_sha256,
+    }
+    if keep_weights:
+        record["state_dict"] = {k: v.detach().cpu() for k, v in result.model.state_dict().items()}
+    return record
 
 
 # ---------------------------------------------------------------- loss parity (A9) and the curves (B7)
@@ -233,8 +309,9 @@ def parity_paragraph(parity: LossParity) -> str:
     )
 
 
-def a9_finding(parity: LossParity, margin: float, common: dict, resume: dict) -> Finding:
-    """A9 holds when the whole 95% interval of the paired final-loss difference lies inside ±margin."""
+def a9_finding(parity: LossParity, margin: float, common: dict, resume: dict, ladder: dict | None = None) -> Finding:
+    """A9 holds when the whole 95% interval of the paired final-loss difference lies inside ±margin. The scale
+    ladder (`ladder_evidence`), when given, is recorded beside it as evidence; the verdict is this size's."""
     verdict, text = final_loss_verdict(parity)
     pair = parity.final_pair
     return Finding(
@@ -248,12 +325,195 @@ def a9_finding(parity: LossParity, margin: float, common: dict, resume: dict) ->
             "final_loss_rms": parity.final["rms"],
             "resume_max_abs_loss_difference": resume["difference"],
             "resume_matches": resume["matches"],
+            **({"scale_ladder": ladder} if ladder is not None else {}),
         },
         key_number=max(abs(pair["ci_low"]), abs(pair["ci_high"])) if pair else None,
         threshold=margin,
         spread=pair["sd_of_differences"] / math.sqrt(pair["pairs"]) if pair else None,
         rule=f"Holds when the whole 95% interval of the paired final-loss difference lies inside ±{margin:g} nats; "
         "not testable when it is wider than that; does not hold when it lies outside.",
+    )
+
+
+# ---------------------------------------------------------------- the scale ladder (A9 across model sizes)
+
+# Narang et al. 2021, "Do Transformer Modifications Transfer Across Implementations and Applications?" (EMNLP
+# 2021, arXiv:2102.11972), main results table, T5-base: RMS Norm's final loss 1.821 against the vanilla
+# Transformer's 1.838, about 220M parameters. As transcribed in issue 19 and data/paper_speed.md; not checked
+# against the paper (no copy of it could be read here). Their loss is T5's span-corruption loss per token, not
+# nats per byte: the point shows the size of a difference the literature calls real, not a comparable value.
+NARANG_T5_BASE = {
+    "parameters": 220e6,
+    "difference": 1.821 - 1.838,  # RMSNorm − LayerNorm, the ladder's sign: RMSNorm lower
+    "label": "Narang et al. 2021, T5-base (as transcribed in the issue, unverified)",
+}
+LADDER_COLUMNS = ("label", "parameters", "mean_difference", "ci_low", "ci_high", "half_width", "pairs", "hardware")
+
+
+def rung_settings(settings: dict, rung: dict) -> dict:
+    """The chapter's settings with one ladder rung's model size and pairs (its steps too, if the rung sets them)."""
+    return {**settings, **rung}
+
+
+def parameter_count(settings: dict) -> int:
+    """Parameters of the LayerNorm model of this size (RMSNorm's has no norm biases: width·(2·depth+1) fewer)."""
+    with torch.random.fork_rng(devices=[]):  # counting builds a model; it must not move the caller's RNG
+        return sum(p.numel() for p in GPT(GPTConfig(**model_config(settings, "layer"))).parameters())
+
+
+def hardware_label(device: str) -> str:
+    """'<CPU model> (<n> cores)' or the GPU's name: the label a ladder point carries."""
+    info = hardware()
+    return info["gpu"] if device.startswith("cuda") and info["gpu"] else f"{info['cpu']} ({info['cpu_cores']} cores)"
+
+
+def ladder_point(settings: dict, parity: LossParity, hardware_name: str) -> dict:
+    """One rung: the paired final-loss difference RMSNorm − LayerNorm with its interval, and the model's size."""
+    pair = parity.final_pair
+    if pair is None:
+        raise ValueError(
+            f"ladder rung width={settings['width']} depth={settings['depth']}: run(s) {parity.diverged} diverged, "
+            f"so it has no paired difference; lower the rung's lr or steps, or drop the rung"
+        )
+    return {
+        "label": f"width {settings['width']}, depth {settings['depth']}",
+        "parameters": parameter_count(settings),
+        "width": settings["width"],
+        "depth": settings["depth"],
+        "steps": settings["steps"],
+        "pairs": pair["pairs"],
+        "mean_difference": pair["mean_difference"],
+        "ci_low": pair["ci_low"],
+        "ci_high": pair["ci_high"],
+        "half_width": pair["half_width"],
+        "last_drop": parity.last_drop,
+        "hardware": hardware_name,
+    }
+
+
+def scale_ladder_runs(settings: dict, devices: list[str] | None, margin: float) -> list[dict]:
+    """Train every ladder rung of the profile as pairs (same seeds, initial weights and batches per pair) and
+    return one `ladder_point` per rung. The chapter's own size is not among them: its pairs are already trained.
+
+    Budget (cpu profile, 2 cores, the pool: two single-threaded trainings at a time). Median step times measured
+    alone at load average ~10, LayerNorm / RMSNorm: width 128 depth 5 (1.06M) 0.89 / 0.75 s, width 112 depth 4
+    (669k) 0.46 / 0.53 s, the chapter's width 64 depth 4 (235k) 0.30 / 0.20 s and 0.30 / 0.43 s, width 16 depth 2
+    (15k) 0.063 / 0.072 s. Scaled to the 0.073 s step of a quiet machine's chapter run, 4 pairs x 600 steps at 669k
+    take about 5 min and 6 pairs at 15k about 1 min; 3 pairs at 1.06M would have taken about 7 min alone."""
+    device = devices[0] if devices else "cpu"
+    # the largest rung's jobs first, so that the small ones fill the workers' idle time at the end
+    rungs = sorted((rung_settings(settings, rung) for rung in settings["ladder"]), key=parameter_count, reverse=True)
+    trained = train_many(rungs, devices, keep_weights=False)
+    points = [ladder_point(s, loss_parity(runs, margin), hardware_label(device)) for s, runs in zip(rungs, trained)]
+    return sorted(points, key=lambda point: point["parameters"])
+
+
+def _checked_extra_point(point: dict, index: int) -> dict:
+    missing = [key for key in LADDER_COLUMNS if key not in point]
+    if missing:
+        raise ValueError(f"gpu_rungs[{index}] lacks {missing}: each extra rung needs {list(LADDER_COLUMNS)}")
+    if not isinstance(point["hardware"], str) or not point["hardware"].strip():
+        raise ValueError(f"gpu_rungs[{index}] has no hardware label: say what it was measured on, e.g. 'NVIDIA H200'")
+    numbers = [point[key] for key in LADDER_COLUMNS if key not in ("label", "hardware")]
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in numbers) or point["parameters"] <= 0:
+        raise ValueError(f"gpu_rungs[{index}] ({point['label']}): every number must be finite, parameters > 0")
+    if (
+        point["pairs"] < 2
+        or point["half_width"] < 0
+        or not point["ci_low"] <= point["mean_difference"] <= point["ci_high"]
+    ):
+        raise ValueError(f"gpu_rungs[{index}] ({point['label']}): needs >= 2 pairs and ci_low <= mean <= ci_high")
+    return dict(point)
+
+
+def ladder_table(points: list[dict], gpu_rungs: list[dict] = ()) -> pd.DataFrame:
+    """Every rung, smallest model first: this run's points and any extra ones (a committed GPU study's rungs),
+    each labelled with the hardware it was measured on. Extra rungs are checked: a clear error names what is missing."""
+    extra = [_checked_extra_point(point, k) for k, point in enumerate(gpu_rungs)]
+    if len(points) + len(extra) < 2:
+        raise ValueError("a scale ladder needs at least two rungs")
+    table = pd.DataFrame([*points, *extra])
+    return table.sort_values("parameters", kind="stable").reset_index(drop=True)
+
+
+@dataclass
+class LadderTrend:
+    outcome: str  # "shrinks", "grows", "stays within the margin" or "cannot tell"
+    change: float  # largest rung's mean difference minus the smallest's
+    change_low: float  # its 95% interval
+    change_high: float
+    all_inside: bool  # every rung's interval inside ±margin
+    sentence: str
+
+
+def _standard_error(row) -> float:
+    return row["half_width"] / t975(row["pairs"] - 1)
+
+
+def ladder_trend(table: pd.DataFrame, margin: float) -> LadderTrend:
+    """How the paired difference moves from the smallest rung to the largest, by the rule the chapter states:
+    the change (largest − smallest mean difference, Welch 95% interval) excludes zero: the difference *shrinks*
+    when the largest rung's |mean| is the smaller, else it *grows*; the change's interval holds zero and every
+    rung's interval lies inside ±margin: it *stays within the margin*; otherwise the run *cannot tell*."""
+    small, large = table.iloc[0], table.iloc[-1]
+    se_small, se_large = _standard_error(small), _standard_error(large)
+    se = math.hypot(se_small, se_large)
+    change = float(large["mean_difference"] - small["mean_difference"])
+    if se > 0:
+        df = se**4 / (se_small**4 / (small["pairs"] - 1) + se_large**4 / (large["pairs"] - 1))
+        half = t975(max(df, 1.0)) * se
+    else:
+        half = 0.0
+    low, high = change - half, change + half
+    all_inside = bool(((table.ci_low > -margin) & (table.ci_high < margin)).all())
+    moved = low > 0 or high < 0
+    if moved:
+        outcome = "shrinks" if abs(large["mean_difference"]) < abs(small["mean_difference"]) else "grows"
+    else:
+        outcome = "stays within the margin" if all_inside else "cannot tell"
+    span = f"from {small['parameters'] / 1e3:,.0f}k to {large['parameters'] / 1e3:,.0f}k parameters"
+    moved_text = f"it moved by {change:+.4f} nats (95% CI {low:+.4f}..{high:+.4f})"
+    inside_text = f"every rung's interval lies inside ±{margin:g} nats"
+    if outcome in ("shrinks", "grows"):
+        tail = f", and {inside_text}" if all_inside else ""
+        sentence = f"As the model grows {span}, the difference **{outcome}**: {moved_text}{tail}."
+    elif outcome == "stays within the margin":
+        sentence = (
+            f"As the model grows {span}, the difference **stays within the margin**: {inside_text}, and {moved_text}."
+        )
+    else:
+        widest = table.loc[(table.ci_high - table.ci_low).idxmax()]
+        sentence = (
+            f"As the model grows {span}, this run **cannot tell** whether the difference shrinks or grows: {moved_text}, "
+            f"and the interval at {widest['label']} ({widest['ci_low']:+.4f}..{widest['ci_high']:+.4f}) is not inside "
+            f"±{margin:g} nats; more pairs per rung would decide it."
+        )
+    return LadderTrend(outcome, change, low, high, all_inside, sentence)
+
+
+def ladder_evidence(table: pd.DataFrame, trend: LadderTrend) -> dict:
+    """The ladder's numbers as A9 evidence: one entry per rung and the trend."""
+    return {
+        "rungs": table.to_dict(orient="records"),
+        "trend": trend.outcome,
+        "change_largest_minus_smallest": trend.change,
+        "change_ci": [trend.change_low, trend.change_high],
+        "all_rungs_inside_margin": trend.all_inside,
+        "reference_point": NARANG_T5_BASE,
+    }
+
+
+def ladder_display(table: pd.DataFrame) -> pd.DataFrame:
+    """The ladder as the page shows it."""
+    return pd.DataFrame(
+        {
+            "model": table["label"],
+            "parameters": table["parameters"].map(lambda p: f"{p / 1e3:,.0f}k"),
+            "pairs": table["pairs"].astype(int).astype(str),
+            "RMSNorm − LayerNorm (nats)": table["mean_difference"].map(lambda v: f"{v:+.4f}"),
+            "95% interval": [f"{lo:+.4f}..{hi:+.4f}" for lo, hi in zip(table.ci_low, table.ci_high)],
+            "measured on": table["hardware"],
+        }
     )
 
 

@@ -94,3 +94,35 @@ def minilm_shares(table: pd.DataFrame | None):
     axes[1].set(xlabel="position", ylabel="share of energy", title="(b) common offset share")
     plt.tight_layout()
     return fig
+
+
+def scale_ladder(table: pd.DataFrame, margin: float, reference: dict):
+    """The paired final-loss difference with its 95% interval against parameters (log axis), one marker per
+    hardware, the ±margin band, and a reference point from the literature (`reference`: parameters, difference,
+    label), marked without an interval since none was transcribed."""
+    fig, ax = plt.subplots(figsize=(7, 4.8))
+    for (hardware, rows), marker in zip(table.groupby("hardware", sort=False), "osD^v"):
+        ax.errorbar(
+            rows["parameters"],
+            rows["mean_difference"],
+            yerr=[rows["mean_difference"] - rows["ci_low"], rows["ci_high"] - rows["mean_difference"]],
+            fmt=marker,
+            capsize=5,
+            label=f"measured on {hardware}",
+        )
+    ax.scatter(
+        [reference["parameters"]],
+        [reference["difference"]],
+        marker="*",
+        s=160,
+        color="C3",
+        zorder=3,
+        label=reference["label"],
+    )
+    ax.axhspan(-margin, margin, color="green", alpha=0.15, label=f"±{margin:g}-nat margin")
+    ax.axhline(0, c="k", lw=0.8)
+    ax.set_xscale("log")
+    ax.set(xlabel="parameters (LayerNorm model)", ylabel="RMSNorm − LayerNorm final loss (nats)")
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.22))
+    fig.tight_layout()
+    return fig
