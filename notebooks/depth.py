@@ -166,7 +166,9 @@ Markdown(D.b18_paragraph(b18_numbers, **depths, **B18_RULE))
 
 # %% tags=["remove-cell"]
 ablation = D.ablation_study(training, MARGIN)
-b19 = D.b19_finding(ablation, depth=P["ablation_depth"], steps=P["ablation_steps"], seeds=P["ablation_seeds"], margin=MARGIN)
+b19 = D.b19_finding(
+    ablation, depth=P["ablation_depth"], steps=P["ablation_steps"], seeds=P["ablation_seeds"], margin=MARGIN
+)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Ablation of the LLaMA style: paired final-loss change of each swap against the LLaMA-style run of the same seed (dots: seeds; bar: mean and 95% interval). The green band is the ±0.02-nat margin.", "name": "fig-depth-ablation"}}
 figures.ablation_effects(ablation.swaps, MARGIN)
@@ -174,7 +176,8 @@ plt.show()
 
 # %% tags=["remove-input"]
 table(
-    D.swap_table(ablation), caption=f"Single and double swaps at depth {P['ablation_depth']}, {P['ablation_seeds']} paired seeds"
+    D.swap_table(ablation),
+    caption=f"Single and double swaps at depth {P['ablation_depth']}, {P['ablation_seeds']} paired seeds",
 )
 
 # %% tags=["remove-input"]

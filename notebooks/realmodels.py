@@ -252,7 +252,7 @@ _ = results.record_evidence("B16", *R.b16_evidence(added, minilm, stream), secti
 # **Threshold, stated before measuring:** Q5 holds if the norms take at least 7% of the forward time (the low
 # end of the claimed 7%–64%) in both prefill and decoding, with caveats if in only one of them. The timing is
 # called *fragile* when the 1-minute load average, before or after the rounds, exceeds this process's threads by
-# more than 0.5: other work then shares the cores, and a build on a busy machine has put eight times the norms'
+# more than 1: other work then shares the cores, and a build on a busy machine has put eight times the norms'
 # quiet-machine share into them.
 
 # %% tags=["remove-cell"]

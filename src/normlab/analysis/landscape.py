@@ -42,6 +42,7 @@ import pandas as pd
 import torch
 
 from normlab.gpt.corpus import load_corpus
+from normlab.gpt.experiments import drop_one_losses
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.gpt.train import TrainConfig, compare_step_times
 from normlab.gpt.train import train as train_model
@@ -68,27 +69,6 @@ def max_attention_logit(model: GPT, x: torch.Tensor) -> float:
         model(x)
     model.train(was_training)
     return float(max(per_block))
-
-
-@torch.no_grad()
-def drop_one_losses(model: GPT, batches) -> list[float]:
-    """Validation loss with each block in turn replaced by the identity, minus the full model's (nats)."""
-    was_training = model.training
-    model.eval()
-
-    def loss() -> float:
-        return sum(float(model(x, y)[1]) for x, y in batches) / len(batches)
-
-    full = loss()
-    changes = []
-    for block in model.blocks:
-        handle = block.register_forward_hook(lambda module, args, output: args[0])
-        try:
-            changes.append(loss() - full)
-        finally:
-            handle.remove()
-    model.train(was_training)
-    return changes
 
 
 def _train_probed(mcfg: GPTConfig, tcfg: TrainConfig, corpus, every: int, probe) -> tuple:

@@ -1479,7 +1479,7 @@ class TimingResult:
         return self.hooks if self.share_method == "hooks" else self.ablation
 
 
-BUSY_LOAD_MARGIN = 0.5  # load beyond this process's threads at which a CPU timing is called fragile
+BUSY_LOAD_MARGIN = 1.0  # load beyond this process's threads at which a CPU timing is called fragile
 
 
 def measure_time(run: SmolLM2Run, settings: dict) -> TimingResult:
