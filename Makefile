@@ -33,8 +33,10 @@ lint: $(INSTALLED)
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/ruff format --check $(LINTED)
 
+# Two workers (pytest-xdist); the tests that read the session's smoke run of every chapter share one xdist group
+# (tests/smoke_book.py), so one worker runs the chapters while the other runs the rest.
 test: lint
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadgroup
 
 notebooks: $(INSTALLED)
 	$(PY) -m normlab.study.run --profile $(PROFILE) $(if $(FORCE),--force-chapters "$(FORCE)")
