@@ -23,6 +23,21 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "xdist_group(name): tests pytest-xdist runs on one worker (--dist loadgroup)")
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Whole modules per worker (their module fixtures run once), and every reader of the smoke run on one worker."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    from smoke_book import READERS
+
+    class SmokeBookScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "smoke-book" if module in READERS else module
+
+    return SmokeBookScheduling(config, log)
+
+
 @pytest.fixture(scope="session")
 def smoke_book():
     """The copy under build/smoke-book/ in which every chapter ran at the smoke profile, once this session."""

@@ -6,8 +6,10 @@ a cpu- or gpu-profile book in build/ and _build/, and edits made to the checkout
 halfway. The copy's executed chapters persist between sessions, and the runner re-executes only the chapters whose
 inputs changed (the runner's own caching, tested in test_study.py and test_pipeline.py).
 
-Under pytest-xdist the tests that read this run share one xdist group (`SMOKE_BOOK_GROUP`), so one worker runs it;
-a file lock keeps two sessions (or workers run without --dist loadgroup) from writing the copy at once.
+Under pytest-xdist the test modules that read this run (`READERS`) go to one worker as one scope (the scheduler in
+conftest.py), so one worker runs the chapters while the other runs the rest; a file lock keeps two sessions from
+writing the copy at once. (xdist's own `--dist loadgroup` does not group with pytest 9: it renames `item._nodeid`,
+which pytest 9 no longer has. The xdist_group mark, `SMOKE_BOOK_GROUP`, stays on the modules as their label.)
 """
 
 from __future__ import annotations
@@ -28,6 +30,15 @@ ROOT = paths.ROOT / "build" / "smoke-book"
 SOURCES = ("_config.yml", "_toc.yml", "book", "notebooks", "data", "src")
 VENV_BIN = Path(sys.executable).parent
 SMOKE_BOOK_GROUP = pytest.mark.xdist_group("smoke-book")
+READERS = (
+    "tests/test_book_browser.py",
+    "tests/test_notebook_ecosystem.py",
+    "tests/test_notebook_landscape.py",
+    "tests/test_notebook_quality.py",
+    "tests/test_notebook_realmodels.py",
+    "tests/test_notebooks_dynamics.py",
+    "tests/test_notebooks_math.py",
+)
 
 
 @dataclass(frozen=True)
