@@ -33,8 +33,10 @@ lint: $(INSTALLED)
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/ruff format --check $(LINTED)
 
+# Two workers (pytest-xdist), whole modules each; the modules that read the session's smoke run of every chapter go to
+# one worker (tests/conftest.py's scheduler), so it runs the chapters while the other runs the rest.
 test: lint
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2
 
 notebooks: $(INSTALLED)
 	$(PY) -m normlab.study.run --profile $(PROFILE) $(if $(FORCE),--force-chapters "$(FORCE)")

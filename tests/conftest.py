@@ -3,13 +3,47 @@
 Triton kernels run on CPU only in Triton's interpreter, which must be switched
 on before triton defines any kernel, i.e. before the first import. setdefault
 lets a GPU run override it (TRITON_INTERPRET=0 pytest ...).
+
+Under pytest-xdist (`make test` runs two workers) each worker and the processes it starts (papermill kernels,
+training ranks) get one thread: two workers on two cores, each with as many threads as cores, spin against each other.
 """
 
 import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 import pytest  # noqa: E402
+
+
+def pytest_configure(config):
+    # Registered here too, so that the mark is known when pytest-xdist (which registers it) is not installed.
+    config.addinivalue_line("markers", "xdist_group(name): tests pytest-xdist runs on one worker (--dist loadgroup)")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Whole modules per worker (their module fixtures run once), and every reader of the smoke run on one worker."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    from smoke_book import READERS
+
+    class SmokeBookScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "smoke-book" if module in READERS else module
+
+    return SmokeBookScheduling(config, log)
+
+
+@pytest.fixture(scope="session")
+def smoke_book():
+    """The copy under build/smoke-book/ in which every chapter ran at the smoke profile, once this session."""
+    import smoke_book
+
+    return smoke_book.run_chapters()
 
 
 @pytest.fixture(scope="module")

@@ -1,20 +1,15 @@
 """The smoke book, built as `make book` builds it (warnings are errors), read in headless Chromium.
 
-The book is built in a copy of the book's sources and the package under build/smoke-book/, so this test never
-replaces a cpu- or gpu-profile book in build/ and _build/, and edits made to the checkout while it runs do not
-reach it halfway. The copy's executed chapters persist between runs, and the runner re-executes only the
-chapters whose inputs changed.
+The book is built from the session's smoke run of every chapter (tests/smoke_book.py), in its copy of the book's
+sources and the package under build/smoke-book/: the ledger and jupyter-book run there, warnings as errors.
 """
 
 from __future__ import annotations
 
 import functools
 import http.server
-import os
 import re
 import shutil
-import subprocess
-import sys
 import threading
 import urllib.request
 from pathlib import Path
@@ -23,58 +18,30 @@ from urllib.parse import urlparse
 import pytest
 
 from normlab.study import paths
+from smoke_book import SMOKE_BOOK_GROUP, VENV_BIN, step
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path(shutil.which("chromedriver") or "/usr/bin/chromedriver")
 INSTALL = "install them with `apt-get install chromium chromium-driver` (Debian) to run the browser test"
-pytestmark = pytest.mark.skipif(
-    not (CHROMIUM.exists() and CHROMEDRIVER.exists()), reason=f"Chromium or chromedriver is missing: {INSTALL}"
-)
-SOURCES = ("_config.yml", "_toc.yml", "book", "notebooks", "data", "src")
+pytestmark = [
+    pytest.mark.skipif(
+        not (CHROMIUM.exists() and CHROMEDRIVER.exists()), reason=f"Chromium or chromedriver is missing: {INSTALL}"
+    ),
+    SMOKE_BOOK_GROUP,
+]
 MAX_PAGE_BYTES = 300_000
-VENV_BIN = Path(sys.executable).parent
-
-
-def _sync(root: Path) -> None:
-    """Copy the book's sources into the smoke copy, leaving its build/ (the cached executions) in place."""
-    for name in SOURCES:
-        target = root / name
-        if target.is_dir():
-            shutil.rmtree(target)
-        source = paths.ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "seeds", "*.egg-info"))
-        else:
-            shutil.copy2(source, target)
-    shutil.rmtree(root / "_build", ignore_errors=True)
-
-
-def _step(command: list[str], root: Path, timeout: int = 900) -> subprocess.CompletedProcess:
-    # The copy's package shadows the editable install (PYTHONPATH comes before site-packages' .pth entries).
-    env = dict(os.environ, NORMLAB_ROOT=str(root), PYTHONPATH=str(root / "src"))
-    return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
-def book() -> Path:
-    root = paths.ROOT / "build" / "smoke-book"
-    root.mkdir(parents=True, exist_ok=True)
-    _sync(root)
+def book(smoke_book) -> Path:
     python = str(VENV_BIN / "python")
-    # The runner exits 1 when an input changed while it ran (in a checkout where others edit the package, that
-    # happens); a further pass re-runs only what changed.
-    for _ in range(3):
-        chapters = _step([python, "-m", "normlab.study.run", "--profile", "smoke"], root)
-        if chapters.returncode != 1 or "changed while this run went on" not in chapters.stderr:
-            break
-    assert chapters.returncode == 0, chapters.stdout[-3000:] + chapters.stderr[-3000:]
-    ledger = _step([python, "-m", "normlab.study.ledger"], root)
+    ledger = step([python, "-m", "normlab.study.ledger"], smoke_book)
     assert ledger.returncode == 0, ledger.stderr
-    build = _step([str(VENV_BIN / "jupyter-book"), "build", ".", "-W", "--keep-going"], root)
+    build = step([str(VENV_BIN / "jupyter-book"), "build", ".", "-W", "--keep-going"], smoke_book)
     assert build.returncode == 0, (
         f"the smoke book does not build with warnings as errors:\n{build.stdout[-6000:]}\n{build.stderr[-3000:]}"
     )
-    return root / "_build" / "html"
+    return smoke_book / "_build" / "html"
 
 
 @pytest.fixture(scope="module")

@@ -1,10 +1,12 @@
-"""The ecosystem chapter runs at profile smoke and records A11 and B1 from the measured survey."""
+"""The ecosystem chapter runs at profile smoke (the session's smoke run) and records A11 and B1 from the survey."""
 
-from normlab.study import run
+from smoke_book import SMOKE_BOOK_GROUP, chapter
+
+pytestmark = SMOKE_BOOK_GROUP
 
 
-def test_ecosystem_notebook_records_measured_verdicts(tmp_path):
-    data = run.execute("ecosystem", "smoke", executed_dir=tmp_path / "ex", results_dir=tmp_path / "res", force=True)
+def test_ecosystem_notebook_records_measured_verdicts(smoke_book):
+    data = chapter(smoke_book, "ecosystem").results
     claims = {c["id"]: c for c in data["claims"]}
     assert set(claims) == {"A11", "B1"}
     assert claims["A11"]["evidence"]["kinds"] == {"llama": "RMSNorm", "mistral": "RMSNorm", "gemma": "RMSNorm"}

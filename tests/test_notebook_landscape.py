@@ -1,15 +1,17 @@
-"""The landscape chapter runs end to end on the smoke profile; each verdict follows from its recorded numbers."""
-
-import json
+"""The landscape chapter runs end to end on the smoke profile (the session's smoke run of every chapter, so it reads
+the ecosystem and real-model results as in the book); each verdict follows from its recorded numbers."""
 
 import pytest
 
 from normlab.study.results import VERDICTS
-from normlab.study.run import execute
+from smoke_book import SMOKE_BOOK_GROUP, chapter
+
+pytestmark = SMOKE_BOOK_GROUP
 
 
-def test_landscape_notebook_smoke(tmp_path):
-    results = execute("landscape", "smoke", executed_dir=tmp_path / "ex", results_dir=tmp_path / "res", force=True)
+def test_landscape_notebook_smoke(smoke_book):
+    landscape = chapter(smoke_book, "landscape")
+    results = landscape.results
     claims = {c["id"]: c for c in results["claims"]}
     assert set(claims) == {"V1", "V2", "V3", "V4"}
     for c in claims.values():
@@ -41,7 +43,7 @@ def test_landscape_notebook_smoke(tmp_path):
     v4 = claims["V4"]["evidence"]
     assert all(0 <= s <= 1 for s in v4["later_half_share_plain"] + v4["later_half_share_scaled"])
     # The executed page: the figures are labelled and nothing leaks a warning or a machine path.
-    page = json.loads((tmp_path / "ex" / "landscape.ipynb").read_text())
+    page = landscape.notebook
     names = [
         c["metadata"].get("mystnb", {}).get("figure", {}).get("name") for c in page["cells"] if c["cell_type"] == "code"
     ]
@@ -55,4 +57,4 @@ def test_landscape_notebook_smoke(tmp_path):
     for cell in page["cells"]:
         for output in cell.get("outputs", []):
             text = output.get("text", "") if output["output_type"] == "stream" else ""
-            assert "Warning" not in "".join(text) and str(tmp_path) not in "".join(text)
+            assert "Warning" not in "".join(text) and str(smoke_book) not in "".join(text)

@@ -3,11 +3,12 @@
 import math
 
 from normlab.study.results import VERDICTS
-from normlab.study.run import execute
+from smoke_book import SMOKE_BOOK_GROUP, chapter
 
 
-def test_quality_notebook_smoke(tmp_path):
-    results = execute("quality", "smoke", executed_dir=tmp_path / "ex", results_dir=tmp_path / "res", force=True)
+@SMOKE_BOOK_GROUP
+def test_quality_notebook_smoke(smoke_book):
+    results = chapter(smoke_book, "quality").results
     claims = {c["id"]: c for c in results["claims"]}
     assert {"A9", "B5", "B7", "B16", "B6"} <= set(claims)
     owned = {k: v for k, v in claims.items() if k != "B6"}

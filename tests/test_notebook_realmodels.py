@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
@@ -10,20 +9,19 @@ import pytest
 from evidence import evidence_numbers
 from normlab.analysis import realmodels
 from normlab.study.results import VERDICTS
-from normlab.study.run import execute
+from smoke_book import SMOKE_BOOK_GROUP, chapter
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, SMOKE_BOOK_GROUP]
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def run(smoke_book):
     try:
         realmodels.smollm2_dir()
     except FileNotFoundError as error:
         pytest.skip(str(error))
-    root = tmp_path_factory.mktemp("realmodels")
-    result = execute("realmodels", "smoke", executed_dir=root / "ex", results_dir=root / "res", force=True)
-    return result, root
+    realmodels_chapter = chapter(smoke_book, "realmodels")
+    return realmodels_chapter.results, realmodels_chapter.notebook
 
 
 def test_owned_verdicts_and_evidence_records(run):
@@ -57,8 +55,7 @@ def test_evidence_is_finite_and_carries_provenance(run):
 
 
 def test_page_shows_no_plumbing(run):
-    _, root = run
-    notebook = json.loads((root / "ex" / "realmodels.ipynb").read_text())
+    _, notebook = run
     for cell in notebook["cells"]:
         if cell["cell_type"] != "code":
             continue

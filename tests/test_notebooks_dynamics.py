@@ -3,12 +3,14 @@ import math
 import pytest
 
 from evidence import evidence_numbers
-from normlab.study.run import execute
+from smoke_book import SMOKE_BOOK_GROUP, chapter
+
+pytestmark = SMOKE_BOOK_GROUP
 
 
 @pytest.mark.parametrize("name, claims", [("depth", {"B17", "B18", "B19"}), ("gain", {"B15"})])
-def test_dynamics_notebooks_smoke(tmp_path, name, claims):
-    result = execute(name, "smoke", executed_dir=tmp_path / "ex", results_dir=tmp_path / "res", force=True)
+def test_dynamics_notebooks_smoke(smoke_book, name, claims):
+    result = chapter(smoke_book, name).results
     recorded = {c["id"]: c for c in result["claims"]}
     assert claims <= set(recorded)
     for claim in claims:

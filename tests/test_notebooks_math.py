@@ -1,4 +1,4 @@
-"""Smoke runs of the geometry and Jacobian chapters through papermill, asserting on their results JSON."""
+"""Smoke runs of the geometry and Jacobian chapters (the session's smoke run), asserting on their results JSON."""
 
 from __future__ import annotations
 
@@ -8,29 +8,27 @@ import pytest
 
 from evidence import evidence_numbers
 from normlab.study import VERDICTS
-from normlab.study.run import execute
+from smoke_book import SMOKE_BOOK_GROUP, chapter
+
+pytestmark = SMOKE_BOOK_GROUP
 
 
 def _run(name, root):
-    results = execute(name, "smoke", executed_dir=root / "ex", results_dir=root / "res", force=True)
+    results = chapter(root, name).results
     assert results["notebook"] == name and results["profile"] == "smoke"
     return {claim["id"]: claim for claim in results["claims"]}
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory):
-    return tmp_path_factory.mktemp("math")
+def geometry(smoke_book):
+    return _run("geometry", smoke_book)
 
 
 @pytest.fixture(scope="module")
-def geometry(root):
-    return _run("geometry", root)
-
-
-@pytest.fixture(scope="module")
-def jacobians(root, geometry):
-    # geometry runs first into the same results folder: the Jacobian chapter combines its B3 evidence
-    return _run("jacobians", root)
+def jacobians(smoke_book, geometry):
+    # geometry runs first into the same results folder (the runner's order): the Jacobian chapter combines its B3
+    # evidence
+    return _run("jacobians", smoke_book)
 
 
 def _check_records(claims, expected_ids, evidence_only=()):

@@ -365,18 +365,38 @@ def test_nan_and_inf_stay_in_their_row(path):
         assert not torch.isfinite(y[1]).any() and not torch.isfinite(y[2]).all()
 
 
-def test_million_element_row():
+LONG_ROW, LONG_ROW_CHUNK = (1 << 17) + 1000, 1 << 12  # 8 x ONCHIP_LIMIT: 33 chunks, the last one partial
+
+
+def test_long_row_streams_through_many_chunks_accurately(monkeypatch):
+    """A row far beyond the on-chip limits goes through the chunked kernels, many chunks of it, and stays accurate.
+
+    Once a 1M-element row; the interpreter took 5 minutes on it. 33 chunks with a partial last one exercise the same
+    loop (the accumulation over chunks is where accuracy could be lost), and the launches are recorded to prove that
+    the chunked kernels, not the on-chip ones, ran.
+    """
+    assert LONG_ROW > 8 * launch.ONCHIP_LIMIT > launch.BACKWARD_ONCHIP_LIMIT and LONG_ROW % LONG_ROW_CHUNK
+    launched = []
+    for name in ("RMS_FORWARD", "RMS_BACKWARD", "LAYER_FORWARD"):
+        for path in ("ONCHIP", "CHUNKED"):
+            kernel = getattr(launch, f"{name}_{path}")
+            monkeypatch.setattr(
+                launch,
+                f"{name}_{path}",
+                lambda *a, _k=kernel, _n=f"{name}_{path}", **kw: (launched.append(_n), _k(*a, **kw)),
+            )
     torch.manual_seed(21)
-    n = 1_000_000
+    n = LONG_ROW
     x, weight = randn(1, n, requires_grad=True), randn(n)
-    y = triton_rms_norm(x, weight, chunk=1 << 16)  # longer than ONCHIP_LIMIT: the chunked kernels
+    y = triton_rms_norm(x, weight, chunk=LONG_ROW_CHUNK)
     assert relative_error(y, rms_norm_reference(x.double(), weight.double())) < 1e-5
     (grad,) = torch.autograd.grad(y.sum(), x)
     x64 = x.detach().double().requires_grad_()
     (grad_ref,) = torch.autograd.grad(rms_norm_reference(x64, weight.double()).sum(), x64)
     assert relative_error(grad, grad_ref) < 1e-4
-    y = triton_layer_norm(x.detach(), weight, stats="welford", chunk=1 << 16)
+    y = triton_layer_norm(x.detach(), weight, stats="welford", chunk=LONG_ROW_CHUNK)
     assert relative_error(y, layer_norm_reference(x.detach().double(), weight.double())) < 1e-5
+    assert launched == ["RMS_FORWARD_CHUNKED", "RMS_BACKWARD_CHUNKED", "LAYER_FORWARD_CHUNKED"]
 
 
 # ---------------------------------------------------------------- torch.compile and backend errors
