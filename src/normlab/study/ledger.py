@@ -180,6 +180,22 @@ def _where(run: dict) -> str:
     return run.get("_file") or f"the results of {run.get('notebook', '?')}"
 
 
+def read_json_object(path: Path, fix: str) -> dict:
+    """A committed or generated JSON file that must hold one object; every refusal names the file and `fix`."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise LedgerError(
+            f"{path}: not valid JSON ({error.msg} at line {error.lineno}, column {error.colno}); "
+            f"the file is truncated or was edited by hand: {fix}"
+        ) from None
+    except UnicodeDecodeError:
+        raise LedgerError(f"{path}: not UTF-8 text; {fix}") from None
+    if not isinstance(document, dict):
+        raise LedgerError(f"{path}: expected a JSON object, found {type(document).__name__}; {fix}")
+    return document
+
+
 def load_results(results_dir: Path = paths.RESULTS, executed_dir: Path | None = None) -> list[dict]:
     """Every results file, parsed and checked against the contract's shape.
 
@@ -192,17 +208,7 @@ def load_results(results_dir: Path = paths.RESULTS, executed_dir: Path | None = 
     runs = []
     for path in sorted(results_dir.glob("*.json")):
         name = path.stem
-        try:
-            run = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as error:
-            raise LedgerError(
-                f"{path}: not valid JSON ({error.msg} at line {error.lineno}, column {error.colno}); "
-                f"the file is truncated or was edited by hand: {_fix(name)}"
-            ) from None
-        except UnicodeDecodeError:
-            raise LedgerError(f"{path}: not UTF-8 text; {_fix(name)}") from None
-        if not isinstance(run, dict):
-            raise LedgerError(f"{path}: expected a JSON object, found {type(run).__name__}; {_fix(name)}")
+        run = read_json_object(path, _fix(name))
         missing = [key for key in RUN_KEYS if key not in run]
         if missing:
             raise LedgerError(f"{path}: missing key(s) {', '.join(missing)}; {_fix(name)}")

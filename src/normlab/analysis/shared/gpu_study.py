@@ -22,7 +22,6 @@ trained on other corpus bytes than this run's.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import subprocess
@@ -31,7 +30,7 @@ from pathlib import Path
 
 from normlab.study import paths
 from normlab.study.findings import Finding
-from normlab.study.ledger import LedgerError
+from normlab.study.ledger import LedgerError, read_json_object
 
 SCHEMA = "normlab.gpu-study/1"
 PROFILES = ("gpu", "tiny")  # tiny: the entry point's CPU test size, accepted so that tests can feed it through
@@ -77,17 +76,7 @@ class GpuStudy:
 def load(path: str | Path, *, known=commit_known) -> GpuStudy:
     """One committed study, checked; every refusal names the file and the fix."""
     path = Path(path)
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise LedgerError(
-            f"{path}: not valid JSON ({error.msg} at line {error.lineno}, column {error.colno}); the file is "
-            f"truncated or was edited by hand: {_FIX}"
-        ) from None
-    except UnicodeDecodeError:
-        raise LedgerError(f"{path}: not UTF-8 text; {_FIX}") from None
-    if not isinstance(document, dict):
-        raise LedgerError(f"{path}: expected a JSON object, found {type(document).__name__}; {_FIX}")
+    document = read_json_object(path, _FIX)
     if document.get("schema") != SCHEMA:
         raise LedgerError(
             f"{path}: schema {document.get('schema')!r}, but the chapters read {SCHEMA!r}; {_FIX} with this checkout"
