@@ -67,9 +67,13 @@ claims_box(["V1", "V2", "V3", "V4"])
 #   loss (1.5–2 nats per byte on the cpu profile), below what a reader would call a change of quality. A variant
 #   "matches" the baseline when the 95% paired interval of (variant − baseline) lies entirely below +0.03
 #   (non-inferiority), and is "worse" when it lies entirely at or above +0.03.
-# - **Usable learning rate**: a run that did not diverge and ended within **0.25 nats** of the best run at that
-#   scale (a loss 0.25 nats worse is a visibly weaker model, but one that trained). The usable range is the
-#   contiguous stretch of grid points that are usable; "diverges at" is the first grid point above it that is not.
+# - **Usable learning rate**: a run that did not diverge and ended within **0.25 nats** of the best run among the
+#   variants a claim compares, at that scale: with and without QK-norm for V3, the four placements for V2, DyT's
+#   two recipes and RMSNorm for V1 (a loss 0.25 nats worse is a visibly weaker model, but one that trained). The
+#   usable range is the contiguous stretch of grid points that are usable; "diverges at" is the first grid point
+#   above it that is not. This rule first read "the best run at that scale": once DyT with an RMSNorm final norm,
+#   under the authors' AdamW, was added and trained 0.2 nats better than any other variant, that bar would have
+#   judged QK-norm against a model V3 is no part of, so the bar is now each claim's own.
 
 # %% tags=["remove-cell"]
 LOSS_MARGIN = 0.03

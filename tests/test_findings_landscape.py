@@ -394,6 +394,26 @@ def v4(plain, scaled):
     return L.depth_claim(study_of(make_runs(drop_one=drop_one)), curse_share=0.35)
 
 
+def test_usable_ranges_are_judged_within_the_compared_variants():
+    # rms+qk trains at every lr and rms fails above the lowest; a third variant 0.4 nats better than both (at the
+    # low lr) would make every rms+qk run "unusable" against the scale's best, and must not move V3's bar
+    def loss(tag):
+        if tag["scale"] != "small":
+            return 2.0
+        if tag["label"] == "dyt-rmsfinal":
+            return 1.6
+        return 2.0 if tag["label"] == "rms+qk" or tag["lr"] == min(settings()["lr_grid"]) else 3.0
+
+    study = study_of(make_runs(loss=loss))
+    outcome = L.qk_claim(study, L.final_logits(study))
+    assert outcome.finding.verdict == "holds with caveats", outcome.finding.summary
+    qk = study.usable_range("small", "rms+qk", L.QK_COMPARED)
+    assert qk["lr_high"] == max(settings()["lr_grid"])
+    assert study.usable_range("small", "rms+qk", ("rms+qk", "dyt-rmsfinal"))["lr_high"] is None
+    with pytest.raises(ValueError, match="not among the compared"):
+        study.usable_range("small", "layer", L.QK_COMPARED)
+
+
 def test_depth_claim_reads_the_later_half_share():
     held = v4([0.9, 0.05, 0.03, 0.02], [0.5, 0.2, 0.15, 0.15])
     assert held.finding.verdict == "holds" and held.finding.threshold == 0.0

@@ -77,7 +77,7 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("residual", ("none", "s used", "s unused"))
+@pytest.mark.parametrize("residual", ("none", "s used", "s unused", "only s"))
 @pytest.mark.parametrize("case", CASES)
 def test_forward_and_backward_issue_only_their_kernels(case, residual, launches):
     d = 100
@@ -93,17 +93,35 @@ def test_forward_and_backward_issue_only_their_kernels(case, residual, launches)
         outputs["y"], outputs["s"] = (out, None) if r is None else out
 
     def backward():
-        grads = [dy] + ([dy] if residual == "s used" else [])
-        tensors = [outputs["y"]] + ([outputs["s"]] if residual == "s used" else [])
-        torch.autograd.grad(tensors, leaves, grads)
+        used = {"none": ["y"], "s used": ["y", "s"], "s unused": ["y"], "only s": ["s"]}[residual]
+        torch.autograd.grad([outputs[name] for name in used], leaves, [dy] * len(used), allow_unused=True)
 
     assert aten_ops_issued(forward) <= NO_LAUNCH_OPS
     assert len(launches) == 1 and "forward" in launches[0]
     launches.clear()
     assert aten_ops_issued(backward) <= NO_LAUNCH_OPS
+    if residual == "only s":  # y's gradient is zero: ds passes through, and nothing is launched
+        assert launches == []
+        return
     reduces = weight is not None or bias is not None
     assert len(launches) == 1 + reduces and "backward" in launches[0]
     assert launches[1:] == (["sum_partials"] if reduces else [])
+
+
+@pytest.mark.parametrize("kind", ("rms", "layer"))
+@pytest.mark.parametrize("entry", ("kernels", "functional"))
+def test_when_only_s_reaches_the_loss_x_and_the_residual_get_ds(kind, entry):
+    x, r = (torch.randn(6, 40, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    weight = torch.randn(40, dtype=torch.float64, requires_grad=True)
+    ds = torch.randn(6, 40, dtype=torch.float64)
+    if entry == "functional":
+        norm = normlab.rms_norm if kind == "rms" else normlab.layer_norm
+        _, s = norm(x, weight, residual=r, backend="triton")
+    else:
+        _, s = (triton_rms_norm if kind == "rms" else triton_layer_norm)(x, weight, residual=r)
+    dx, dr, dweight = torch.autograd.grad(s, (x, r, weight), ds, allow_unused=True)
+    # the same as autograd through the plain sum s = x + r
+    assert torch.equal(dx, ds) and torch.equal(dr, ds) and dweight is None
 
 
 def test_autograd_keeps_the_statistics_on_ctx():

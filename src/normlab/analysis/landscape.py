@@ -34,7 +34,6 @@ import math
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -610,6 +609,7 @@ class Landscape:
         self.loss_margin = loss_margin
         self.usable_tolerance = usable_tolerance
         self.frame = frame_of(runs)
+        self._ranges: dict = {}
 
     def pick(self, scale: str, label: str, lr=None, width=None, alpha=None) -> list[dict]:
         """The runs of one variant at one learning rate, width and α₀ (defaults: the scale's reference learning
@@ -637,7 +637,7 @@ class Landscape:
         return paired_or_none(finals(a), finals(b), self.loss_margin)
 
     def lr_ranges(self, scale: str, labels, seeds) -> tuple[dict, float]:
-        """Usable LR range per label and seed, usable judged against the best run at this scale."""
+        """Usable LR range per label and seed, usable judged against the best run of `labels` at this scale."""
         F = self.frame
         part = F[
             (F.scale == scale) & F.label.isin(labels) & (F.width == self.settings[scale]["width"]) & F.seed.isin(seeds)
@@ -651,17 +651,21 @@ class Landscape:
             out[(label, seed)] = usable_lr_range(g.lr.tolist(), flags)
         return out, best
 
-    @cached_property
-    def small_ranges(self) -> dict:
-        return self.lr_ranges("small", list(SMALL_VARIANTS), range(self.settings["grid_seeds"]))[0]
+    def ranges(self, scale: str, compared: Sequence[str]) -> dict:
+        """Usable LR range per (label, seed) of the variants a claim compares, on its scale's grid seeds. Each run
+        is judged against the best run among `compared` alone: a variant the claim does not involve (one trained
+        under another optimiser, say) must not move the bar."""
+        key = (scale, tuple(sorted(compared)))
+        if key not in self._ranges:
+            seeds = range(self.settings["grid_seeds" if scale == "small" else "deep_grid_seeds"])
+            self._ranges[key] = self.lr_ranges(scale, list(compared), seeds)[0]
+        return self._ranges[key]
 
-    @cached_property
-    def deep_ranges(self) -> dict:
-        return self.lr_ranges("deep", list(PLACEMENTS), range(self.settings["deep_grid_seeds"]))[0]
-
-    def usable_range(self, scale: str, label: str) -> dict:
-        """`range_summary` of one variant on its scale's grid (small or deep)."""
-        return range_summary({"small": self.small_ranges, "deep": self.deep_ranges}[scale], label)
+    def usable_range(self, scale: str, label: str, compared: Sequence[str]) -> dict:
+        """`range_summary` of one variant on its scale's grid, judged within the variants `compared`."""
+        if label not in compared:
+            raise ValueError(f"usable_range: {label!r} is not among the compared variants {tuple(compared)}")
+        return range_summary(self.ranges(scale, compared), label)
 
 
 @dataclass
@@ -980,7 +984,8 @@ def dyt_claim(
         if primary
         else "A DyT or RMSNorm run diverged at the reference learning rate, so no paired interval exists. "
     ) + diagnosis
-    ranges = {label: study.usable_range("small", label) for label in ("rms", "dyt-authors", "dyt-rmsfinal")}
+    v1_compared = ("rms", "dyt-authors", "dyt-rmsfinal")
+    ranges = {label: study.usable_range("small", label, v1_compared) for label in v1_compared}
     finals_by_label = {label: float(np.nanmean(finals(study.pick("small", label)))) for label in SMALL_VARIANTS}
     attention_alpha, other_alpha = authors_alpha_init(P["small"]["width"])
     evidence = {
@@ -1086,7 +1091,7 @@ def placement_measures(study: Landscape) -> dict:
         "relative_mean": rel_mean,
         "relative_sd": rel_sd,
         "worse": max(rel_mean, key=lambda p: rel_mean[p]),
-        "ranges": {p: study.usable_range("deep", p) for p in PLACEMENTS},
+        "ranges": {p: study.usable_range("deep", p, PLACEMENTS) for p in PLACEMENTS},
         "versus_pre": {p: study.versus("deep", "pre", p) for p in ("post", "peri", "post-sublayer")},
     }
 
@@ -1186,6 +1191,8 @@ def placement_claim(
 
 # ---- V3: QK-norm and the learning-rate range -------------------------------------------------------------
 
+QK_COMPARED = ("rms", "rms+qk")
+
 
 def _final_logit(study: Landscape, label: str, lr: float) -> float | None:
     rs = [
@@ -1218,7 +1225,7 @@ def qk_claim(study: Landscape, logit_rows: pd.DataFrame) -> ClaimOutcome:
     """V3: needs a failure without QK-norm on the grid; holds when QK-norm's highest usable LR is higher in every
     seed. The key number is the mean gain in decades, log10(highest usable LR with ÷ without), against 0."""
     P = study.settings
-    small_ranges = study.small_ranges
+    small_ranges = study.ranges("small", QK_COMPARED)
     gains = []
     noqk_fails = False
     for seed in range(P["grid_seeds"]):
@@ -1230,7 +1237,7 @@ def qk_claim(study: Landscape, logit_rows: pd.DataFrame) -> ClaimOutcome:
         gains.append(math.log10(high_b / high_a))
     gain_mean = float(np.mean(gains))
     gain_sd = float(np.std(gains, ddof=1)) if len(gains) > 1 else 0.0
-    rms_range, qk_range = study.usable_range("small", "rms"), study.usable_range("small", "rms+qk")
+    rms_range, qk_range = (study.usable_range("small", label, QK_COMPARED) for label in QK_COMPARED)
     if not noqk_fails:
         verdict = "not testable here"
     elif gain_mean > 0 and min(gains) > 0:
@@ -1406,7 +1413,7 @@ def summary_frame(study: Landscape, timings: pd.DataFrame) -> pd.DataFrame:
     for name, (scale, label, _) in SUMMARY_VARIANTS.items():
         paired = study.versus(scale, SUMMARY_BASELINE.get(label, "rms" if scale == "small" else "pre"), label)
         if scale in ("small", "deep"):
-            rng = study.usable_range(scale, label)
+            rng = study.usable_range(scale, label, summary_pair(scale, label))
         else:
             rng = {"lr_low": None, "lr_high": None, "diverges_at": None}
         ratios = []
@@ -1429,12 +1436,20 @@ def summary_frame(study: Landscape, timings: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def summary_pair(scale: str, label: str) -> tuple[str, str]:
+    """The grid baseline a summary variant's usable range is judged with (RMSNorm's grid also for the DyT recipe,
+    whose own baseline runs at the reference learning rate only), and the variant."""
+    return ({"small": "rms", "deep": "pre"}[scale], label)
+
+
 def baseline_ranges(study: Landscape) -> list[dict | None]:
-    """The baseline's usable LR range at each summary variant's scale (None at the deepest, run at one LR)."""
-    baseline = {"small": "rms", "deep": "pre"}
+    """The baseline's usable LR range beside each summary variant, judged within the same pair (None at the
+    deepest, run at one LR)."""
     return [
-        study.usable_range(scale, baseline[scale]) if scale in baseline else None
-        for scale, _, _ in SUMMARY_VARIANTS.values()
+        study.usable_range(scale, summary_pair(scale, label)[0], summary_pair(scale, label))
+        if scale in ("small", "deep")
+        else None
+        for scale, label, _ in SUMMARY_VARIANTS.values()
     ]
 
 

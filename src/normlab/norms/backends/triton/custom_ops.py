@@ -94,8 +94,17 @@ def _rms_setup_context(ctx, inputs, output):
     ctx.save_for_backward(s if ctx.has_residual else x, weight, mean_square)
 
 
+def _only_s_reached_the_loss(ds, n_inputs: int, residual_position: int):
+    """y's gradient is zero: x and the residual get ds as it is, the parameters none, and nothing is launched."""
+    grads = [None] * n_inputs
+    grads[0] = grads[residual_position] = ds
+    return tuple(grads)
+
+
 def _rms_backward(ctx, dy, ds, _dmean_square, backward=None):
     """The registered backward; the eager route passes the bare launcher as `backward` (same arguments)."""
+    if dy is None:
+        return _only_s_reached_the_loss(ds, 9, 2)
     s, weight, mean_square = ctx.saved_tensors
     dx, dweight = (backward or torch.ops.normlab.rms_norm_backward)(
         dy, ds if ctx.has_residual else None, s, weight, mean_square, *ctx.config
@@ -166,6 +175,8 @@ def _layer_setup_context(ctx, inputs, output):
 
 def _layer_backward(ctx, dy, ds, _dmean, _drstd, backward=None):
     """The registered backward; the eager route passes the bare launcher as `backward` (same arguments)."""
+    if dy is None:
+        return _only_s_reached_the_loss(ds, 8, 3)
     s, weight, mean, rstd = ctx.saved_tensors
     has_bias = ctx.bias_dtype is not None
     dx, dweight, dbias = (backward or torch.ops.normlab.layer_norm_backward)(
@@ -217,11 +228,6 @@ def _needs_grad(*tensors) -> bool:
 # off), so a backward launches the row kernel and the partials reduction and nothing else.
 
 
-def _unused_dy(dy, s):
-    # Only s reached the loss: y's gradient is zero. Rare; the zeros keep the kernels' one code path.
-    return torch.zeros_like(s) if dy is None else dy
-
-
 class _RmsNorm(torch.autograd.Function):
     """normlab::rms_norm_forward with its registered autograd, without the dispatcher (eager only)."""
 
@@ -236,10 +242,9 @@ class _RmsNorm(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy, ds=None):
-        s = ctx.saved_tensors[0]
         # create_graph=True: through the op, so double backward fails as the op's does
         backward = None if torch.is_grad_enabled() else launch.rms_backward
-        return _rms_backward(ctx, _unused_dy(dy, s), ds, None, backward)
+        return _rms_backward(ctx, dy, ds, None, backward)
 
 
 class _LayerNorm(torch.autograd.Function):
@@ -254,9 +259,8 @@ class _LayerNorm(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy, ds=None):
-        s = ctx.saved_tensors[0]
         backward = None if torch.is_grad_enabled() else launch.layer_backward
-        return _layer_backward(ctx, _unused_dy(dy, s), ds, None, None, backward)
+        return _layer_backward(ctx, dy, ds, None, None, backward)
 
 
 # torch.autograd.Function.apply is a Python wrapper around the C++ apply: it inspects the class for a
