@@ -224,6 +224,15 @@ display(claims.gpu_backward_display(gpu_ratios, gpu))
 display(claims.gpu_small_batch_display(gpu_ratios, gpu))
 
 # %% [markdown]
+# (speed-gpu-device-time)=
+# Wall time mixes the host's work (Python, dispatch, the launch) with the GPU's. Where a run recorded the kernels'
+# own time per call, the cases follow with both, folded; a case is host-bound when the GPU is idle for most of
+# its wall time, and then a faster kernel would not make the call faster.
+
+# %% tags=["remove-input", "hide-output"]
+display(*claims.gpu_device_time_display(gpu_runs, live))
+
+# %% [markdown]
 # The GPU's long-row (chunked) kernels and partial RMSNorm, which the pass and pRMSNorm verdicts use, and the
 # GPU cases left unstable, folded:
 

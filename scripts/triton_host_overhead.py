@@ -94,13 +94,14 @@ def install_stand_in_driver() -> None:
 def compiled_launcher_us(rows: int, d: int, repeats: int, rounds: int) -> list[tuple[float, float]]:
     """The on-chip forward kernel's launch, compiled for sm_90 with the stand-in driver, two ways:
     JITFunction.run (`kernel[grid](...)`) and launch.RMS_FORWARD_ONCHIP (the direct launcher normlab uses)."""
-    from normlab.norms.backends.triton import rms_kernels
+    from normlab.norms.backends.triton import rms_kernels, tuning
 
     install_stand_in_driver()
     x, w = torch.randn(rows, d), torch.randn(d)
     y, ms = torch.empty_like(x), torch.empty(rows)
     tile_rows, block = launch._tile(rows, d)
-    grid = (launch._cdiv(rows, tile_rows),)
+    config = tuning.onchip_forward("rms", tile_rows * block, x.element_size())  # as launch.rms_forward picks it
+    grid = (tuning.persistent_programs(launch._cdiv(rows, tile_rows), 132, config.programs_per_sm),)
     kernel = rms_kernels.rms_forward_onchip[grid]
     flags = dict(
         HAS_RESIDUAL=False,
@@ -108,7 +109,8 @@ def compiled_launcher_us(rows: int, d: int, repeats: int, rounds: int) -> list[t
         EPS_INSIDE=True,
         ROWS=tile_rows,
         BLOCK=block,
-        num_warps=launch.warps_for(tile_rows * block),
+        STAGES=config.stages,
+        num_warps=config.warps,
     )
     call = lambda: kernel(x, x, w, y, x, ms, rows, d, d, d, d, 1e-6, 0.0, **flags)  # noqa: E731
     direct = lambda: launch.RMS_FORWARD_ONCHIP(grid, x, x, w, y, x, ms, rows, d, d, d, d, 1e-6, 0.0, **flags)  # noqa: E731

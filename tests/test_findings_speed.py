@@ -222,6 +222,25 @@ def test_gpu_tables_name_the_hardware(tmp_path, monkeypatch):
     assert "GPU (Test GPU): forward+backward" in claims.gpu_backward_display(backward, run.gpu)._repr_html_()
 
 
+def test_gpu_device_times_are_shown_where_a_run_recorded_them(tmp_path, monkeypatch):
+    # small-batch eager LayerNorm: 20 µs wall, 4 µs in kernels -> host-bound; torch 2 ms wall, 1.9 ms -> not
+    timed = [dict(c, device_time_s={20e-6: 4e-6, 2e-3: 1.9e-3}.get(c["median_s"])) for c in CASES]
+    with_device = _document(timed, gpu="New GPU", profile="gpu")
+    run = _run(tmp_path, monkeypatch, [with_device, _gpu_document("Old GPU", "2025-01-01T00:00:00+00:00")])
+    note, shown = claims.gpu_device_time_display(run.gpu_runs, run.live)
+    assert note._repr_markdown_().startswith("**gpu-bench-1.json** recorded wall time only")
+    html = shown._repr_html_()
+    assert "gpu-bench-0.json" in html and "gpu-bench-1.json" not in html
+    rows = report.host_bound(report.frame(with_device))
+    bound = rows[rows.host_bound]
+    assert list(bound.study) == ["small-batch"] and bound.host_share.tolist() == pytest.approx([0.8])
+    assert rows[~rows.host_bound].host_share.tolist() == pytest.approx([0.05] * (len(rows) - 1))
+    (only_note,) = claims.gpu_device_time_display(run.gpu_runs[1:], run.live)
+    assert "cannot be told apart" in only_note._repr_markdown_()
+    (none,) = claims.gpu_device_time_display([], run.live)
+    assert none._repr_markdown_() == "No GPU run is committed."
+
+
 def test_this_runs_frames_convert_units():
     df = report.frame(_document(CASES))
     small = claims.small_batch_frame(report.ln_rms_ratios(df))

@@ -1123,6 +1123,41 @@ def gpu_small_batch_display(gpu_ratios: pd.DataFrame, gpu: Measured | None):
     )
 
 
+def gpu_device_time_display(gpu_runs: list, live: Measured) -> list:
+    """Per GPU run, wall time beside the kernels' own time (torch.profiler), and whether the host is what the
+    call waits on; a sentence names the runs that carry no device time."""
+    if not gpu_runs:
+        return [_markdown("No GPU run is committed.")]
+    frames, without = [], []
+    for m in gpu_runs:
+        cases = report.host_bound(m.frame)
+        if cases.empty:
+            without.append(f"**{run_name(m, live)}**")
+        else:
+            frames.append(cases.assign(run=run_name(m, live)))
+    shown = []
+    if without:
+        shown.append(
+            _markdown(
+                f"{', '.join(without)} recorded wall time only (they predate the bench's device timing), so their "
+                "host-bound and device-bound cases cannot be told apart; `make gpu-session` records both."
+            )
+        )
+    if frames:
+        cases = pd.concat(frames, ignore_index=True)
+        cases = cases.assign(**{"wall (µs)": cases["median_s"] * 1e6, "device (µs)": cases["device_time_s"] * 1e6})
+        columns = ["run", "study", "norm", "implementation", "direction", "dtype", "rows", "d", "wall (µs)"]
+        shown.append(
+            table(
+                cases[[*columns, "device (µs)", "host_share", "host_bound"]].astype({"rows": str, "d": str}),
+                caption="GPU: wall time and the sum of the case's GPU kernel durations per call (torch.profiler), "
+                f"per run; host-bound: more than {report.HOST_BOUND_SHARE:.0%} of the wall time is spent outside "
+                "kernels.",
+            )
+        )
+    return shown
+
+
 def gpu_chunked_display(gpu_stable: pd.DataFrame, gpu_runs: list, live: Measured) -> list:
     """The GPU's chunked and partial-RMSNorm cases (if any), then the GPU cases left unstable."""
     if not gpu_runs:
