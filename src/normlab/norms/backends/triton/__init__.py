@@ -33,7 +33,11 @@ torch.compile or torch.export the custom ops are what gets traced. With autograd
 returns only y (and s): the statistics stay on its ctx, and no zero gradient is materialised, so a
 backward is one row kernel and one reduction kernel (``reduce_kernels``), with no ATen work.
 Compiled kernels are launched through ``direct_launch.DirectLauncher``: each specialisation is
-compiled once by JITFunction.run, and later calls go straight to its C launcher.
+compiled once by JITFunction.run, and later calls go straight to its C launcher. Row counts are not
+specialised (``do_not_specialize``): a new batch size reuses the kernel. Row strides are, on purpose:
+Triton's divisible-by-16 flag is what proves every row 16-byte aligned, so that a tile of several rows
+loads in 16-byte vectors; it makes at most two kernels per width and dtype (a row view of a wider
+tensor may take the second).
 
 Host cost per call, layer by layer (no GPU needed): ``scripts/triton_host_overhead.py``.
 
