@@ -36,8 +36,8 @@ Compiled kernels are launched through ``direct_launch.DirectLauncher``: each spe
 compiled once by JITFunction.run, and later calls go straight to its C launcher. Row counts are not
 specialised (``do_not_specialize``): a new batch size reuses the kernel. Row strides are, on purpose:
 Triton's divisible-by-16 flag is what proves every row 16-byte aligned, so that a tile of several rows
-loads in 16-byte vectors; it makes at most two kernels per width and dtype (a row view of a wider
-tensor may take the second).
+loads in 16-byte vectors. That makes at most three kernels per width, dtype and flags (a stride of 1,
+a multiple of 16, or neither), not one per batch shape.
 
 Host cost per call, layer by layer (no GPU needed): ``scripts/triton_host_overhead.py``.
 
