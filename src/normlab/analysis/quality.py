@@ -61,8 +61,9 @@ PROFILES = {
         # a tiny ladder around the chapter's own size (41.8k parameters): proves the path in seconds
         ladder=(dict(width=16, depth=1, heads=2, seeds=2), dict(width=48, depth=2, heads=4, seeds=2)),
     ),
-    # 2 cores: 12 pairs x 600 steps, two single-threaded trainings at a time. A9 at 6 pairs was -0.0068 nats
-    # (-0.0257..+0.0120) against a +-0.02 margin and needed about 10 pairs to decide: the spare CPU budget goes here.
+    # 2 cores: 24 pairs x 600 steps, two single-threaded trainings at a time (about 50 s of wall time a pair on a
+    # quiet machine). The spare CPU budget goes here, to A9: at 6 pairs it was -0.0068 nats (-0.0257..+0.0120)
+    # against a +-0.02 margin, about 10 pairs needed; at 12, +0.0091 (-0.0064..+0.0246), about 22 needed.
     "cpu": dict(
         width=64,
         depth=4,
@@ -72,7 +73,7 @@ PROFILES = {
         steps=600,
         lr=5e-3,
         warmup_steps=60,
-        seeds=12,
+        seeds=24,
         eval_batches=8,
         timing_repeats=15,
         minilm_texts=32,
