@@ -407,6 +407,7 @@ def test_usable_ranges_are_judged_within_the_compared_variants():
     study = study_of(make_runs(loss=loss))
     outcome = L.qk_claim(study, L.final_logits(study))
     assert outcome.finding.verdict == "holds with caveats", outcome.finding.summary
+    assert "with QK-norm 0.100 (no failure on the grid)" in outcome.finding.summary
     qk = study.usable_range("small", "rms+qk", L.QK_COMPARED)
     assert qk["lr_high"] == max(settings()["lr_grid"])
     assert study.usable_range("small", "rms+qk", ("rms+qk", "dyt-rmsfinal"))["lr_high"] is None

@@ -1221,6 +1221,11 @@ def final_logits(study: Landscape) -> pd.DataFrame:
     )
 
 
+def _failure(lr_range: dict) -> str:
+    at = lr_range["diverges_at"]
+    return "no failure on the grid" if at is None else f"fails at {significant(at)}"
+
+
 def qk_claim(study: Landscape, logit_rows: pd.DataFrame) -> ClaimOutcome:
     """V3: needs a failure without QK-norm on the grid; holds when QK-norm's highest usable LR is higher in every
     seed. The key number is the mean gain in decades, log10(highest usable LR with ÷ without), against 0."""
@@ -1245,10 +1250,9 @@ def qk_claim(study: Landscape, logit_rows: pd.DataFrame) -> ClaimOutcome:
     else:
         verdict = "does not hold"
     summary = (
-        f"Highest usable LR without QK-norm {significant(rms_range['lr_high'])} (fails at "
-        f"{significant(rms_range['diverges_at'])}), with QK-norm {significant(qk_range['lr_high'])} (fails at "
-        f"{significant(qk_range['diverges_at'])}): a gain of {significant(gain_mean)} decades over "
-        f"{len(gains)} seeds."
+        f"Highest usable LR without QK-norm {significant(rms_range['lr_high'])} ({_failure(rms_range)}), with "
+        f"QK-norm {significant(qk_range['lr_high'])} ({_failure(qk_range)}): a gain of {significant(gain_mean)} "
+        f"decades over {len(gains)} seeds."
     )
     finding = Finding(
         verdict,
