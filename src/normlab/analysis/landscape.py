@@ -636,11 +636,20 @@ class Landscape:
             raise RuntimeError(f"{variant} and {baseline} are not paired by seed")
         return paired_or_none(finals(a), finals(b), self.loss_margin)
 
-    def lr_ranges(self, scale: str, labels, seeds) -> tuple[dict, float]:
-        """Usable LR range per label and seed, usable judged against the best run of `labels` at this scale."""
+    def ranges(self, scale: str, compared: Sequence[str]) -> dict:
+        """Usable LR range per (label, seed) of the variants a claim compares, on its scale's grid seeds. Each run
+        is judged against the best run among `compared` alone: a variant the claim does not involve (one trained
+        under another optimiser, say) must not move the bar."""
+        key = (scale, tuple(sorted(compared)))
+        if key in self._ranges:
+            return self._ranges[key]
         F = self.frame
+        seeds = range(self.settings["grid_seeds" if scale == "small" else "deep_grid_seeds"])
         part = F[
-            (F.scale == scale) & F.label.isin(labels) & (F.width == self.settings[scale]["width"]) & F.seed.isin(seeds)
+            (F.scale == scale)
+            & F.label.isin(compared)
+            & (F.width == self.settings[scale]["width"])
+            & F.seed.isin(seeds)
         ]
         part = part[part.reference_alpha]
         best = float(part.loc[~part.diverged, "final"].min())
@@ -649,17 +658,8 @@ class Landscape:
             g = g.sort_values("lr")
             flags = usable_flags(g.final.tolist(), g.diverged.tolist(), best, self.usable_tolerance)
             out[(label, seed)] = usable_lr_range(g.lr.tolist(), flags)
-        return out, best
-
-    def ranges(self, scale: str, compared: Sequence[str]) -> dict:
-        """Usable LR range per (label, seed) of the variants a claim compares, on its scale's grid seeds. Each run
-        is judged against the best run among `compared` alone: a variant the claim does not involve (one trained
-        under another optimiser, say) must not move the bar."""
-        key = (scale, tuple(sorted(compared)))
-        if key not in self._ranges:
-            seeds = range(self.settings["grid_seeds" if scale == "small" else "deep_grid_seeds"])
-            self._ranges[key] = self.lr_ranges(scale, list(compared), seeds)[0]
-        return self._ranges[key]
+        self._ranges[key] = out
+        return out
 
     def usable_range(self, scale: str, label: str, compared: Sequence[str]) -> dict:
         """`range_summary` of one variant on its scale's grid, judged within the variants `compared`."""
@@ -1449,12 +1449,11 @@ def summary_pair(scale: str, label: str) -> tuple[str, str]:
 def baseline_ranges(study: Landscape) -> list[dict | None]:
     """The baseline's usable LR range beside each summary variant, judged within the same pair (None at the
     deepest, run at one LR)."""
-    return [
-        study.usable_range(scale, summary_pair(scale, label)[0], summary_pair(scale, label))
-        if scale in ("small", "deep")
-        else None
-        for scale, label, _ in SUMMARY_VARIANTS.values()
-    ]
+    ranges = []
+    for scale, label, _ in SUMMARY_VARIANTS.values():
+        pair = summary_pair(scale, label) if scale in ("small", "deep") else None
+        ranges.append(study.usable_range(scale, pair[0], pair) if pair else None)
+    return ranges
 
 
 # ---- weighing a committed GPU study ------------------------------------------------------------------------
