@@ -18,11 +18,6 @@ if "PYTEST_XDIST_WORKER" in os.environ:
 import pytest  # noqa: E402
 
 
-def pytest_configure(config):
-    # Registered here too, so that the mark is known when pytest-xdist (which registers it) is not installed.
-    config.addinivalue_line("markers", "xdist_group(name): tests pytest-xdist runs on one worker (--dist loadgroup)")
-
-
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """Whole modules per worker (their module fixtures run once), and every reader of the smoke run on one worker."""

@@ -9,7 +9,7 @@ inputs changed (the runner's own caching, tested in test_study.py and test_pipel
 Under pytest-xdist the test modules that read this run (`READERS`) go to one worker as one scope (the scheduler in
 conftest.py), so one worker runs the chapters while the other runs the rest; a file lock keeps two sessions from
 writing the copy at once. (xdist's own `--dist loadgroup` does not group with pytest 9: it renames `item._nodeid`,
-which pytest 9 no longer has. The xdist_group mark, `SMOKE_BOOK_GROUP`, stays on the modules as their label.)
+which pytest 9 no longer has; so the scheduler reads `READERS`, the one list of them.)
 """
 
 from __future__ import annotations
@@ -22,14 +22,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 from normlab.study import paths
 
 ROOT = paths.ROOT / "build" / "smoke-book"
 SOURCES = ("_config.yml", "_toc.yml", "book", "notebooks", "data", "src")
 VENV_BIN = Path(sys.executable).parent
-SMOKE_BOOK_GROUP = pytest.mark.xdist_group("smoke-book")
 READERS = (
     "tests/test_book_browser.py",
     "tests/test_notebook_ecosystem.py",

@@ -18,17 +18,14 @@ from urllib.parse import urlparse
 import pytest
 
 from normlab.study import paths
-from smoke_book import SMOKE_BOOK_GROUP, VENV_BIN, step
+from smoke_book import VENV_BIN, step
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path(shutil.which("chromedriver") or "/usr/bin/chromedriver")
 INSTALL = "install them with `apt-get install chromium chromium-driver` (Debian) to run the browser test"
-pytestmark = [
-    pytest.mark.skipif(
-        not (CHROMIUM.exists() and CHROMEDRIVER.exists()), reason=f"Chromium or chromedriver is missing: {INSTALL}"
-    ),
-    SMOKE_BOOK_GROUP,
-]
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM.exists() and CHROMEDRIVER.exists()), reason=f"Chromium or chromedriver is missing: {INSTALL}"
+)
 MAX_PAGE_BYTES = 300_000
 
 

@@ -1,8 +1,6 @@
 """The ecosystem chapter runs at profile smoke (the session's smoke run) and records A11 and B1 from the survey."""
 
-from smoke_book import SMOKE_BOOK_GROUP, chapter
-
-pytestmark = SMOKE_BOOK_GROUP
+from smoke_book import chapter
 
 
 def test_ecosystem_notebook_records_measured_verdicts(smoke_book):

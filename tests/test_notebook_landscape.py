@@ -4,9 +4,7 @@ the ecosystem and real-model results as in the book); each verdict follows from 
 import pytest
 
 from normlab.study.results import VERDICTS
-from smoke_book import SMOKE_BOOK_GROUP, chapter
-
-pytestmark = SMOKE_BOOK_GROUP
+from smoke_book import chapter
 
 
 def test_landscape_notebook_smoke(smoke_book):

@@ -3,10 +3,9 @@
 import math
 
 from normlab.study.results import VERDICTS
-from smoke_book import SMOKE_BOOK_GROUP, chapter
+from smoke_book import chapter
 
 
-@SMOKE_BOOK_GROUP
 def test_quality_notebook_smoke(smoke_book):
     results = chapter(smoke_book, "quality").results
     claims = {c["id"]: c for c in results["claims"]}

@@ -9,9 +9,9 @@ import pytest
 from evidence import evidence_numbers
 from normlab.analysis import realmodels
 from normlab.study.results import VERDICTS
-from smoke_book import SMOKE_BOOK_GROUP, chapter
+from smoke_book import chapter
 
-pytestmark = [pytest.mark.slow, SMOKE_BOOK_GROUP]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

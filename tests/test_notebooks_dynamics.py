@@ -3,9 +3,7 @@ import math
 import pytest
 
 from evidence import evidence_numbers
-from smoke_book import SMOKE_BOOK_GROUP, chapter
-
-pytestmark = SMOKE_BOOK_GROUP
+from smoke_book import chapter
 
 
 @pytest.mark.parametrize("name, claims", [("depth", {"B17", "B18", "B19"}), ("gain", {"B15"})])

@@ -8,9 +8,7 @@ import pytest
 
 from evidence import evidence_numbers
 from normlab.study import VERDICTS
-from smoke_book import SMOKE_BOOK_GROUP, chapter
-
-pytestmark = SMOKE_BOOK_GROUP
+from smoke_book import chapter
 
 
 def _run(name, root):
