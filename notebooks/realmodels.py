@@ -41,13 +41,24 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 from IPython.display import Markdown, display
 
-from normlab.analysis import realmodels as R
-from normlab.analysis.figures import realmodels as figures
+from normlab.analysis.realmodels import (
+    centring_added,
+    centring_map,
+    centring_removed,
+    centring_verdict,
+    figures,
+    forward_time,
+    load,
+    massive,
+    profiles,
+    stream,
+)
 from normlab.study import Results
 from normlab.study.present import claims_box, verdict_table
 
-R.quiet_known_warnings()
-P = R.profile_settings(profile)
+# %% tags=["remove-cell"]
+load.quiet_known_warnings()
+P = profiles.profile_settings(profile)
 sns.set_theme(style="whitegrid")
 results = Results("realmodels", profile, results_dir)
 started = time.perf_counter()
@@ -56,15 +67,15 @@ started = time.perf_counter()
 MARGIN = 0.01  # nats per token: loss change that counts as "no difference" when centring is added
 COSINE_THRESHOLD = 0.99  # MiniLM: median cosine to the original below this = the embeddings changed
 SHARE_THRESHOLD = 0.07  # Q5: the low end of the 7%-64% speed-up
-MASSIVE = R.MassiveRule(ratio=1000, floor=100)  # Sun et al.'s definition of a massive activation
+MASSIVE = massive.MassiveRule(ratio=1000, floor=100)  # Sun et al.'s definition of a massive activation
 MAP_TOLERANCE = 1e-4  # largest logit difference / largest logit that counts as float32 rounding
-run = R.open_smollm2(P)
+run = load.open_smollm2(P)
 
 # %% tags=["remove-input"]
 claims_box(["Q4", "Q5"])
 
 # %% tags=["remove-input"]
-display(Markdown(R.provenance_note(run.provenance, profile, run.n_chunks)))
+display(Markdown(load.provenance_note(run.provenance, profile, run.n_chunks)))
 
 # %% [markdown]
 # This chapter also adds real-model evidence to claims that other chapters own: B5 (the common offset in
@@ -87,21 +98,21 @@ display(Markdown(R.provenance_note(run.provenance, profile, run.n_chunks)))
 # $\mathbf 1$ (only that part of it is what centring removes).
 
 # %% tags=["remove-cell"]
-stream = R.measure_stream(run, batch=P["batch"])
+residual = stream.measure_stream(run, batch=P["batch"])
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "What SmolLM2's norms receive, by depth (attention-input and MLP-input norms of each block, then the final norm). Left: the share of a token's energy along the all-ones direction, for the first token of each chunk and the mean over the others (log scale); this is all that LayerNorm's centring would remove. Right: the energy share of the mean vector the tokens share, and the part of that vector that lies along the all-ones direction.", "name": "fig-realmodels-along-ones"}}
-figures.along_ones_figure(stream.stream, run.width)
+figures.along_ones_figure(residual.stream, run.width)
 plt.show()
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Massive activations by depth: the largest |x| on the first token and on all other tokens, beside the median |x| and the RMS of the other tokens (log scale). A gap of orders of magnitude between the first two lines is the massive-activation pattern.", "name": "fig-realmodels-outliers"}}
-figures.outliers_figure(stream.stream)
+figures.outliers_figure(residual.stream)
 plt.show()
 
 # %% tags=["remove-input"]
-R.stream_table(stream)
+stream.stream_table(residual)
 
 # %% tags=["remove-input"]
-display(Markdown(R.stream_paragraph(stream)))
+display(Markdown(stream.stream_paragraph(residual)))
 
 # %% [markdown]
 # (realmodels-massive)=
@@ -121,13 +132,13 @@ display(Markdown(R.stream_paragraph(stream)))
 # margin is the chapter's 0.01 nats per token.
 
 # %% tags=["remove-cell"]
-massive = R.measure_massive_ablation(run, stream, MASSIVE, P["batch"], MARGIN, length=P["massive_length"])
+ablation = massive.measure_massive_ablation(run, residual, MASSIVE, P["batch"], MARGIN, length=P["massive_length"])
 
 # %% tags=["remove-input"]
-R.massive_table(massive)
+massive.massive_table(ablation)
 
 # %% tags=["remove-input"]
-display(Markdown(R.massive_paragraph(massive)))
+display(Markdown(massive.massive_paragraph(ablation)))
 
 # %% [markdown]
 # How this bears on B5: where the mean stands in for the massive activations and zero does not, they are a
@@ -136,7 +147,7 @@ display(Markdown(R.massive_paragraph(massive)))
 # the quality chapter, which owns B5, weighs them beside its own measurements of the offset.
 
 # %% tags=["remove-cell"]
-_ = results.record_evidence("B5", *R.b5_evidence(stream, run.provenance, massive), section="realmodels-stream")
+_ = results.record_evidence("B5", *massive.b5_evidence(residual, run.provenance, ablation), section="realmodels-stream")
 
 # %% [markdown]
 # (realmodels-centring-added)=
@@ -152,17 +163,17 @@ _ = results.record_evidence("B5", *R.b5_evidence(stream, run.provenance, massive
 # a time (61 forwards, so on the first tokens of a few chunks only).
 
 # %% tags=["remove-cell"]
-added = R.measure_centring_added(run, batch=P["batch"], margin=MARGIN)
+added = centring_added.measure_centring_added(run, batch=P["batch"], margin=MARGIN)
 
 # %% tags=["remove-input"]
-R.loss_table(added, length=P["length"])
+centring_added.loss_table(added, length=P["length"])
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Loss change when centring is added at one norm only (that RMSNorm becomes a LayerNorm with the same gain), by the norm's depth; bars show the spread over chunks (one sd). The norms whose dots sit far from zero carry the effect of centring.", "name": "fig-realmodels-per-norm"}}
 figures.per_norm_figure(added.sweep, MARGIN)
 plt.show()
 
 # %% tags=["remove-input"]
-display(Markdown(R.centring_added_paragraph(added)))
+display(Markdown(centring_added.centring_added_paragraph(added)))
 
 # %% [markdown]
 # (realmodels-centring-map)=
@@ -178,7 +189,7 @@ display(Markdown(R.centring_added_paragraph(added)))
 # the centred model is $C$ times the original's at every depth, so every RMSNorm, the final one included,
 # receives $Cx$ and returns what the LayerNorm returned. The LM head reads the stream and writes nothing into
 # it: it keeps the uncentred weights, so SmolLM2's tied embedding is untied and only its input copy is centred.
-# `normlab.analysis.centring.centred_model` builds that model (it refuses any model outside these assumptions:
+# `normlab.analysis.realmodels.centring_map.centred_model` builds that model (it refuses any model outside these assumptions:
 # biases on the writes or the norms, layers it does not know); we compare its logits with the LayerNorm
 # model's. **Tolerance, stated before measuring:** the map holds when the largest logit difference is at most
 # $10^{-4}$ of the largest logit. Float32 carries about 7 digits, and each of the 30 blocks rounds its
@@ -187,10 +198,10 @@ display(Markdown(R.centring_added_paragraph(added)))
 # trained shows.
 
 # %% tags=["remove-cell"]
-mapping = R.measure_centring_map(run, P["map_chunks"], P["batch"], tolerance=MAP_TOLERANCE)
+mapping = centring_map.measure_centring_map(run, P["map_chunks"], P["batch"], tolerance=MAP_TOLERANCE)
 
 # %% tags=["remove-input"]
-display(Markdown(R.centring_map_paragraph(mapping, added)))
+display(Markdown(centring_map.centring_map_paragraph(mapping, added)))
 
 # %% [markdown]
 # (realmodels-centring-removed)=
@@ -206,25 +217,32 @@ display(Markdown(R.centring_map_paragraph(mapping, added)))
 # MiniLM's norms receives explains the result: centring can only matter as much as that share.
 
 # %% tags=["remove-cell"]
-minilm = R.measure_centring_removed(run.corpus, texts=P["minilm_texts"])
+minilm = centring_removed.measure_centring_removed(run.corpus, texts=P["minilm_texts"])
 minilm_shares = minilm["norm_input_along_ones_share"]
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "MiniLM with its centring removed. Left: the along-ones energy share of what each LayerNorm receives (embeddings, then the attention (a) and feed-forward (f) sums of each layer), mean over tokens; this is what centring removes. Right: cosine of each text's embedding to the original model's.", "name": "fig-realmodels-minilm"}}
 figures.minilm_figure(
-    minilm_shares, R.minilm_norm_labels(len(minilm_shares)), minilm["cosine_to_original"], COSINE_THRESHOLD
+    minilm_shares,
+    centring_removed.minilm_norm_labels(len(minilm_shares)),
+    minilm["cosine_to_original"],
+    COSINE_THRESHOLD,
 )
 plt.show()
 
 # %% tags=["remove-input"]
-R.retrieval_table(minilm)
+centring_removed.retrieval_table(minilm)
 
 # %% tags=["remove-input"]
-display(Markdown(R.centring_removed_paragraph(minilm)))
+display(Markdown(centring_removed.centring_removed_paragraph(minilm)))
 
 # %% tags=["remove-cell"]
-q4 = R.q4_finding(added, minilm, COSINE_THRESHOLD, stream, run.provenance, mapping=mapping, massive=massive)
+q4 = centring_verdict.q4_finding(
+    added, minilm, COSINE_THRESHOLD, residual, run.provenance, mapping=mapping, massive=ablation
+)
 _ = q4.record(results, "Q4", "realmodels-centring-added")
-_ = results.record_evidence("B16", *R.b16_evidence(added, minilm, stream), section="realmodels-centring-added")
+_ = results.record_evidence(
+    "B16", *centring_verdict.b16_evidence(added, minilm, residual), section="realmodels-centring-added"
+)
 
 # %% [markdown]
 # (realmodels-time)=
@@ -256,25 +274,25 @@ _ = results.record_evidence("B16", *R.b16_evidence(added, minilm, stream), secti
 # quiet-machine share into them.
 
 # %% tags=["remove-cell"]
-timing = R.measure_time(run, P)
+timing = forward_time.measure_time(run, P)
 
 # %% tags=["remove-input"]
-R.timing_table(timing, run.blocks)
+forward_time.timing_table(timing, run.blocks)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "SmolLM2's forward time with each norm variant, relative to the model as loaded (median over interleaved rounds, bars one sd). The identity variant shows what all the norms together cost.", "name": "fig-realmodels-time"}}
 figures.time_figure(timing.timing, timing.variants)
 plt.show()
 
 # %% tags=["remove-cell"]
-q5 = R.q5_finding(timing, SHARE_THRESHOLD, run.provenance)
+q5 = forward_time.q5_finding(timing, SHARE_THRESHOLD, run.provenance)
 
 # %% tags=["remove-input"]
-display(Markdown(R.time_paragraph(timing, q5)))
+display(Markdown(forward_time.time_paragraph(timing, q5)))
 
 # %% tags=["remove-cell"]
 _ = q5.record(results, "Q5", "realmodels-time")
 for claim in ("A8", "B6"):
-    _ = results.record_evidence(claim, *R.speed_evidence(timing, q5), section="realmodels-time")
+    _ = results.record_evidence(claim, *forward_time.speed_evidence(timing, q5), section="realmodels-time")
 
 # %% [markdown]
 # ## Verdicts

@@ -1,4 +1,4 @@
-"""The real-models chapter's figures, each drawn from what `normlab.analysis.realmodels` returns."""
+"""The real-models chapter's figures, each drawn from what its section modules return."""
 
 from __future__ import annotations
 

@@ -18,6 +18,10 @@ embeddings and the writing matrices, keep the RMSNorms". The LM head reads the s
 into it, so it keeps the uncentred weights: a model that ties the head to the embedding is untied first,
 and only the input embedding copy is centred. What this covers is named in `ASSUMPTIONS`; `centred_model`
 refuses a model outside it.
+
+The chapter's section "What the swap measures, exactly" checks the map on SmolLM2 (`measure_centring_map`): the
+centred model's logits against the LayerNorm swap's, within a tolerance for float32 rounding, and against the
+model as trained.
 """
 
 from __future__ import annotations
@@ -29,7 +33,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from normlab.analysis.realmodels.centring_added import CentringAdded
+from normlab.analysis.realmodels.load import SmolLM2Run
+from normlab.analysis.realmodels.variants import installed, variant_modules
 from normlab.norms.huggingface import find_norms, norm_kind
+from normlab.study.present import significant
 
 ASSUMPTIONS = (
     "a transformers LLaMA-architecture causal LM (config.model_type 'llama'): model.embed_tokens, model.layers, "
@@ -182,3 +190,66 @@ def logits_of(model: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
 def compare_logits(reference: nn.Module, other: nn.Module, chunks: torch.Tensor, batch: int = 4) -> LogitComparison:
     """Two models' logits on `chunks`: `logit_comparisons` with one other model."""
     return logit_comparisons(logits_of(reference), {"other": logits_of(other)}, chunks, batch)["other"]
+
+
+@dataclass
+class CentringMap:
+    mapped: LogitComparison  # the model with centred writes and its own RMSNorms vs every RMSNorm a LayerNorm
+    unmapped: LogitComparison  # the centred model vs the model as trained: the gap the map has to close
+    length: int
+    tolerance: float  # largest relative logit difference that counts as float32 rounding
+
+
+def measure_centring_map(run: SmolLM2Run, chunks: int, batch: int, tolerance: float) -> CentringMap:
+    """`centred_model` against the LayerNorm swap of Q4's measurement and against the model as trained, on the
+    first `chunks` loss chunks; differences relative to the centred model's largest logit."""
+    model, sample = run.model, run.loss_chunks[:chunks]
+    centred = centred_model(model)
+    layer_norm = variant_modules(model, "torch", convert="layer_norm")
+
+    def with_layer_norms(ids):
+        with installed(model, layer_norm):
+            return model(ids, use_cache=False).logits
+
+    found = logit_comparisons(
+        logits_of(centred), {"mapped": with_layer_norms, "unmapped": logits_of(model)}, sample, batch
+    )
+    del centred
+    return CentringMap(found["mapped"], found["unmapped"], length=int(sample.shape[1]), tolerance=tolerance)
+
+
+def centring_map_paragraph(result: CentringMap, added: CentringAdded) -> str:
+    """The map's check against its tolerance (the largest logit difference over the largest logit), and what
+    Q4's number then means."""
+    m, u, tolerance = result.mapped, result.unmapped, result.tolerance
+    chunks = f"{m.chunks} chunk{'s' if m.chunks > 1 else ''} of {result.length} tokens"
+    measured = (
+        f"On {chunks}, the logits of the LayerNorm model and of the centred RMSNorm model differ by at most "
+        f"{significant(m.max_abs_difference)}, {significant(m.max_relative_difference)} of the largest logit "
+        f"({significant(m.max_abs_logit)}), against {significant(u.max_relative_difference)} between the centred "
+        "model and the model as trained. "
+    )
+    if m.max_relative_difference > tolerance:
+        return measured + (
+            f"That is more than the {tolerance:g} that float32 rounding allows: here the map does not hold, and the "
+            "LayerNorm swap's loss change cannot be read as the cost of the mean direction alone."
+        )
+    return measured + (
+        f"That is within the {tolerance:g} tolerance for float32 rounding, so the "
+        f"{added.added['mean_difference']:+.4f} nats of the LayerNorm swap are exactly the cost of removing the mean "
+        "direction from everything written into "
+        "SmolLM2's residual stream: they measure how much the trained model uses that direction."
+    )
+
+
+def centring_map_evidence(result: CentringMap) -> dict:
+    tolerance = result.tolerance
+    return {
+        "centring_map_max_relative_difference": result.mapped.max_relative_difference,
+        "centring_map_max_abs_difference": result.mapped.max_abs_difference,
+        "centring_map_tolerance": tolerance,
+        "centring_map_holds": result.mapped.max_relative_difference <= tolerance,
+        "centring_map_chunks": result.mapped.chunks,
+        "centring_map_tokens_per_chunk": result.length,
+        "centred_vs_trained_max_relative_difference": result.unmapped.max_relative_difference,
+    }

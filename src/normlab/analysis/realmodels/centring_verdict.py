@@ -1,0 +1,139 @@
+"""Q4 and B16: the chapter's two centring experiments weighed together, SmolLM2 with centring added and MiniLM with
+it removed.
+
+`q4_verdict` is Q4's rule and `q4_finding` the verdict the chapter records, with the exact map and the massive
+ablation as evidence beside it; `b16_evidence` is both models' part of B16 (judged in the quality chapter).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from normlab.analysis.realmodels.centring_added import CentringAdded
+from normlab.analysis.realmodels.centring_map import CentringMap, centring_map_evidence
+from normlab.analysis.realmodels.massive import MassiveAblationResult
+from normlab.analysis.realmodels.stream import StreamSummary
+from normlab.analysis.realmodels.variants import interval_text
+from normlab.study.findings import Finding
+from normlab.study.present import significant
+
+
+def q4_verdict(smollm2: dict, minilm: dict, cosine_threshold: float) -> dict:
+    """Q4 read as "mean-centring matters in real trained models", from two measurements:
+
+    - SmolLM2 with centring added: the paired interval of the loss change (`paired_difference` output)
+      against its margin: "different" = matters, "equivalent" = does not, else undecided;
+    - MiniLM with centring removed: matters when the median cosine of the sentence embeddings to the
+      original falls below `cosine_threshold`.
+    holds: both matter; holds with caveats: one matters and the other does not (or is undecided);
+    does not hold: neither matters; not testable here: SmolLM2 undecided and MiniLM does not matter.
+    """
+    smol = {"different": True, "equivalent": False}.get(smollm2["outcome"])
+    mini = minilm["cosine_median"] < cosine_threshold
+    if smol is True and mini:
+        verdict = "holds"
+    elif smol is None and not mini:
+        verdict = "not testable here"
+    elif smol is False and not mini:
+        verdict = "does not hold"
+    else:
+        verdict = "holds with caveats"
+    return {
+        "verdict": verdict,
+        "smollm2_matters": smol,
+        "minilm_matters": mini,
+        "key_number": smollm2["mean_difference"],
+        "threshold": smollm2["margin"],
+        "spread": smollm2["sd_of_differences"] / math.sqrt(smollm2["pairs"]),
+    }
+
+
+def q4_finding(
+    added: CentringAdded,
+    minilm: dict,
+    cosine_threshold: float,
+    stream: StreamSummary,
+    provenance: dict,
+    *,
+    mapping: CentringMap | None = None,
+    massive: MassiveAblationResult | None = None,
+) -> Finding:
+    """Q4 from SmolLM2 with centring added (against its margin) and MiniLM with it removed (against
+    `cosine_threshold`), by the rule of `q4_verdict`. `mapping` (the exact reading of the swap) and `massive`
+    (the massive-activation ablation) add evidence; they do not enter the verdict."""
+    a, apart, ret = added.added, added.added_apart, minilm["retrieval"]
+    q4 = q4_verdict(a, minilm, cosine_threshold)
+    summary = (
+        f"SmolLM2-135M: replacing every RMSNorm by a LayerNorm with the same gain changes the held-out loss by "
+        f"{interval_text(a)} ({a['outcome']} vs ±{added.margin}); MiniLM without centring keeps a median embedding "
+        f"cosine of {minilm['cosine_median']:.4f} and MRR {ret['original']['mrr']:.3f}→"
+        f"{ret['without centring']['mrr']:.3f}."
+    )
+    evidence = {
+        "smollm2_loss_change_nats": a["mean_difference"],
+        "smollm2_ci": [a["ci_low"], a["ci_high"]],
+        "smollm2_outcome": a["outcome"],
+        "margin_nats": added.margin,
+        "chunks": a["pairs"],
+        "pairs_needed": a["pairs_needed"],
+        "base_loss": statistics.fmean(added.base_losses),
+        "loss_change_first_token_uncentred": apart["mean_difference"],
+        "ci_first_token_uncentred": [apart["ci_low"], apart["ci_high"]],
+        "per_norm_loss_change": dict(zip(added.sweep["norm"], added.sweep["loss_change"])),
+        "max_along_ones_share": stream.max_share,
+        "minilm_cosine_median": minilm["cosine_median"],
+        "minilm_cosine_min": minilm["cosine_min"],
+        "minilm_cosine_threshold": cosine_threshold,
+        "minilm_retrieval": {k: {m: v[m] for m in ("recall_at_1", "mrr")} for k, v in ret.items()},
+        "minilm_norm_input_along_ones_share": minilm["norm_input_along_ones_share"],
+        "minilm_pairs": minilm["pairs"],
+        "smollm2_matters": q4["smollm2_matters"],
+        "minilm_matters": q4["minilm_matters"],
+        "provenance": provenance,
+    }
+    if mapping is not None:
+        evidence.update(centring_map_evidence(mapping))
+    if massive is not None:
+        evidence["massive_activation_ablation"] = massive.evidence()
+    rule = (
+        f"Centring matters if SmolLM2's paired loss interval lies wholly outside ±{added.margin} nats or MiniLM's "
+        f"median embedding cosine falls below {cosine_threshold}: both = holds, one = holds with caveats, neither = "
+        "does not hold, SmolLM2 inconclusive and MiniLM unchanged = not testable here."
+    )
+    return Finding(
+        q4["verdict"],
+        summary,
+        evidence,
+        key_number=q4["key_number"],
+        threshold=q4["threshold"],
+        spread=q4["spread"],
+        rule=rule,
+    )
+
+
+def b16_evidence(added: CentringAdded, minilm: dict, stream: StreamSummary) -> tuple[str, dict]:
+    """Both models' part of B16 (judged in the quality chapter): its sentence and numbers, no verdict."""
+    a, ret, shares = added.added, minilm["retrieval"], minilm["norm_input_along_ones_share"]
+    top = added.top_norms
+    text = (
+        f"Real models: removing SmolLM2's common-offset dimension (adding centring) changes its loss by "
+        f"{a['mean_difference']:+.4f} nats ({a['outcome']} vs ±{added.margin}), with at most "
+        f"{significant(stream.max_share)} of a token's energy in that dimension; restoring it in MiniLM (removing "
+        f"centring) leaves a median embedding cosine of {minilm['cosine_median']:.4f}."
+    )
+    evidence = {
+        "smollm2_loss_change_centring_added_nats": a["mean_difference"],
+        "smollm2_ci": [a["ci_low"], a["ci_high"]],
+        "smollm2_outcome": a["outcome"],
+        "margin_nats": added.margin,
+        "smollm2_max_along_ones_share": stream.max_share,
+        "smollm2_max_along_ones_share_first_token": stream.max_share_first,
+        "smollm2_loss_change_first_token_uncentred": added.added_apart["mean_difference"],
+        "largest_single_norm_effects": dict(zip(top["norm"], top["loss_change"])),
+        "minilm_cosine_median": minilm["cosine_median"],
+        "minilm_mrr_with_centring": ret["original"]["mrr"],
+        "minilm_mrr_without_centring": ret["without centring"]["mrr"],
+        "minilm_max_norm_input_along_ones_share": max(shares),
+    }
+    return text, evidence
