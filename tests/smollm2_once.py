@@ -9,10 +9,10 @@ import pytest
 
 @functools.lru_cache(maxsize=1)
 def smollm2():
-    from normlab.analysis import realmodels
+    from normlab.analysis.realmodels import load
 
     try:
-        realmodels.smollm2_dir()
+        load.smollm2_dir()
     except FileNotFoundError as error:
         pytest.skip(str(error))
-    return realmodels.load_smollm2()
+    return load.load_smollm2()

@@ -9,8 +9,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from normlab.analysis import centring  # noqa: E402
-from normlab.analysis.centring import NotCovered, centred_model, check_covered, compare_logits  # noqa: E402
+from normlab.analysis.realmodels import centring_map  # noqa: E402
+from normlab.analysis.realmodels.centring_map import NotCovered, centred_model, check_covered, compare_logits  # noqa: E402
 from normlab.norms.huggingface import swap_norms  # noqa: E402
 
 
@@ -94,7 +94,7 @@ def test_centred_model_is_a_copy_with_a_mean_zero_stream_and_an_untied_head():
 def test_writes_with_a_bias_are_refused(overrides, names):
     with pytest.raises(NotCovered, match=names) as refused:
         centred_model(tiny_llama(**overrides))
-    assert centring.ASSUMPTIONS[0] in str(refused.value)  # the refusal names what the map assumes
+    assert centring_map.ASSUMPTIONS[0] in str(refused.value)  # the refusal names what the map assumes
 
 
 def test_norms_with_a_bias_unknown_layers_and_other_models_are_refused():

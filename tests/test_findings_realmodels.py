@@ -11,8 +11,19 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from normlab.analysis import realmodels as R  # noqa: E402
-from normlab.analysis.figures import realmodels as figures  # noqa: E402
+from normlab.analysis.realmodels import (  # noqa: E402
+    centring_added,
+    centring_map,
+    centring_removed,
+    centring_verdict,
+    figures,
+    forward_time,
+    load,
+    massive,
+    profiles,
+    stream,
+    variants,
+)
 from normlab.analysis.shared.paired import paired_difference  # noqa: E402
 from normlab.study.findings import Finding  # noqa: E402
 
@@ -52,22 +63,22 @@ def two_block_stream():
         stream_row("model.layers.1.post_attention_layernorm", 0.005, 0.1, 0, [7, 2, 1], 300.0),
         stream_row("model.norm", 0.004, 0.05, 0, [9, 2, 1], 200.0),
     ]
-    return R.summarise_stream(rows, blocks=2, width=64, tokens=128)
+    return stream.summarise_stream(rows, blocks=2, width=64, tokens=128)
 
 
 def test_profile_settings_checks_what_the_chapter_needs():
-    assert R.profile_settings("smoke")["layers"] == 2
+    assert profiles.profile_settings("smoke")["layers"] == 2
     with pytest.raises(ValueError, match="profile must be one of"):
-        R.profile_settings("huge")
-    bad = {"p": dict(R.PROFILES["smoke"], batch=0)}
+        profiles.profile_settings("huge")
+    bad = {"p": dict(profiles.PROFILES["smoke"], batch=0)}
     with pytest.raises(ValueError, match="batch must be a positive int"):
-        R.profile_settings("p", bad)
+        profiles.profile_settings("p", bad)
     with pytest.raises(ValueError, match="at least 2"):
-        R.profile_settings("p", {"p": dict(R.PROFILES["smoke"], repeats=1)})
+        profiles.profile_settings("p", {"p": dict(profiles.PROFILES["smoke"], repeats=1)})
 
 
 def test_sites_and_stream_summary_numbers():
-    assert [R.site_of(d, 2) for d in (0, 0.5, 1, 2)] == [
+    assert [stream.site_of(d, 2) for d in (0, 0.5, 1, 2)] == [
         "attention input",
         "MLP input",
         "attention input",
@@ -83,17 +94,17 @@ def test_sites_and_stream_summary_numbers():
 
 def test_stream_sentences_and_b5_evidence_name_the_numbers():
     s = two_block_stream()
-    paragraph = R.stream_paragraph(s)
+    paragraph = stream.stream_paragraph(s)
     assert "Across all 5 norm inputs" in paragraph and "0.0300" in paragraph and "1/64" in paragraph
     assert "80%" in paragraph and "channel 7" in paragraph
-    text, evidence = R.b5_evidence(s, {"gguf_sha256": "x"})
+    text, evidence = massive.b5_evidence(s, {"gguf_sha256": "x"})
     assert "2 of its 30" in text and "400x the median" in text
     assert list(evidence["depth"]) == [0.0, 1.0, 2.0] and evidence["tokens"] == 128
     assert evidence["random_direction_share"] == 1 / 64
-    assert "<caption>" in str(R.stream_table(s))
+    assert "<caption>" in str(stream.stream_table(s))
 
 
-def centring_added(layer_shift, margin=0.01):
+def centring_added_result(layer_shift, margin=0.01):
     base = [2.0, 2.1, 1.9, 2.05]
     layer = [b + layer_shift + 0.001 * i for i, b in enumerate(base)]
     apart = [b + 0.001 * (-1) ** i for i, b in enumerate(base)]
@@ -105,8 +116,8 @@ def centring_added(layer_shift, margin=0.01):
             "sd_over_chunks": [0.001, 0.01, 0.002, 0.0],
         }
     )
-    sweep["site"] = [R.site_of(d, 2) for d in sweep["depth"]]
-    return R.CentringAdded(
+    sweep["site"] = [stream.site_of(d, 2) for d in sweep["depth"]]
+    return centring_added.CentringAdded(
         base,
         layer,
         apart,
@@ -134,20 +145,24 @@ def minilm_result(cosine_median):
 
 
 def test_centring_added_text_and_table():
-    result = centring_added(0.2)
+    result = centring_added_result(0.2)
     assert result.added["outcome"] == "different"
     assert list(result.top_norms["norm"]) == ["b", "c", "a"]  # by size, sign ignored
-    paragraph = R.centring_added_paragraph(result)
-    assert R.interval_text(result.added) in paragraph and "**different**" in paragraph and "±0.01 margin" in paragraph
+    paragraph = centring_added.centring_added_paragraph(result)
+    assert (
+        variants.interval_text(result.added) in paragraph
+        and "**different**" in paragraph
+        and "±0.01 margin" in paragraph
+    )
     assert "`b` (-0.0500)" in paragraph and "2 chunks of 16 tokens" in paragraph and "-0.0290 nats" in paragraph
-    html = str(R.loss_table(result, length=32))
+    html = str(centring_added.loss_table(result, length=32))
     assert "outcome vs 0.01 margin" in html and "4 held-out chunks of 32 tokens" in html
 
 
 def test_q4_finding_flips_with_the_minilm_cosine_threshold():
-    stream = two_block_stream()
-    changed = R.q4_finding(centring_added(0.2), minilm_result(0.9), 0.99, stream, {})
-    unchanged = R.q4_finding(centring_added(0.2), minilm_result(0.995), 0.99, stream, {})
+    residual = two_block_stream()
+    changed = centring_verdict.q4_finding(centring_added_result(0.2), minilm_result(0.9), 0.99, residual, {})
+    unchanged = centring_verdict.q4_finding(centring_added_result(0.2), minilm_result(0.995), 0.99, residual, {})
     assert isinstance(changed, Finding)
     assert changed.verdict == "holds" and unchanged.verdict == "holds with caveats"
     assert changed.key_number == pytest.approx(0.2015) and changed.threshold == 0.01
@@ -155,18 +170,18 @@ def test_q4_finding_flips_with_the_minilm_cosine_threshold():
         "0.9000" in changed.summary and "MRR 0.900→0.700" in changed.summary and "different vs ±0.01" in changed.summary
     )
     assert "±0.01 nats" in changed.rule and "below 0.99" in changed.rule
-    equivalent = R.q4_finding(centring_added(0.0), minilm_result(0.995), 0.99, stream, {})
+    equivalent = centring_verdict.q4_finding(centring_added_result(0.0), minilm_result(0.995), 0.99, residual, {})
     assert equivalent.verdict == "does not hold"
-    text, evidence = R.b16_evidence(centring_added(0.2), minilm_result(0.9), stream)
+    text, evidence = centring_verdict.b16_evidence(centring_added_result(0.2), minilm_result(0.9), residual)
     assert "+0.2015 nats (different vs ±0.01)" in text and evidence["minilm_max_norm_input_along_ones_share"] == 0.04
 
 
 def test_minilm_labels_table_and_paragraph():
-    assert R.minilm_norm_labels(5) == ["emb", "L0a", "L0f", "L1a", "L1f"]
-    paragraph = R.centring_removed_paragraph(minilm_result(0.95))
+    assert centring_removed.minilm_norm_labels(5) == ["emb", "L0a", "L0f", "L1a", "L1f"]
+    paragraph = centring_removed.centring_removed_paragraph(minilm_result(0.95))
     assert "median cosine of 0.9500" in paragraph and "0.900 to 0.700" in paragraph
     assert "up to 0.200 of its scale" in paragraph and "3 norms in a row" in paragraph  # √0.04 = 0.2
-    assert "5 pairs" in str(R.retrieval_table(minilm_result(0.95)))
+    assert "5 pairs" in str(centring_removed.retrieval_table(minilm_result(0.95)))
 
 
 def timing_result(norm_share, hooks=True, load_average=(0.0, 0.0)):
@@ -177,13 +192,13 @@ def timing_result(norm_share, hooks=True, load_average=(0.0, 0.0)):
         return {"prefill_s": [factor * r for r in rounds], "decode_s": [0.1 * factor * r for r in rounds]}
 
     samples = {
-        R.BASELINE: variant(1.0),
+        forward_time.BASELINE: variant(1.0),
         "normlab torch": variant(1.0),
-        R.LAYER_NORM: variant(1.1),
-        R.NO_NORMS: variant(1 - norm_share),
+        forward_time.LAYER_NORM: variant(1.1),
+        forward_time.NO_NORMS: variant(1 - norm_share),
     }
     hooked = {"prefill": [norm_share] * 2, "decode": [norm_share, norm_share + 0.01]} if hooks else None
-    return R.TimingResult(
+    return forward_time.TimingResult(
         samples,
         list(samples),
         hooked or {"prefill": [], "decode": []},
@@ -198,20 +213,23 @@ def timing_result(norm_share, hooks=True, load_average=(0.0, 0.0)):
 
 
 def test_q5_finding_flips_at_the_share_threshold():
-    above, below = R.q5_finding(timing_result(0.10), 0.07, {}), R.q5_finding(timing_result(0.05), 0.07, {})
+    above, below = (
+        forward_time.q5_finding(timing_result(0.10), 0.07, {}),
+        forward_time.q5_finding(timing_result(0.05), 0.07, {}),
+    )
     assert above.verdict == "holds" and below.verdict == "does not hold"
     assert above.key_number == pytest.approx(0.10) and above.threshold == 0.07
     assert "its norms take 10.0% of a 32-token prefill" in above.summary and "2-core CPU" in above.summary
     assert "changes prefill by +10.0% (sd 0.0%)" in above.summary
     assert "reaches 7%" in above.rule
     assert above.evidence["share_method"] == "hooks"
-    ablation = R.q5_finding(timing_result(0.10, hooks=False), 0.07, {})
+    ablation = forward_time.q5_finding(timing_result(0.10, hooks=False), 0.07, {})
     assert ablation.evidence["share_method"] == "ablation" and ablation.key_number == pytest.approx(0.10)
 
 
 def test_q5_on_a_busy_machine_is_called_fragile_and_a_quiet_one_is_not():
-    quiet = R.q5_finding(timing_result(0.10, load_average=(2.1, 2.4)), 0.07, {})
-    busy = R.q5_finding(timing_result(0.10, load_average=(2.1, 4.0)), 0.07, {})
+    quiet = forward_time.q5_finding(timing_result(0.10, load_average=(2.1, 2.4)), 0.07, {})
+    busy = forward_time.q5_finding(timing_result(0.10, load_average=(2.1, 4.0)), 0.07, {})
     assert "Fragile" not in quiet.summary and quiet.evidence["busy_machine"] is False
     assert "Fragile: other work shared the cores while timing (load 4.0 on 2 cores)" in busy.summary
     assert busy.evidence["load_average_before_after"] == [2.1, 4.0] and busy.verdict == quiet.verdict
@@ -219,21 +237,24 @@ def test_q5_on_a_busy_machine_is_called_fragile_and_a_quiet_one_is_not():
 
 def test_time_paragraph_speed_evidence_and_table():
     result = timing_result(0.10)
-    q5 = R.q5_finding(result, 0.07, {})
-    paragraph = R.time_paragraph(result, q5)
+    q5 = forward_time.q5_finding(result, 0.07, {})
+    paragraph = forward_time.time_paragraph(result, q5)
     assert (
         paragraph.startswith("By hooks, the norms take 10.0% of the prefill time") and "the ablation gives" in paragraph
     )
-    assert R.GPU_COMMAND in paragraph
+    assert forward_time.GPU_COMMAND in paragraph
     ablation = timing_result(0.10, hooks=False)
-    assert "the ablation gives" not in R.time_paragraph(ablation, R.q5_finding(ablation, 0.07, {}))
-    text, evidence = R.speed_evidence(result, q5)
+    assert "the ablation gives" not in forward_time.time_paragraph(
+        ablation, forward_time.q5_finding(ablation, 0.07, {})
+    )
+    text, evidence = forward_time.speed_evidence(result, q5)
     assert text.startswith("Real-LLM whole-model") and evidence["layernorm_vs_rmsnorm_prefill_pct"] == pytest.approx(10)
-    assert evidence["backend_ratio_prefill"][R.NO_NORMS] == pytest.approx(0.9)
-    html = str(R.timing_table(result, blocks=2))
-    assert R.NO_NORMS in html and "3 interleaved rounds on 2 threads" in html
-    assert R.paired_change(result.samples, R.LAYER_NORM, R.BASELINE, "decode")[0] == pytest.approx(0.1)
-    assert R.change_text((0.1, 0.02)) == "+10.0% (sd 2.0%)"
+    assert evidence["backend_ratio_prefill"][forward_time.NO_NORMS] == pytest.approx(0.9)
+    html = str(forward_time.timing_table(result, blocks=2))
+    assert forward_time.NO_NORMS in html and "3 interleaved rounds on 2 threads" in html
+    change, _ = forward_time.paired_change(result.samples, forward_time.LAYER_NORM, forward_time.BASELINE, "decode")
+    assert change == pytest.approx(0.1)
+    assert forward_time.change_text((0.1, 0.02)) == "+10.0% (sd 2.0%)"
 
 
 def test_provenance_note():
@@ -246,7 +267,7 @@ def test_provenance_note():
         "versions": {"transformers": "5", "gguf": "0.1"},
         "tokens_per_chunk": 32,
     }
-    note = R.provenance_note(provenance, "smoke", 6)
+    note = load.provenance_note(provenance, "smoke", 6)
     assert "`abababababababab…`" in note and "2 of its 30 layers" in note and "6 held-out chunks of 32 tokens" in note
 
 
@@ -261,14 +282,14 @@ def test_stream_figures_draw_one_line_per_quantity():
 
 
 def test_per_norm_minilm_and_time_figures():
-    (ax,) = figures.per_norm_figure(centring_added(0.2).sweep, 0.01).axes
+    (ax,) = figures.per_norm_figure(centring_added_result(0.2).sweep, 0.01).axes
     assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == ["MLP input", "attention input", "final norm"]
     assert sorted(line.get_ydata()[0] for line in ax.lines if line.get_linestyle() == ":") == [-0.01, 0.01]
     left, right = figures.minilm_figure([0.04, 0.01], ["emb", "L0a"], [0.9, 0.95, 0.97], 0.99).axes
     assert len(left.patches) == 2 and right.lines[0].get_xdata()[0] == 0.99
     timing = timing_result(0.10)
     prefill, decode = figures.time_figure(timing.timing, timing.variants).axes
-    assert len(prefill.patches) == 4 and [t.get_text() for t in prefill.get_yticklabels()][-1] == R.NO_NORMS
+    assert len(prefill.patches) == 4 and [t.get_text() for t in prefill.get_yticklabels()][-1] == forward_time.NO_NORMS
     assert decode.get_xlabel() == "decode: time relative to as loaded"
 
 
@@ -307,26 +328,28 @@ def tiny_trunk(max_abs_at_1, over_at_1):
         stream_row("model.layers.1.post_attention_layernorm", 0.01, 0.01, 0, [3, 1, 2], 5.0),
         stream_row("model.norm", 0.01, 0.01, 0, [3, 1, 2], 6.0),
     ]
-    summary = R.summarise_stream(rows, blocks=2, width=16, tokens=36)
+    summary = stream.summarise_stream(rows, blocks=2, width=16, tokens=36)
     summary.trunk.loc[summary.trunk["depth"] == 1, "max_abs"] = max_abs_at_1
     return summary
 
 
-RULE = R.MassiveRule(ratio=1000, floor=100)
+RULE = massive.MassiveRule(ratio=1000, floor=100)
 
 
 def test_massive_ablation_on_a_tiny_llama_finds_the_planted_activation():
-    result = R.measure_massive_ablation(TinyRun(), tiny_trunk(5000.0, 4000.0), RULE, batch=2, margin=0.01)
+    result = massive.measure_massive_ablation(TinyRun(), tiny_trunk(5000.0, 4000.0), RULE, batch=2, margin=0.01)
     assert result.found and result.depth == 1
     assert result.entries == 4 == result.first_token and result.channels == [3]
     assert result.mean_values[3] == pytest.approx(result.largest, rel=1e-3)  # the same value in every chunk
-    assert max(abs(d) for d in result.changes[R.MEAN]["differences"]) < 1e-3
-    assert abs(result.changes[R.ZERO]["mean_difference"]) > 10 * abs(result.changes[R.MEAN]["mean_difference"])
-    html = str(R.massive_table(result))
-    assert R.ZERO in html and "4 held-out chunks of 9 tokens" in html and "after block 1" in html
-    paragraph = R.massive_paragraph(result)
+    assert max(abs(d) for d in result.changes[massive.MEAN]["differences"]) < 1e-3
+    assert abs(result.changes[massive.ZERO]["mean_difference"]) > 10 * abs(
+        result.changes[massive.MEAN]["mean_difference"]
+    )
+    html = str(massive.massive_table(result))
+    assert massive.ZERO in html and "4 held-out chunks of 9 tokens" in html and "after block 1" in html
+    paragraph = massive.massive_paragraph(result)
     assert "after block 1: 4 entries" in paragraph and "100% of them on the first token" in paragraph
-    assert "channels 3 (+5" in paragraph and R.interval_text(result.changes[R.ZERO]) in paragraph
+    assert "channels 3 (+5" in paragraph and variants.interval_text(result.changes[massive.ZERO]) in paragraph
     evidence = result.evidence()
     assert evidence["massive_entries"] == 4 and evidence["loss_change_set_to_zero"]["outcome"] in (
         "different",
@@ -335,43 +358,45 @@ def test_massive_ablation_on_a_tiny_llama_finds_the_planted_activation():
 
 
 def test_massive_ablation_without_a_passing_depth_says_so():
-    result = R.measure_massive_ablation(TinyRun(50.0), tiny_trunk(50.0, 60.0), RULE, batch=4, margin=0.01)
+    result = massive.measure_massive_ablation(TinyRun(50.0), tiny_trunk(50.0, 60.0), RULE, batch=4, margin=0.01)
     assert not result.found and result.depth == 1 and result.entries == 0  # depth 1: the larger ratio of 60 and 6
-    assert result.changes[R.ZERO]["mean_difference"] == 0.0
-    paragraph = R.massive_paragraph(result)
+    assert result.changes[massive.ZERO]["mean_difference"] == 0.0
+    paragraph = massive.massive_paragraph(result)
     assert "the edited models equal the original" in paragraph
     assert "the test needs the full model" in paragraph
 
 
 def test_centring_map_on_a_tiny_llama_is_exact_to_float32_rounding():
     run = TinyRun(1.0)
-    result = R.measure_centring_map(run, chunks=3, batch=2, tolerance=1e-4)
+    result = centring_map.measure_centring_map(run, chunks=3, batch=2, tolerance=1e-4)
     assert result.mapped.chunks == 3 and result.length == 9
     assert result.mapped.max_relative_difference < 1e-5 < result.unmapped.max_relative_difference
-    paragraph = R.centring_map_paragraph(result, centring_added(0.2))
+    paragraph = centring_map.centring_map_paragraph(result, centring_added_result(0.2))
     assert "3 chunks of 9 tokens" in paragraph and "within the 0.0001" in paragraph and "+0.2015 nats" in paragraph
-    evidence = R.centring_map_evidence(result)
+    evidence = centring_map.centring_map_evidence(result)
     assert evidence["centring_map_max_relative_difference"] == result.mapped.max_relative_difference
     assert evidence["centring_map_holds"] is True
-    strict = R.measure_centring_map(run, chunks=1, batch=2, tolerance=1e-12)
-    paragraph = R.centring_map_paragraph(strict, centring_added(0.2))
+    strict = centring_map.measure_centring_map(run, chunks=1, batch=2, tolerance=1e-12)
+    paragraph = centring_map.centring_map_paragraph(strict, centring_added_result(0.2))
     assert "1 chunk of 9 tokens" in paragraph and "the map does not hold" in paragraph and "+0.2015" not in paragraph
-    assert R.centring_map_evidence(strict)["centring_map_holds"] is False
+    assert centring_map.centring_map_evidence(strict)["centring_map_holds"] is False
 
 
 def test_massive_reading_follows_the_two_outcomes():
-    assert "a constant of the right size" in R.massive_reading("equivalent", "different")
-    assert "not constants" in R.massive_reading("different", "different")
-    assert "does not need them" in R.massive_reading("equivalent", "equivalent")
-    assert "too wide" in R.massive_reading("inconclusive", "different")
+    assert "a constant of the right size" in massive.massive_reading("equivalent", "different")
+    assert "not constants" in massive.massive_reading("different", "different")
+    assert "does not need them" in massive.massive_reading("equivalent", "equivalent")
+    assert "too wide" in massive.massive_reading("inconclusive", "different")
 
 
 def test_new_evidence_joins_q4_and_b5_without_changing_their_records():
-    stream, run = two_block_stream(), TinyRun()
-    mapping = R.measure_centring_map(run, chunks=2, batch=2, tolerance=1e-4)
-    massive = R.measure_massive_ablation(run, tiny_trunk(5000.0, 4000.0), RULE, batch=2, margin=0.01)
-    plain = R.q4_finding(centring_added(0.2), minilm_result(0.9), 0.99, stream, {})
-    extended = R.q4_finding(centring_added(0.2), minilm_result(0.9), 0.99, stream, {}, mapping=mapping, massive=massive)
+    residual, run = two_block_stream(), TinyRun()
+    mapping = centring_map.measure_centring_map(run, chunks=2, batch=2, tolerance=1e-4)
+    ablation = massive.measure_massive_ablation(run, tiny_trunk(5000.0, 4000.0), RULE, batch=2, margin=0.01)
+    plain = centring_verdict.q4_finding(centring_added_result(0.2), minilm_result(0.9), 0.99, residual, {})
+    extended = centring_verdict.q4_finding(
+        centring_added_result(0.2), minilm_result(0.9), 0.99, residual, {}, mapping=mapping, massive=ablation
+    )
     for key in ("verdict", "summary", "key_number", "threshold", "spread", "rule"):
         assert getattr(plain, key) == getattr(extended, key)
     assert set(extended.evidence) - set(plain.evidence) == {
@@ -384,6 +409,6 @@ def test_new_evidence_joins_q4_and_b5_without_changing_their_records():
         "centred_vs_trained_max_relative_difference",
         "massive_activation_ablation",
     }
-    text, evidence = R.b5_evidence(stream, {})
-    text_with, evidence_with = R.b5_evidence(stream, {}, massive)
+    text, evidence = massive.b5_evidence(residual, {})
+    text_with, evidence_with = massive.b5_evidence(residual, {}, ablation)
     assert text == text_with and set(evidence_with) - set(evidence) == {"massive_activation_ablation"}

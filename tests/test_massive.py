@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from normlab.analysis.massive import MassiveAblation, MassiveRecorder, MassiveRule, first_massive_depth
+from normlab.analysis.realmodels.massive import MassiveAblation, MassiveRecorder, MassiveRule, first_massive_depth
 
 
 class Writer(nn.Module):

