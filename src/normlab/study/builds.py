@@ -27,6 +27,7 @@ from normlab.study import paths
 
 # Each file must say what made it: without these the comparison could not say which machine or code it shows.
 PROVENANCE_KEYS = ("notebook", "profile", "hardware", "git_commit", "claims")
+Formatter = Callable[[dict, "float | None"], str]  # (record, value) -> the value in the record's unit
 BAND = 2.0  # a key number moved when |difference| > BAND · √(s₁² + s₂²)
 
 
@@ -291,8 +292,11 @@ class CrossMachine:
             "reproducibility page compares them claim by claim."
         )
 
-    def render(self, key: Callable[[dict, float | None], str] = lambda record, value: _plain(value)) -> list[str]:
-        """The reproducibility page's section, as Markdown lines; `key` formats a record's key number in its unit."""
+    def render(
+        self, key: Formatter = lambda record, value: _plain(value), spread: Formatter | None = None
+    ) -> list[str]:
+        """The reproducibility page's section, as Markdown lines. `key` formats a record's key number in its unit,
+        `spread` a difference or spread of it (`key` when None)."""
         if not self.comparisons and not self.other_profiles:
             return []
         lines = [
@@ -306,7 +310,7 @@ class CrossMachine:
             "",
         ]
         for comparison in self.comparisons:
-            lines += _render_comparison(comparison, key)
+            lines += _render_comparison(comparison, key, spread or key)
         profiles = ", ".join(f"`{p}`" for p in sorted({run["profile"] for run in self.runs}))
         for build in self.other_profiles:
             lines += [
@@ -333,7 +337,11 @@ def _plain(value) -> str:
     return "—" if value is None else f"{float(value):.4g}"
 
 
-def _render_comparison(comparison: BuildComparison, key) -> list[str]:
+def _signed(text: str, value: float) -> str:
+    return text if text.startswith(("-", "−")) or value < 0 else f"+{text}"
+
+
+def _render_comparison(comparison: BuildComparison, key: Formatter, spread_of: Formatter) -> list[str]:
     build, compared = comparison.build, comparison.compared
     same = sum(1 for r in compared if not r.verdict_differs)
     moved = [r.claim_id for r in compared if r.moved]
@@ -367,7 +375,8 @@ def _render_comparison(comparison: BuildComparison, key) -> list[str]:
         lines.append(
             f"| {row.claim_id} | {row.chapter} | {mine.get('verdict', '—')} | {key(record, mine.get('key_number'))} "
             f"| {theirs.get('verdict', '—')} | {key(record, theirs.get('key_number'))} "
-            f"| {'—' if difference is None else f'{difference:+.3g}'} | {'—' if spread is None else f'{spread:.3g}'} "
+            f"| {'—' if difference is None else _signed(spread_of(record, difference), difference)} "
+            f"| {'—' if spread is None else spread_of(record, spread)} "
             f"| {flag} |"
         )
     return lines + [""]

@@ -912,7 +912,11 @@ def build(
         pages = {
             pages_dir / "ledger.md": render_ledger(claims, runs, warning=warning).encode(),
             pages_dir / "reproducibility.md": render_reproducibility(
-                runs, warning=warning, other_machines=machines.render(lambda r, v: key_number_of(r).format(v))
+                runs,
+                warning=warning,
+                other_machines=machines.render(
+                    lambda r, v: key_number_of(r).format(v), lambda r, v: key_number_of(r).format_spread(v)
+                ),
             ).encode(),
             pages_dir / "intro.md": render_intro(
                 claims,
