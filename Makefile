@@ -9,7 +9,7 @@ FORCE ?=
 MIXED ?=
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install test lint book notebooks ledger gpu-bench gpu-carry gpu-study gpu-check gpu-session compile-check clean
+.PHONY: install test test-portable lint book notebooks ledger gpu-bench gpu-carry gpu-study gpu-check gpu-session compile-check clean
 
 install: $(INSTALLED)
 
@@ -37,6 +37,17 @@ lint: $(INSTALLED)
 # one worker (tests/conftest.py's scheduler), so it runs the chapters while the other runs the rest.
 test: lint
 	$(PY) -m pytest -n 2
+
+# The tests that compare two code paths' floats, again under ATen's portable kernels (and AVX2 where this CPU has
+# more): another reduction order there shows a tolerance set too tight for this machine.
+PORTABLE_TESTS := tests/test_batched.py tests/test_scale_ladder.py tests/test_train_cli.py tests/test_cpu_kernel.py
+PORTABLE_CAPABILITIES := default $(shell grep -qw avx512f /proc/cpuinfo 2>/dev/null && echo avx2)
+
+test-portable: $(INSTALLED)
+	@for capability in $(PORTABLE_CAPABILITIES); do \
+		echo "test-portable: ATEN_CPU_CAPABILITY=$$capability"; \
+		ATEN_CPU_CAPABILITY=$$capability $(PY) -m pytest -n 2 -q $(PORTABLE_TESTS) || exit 1; \
+	done
 
 notebooks: $(INSTALLED)
 	$(PY) -m normlab.study.run --profile $(PROFILE) $(if $(FORCE),--force-chapters "$(FORCE)")

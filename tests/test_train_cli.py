@@ -42,9 +42,24 @@ def _run(command, **kwargs):
     return subprocess.run(command, capture_output=True, text=True, timeout=240, env=env, **kwargs)
 
 
-def _train(run_dir, *extra, ranks=1):
+# The trainer with float64 models: ranks sum gradients in another order than one process, which float64 keeps to
+# ~1e-14 where float32's rounding, through Adam's g/√v, can move a weight by a whole step on another CPU.
+FLOAT64_TRAINER = (
+    "import runpy, sys, torch\n"
+    "torch.set_default_dtype(torch.float64)\n"
+    "runpy.run_module('normlab.train', run_name='__main__', alter_sys=True)\n"
+)
+
+
+def _train(run_dir, *extra, ranks=1, float64=False):
+    if float64:
+        launcher = Path(run_dir).parent / "float64_train.py"
+        launcher.write_text(FLOAT64_TRAINER)
+        program = [str(launcher)]
+    else:
+        program = ["-m", "normlab.train"]
     prefix = TORCHRUN if ranks > 1 else [sys.executable]
-    result = _run(prefix + ["-m", "normlab.train", "--run-dir", str(run_dir)] + TINY + list(extra))
+    result = _run(prefix + program + ["--run-dir", str(run_dir)] + TINY + list(extra))
     assert result.returncode == 0, result.stderr[-3000:]
     return result
 
@@ -71,21 +86,23 @@ def test_help_lists_the_options():
 
 def test_two_gloo_ranks_match_one_process_and_resume_with_another_rank_count(tmp_path):
     single, parallel = tmp_path / "single", tmp_path / "parallel"
-    _train(single)
+    _train(single, float64=True)
     # Two ranks, each with half of every global batch of 4; stopped after 2 steps, then resumed by one process.
-    _train(parallel, "--stop-after", "2", ranks=2)
+    _train(parallel, "--stop-after", "2", ranks=2, float64=True)
     assert json.loads((parallel / "summary.json").read_text())["finished"] is False
-    _train(parallel)
+    _train(parallel, float64=True)
     for name in ("config.json", "metrics.jsonl", "checkpoint.pt", "summary.json"):
         assert (parallel / name).is_file()
     assert len(_losses(parallel)) == 4
-    torch.testing.assert_close(torch.tensor(_losses(parallel)), torch.tensor(_losses(single)), rtol=1e-5, atol=1e-6)
     ours, theirs = load_checkpoint(parallel / "checkpoint.pt"), load_checkpoint(single / "checkpoint.pt")
     assert ours["step"] == theirs["step"] == 4
-    # Gradients summed in another order differ in the last bits; where a gradient is near 0, Adam's
-    # g / sqrt(v) turns that into up to ~1e-6 of weight. atol 1e-5 is 0.3% of one Adam step (lr 3e-3).
+    assert theirs["model"]["lm_head.weight"].dtype == torch.float64  # the launcher reached the model
+    # Bounds as derived in tests/test_batched.py: over S = 4 steps at lr 3e-3, Adam's lr·δ/ε with δ ≤ 10³·u₆₄
+    # gives 4 · 3e-3 · 10³ · 1.1e-16 / 1e-8 = 1.3e-10 of weight (held to 1e-9), and losses agree to the forward's
+    # rounding plus that drift (held to 1e-10). A wrong shard or a missed all-reduce moves both by 1e-4 or more.
+    torch.testing.assert_close(torch.tensor(_losses(parallel)), torch.tensor(_losses(single)), rtol=0, atol=1e-10)
     for name, tensor in theirs["model"].items():
-        torch.testing.assert_close(ours["model"][name], tensor, rtol=1e-4, atol=1e-5, msg=name)
+        torch.testing.assert_close(ours["model"][name], tensor, rtol=0, atol=1e-9, msg=name)
 
 
 def test_ranks_that_disagree_on_the_config_are_refused(tmp_path):

@@ -355,10 +355,16 @@ def test_the_loop_matches_a_copy_of_the_loop_before_the_split(scenario, ours, co
 
 def test_the_loop_reproduces_the_numbers_the_loop_before_the_split_wrote(ours, corpus):
     golden = json.loads(GOLDEN.read_text())
-    if golden["environment"] != _environment(corpus):
+    recorded, here = golden["environment"], _environment(corpus)
+    differing = [
+        f"{field} {recorded.get(field)!r} there, {here.get(field)!r} here"
+        for field in sorted(set(recorded) | set(here))
+        if recorded.get(field) != here.get(field)
+    ]
+    if differing:
         pytest.skip(
-            f"{GOLDEN.name} was written on {golden['environment']}, this is {_environment(corpus)}: exact floats "
-            "hold only on the same build, CPU kernels and corpus (the copy of the old loop still checks here)"
+            f"{GOLDEN.name} was written elsewhere ({'; '.join(differing)}): exact floats hold only on the same "
+            "build, CPU kernels and corpus (the copy of the old loop, test_the_loop_matches_..., still checks here)"
         )
     assert set(golden["scenarios"]) == set(SCENARIOS)
     for name in SCENARIOS:

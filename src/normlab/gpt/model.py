@@ -409,7 +409,9 @@ class GPT(nn.Module):
                 raise ValueError(
                     f"targets has shape {tuple(targets.shape)} but idx has {tuple(idx.shape)}; they must match"
                 )
-            loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
+            # Half-precision logits are upcast for the softmax; float64 ones stay float64 (the tests compare paths there).
+            wide = logits.to(torch.promote_types(logits.dtype, torch.float32))
+            loss = F.cross_entropy(wide.reshape(-1, logits.shape[-1]), targets.reshape(-1))
         return logits, loss
 
     @contextmanager

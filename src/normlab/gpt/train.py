@@ -398,7 +398,7 @@ def _mean_across_ranks(value: torch.Tensor, world: int) -> float:
         return float(value)
     import torch.distributed as dist
 
-    value = value.detach().clone().float()
+    value = value.detach().clone().to(torch.promote_types(value.dtype, torch.float32))  # float64 stays float64
     dist.all_reduce(value)
     return float(value) / world
 

@@ -35,7 +35,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from normlab.study import paths
+from normlab.study import builds, paths
 from normlab.study.claims import PENDING, VERDICT_BADGES, Claim, parse_claims
 from normlab.study.present import significant
 from normlab.study.results import VERDICTS, is_fragile
@@ -444,7 +444,8 @@ def _instruction_set(run: dict) -> str:
     return text
 
 
-def render_reproducibility(runs: list[dict], *, warning: str | None = None) -> str:
+def render_reproducibility(runs: list[dict], *, warning: str | None = None, other_machines: list[str] = ()) -> str:
+    """other_machines: the section comparing this build with the committed builds (builds.CrossMachine.render)."""
     lines = [
         "# Reproducibility",
         "",
@@ -470,8 +471,10 @@ def render_reproducibility(runs: list[dict], *, warning: str | None = None) -> s
         "To rebuild everything: `make book` (profile `auto`: `gpu` when CUDA is present, else `cpu`), "
         "or `make book PROFILE=smoke` for a quick preview; `make book FORCE=<chapter>` re-runs one chapter. "
         "The corpus and every seed are fixed in the notebooks.",
+        "",
+        *other_machines,
     ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines).rstrip() + "\n"
 
 
 def _chapter_order(runs: list[dict]) -> list[str]:
@@ -776,10 +779,12 @@ def render_intro(
     figure: str,
     warning: str | None = None,
     gpu_runs: list[str] = (),
+    checked_on: str = "",
 ) -> str:
     """The opening page: the hand-written prose of book/intro.md with the findings of this build spliced in.
 
-    gpu_runs: the committed GPU runs the speed chapter weighs beside this build's own (committed_gpu_runs)."""
+    gpu_runs: the committed GPU runs the speed chapter weighs beside this build's own (committed_gpu_runs).
+    checked_on: how many machines the verdicts were checked on (builds.CrossMachine.sentence)."""
     table = verdicts(claims, runs)
     counts = Counter(slot["record"]["verdict"] if slot["record"] else PENDING for slot in table.values())
     judged = [slot["record"] for slot in table.values() if slot["record"]]
@@ -818,7 +823,8 @@ def render_intro(
         "## Where these numbers come from",
         "",
         f"Profile {', '.join(f'`{p}`' for p in profiles) or '(none)'}, on {'; '.join(machines) or 'no machine'}. "
-        "The reproducibility page lists each chapter's versions, commit and run times.",
+        "The reproducibility page lists each chapter's versions, commit and run times."
+        + (f" {checked_on}" if checked_on else ""),
         "",
     ]
     if gpu_runs and any(r["notebook"] == "speed" for r in runs):
@@ -859,6 +865,7 @@ def build(
     claims_path: Path | None = None,
     intro_path: Path | None = None,
     data_dir: Path | None = None,
+    builds_dir: Path | None = None,
     allow_mixed: bool = False,
 ) -> dict:
     """Check every results file, then write ledger.md, intro.md, reproducibility.md and the summary figure.
@@ -889,6 +896,13 @@ def build(
                 )
     warning = check_consistent(runs, allow_mixed=allow_mixed)
     table = verdicts(claims, runs)
+    # The committed builds are inputs of these pages: a new one changes the reproducibility page and the opening's.
+    try:
+        machines = builds.cross_machine(
+            runs, builds.load_builds(builds_dir or data_dir / "builds"), executed_dir=executed_dir
+        )
+    except builds.BuildError as error:
+        raise LedgerError(str(error)) from None
     pages_dir.mkdir(parents=True, exist_ok=True)
     figure_name = "verdicts.png"
     handle, staged_figure = tempfile.mkstemp(dir=pages_dir, prefix=".verdicts.", suffix=".png")
@@ -897,7 +911,13 @@ def build(
         summary_figure(claims, runs, Path(staged_figure))
         pages = {
             pages_dir / "ledger.md": render_ledger(claims, runs, warning=warning).encode(),
-            pages_dir / "reproducibility.md": render_reproducibility(runs, warning=warning).encode(),
+            pages_dir / "reproducibility.md": render_reproducibility(
+                runs,
+                warning=warning,
+                other_machines=machines.render(
+                    lambda r, v: key_number_of(r).format(v), lambda r, v: key_number_of(r).format_spread(v)
+                ),
+            ).encode(),
             pages_dir / "intro.md": render_intro(
                 claims,
                 runs,
@@ -905,6 +925,7 @@ def build(
                 figure=figure_name,
                 warning=warning,
                 gpu_runs=committed_gpu_runs(data_dir),
+                checked_on=machines.sentence(),
             ).encode(),
         }
         _write_atomically(pages)
