@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import platform
 import sysconfig
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ from functools import lru_cache
 from pathlib import Path
 
 import torch
+
+from normlab.runtime.jobs import CORPUS_SHA256_VARIABLE
 
 # Single-file modules present from Python 3.10 through 3.13 (none of them became a
 # package or a shim in that range), so the selection is stable even where the text is not.
@@ -210,14 +213,33 @@ def build_corpus(texts: list[tuple[str, bytes]], val_fraction: float = 0.1) -> C
     )
 
 
-@lru_cache(maxsize=4)
+class CorpusMismatch(ValueError):
+    """A job was sent to train on one corpus and this machine builds another."""
+
+
 def load_corpus(modules: tuple[str, ...] = STDLIB_MODULES, val_fraction: float = 0.1) -> Corpus:
     """The standard-library corpus. Modules missing from this Python are an error, not skipped,
-    so a corpus never silently shrinks."""
-    modules = tuple(modules)
+    so a corpus never silently shrinks. Inside a job that names its corpus (`CORPUS_SHA256_VARIABLE`, set by
+    `normlab.runtime.jobs.run_job`), other training bytes are refused."""
+    corpus = _stdlib_corpus(tuple(modules), val_fraction)
+    expected = os.environ.get(CORPUS_SHA256_VARIABLE)
+    if expected and corpus.sha256 != expected:
+        raise CorpusMismatch(
+            f"this job was sent to train on the corpus with SHA-256 {expected}, but this machine "
+            f"({platform.node()}, Python {corpus.python_version}) builds {corpus.sha256}; run its workers on the "
+            "driver's Python version, or carry the driver's corpus there (save_corpus / load_saved_corpus)"
+        )
+    return corpus
+
+
+@lru_cache(maxsize=4)
+def _stdlib_corpus(modules: tuple[str, ...], val_fraction: float) -> Corpus:
     if len(set(modules)) != len(modules):
         raise ValueError("modules lists a module more than once")
     return build_corpus([(name, module_source(name).read_bytes()) for name in modules], val_fraction)
+
+
+load_corpus.cache_clear = _stdlib_corpus.cache_clear
 
 
 # ---- a corpus carried to another machine ----------------------------------------------------------------------

@@ -1,48 +1,124 @@
-"""Run independent jobs (trainings, measurements) in parallel worker processes.
+"""Run independent jobs (trainings, measurements) in parallel: on this machine's worker processes, or on a cluster.
 
 One worker per core, one thread per worker: on a 2-core machine two
 single-threaded trainings finish in about the time of one, where two
 threads competing inside one process measured several times slower. On a
 GPU machine, pass `devices` and each worker is pinned to one GPU.
 
+With `NORMLAB_SCHEDULER` set (or a Dask `Client` or any executor passed as
+`executor`), the same jobs go to that cluster instead (`normlab.runtime.cluster`);
+with neither, nothing of Dask is imported. Both paths run each job through
+`normlab.runtime.jobs.run_job`, which sets its threads, device and expected
+corpus, and records where it ran.
+
 Jobs must be picklable and `function` importable by name (a function defined
-in a module, not in a notebook cell): workers are started with "spawn", which
-is safe with torch's thread pools where "fork" can deadlock.
+in a module, not in a notebook cell): local workers are started with "spawn",
+which is safe with torch's thread pools where "fork" can deadlock.
 
 Results come back in job order, whatever order the workers finish in. A job
-that raises stops the whole map with that job named in the error.
+that fails is sent again, up to `retries` more times; one that fails every
+time is missing, and never stops the others. With `missing="raise"` (the
+default) the call then raises `MissingRuns`, naming each missing job, once
+every other job has finished; with `missing="keep"` it returns, with a
+`MissingRun` in each missing job's place.
 """
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
 
+from normlab.runtime.jobs import DEVICE_VARIABLE, JobSettings, run_job, worker_device
 from normlab.runtime.progress import terminal_progress
+
+__all__ = ["JobResults", "MissingRun", "MissingRuns", "default_workers", "run_parallel", "worker_device"]
+
+RETRIES = 2  # a job is tried at most 1 + RETRIES times: a node lost mid-run costs a retry, not the sweep
 
 
 def default_workers() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def _init_worker(threads: int, device_queue) -> None:
-    os.environ["NORMLAB_NO_PROGRESS"] = "1"
-    os.environ["OMP_NUM_THREADS"] = str(threads)
-    import torch
+@dataclass(frozen=True)
+class MissingRun:
+    """The place of a job that failed every attempt; `errors` holds each attempt's error, in order."""
 
-    torch.set_num_threads(threads)
+    name: str
+    errors: tuple[str, ...]
+
+
+class JobResults(list):
+    """The jobs' results in job order, with `provenance` (where each ran; None where missing) and `missing`
+    (the jobs that failed every attempt, by name)."""
+
+    def __init__(self, results, names, provenance):
+        super().__init__(results)
+        self.names = list(names)
+        self.provenance = list(provenance)
+
+    @property
+    def missing(self) -> dict[str, MissingRun]:
+        return {r.name: r for r in self if isinstance(r, MissingRun)}
+
+    def machines(self) -> list[dict]:
+        """Each distinct place the jobs ran (host, hardware, torch, device), once, in order of first use."""
+        seen: dict[str, dict] = {}
+        for entry in self.provenance:
+            if entry is not None:
+                seen.setdefault(json.dumps(entry, sort_keys=True, default=str), entry)
+        return list(seen.values())
+
+
+class MissingRuns(RuntimeError):
+    """Some jobs failed every attempt; the others finished and are in `results` (a `JobResults`)."""
+
+    def __init__(self, desc: str, results: JobResults):
+        self.results = results
+        missing = results.missing
+        lines = [f"  {name}: {run.errors[-1]}" for name, run in missing.items()]
+        super().__init__(
+            f"{desc}: {len(missing)} of {len(results)} jobs failed every attempt and are missing:\n" + "\n".join(lines)
+        )
+
+
+class _InPlace(Executor):
+    """Runs each job at submission, in this process: one worker needs no process (and keeps tracebacks simple)."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as error:
+            future.set_exception(error)
+        return future
+
+
+def _init_worker(device_queue) -> None:
+    # The one thing a per-job wrapper cannot do in a pool: hold each worker process to its own GPU.
     if device_queue is not None:
-        device = device_queue.get()
-        os.environ["NORMLAB_DEVICE"] = device
-        if device.startswith("cuda"):
-            torch.cuda.set_device(device)
+        os.environ[DEVICE_VARIABLE] = device_queue.get()
 
 
-def worker_device(default: str = "cpu") -> str:
-    """The device this worker was pinned to (`cuda:k`), or `default` outside a pinned worker."""
-    return os.environ.get("NORMLAB_DEVICE", default)
+def _local_pool(workers: int, devices: Sequence[str] | None) -> Executor:
+    context = multiprocessing.get_context("spawn")
+    device_queue = None
+    if devices:
+        device_queue = context.Manager().Queue()
+        for device in devices[:workers]:
+            device_queue.put(device)
+    return ProcessPoolExecutor(
+        max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(device_queue,)
+    )
+
+
+def _job_name(desc: str, index: int, job: dict) -> str:
+    text = repr(job)
+    return f"{desc} #{index} {text if len(text) <= 160 else text[:157] + '...'}"
 
 
 def run_parallel(
@@ -53,8 +129,19 @@ def run_parallel(
     threads_per_worker: int = 1,
     devices: Sequence[str] | None = None,
     desc: str = "runs",
-) -> list:
-    """`[function(**job) for job in jobs]`, computed by `workers` processes; a terminal progress bar counts jobs."""
+    executor=None,
+    retries: int = RETRIES,
+    names: Sequence[str] | None = None,
+    missing: str = "raise",
+    corpus_sha256: str | None = None,
+) -> JobResults:
+    """`[function(**job) for job in jobs]`, computed by `workers` processes or a cluster; a terminal progress bar
+    counts jobs.
+
+    `executor`: a `distributed.Client` or a concurrent.futures executor to send the jobs to (default: the one
+    `NORMLAB_SCHEDULER` names, else this machine's pool). `names`: one per job, for `missing` (default: `desc`, the
+    index and the job). `corpus_sha256`: the training bytes every job must load, refused otherwise.
+    """
     jobs = list(jobs)
     if not all(isinstance(job, dict) for job in jobs):
         raise TypeError("each job must be a dict of keyword arguments for the function")
@@ -62,42 +149,87 @@ def run_parallel(
         raise ValueError(f"workers must be >= 1, got {workers}")
     if threads_per_worker < 1:
         raise ValueError(f"threads_per_worker must be >= 1, got {threads_per_worker}")
+    if retries < 0:
+        raise ValueError(f"retries must be >= 0, got {retries}")
+    if missing not in ("raise", "keep"):
+        raise ValueError(f"missing must be 'raise' or 'keep', got {missing!r}")
+    names = list(names) if names is not None else [_job_name(desc, i, job) for i, job in enumerate(jobs)]
+    if len(names) != len(jobs) or len(set(names)) != len(names):
+        raise ValueError(f"names must give each of the {len(jobs)} jobs its own name, got {len(names)} names")
     if not jobs:
-        return []
-    workers = min(len(devices) if devices else (workers or default_workers()), len(jobs))
-    if workers == 1 and not devices:
-        # No process to start: run in place (and keep tracebacks and the caller's thread setting simple).
-        bar = terminal_progress(total=len(jobs), desc=desc)
-        out = []
-        for job in jobs:
-            out.append(function(**job))
-            bar.update()
-        bar.close()
-        return out
-    context = multiprocessing.get_context("spawn")
-    device_queue = None
-    if devices:
-        device_queue = context.Manager().Queue()
-        for device in devices[:workers]:
-            device_queue.put(device)
+        return JobResults([], [], [])
+
+    client = None
+    if executor is None:
+        from normlab.runtime.cluster import configured_scheduler
+
+        scheduler = configured_scheduler()
+        if scheduler:
+            from normlab.runtime.cluster import connect
+
+            client = executor = connect(scheduler)
+    try:
+        if executor is not None:
+            if hasattr(executor, "get_executor"):  # a Dask Client
+                from normlab.runtime.cluster import cluster_executor
+
+                executor = cluster_executor(executor, gpu=bool(devices))
+            settings = JobSettings(threads_per_worker, "cuda:0" if devices else "cpu", corpus_sha256)
+            return _gather(executor, function, jobs, names, settings, retries, missing, desc)
+        workers = min(len(devices) if devices else (workers or default_workers()), len(jobs))
+        if workers == 1 and not devices:
+            # threads None: a job run in place keeps the caller's thread setting
+            return _gather(
+                _InPlace(), function, jobs, names, JobSettings(None, None, corpus_sha256), retries, missing, desc
+            )
+        with _local_pool(workers, devices) as pool:
+            return _gather(
+                pool,
+                function,
+                jobs,
+                names,
+                JobSettings(threads_per_worker, None, corpus_sha256),
+                retries,
+                missing,
+                desc,
+            )
+    finally:
+        if client is not None:
+            client.close()
+
+
+def _gather(executor, function, jobs, names, settings, retries, missing, desc) -> JobResults:
     results: list = [None] * len(jobs)
+    provenance: list = [None] * len(jobs)
+    errors: list[list[str]] = [[] for _ in jobs]
     bar = terminal_progress(total=len(jobs), desc=desc)
-    with ProcessPoolExecutor(
-        max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(threads_per_worker, device_queue)
-    ) as pool:
-        futures = {pool.submit(function, **job): index for index, job in enumerate(jobs)}
-        try:
-            for future in as_completed(futures):
-                index = futures[future]
+    pending: dict = {}
+    try:
+        for index, job in enumerate(jobs):
+            pending[executor.submit(run_job, function, job, settings)] = index
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                index = pending.pop(future)
                 try:
-                    results[index] = future.result()
+                    outcome = future.result()
                 except Exception as error:
-                    raise RuntimeError(f"{desc}: job {index} ({jobs[index]}) failed: {error!r}") from error
+                    errors[index].append(f"{type(error).__name__}: {error}")
+                    if len(errors[index]) <= retries:
+                        pending[executor.submit(run_job, function, jobs[index], settings)] = index
+                    else:
+                        results[index] = MissingRun(names[index], tuple(errors[index]))
+                        bar.update()
+                    continue
+                results[index], provenance[index] = outcome.result, outcome.provenance
                 bar.update()
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
-        finally:
-            bar.close()
-    return results
+    except BaseException:
+        for future in pending:
+            future.cancel()
+        raise
+    finally:
+        bar.close()
+    gathered = JobResults(results, names, provenance)
+    if gathered.missing and missing == "raise":
+        raise MissingRuns(desc, gathered)
+    return gathered

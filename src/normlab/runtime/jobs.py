@@ -1,0 +1,108 @@
+"""One job as every executor runs it: its thread count, device and corpus, and where it ran.
+
+`run_job` is what a worker of the local pool and a Dask worker both call, so
+that the two paths set up a training the same way: one thread (or the count
+asked for), no progress bars, the device the worker holds, and the corpus
+SHA-256 the driver trains on. It returns the job's own result beside its
+provenance (host, hardware with the `cpp` kernel's build target, torch
+version, device), so a sweep spread over several machines can say where each
+part ran.
+
+The expected corpus travels as the environment variable `CORPUS_SHA256_VARIABLE`
+for the job's duration; `normlab.gpt.corpus.load_corpus` refuses other bytes
+while it is set. Everything the wrapper changes is restored afterwards, so a
+job run in the driver's own process leaves that process as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+
+CORPUS_SHA256_VARIABLE = "NORMLAB_CORPUS_SHA256"
+DEVICE_VARIABLE = "NORMLAB_DEVICE"
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """How to run each job: `threads` None leaves the process's thread setting alone (a job run in place)."""
+
+    threads: int | None = 1
+    device: str | None = None  # None: the worker's own (`worker_device`), else this one
+    corpus_sha256: str | None = None  # None: no corpus check
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    result: object
+    provenance: dict
+
+
+def worker_device(default: str = "cpu") -> str:
+    """The device this job runs on (`cuda:k`), or `default` outside a job that was given one."""
+    return os.environ.get(DEVICE_VARIABLE, default)
+
+
+@lru_cache(maxsize=1)
+def _machine() -> dict:
+    # Once per process: the cpp build target asks the compiler, which takes a subprocess or two.
+    import torch
+
+    from normlab.runtime.environment import hardware
+
+    return {"host": platform.node(), "hardware": hardware(), "torch": torch.__version__}
+
+
+def job_provenance(device: str) -> dict:
+    """Where a job ran: host, hardware (with `cpp_kernel_build`, the C++ kernel's resolved -march), torch, device."""
+    return {**_machine(), "device": device}
+
+
+@contextmanager
+def _environment(values: dict[str, str]):
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@contextmanager
+def _threads(count: int | None):
+    if count is None:
+        yield
+        return
+    import torch
+
+    saved = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
+
+
+def run_job(function: Callable, job: dict, settings: JobSettings) -> JobOutcome:
+    """`function(**job)` under `settings`, with this process's provenance."""
+    device = settings.device or worker_device()
+    values = {DEVICE_VARIABLE: device}
+    if settings.threads is not None:
+        values |= {"NORMLAB_NO_PROGRESS": "1", "OMP_NUM_THREADS": str(settings.threads)}
+    if settings.corpus_sha256:
+        values[CORPUS_SHA256_VARIABLE] = settings.corpus_sha256
+    with _environment(values), _threads(settings.threads):
+        if device.startswith("cuda"):
+            import torch
+
+            torch.cuda.set_device(device)
+        result = function(**job)
+    return JobOutcome(result, job_provenance(device))

@@ -1,0 +1,47 @@
+"""Jobs for tests/test_cluster.py, in a module of their own so that worker processes import them by name."""
+
+import os
+from pathlib import Path
+
+from normlab.analysis.shared.runs import train_job
+
+# A chapter's training, as small as it comes: one layer, 16 wide, ten steps.
+TINY_MODEL = dict(vocab_size=256, context=16, width=16, depth=1, heads=2)
+TINY_TRAIN = dict(steps=10, batch_size=4, warmup_steps=1, eval_every=5, eval_batches=1, stream_every=0)
+
+
+def tiny_training(seed: int) -> dict:
+    """The chapter's `train_job` on the tiny configuration, without its step timings (the only numbers that
+    are not a function of the job)."""
+    out = train_job(model=TINY_MODEL, train={**TINY_TRAIN, "seed": seed})
+    del out["median_step_time"]
+    return out
+
+
+def square(x: int) -> int:
+    return x * x
+
+
+def always_fails(x: int) -> int:
+    raise RuntimeError(f"job {x} fails every time")
+
+
+def dies_once(marker: str, x: int) -> dict:
+    """Kills its own process (a node lost mid-run) the first time it is called with this marker, then trains."""
+    if not Path(marker).exists():
+        Path(marker).write_text("died once\n")
+        os._exit(1)
+    return tiny_training(x)
+
+
+def records_the_run(marker: str) -> int:
+    Path(marker).write_text("ran\n")
+    return 0
+
+
+def build_other_corpus(folder: str) -> None:
+    """Make this process read the standard library from `folder`: a worker whose Python has other sources."""
+    from normlab.gpt import corpus
+
+    corpus.module_source = lambda name: Path(folder) / f"{name}.py"
+    corpus.load_corpus.cache_clear()
