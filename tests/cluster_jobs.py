@@ -7,7 +7,7 @@ from normlab.analysis.shared.runs import train_job
 
 # A chapter's training, as small as it comes: one layer, 16 wide, ten steps.
 TINY_MODEL = dict(vocab_size=256, context=16, width=16, depth=1, heads=2)
-TINY_TRAIN = dict(steps=10, batch_size=4, warmup_steps=1, eval_every=5, eval_batches=1, stream_every=0)
+TINY_TRAIN = dict(steps=10, batch_size=4, warmup_steps=1, eval_every=1, eval_batches=1, stream_every=0)
 
 
 def tiny_training(seed: int) -> dict:
