@@ -2,6 +2,7 @@
 
     python -m normlab.study.gpu --write-carry                      # here: the corpus the chapters train on
     python -m normlab.study.gpu --profile gpu --output data/gpu-study.json   # on the GPU machine
+    python -m normlab.study.gpu --profile gpu --shard 0/2 --output data/gpu-study-shard0.json  # half, on one GPU
 
 A lent GPU machine has Python 3.12 and torch, and nothing else (no pandas, tqdm or papermill; no network). Its
 standard library is not this machine's, so it would build another corpus: `--write-carry` writes this machine's
@@ -10,7 +11,9 @@ and the study refuses bytes whose SHA-256 is not the recorded one.
 
 The experiments are `normlab.gpt.experiments` (many paired models trained at once, `train_batched`). Before
 anything trains, each batch's memory is checked, and K models that do not fit are refused with the largest K
-that does. Each experiment prints a line to stderr when it starts and when it ends, and the JSON is rewritten
+that does. With `--shard I/N` the process trains only the members whose seed is I modulo N (`shard_of`), in
+each experiment, so N processes on N GPUs or machines share the seeds with none twice; the chapters' loader
+merges the N files into one sample (`normlab.analysis.shared.gpu_study.merge_shards`). Each experiment prints a line to stderr when it starts and when it ends, and the JSON is rewritten
 (atomically) after each one: a run cut short keeps the experiments it finished, and lists the rest under
 `missing`. The JSON carries the results contract's provenance (hardware, versions, commit, started and finished
 times, the corpus's SHA-256, each experiment's seconds), the schema and the profile.
@@ -37,6 +40,7 @@ import os
 import sys
 import tempfile
 import traceback
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -86,6 +90,34 @@ def _device(name: str) -> str:
     return name
 
 
+def parse_shard(text: str) -> tuple[int, int]:
+    """'I/N' as (I, N), with 0 <= I < N."""
+    index, slash, count = text.partition("/")
+    if not (slash and index.isdigit() and count.isdigit()) or not 0 <= int(index) < int(count):
+        raise ValueError(f"--shard must be I/N with 0 <= I < N (for example 0/2), got {text!r}")
+    return int(index), int(count)
+
+
+def shard_of(experiment: E.Experiment, index: int, count: int) -> tuple[E.Experiment, list[int]]:
+    """The members of `experiment` whose seed is `index` modulo `count`, and each one's position in the whole
+    experiment's run list (so that the merged shards list their runs in the unsharded order)."""
+    batches, positions, start = [], [], 0
+    for batch in experiment.batches:
+        keep = [i for i, seed in enumerate(batch.seeds) if seed % count == index]
+        positions += [start + i for i in keep]
+        start += len(batch.seeds)
+        if keep:
+            batches.append(
+                replace(
+                    batch,
+                    configs=[batch.configs[i] for i in keep],
+                    seeds=[batch.seeds[i] for i in keep],
+                    tags=[batch.tags[i] for i in keep],
+                )
+            )
+    return replace(experiment, batches=batches), positions
+
+
 def run_study(
     profile: str,
     output: Path,
@@ -94,8 +126,10 @@ def run_study(
     device: str = "auto",
     only: list[str] | None = None,
     memory_limit_bytes: int | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> dict:
-    """Run the profile's experiments, rewriting `output` after each; returns the final document."""
+    """Run the profile's experiments (or shard (I, N) of their seeds), rewriting `output` after each; returns the
+    final document."""
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
     device = _device(device)
@@ -105,6 +139,11 @@ def run_study(
     else:
         torch.set_num_threads(1)  # the tiny profile's models are far too small to gain from threads that contend
     chosen = E.experiments(profile, device, only)
+    positions: dict[str, list[int]] = {}
+    if shard is not None:
+        sharded = [shard_of(experiment, *shard) for experiment in chosen]
+        chosen = [experiment for experiment, _ in sharded]
+        positions = {experiment.name: where for experiment, where in sharded}
     E.check_memory(chosen, memory_limit_bytes)  # refuses before anything trains
     document = {
         "schema": SCHEMA,
@@ -123,6 +162,8 @@ def run_study(
         "missing": [e.name for e in chosen],
         "failed": {},
     }
+    if shard is not None:
+        document["shard"] = {"index": shard[0], "count": shard[1], "rule": "seed % count == index"}
     write_atomically(document, output)
     for experiment in chosen:
         models = sum(len(b.configs) for b in experiment.batches)
@@ -136,6 +177,8 @@ def run_study(
             _say(f"{experiment.name} failed: {error}")
             traceback.print_exc(file=sys.__stderr__ or sys.stderr)
         else:
+            if shard is not None:
+                outcome["positions"] = positions[experiment.name]
             document["experiments"][experiment.name] = outcome
             document["missing"].remove(experiment.name)
             _say(f"{experiment.name} done in {outcome['seconds']:.1f} s")
@@ -153,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--carry", type=Path, default=DEFAULT_CARRY, help="the folder --write-carry wrote")
     parser.add_argument("--device", default="auto", help="auto (cuda if present), cuda, cuda:N or cpu")
     parser.add_argument("--only", help=f"comma-separated experiments, of: {', '.join(E.EXPERIMENTS)}")
+    parser.add_argument("--shard", help="I/N: train only the seeds that are I modulo N (one of N processes)")
     parser.add_argument("--memory-limit-gib", type=float, help="plan against this much memory, not what is free")
     args = parser.parse_args(argv)
     if args.write_carry:
@@ -161,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     limit = None if args.memory_limit_gib is None else int(args.memory_limit_gib * 2**30)
     try:
+        shard = parse_shard(args.shard) if args.shard else None
         document = run_study(
             args.profile,
             args.output,
@@ -168,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             device=args.device,
             only=args.only.split(",") if args.only else None,
             memory_limit_bytes=limit,
+            shard=shard,
         )
     except (MemoryError, ValueError, FileNotFoundError) as error:
         print(f"python -m normlab.study.gpu: {error}", file=sys.stderr)

@@ -15,6 +15,11 @@ The quality chapter's claims are weighed here (`quality_claims`); the depth chap
 With no committed study, or one that lacks the chapter's experiment (a run cut short lists it as missing), the
 chapter's own finding stands unchanged and the page says so in one sentence.
 
+A study run as N shards (`python -m normlab.study.gpu --shard I/N`, one file each) is merged here into one sample
+(`merge_shards`), the runs in the order one unsharded run lists them. The shards of one profile must all be present
+and agree on commit, corpus and each experiment's design; shards that repeat a shard or a run are refused, naming
+the files.
+
 A committed file is refused, with a `LedgerError` naming it and the fix, when it is not valid JSON (truncated),
 has another schema or an unknown profile, lacks a key, names a commit this repository does not have, or was
 trained on other corpus bytes than this run's.
@@ -22,6 +27,7 @@ trained on other corpus bytes than this run's.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -97,10 +103,99 @@ def load(path: str | Path, *, known=commit_known) -> GpuStudy:
     return GpuStudy(document=document, source=path.name)
 
 
+def _differ(studies: list[GpuStudy], what: str, value) -> None:
+    seen = {json.dumps(value(s), sort_keys=True): s.source for s in studies}
+    if len(seen) > 1:
+        raise LedgerError(
+            f"shards {', '.join(seen.values())} differ in {what}, so they are not one sample; re-run the shards "
+            f"from one checkout and one design, or remove the odd ones"
+        )
+
+
+def merge_shards(shards: list[GpuStudy]) -> GpuStudy:
+    """The one study that N shard files make together; refused unless they are shards 0..N-1 of one design."""
+    names = ", ".join(s.source for s in shards)
+    _differ(shards, "profile", lambda s: s.document["profile"])
+    _differ(shards, "code (git_commit)", lambda s: s.document["git_commit"])
+    _differ(shards, "corpus", lambda s: s.document["corpus"].get("sha256"))
+    _differ(shards, "shard count", lambda s: s.document["shard"]["count"])
+    count = shards[0].document["shard"]["count"]
+    by_index: dict[int, str] = {}
+    for shard in shards:
+        index = shard.document["shard"]["index"]
+        if index in by_index:
+            raise LedgerError(
+                f"shards {by_index[index]} and {shard.source} are both shard {index}/{count}: they overlap in seeds; "
+                "remove one of them"
+            )
+        by_index[index] = shard.source
+    absent = sorted(set(range(count)) - set(by_index))
+    if absent:
+        raise LedgerError(
+            f"shards {names} are {len(shards)} of {count}: shard(s) {', '.join(f'{i}/{count}' for i in absent)} "
+            f"missing, so their runs would be a smaller sample than the design's; commit the missing shard(s)"
+        )
+    finished = [set(s.document["experiments"]) for s in shards]
+    experiments = {}
+    for name in [n for n in shards[0].document["experiments"] if all(n in f for f in finished)]:
+        parts = [s.document["experiments"][name] for s in shards]
+        _differ(shards, f"the design of {name!r}", lambda s: s.document["experiments"][name]["settings"])
+        placed: dict[int, tuple[dict, str]] = {}
+        for shard, part in zip(shards, parts):
+            for position, run in zip(part["positions"], part["runs"]):
+                if position in placed:
+                    raise LedgerError(
+                        f"shards {placed[position][1]} and {shard.source} both trained {name!r} run {run['tag']}; "
+                        "they overlap in seeds, remove one of them"
+                    )
+                placed[position] = (run, shard.source)
+        experiments[name] = {
+            "claims": parts[0]["claims"],
+            "settings": parts[0]["settings"],
+            "runs": [placed[p][0] for p in sorted(placed)],
+            "seconds": sum(p["seconds"] for p in parts),
+            "models": len(placed),
+            "estimated_pflop": sum(p["estimated_pflop"] for p in parts),
+        }
+    first = shards[0].document
+    gpus = list(dict.fromkeys(s.document["hardware"].get("gpu") for s in shards if s.document["hardware"].get("gpu")))
+    merged = {
+        **first,
+        "hardware": {**first["hardware"], "gpu": " + ".join(gpus) if gpus else None},
+        "started": min(s.document["started"] for s in shards),
+        "finished": None
+        if any(not s.document.get("finished") for s in shards)
+        else max(s.document["finished"] for s in shards),
+        "experiments": experiments,
+        "missing": [n for n in dict.fromkeys(m for s in shards for m in s.document["missing"]) if n not in experiments],
+        "failed": {k: v for s in shards for k, v in s.document.get("failed", {}).items()},
+        "shard": None,
+        "shards": [
+            {
+                "source": s.source,
+                **s.document["shard"],
+                "hardware": s.document["hardware"],
+                "versions": s.document["versions"],
+            }
+            for s in sorted(shards, key=lambda s: s.document["shard"]["index"])
+        ],
+    }
+    return GpuStudy(document=merged, source=" + ".join(s.source for s in shards))
+
+
+def _merged(studies: list[GpuStudy]) -> list[GpuStudy]:
+    """Whole studies as they are, and the shard files of each profile merged into one."""
+    whole = [s for s in studies if not s.document.get("shard")]
+    shards = [s for s in studies if s.document.get("shard")]
+    profiles = dict.fromkeys(s.document["profile"] for s in shards)
+    return whole + [merge_shards([s for s in shards if s.document["profile"] == p]) for p in profiles]
+
+
 def committed(data_dir: str | Path | None = None, *, corpus_sha256: str | None = None, known=commit_known) -> list:
-    """Every committed study, newest first; with `corpus_sha256`, refuse one trained on other bytes."""
+    """Every committed study (shards merged), newest first; with `corpus_sha256`, refuse one trained on other
+    bytes."""
     folder = study_dir() if data_dir is None else Path(data_dir)
-    studies = [load(p, known=known) for p in sorted(folder.glob("gpu-study*.json"))]
+    studies = _merged([load(p, known=known) for p in sorted(folder.glob("gpu-study*.json"))])
     if corpus_sha256 is not None:
         for study in studies:
             theirs = (study.document["corpus"] or {}).get("sha256")
