@@ -1,0 +1,88 @@
+"""The Dask path's overhead beside this machine's pool: the same jobs through both, side by side, in one run.
+
+Two kinds of job, each sent by `run_parallel` to the local pool (two spawned single-threaded workers, started
+anew by each call as a chapter's call starts them) and to a Dask `LocalCluster` of two single-threaded worker
+processes (started once, before the timing, and printed apart):
+
+- trainings: the quality chapter's smoke-size models (`train_job`), `--trainings` of them;
+- empty jobs: `--empty` calls of a function that does nothing, which leaves only the cost of sending a job and
+  gathering its result.
+
+Each side runs `--rounds` times, alternating, and the medians are printed with their ratio (Dask / pool). The
+load average is printed too: on a shared machine the numbers move with it.
+
+    PYTHONPATH=src python scripts/dask_overhead.py [--trainings 8] [--steps 30] [--empty 200] [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+from normlab.analysis import quality as Q
+from normlab.analysis.shared.runs import train_job
+from normlab.runtime.jobs import worker_device
+from normlab.runtime.parallel import run_parallel
+
+WORKERS = 2
+
+
+def training_jobs(count: int, steps: int) -> list[dict]:
+    s = {**Q.settings_for("smoke"), "steps": steps, "warmup_steps": max(1, steps // 10)}
+    return [dict(model=Q.model_config(s, Q.NORMS[i % 2]), train=Q.train_config(s, i // 2)) for i in range(count)]
+
+
+def timed(function, jobs, **where) -> tuple[float, list]:
+    started = time.perf_counter()
+    out = run_parallel(function, jobs, desc="timing", **where)
+    return time.perf_counter() - started, out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--trainings", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--empty", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    import distributed
+
+    print(f"load average before: {os.getloadavg()[0]:.2f}")
+    started = time.perf_counter()
+    cluster = distributed.LocalCluster(n_workers=WORKERS, threads_per_worker=1, processes=True, dashboard_address=None)
+    client = distributed.Client(cluster)
+    print(f"Dask LocalCluster of {WORKERS} workers started in {time.perf_counter() - started:.2f} s (not timed below)")
+    kinds = {
+        "trainings": (train_job, training_jobs(args.trainings, args.steps)),
+        "empty jobs": (worker_device, [dict(default="cpu")] * args.empty),
+    }
+    try:
+        for kind, (function, jobs) in kinds.items():
+            pool, dask = [], []
+            for _ in range(args.rounds):
+                seconds, local_out = timed(function, jobs, workers=WORKERS)
+                pool.append(seconds)
+                seconds, dask_out = timed(function, jobs, executor=client)
+                dask.append(seconds)
+                same = [strip(o) for o in local_out] == [strip(o) for o in dask_out]
+            p, d = statistics.median(pool), statistics.median(dask)
+            print(
+                f"{kind:>10} ({len(jobs)}): pool {p:6.2f} s  dask {d:6.2f} s  ratio dask/pool {d / p:.2f}  "
+                f"(rounds: pool {', '.join(f'{x:.2f}' for x in pool)}; dask {', '.join(f'{x:.2f}' for x in dask)}; "
+                f"same results: {same})"
+            )
+    finally:
+        client.close()
+        cluster.close()
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
+def strip(output):
+    """A result without its step timings, the only numbers that are not a function of the job."""
+    return {k: v for k, v in output.items() if k != "median_step_time"} if isinstance(output, dict) else output
+
+
+if __name__ == "__main__":
+    main()
