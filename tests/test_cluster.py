@@ -128,3 +128,10 @@ def test_the_local_pool_imports_nothing_of_dask():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_on_a_cluster_the_gpu_profile_asks_for_its_gpu_workers_not_this_machines(monkeypatch):
+    from normlab.analysis.shared.runs import training_devices
+
+    monkeypatch.setenv(cluster.SCHEDULER_VARIABLE, "tcp://scheduler:8786")
+    assert training_devices("gpu") == ["cuda:0"] and training_devices("cpu") is None

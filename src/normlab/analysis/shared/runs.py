@@ -20,11 +20,16 @@ import torch
 from normlab.gpt.corpus import load_corpus
 from normlab.gpt.model import GPTConfig
 from normlab.gpt.train import TrainConfig, train
+from normlab.runtime.cluster import configured_scheduler
 from normlab.runtime.parallel import worker_device
 
 
 def training_devices(profile: str) -> list[str] | None:
-    """The GPUs the trainings run on, one run per GPU; None (the CPU workers) outside the gpu profile."""
+    """The GPUs the trainings run on, one run per GPU; None (the CPU workers) outside the gpu profile. With a
+    cluster set (`NORMLAB_SCHEDULER`), the GPUs are its workers', not this machine's: run_parallel sends each job to
+    one of them, and refuses a cluster that has none."""
+    if profile == "gpu" and configured_scheduler():
+        return ["cuda:0"]  # each GPU worker sees its own GPU as cuda:0
     gpus = torch.cuda.device_count() if profile == "gpu" else 0
     if profile == "gpu" and not gpus:
         raise ValueError("the gpu profile needs CUDA; run with profile='cpu' on this machine")
