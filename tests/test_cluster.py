@@ -74,7 +74,8 @@ def test_a_worker_with_other_corpus_bytes_refuses_naming_both_hashes(client, tmp
     ours = corpus_module.load_corpus().sha256
     client.run(build_other_corpus, str(tmp_path))
     try:
-        kept = run_parallel(tiny_training, [dict(seed=0)], executor=client, corpus_sha256=ours, missing="keep")
+        # no corpus named: the job carries the study corpus this process loaded
+        kept = run_parallel(tiny_training, [dict(seed=0)], executor=client, missing="keep")
     finally:
         client.restart()  # fresh workers read this machine's standard library again
         client.run(sys.path.insert, 0, TESTS)
@@ -85,8 +86,10 @@ def test_a_worker_with_other_corpus_bytes_refuses_naming_both_hashes(client, tmp
     assert "CorpusMismatch" in error and ours in error and theirs in error and ours != theirs
 
 
-def test_the_right_corpus_passes_the_check(client):
+def test_the_right_corpus_passes_the_check_and_a_named_other_one_is_refused(client):
     ours = corpus_module.load_corpus().sha256
+    kept = run_parallel(tiny_training, [dict(seed=0)], executor=client, corpus_sha256="0" * 64, missing="keep")
+    assert f"sent to train on the corpus with SHA-256 {'0' * 64}, but this machine" in kept[0].errors[0]
     assert (
         run_parallel(tiny_training, [dict(seed=0)], executor=client, corpus_sha256=ours)[0]["val"]
         == tiny_training(0)["val"]

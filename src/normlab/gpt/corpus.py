@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from normlab.runtime.jobs import CORPUS_SHA256_VARIABLE
+from normlab.runtime.jobs import CORPUS_SHA256_VARIABLE, note_study_corpus
 
 # Single-file modules present from Python 3.10 through 3.13 (none of them became a
 # package or a shim in that range), so the selection is stable even where the text is not.
@@ -219,9 +219,14 @@ class CorpusMismatch(ValueError):
 
 def load_corpus(modules: tuple[str, ...] = STDLIB_MODULES, val_fraction: float = 0.1) -> Corpus:
     """The standard-library corpus. Modules missing from this Python are an error, not skipped,
-    so a corpus never silently shrinks. Inside a job that names its corpus (`CORPUS_SHA256_VARIABLE`, set by
-    `normlab.runtime.jobs.run_job`), other training bytes are refused."""
+    so a corpus never silently shrinks.
+
+    The study corpus (the default modules and split) is what `run_parallel` carries to its jobs: its SHA-256 is
+    noted for the jobs this process sends, and inside a job (`CORPUS_SHA256_VARIABLE` set by
+    `normlab.runtime.jobs.run_job`) other training bytes are refused, naming both hashes."""
     corpus = _stdlib_corpus(tuple(modules), val_fraction)
+    if tuple(modules) != STDLIB_MODULES or val_fraction != 0.1:
+        return corpus
     expected = os.environ.get(CORPUS_SHA256_VARIABLE)
     if expected and corpus.sha256 != expected:
         raise CorpusMismatch(
@@ -229,6 +234,7 @@ def load_corpus(modules: tuple[str, ...] = STDLIB_MODULES, val_fraction: float =
             f"({platform.node()}, Python {corpus.python_version}) builds {corpus.sha256}; run its workers on the "
             "driver's Python version, or carry the driver's corpus there (save_corpus / load_saved_corpus)"
         )
+    note_study_corpus(corpus.sha256)
     return corpus
 
 

@@ -8,9 +8,10 @@ provenance (host, hardware with the `cpp` kernel's build target, torch
 version, device), so a sweep spread over several machines can say where each
 part ran.
 
-The expected corpus travels as the environment variable `CORPUS_SHA256_VARIABLE`
-for the job's duration; `normlab.gpt.corpus.load_corpus` refuses other bytes
-while it is set. Everything the wrapper changes is restored afterwards, so a
+The expected corpus is the study corpus this process loaded (`note_study_corpus`,
+called by `normlab.gpt.corpus.load_corpus`), unless the caller names another. It
+travels as the environment variable `CORPUS_SHA256_VARIABLE` for the job's
+duration; `load_corpus` refuses other bytes while it is set. Everything the wrapper changes is restored afterwards, so a
 job run in the driver's own process leaves that process as it was.
 """
 
@@ -25,6 +26,18 @@ from functools import lru_cache
 
 CORPUS_SHA256_VARIABLE = "NORMLAB_CORPUS_SHA256"
 DEVICE_VARIABLE = "NORMLAB_DEVICE"
+
+
+_study_corpus: dict[str, str] = {}  # "sha256": of the study corpus this process loaded, once it has
+
+
+def note_study_corpus(sha256: str) -> None:
+    _study_corpus["sha256"] = sha256
+
+
+def study_corpus_sha256() -> str | None:
+    """The SHA-256 of the study corpus this process has loaded, or None before it loads one."""
+    return _study_corpus.get("sha256")
 
 
 @dataclass(frozen=True)

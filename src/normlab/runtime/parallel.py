@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 
-from normlab.runtime.jobs import DEVICE_VARIABLE, JobSettings, run_job, worker_device
+from normlab.runtime.jobs import DEVICE_VARIABLE, JobSettings, run_job, study_corpus_sha256, worker_device
 from normlab.runtime.progress import terminal_progress
 
 __all__ = ["JobResults", "MissingRun", "MissingRuns", "default_workers", "run_parallel", "worker_device"]
@@ -140,7 +140,8 @@ def run_parallel(
 
     `executor`: a `distributed.Client` or a concurrent.futures executor to send the jobs to (default: the one
     `NORMLAB_SCHEDULER` names, else this machine's pool). `names`: one per job, for `missing` (default: `desc`, the
-    index and the job). `corpus_sha256`: the training bytes every job must load, refused otherwise.
+    index and the job). `corpus_sha256`: the training bytes every job must load, refused otherwise (default: the
+    study corpus this process has loaded, if it has).
     """
     jobs = list(jobs)
     if not all(isinstance(job, dict) for job in jobs):
@@ -158,6 +159,7 @@ def run_parallel(
         raise ValueError(f"names must give each of the {len(jobs)} jobs its own name, got {len(names)} names")
     if not jobs:
         return JobResults([], [], [])
+    corpus_sha256 = corpus_sha256 or study_corpus_sha256()
 
     client = None
     if executor is None:
