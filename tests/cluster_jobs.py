@@ -39,9 +39,12 @@ def records_the_run(marker: str) -> int:
     return 0
 
 
-def build_other_corpus(folder: str) -> None:
-    """Make this process read the standard library from `folder`: a worker whose Python has other sources."""
+def build_other_corpus(folder: str | None) -> None:
+    """Make this process read the standard library from `folder` (a worker whose Python has other sources), or,
+    with None, from its own again."""
     from normlab.gpt import corpus
 
-    corpus.module_source = lambda name: Path(folder) / f"{name}.py"
+    original = getattr(corpus, "_original_module_source", corpus.module_source)
+    corpus._original_module_source = original
+    corpus.module_source = original if folder is None else lambda name: Path(folder) / f"{name}.py"
     corpus.load_corpus.cache_clear()

@@ -77,8 +77,7 @@ def test_a_worker_with_other_corpus_bytes_refuses_naming_both_hashes(client, tmp
         # no corpus named: the job carries the study corpus this process loaded
         kept = run_parallel(tiny_training, [dict(seed=0)], executor=client, missing="keep")
     finally:
-        client.restart()  # fresh workers read this machine's standard library again
-        client.run(sys.path.insert, 0, TESTS)
+        client.run(build_other_corpus, None)
     (error,) = set(kept[0].errors)
     theirs = corpus_module.build_corpus(
         [(n, (tmp_path / f"{n}.py").read_bytes()) for n in corpus_module.STDLIB_MODULES]
