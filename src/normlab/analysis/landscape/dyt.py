@@ -1,5 +1,6 @@
-"""V1, Dynamic Tanh in place of every norm: the paired differences, the α₀ sweep, the probes at initialisation,
-the final DyT layer's saturation through training, and the verdict (`dyt_claim`).
+"""V1, Dynamic Tanh in place of every norm: the paired differences (as text, `interval`, and as table rows), the α₀
+sweep, the probes at initialisation, the final DyT layer's saturation through training, and the verdict
+(`dyt_claim`).
 """
 
 from __future__ import annotations
