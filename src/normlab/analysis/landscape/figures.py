@@ -1,4 +1,4 @@
-"""The landscape chapter's figures, each drawn from the runs or tables its analysis (`analysis.landscape`) returns."""
+"""The landscape chapter's figures, each drawn from the runs or tables its section modules return."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter
 
-from normlab.analysis.landscape import final_dyt_layer
+from normlab.analysis.landscape.dyt import final_dyt_layer
 from normlab.study.present import significant
 
 V1_LABELS = {
