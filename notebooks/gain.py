@@ -59,6 +59,7 @@ from normlab.gpt.corpus import load_corpus
 from normlab.study import Results
 from normlab.study.present import claims_box, table, verdict_table
 
+# %% tags=["remove-cell"]
 warnings.filterwarnings("ignore", category=UserWarning, module="seaborn")
 warnings.filterwarnings("ignore", category=FutureWarning)
 P = profiles.profile_settings(profile)
