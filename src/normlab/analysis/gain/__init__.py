@@ -22,5 +22,6 @@ The measurements the sections are built on:
 - `qk_projections`: W_q and W_k under QK-norm, scaled, differentiated and trained with plain SGD;
 - `measures`: the angle between two weights, and a power-law exponent.
 
-Import the section modules themselves: the package re-exports nothing.
+Each section module takes the thresholds the chapter states in its prose as arguments, and `verdict` builds B15
+from their results. Import the section modules themselves: the package re-exports nothing.
 """

@@ -4,6 +4,7 @@ With QK-norm each head's query and key are RMS-normalised right after the projec
 W_q (and of W_k) that makes one head is exactly scale invariant: q(a·W_q) = q(W_q) up to the norm's epsilon.
 van Laarhoven 2017's law then applies as derived: the gradient scales as 1/a and is orthogonal to W_q, so a plain
 SGD step turns W_q by atan(η·S/‖W_q‖²), S = ‖∇W_q‖·‖W_q‖ being the gradient on the unit sphere.
+On the same model, `gain_pair_contrast` sets the pre-LN gain alone beside the pair (g·a, W/a), whose invariance is exact.
 """
 
 from __future__ import annotations
