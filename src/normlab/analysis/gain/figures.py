@@ -1,4 +1,4 @@
-"""The gain chapter's figures, each drawn from what `normlab.analysis.gain` returns."""
+"""The gain chapter's figures, each drawn from what the chapter's section modules return."""
 
 from __future__ import annotations
 
