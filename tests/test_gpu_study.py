@@ -240,7 +240,7 @@ def _pair_finding(verdict: str, key: str, half_width: float) -> Finding:
 
 
 def _depth_weighed(tmp_path, document: dict, **cpu: Finding):
-    from normlab.analysis import depth as D
+    from normlab.analysis.depth import committed_gpu
     from test_findings_depth import synthetic_init
 
     _write(tmp_path, document)
@@ -251,7 +251,7 @@ def _depth_weighed(tmp_path, document: dict, **cpu: Finding):
         "B19": _pair_finding("not testable here", "interaction", 0.05),
         **cpu,
     }
-    weighed, text = D.depth_claims(
+    weighed, text = committed_gpu.depth_claims(
         studies, mine, init=synthetic_init(), settings={"init_seeds": [0, 1]}, margin=0.02, corpus=DEPTH_CORPUS,
         where="CPU", **DEPTH_RULES,
     )  # fmt: skip
@@ -291,10 +291,10 @@ def test_b19_on_gpu_skips_the_swaps_it_could_not_batch(tmp_path):
 
 
 def test_the_depth_chapter_without_a_committed_study_keeps_its_verdicts():
-    from normlab.analysis import depth as D
+    from normlab.analysis.depth import committed_gpu
 
     mine = {"B17": _pair_finding("holds", "paired_pre_minus_post_rms", 0.05)}
-    weighed, text = D.depth_claims(
+    weighed, text = committed_gpu.depth_claims(
         [], mine, init=None, settings={}, margin=0.02, corpus=DEPTH_CORPUS, where="CPU", **DEPTH_RULES
     )
     assert weighed["B17"] is mine["B17"] and text.startswith("No GPU study is committed") and "\n" not in text
