@@ -36,16 +36,7 @@ import seaborn as sns
 import torch
 from IPython.display import Markdown
 
-from normlab.analysis.depth import (
-    committed_gpu,
-    figures,
-    identity_path,
-    initialisation,
-    interlock,
-    post_ln_decay,
-    profiles,
-    training_at_depth,
-)
+from normlab.analysis.depth import figures, profiles
 from normlab.analysis.shared.runs import training_devices
 from normlab.gpt.corpus import load_corpus
 from normlab.study import Results
@@ -74,6 +65,8 @@ claims_box(["B17", "B18", "B19"])
 # the 1/√L slope in pre-LN on the left, and its disappearance on the right.
 
 # %% tags=["remove-cell"]
+from normlab.analysis.depth import initialisation
+
 init = initialisation.initialisation_study(P, corpus)
 deepest = init.deepest
 
@@ -111,6 +104,8 @@ plt.show()
 # the whole 95% interval of the paired difference inside ±0.02; wider is *not testable here*.
 
 # %% tags=["remove-cell"]
+from normlab.analysis.depth import training_at_depth
+
 MARGIN = 0.02
 training = training_at_depth.training_study(P, corpus, devices)
 
@@ -136,6 +131,8 @@ table(training_at_depth.no_warmup_table(training), caption=f"Without warm-up at 
 # Xiong's exponents count as seen when the fitted k lies within ±0.2 of −0.5 for pre-LN and of 0 for post-LN.
 
 # %% tags=["remove-cell"]
+from normlab.analysis.depth import identity_path
+
 B17_RULE = dict(spread_limit=10.0, exponent_tolerance=0.2)  # as stated above
 depths = dict(deepest=deepest, deep=P["deep"])
 b17_numbers = identity_path.b17_measures(init, training, P, MARGIN)
@@ -155,6 +152,8 @@ Markdown(identity_path.b17_paragraph(b17_numbers, **depths, **B17_RULE))
 
 
 # %% tags=["remove-cell"]
+from normlab.analysis.depth import post_ln_decay
+
 B18_RULE = dict(ratio_drop=0.10, cosine_rise=0.02)  # "worse" at initialisation, as stated above
 b18_numbers = post_ln_decay.b18_measures(init, training, MARGIN)
 b18 = post_ln_decay.b18_finding(b18_numbers, **depths, margin=MARGIN, **B18_RULE)
@@ -173,6 +172,8 @@ Markdown(post_ln_decay.b18_paragraph(b18_numbers, **depths, **B18_RULE))
 # stress learning rate, is shown.
 
 # %% tags=["remove-cell"]
+from normlab.analysis.depth import interlock
+
 ablation = interlock.ablation_study(training, MARGIN)
 b19 = interlock.b19_finding(
     ablation, depth=P["ablation_depth"], steps=P["ablation_steps"], seeds=P["ablation_seeds"], margin=MARGIN
@@ -205,6 +206,7 @@ Markdown(interlock.b19_paragraph(ablation))
 # above are this run's; the verdict table below records the combined ones.
 
 # %% tags=["remove-input"]
+from normlab.analysis.depth import committed_gpu
 from normlab.analysis.shared import gpu_study  # noqa: E402
 
 mine = dict(init=init, settings=P, margin=MARGIN, b17_rule=B17_RULE, b18_rule=B18_RULE, corpus=corpus)

@@ -41,19 +41,7 @@ import seaborn as sns
 import torch
 from IPython.display import Markdown
 
-from normlab.analysis.jacobians import (
-    against_autograd,
-    epsilon,
-    figures,
-    gain_backward,
-    gain_fit,
-    matrices,
-    null_space,
-    one_over_r,
-    profiles,
-    update_parts,
-    verdicts,
-)
+from normlab.analysis.jacobians import figures, profiles
 from normlab.study import Results
 from normlab.study.present import claims_box, verdict_table
 from normlab.study.results import load_evidence
@@ -84,6 +72,8 @@ claims_box(["B3", "B12", "B13", "B14"])
 
 
 # %% tags=["remove-cell"]
+from normlab.analysis.jacobians import against_autograd
+
 # One generator feeds every section in page order, so each section's tokens depend on the ones before.
 generator = torch.Generator().manual_seed(1)
 formulas = against_autograd.FormulaCheck(
@@ -112,6 +102,8 @@ against_autograd.formula_table(formulas)
 # colour scale is dimensionless ({numref}`fig-jacobians-heatmaps`).
 
 # %% tags=["remove-cell"]
+from normlab.analysis.jacobians import matrices
+
 panels = matrices.heatmap_panels(generator)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "One token, d = 16: the exact RMSNorm Jacobian, the matrix B12 prints, LayerNorm's Jacobian, and for a zero-mean token the difference of the two norms' Jacobians. What to see: the exact matrix is dominated by the identity, the printed one by −x̂x̂ᵀ; the difference is a constant matrix, 11ᵀ/d.", "name": "fig-jacobians-heatmaps"}}
@@ -134,6 +126,8 @@ mean_projection_gap = matrices.mean_projection_gap(panels[matrices.ZERO_MEAN_DIF
 # with ε = 1e-6 at unit scale.
 
 # %% tags=["remove-cell"]
+from normlab.analysis.jacobians import null_space
+
 structure = null_space.StructureCheck(
     null_space.structure_table(settings["dims"], settings["tokens"], generator, EPS_TYPICAL)
 )
@@ -168,6 +162,8 @@ b3 = null_space.b3_finding(formulas, structure, load_evidence("geometry", "B3", 
 _ = b3.record(results, "B3", "jacobians-b3")
 
 # %% tags=["remove-input"]
+from normlab.analysis.jacobians import verdicts
+
 Markdown(verdicts.verdict_line("B3", b3))
 
 # %% [markdown]
@@ -179,6 +175,8 @@ Markdown(verdicts.verdict_line("B3", b3))
 # $a^2\overline{x^2}$ approaches ε ({numref}`fig-jacobians-scaling`).
 
 # %% tags=["remove-cell"]
+from normlab.analysis.jacobians import one_over_r
+
 scaling = one_over_r.scaling_table(settings["dims"], settings["scales"], generator, EPS_TYPICAL)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Input-gradient norm times the input scale a, relative to a = 1: exactly 1 where gradients shrink as 1/r. What to see: with ε = 0 the law is exact at every scale; with ε = 1e-6 it fails only when the input's RMS approaches √ε.", "name": "fig-jacobians-scaling"}}
@@ -194,6 +192,8 @@ plt.show()
 # this measures how far off one is when ignoring ε, as the essay does ({numref}`fig-jacobians-eps`).
 
 # %% tags=["remove-cell"]
+from normlab.analysis.jacobians import epsilon
+
 eps_effect = epsilon.eps_effect_table(settings["dims"], settings["eps_points"], generator)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Relative error of the ε-free Jacobian against the true one, as ε grows relative to mean(x²) (RMSNorm) or σ² (LayerNorm); dotted: error = ε/statistic. What to see: ignoring ε costs about ε divided by the statistic, negligible for any realistic activation scale.", "name": "fig-jacobians-eps"}}
@@ -211,6 +211,8 @@ plt.show()
 # ({ref}`table <tab-jacobians-radial>`).
 
 # %% tags=["remove-cell"]
+from normlab.analysis.jacobians import update_parts
+
 radial = update_parts.RadialCheck(
     update_parts.radial_table(settings["dims"], settings["tokens"], generator), MACHINE_TOL
 )
@@ -251,6 +253,8 @@ _ = b12.record(results, "B12", "jacobians-formulas")
 # can shrink $\|\partial\ell/\partial x\|$. We count how often.
 
 # %% tags=["remove-cell"]
+from normlab.analysis.jacobians import gain_backward
+
 gain_trials = gain_backward.gain_trials(settings["dims"], settings["gain_trials"], generator)
 
 # %% tags=["remove-cell"]
@@ -277,6 +281,8 @@ Markdown(gain_backward.b12_b13_paragraph(b12, b13, radial))
 # Whether a real network uses or suppresses the mean-direction freedom this way is a question for the gain chapter.
 
 # %% tags=["remove-cell"]
+from normlab.analysis.jacobians import gain_fit
+
 fit = gain_fit.gain_fit(settings["fit_tokens"], settings["fit_steps"], generator)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Left: gradient descent on the gain alone, each channel converging to its least-squares slope (dotted). Right: the learned gain beside the slope and the Pearson correlation per channel. What to see: the gain reaches the uncentred regression slope, which differs from the correlation coefficient; no-signal channels go to about 0.", "name": "fig-jacobians-gain"}}

@@ -33,19 +33,7 @@ import seaborn as sns
 import torch
 from IPython.display import Markdown
 
-from normlab.analysis.quality import (
-    extra_dimension,
-    figures,
-    introduction,
-    loss_parity,
-    minilm,
-    profiles,
-    residual_stream,
-    resuming,
-    scale_ladder,
-    step_time,
-    training,
-)
+from normlab.analysis.quality import figures, introduction, profiles
 from normlab.analysis.shared.runs import training_devices
 from normlab.gpt.corpus import load_corpus
 from normlab.study import Results
@@ -93,6 +81,8 @@ table(introduction.corpus_table(corpus.describe()), caption="The training corpus
 # margin, which is where the verdict is read.
 
 # %% tags=["remove-cell"]
+from normlab.analysis.quality import loss_parity, training
+
 MARGIN = 0.02  # nats per byte; reason in the text above, fixed before any run
 runs = training.train_pairs(settings, devices)
 parity = loss_parity.loss_parity(runs, MARGIN)
@@ -128,6 +118,8 @@ Markdown(loss_parity.parity_paragraph(parity))
 # this run *cannot tell*.
 
 # %% tags=["remove-cell"]
+from normlab.analysis.quality import scale_ladder
+
 GPU_RUNGS = []  # a committed GPU study's rungs join the ladder here, each labelled with its hardware
 rungs = scale_ladder.scale_ladder_runs(settings, devices, MARGIN)
 ladder = scale_ladder.ladder_table(
@@ -153,6 +145,8 @@ Markdown(trend.sentence)
 # The same means every step present and in order, and no step's loss more than 1e-6 nats from the other run's.
 
 # %% tags=["remove-cell"]
+from normlab.analysis.quality import resuming
+
 resume = resuming.resume_check(settings, device, corpus)
 
 # %% tags=["remove-input"]
@@ -174,6 +168,8 @@ Markdown(resuming.resume_paragraph(resume))
 # with vanilla LayerNorm (RMSNorm's step 0.95× as long; from a transcription, not checked against the paper).
 
 # %% tags=["remove-cell"]
+from normlab.analysis.quality import step_time
+
 VISIBLE = 0.95
 timings, speed = step_time.step_times(settings, corpus, device)
 
@@ -235,6 +231,8 @@ _ = results.record_evidence("B6", b6_summary, b6_evidence, section="quality-spee
 # large while (a) stays small.
 
 # %% tags=["remove-cell"]
+from normlab.analysis.quality import residual_stream
+
 tables = residual_stream.stream_measurements(runs, settings, corpus, device)
 depth = settings["depth"]
 
@@ -282,6 +280,8 @@ _ = b5.record(results, "B5", "quality-stream")
 # evidence absent: the verdict rests on training alone and says so. The "g is enough" part is not tested.
 
 # %% tags=["remove-cell"]
+from normlab.analysis.quality import extra_dimension
+
 TOGETHER = dict(correlation=0.3, sign_share=0.75)  # "drift together", as stated above
 drift = extra_dimension.write_mean_drift(tables.drift)
 real16 = load_evidence("realmodels", "B16", results_dir)
@@ -305,6 +305,8 @@ _ = b16.record(results, "B16", "quality-b16")
 # This section is context for B5, not part of its verdict ({numref}`fig-quality-minilm`).
 
 # %% tags=["remove-cell"]
+from normlab.analysis.quality import minilm
+
 minilm_table = minilm.minilm_stream_table(corpus, settings["minilm_texts"])
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "all-MiniLM-L6-v2 on standard-library docstrings: the all-ones share (a) and the common-offset share (b) at each layer output and at each LayerNorm's input. Empty if the model package is not installed.", "name": "fig-quality-minilm"}}
