@@ -235,13 +235,13 @@ def quality_claims(studies, a9: Finding, b7: Finding, cpu: dict) -> tuple[Findin
     """A9 and B7 weighed: the GPU study's pairs through the quality chapter's `loss_parity`, `a9_finding` and
     `b7_finding` (B7's step-time half stays this run's: the GPU trains K models at once and times them together).
     `cpu`: margin, visible, backend, timings, speed, resume, parity (this run's), where."""
-    from normlab.analysis import quality as Q
+    from normlab.analysis.quality import loss_parity, step_time
 
     study = latest_with(studies, "quality")
     if study is None:
         return a9, b7, none_committed("quality", studies)
     outcome = study.experiment("quality")
-    parity = Q.loss_parity(_quality_runs(outcome), cpu["margin"])
+    parity = loss_parity.loss_parity(_quality_runs(outcome), cpu["margin"])
     s = outcome["settings"]
     common = {
         "corpus_sha256": study.document["corpus"]["sha256"],
@@ -256,8 +256,8 @@ def quality_claims(studies, a9: Finding, b7: Finding, cpu: dict) -> tuple[Findin
         "loss_drop_last_10pct_steps": parity.last_drop,
         "diverged_runs": len(parity.diverged),
     }
-    gpu_a9 = Q.a9_finding(parity, cpu["margin"], common, cpu["resume"])
-    gpu_b7 = Q.b7_finding(
+    gpu_a9 = loss_parity.a9_finding(parity, cpu["margin"], common, cpu["resume"])
+    gpu_b7 = step_time.b7_finding(
         parity,
         cpu["timings"],
         cpu["speed"],

@@ -1,4 +1,4 @@
-"""The Jacobians chapter's figures, each drawn from what `normlab.analysis.jacobians` returns."""
+"""The Jacobians chapter's figures, each drawn from what the modules of `normlab.analysis.jacobians` return."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The quality chapter's figures, each drawn from what `normlab.analysis.quality` returns.
+"""The quality chapter's figures, each drawn from what the modules of `normlab.analysis.quality` return.
 
 Each function draws one figure with matplotlib and seaborn under the theme the chapter set, and returns it.
 """

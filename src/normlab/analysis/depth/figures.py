@@ -1,4 +1,4 @@
-"""The depth chapter's figures, each drawn from what `normlab.analysis.depth` returns.
+"""The depth chapter's figures, each drawn from what the modules of `normlab.analysis.depth` return.
 
 Each function draws one figure with matplotlib and seaborn under the theme the chapter set, and returns it.
 """
