@@ -34,10 +34,6 @@ from pathlib import Path
 
 import torch
 
-from normlab.norms.backends._renamed import renamed_attributes
-
-__getattr__ = renamed_attributes(__name__, {"rms_norm": "cpp_rms_norm"})
-
 SOURCE = Path(__file__).with_name("rms_norm.cpp")
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-std=c++17", "-shared", "-fPIC")
 DTYPES = (torch.float32, torch.float64)
