@@ -59,7 +59,7 @@ class RMSNormWithBias(RMSNorm):
 
 class HFRMSNorm(RMSNorm):
     """normlab's RMSNorm under the names transformers' RMSNorms use: `weight`, `eps` and `variance_epsilon`
-    (LlamaRMSNorm's name for eps, which HF code such as its kernel hub reads)."""
+    (LlamaRMSNorm's name for eps, which code written against transformers' modules reads)."""
 
     @property
     def variance_epsilon(self) -> float | None:

@@ -94,10 +94,12 @@ def _cpu_identity() -> str:
 def build_info() -> dict:
     """How this machine builds the kernel, for the results files: -march=native is resolved to the architecture
     the compiler picks, so two machines' results say whether they ran the same machine code."""
+    build_flags = list(_FLAGS_BUT_MARCH)  # what is known when the march setting itself is refused
     try:
-        compiler, build_flags = _compiler(), list(flags())
+        build_flags = list(flags())
+        compiler = _compiler()
     except KernelBuildError as error:
-        return {"compiler": None, "flags": list(_FLAGS_BUT_MARCH), "why_none": str(error)}
+        return {"compiler": None, "flags": build_flags, "why_none": str(error)}
     return {
         "compiler": Path(compiler).name,
         "compiler_version": _compiler_version(compiler),
