@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "normlab"
 
 # Bottom to top. A module may import from its own floor and from floors below it, never above.
 FLOORS = (
-    ("norms", ("normlab", "normlab._moved", "normlab.norms")),  # the norm library and its public face
+    ("norms", ("normlab", "normlab.norms")),  # the norm library and its public face
     ("runtime", ("normlab.runtime",)),  # progress bars, worker pool, provenance
     ("gpt", ("normlab.gpt",)),  # the GPT testbed
     ("bench", ("normlab.bench",)),  # the benchmark harness
@@ -163,10 +163,3 @@ def test_the_testbed_trains_without_its_extra_and_names_it_for_tables():
 def test_the_analyses_without_their_extra_name_the_extra():
     done = _run("import normlab.analysis.jacobians.against_autograd")
     assert done.returncode != 0 and 'pip install "normlab[study]"' in done.stderr, done.stderr
-
-
-def test_an_old_module_path_names_the_new_one():
-    done = _run("from normlab import ops")
-    assert "normlab.ops moved to normlab.norms.backends.triton" in done.stderr, done.stderr
-    done = _run("import normlab.analysis.paired", core_only=False)
-    assert "moved to normlab.analysis.shared.paired" in done.stderr, done.stderr
