@@ -31,9 +31,7 @@ from normlab.study.present import table as html_table
 
 ALMOST_ALL = 0.9  # B1's "almost all": a share of the listed families released after 2019
 results = Results("ecosystem", profile, results_dir)
-families = family_norms.read_families(
-    "data/model_families.csv"
-)  # the survey reads source code: the same in every profile
+families = family_norms.read_families("data/model_families.csv")  # read from source code: the same in every profile
 table, table_again = (family_norms.dated_survey(families, seed) for seed in (0, 1))
 
 # %% tags=["remove-input"]

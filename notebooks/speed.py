@@ -32,22 +32,7 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 from IPython.display import Markdown, display
 
-from normlab.analysis.speed import (
-    arithmetic,
-    bandwidth,
-    figures,
-    memory_bound,
-    method,
-    on_gpu,
-    page,
-    paper,
-    partial,
-    passes,
-    ratio,
-    runs,
-    settings,
-    small_batch,
-)
+from normlab.analysis.speed import figures, method, on_gpu, page, ratio, runs, settings
 from normlab.bench import report
 from normlab.study import Results
 from normlab.study.present import claims_box, table, verdict_table
@@ -150,6 +135,8 @@ table(
 # means the call takes as long as two copies (four passes over memory).
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Fraction of copy bandwidth reached by each implementation, forward pass at the training batch, per norm. What to see: the fused implementations sit near 1 for both norms; the unfused composites sit far below, and RMSNorm's composite below LayerNorm's native op.", "name": "fig-speed-bandwidth"}}
+from normlab.analysis.speed import bandwidth
+
 stable_cases = report.stable(df)
 figures.bandwidth_figure(bandwidth.forward_norm_cases(stable_cases))
 plt.show()
@@ -268,6 +255,8 @@ display(*on_gpu.gpu_chunked_display(gpu_stable, gpu_runs, live))
 # ({ref}`speed-gpu`), whose runs decide these verdicts where they exist.
 
 # %% tags=["remove-input"]
+from normlab.analysis.speed import passes
+
 display(
     page.table_or_note(
         passes.census_frame(df),
@@ -303,6 +292,8 @@ Markdown(f"**A7, B8** — {a7.verdict}: {a7.summary}\n\n**B9** — {b9.verdict}:
 # bandwidth, so that the time is the traffic and not the launch.
 
 # %% tags=["remove-cell"]
+from normlab.analysis.speed import arithmetic
+
 a5 = arithmetic.a5(live, EQUAL_TIME, memory_bound=MEMORY_BOUND, gpu=gpu_runs)
 _ = a5.record(results, "A5", "speed-compute")
 
@@ -320,6 +311,8 @@ Markdown(f"**A5** — {a5.verdict}: {a5.summary}")
 # compile, native torch) at the widths where {numref}`fig-speed-gpu-bandwidth` puts both norms above MEMORY_BOUND.
 
 # %% tags=["remove-cell"]
+from normlab.analysis.speed import memory_bound
+
 a10 = memory_bound.a10(live, MEMORY_BOUND, gpu=gpu_runs)
 q2 = memory_bound.q2(live, EQUAL_TIME, memory_bound=MEMORY_BOUND, gpu=gpu_runs)
 _ = a10.record(results, "A10", "speed-bandwidth")
@@ -340,6 +333,8 @@ Markdown(f"**A10** — {a10.verdict}: {a10.summary}\n\n**Q2** — {q2.verdict}: 
 # on the median over stable points.
 
 # %% tags=["remove-input"]
+from normlab.analysis.speed import small_batch
+
 table(small_batch.small_batch_frame(ratios), caption="Small-batch latency per implementation (stable cases).")
 
 # %% [markdown]
@@ -362,6 +357,8 @@ Markdown(f"**B10** — {b10.verdict}: {b10.summary}")
 # barely changes.
 
 # %% tags=["remove-input"]
+from normlab.analysis.speed import partial
+
 table(partial.partial_frame(stable_cases), caption="Full and partial RMSNorm, forward, float32 (stable cases).")
 
 # %% tags=["remove-cell"]
@@ -391,6 +388,8 @@ Markdown(f"**Q3** — {q3.verdict}: {q3.summary}")
 # (transcribed from the paper's results table in issue 10, not checked here).
 
 # %% tags=["remove-input"]
+from normlab.analysis.speed import paper
+
 table(
     paper.literature_frame(),
     caption="Running-time savings reported in the literature (as transcribed; not checked against the papers).",
