@@ -9,6 +9,7 @@ from normlab.bench import report
 
 
 def pct(value: float) -> str:
+    """A share as a signed percentage, with one decimal below half a percent (the verdicts' sentences)."""
     return f"{value:+.0%}" if abs(value) >= 0.005 else f"{value:+.1%}"
 
 
