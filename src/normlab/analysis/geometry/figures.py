@@ -1,4 +1,4 @@
-"""The geometry chapter's figures, each drawn from the data its analysis returns (normlab.analysis.geometry)."""
+"""The geometry chapter's figures, each drawn from the data its section modules return."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import matplotlib.pyplot as plt
 import seaborn as sns
 
-from normlab.analysis.geometry import RESOLUTION
+from normlab.analysis.geometry.eps_placement import RESOLUTION
 
 SMALLEST_SHOWN = {"change": 1e-17, "gap": 1e-18}  # log axes: exact zeros are drawn at this floor
 

@@ -1,4 +1,4 @@
-"""The ecosystem chapter's figure, drawn from the counts its analysis returns (normlab.analysis.ecosystem)."""
+"""The ecosystem chapter's figure, drawn from the counts `family_norms.families_by_year` returns."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The speed chapter's figures, each drawn from the benchmark frames `normlab.bench.report` and
-`normlab.analysis.speed` return. A figure with nothing to plot in a run says why, in words."""
+"""The speed chapter's figures, each drawn from the benchmark frames `normlab.bench.report` and the chapter's
+section modules return. A figure with nothing to plot in a run says why, in words."""
 
 from __future__ import annotations
 
