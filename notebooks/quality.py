@@ -194,11 +194,12 @@ Markdown(step_time.b7_paragraph(parity, speed, visible=VISIBLE, backend=backend,
 # not hold" from the other run becomes a caveat. B7's step-time half stays this run's.
 
 # %% tags=["remove-input"]
+from normlab.analysis.quality import committed_gpu  # noqa: E402
 from normlab.analysis.shared import gpu_study  # noqa: E402
 
 mine = dict(margin=MARGIN, visible=VISIBLE, backend=backend, timings=timings, speed=speed, resume=resume, parity=parity)
 studies = gpu_study.committed(corpus_sha256=corpus.sha256)
-a9, b7, gpu_text = gpu_study.quality_claims(studies, a9, b7, dict(mine, where=gpu_study.this_run(profile)))
+a9, b7, gpu_text = committed_gpu.quality_claims(studies, a9, b7, dict(mine, where=gpu_study.this_run(profile)))
 Markdown(gpu_text)
 
 # %% tags=["remove-cell"]

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from normlab.analysis.quality import committed_gpu
 from normlab.analysis.shared import gpu_study as G
 from normlab.gpt import experiments as E
 from normlab.gpt.corpus import load_corpus, load_saved_corpus, save_corpus
@@ -158,7 +159,7 @@ def test_the_quality_chapter_weighs_a_committed_study_with_its_own_rule(tiny, tm
     from normlab.analysis.quality import loss_parity
 
     study = G.GpuStudy(tiny, "gpu-study.json")
-    runs = G._quality_runs(tiny["experiments"]["quality"])
+    runs = committed_gpu._quality_runs(tiny["experiments"]["quality"])
     parity = loss_parity.loss_parity(runs, 0.02)
     timings = pd.DataFrame([{"model": m, "repeat": i, "step_time": 0.01} for m in ("layer", "rms") for i in range(3)])
     speed = {"ratio": 0.97, "spread": 0.01}
@@ -174,12 +175,12 @@ def test_the_quality_chapter_weighs_a_committed_study_with_its_own_rule(tiny, tm
     )
     a9 = Finding("does not hold", "cpu.", {}, 0.1, 0.02, 0.01)
     b7 = Finding("not testable here", "cpu.", {}, 0.97, 0.95, 0.01)
-    new_a9, new_b7, table = G.quality_claims([study], a9, b7, cpu)
+    new_a9, new_b7, table = committed_gpu.quality_claims([study], a9, b7, cpu)
     expected = loss_parity.final_loss_verdict(parity)[0]
     assert new_a9.evidence["by_run"][study.label]["verdict"] == expected  # the chapter's own rule on the GPU runs
     assert new_a9.evidence["decided_on"] in (study.label, "CPU")
     assert "| A9 |" in table and "| B7 |" in table and study.label in table
-    same_a9, _, sentence = G.quality_claims([], a9, b7, cpu)
+    same_a9, _, sentence = committed_gpu.quality_claims([], a9, b7, cpu)
     assert same_a9 is a9 and "No GPU study is committed" in sentence
 
 
