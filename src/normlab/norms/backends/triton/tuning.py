@@ -57,11 +57,18 @@ def persistent_programs(work_items: int, sm_count: int, programs_per_sm: int) ->
 
 @dataclass(frozen=True)
 class KernelConfig:
-    """num_warps, the pipeline depth of the row loop (1: none), and programs started per SM."""
+    """num_warps, the pipeline depth of the row loop (1: none), and programs started per SM.
+
+    The other fields are the kernel variants the sweep times (variants.py, scripts/gpu_sweep.py); their
+    defaults are the kernels the table picks."""
 
     warps: int
     stages: int
     programs_per_sm: int
+    one_tile_per_program: bool = False  # a grid of one program per tile (or row), not a persistent one
+    rows: int | None = None  # on-chip tile height, instead of TILE_ELEMENTS // width
+    reload: bool = False  # forward: read the tile again after the reduction; backward: load the weight per tile
+    group: int = 1  # chunked backward: rows whose weight-gradient shares are summed before the partial line
 
 
 def launch_programs(work_items: int, device: torch.device, programs_per_sm: int) -> int:
