@@ -137,10 +137,12 @@ def _tile_rows(rows: int, n_rows: int, config: tuning.KernelConfig) -> int:
     return min(config.rows, triton.next_power_of_2(max(n_rows, 1)))
 
 
-def _backward_onchip_limit(onchip_limit: int, config) -> int:
-    # The default backward spills above BACKWARD_ONCHIP_LIMIT; a config given by the caller (the sweep) is taken
-    # as given, and onchip_limit alone picks its path.
-    return onchip_limit if config is not None else min(onchip_limit, BACKWARD_ONCHIP_LIMIT)
+def _backward_onchip_limit(kind: str, onchip_limit: int, element_size: int, config) -> int:
+    # The table's backward spills above BACKWARD_ONCHIP_LIMIT (unless a sweep measured a variant that does not);
+    # a config given by the caller (the sweep) is taken as given, and onchip_limit alone picks its path.
+    if config is not None:
+        return onchip_limit
+    return min(onchip_limit, tuning.backward_onchip_limit(kind, element_size, BACKWARD_ONCHIP_LIMIT))
 
 
 def _prepare(x, residual, onchip_limit, chunk):
@@ -308,7 +310,7 @@ def rms_backward(
     ds_arg = s2 if ds2 is None else ds2
     flags = dict(HAS_DS=ds2 is not None, HAS_WEIGHT=weight is not None, EPS_INSIDE=eps_inside)
     ms2 = ms.reshape(-1)
-    if _is_onchip(n_features, _backward_onchip_limit(onchip_limit, config)):
+    if _is_onchip(n_features, _backward_onchip_limit("rms", onchip_limit, s.element_size(), config)):
         rows, block = _tile(n_rows, n_features)
         config = config or tuning.onchip_backward("rms", rows * block, s.element_size())
         rows = _tile_rows(rows, n_rows, config)
@@ -344,6 +346,7 @@ def rms_backward(
         programs = _programs(_cdiv(n_rows, config.group), s.device, config)
         partial = _partials(programs, weight is not None, stats, s2)
         grouped = dict(GROUP=config.group) if config.group > 1 else {}
+        chunk = max(1, chunk // config.group)  # GROUP rows of chunk / GROUP: a tile of the same size
         (RMS_BACKWARD_CHUNKED_GROUPED if grouped else RMS_BACKWARD_CHUNKED)(
             (programs,),
             dy2,
@@ -480,7 +483,7 @@ def layer_backward(
     ds_arg = s2 if ds2 is None else ds2
     flags = dict(HAS_DS=ds2 is not None, HAS_WEIGHT=weight is not None, HAS_BIAS=has_bias)
     mean2, rstd2 = mean.reshape(-1), rstd.reshape(-1)
-    if _is_onchip(n_features, _backward_onchip_limit(onchip_limit, config)):
+    if _is_onchip(n_features, _backward_onchip_limit("layer", onchip_limit, s.element_size(), config)):
         rows, block = _tile(n_rows, n_features)
         config = config or tuning.onchip_backward("layer", rows * block, s.element_size())
         rows = _tile_rows(rows, n_rows, config)
@@ -517,6 +520,7 @@ def layer_backward(
         dw_partial = _partials(programs, weight is not None, stats, s2)
         db_partial = _partials(programs, has_bias, stats, s2)
         grouped = dict(GROUP=config.group) if config.group > 1 else {}
+        chunk = max(1, chunk // config.group)  # GROUP rows of chunk / GROUP: a tile of the same size
         (LAYER_BACKWARD_CHUNKED_GROUPED if grouped else LAYER_BACKWARD_CHUNKED)(
             (programs,),
             dy2,
