@@ -59,7 +59,7 @@ def test_without_cuda_it_says_so_and_runs_nothing(tmp_path):
 
 def test_the_dry_run_runs_every_step_in_priority_order_within_the_out_contract(tmp_path, carry):
     out = tmp_path / "session"
-    done = _run("--dry-run", "--carry", str(carry), env=dict(os.environ, OUT=str(out)))  # the folder from $OUT
+    done = _run("--dry-run", "--part", "all", "--carry", str(carry), env=dict(os.environ, OUT=str(out)))  # $OUT
     summary = json.loads((out / "summary.json").read_text())
     assert [s["name"] for s in summary["steps"]] == KERNEL_STEPS + ["study"], done.stdout + done.stderr
     failed = {s["name"]: s["last_line"] for s in summary["steps"] if s["exit_status"] != 0}
