@@ -94,6 +94,8 @@ def test_the_dry_run_runs_every_step_in_priority_order_within_the_out_contract(t
     assert len([r for r in read_json_lines(out / "bench.jsonl") if "implementation" in r]) == len(bench["records"])
     study = json.loads((out / "gpu-study.json").read_text())
     assert list(study["experiments"]) == ["quality"] and study["missing"] == []
+    quality = study["experiments"]["quality"]
+    assert quality["seconds"] > 0 and quality["estimated_seconds"] > 0  # the scaling model's pair, measured
 
 
 # A step that writes a record, flushed, then hangs: its time limit must end it (and its own children) and keep
