@@ -100,10 +100,14 @@ def default_output() -> Path:
     return Path(out) / "gpu-study.json" if out else Path("data/gpu-study.json")
 
 
-def within_budget(chosen: list, budget_s: float | None) -> tuple[list, list, dict[str, float]]:
+def within_budget(
+    chosen: list, budget_s: float | None, estimates: dict[str, float] | None = None
+) -> tuple[list, list, dict[str, float]]:
     """(experiments to run, deferred ones, estimated seconds of each): the registered order, cut where the
-    running estimate would pass the budget's planned share (E.PLANNED_SHARE: room for what it misses)."""
-    estimates = {e.name: E.estimated_seconds(e) for e in chosen}
+    running estimate would pass the budget's planned share (E.PLANNED_SHARE: room for what it misses).
+    `estimates` (from E.sizing, which builds each batch's model once) saves computing them again."""
+    if estimates is None:
+        estimates = {e.name: E.estimated_seconds(e) for e in chosen}
     if budget_s is None:
         return chosen, [], estimates
     if budget_s <= 0:
@@ -136,7 +140,9 @@ def run_study(
         torch.backends.cuda.matmul.allow_tf32 = True  # both norms of a pair alike; recorded below
     else:
         torch.set_num_threads(1)  # the tiny profile's models are far too small to gain from threads that contend
-    chosen, deferred, estimates = within_budget(E.experiments(profile, device, only), budget_s)
+    sizing = {row["experiment"]: row for row in E.sizing(profile)} if profile != "tiny" else {}
+    estimates = {name: row["seconds"] for name, row in sizing.items()} or None
+    chosen, deferred, estimates = within_budget(E.experiments(profile, device, only), budget_s, estimates)
     E.check_memory(chosen, memory_limit_bytes)  # refuses before anything trains
     total = sum(estimates[e.name] for e in chosen)
     _say(
@@ -157,7 +163,7 @@ def run_study(
         "started": _now(),
         "finished": None,
         "corpus": {k: manifest.get(k) for k in ("sha256", "val_sha256", "train_bytes", "val_bytes", "python_version")},
-        "sizing": {row["experiment"]: row for row in E.sizing(profile)} if profile != "tiny" else {},
+        "sizing": sizing,
         "experiments": {},
         "missing": [e.name for e in chosen + deferred],
         "deferred": {
