@@ -212,6 +212,7 @@ def run(out: Path, dry_run: bool, budget_s: float, workers: int) -> int:
             disagreements += not record["agrees"]
             records.write(record)
         records.write({"type": "finished", "seconds": time.perf_counter() - started, "disagreements": disagreements})
+    print(f"sweep: {len(all_cases)} variant cases in {time.perf_counter() - started:.0f} s, {disagreements} disagreed")
     return 1 if disagreements else 0
 
 
