@@ -1,7 +1,15 @@
 """The GPU study: every training chapter's GPU experiments in one process, with torch alone.
 
     python -m normlab.study.gpu --write-carry                      # here: the corpus the chapters train on
-    python -m normlab.study.gpu --profile gpu --output data/gpu-study.json   # on the GPU machine
+    python -m normlab.study.gpu --profile gpu [--budget-s 540]     # on the GPU machine: into $OUT/gpu-study.json
+
+The file goes to --output, else $OUT/gpu-study.json when $OUT is set (a lent GPU machine returns only what is
+under $OUT), else data/gpu-study.json. --budget-s fits the study into one call: experiments are taken in
+their registered order (E.EXPERIMENTS, the verdicts nearest a decision first) while their estimated seconds
+fit the budget's planned share; the rest are listed under `deferred` (and `missing`) without training. The
+plan, each experiment's estimate and the total, is printed before anything trains, and each experiment's
+record keeps its estimate beside its measured seconds, so the estimate can be checked against the machine
+(the tiny dry run records the same pair).
 
 A lent GPU machine has Python 3.12 and torch, and nothing else (no pandas, tqdm or papermill; no network). Its
 standard library is not this machine's, so it would build another corpus: `--write-carry` writes this machine's
@@ -86,6 +94,33 @@ def _device(name: str) -> str:
     return name
 
 
+def default_output() -> Path:
+    """$OUT/gpu-study.json where the GPU machine's $OUT is set (only that folder comes back), else data/."""
+    out = os.environ.get("OUT")
+    return Path(out) / "gpu-study.json" if out else Path("data/gpu-study.json")
+
+
+def within_budget(
+    chosen: list, budget_s: float | None, estimates: dict[str, float] | None = None
+) -> tuple[list, list, dict[str, float]]:
+    """(experiments to run, deferred ones, estimated seconds of each): the registered order, cut where the
+    running estimate would pass the budget's planned share (E.PLANNED_SHARE: room for what it misses).
+    `estimates` (from E.sizing, which builds each batch's model once) saves computing them again."""
+    if estimates is None:
+        estimates = {e.name: E.estimated_seconds(e) for e in chosen}
+    if budget_s is None:
+        return chosen, [], estimates
+    if budget_s <= 0:
+        raise ValueError(f"--budget-s must be positive, got {budget_s}")
+    running, total = [], 0.0
+    for experiment in chosen:
+        if total + estimates[experiment.name] > E.PLANNED_SHARE * budget_s:
+            break
+        running.append(experiment)
+        total += estimates[experiment.name]
+    return running, chosen[len(running) :], estimates
+
+
 def run_study(
     profile: str,
     output: Path,
@@ -94,6 +129,7 @@ def run_study(
     device: str = "auto",
     only: list[str] | None = None,
     memory_limit_bytes: int | None = None,
+    budget_s: float | None = None,
 ) -> dict:
     """Run the profile's experiments, rewriting `output` after each; returns the final document."""
     if profile not in PROFILES:
@@ -104,8 +140,17 @@ def run_study(
         torch.backends.cuda.matmul.allow_tf32 = True  # both norms of a pair alike; recorded below
     else:
         torch.set_num_threads(1)  # the tiny profile's models are far too small to gain from threads that contend
-    chosen = E.experiments(profile, device, only)
+    sizing = {row["experiment"]: row for row in E.sizing(profile)} if profile != "tiny" else {}
+    estimates = {name: row["seconds"] for name, row in sizing.items()} or None
+    chosen, deferred, estimates = within_budget(E.experiments(profile, device, only), budget_s, estimates)
     E.check_memory(chosen, memory_limit_bytes)  # refuses before anything trains
+    total = sum(estimates[e.name] for e in chosen)
+    _say(
+        f"plan: {', '.join(f'{e.name} ~{estimates[e.name]:.0f} s' for e in chosen) or 'nothing'}; "
+        f"estimated {total:.0f} s"
+        + (f" of a {budget_s:.0f} s budget" if budget_s else "")
+        + (f"; deferred: {', '.join(e.name for e in deferred)}" if deferred else "")
+    )
     document = {
         "schema": SCHEMA,
         "profile": profile,
@@ -118,9 +163,13 @@ def run_study(
         "started": _now(),
         "finished": None,
         "corpus": {k: manifest.get(k) for k in ("sha256", "val_sha256", "train_bytes", "val_bytes", "python_version")},
-        "sizing": {row["experiment"]: row for row in E.sizing(profile)} if profile != "tiny" else {},
+        "sizing": sizing,
         "experiments": {},
-        "missing": [e.name for e in chosen],
+        "missing": [e.name for e in chosen + deferred],
+        "deferred": {
+            e.name: f"over the {budget_s:.0f} s budget (estimated {estimates[e.name]:.0f} s)" for e in deferred
+        },
+        "budget_s": budget_s,
         "failed": {},
     }
     write_atomically(document, output)
@@ -136,7 +185,7 @@ def run_study(
             _say(f"{experiment.name} failed: {error}")
             traceback.print_exc(file=sys.__stderr__ or sys.stderr)
         else:
-            document["experiments"][experiment.name] = outcome
+            document["experiments"][experiment.name] = outcome | {"estimated_seconds": estimates[experiment.name]}
             document["missing"].remove(experiment.name)
             _say(f"{experiment.name} done in {outcome['seconds']:.1f} s")
         write_atomically(document, output)
@@ -149,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m normlab.study.gpu", description=__doc__.split("\n")[0])
     parser.add_argument("--write-carry", action="store_true", help="write this machine's corpus to --carry and stop")
     parser.add_argument("--profile", choices=PROFILES, default="gpu")
-    parser.add_argument("--output", type=Path, default=Path("data/gpu-study.json"))
+    parser.add_argument("--output", type=Path, default=None, help="default: $OUT/gpu-study.json, else data/")
+    parser.add_argument("--budget-s", type=float, help="run only the experiments whose estimates fit this many s")
     parser.add_argument("--carry", type=Path, default=DEFAULT_CARRY, help="the folder --write-carry wrote")
     parser.add_argument("--device", default="auto", help="auto (cuda if present), cuda, cuda:N or cpu")
     parser.add_argument("--only", help=f"comma-separated experiments, of: {', '.join(E.EXPERIMENTS)}")
@@ -160,19 +210,21 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"corpus written to {path.parent} (SHA-256 {json.loads(path.read_text())['sha256'][:16]}…)")
         return 0
     limit = None if args.memory_limit_gib is None else int(args.memory_limit_gib * 2**30)
+    output = args.output or default_output()
     try:
         document = run_study(
             args.profile,
-            args.output,
+            output,
             carry=args.carry,
             device=args.device,
             only=args.only.split(",") if args.only else None,
             memory_limit_bytes=limit,
+            budget_s=args.budget_s,
         )
     except (MemoryError, ValueError, FileNotFoundError) as error:
         print(f"python -m normlab.study.gpu: {error}", file=sys.stderr)
         return 2
-    _say(f"wrote {args.output}: {len(document['experiments'])} experiments, missing {document['missing'] or 'none'}")
+    _say(f"wrote {output}: {len(document['experiments'])} experiments, missing {document['missing'] or 'none'}")
     return 1 if document["failed"] else 0
 
 

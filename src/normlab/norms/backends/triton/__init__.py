@@ -42,8 +42,8 @@ a multiple of 16, or neither), not one per batch shape.
 Host cost per call, layer by layer (no GPU needed): ``scripts/triton_host_overhead.py``.
 
 GPU-side checks without a GPU: ``scripts/compile_kernels_sm90.py`` compiles every kernel variant for
-sm_90 and reports register spills; ``scripts/gpu_check.sh`` is the one-call test + bandwidth run for
-a CUDA machine.
+sm_90 and reports register spills. On a lent GPU, ``scripts/gpu_session.py`` checks the kernels at real
+shapes and times the launch variants (``variants``) that ``tuning_table`` turns into the tuning table.
 
 Kernels run on CUDA tensors; on CPU only in Triton's interpreter (TRITON_INTERPRET=1 set before this
 package is first imported). Otherwise a RuntimeError explains that.
