@@ -66,17 +66,19 @@ gpu-bench: $(INSTALLED)
 
 # Here: the corpus bytes the chapters train on, for the GPU machine (its Python's standard library differs).
 
-# On the GPU machine (torch alone is enough), with build/gpu-carry carried there: commit data/gpu-study.json.
+# On the GPU machine (torch alone is enough), with build/gpu-carry carried there: gpu-study.json into $$OUT when set,
+# else data/ (commit it as data/gpu-study-N.json).
 gpu-study:
-	PYTHONPATH=src python3 -m normlab.study.gpu --profile gpu --carry build/gpu-carry --output data/gpu-study.json
+	PYTHONPATH=src python3 -m normlab.study.gpu --profile gpu --carry build/gpu-carry
 
 # On a CUDA machine: the kernel tests on the GPU in fp32/fp16/bf16, and bandwidth against a copy.
 gpu-check: $(INSTALLED)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH bash scripts/gpu_check.sh
 
-# A lent GPU machine: kernel tests, peer grids, bandwidth, the bench with peers and the compile report, into one
-# folder ($$OUT, else build/gpu-session), under 8 minutes. No install: it runs on the machine's own python, with
-# src/ and the wheels carried in build/gpu-carry/ on the path. GPU_SESSION_ARGS=--dry-run checks it on a CPU.
+# A lent GPU machine, where make may be missing: python3 scripts/gpu_session.py --part kernels (correctness at real
+# shapes, the persistent-grid tests, memcheck, the kernel-variant sweep, the bench: under 4 minutes), then --part
+# study (under 10), into at most 8 files under $$OUT (else build/gpu-session). No install: the machine's own python,
+# with src/ and the wheels carried in build/gpu-carry/ on the path. GPU_SESSION_ARGS=--dry-run checks it on a CPU.
 gpu-session:
 	$(PYTHON) scripts/gpu_session.py $(GPU_SESSION_ARGS)
 
@@ -87,9 +89,10 @@ gpu-carry: $(INSTALLED)
 	$(PY) -m normlab.study.gpu --write-carry --carry build/gpu-carry
 	$(VENV)/bin/pip download --no-deps -d build/gpu-carry $$(grep '^liger-kernel==' requirements.lock)
 
-# Without a GPU: compile every Triton kernel variant for sm_90 and report register spills.
+# Without a GPU: compile every Triton kernel variant for sm_90 (mixed precision and the sweep's variants included)
+# and report register spills.
 compile-check: $(INSTALLED)
-	$(PY) scripts/compile_kernels_sm90.py
+	$(PY) scripts/compile_kernels_sm90.py --sweep-variants
 
 clean:
 	rm -rf build _build

@@ -36,8 +36,7 @@ import seaborn as sns
 import torch
 from IPython.display import Markdown
 
-from normlab.analysis import depth as D
-from normlab.analysis.figures import depth as figures
+from normlab.analysis.depth import figures, profiles
 from normlab.analysis.shared.runs import training_devices
 from normlab.gpt.corpus import load_corpus
 from normlab.study import Results
@@ -45,7 +44,7 @@ from normlab.study.present import claims_box, table, verdict_table
 
 warnings.filterwarnings("ignore", category=UserWarning, module="seaborn")
 warnings.filterwarnings("ignore", category=FutureWarning)
-P = D.settings_for(profile)
+P = profiles.settings_for(profile)
 devices = training_devices(profile)
 torch.set_num_threads(1)
 sns.set_theme(style="whitegrid")
@@ -66,7 +65,9 @@ claims_box(["B17", "B18", "B19"])
 # the 1/√L slope in pre-LN on the left, and its disappearance on the right.
 
 # %% tags=["remove-cell"]
-init = D.initialisation_study(P, corpus)
+from normlab.analysis.depth import initialisation
+
+init = initialisation.initialisation_study(P, corpus)
 deepest = init.deepest
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Gradient of the last block's MLP output matrix at initialisation against depth, both axes logarithmic. Left: Xiong et al.'s unscaled initialisation, where pre-LN should follow the dashed 1/√L line and post-LN stay flat. Right: GPT-2's depth-scaled initialisation, which removes pre-LN's 1/√L.", "name": "fig-depth-xiong"}}
@@ -75,7 +76,7 @@ plt.show()
 
 # %% tags=["remove-input"]
 caption = "Fitted exponent k of last-block gradient ∝ L^k (Xiong et al.: −0.5 for pre-LN, 0 for post-LN)"
-table(D.exponent_table(init), caption=caption)
+table(initialisation.exponent_table(init), caption=caption)
 
 # %% [markdown]
 # Pre-LN's last-block gradient sits *above* post-LN's in level: in pre-LN the final norm divides by the trunk's
@@ -103,15 +104,17 @@ plt.show()
 # the whole 95% interval of the paired difference inside ±0.02; wider is *not testable here*.
 
 # %% tags=["remove-cell"]
+from normlab.analysis.depth import training_at_depth
+
 MARGIN = 0.02
-training = D.training_study(P, corpus, devices)
+training = training_at_depth.training_study(P, corpus, devices)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Final validation loss at the training depth (12 blocks on the cpu profile), one dot per seed, lines joining a seed's pair. Left: the paired runs with warm-up; right: one seed without warm-up at each learning rate (above the dotted unigram entropy means it learned nothing).", "name": "fig-depth-training"}}
 figures.training_at_depth(training.paired, training.no_warmup, corpus.unigram_entropy_nats, P["deep"])
 plt.show()
 
 # %% tags=["remove-input"]
-table(D.no_warmup_table(training), caption=f"Without warm-up at depth {P['deep']}: which runs trained")
+table(training_at_depth.no_warmup_table(training), caption=f"Without warm-up at depth {P['deep']}: which runs trained")
 
 # %% [markdown]
 # ## Verdicts
@@ -128,13 +131,15 @@ table(D.no_warmup_table(training), caption=f"Without warm-up at depth {P['deep']
 # Xiong's exponents count as seen when the fitted k lies within ±0.2 of −0.5 for pre-LN and of 0 for post-LN.
 
 # %% tags=["remove-cell"]
+from normlab.analysis.depth import identity_path
+
 B17_RULE = dict(spread_limit=10.0, exponent_tolerance=0.2)  # as stated above
 depths = dict(deepest=deepest, deep=P["deep"])
-b17_numbers = D.b17_measures(init, training, P, MARGIN)
-b17 = D.b17_finding(b17_numbers, **depths, margin=MARGIN, **B17_RULE, corpus_sha256=corpus.sha256)
+b17_numbers = identity_path.b17_measures(init, training, P, MARGIN)
+b17 = identity_path.b17_finding(b17_numbers, **depths, margin=MARGIN, **B17_RULE, corpus_sha256=corpus.sha256)
 
 # %% tags=["remove-input"]
-Markdown(D.b17_paragraph(b17_numbers, **depths, **B17_RULE))
+Markdown(identity_path.b17_paragraph(b17_numbers, **depths, **B17_RULE))
 
 # %% [markdown]
 # **B18** (with post-LN, RMSNorm's deep-signal decay is worse than LayerNorm's). The training half is the paired
@@ -147,12 +152,14 @@ Markdown(D.b17_paragraph(b17_numbers, **depths, **B17_RULE))
 
 
 # %% tags=["remove-cell"]
+from normlab.analysis.depth import post_ln_decay
+
 B18_RULE = dict(ratio_drop=0.10, cosine_rise=0.02)  # "worse" at initialisation, as stated above
-b18_numbers = D.b18_measures(init, training, MARGIN)
-b18 = D.b18_finding(b18_numbers, **depths, margin=MARGIN, **B18_RULE)
+b18_numbers = post_ln_decay.b18_measures(init, training, MARGIN)
+b18 = post_ln_decay.b18_finding(b18_numbers, **depths, margin=MARGIN, **B18_RULE)
 
 # %% tags=["remove-input"]
-Markdown(D.b18_paragraph(b18_numbers, **depths, **B18_RULE))
+Markdown(post_ln_decay.b18_paragraph(b18_numbers, **depths, **B18_RULE))
 
 # %% [markdown]
 # (depth-b19)=
@@ -165,8 +172,10 @@ Markdown(D.b18_paragraph(b18_numbers, **depths, **B18_RULE))
 # stress learning rate, is shown.
 
 # %% tags=["remove-cell"]
-ablation = D.ablation_study(training, MARGIN)
-b19 = D.b19_finding(
+from normlab.analysis.depth import interlock
+
+ablation = interlock.ablation_study(training, MARGIN)
+b19 = interlock.b19_finding(
     ablation, depth=P["ablation_depth"], steps=P["ablation_steps"], seeds=P["ablation_seeds"], margin=MARGIN
 )
 
@@ -176,12 +185,12 @@ plt.show()
 
 # %% tags=["remove-input"]
 table(
-    D.swap_table(ablation),
+    interlock.swap_table(ablation),
     caption=f"Single and double swaps at depth {P['ablation_depth']}, {P['ablation_seeds']} paired seeds",
 )
 
 # %% tags=["remove-input"]
-Markdown(D.b19_paragraph(ablation))
+Markdown(interlock.b19_paragraph(ablation))
 
 # %% [markdown]
 # (depth-gpu)=
@@ -197,12 +206,13 @@ Markdown(D.b19_paragraph(ablation))
 # above are this run's; the verdict table below records the combined ones.
 
 # %% tags=["remove-input"]
+from normlab.analysis.depth import committed_gpu
 from normlab.analysis.shared import gpu_study  # noqa: E402
 
 mine = dict(init=init, settings=P, margin=MARGIN, b17_rule=B17_RULE, b18_rule=B18_RULE, corpus=corpus)
 studies = gpu_study.committed(corpus_sha256=corpus.sha256)
 cpu_findings = dict(B17=b17, B18=b18, B19=b19)
-weighed, gpu_text = D.depth_claims(studies, cpu_findings, where=gpu_study.this_run(profile), **mine)
+weighed, gpu_text = committed_gpu.depth_claims(studies, cpu_findings, where=gpu_study.this_run(profile), **mine)
 Markdown(gpu_text)
 
 # %% tags=["remove-cell"]

@@ -24,16 +24,15 @@ results_dir = "build/results"
 import matplotlib.pyplot as plt
 from IPython.display import Markdown
 
-from normlab.analysis import ecosystem as E
-from normlab.analysis.figures import ecosystem as figures
+from normlab.analysis.ecosystem import classify, family_norms, figures, verdicts
 from normlab.study import Results
 from normlab.study.present import claims_box, verdict_table
 from normlab.study.present import table as html_table
 
 ALMOST_ALL = 0.9  # B1's "almost all": a share of the listed families released after 2019
 results = Results("ecosystem", profile, results_dir)
-families = E.read_families("data/model_families.csv")  # the survey reads source code: the same in every profile
-table, table_again = (E.dated_survey(families, seed) for seed in (0, 1))
+families = family_norms.read_families("data/model_families.csv")  # read from source code: the same in every profile
+table, table_again = (family_norms.dated_survey(families, seed) for seed in (0, 1))
 
 # %% tags=["remove-input"]
 claims_box(["A11", "B1"])
@@ -46,13 +45,13 @@ claims_box(["A11", "B1"])
 # the {ref}`table <tab-ecosystem-families>` below it gives each family, its classes and the source of its date.
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Model families of the list by year of first release, coloured by the norm their decoder layers measure as in transformers' code (classified by behaviour, not by name). What to see: RMSNorm takes over from 2023, but LayerNorm families keep appearing after 2019.", "name": "fig-ecosystem-years"}}
-figures.years(E.families_by_year(table))
+figures.years(family_norms.families_by_year(table))
 plt.show()
 
 # %% tags=["remove-input"]
 html_table(
     table[["family", "first_release", "norm", "norm_classes", "source"]],
-    caption=f"Each family's measured norm and the classes behind it (transformers {E.transformers_version()}).",
+    caption=f"Each family's measured norm and the classes behind it (transformers {classify.transformers_version()}).",
 )
 
 # %% [markdown]
@@ -68,11 +67,11 @@ html_table(
 # families the essay names must also be RMSNorm.
 
 # %% tags=["remove-cell"]
-E.a11_named_families(table, table_again).record(results, "A11", "ecosystem-families")
-E.b1_almost_all(table, table_again, ALMOST_ALL).record(results, "B1", "ecosystem-families")
+verdicts.a11_named_families(table, table_again).record(results, "A11", "ecosystem-families")
+verdicts.b1_almost_all(table, table_again, ALMOST_ALL).record(results, "B1", "ecosystem-families")
 
 # %% tags=["remove-input"]
-Markdown(E.verdict_paragraphs(results.claims))
+Markdown(verdicts.verdict_paragraphs(results.claims))
 
 # %% [markdown]
 # ## Verdicts

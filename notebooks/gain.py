@@ -43,16 +43,26 @@ import seaborn as sns
 import torch
 from IPython.display import Markdown
 
-from normlab.analysis import gain as G
-from normlab.analysis.figures import gain as figures
+from normlab.analysis.gain import (
+    effective_update,
+    exact_toy,
+    figures,
+    forward,
+    profiles,
+    qk_norm,
+    runs,
+    verdict,
+    weight_decay,
+)
 from normlab.analysis.shared.runs import training_devices
 from normlab.gpt.corpus import load_corpus
 from normlab.study import Results
 from normlab.study.present import claims_box, table, verdict_table
 
+# %% tags=["remove-cell"]
 warnings.filterwarnings("ignore", category=UserWarning, module="seaborn")
 warnings.filterwarnings("ignore", category=FutureWarning)
-P = G.profile_settings(profile)
+P = profiles.profile_settings(profile)
 devices = training_devices(profile)
 torch.set_num_threads(1)
 sns.set_theme(style="whitegrid")
@@ -85,22 +95,22 @@ claims_box(["B15"])
 # far the loss moves when only the gains are scaled.
 
 # %% tags=["remove-cell"]
-gpt, decay_runs = G.train_models(P, devices)
-eval_batches = G.validation_batches(corpus, P)
-forward = G.forward_check(gpt, eval_batches, P["factors"], threshold=FORWARD_CHANGE)
+gpt, decay_runs = runs.train_models(P, devices)
+eval_batches = forward.validation_batches(corpus, P)
+forward_check = forward.forward_check(gpt, eval_batches, P["factors"], threshold=FORWARD_CHANGE)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Validation loss change when the gains at one location are multiplied by a, in trained pre-LN and post-LN models. Flat lines would mean the forward pass ignores the gain's scale; in pre-LN nothing after the gain re-normalises it.", "name": "fig-gain-forward"}}
-figures.forward_figure(forward.sensitivity)
+figures.forward_figure(forward_check.sensitivity)
 plt.show()
 
 # %% tags=["remove-input"]
 table(
-    G.symmetry_frame(forward.symmetry),
+    forward.symmetry_frame(forward_check.symmetry),
     caption="Pre-LN model: the gain alone against the (gain, next linear) rescale symmetry (nats/byte)",
 )
 
 # %% tags=["remove-input"]
-Markdown(G.forward_text(forward))
+Markdown(forward.forward_text(forward_check))
 
 # %% [markdown]
 # (gain-effective-update)=
@@ -115,16 +125,21 @@ Markdown(G.forward_text(forward))
 # exponent +1 (threshold ±0.15). {numref}`fig-gain-update` shows the two parts for each optimizer.
 
 # %% tags=["remove-cell"]
-updates = G.effective_update_study(G.model_settings(P), G.update_batch(corpus, P), P["factors"])
-update_exponents = G.update_exponents(updates)
-scaling = G.update_scaling(update_exponents, tolerance=EXPONENT_TOLERANCE)
+updates = effective_update.effective_update_study(
+    profiles.model_settings(P), effective_update.update_batch(corpus, P), P["factors"]
+)
+update_exponents = effective_update.update_exponents(updates)
+scaling = effective_update.update_scaling(update_exponents, tolerance=EXPONENT_TOLERANCE)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Relative change of the function-level weight E = W·diag(g) in one optimizer step, after the (g·a, W/a) rescale, split into the part through W (solid) and through g (dashed). Adam's W-part rises linearly with a, SGD's quadratically.", "name": "fig-gain-update"}}
 figures.update_figure(updates)
 plt.show()
 
 # %% tags=["remove-input"]
-table(G.exponent_summary(update_exponents), caption="Fitted exponents of the one-step change of E against a (3 seeds)")
+table(
+    effective_update.exponent_summary(update_exponents),
+    caption="Fitted exponents of the one-step change of E against a (3 seeds)",
+)
 
 # %% [markdown]
 # (gain-effective-lr)=
@@ -138,14 +153,18 @@ table(G.exponent_summary(update_exponents), caption="Fitted exponents of the one
 # second-moment estimate reaches steady state within the run); see {numref}`fig-gain-toy`.
 
 # %% tags=["remove-cell"]
-toy = G.toy_checks(P, exponent_tolerance=EXPONENT_TOLERANCE, formula_tolerance=TOL, angle_tolerance=ANGLE_TOLERANCE)
+toy = exact_toy.toy_checks(
+    P, exponent_tolerance=EXPONENT_TOLERANCE, formula_tolerance=TOL, angle_tolerance=ANGLE_TOLERANCE
+)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Toy chain. Left: SGD with weight decay and SGD without decay under Li & Arora's growing learning rate take the same directions with different norms. Middle and right: norm and angular update under weight decay approach the equilibrium formulas (dotted).", "name": "fig-gain-toy"}}
-figures.toy_figure(toy.schedule, G.smoothed_trajectories(toy.trajectories, P["equilibrium_steps"]), toy.equilibrium)
+figures.toy_figure(
+    toy.schedule, exact_toy.smoothed_trajectories(toy.trajectories, P["equilibrium_steps"]), toy.equilibrium
+)
 plt.show()
 
 # %% tags=["remove-input"]
-table(G.toy_frame(toy), caption="Scale-invariant weights on the exact toy")
+table(exact_toy.toy_frame(toy), caption="Scale-invariant weights on the exact toy")
 
 # %% [markdown]
 # (gain-qk-norm)=
@@ -173,17 +192,17 @@ table(G.toy_frame(toy), caption="Scale-invariant weights on the exact toy")
 # every location. {numref}`fig-gain-qk` shows the law and the paired runs.
 
 # %% tags=["remove-cell"]
-qk = G.qk_law(P, corpus, slope_tolerance=SLOPE_TOLERANCE, invariance_tolerance=INVARIANCE_TOLERANCE)
+qk = qk_norm.qk_law(P, corpus, slope_tolerance=SLOPE_TOLERANCE, invariance_tolerance=INVARIANCE_TOLERANCE)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "W_q and W_k scaled by a under QK-norm, plain SGD on every parameter. Left: W_q's angular update in each step against its norm before the step, log–log; large dots are each run's first step, taken from the same direction, small dots the later steps, after the runs have parted; the dashed line has the law's slope −2 (η/‖w‖²), through the first step at a = 1. Right: the training loss of each scaled run (line) and of the unscaled model trained with η/a² on W_q and W_k (circles), on the same batches.", "name": "fig-gain-qk"}}
 figures.qk_law_figure(qk.runs, qk.gaps, qk.lr)
 plt.show()
 
 # %% tags=["remove-input"]
-table(G.qk_frame(qk), digits=4, caption="W_q and W_k under QK-norm, and the pre-LN gain beside them (float64)")
+table(qk_norm.qk_frame(qk), digits=4, caption="W_q and W_k under QK-norm, and the pre-LN gain beside them (float64)")
 
 # %% tags=["remove-input"]
-Markdown(G.qk_text(qk))
+Markdown(qk_norm.qk_text(qk))
 
 # %% [markdown]
 # (gain-wd-gpt)=
@@ -204,7 +223,7 @@ Markdown(G.qk_text(qk))
 # gain, towards 0, so under decay the gain tends to 1 (the identity), not to 0.
 
 # %% tags=["remove-cell"]
-sweep = G.decay_sweep(decay_runs, P, margin=MARGIN)
+sweep = weight_decay.decay_sweep(decay_runs, P, margin=MARGIN)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Left: paired final-loss change from decaying the gains, one dot per seed, mean and 95% interval, against the ±0.02-nat margin (green); ηλT above each label. Right: RMS of the gains over training for each decay coefficient (band: seeds).", "name": "fig-gain-decay"}}
 figures.decay_figure(sweep.pairs, sweep.timescales, sweep.gain_paths, MARGIN)
@@ -212,7 +231,7 @@ plt.show()
 
 # %% tags=["remove-input"]
 table(
-    G.decay_frame(sweep),
+    weight_decay.decay_frame(sweep),
     caption=f"Paired effect of decaying the gains ({P['seeds']} pairs; undecayed final gain RMS "
     f"{sweep.final_gain_at(0.0):.3f})",
 )
@@ -231,10 +250,10 @@ table(
 # says where the claim's premise, exact scale invariance, holds, and the summary reports it beside the verdict.
 
 # %% tags=["remove-cell"]
-b15 = G.b15_finding(forward, scaling, toy, sweep, qk, tolerance=TOL, corpus_sha256=corpus.sha256)
+b15 = verdict.b15_finding(forward_check, scaling, toy, sweep, qk, tolerance=TOL, corpus_sha256=corpus.sha256)
 
 # %% tags=["remove-input"]
-Markdown(G.b15_text(forward, scaling, toy, sweep, qk, TOL))
+Markdown(verdict.b15_text(forward_check, scaling, toy, sweep, qk, TOL))
 
 # %% tags=["remove-cell"]
 _ = b15.record(results, "B15", "gain-wd-gpt")

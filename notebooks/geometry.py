@@ -36,14 +36,22 @@ import seaborn as sns
 import torch
 from IPython.display import Markdown
 
-from normlab.analysis import geometry as G
-from normlab.analysis.figures import geometry as figures
+from normlab.analysis.geometry import (
+    dimension,
+    eps_placement,
+    figures,
+    formulas,
+    invariance,
+    mean_dominated,
+    parameters,
+    settings,
+)
 from normlab.study import Results
 from normlab.study.present import claims_box, table, verdict_table
 
 sns.set_theme(style="whitegrid", context="notebook")
-settings = G.chapter_settings(profile)  # batch and sweep sizes per profile; all on the CPU: precision, not timing
-d, generator = settings["d"], torch.Generator().manual_seed(0)
+sizes = settings.chapter_settings(profile)  # batch and sweep sizes per profile; all on the CPU: precision, not timing
+d, generator = sizes["d"], torch.Generator().manual_seed(0)
 results = Results("geometry", profile, results_dir)
 FORMULA_TOL, INVARIANCE_TOL, REPEATS = 1e-12, 1e-9, 3
 VISIBLE_CHANGE = {"float32": 1e-3, "bfloat16": 0.1}
@@ -61,11 +69,11 @@ claims_box(["A1", "A2", "A3", "A4", "A6", "B2", "B3", "B4", "B11", "B16", "Q1"])
 # A formula counts as what PyTorch computes when its largest difference stays below 1e-12 (FORMULA_TOL).
 
 # %% tags=["remove-cell"]
-formulas = G.check_formulas(settings["tokens"], d, generator, REPEATS)
+formula_check = formulas.check_formulas(sizes["tokens"], d, generator, REPEATS)
 
 # %% tags=["remove-input"]
 table(
-    formulas.by_eps(),
+    formula_check.by_eps(),
     caption="Largest absolute difference between each formula as written and PyTorch, float64, per ε.",
 )
 
@@ -81,16 +89,16 @@ table(
 # FORMULA_TOL.
 
 # %% tags=["remove-cell"]
-a3 = G.a3_no_centring(formulas, FORMULA_TOL, uncentred=0.1, repeats=REPEATS)
+a3 = formulas.a3_no_centring(formula_check, FORMULA_TOL, uncentred=0.1, repeats=REPEATS)
 for claim_id, finding in (
-    ("A1", G.a1_layer_norm_formula(formulas, FORMULA_TOL)),
-    ("B2", G.b2_formulas(formulas, FORMULA_TOL)),
+    ("A1", formulas.a1_layer_norm_formula(formula_check, FORMULA_TOL)),
+    ("B2", formulas.b2_formulas(formula_check, FORMULA_TOL)),
     ("A3", a3),
 ):
     finding.record(results, claim_id, "geometry-formulas")
 
 # %% tags=["remove-input"]
-Markdown(G.formulas_paragraph(formulas, a3))
+Markdown(formulas.formulas_paragraph(formula_check, a3))
 
 # %% [markdown]
 # (geometry-invariance)=
@@ -110,7 +118,7 @@ Markdown(G.formulas_paragraph(formulas, a3))
 # inside float64's precision; A4 and B4 call RMSNorm shift sensitive if a shift of one σ moves it by more than 0.1.
 
 # %% tags=["remove-cell"]
-sweep = G.sweep_invariance(settings["tokens"], d, settings["points"], generator)
+sweep = invariance.sweep_invariance(sizes["tokens"], d, sizes["points"], generator)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Largest output change under a shift x + c·1 (left) and a scale a·x (right), per norm and dtype; dotted lines: the visible-change bars for float32 and bfloat16. What to see: LayerNorm ignores shifts until rounding of x + c takes over (earlier in lower precision), RMSNorm does not; both ignore scales.", "name": "fig-geometry-invariance"}}
 figures.invariance(sweep.changes, VISIBLE_CHANGE)
@@ -122,15 +130,15 @@ plt.show()
 # hyperplane $\mathbf 1^\top y = 0$.
 
 # %% tags=["remove-cell"]
-invariance = G.invariance_findings(
+found_invariance = invariance.invariance_findings(
     sweep, INVARIANCE_TOL, VISIBLE_CHANGE, FORMULA_TOL, shift_regime=1e4, shift_sensitive=0.1, repeats=REPEATS
 )
-invariance.a4.record(results, "A4", "geometry-invariance")
-results.record_evidence("B3", invariance.b3_summary, invariance.b3_evidence, section="geometry-invariance")
-invariance.b4.record(results, "B4", "geometry-invariance")
+found_invariance.a4.record(results, "A4", "geometry-invariance")
+results.record_evidence("B3", found_invariance.b3_summary, found_invariance.b3_evidence, section="geometry-invariance")
+found_invariance.b4.record(results, "B4", "geometry-invariance")
 
 # %% tags=["remove-input"]
-Markdown(invariance.paragraph)
+Markdown(found_invariance.paragraph)
 
 # %% [markdown]
 # (geometry-dimension)=
@@ -143,15 +151,15 @@ Markdown(invariance.paragraph)
 # the singular values: LayerNorm's last one drops to rounding level, RMSNorm's does not.
 
 # %% tags=["remove-cell"]
-rank = G.measure_output_rank(settings["rank_tokens"], settings["rank_d"], generator)
+rank = dimension.measure_output_rank(sizes["rank_tokens"], sizes["rank_d"], generator)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Singular values of the stacked outputs of many random tokens, relative to the largest. What to see: LayerNorm's smallest singular value falls to rounding level (its outputs span d − 1 dimensions), RMSNorm's stays at order one (d dimensions).", "name": "fig-geometry-spectrum"}}
-figures.spectrum(rank.spectra, settings["rank_tokens"], settings["rank_d"])
+figures.spectrum(rank.spectra, sizes["rank_tokens"], sizes["rank_d"])
 plt.show()
 
 # %% tags=["remove-cell"]
 # B16 is judged in the quality chapter, with the training runs; this chapter leaves the geometric part as evidence.
-results.record_evidence("B16", *G.b16_geometric_part(rank), section="geometry-dimension")
+results.record_evidence("B16", *dimension.b16_geometric_part(rank), section="geometry-dimension")
 
 # %% [markdown]
 # (geometry-parameters)=
@@ -163,17 +171,17 @@ results.record_evidence("B16", *G.b16_geometric_part(rank), section="geometry-di
 # is not smaller.
 
 # %% tags=["remove-cell"]
-memory = G.measure_parameters(d, settings["tokens"])
+memory = parameters.measure_parameters(d, sizes["tokens"])
 
 # %% tags=["remove-input"]
 table(
     memory.table,
     caption=f"Parameters per module at d = {d}, and the bytes PyTorch keeps for the backward of a "
-    f"{settings['tokens']}×{d} float32 batch (input included).",
+    f"{sizes['tokens']}×{d} float32 batch (input included).",
 )
 
 # %% tags=["remove-cell"]
-G.a6_parameter_saving(memory, negligible_share=0.01).record(results, "A6", "geometry-parameters")
+parameters.a6_parameter_saving(memory, negligible_share=0.01).record(results, "A6", "geometry-parameters")
 
 # %% [markdown]
 # (geometry-eps-placement)=
@@ -202,7 +210,7 @@ G.a6_parameter_saving(memory, negligible_share=0.01).record(results, "A6", "geom
 # have no ε at all (the PDF was not checked here). So "ε outside is the authors' form" is true of one file in four.
 
 # %% tags=["remove-input"]
-measured = G.probe_torch_placement(d, generator)
+measured = eps_placement.probe_torch_placement(d, generator)
 Markdown(measured.sentence())
 
 # %% [markdown]
@@ -219,7 +227,7 @@ Markdown(measured.sentence())
 # it carries a caveat if, with LLaMA's ε = 1e-6, float32 outputs differ above RMS 1.
 
 # %% tags=["remove-cell"]
-placement = G.sweep_placement(d, settings["points"], generator)
+placement = eps_placement.sweep_placement(d, sizes["points"], generator)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "ε inside against ε outside the root, as a function of the input's RMS. Left: relative gap of outputs and input gradients in float64, with the float32 and bfloat16 resolutions dotted. Right: share of output elements whose stored value differs. What to see: the gap matters only at small RMS (below about 1 for float32 with ε = 1e-6) and almost never in bfloat16.", "name": "fig-geometry-placement"}}
 figures.placement(placement.gaps)
@@ -232,10 +240,10 @@ table(
 )
 
 # %% tags=["remove-cell"]
-placed = G.placement_findings(
+placed = eps_placement.placement_findings(
     placement,
     measured,
-    formulas,
+    formula_check,
     FORMULA_TOL,
     eps=1e-6,
     agreement=2,
@@ -265,14 +273,14 @@ Markdown(placed.paragraph)
 
 # %% tags=["remove-cell"]
 B11_EPS = 1e-5
-b11 = G.sweep_mean_dominated(d, settings["points"], B11_EPS, generator)
+b11 = mean_dominated.sweep_mean_dominated(d, sizes["points"], B11_EPS, generator)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Left: how much ε changes each norm's output as the per-token noise s shrinks, for three offsets c. Right: the share of the output's energy along the all-ones direction. What to see: RMSNorm's ε matters only when the whole mean square approaches ε; LayerNorm's takes over as soon as the noise does, whatever the offset; and on mean-dominated inputs RMSNorm's output is almost all offset.", "name": "fig-geometry-b11"}}
 figures.mean_dominated(b11, B11_EPS)
 plt.show()
 
 # %% tags=["remove-cell"]
-b11_finding, b11_sentence = G.b11_eps_on_mean_dominated(
+b11_finding, b11_sentence = mean_dominated.b11_eps_on_mean_dominated(
     b11, B11_EPS, d, rms_negligible=1e-4, ln_takes_over=0.25, ln_negligible=1e-3, offset_dominated=0.99, repeats=REPEATS
 )
 b11_finding.record(results, "B11", "geometry-mean-dominated")

@@ -41,13 +41,12 @@ import seaborn as sns
 import torch
 from IPython.display import Markdown
 
-from normlab.analysis import jacobians as J
-from normlab.analysis.figures import jacobians as figures
+from normlab.analysis.jacobians import figures, profiles
 from normlab.study import Results
 from normlab.study.present import claims_box, verdict_table
 from normlab.study.results import load_evidence
 
-settings = J.profile_settings(profile)
+settings = profiles.profile_settings(profile)
 sns.set_theme(style="whitegrid", context="notebook")
 # Jacobians are computed on the CPU in float64 in every profile: the point is precision, not speed.
 torch.manual_seed(0)
@@ -73,16 +72,20 @@ claims_box(["B3", "B12", "B13", "B14"])
 
 
 # %% tags=["remove-cell"]
+from normlab.analysis.jacobians import against_autograd
+
 # One generator feeds every section in page order, so each section's tokens depend on the ones before.
 generator = torch.Generator().manual_seed(1)
-formulas = J.FormulaCheck(J.formula_error_table(settings["dims"], settings["tokens"], generator, EPS_CHECK))
+formulas = against_autograd.FormulaCheck(
+    against_autograd.formula_error_table(settings["dims"], settings["tokens"], generator, EPS_CHECK)
+)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Largest entry-wise error of each closed form against the autograd Jacobian (float64), one dot per random token, coloured by d. What to see: the printed B12 and B13 forms sit at order one, every corrected form at rounding level, left of the dashed tolerance.", "name": "fig-jacobians-errors"}}
 figures.errors_figure(formulas.errors, MACHINE_TOL)
 plt.show()
 
 # %% tags=["remove-input"]
-J.formula_table(formulas)
+against_autograd.formula_table(formulas)
 
 # %% [markdown]
 # The printed B12 and B13 forms are off by an amount of order one, while
@@ -99,14 +102,16 @@ J.formula_table(formulas)
 # colour scale is dimensionless ({numref}`fig-jacobians-heatmaps`).
 
 # %% tags=["remove-cell"]
-panels = J.heatmap_panels(generator)
+from normlab.analysis.jacobians import matrices
+
+panels = matrices.heatmap_panels(generator)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "One token, d = 16: the exact RMSNorm Jacobian, the matrix B12 prints, LayerNorm's Jacobian, and for a zero-mean token the difference of the two norms' Jacobians. What to see: the exact matrix is dominated by the identity, the printed one by −x̂x̂ᵀ; the difference is a constant matrix, 11ᵀ/d.", "name": "fig-jacobians-heatmaps"}}
 figures.heatmaps_figure(panels)
 plt.show()
 
 # %% tags=["remove-cell"]
-mean_projection_gap = J.mean_projection_gap(panels[J.ZERO_MEAN_DIFFERENCE])
+mean_projection_gap = matrices.mean_projection_gap(panels[matrices.ZERO_MEAN_DIFFERENCE])
 
 # %% [markdown]
 # The printed matrix is dominated by $-\hat x\hat x^\top$ (entries of order 1 everywhere), the exact one by the identity.
@@ -121,10 +126,14 @@ mean_projection_gap = J.mean_projection_gap(panels[J.ZERO_MEAN_DIFFERENCE])
 # with ε = 1e-6 at unit scale.
 
 # %% tags=["remove-cell"]
-structure = J.StructureCheck(J.structure_table(settings["dims"], settings["tokens"], generator, EPS_TYPICAL))
+from normlab.analysis.jacobians import null_space
+
+structure = null_space.StructureCheck(
+    null_space.structure_table(settings["dims"], settings["tokens"], generator, EPS_TYPICAL)
+)
 
 # %% tags=["remove-input"]
-J.structure_summary_table(structure)
+null_space.structure_summary_table(structure)
 
 # %% [markdown]
 # With ε = 0, RMSNorm's Jacobian removes exactly one direction ($x$) and LayerNorm's two ($x$ and $\mathbf 1$), at
@@ -133,7 +142,7 @@ J.structure_summary_table(structure)
 # centring.
 
 # %% tags=["remove-cell"]
-max_gradient_cosine = J.max_gradient_cosine(settings["dims"], settings["tokens"], generator)
+max_gradient_cosine = null_space.max_gradient_cosine(settings["dims"], settings["tokens"], generator)
 
 # %% [markdown]
 # (jacobians-b3)=
@@ -149,11 +158,13 @@ max_gradient_cosine = J.max_gradient_cosine(settings["dims"], settings["tokens"]
 # float32 or bfloat16 rounding within its sweep, or if the geometry chapter has not run (then only this part is judged).
 
 # %% tags=["remove-cell"]
-b3 = J.b3_finding(formulas, structure, load_evidence("geometry", "B3", results_dir), MACHINE_TOL)
+b3 = null_space.b3_finding(formulas, structure, load_evidence("geometry", "B3", results_dir), MACHINE_TOL)
 _ = b3.record(results, "B3", "jacobians-b3")
 
 # %% tags=["remove-input"]
-Markdown(J.verdict_line("B3", b3))
+from normlab.analysis.jacobians import verdicts
+
+Markdown(verdicts.verdict_line("B3", b3))
 
 # %% [markdown]
 # (jacobians-scaling)=
@@ -164,7 +175,9 @@ Markdown(J.verdict_line("B3", b3))
 # $a^2\overline{x^2}$ approaches ε ({numref}`fig-jacobians-scaling`).
 
 # %% tags=["remove-cell"]
-scaling = J.scaling_table(settings["dims"], settings["scales"], generator, EPS_TYPICAL)
+from normlab.analysis.jacobians import one_over_r
+
+scaling = one_over_r.scaling_table(settings["dims"], settings["scales"], generator, EPS_TYPICAL)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Input-gradient norm times the input scale a, relative to a = 1: exactly 1 where gradients shrink as 1/r. What to see: with ε = 0 the law is exact at every scale; with ε = 1e-6 it fails only when the input's RMS approaches √ε.", "name": "fig-jacobians-scaling"}}
 figures.scaling_figure(scaling, EPS_TYPICAL)
@@ -179,7 +192,9 @@ plt.show()
 # this measures how far off one is when ignoring ε, as the essay does ({numref}`fig-jacobians-eps`).
 
 # %% tags=["remove-cell"]
-eps_effect = J.eps_effect_table(settings["dims"], settings["eps_points"], generator)
+from normlab.analysis.jacobians import epsilon
+
+eps_effect = epsilon.eps_effect_table(settings["dims"], settings["eps_points"], generator)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Relative error of the ε-free Jacobian against the true one, as ε grows relative to mean(x²) (RMSNorm) or σ² (LayerNorm); dotted: error = ε/statistic. What to see: ignoring ε costs about ε divided by the statistic, negligible for any realistic activation scale.", "name": "fig-jacobians-eps"}}
 figures.eps_figure(eps_effect.frame, eps_effect.ratios)
@@ -196,10 +211,14 @@ plt.show()
 # ({ref}`table <tab-jacobians-radial>`).
 
 # %% tags=["remove-cell"]
-radial = J.RadialCheck(J.radial_table(settings["dims"], settings["tokens"], generator), MACHINE_TOL)
+from normlab.analysis.jacobians import update_parts
+
+radial = update_parts.RadialCheck(
+    update_parts.radial_table(settings["dims"], settings["tokens"], generator), MACHINE_TOL
+)
 
 # %% tags=["remove-input"]
-J.radial_summary_table(radial, settings["dims"])
+update_parts.radial_summary_table(radial, settings["dims"])
 
 # %% [markdown]
 # (tab-jacobians-radial)=
@@ -211,7 +230,7 @@ J.radial_summary_table(radial, settings["dims"])
 # direction of the normalised vector, never its length.
 
 # %% tags=["remove-cell"]
-b12 = J.b12_finding(
+b12 = update_parts.b12_finding(
     formulas,
     structure,
     scaling,
@@ -234,14 +253,16 @@ _ = b12.record(results, "B12", "jacobians-formulas")
 # can shrink $\|\partial\ell/\partial x\|$. We count how often.
 
 # %% tags=["remove-cell"]
-gain_trials = J.gain_trials(settings["dims"], settings["gain_trials"], generator)
+from normlab.analysis.jacobians import gain_backward
+
+gain_trials = gain_backward.gain_trials(settings["dims"], settings["gain_trials"], generator)
 
 # %% tags=["remove-cell"]
-b13 = J.b13_finding(formulas, gain_trials, max_gradient_cosine, MACHINE_TOL, WRONG_TOL)
+b13 = gain_backward.b13_finding(formulas, gain_trials, max_gradient_cosine, MACHINE_TOL, WRONG_TOL)
 _ = b13.record(results, "B13", "jacobians-gain")
 
 # %% tags=["remove-input"]
-Markdown(J.b12_b13_paragraph(b12, b13, radial))
+Markdown(gain_backward.b12_b13_paragraph(b12, b13, radial))
 
 # %% [markdown]
 # (jacobians-b14)=
@@ -260,7 +281,9 @@ Markdown(J.b12_b13_paragraph(b12, b13, radial))
 # Whether a real network uses or suppresses the mean-direction freedom this way is a question for the gain chapter.
 
 # %% tags=["remove-cell"]
-fit = J.gain_fit(settings["fit_tokens"], settings["fit_steps"], generator)
+from normlab.analysis.jacobians import gain_fit
+
+fit = gain_fit.gain_fit(settings["fit_tokens"], settings["fit_steps"], generator)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Left: gradient descent on the gain alone, each channel converging to its least-squares slope (dotted). Right: the learned gain beside the slope and the Pearson correlation per channel. What to see: the gain reaches the uncentred regression slope, which differs from the correlation coefficient; no-signal channels go to about 0.", "name": "fig-jacobians-gain"}}
 figures.gain_fit_figure(fit.trajectory, fit.slopes, fit.pearson)
@@ -269,11 +292,11 @@ plt.show()
 # %% tags=["remove-cell"]
 CORRELATION_TOL = 0.05  # |g − Pearson r| above this means g is not literally a correlation coefficient
 FIT_TOL = 1e-8  # gradient descent must reach the least-squares slope to this absolute error
-b14 = J.b14_finding(fit, MACHINE_TOL, FIT_TOL, CORRELATION_TOL)
+b14 = gain_fit.b14_finding(fit, MACHINE_TOL, FIT_TOL, CORRELATION_TOL)
 _ = b14.record(results, "B14", "jacobians-b14")
 
 # %% tags=["remove-input"]
-Markdown(J.verdict_line("B14", b14))
+Markdown(verdicts.verdict_line("B14", b14))
 
 # %% [markdown]
 # ## Verdicts

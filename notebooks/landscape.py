@@ -32,13 +32,24 @@ import seaborn as sns
 import torch
 from IPython.display import Markdown
 
-from normlab.analysis import landscape
-from normlab.analysis.figures import landscape as figures
+from normlab.analysis.landscape import (
+    at_a_glance,
+    curse_of_depth,
+    dyt,
+    figures,
+    gpu,
+    method,
+    placement,
+    profiles,
+    qk_norm,
+    runs,
+)
 from normlab.gpt.corpus import load_corpus
 from normlab.study import Results
 from normlab.study.present import claims_box, table, verdict_table
 
-P = landscape.profile_settings(profile)  # the profiles' model sizes, grids and seeds live in analysis.landscape
+# %% tags=["remove-cell"]
+P = profiles.profile_settings(profile)  # the profiles' model sizes, grids and seeds
 warnings.filterwarnings("ignore", message=".*Converting a tensor with requires_grad.*")
 device = "cuda" if profile == "gpu" and torch.cuda.is_available() else "cpu"
 torch.set_num_threads(1)
@@ -78,11 +89,11 @@ claims_box(["V1", "V2", "V3", "V4"])
 # %% tags=["remove-cell"]
 LOSS_MARGIN = 0.03
 USABLE_TOLERANCE = 0.25
-runs = landscape.run_jobs(landscape.landscape_jobs(P, device), P)
-study = landscape.Landscape(P, runs, corpus, loss_margin=LOSS_MARGIN, usable_tolerance=USABLE_TOLERANCE)
+trained = runs.run_jobs(runs.landscape_jobs(P, device), P)
+study = method.Landscape(P, trained, corpus, loss_margin=LOSS_MARGIN, usable_tolerance=USABLE_TOLERANCE)
 
 # %% tags=["remove-input"]
-Markdown(landscape.overview(study))
+Markdown(method.overview(study))
 
 # %% [markdown]
 # (landscape-dyt)=
@@ -131,16 +142,16 @@ figures.dyt(study.frame, P, study.entropy)
 plt.show()
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "DyT through training, seed 0 of each DyT variant at the reference learning rate. Left: share of the final DyT layer's inputs at which float32's tanh′(αx) is exactly 0 (the final norm, or the last block's second norm where the final norm is RMSNorm). Second: RMS of the last hidden state, the final norm's input (log scale). Third: α of every DyT layer, the final DyT layer's thick (log scale). Right: mean absolute gradient reaching the blocks' weight matrices on the same batch (symmetric log scale; 0 is exactly 0).", "name": "fig-landscape-dyt-trace"}}
-figures.dyt_trace(landscape.traced_runs(study))
+figures.dyt_trace(dyt.traced_runs(study))
 plt.show()
 
 # %% tags=["remove-cell"]
-pairs = landscape.dyt_pairs(study)
-alphas = landscape.alpha_sensitivity(study)
+pairs = dyt.dyt_pairs(study)
+alphas = dyt.alpha_sensitivity(study)
 
 # %% tags=["remove-input"]
 table(
-    landscape.dyt_pairs_table(pairs),
+    dyt.dyt_pairs_table(pairs),
     caption="Paired final-loss differences at the reference learning rate (nats/byte); 'no worse' = interval below "
     "+0.03. 'Same AdamW': RMSNorm trained with the authors' optimiser, decay on every parameter.",
 )
@@ -153,8 +164,8 @@ table(
 )
 
 # %% tags=["remove-cell"]
-probes = landscape.dyt_probes(P, corpus)
-v1 = landscape.dyt_claim(study, pairs, alphas, probes, saturated_share=SATURATED_SHARE)
+probes = dyt.dyt_probes(P, corpus)
+v1 = dyt.dyt_claim(study, pairs, alphas, probes, saturated_share=SATURATED_SHARE)
 v1.finding.record(results, "V1", "landscape-dyt")
 
 # %% tags=["remove-input"]
@@ -177,22 +188,22 @@ Markdown(v1.paragraph)
 # with a usable learning-rate range at least as wide as pre-LN's.
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Left: hidden-state RMS after each block at the end of training (reference learning rate, mean over seeds), log scale. Middle: the same through training, after the last block. Right: per-layer gradient norm (before clipping), averaged over training, seed 0.", "name": "fig-landscape-placement"}}
-figures.placement({placement: study.pick("deep", placement) for placement in landscape.PLACEMENTS})
+figures.placement({where: study.pick("deep", where) for where in profiles.PLACEMENTS})
 plt.show()
 
 # %% tags=["remove-cell"]
-placement = landscape.placement_measures(study)
+measures = placement.placement_measures(study)
 
 # %% tags=["remove-input"]
 table(
-    landscape.placement_table(placement),
+    placement.placement_table(measures),
     caption="The four placements at the deep scale: hidden growth at the reference learning rate (mean over seeds), "
     "paired loss difference to pre-LN, and the usable learning-rate range (the narrowest over grid seeds).",
 )
 
 # %% tags=["remove-cell"]
 V2_RULE = dict(pre_growth_needed=2.0, max_relative_growth=0.5)
-v2 = landscape.placement_claim(study, placement, **V2_RULE)
+v2 = placement.placement_claim(study, measures, **V2_RULE)
 
 # %% tags=["remove-input"]
 Markdown(v2.paragraph)
@@ -216,8 +227,8 @@ figures.qk(study.runs, P["lr_grid"])
 plt.show()
 
 # %% tags=["remove-cell"]
-logit_rows = landscape.final_logits(study)
-v3 = landscape.qk_claim(study, logit_rows)
+logit_rows = qk_norm.final_logits(study)
+v3 = qk_norm.qk_claim(study, logit_rows)
 
 # %% tags=["remove-input"]
 table(
@@ -248,7 +259,7 @@ plt.show()
 
 # %% tags=["remove-cell"]
 V4_RULE = dict(curse_share=0.35)
-v4 = landscape.depth_claim(study, **V4_RULE)
+v4 = curse_of_depth.depth_claim(study, **V4_RULE)
 
 # %% tags=["remove-input"]
 Markdown(v4.paragraph)
@@ -271,7 +282,7 @@ from normlab.analysis.shared import gpu_study  # noqa: E402
 mine = {"V1": v1.finding, "V2": v2.finding, "V3": v3.finding, "V4": v4.finding}
 margins = dict(loss_margin=LOSS_MARGIN, usable_tolerance=USABLE_TOLERANCE, **V2_RULE, **V4_RULE)
 studies = gpu_study.committed(corpus_sha256=corpus.sha256)
-weighed, gpu_text = landscape.landscape_gpu_claims(studies, corpus, mine, where=gpu_study.this_run(profile), **margins)
+weighed, gpu_text = gpu.landscape_gpu_claims(studies, corpus, mine, where=gpu_study.this_run(profile), **margins)
 Markdown(gpu_text)
 
 # %% tags=["remove-cell"]
@@ -290,11 +301,11 @@ for claim, section in (("V2", "landscape-placement"), ("V3", "landscape-qk"), ("
 # LayerNorm Scaling was run at one learning rate only, so it has no range.
 
 # %% tags=["remove-cell"]
-timings = landscape.step_times(P, corpus, device)
-summary = landscape.summary_frame(study, timings)
+timings = at_a_glance.step_times(P, corpus, device)
+summary = at_a_glance.summary_frame(study, timings)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Every variant against LLaMA-style pre-LN RMSNorm. Left: paired final-loss difference with its 95% interval, at the scale where the variant was tested (shaded: the ±0.03-nat margin). Middle: median step-time ratio at the small scale (bars: interquartile range of the per-repeat ratio). Right: usable learning-rate range on the grid (grey: the baseline's at that scale).", "name": "fig-landscape-summary"}}
-figures.summary(summary, landscape.baseline_ranges(study), LOSS_MARGIN)
+figures.summary(summary, at_a_glance.baseline_ranges(study), LOSS_MARGIN)
 plt.show()
 
 # %% tags=["remove-input"]

@@ -33,8 +33,7 @@ import seaborn as sns
 import torch
 from IPython.display import Markdown
 
-from normlab.analysis import quality as Q
-from normlab.analysis.figures import quality as figures
+from normlab.analysis.quality import figures, introduction, profiles
 from normlab.analysis.shared.runs import training_devices
 from normlab.gpt.corpus import load_corpus
 from normlab.study import Results
@@ -43,7 +42,7 @@ from normlab.study.results import load_evidence
 
 warnings.filterwarnings("ignore", category=UserWarning, module="seaborn")
 warnings.filterwarnings("ignore", category=FutureWarning)
-settings = Q.settings_for(profile)
+settings = profiles.settings_for(profile)
 devices = training_devices(profile)
 device = "cuda" if devices else "cpu"
 torch.set_num_threads(1)
@@ -61,7 +60,7 @@ claims_box(["A9", "B7", "B5", "B16"])
 # the best model that ignores context.
 
 # %% tags=["remove-input"]
-table(Q.corpus_table(corpus.describe()), caption="The training corpus")
+table(introduction.corpus_table(corpus.describe()), caption="The training corpus")
 
 # %% [markdown]
 # (quality-parity)=
@@ -82,9 +81,11 @@ table(Q.corpus_table(corpus.describe()), caption="The training corpus")
 # margin, which is where the verdict is read.
 
 # %% tags=["remove-cell"]
+from normlab.analysis.quality import loss_parity, training
+
 MARGIN = 0.02  # nats per byte; reason in the text above, fixed before any run
-runs = Q.train_pairs(settings, devices)
-parity = Q.loss_parity(runs, MARGIN)
+runs = training.train_pairs(settings, devices)
+parity = loss_parity.loss_parity(runs, MARGIN)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Validation loss of the paired runs, mean ± one standard deviation over seeds. The grey line is the corpus's unigram entropy, the loss of a model that ignores context. The two norms' curves should be indistinguishable if A9 and B7's first half hold.", "name": "fig-quality-curves"}}
 figures.loss_curves(parity.curves, corpus.unigram_entropy_nats, parity.initial_loss)
@@ -95,10 +96,10 @@ figures.paired_differences(parity.final_pair, parity.curve_pair, MARGIN)
 plt.show()
 
 # %% tags=["remove-cell"]
-common = Q.common_evidence(corpus, settings, device, MARGIN, parity)
+common = loss_parity.common_evidence(corpus, settings, device, MARGIN, parity)
 
 # %% tags=["remove-input"]
-Markdown(Q.parity_paragraph(parity))
+Markdown(loss_parity.parity_paragraph(parity))
 
 # %% [markdown]
 # (quality-ladder)=
@@ -117,17 +118,21 @@ Markdown(Q.parity_paragraph(parity))
 # this run *cannot tell*.
 
 # %% tags=["remove-cell"]
+from normlab.analysis.quality import scale_ladder
+
 GPU_RUNGS = []  # a committed GPU study's rungs join the ladder here, each labelled with its hardware
-rungs = Q.scale_ladder_runs(settings, devices, MARGIN)
-ladder = Q.ladder_table([*rungs, Q.ladder_point(settings, parity, Q.hardware_label(device))], gpu_rungs=GPU_RUNGS)
-trend = Q.ladder_trend(ladder, MARGIN)
+rungs = scale_ladder.scale_ladder_runs(settings, devices, MARGIN)
+ladder = scale_ladder.ladder_table(
+    [*rungs, scale_ladder.ladder_point(settings, parity, scale_ladder.hardware_label(device))], gpu_rungs=GPU_RUNGS
+)
+trend = scale_ladder.ladder_trend(ladder, MARGIN)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Paired difference RMSNorm − LayerNorm in final validation loss (nats per byte) against the number of parameters (log axis): the mean and its 95% interval at each model size, one marker per hardware, against the ±0.02-nat margin (green band). The red star is Narang et al. 2021's T5-base, about 220M parameters, with RMSNorm 0.017 lower (1.821 against 1.838; as transcribed in the issue, unverified). Their loss is T5's span-corruption loss per token, so the star shows the size of a difference the literature calls real, not a value to compare with ours.", "name": "fig-quality-ladder"}}
-figures.scale_ladder(ladder, MARGIN, Q.NARANG_T5_BASE)
+figures.scale_ladder(ladder, MARGIN, scale_ladder.NARANG_T5_BASE)
 plt.show()
 
 # %% tags=["remove-input"]
-table(Q.ladder_display(ladder), caption="The scale ladder: paired final-loss difference per model size")
+table(scale_ladder.ladder_display(ladder), caption="The scale ladder: paired final-loss difference per model size")
 
 # %% tags=["remove-input"]
 Markdown(trend.sentence)
@@ -140,10 +145,12 @@ Markdown(trend.sentence)
 # The same means every step present and in order, and no step's loss more than 1e-6 nats from the other run's.
 
 # %% tags=["remove-cell"]
-resume = Q.resume_check(settings, device, corpus)
+from normlab.analysis.quality import resuming
+
+resume = resuming.resume_check(settings, device, corpus)
 
 # %% tags=["remove-input"]
-Markdown(Q.resume_paragraph(resume))
+Markdown(resuming.resume_paragraph(resume))
 
 # %% [markdown]
 # (quality-speed)=
@@ -161,20 +168,22 @@ Markdown(Q.resume_paragraph(resume))
 # with vanilla LayerNorm (RMSNorm's step 0.95× as long; from a transcription, not checked against the paper).
 
 # %% tags=["remove-cell"]
+from normlab.analysis.quality import step_time
+
 VISIBLE = 0.95
-timings, speed = Q.step_times(settings, corpus, device)
+timings, speed = step_time.step_times(settings, corpus, device)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Time per training step of each model, timed in alternation. Each box holds one model's repeats; the ratio in the title is the median of per-round ratios.", "name": "fig-quality-steptime"}}
 figures.step_times(timings, speed)
 plt.show()
 
 # %% tags=["remove-cell"]
-backend = Q.norm_backend(settings, "rms")
-a9 = Q.a9_finding(parity, MARGIN, common, resume, ladder=Q.ladder_evidence(ladder, trend))
-b7 = Q.b7_finding(parity, timings, speed, visible=VISIBLE, margin=MARGIN, backend=backend, common=common)
+backend = training.norm_backend(settings, "rms")
+a9 = loss_parity.a9_finding(parity, MARGIN, common, resume, ladder=scale_ladder.ladder_evidence(ladder, trend))
+b7 = step_time.b7_finding(parity, timings, speed, visible=VISIBLE, margin=MARGIN, backend=backend, common=common)
 
 # %% tags=["remove-input"]
-Markdown(Q.b7_paragraph(parity, speed, visible=VISIBLE, backend=backend, device=device))
+Markdown(step_time.b7_paragraph(parity, speed, visible=VISIBLE, backend=backend, device=device))
 
 # %% [markdown]
 # (quality-gpu)=
@@ -185,17 +194,18 @@ Markdown(Q.b7_paragraph(parity, speed, visible=VISIBLE, backend=backend, device=
 # not hold" from the other run becomes a caveat. B7's step-time half stays this run's.
 
 # %% tags=["remove-input"]
+from normlab.analysis.quality import committed_gpu  # noqa: E402
 from normlab.analysis.shared import gpu_study  # noqa: E402
 
 mine = dict(margin=MARGIN, visible=VISIBLE, backend=backend, timings=timings, speed=speed, resume=resume, parity=parity)
 studies = gpu_study.committed(corpus_sha256=corpus.sha256)
-a9, b7, gpu_text = gpu_study.quality_claims(studies, a9, b7, dict(mine, where=gpu_study.this_run(profile)))
+a9, b7, gpu_text = committed_gpu.quality_claims(studies, a9, b7, dict(mine, where=gpu_study.this_run(profile)))
 Markdown(gpu_text)
 
 # %% tags=["remove-cell"]
 _ = a9.record(results, "A9", "quality-parity")
 _ = b7.record(results, "B7", "quality-speed")
-b6_summary, b6_evidence = Q.step_time_evidence(parity, speed, backend=backend, device=device)
+b6_summary, b6_evidence = step_time.step_time_evidence(parity, speed, backend=backend, device=device)
 _ = results.record_evidence("B6", b6_summary, b6_evidence, section="quality-speed")
 
 # %% [markdown]
@@ -222,7 +232,9 @@ _ = results.record_evidence("B6", b6_summary, b6_evidence, section="quality-spee
 # large while (a) stays small.
 
 # %% tags=["remove-cell"]
-tables = Q.stream_measurements(runs, settings, corpus, device)
+from normlab.analysis.quality import residual_stream
+
+tables = residual_stream.stream_measurements(runs, settings, corpus, device)
 depth = settings["depth"]
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "The three measures of 'the mean' along the stream, mean ± sd over seeds: (a) each token's share along the all-ones direction, the part centring removes; (b) the per-channel mean vector shared by all tokens, which centring does not remove; (c) the share of the energy in the single largest channel. Solid: trained; dashed: the same models at initialisation.", "name": "fig-quality-stream"}}
@@ -230,16 +242,21 @@ figures.stream_measures(tables.stream)
 plt.show()
 
 # %% tags=["remove-input"]
-table(Q.last_block_table(tables.stream, depth), caption=f"After the last block (position {depth}), mean over seeds")
+table(
+    residual_stream.last_block_table(tables.stream, depth),
+    caption=f"After the last block (position {depth}), mean over seeds",
+)
 
 # %% tags=["remove-cell"]
 OFFSET_LARGE = 0.25
-offsets = Q.offset_measures(tables, depth, MARGIN)
+offsets = residual_stream.offset_measures(tables, depth, MARGIN)
 real = load_evidence("realmodels", "B5", results_dir)
-b5 = Q.b5_finding(offsets, real, offset_large=OFFSET_LARGE, margin=MARGIN, depth=depth, corpus_sha256=corpus.sha256)
+b5 = residual_stream.b5_finding(
+    offsets, real, offset_large=OFFSET_LARGE, margin=MARGIN, depth=depth, corpus_sha256=corpus.sha256
+)
 
 # %% tags=["remove-input"]
-Markdown(Q.b5_paragraph(offsets, real, offset_large=OFFSET_LARGE, depth=depth))
+Markdown(residual_stream.b5_paragraph(offsets, real, offset_large=OFFSET_LARGE, depth=depth))
 
 # %% tags=["remove-cell"]
 _ = b5.record(results, "B5", "quality-stream")
@@ -264,14 +281,16 @@ _ = b5.record(results, "B5", "quality-stream")
 # evidence absent: the verdict rests on training alone and says so. The "g is enough" part is not tested.
 
 # %% tags=["remove-cell"]
+from normlab.analysis.quality import extra_dimension
+
 TOGETHER = dict(correlation=0.3, sign_share=0.75)  # "drift together", as stated above
-drift = Q.write_mean_drift(tables.drift)
+drift = extra_dimension.write_mean_drift(tables.drift)
 real16 = load_evidence("realmodels", "B16", results_dir)
 geometry = load_evidence("geometry", "B16", results_dir)
-b16 = Q.b16_finding(offsets, drift, real16, geometry, margin=MARGIN, **TOGETHER)
+b16 = extra_dimension.b16_finding(offsets, drift, real16, geometry, margin=MARGIN, **TOGETHER)
 
 # %% tags=["remove-input"]
-Markdown(Q.b16_paragraph(offsets, drift, real16, geometry, **TOGETHER))
+Markdown(extra_dimension.b16_paragraph(offsets, drift, real16, geometry, **TOGETHER))
 
 # %% tags=["remove-cell"]
 _ = b16.record(results, "B16", "quality-b16")
@@ -287,14 +306,16 @@ _ = b16.record(results, "B16", "quality-b16")
 # This section is context for B5, not part of its verdict ({numref}`fig-quality-minilm`).
 
 # %% tags=["remove-cell"]
-minilm_table = Q.minilm_stream_table(corpus, settings["minilm_texts"])
+from normlab.analysis.quality import minilm
+
+minilm_table = minilm.minilm_stream_table(corpus, settings["minilm_texts"])
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "all-MiniLM-L6-v2 on standard-library docstrings: the all-ones share (a) and the common-offset share (b) at each layer output and at each LayerNorm's input. Empty if the model package is not installed.", "name": "fig-quality-minilm"}}
 figures.minilm_shares(minilm_table)
 plt.show()
 
 # %% tags=["remove-input"]
-Markdown(Q.minilm_paragraph(minilm_table))
+Markdown(minilm.minilm_paragraph(minilm_table))
 
 # %% [markdown]
 # ## Verdicts

@@ -32,22 +32,21 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 from IPython.display import Markdown, display
 
-from normlab.analysis import speed as claims
-from normlab.analysis.figures import speed as figures
+from normlab.analysis.speed import figures, method, on_gpu, page, ratio, runs, settings
 from normlab.bench import report
 from normlab.study import Results
 from normlab.study.present import claims_box, table, verdict_table
 from normlab.study.results import load_evidence
 
 warnings.filterwarnings("ignore", message=".*TF32.*")  # torch's notice on CPU-only machines, not about these numbers
-bench_profile = claims.bench_profile(profile)
+bench_profile = settings.bench_profile(profile)
 # Thresholds the verdicts use (stated here, before measuring; applied in normlab.analysis.speed)
 EQUAL_TIME = 0.10  # |1 - t_rms/t_ln| below this: "the same speed" (A5, Q2)
 EXTRA_PASS = 0.5  # LN needs "one more pass" if its best effective passes exceed RMS's by at least this (A7, B8)
 WELFORD_EQUAL = 0.5  # Welford LN "one pass like RMS" if their effective passes differ by less than this (B9)
 MEMORY_BOUND = 0.5  # an op is bandwidth bound if it reaches at least this fraction of copy bandwidth (A10)
 WORTH_IT = 0.05  # pRMSNorm "saves time" if it cuts full RMSNorm's time by at least this (Q3)
-claims.check_thresholds(EQUAL_TIME, EXTRA_PASS, WELFORD_EQUAL, MEMORY_BOUND, WORTH_IT)
+settings.check_thresholds(EQUAL_TIME, EXTRA_PASS, WELFORD_EQUAL, MEMORY_BOUND, WORTH_IT)
 sns.set_theme(style="whitegrid", context="notebook")
 
 # %% tags=["remove-input"]
@@ -55,7 +54,7 @@ claims_box(["A5", "A7", "A8", "A10", "B6", "B8", "B9", "B10", "Q2", "Q3"])
 
 # %% tags=["remove-cell"]
 results = Results("speed", profile, results_dir)
-run = claims.measure(bench_profile, Path(results_dir).parent / "bench", claims.gpu_results_dir())
+run = runs.measure(bench_profile, Path(results_dir).parent / "bench", runs.gpu_results_dir())
 df, live, gpu_runs, gpu = run.df, run.live, run.gpu_runs, run.gpu
 
 # %% [markdown]
@@ -80,11 +79,11 @@ df, live, gpu_runs, gpu = run.df, run.live, run.gpu_runs, run.gpu
 
 # %% tags=["remove-input"]
 agreement = report.copy_agreement(df)
-Markdown(claims.measurement_text(run, agreement))
+Markdown(method.measurement_text(run, agreement))
 
 # %% tags=["remove-input", "hide-output"]
 display(
-    claims.table_or_note(
+    page.table_or_note(
         agreement,
         "No same-path pairs were timed in this run.",
         caption="Identical code paths timed twice in this run (auto and the backend it runs; a copy "
@@ -98,13 +97,13 @@ display(
 # its median time and spread, fraction of copy bandwidth and effective passes.
 
 # %% tags=["remove-input", "hide-output"]
-table(claims.cases_frame(run.timed))
+table(method.cases_frame(run.timed))
 
 # %% [markdown]
 # The cases that could not be timed here, and those left unstable after re-measuring, folded:
 
 # %% tags=["remove-input", "hide-output"]
-Markdown(claims.skipped_text(df, run.unstable))
+Markdown(method.skipped_text(df, run.unstable))
 
 # %% [markdown]
 # (speed-ratio)=
@@ -117,12 +116,12 @@ Markdown(claims.skipped_text(df, run.unstable))
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "t_LayerNorm / t_RMSNorm per implementation across the row length d, forward pass at the training batch (unstable cases left out). Above 1: RMSNorm is faster. What to see: the spread between implementations, against the small gap between the two norms within a fused implementation.", "name": "fig-speed-ratio"}}
 ratios = report.ln_rms_ratios(df)
-figures.ratio_figure(claims.forward_sweep(ratios))
+figures.ratio_figure(ratio.forward_sweep(ratios))
 plt.show()
 
 # %% tags=["remove-input"]
 table(
-    report.implementation_summary(claims.training_ratios(df)),
+    report.implementation_summary(ratio.training_ratios(df)),
     caption="Per implementation, over the training-batch shapes (forward and forward+backward, stable cases): the median "
     "LN/RMS time ratio and the median share of LayerNorm's time RMSNorm saves, each with its run-to-run sd.",
 )
@@ -136,8 +135,10 @@ table(
 # means the call takes as long as two copies (four passes over memory).
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Fraction of copy bandwidth reached by each implementation, forward pass at the training batch, per norm. What to see: the fused implementations sit near 1 for both norms; the unfused composites sit far below, and RMSNorm's composite below LayerNorm's native op.", "name": "fig-speed-bandwidth"}}
+from normlab.analysis.speed import bandwidth
+
 stable_cases = report.stable(df)
-figures.bandwidth_figure(claims.forward_norm_cases(stable_cases))
+figures.bandwidth_figure(bandwidth.forward_norm_cases(stable_cases))
 plt.show()
 
 # %% [markdown]
@@ -151,7 +152,7 @@ plt.show()
 
 # %% tags=["remove-input"]
 display(
-    claims.table_or_note(
+    page.table_or_note(
         report.backward_vs_copies(df),
         "Forward+backward under auto was not timed in this profile.",
         caption="Forward+backward, backend auto, float32, against two timings of a same-size clone.",
@@ -174,20 +175,20 @@ display(
 
 
 # %% tags=["remove-input"]
-display(Markdown(claims.gpu_runs_text(gpu_runs, live)))
-gpu_ratios, gpu_stable = claims.gpu_frames(gpu_runs, live)
+display(Markdown(on_gpu.gpu_runs_text(gpu_runs, live)))
+gpu_ratios, gpu_stable = on_gpu.gpu_frames(gpu_runs, live)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "GPU: t_LayerNorm / t_RMSNorm per implementation across the row length d, forward pass at the training batch, float32 and bfloat16 (columns), one row per GPU run (unstable cases left out; hardware and commits in the title). Above 1: RMSNorm is faster. What to see: whether the gap survives in the fused kernels (triton, compile, torch's native ops) or only in the composites built from separate ops (eager, reference), and how far two runs of the same profile agree.", "name": "fig-speed-gpu-ratio"}}
-gpu_sweep = claims.forward_sweep(gpu_ratios)
+gpu_sweep = ratio.forward_sweep(gpu_ratios)
 figures.gpu_ratio_figure(gpu_sweep, gpu_runs)
 plt.show()
 
 # %% tags=["remove-input"]
 if gpu is not None:
     display(
-        Markdown(claims.gpu_sweep_text(gpu_sweep)),
+        Markdown(on_gpu.gpu_sweep_text(gpu_sweep)),
         table(
-            claims.gpu_run_comparison(gpu_ratios),
+            on_gpu.gpu_run_comparison(gpu_ratios),
             caption="GPU: per implementation, direction and dtype, over d at the training batch (stable cases): the "
             "median LN/RMS time ratio in each run, with its run-to-run sd (from the repeats within that run).",
         ),
@@ -201,7 +202,7 @@ if gpu is not None:
 # implementation leaves that regime.
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "GPU: fraction of copy (clone) bandwidth reached by each implementation, forward pass at the training batch, per norm (columns) and GPU run (rows); unstable cases left out. 1 is a same-size copy timed in the same run; the dotted line is MEMORY_BOUND. What to see: the fused implementations reach the same fraction for both norms once d is large enough to be memory bound; the composites stay far below.", "name": "fig-speed-gpu-bandwidth"}}
-figures.gpu_bandwidth_figure(claims.forward_norm_cases(gpu_stable), gpu_runs, MEMORY_BOUND)
+figures.gpu_bandwidth_figure(bandwidth.forward_norm_cases(gpu_stable), gpu_runs, MEMORY_BOUND)
 plt.show()
 
 # %% [markdown]
@@ -212,7 +213,7 @@ plt.show()
 # dtype and d; an empty cell is a shape where one of the two norms stayed unstable and is left out.
 
 # %% tags=["remove-input"]
-display(claims.gpu_backward_display(gpu_ratios, gpu))
+display(on_gpu.gpu_backward_display(gpu_ratios, gpu))
 
 # %% [markdown]
 # (speed-gpu-small)=
@@ -221,7 +222,7 @@ display(claims.gpu_backward_display(gpu_ratios, gpu))
 # With 1–16 rows a call moves a few kilobytes, so its fixed cost decides its latency.
 
 # %% tags=["remove-input"]
-display(claims.gpu_small_batch_display(gpu_ratios, gpu))
+display(on_gpu.gpu_small_batch_display(gpu_ratios, gpu))
 
 # %% [markdown]
 # (speed-gpu-device-time)=
@@ -230,14 +231,14 @@ display(claims.gpu_small_batch_display(gpu_ratios, gpu))
 # its wall time, and then a faster kernel would not make the call faster.
 
 # %% tags=["remove-input", "hide-output"]
-display(*claims.gpu_device_time_display(gpu_runs, live))
+display(*on_gpu.gpu_device_time_display(gpu_runs, live))
 
 # %% [markdown]
 # The GPU's long-row (chunked) kernels and partial RMSNorm, which the pass and pRMSNorm verdicts use, and the
 # GPU cases left unstable, folded:
 
 # %% tags=["remove-input", "hide-output"]
-display(*claims.gpu_chunked_display(gpu_stable, gpu_runs, live))
+display(*on_gpu.gpu_chunked_display(gpu_stable, gpu_runs, live))
 
 # %% [markdown]
 # (speed-passes)=
@@ -254,9 +255,11 @@ display(*claims.gpu_chunked_display(gpu_stable, gpu_runs, live))
 # ({ref}`speed-gpu`), whose runs decide these verdicts where they exist.
 
 # %% tags=["remove-input"]
+from normlab.analysis.speed import passes
+
 display(
-    claims.table_or_note(
-        claims.census_frame(df),
+    page.table_or_note(
+        passes.census_frame(df),
         "No pass census was recorded in this run.",
         caption="Traced full-size passes and op counts (trace vs profiler), and the effective passes timed.",
     )
@@ -267,8 +270,8 @@ display(
 # The census above counts the passes of each unfused composite.
 
 # %% tags=["remove-cell"]
-a7, b8 = claims.a7_b8(live, EXTRA_PASS, gpu=gpu_runs)
-b9 = claims.b9(live, WELFORD_EQUAL, gpu=gpu_runs)
+a7, b8 = passes.a7_b8(live, EXTRA_PASS, gpu=gpu_runs)
+b9 = passes.b9(live, WELFORD_EQUAL, gpu=gpu_runs)
 _ = a7.record(results, "A7", "speed-passes")
 _ = b8.record(results, "B8", "speed-passes")
 _ = b9.record(results, "B9", "speed-passes")
@@ -289,7 +292,9 @@ Markdown(f"**A7, B8** — {a7.verdict}: {a7.summary}\n\n**B9** — {b9.verdict}:
 # bandwidth, so that the time is the traffic and not the launch.
 
 # %% tags=["remove-cell"]
-a5 = claims.a5(live, EQUAL_TIME, memory_bound=MEMORY_BOUND, gpu=gpu_runs)
+from normlab.analysis.speed import arithmetic
+
+a5 = arithmetic.a5(live, EQUAL_TIME, memory_bound=MEMORY_BOUND, gpu=gpu_runs)
 _ = a5.record(results, "A5", "speed-compute")
 
 # %% tags=["remove-input"]
@@ -306,8 +311,10 @@ Markdown(f"**A5** — {a5.verdict}: {a5.summary}")
 # compile, native torch) at the widths where {numref}`fig-speed-gpu-bandwidth` puts both norms above MEMORY_BOUND.
 
 # %% tags=["remove-cell"]
-a10 = claims.a10(live, MEMORY_BOUND, gpu=gpu_runs)
-q2 = claims.q2(live, EQUAL_TIME, memory_bound=MEMORY_BOUND, gpu=gpu_runs)
+from normlab.analysis.speed import memory_bound
+
+a10 = memory_bound.a10(live, MEMORY_BOUND, gpu=gpu_runs)
+q2 = memory_bound.q2(live, EQUAL_TIME, memory_bound=MEMORY_BOUND, gpu=gpu_runs)
 _ = a10.record(results, "A10", "speed-bandwidth")
 _ = q2.record(results, "Q2", "speed-bandwidth")
 
@@ -326,14 +333,16 @@ Markdown(f"**A10** — {a10.verdict}: {a10.summary}\n\n**Q2** — {q2.verdict}: 
 # on the median over stable points.
 
 # %% tags=["remove-input"]
-table(claims.small_batch_frame(ratios), caption="Small-batch latency per implementation (stable cases).")
+from normlab.analysis.speed import small_batch
+
+table(small_batch.small_batch_frame(ratios), caption="Small-batch latency per implementation (stable cases).")
 
 # %% [markdown]
 # (tab-speed-small)=
 # The table above holds the small-batch latencies.
 
 # %% tags=["remove-cell"]
-b10 = claims.b10(live, gpu=gpu_runs)
+b10 = small_batch.b10(live, gpu=gpu_runs)
 _ = b10.record(results, "B10", "speed-small-batch")
 
 # %% tags=["remove-input"]
@@ -348,11 +357,13 @@ Markdown(f"**B10** — {b10.verdict}: {b10.summary}")
 # barely changes.
 
 # %% tags=["remove-input"]
-table(claims.partial_frame(stable_cases), caption="Full and partial RMSNorm, forward, float32 (stable cases).")
+from normlab.analysis.speed import partial
+
+table(partial.partial_frame(stable_cases), caption="Full and partial RMSNorm, forward, float32 (stable cases).")
 
 # %% tags=["remove-cell"]
-estimate_error = claims.partial_rms_estimate_error(4096, 0.0625)
-q3 = claims.q3(live, WORTH_IT, estimate_error, gpu=gpu_runs)
+estimate_error = partial.partial_rms_estimate_error(4096, 0.0625)
+q3 = partial.q3(live, WORTH_IT, estimate_error, gpu=gpu_runs)
 _ = q3.record(results, "Q3", "speed-partial")
 
 # %% tags=["remove-input"]
@@ -377,8 +388,10 @@ Markdown(f"**Q3** — {q3.verdict}: {q3.summary}")
 # (transcribed from the paper's results table in issue 10, not checked here).
 
 # %% tags=["remove-input"]
+from normlab.analysis.speed import paper
+
 table(
-    claims.literature_frame(),
+    paper.literature_frame(),
     caption="Running-time savings reported in the literature (as transcribed; not checked against the papers).",
 )
 
@@ -392,14 +405,14 @@ table(
 # %% tags=["remove-cell"]
 quality_part = load_evidence("quality", "B6", results_dir)
 realmodels_part = load_evidence("realmodels", "A8", results_dir) or load_evidence("realmodels", "B6", results_dir)
-model_level = claims.model_level_part(quality_part, realmodels_part)
-a8, b6 = claims.a8_b6(live, model_level, gpu=gpu_runs)
+model_level = paper.model_level_part(quality_part, realmodels_part)
+a8, b6 = paper.a8_b6(live, model_level, gpu=gpu_runs)
 _ = a8.record(results, "A8", "speed-paper")
 _ = b6.record(results, "B6", "speed-paper")
 
 
 # %% tags=["remove-input"]
-Markdown(claims.model_level_text(model_level, a8, b6))
+Markdown(paper.model_level_text(model_level, a8, b6))
 
 # %% [markdown]
 # ## Verdicts

@@ -22,7 +22,7 @@ import time
 
 import torch
 
-from normlab.analysis import quality as Q
+from normlab.analysis.quality import profiles, training
 from normlab.analysis.shared.runs import train_job
 from normlab.gpt.batched import paired_members, train_batched
 from normlab.gpt.corpus import load_corpus
@@ -35,7 +35,7 @@ SMALLER = dict(width=32, depth=2, heads=4, context=32, batch_size=8)  # the qual
 
 
 def settings(size: str, steps: int, pairs: int) -> dict:
-    base = dict(Q.settings_for("cpu"))
+    base = dict(profiles.settings_for("cpu"))
     if size == "small":
         base.update(SMALLER)
     # warm-up scaled with the steps, as the profile's 60 of 600
@@ -44,9 +44,9 @@ def settings(size: str, steps: int, pairs: int) -> dict:
 
 def time_pool(s: dict) -> dict:
     jobs = [
-        dict(model=Q.model_config(s, norm), train=Q.train_config(s, seed))
+        dict(model=training.model_config(s, norm), train=training.train_config(s, seed))
         for seed in range(s["seeds"])
-        for norm in Q.NORMS
+        for norm in profiles.NORMS
     ]
     started = time.perf_counter()
     outputs = run_parallel(train_job, jobs, workers=WORKERS, desc="pool")
@@ -62,8 +62,8 @@ def time_pool(s: dict) -> dict:
 
 
 def _batched_config(s: dict, pair_seeds: list[int]) -> tuple[list[GPTConfig], list[int], TrainConfig]:
-    configs, seeds = paired_members(GPTConfig(**Q.model_config(s, "rms")), pair_seeds, norms=Q.NORMS)
-    return configs, seeds, TrainConfig(**{**Q.train_config(s, 0), "progress": False})
+    configs, seeds = paired_members(GPTConfig(**training.model_config(s, "rms")), pair_seeds, norms=profiles.NORMS)
+    return configs, seeds, TrainConfig(**{**training.train_config(s, 0), "progress": False})
 
 
 def batched_job(s: dict, pair_seeds: list[int]) -> dict:
@@ -120,7 +120,9 @@ def load() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=30, help="training steps per model (a multiple of 10)")
-    parser.add_argument("--pairs", type=int, default=Q.settings_for("cpu")["seeds"], help="RMSNorm/LayerNorm pairs")
+    parser.add_argument(
+        "--pairs", type=int, default=profiles.settings_for("cpu")["seeds"], help="RMSNorm/LayerNorm pairs"
+    )
     parser.add_argument("--sizes", default="cpu,small", help="comma-separated: cpu (the profile's model), small")
     args = parser.parse_args()
     corpus = load_corpus()

@@ -5,7 +5,9 @@
 Triton's interpreter (the CPU tests) executes kernels as NumPy and so misses what only the real
 compiler sees: type changes in loops, unsupported ops, register allocation. Triton ships ptxas, so
 lowering to a cubin for sm_90 needs no device. Every variant the launchers use is compiled, with
-the warps and pipeline stages tuning.py gives it, for fp16, bf16, fp32 and fp64 inputs, with the
+the warps and pipeline stages tuning.py gives it, for fp16, bf16, fp32 and fp64 inputs and for bf16 x
+with fp32 weights (the usual mixed precision: tuning.py keys on x's element size, so the fp32 weight
+and its gradient must fit the same launch), with the
 arguments specialised as a launch at d = 4096, 8192 or 16384 specialises them (pointers 16-byte
 aligned, widths and strides divisible by 16; without that the pipeliner and vectorised loads stay
 off). Per variant it reports:
@@ -16,6 +18,9 @@ off). Per variant it reports:
   memory (plus 1 KiB reserved per CTA), at most 32 CTAs and 64 warps;
 * whether the software pipeliner turned the staged loop's loads into async copies (TTGIR
   `ttg.async_copy_global_to_local`, cp.async on the GPU).
+
+With --sweep-variants it also compiles the sweep's kernel variants (variants.py) at 4096, 8192 and 16384
+in bf16, mixed and fp32, and lists those that spill (a spill there is part of what the sweep times).
 
 It prints a table and writes the whole report as JSON. It fails (exit 1) when a variant does not
 compile, when an fp16/bf16/fp32 variant spills (fp64 is for gradcheck, not speed), or when tuning.py
@@ -48,6 +53,15 @@ from normlab.norms.backends.triton._runtime import warps_for  # noqa: E402
 TARGET = GPUTarget("cuda", 90, 32)
 IO_POINTERS = "X R W B Y S DY DS DX DW DB".split()
 STAT_POINTERS = "MS MEAN RSTD DW_PARTIAL DB_PARTIAL".split()
+PARAM_POINTERS = ("W", "B", "DW", "DB")  # the parameters and their gradients, in the parameters' dtype
+# The dtypes compiled: (x's, the statistics', the weight's or None for x's, x's element size for tuning.py)
+DTYPES = {
+    "fp16": ("fp16", "fp32", None, 2),
+    "bf16": ("bf16", "fp32", None, 2),
+    "bf16 x, fp32 w": ("bf16", "fp32", "fp32", 2),
+    "fp32": ("fp32", "fp32", None, 4),
+    "fp64": ("fp64", "fp64", None, 8),
+}
 FLOAT_SCALARS = ("eps", "offset")
 # Row counts are never specialised (do_not_specialize); neither is a chunked kernel's stat_end (K may be odd).
 UNSPECIALISED = ("n_rows", "programs", "stat_end", *FLOAT_SCALARS)
@@ -73,14 +87,17 @@ def ctas_per_sm(registers: int, warps: int, shared: int) -> dict:
     return {"ctas_per_sm": bounds[limit], "bound_by": limit}
 
 
-def compile_kernel(kernel, io_dtype, stat_dtype, constexprs, warps):
-    """Compiles one variant for sm_90; returns its resource usage."""
+def compile_kernel(kernel, io_dtype, stat_dtype, constexprs, warps, param_dtype=None):
+    """Compiles one variant for sm_90; returns its resource usage. `param_dtype`: the weight's and bias's dtype
+    when it is not x's (bf16 x with fp32 weights, the usual mixed-precision case)."""
     signature, attrs = {}, {}
     for index, name in enumerate(kernel.arg_names):
         if name in constexprs:
             signature[name] = "constexpr"
             continue
-        if name in IO_POINTERS:
+        if name in PARAM_POINTERS and param_dtype is not None:
+            signature[name] = f"*{param_dtype}"
+        elif name in IO_POINTERS:
             signature[name] = f"*{io_dtype}"
         elif name in STAT_POINTERS:
             signature[name] = f"*{stat_dtype}"
@@ -119,14 +136,14 @@ def variants(quick, element_size):
         ):
             for rows, block in FORWARD_TILES:
                 config = tuning.onchip_forward(kind, rows * block, size)
-                yield kernel, dict(flags, ROWS=rows, BLOCK=block, STAGES=config.stages), config
+                yield kernel, dict(flags, ROWS=rows, BLOCK=block, STAGES=config.stages, RELOAD=config.reload), config
         for kernel, flags, kind in (
             (rms_kernels.rms_backward_onchip, dict(HAS_DS=a, HAS_WEIGHT=b, EPS_INSIDE=c), "rms"),
             (layer_kernels.layer_backward_onchip, dict(HAS_DS=a, HAS_WEIGHT=b, HAS_BIAS=c), "layer"),
         ):
             for rows, block in BACKWARD_TILES:
                 config = tuning.onchip_backward(kind, rows * block, size)
-                yield kernel, dict(flags, ROWS=rows, BLOCK=block, STAGES=config.stages), config
+                yield kernel, dict(flags, ROWS=rows, BLOCK=block, STAGES=config.stages, RELOAD=config.reload), config
         chunk = launch.CHUNK
         config = tuning.chunked_forward("rms", chunk, size)
         flags = dict(HAS_RESIDUAL=a, HAS_WEIGHT=b, EPS_INSIDE=c, CHUNK=chunk, STAGES=config.stages)
@@ -144,6 +161,39 @@ def variants(quick, element_size):
     for has_weight, has_bias in ((True, False), (True, True)) if not quick else ((True, True),):
         reduce = dict(HAS_WEIGHT=has_weight, HAS_BIAS=has_bias, LINES=launch.REDUCE_LINES, BLOCK=launch.REDUCE_BLOCK)
         yield reduce_kernels.sum_partials, reduce, None
+
+
+def sweep_variants(element_size):
+    """The sweep's variants (normlab.norms.backends.triton.variants) at the widths it times, every flag on:
+    (kernel, constexprs, config, variant name). Reported beside the table's; a spill here is a variant's cost."""
+    from normlab.norms.backends.triton import variants as V
+
+    kernels = {
+        ("rms", "forward", "onchip"): (rms_kernels.rms_forward_onchip, dict(HAS_RESIDUAL=True, HAS_WEIGHT=True, EPS_INSIDE=True)),
+        ("layer", "forward", "onchip"): (layer_kernels.layer_forward_onchip, dict(HAS_RESIDUAL=True, HAS_WEIGHT=True, HAS_BIAS=True)),
+        ("rms", "backward", "onchip"): (rms_kernels.rms_backward_onchip, dict(HAS_DS=True, HAS_WEIGHT=True, EPS_INSIDE=True)),
+        ("layer", "backward", "onchip"): (layer_kernels.layer_backward_onchip, dict(HAS_DS=True, HAS_WEIGHT=True, HAS_BIAS=True)),
+        ("rms", "backward", "chunked"): (rms_kernels.rms_backward_chunked, dict(HAS_DS=True, HAS_WEIGHT=True, EPS_INSIDE=True)),
+        ("layer", "backward", "chunked"): (layer_kernels.layer_backward_chunked, dict(HAS_DS=True, HAS_WEIGHT=True, HAS_BIAS=True)),
+    }  # fmt: skip
+    grouped = {"rms": rms_kernels.rms_backward_chunked_grouped, "layer": layer_kernels.layer_backward_chunked_grouped}
+    for width in (4096, 8192, 16384):
+        for kind in V.KINDS:
+            for direction in V.DIRECTIONS:
+                for variant in V.variants_for(kind, direction, width, element_size):
+                    if variant.name == "table":
+                        continue  # compiled above, as the launchers pick it
+                    config = V.table_config(kind, direction, variant, width, element_size)
+                    path = "onchip" if width <= variant.onchip_limit else "chunked"
+                    kernel, flags = kernels[(kind, direction, path)]
+                    if path == "onchip":
+                        rows = config.rows if config.rows else 1
+                        shape = dict(ROWS=rows, BLOCK=width, STAGES=config.stages, RELOAD=config.reload)
+                    else:
+                        shape = dict(CHUNK=variant.chunk // config.group, STAGES=config.stages)
+                        if config.group > 1:
+                            kernel, shape = grouped[kind], dict(GROUP=config.group) | shape
+                    yield kernel, dict(flags, **shape), config, f"{variant.name} @ {width}"
 
 
 def shape_of(constexprs) -> str:
@@ -194,21 +244,30 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="one flag combination per kernel")
     parser.add_argument("--report", type=Path, default=Path("build/compile-report.json"), help="JSON written here")
+    parser.add_argument(
+        "--sweep-variants", action="store_true", help="also the sweep's variants (reported, not failed)"
+    )
     args = parser.parse_args()
-    records, failures = [], []
-    sizes = {"fp16": 2, "bf16": 2, "fp32": 4, "fp64": 8}
-    cases = [
-        (io, "fp64" if io == "fp64" else "fp32", kernel) for io in sizes for kernel in variants(args.quick, sizes[io])
-    ]
-    for io_dtype, stat_dtype, (kernel, constexprs, config) in cases:
+    records, failures, variant_spills = [], [], []
+    cases = [(label, (*k, None)) for label, spec in DTYPES.items() for k in variants(args.quick, spec[3])]
+    if args.sweep_variants:
+        cases += [(label, k) for label in ("bf16", "bf16 x, fp32 w", "fp32") for k in sweep_variants(DTYPES[label][3])]
+    for label, (kernel, constexprs, config, sweep_variant) in cases:
+        io_dtype, stat_dtype, param_dtype, _ = DTYPES[label]
         name = kernel.__name__
         warps = config.warps if config else warps_for(launch.REDUCE_LINES * launch.REDUCE_BLOCK)
         try:
-            usage = compile_kernel(kernel, io_dtype, stat_dtype, constexprs, warps)
+            usage = compile_kernel(kernel, io_dtype, stat_dtype, constexprs, warps, param_dtype)
         except Exception as error:  # report every failing variant, not just the first
-            failures.append(f"FAIL {name} {io_dtype} {constexprs}: {type(error).__name__}: {str(error)[:300]}")
+            failures.append(f"FAIL {name} {label} {constexprs}: {type(error).__name__}: {str(error)[:300]}")
             continue
-        record = dict(kernel=name, dtype=io_dtype, shape=shape_of(constexprs), flags=flags_of(constexprs))
+        record = dict(kernel=name, dtype=label, shape=shape_of(constexprs), flags=flags_of(constexprs))
+        if sweep_variant:
+            record["sweep_variant"] = sweep_variant
+            if usage["spill_stores"] or usage["spill_loads"]:
+                variant_spills.append(f"{sweep_variant} {name} {label}: {usage['spill_stores']} B spilled")
+            records.append(record | usage | dict(warps=warps, stages=constexprs.get("STAGES", 1)))
+            continue
         record |= dict(
             warps=warps, stages=constexprs.get("STAGES", 1), programs_per_sm=config and config.programs_per_sm
         )
@@ -219,10 +278,12 @@ def main():
             )
         if io_dtype != "fp64" and (usage["spill_stores"] or usage["spill_loads"]):  # fp64: gradcheck, not speed
             failures.append(f"spills: {record}")
-    print_table(summary_rows(records))
+    print_table(summary_rows([r for r in records if "sweep_variant" not in r]))
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text(json.dumps({"target": "sm_90", "triton": triton.__version__, "variants": records}, indent=1))
     print("\n".join(failures))
+    if variant_spills:
+        print("sweep variants that spill (their cost, timed by the sweep):\n  " + "\n  ".join(variant_spills))
     print(
         f"{len(records)} variants compiled for sm_90 ({len(failures)} problems); "
         f"report: {args.report}; pipelined (async copies): {sum(r['async_copies'] > 0 for r in records)}"

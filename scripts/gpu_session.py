@@ -1,28 +1,34 @@
-"""One prepared GPU session: every check a lent CUDA machine should run, in order, into one folder.
+"""One GPU lease, fully used: every step a lent CUDA machine should run, in priority order, into $OUT.
 
-    python scripts/gpu_session.py [--out DIR] [--dry-run]      (make gpu-session; DIR defaults to $OUT, else
-                                                               build/gpu-session)
+    python3 scripts/gpu_session.py [--part kernels|study|all] [--out DIR] [--dry-run]   (--part kernels by default)
+                                   [--steps a,b] [--limit STEP=SECONDS] [--carry DIR]
 
-Steps, each with its own time limit; a step that fails or runs out of time does not stop the later ones:
-    kernel-tests   the Triton kernel, module and bad-input tests on CUDA tensors, with the real compiler
-    peer-grids     tests/test_peer_grids.py on CUDA (they skip themselves where transformers is missing)
-    bandwidth      scripts/gpu_bandwidth.py: achieved bandwidth of the launchers against a same-size copy
-    bench          python -m normlab.bench --profile gpu with torch, torch.compile, normlab's triton and Liger-Kernel:
-                   wall and device time per case, written as gpu-bench.json (the shape of data/gpu-bench-N.json)
-    compile        scripts/compile_kernels_sm90.py: every kernel variant compiled for sm_90, registers and spills
-Each step's output goes to DIR/<step>.txt; DIR/summary.json and DIR/summary.txt list each step's exit status
-and seconds. The whole session is sized to stay under 8 minutes on one H200.
+No make, no install: it runs on the machine's own Python (3.12, torch, triton, pytest), with src/ on the path.
+A lease is 15 minutes, at most 10 per call: run it as two calls, `--part kernels` (under 4 minutes) and then
+`--part study` (under 10). Steps, each with its own time limit; one that fails or runs out of time does not
+stop the next:
 
-The device machine has its own Python, torch and triton, and no pip: nothing is installed. normlab comes from
-src/ on PYTHONPATH; Liger-Kernel from the wheels carried in build/gpu-carry/ (`make gpu-carry` downloads them
-here), unpacked by this script into DIR/site-packages and put on PYTHONPATH. Without the wheel the bench still
-runs and its Liger cases say that liger-kernel is not installed.
+  kernels   correctness       scripts/gpu_correctness.py: 8192 rows x d = 4096..65536, bf16/fp32/mixed, +-residual,
+                              forward and backward, NaN-poisoned outputs, against float64
+            persistent-tests  tests/test_triton_persistent.py on CUDA, pytest-xdist over the CPU cores
+            memcheck          scripts/gpu_memcheck.py: compute-sanitizer once at small shapes, or why it cannot
+            sweep             scripts/gpu_sweep.py: the kernel variants side by side with a copy (the tuning table)
+            bench             python -m normlab.bench --profile gpu: triton, torch, torch.compile, Liger; bf16, fp32
+  study     study             python -m normlab.study.gpu --profile gpu --budget-s: the training study
 
-Without CUDA it says so and exits with status 2, except with --dry-run: each step then runs at a tiny size on
-the CPU in Triton's interpreter, to check the session end to end: the test steps collect their tests; the
-bandwidth script runs d = 64; the bench lists the gpu grid's Liger cases, skipped on CPU with their reason;
-the compile step only imports the kernels and parses its arguments (one variant per kernel takes minutes on a
-small CPU).
+What comes back: at most 8 files directly under DIR ($OUT, else build/gpu-session), no folders:
+  summary.json       each step's exit status, seconds, limit and last line, rewritten after every step
+  correctness.jsonl, sweep.jsonl, bench.jsonl   one record per case, flushed as it is made
+  gpu-bench.json     the bench's whole document (the shape of data/gpu-bench-N.json), when it finishes
+  gpu-study.json     the study, rewritten after each experiment
+  logs.tar.gz        every step's log and the test report, re-packed after every step
+A step cut short keeps every record it wrote. Logs are written under /tmp first; the carried wheels
+(Liger-Kernel, from build/gpu-carry/: `make gpu-carry`) are unpacked to /tmp, never under DIR.
+
+The compile report and the peer grids need no GPU and run here (`make compile-check`, `make test`).
+
+Without CUDA it says so and exits with status 2, except with --dry-run: every step then runs at a tiny
+size on the CPU, in Triton's interpreter, in seconds, to check the session and its DIR contract end to end.
 """
 
 from __future__ import annotations
@@ -30,8 +36,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 import zipfile
 from dataclasses import asdict, dataclass
@@ -39,15 +48,21 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 CARRY = REPO / "build" / "gpu-carry"
-KERNEL_TESTS = ["tests/test_triton_kernels.py", "tests/test_modules.py", "tests/test_bad_input.py"]
-BENCH_IMPLEMENTATIONS = ["torch", "compile", "triton", "liger"]
+SCRATCH = Path(tempfile.gettempdir()) / "normlab-gpu-session"
+BENCH_IMPLEMENTATIONS = ("triton", "torch", "compile", "liger")
+MAX_FILES = 8
+PARTS = {"kernels": ("correctness", "persistent-tests", "memcheck", "sweep", "bench"), "study": ("study",)}
+PARTS["all"] = PARTS["kernels"] + PARTS["study"]
+# Seconds per step on one H200; the kernels part sums to 230 s (under 4 minutes), the study to 540 s.
+LIMITS = {"correctness": 45, "persistent-tests": 30, "memcheck": 20, "sweep": 75, "bench": 60, "study": 540}
+STUDY_BUDGET_S = 480  # the study's own plan (its estimates), inside its step's limit
 
 
 @dataclass(frozen=True)
 class Step:
     name: str
     command: list[str]
-    timeout_s: int
+    timeout_s: float
 
 
 @dataclass
@@ -57,87 +72,142 @@ class Outcome:
     exit_status: int | None  # None: stopped at its time limit
     seconds: float
     timed_out: bool
+    limit_s: float
+    last_line: str
 
 
-def steps(out: Path, dry_run: bool) -> list[Step]:
-    """The session's steps; a dry run's are the same commands at a tiny size."""
+def steps(out: Path, logs: Path, dry_run: bool, carry: Path, limits: dict[str, float]) -> dict[str, Step]:
+    """Every step by name; a dry run's are the same programs at a tiny size."""
     python = sys.executable
-    pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-    collect = ["--collect-only"] if dry_run else []
-    bench = [python, "-m", "normlab.bench", "--no-progress", "--output", str(out / "gpu-bench.json")]
+    dry = ["--dry-run"] if dry_run else []
+    workers = "2" if dry_run else str(min(16, os.cpu_count() or 1))
+    persistent = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", workers]
+    persistent += ["tests/test_triton_persistent.py", f"--junitxml={logs / 'persistent-tests.xml'}"]
+    if dry_run:  # the bookkeeping tests alone: the whole file is tests/test_triton_persistent.py in make test
+        persistent += ["-k", "persistent_programs"]
+    bench = [python, "-m", "normlab.bench", "--no-progress", "--profile", "gpu"]
+    bench += ["--output", str(out / "gpu-bench.json"), "--records", str(out / "bench.jsonl")]
     if dry_run:  # the gpu grid's peer alone, on CPU: its cases are skipped with their reason, nothing is timed
-        bench += ["--profile", "gpu", "--device", "cpu", "--backend", "liger"]
+        bench += ["--device", "cpu", "--backend", "liger"]
     else:
-        bench += ["--profile", "gpu"] + [arg for name in BENCH_IMPLEMENTATIONS for arg in ("--backend", name)]
-    bandwidth = [python, "scripts/gpu_bandwidth.py", "--out", str(out / "gpu_bandwidth.json")]
-    compile_report = [python, "scripts/compile_kernels_sm90.py"] + (["--help"] if dry_run else [])
-    # The limits fit 8 minutes on one H200; a dry run's are loose, for a small CPU shared with other work.
-    limit = (lambda seconds: 300) if dry_run else (lambda seconds: seconds)
-    return [
-        Step("kernel-tests", pytest + collect + KERNEL_TESTS + [f"--junitxml={out / 'kernel-tests.xml'}"], limit(150)),
-        Step("peer-grids", pytest + collect + ["tests/test_peer_grids.py"], limit(60)),
-        Step("bandwidth", bandwidth + (["--dry-run"] if dry_run else []), limit(45)),
-        Step("bench", bench, limit(150)),
-        Step("compile", compile_report, limit(60)),
-    ]
+        bench += [arg for name in BENCH_IMPLEMENTATIONS for arg in ("--backend", name)]
+        bench += ["--dtype", "bfloat16", "--dtype", "float32"]
+    study = [python, "-m", "normlab.study.gpu", "--carry", str(carry), "--output", str(out / "gpu-study.json")]
+    if dry_run:
+        study += ["--profile", "tiny", "--device", "cpu", "--only", "quality"]
+    else:
+        study += ["--profile", "gpu", "--budget-s", str(min(STUDY_BUDGET_S, limits["study"] - 30))]
+    # it stops starting cases before its limit kills it (a dry run's interpreter cases are few: no budget)
+    sweep_budget = 300.0 if dry_run else max(5.0, limits["sweep"] - 10)
+    commands = {
+        "correctness": [python, "scripts/gpu_correctness.py", "--out", str(out / "correctness.jsonl"), *dry],
+        "persistent-tests": persistent,
+        "memcheck": [python, "scripts/gpu_memcheck.py", "--out", str(logs / "memcheck.json")],
+        "sweep": [python, "scripts/gpu_sweep.py", "--out", str(out / "sweep.jsonl"), "--budget-s", str(sweep_budget)]
+        + dry,
+        "bench": bench,
+        "study": study,
+    }
+    # A dry run's limits are loose (a small CPU shared with other work, and the interpreter) unless --limit set one.
+    limit = lambda name: limits[name] if not dry_run or limits[name] != LIMITS[name] else 300  # noqa: E731
+    return {name: Step(name, command, limit(name)) for name, command in commands.items()}
 
 
-def carried_site_packages(out: Path) -> Path | None:
-    """Unpack the carried wheels (pure-Python ones, such as Liger-Kernel's) into out/site-packages; None if none."""
+def carried_site_packages(site: Path) -> Path | None:
+    """Unpack the carried wheels (pure-Python ones, such as Liger-Kernel's) into `site`; None if none."""
     wheels = sorted(CARRY.glob("*.whl"))
     if not wheels:
         return None
-    site = out / "site-packages"
     for wheel in wheels:
         with zipfile.ZipFile(wheel) as archive:
             archive.extractall(site)
     return site
 
 
-def environment(out: Path, dry_run: bool) -> dict:
+def environment(dry_run: bool, site: Path) -> dict:
     env = dict(os.environ)
     paths = [str(REPO / "src")]
-    site = carried_site_packages(out)
-    if site is not None:
+    if carried_site_packages(site) is not None:
         paths.append(str(site))
     env["PYTHONPATH"] = os.pathsep.join(paths + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env["TRITON_INTERPRET"] = "1" if dry_run else "0"  # tests/conftest.py sets it only when absent
     return env
 
 
-def run_step(step: Step, out: Path, env: dict) -> Outcome:
+def run_step(step: Step, logs: Path, env: dict) -> Outcome:
+    """Run one step in its own process group, so that its time limit ends its workers too (pytest-xdist's)."""
     started = time.perf_counter()
-    with open(out / f"{step.name}.txt", "w") as log:
+    log_path = logs / f"{step.name}.txt"
+    with open(log_path, "w") as log:
         log.write("$ " + " ".join(step.command) + "\n")
         log.flush()
+        process = subprocess.Popen(
+            step.command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         try:
-            done = subprocess.run(
-                step.command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=step.timeout_s
-            )
-            status, timed_out = done.returncode, False
+            status, timed_out = process.wait(timeout=step.timeout_s), False
         except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
             status, timed_out = None, True
-            log.write(f"\nstopped: over its {step.timeout_s} s limit\n")
-    return Outcome(step.name, " ".join(step.command), status, round(time.perf_counter() - started, 1), timed_out)
-
-
-def write_summary(out: Path, outcomes: list[Outcome], dry_run: bool, device: str) -> None:
-    (out / "summary.json").write_text(
-        json.dumps({"dry_run": dry_run, "device": device, "steps": [asdict(o) for o in outcomes]}, indent=1)
+            log.write(f"\nstopped: over its {step.timeout_s:.0f} s limit\n")
+    lines = [line for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
+    return Outcome(
+        step.name,
+        " ".join(step.command),
+        status,
+        round(time.perf_counter() - started, 1),
+        timed_out,
+        step.timeout_s,
+        lines[-1][:300] if lines else "",
     )
-    lines = [f"{'dry run on ' if dry_run else ''}{device}"]
-    for o in outcomes:
-        status = f"stopped at {o.seconds:.0f} s (time limit)" if o.timed_out else f"exit {o.exit_status}"
-        lines.append(f"  {o.name:13s} {status:28s} {o.seconds:7.1f} s")
-    lines.append(f"  {'total':13s} {'':28s} {sum(o.seconds for o in outcomes):7.1f} s")
-    (out / "summary.txt").write_text("\n".join(lines) + "\n")
+
+
+def pack_logs(out: Path, logs: Path) -> None:
+    """All logs as one archive under out, replaced in one rename (a kill mid-write keeps the previous one)."""
+    partial = out / ".logs.tar.gz.partial"
+    with tarfile.open(partial, "w:gz") as archive:
+        for path in sorted(logs.iterdir()):
+            archive.add(path, arcname=f"logs/{path.name}")
+    os.replace(partial, out / "logs.tar.gz")
+
+
+def write_summary(out: Path, outcomes: list[Outcome], header: dict) -> None:
+    files = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+    document = header | {"steps": [asdict(o) for o in outcomes], "files": files}
+    if len(files) + ("summary.json" not in files) > MAX_FILES or any((out / f).is_dir() for f in files):
+        document["contract_broken"] = f"more than {MAX_FILES} files, or a folder, under {out}"
+    partial = out / ".summary.json.partial"
+    partial.write_text(json.dumps(document, indent=1) + "\n")
+    os.replace(partial, out / "summary.json")
+
+
+def _limits(overrides: list[str]) -> dict[str, float]:
+    limits = dict(LIMITS)
+    for item in overrides:
+        name, _, seconds = item.partition("=")
+        if name not in limits or not seconds:
+            raise SystemExit(f"--limit {item!r}: give STEP=SECONDS, STEP one of {', '.join(limits)}")
+        limits[name] = float(seconds)
+    return limits
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--part", choices=tuple(PARTS), default="kernels", help="kernels (< 4 min, the default), study (< 10), all"
+    )
+    parser.add_argument("--steps", help=f"run only these steps, comma-separated, of: {', '.join(PARTS['all'])}")
+    parser.add_argument("--limit", action="append", default=[], help="STEP=SECONDS, replacing a step's limit")
     parser.add_argument("--out", default=os.environ.get("OUT") or str(REPO / "build" / "gpu-session"))
-    parser.add_argument("--dry-run", action="store_true", help="each step at a tiny size on CPU (the interpreter)")
+    parser.add_argument("--carry", type=Path, default=CARRY, help="the corpus for the study (make gpu-carry)")
+    parser.add_argument("--dry-run", action="store_true", help="every step at a tiny size on CPU (the interpreter)")
     args = parser.parse_args(argv)
+    names = args.steps.split(",") if args.steps else list(PARTS[args.part])
+    unknown = [n for n in names if n not in PARTS["all"]]
+    if unknown:
+        parser.error(f"unknown step(s) {', '.join(unknown)}; valid: {', '.join(PARTS['all'])}")
+    limits = _limits(args.limit)
     import torch
 
     if not args.dry_run and not torch.cuda.is_available():
@@ -149,15 +219,29 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    run = Path(tempfile.mkdtemp(prefix="run-", dir=_scratch()))  # this run's logs and unpacked wheels
+    logs = run / "logs"
+    logs.mkdir()
     device = torch.cuda.get_device_name() if torch.cuda.is_available() and not args.dry_run else "cpu"
-    env = environment(out, args.dry_run)
+    header = {"dry_run": args.dry_run, "device": device, "part": args.part, "steps_asked": names}
+    header["started"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    env = environment(args.dry_run, run / "site-packages")
+    by_name = steps(out, logs, args.dry_run, args.carry, limits)
     outcomes = []
-    for step in steps(out, args.dry_run):
-        outcomes.append(run_step(step, out, env))
-        write_summary(out, outcomes, args.dry_run, device)  # after every step: a session cut short keeps its record
-        print(f"{step.name}: " + (open(out / "summary.txt").read().splitlines()[-2].strip()), flush=True)
-    print((out / "summary.txt").read_text(), end="")
+    for name in names:
+        outcome = run_step(by_name[name], logs, env)
+        outcomes.append(outcome)
+        pack_logs(out, logs)
+        write_summary(out, outcomes, header)  # after every step: a session cut short keeps its record
+        status = f"stopped at its {outcome.limit_s:.0f} s limit" if outcome.timed_out else f"exit {outcome.exit_status}"
+        print(f"{name:17s} {status:28s} {outcome.seconds:7.1f} s  {outcome.last_line[:90]}", flush=True)
+    print(f"{'total':17s} {'':28s} {sum(o.seconds for o in outcomes):7.1f} s   -> {out}")
     return 0 if all(o.exit_status == 0 for o in outcomes) else 1
+
+
+def _scratch() -> Path:
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    return SCRATCH
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 import normlab
-from normlab.analysis import speed as claims
+from normlab.analysis.speed import arithmetic, hardware, memory_bound, paper, partial, ratio, small_batch
+from normlab.analysis.speed import passes as pass_claims  # normlab.bench.passes is the census tracer
 from normlab.bench import harness, passes, provenance, report, timing, traffic
 from normlab.bench.__main__ import main as bench_main
 from normlab.bench.cases import Case, build_cases, skip_reason
@@ -248,16 +249,16 @@ def test_census_records_agreeing_op_counts_for_the_traceable_backends(document):
 
 def test_claim_findings_have_valid_verdicts_and_finite_key_numbers(document):
     df = report.frame(document)
-    a8, b6 = claims.a8_b6(df)
+    a8, b6 = paper.a8_b6(df)
     findings = [
         a8,
         b6,
-        claims.a5(df, 0.1),
-        *claims.a7_b8(df, 0.5),
-        claims.b9(df, 0.5),
-        claims.a10(df, 0.5),
-        claims.b10(df),
-        claims.q2(df, 0.1),
+        arithmetic.a5(df, 0.1),
+        *pass_claims.a7_b8(df, 0.5),
+        pass_claims.b9(df, 0.5),
+        memory_bound.a10(df, 0.5),
+        small_batch.b10(df),
+        memory_bound.q2(df, 0.1),
     ]
     for finding in findings:
         assert finding.verdict in ("holds", "holds with caveats", "does not hold", "not testable here")
@@ -268,8 +269,8 @@ def test_claim_findings_have_valid_verdicts_and_finite_key_numbers(document):
 
 
 def test_partial_rms_estimate_error_shrinks_with_more_features():
-    coarse = claims.partial_rms_estimate_error(1024, 0.0625)
-    fine = claims.partial_rms_estimate_error(16384, 0.0625)
+    coarse = partial.partial_rms_estimate_error(1024, 0.0625)
+    fine = partial.partial_rms_estimate_error(16384, 0.0625)
     # k i.i.d. squares: relative error of the RMS ~ 1/sqrt(2k)
     assert 0.3 / math.sqrt(2 * 64) < coarse < 3 / math.sqrt(2 * 64)
     assert fine < coarse
@@ -326,9 +327,9 @@ def test_fused_equal_times_make_q2_hold_and_a7_b8_fail_without_chunked_kernels()
             _row("rms", "composite", 3.5, 1.0),  # 12 vs 7 passes
         ]
     )
-    q2 = claims.q2(df, equal_time=0.10)
+    q2 = memory_bound.q2(df, equal_time=0.10)
     assert q2.verdict == "holds" and q2.evidence["fused_median_abs_saving"] == pytest.approx(0.02)
-    a7, b8 = claims.a7_b8(df, extra_pass=0.5)
+    a7, b8 = pass_claims.a7_b8(df, extra_pass=0.5)
     assert a7.verdict == b8.verdict == "does not hold"
     assert a7.evidence["best_ln_passes"] == pytest.approx(2.0) and a7.evidence["best_rms_passes"] == pytest.approx(2.04)
 
@@ -344,10 +345,10 @@ def test_chunked_two_pass_layer_norm_making_an_extra_pass_gives_a7_a_caveat_and_
             _row("rms", "triton chunked", 1.5, 1.0, study="chunked"),  # 3 passes
         ]
     )
-    a7, _ = claims.a7_b8(df, extra_pass=0.5, chunked_df=gpu)
+    a7, _ = pass_claims.a7_b8(df, extra_pass=0.5, chunked_df=gpu)
     assert a7.verdict == "holds with caveats"
     assert a7.evidence["chunked_passes"]["triton chunked two-pass"] == pytest.approx(4.0)
-    b9 = claims.b9(df, welford_equal=0.5, chunked_df=gpu)  # no traced composites in this frame
+    b9 = pass_claims.b9(df, welford_equal=0.5, chunked_df=gpu)  # no traced composites in this frame
     assert b9.verdict == "does not hold" and b9.evidence["chunked_passes"]["triton chunked welford"] == pytest.approx(
         3.0
     )
@@ -357,25 +358,25 @@ def test_a8_b6_are_judged_on_the_papers_rows_as_speed_ups_and_on_the_measured_sa
     import pandas as pd
 
     # 4 of the paper's 7 RMSNorm rows lie in 10%-50% as speed-ups (6 of 7 as savings): the citation part passes
-    rows = [r for r in claims.PAPER_ROWS if r.norm == "RMSNorm"]
+    rows = [r for r in paper.PAPER_ROWS if r.norm == "RMSNorm"]
     assert len(rows) == 7 and sum(0.10 <= r.saving <= 0.50 for r in rows) == 6
-    assert claims.PAPER_ROWS[-2].norm == "pRMSNorm" and claims.PAPER_ROWS[-2].saving == pytest.approx(0.639)
+    assert paper.PAPER_ROWS[-2].norm == "pRMSNorm" and paper.PAPER_ROWS[-2].saving == pytest.approx(0.639)
     # a 40.8% saving is 1.69x as fast, not 40.8% faster
     assert next(r for r in rows if r.saving == 0.408).speedup == pytest.approx(1.689, abs=1e-3)
     inside = pd.DataFrame([_row("layer", "auto", 1.0, 1.0), _row("rms", "auto", 0.8, 1.0)])  # 25% faster
     outside = pd.DataFrame([_row("layer", "auto", 1.0, 1.0), _row("rms", "auto", 1.0, 1.0)])  # same speed
-    a8_in, b6 = claims.a8_b6(inside)
-    a8_out, _ = claims.a8_b6(outside)
+    a8_in, b6 = paper.a8_b6(inside)
+    a8_out, _ = paper.a8_b6(outside)
     assert a8_in.key_number == pytest.approx(4 / 7) and a8_in.threshold == 0.5
     assert a8_in.verdict == "holds" and a8_out.verdict == "holds with caveats"
     # B6: the 64% end is pRMSNorm, so the RMSNorm-only top (40.8%) stays below the claimed top
     assert b6.verdict == "holds with caveats" and b6.key_number == pytest.approx(0.408)
     # a model-level step-time ratio from the quality chapter takes precedence over the op-level number
     quality = {"summary": "s", "evidence": {"step_time_ratio_rms_over_layer": 0.99, "spread": 0.02}}
-    a8_model, _ = claims.a8_b6(inside, claims.model_level_part(quality, None))
+    a8_model, _ = paper.a8_b6(inside, paper.model_level_part(quality, None))
     assert a8_model.evidence["measured_saving"] == pytest.approx(0.01) and a8_model.verdict == "holds with caveats"
     assert a8_model.evidence["measured_saving_sd"] == pytest.approx(0.02)
-    assert claims.model_level_part(None, None)["quality_ran"] is False
+    assert paper.model_level_part(None, None)["quality_ran"] is False
 
 
 # ---------------------------------------------------------------- timing you can believe
@@ -532,7 +533,7 @@ def test_the_gpu_run_decides_and_a_cpu_does_not_hold_only_adds_a_caveat():
     # CPU: both fused and 20% apart (Q2 does not hold); GPU: both fused and 2% apart (holds)
     cpu = _measured(pd.DataFrame(_pair("fused", 1.0, 0.8)), "Test CPU (2 cores)", False, source="this run")
     gpu = _measured(pd.DataFrame(_pair("fused", 1.0, 0.98)), "Test GPU", True)
-    q2 = claims.q2(cpu, equal_time=0.10, gpu=gpu)
+    q2 = memory_bound.q2(cpu, equal_time=0.10, gpu=gpu)
     assert q2.verdict == "holds with caveats"
     assert q2.key_number == pytest.approx(0.02) and q2.evidence["decided_on"] == "Test GPU"
     assert q2.evidence["by_hardware"]["Test CPU (2 cores)"]["verdict"] == "does not hold"
@@ -541,7 +542,7 @@ def test_the_gpu_run_decides_and_a_cpu_does_not_hold_only_adds_a_caveat():
     assert "'does not hold' (key number 0.2 vs 0.1)" in q2.summary  # the other run in one clause
     assert "+20%" in q2.evidence["by_hardware"]["Test CPU (2 cores)"]["summary"]  # its full sentence kept as evidence
     # the other way round the GPU's "does not hold" stands, whatever the CPU says
-    flipped = claims.q2(
+    flipped = memory_bound.q2(
         _measured(cpu.frame.assign(), "Test CPU (2 cores)", False, source="this run"),
         0.10,
         gpu=_measured(pd.DataFrame(_pair("fused", 1.0, 0.8)), "Test GPU", True),
@@ -553,9 +554,9 @@ def test_without_a_gpu_run_the_verdict_is_this_runs_alone_and_a_bare_frame_keeps
     import pandas as pd
 
     frame = pd.DataFrame(_pair("fused", 1.0, 0.98))
-    bare = claims.q2(frame, 0.10)
+    bare = memory_bound.q2(frame, 0.10)
     assert bare.verdict == "holds" and not bare.summary.startswith("On ") and "decided_on" not in bare.evidence
-    named = claims.q2(_measured(frame, "Test CPU (2 cores)", False, source="this run"), 0.10, gpu=None)
+    named = memory_bound.q2(_measured(frame, "Test CPU (2 cores)", False, source="this run"), 0.10, gpu=None)
     assert named.verdict == "holds" and named.summary.startswith("On this run's Test CPU (2 cores):")
 
 
@@ -564,7 +565,7 @@ def test_a_gpu_run_that_cannot_test_a_claim_leaves_the_verdict_to_this_run():
 
     cpu = _measured(pd.DataFrame(_pair("fused", 1.0, 0.98)), "Test CPU", False, source="this run")
     empty_gpu = _measured(pd.DataFrame(_pair("composite", 6.0, 3.5)), "Test GPU", True)  # nothing fused there
-    q2 = claims.q2(cpu, 0.10, gpu=empty_gpu)
+    q2 = memory_bound.q2(cpu, 0.10, gpu=empty_gpu)
     assert q2.verdict == "holds" and q2.evidence["decided_on"] == "Test CPU"
     assert q2.evidence["by_hardware"]["Test GPU"]["verdict"] == "not testable here"
 
@@ -576,10 +577,10 @@ def test_gpu_evidence_is_this_run_on_a_gpu_else_the_newest_committed_gpu_run():
     cpu = _measured(frame, "CPU", False, source="this run")
     old = _measured(frame, "GPU A", True, started="2026-01-01T00:00:00+00:00", source="gpu-bench-a.json")
     new = _measured(frame, "GPU B", True, started="2026-02-01T00:00:00+00:00", source="gpu-bench-b.json")
-    assert claims.gpu_evidence(cpu, []) == []
-    assert claims.gpu_evidence(cpu, [old, cpu, new]) == [new, old]
+    assert hardware.gpu_evidence(cpu, []) == []
+    assert hardware.gpu_evidence(cpu, [old, cpu, new]) == [new, old]
     live_gpu = _measured(frame, "GPU C", True, source="this run")
-    assert claims.gpu_evidence(live_gpu, [new]) == [live_gpu]
+    assert hardware.gpu_evidence(live_gpu, [new]) == [live_gpu]
 
 
 def test_two_runs_on_one_kind_of_gpu_are_told_apart_and_the_older_one_checks_the_newer():
@@ -592,12 +593,12 @@ def test_two_runs_on_one_kind_of_gpu_are_told_apart_and_the_older_one_checks_the
     old = _measured(
         pd.DataFrame(_pair("fused", 1.0, 0.7)), "Test GPU", True, started="2026-01", source="gpu-bench.json"
     )
-    q2 = claims.q2(cpu, 0.10, gpu=claims.gpu_evidence(cpu, [old, new]))
+    q2 = memory_bound.q2(cpu, 0.10, gpu=hardware.gpu_evidence(cpu, [old, new]))
     assert q2.evidence["decided_on"] == "Test GPU [gpu-bench-2.json]" and q2.key_number == pytest.approx(0.01)
     assert set(q2.evidence["by_hardware"]) == {"Test CPU", "Test GPU [gpu-bench-2.json]", "Test GPU [gpu-bench.json]"}
     # the older run finds a 30% gap: its "does not hold" turns the newer run's "holds" into a caveat
     assert q2.verdict == "holds with caveats" and "gpu-bench.json" in q2.summary
-    a8, _ = claims.a8_b6(cpu, gpu=[new, old])
+    a8, _ = paper.a8_b6(cpu, gpu=[new, old])
     assert [r["gpu_source"] for r in a8.evidence["gpu_runs"]] == ["gpu-bench-2.json", "gpu-bench.json"]
     assert a8.evidence["gpu_source"] == "gpu-bench-2.json"
 
@@ -607,12 +608,12 @@ def test_one_kernel_pairs_above_memory_bound_count_as_fused_and_launch_bound_one
 
     # one kernel each at 0.6 of copy (3.3 passes: beyond the 1.5x-minimum test) and at 0.1 (launch bound)
     rows = _pair("kernel", 1 / 0.6, 1 / 0.6 * 0.98, d=4096) + _pair("kernel", 10.0, 9.0, d=256)
-    ratios = claims.training_ratios(pd.DataFrame(rows))
-    assert claims.fused_pairs(ratios).empty
+    ratios = ratio.training_ratios(pd.DataFrame(rows))
+    assert arithmetic.fused_pairs(ratios).empty
     one_op = {("kernel", "forward", "float32")}
-    fused = claims.fused_pairs(ratios, one_op=one_op, memory_bound=0.5)
+    fused = arithmetic.fused_pairs(ratios, one_op=one_op, memory_bound=0.5)
     assert list(fused["d"]) == [4096]
-    assert claims.fused_pairs(ratios, one_op=set(), memory_bound=0.5).empty
+    assert arithmetic.fused_pairs(ratios, one_op=set(), memory_bound=0.5).empty
 
 
 def test_single_kernel_reads_the_profiler_census_for_both_norms():
@@ -627,21 +628,21 @@ def test_single_kernel_reads_the_profiler_census_for_both_norms():
             ("rms", "half", ["a", "b"]),
         ]
     ]
-    assert claims.single_kernel(pd.DataFrame(census)) == {("fused", "forward", "float32")}
+    assert arithmetic.single_kernel(pd.DataFrame(census)) == {("fused", "forward", "float32")}
 
 
 def test_q3_takes_each_backends_median_saving_over_the_widths_it_timed():
     import pandas as pd
 
     rows = []
-    for d, partial in [(4096, 0.9), (16384, 0.7)]:
+    for d, partial_time in [(4096, 0.9), (16384, 0.7)]:
         rows += [
             _row("rms", "triton full", 1.0, 1.0, study="partial", d=d),
-            _row("rms", "triton p=6.25%", partial, 1.0, study="partial", d=d),
+            _row("rms", "triton p=6.25%", partial_time, 1.0, study="partial", d=d),
         ]
     rows.append(_row("rms", "eager full", 1.0, 1.0, study="partial", d=4096))  # no partial variant: not judged
     rows.append(_row("rms", "eager full", 1.0, 1.0, study="partial", d=16384))
-    q3 = claims.q3(pd.DataFrame(rows), worth_it=0.05, estimate_error=0.01)
+    q3 = partial.q3(pd.DataFrame(rows), worth_it=0.05, estimate_error=0.01)
     assert q3.evidence["saving_by_backend"] == {"triton": pytest.approx(0.2)}
     assert q3.verdict == "holds" and "4096, 16384" in q3.summary
 
@@ -650,16 +651,16 @@ def test_a8_needs_the_gpu_speed_up_in_range_too_and_names_its_hardware():
     import pandas as pd
 
     inside = pd.DataFrame(_pair("auto", 1.0, 0.8))  # 25% faster
-    a8_cpu_only, _ = claims.a8_b6(inside)
+    a8_cpu_only, _ = paper.a8_b6(inside)
     assert a8_cpu_only.verdict == "holds"
     same_speed_gpu = _measured(pd.DataFrame(_pair("auto", 1.0, 1.0) + _pair("torch", 1.0, 0.9)), "Test GPU", True)
-    a8, b6 = claims.a8_b6(inside, gpu=same_speed_gpu)
+    a8, b6 = paper.a8_b6(inside, gpu=same_speed_gpu)
     assert a8.verdict == "holds with caveats" and a8.key_number == pytest.approx(4 / 7)
     assert a8.evidence["gpu_op_level_auto_saving"] == pytest.approx(0.0)
     assert a8.evidence["gpu_per_implementation"]["torch"]["median"] == pytest.approx(0.1)
     assert "Test GPU" in a8.summary and "Test GPU" in b6.summary
     fast_gpu = _measured(pd.DataFrame(_pair("auto", 1.0, 0.8)), "Test GPU", True)
-    assert claims.a8_b6(inside, gpu=fast_gpu)[0].verdict == "holds"
+    assert paper.a8_b6(inside, gpu=fast_gpu)[0].verdict == "holds"
 
 
 def test_committed_runs_carry_their_hardware_and_whether_they_ran_on_a_gpu(tmp_path, document):

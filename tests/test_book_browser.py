@@ -158,3 +158,16 @@ def test_every_page_reads_cleanly_in_chromium(book, server, browser):
         if loose:
             problems.append(f"{name}: {loose} output image(s) outside a captioned figure")
     assert not problems, "\n".join(problems)
+
+
+def test_the_api_page_shows_the_public_api_and_the_code_s_feature_table(book, server, browser):
+    from normlab.norms.backends import features
+
+    links = _sidebar_links(browser, server)
+    assert server + "book/api.html" in links, links
+    browser.get(server + "book/api.html")
+    documented = {e.get_attribute("id") for e in browser.find_elements("css selector", "dt.sig[id]")}
+    assert {"normlab.rms_norm", "normlab.RMSNorm", "normlab.norms.huggingface.apply_to"} <= documented, documented
+    rows = browser.find_elements("css selector", "table.normlab-features tbody tr")
+    shown = [row.find_elements("css selector", "td")[0].text for row in rows]
+    assert shown == list(features.BACKEND_FEATURES)

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
-from normlab.analysis.depth import job_outcome
+from normlab.analysis.depth.training_at_depth import job_outcome
 from normlab.analysis.shared.paired import paired_difference
 from normlab.analysis.shared.parity import equivalence_verdict, interval_text, ratio_with_spread
 from normlab.analysis.shared.runs import final_drop, flat_eval_every

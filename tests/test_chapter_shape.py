@@ -1,5 +1,6 @@
 """Chapters read prose first: in every chapter source, markdown lines are at least code lines, and no code cell is
-long. The logic lives in `normlab.analysis` (findings) and `normlab.analysis.figures` (one call per figure)."""
+long. The logic lives in the chapter's package `normlab.analysis.<chapter>` (findings, and one call per figure in its
+`figures` module)."""
 
 from pathlib import Path
 

@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from normlab import RMSNorm
-from normlab.analysis import ecosystem
+from normlab.analysis.ecosystem import classify
 
 
 class BiasFreeLayerNorm(nn.Module):
@@ -31,26 +31,26 @@ class BiasFreeLayerNorm(nn.Module):
     ],
 )
 def test_classifier_goes_by_behaviour(module, kind):
-    assert ecosystem.classify_norm(module, torch.Generator().manual_seed(0)) == kind
+    assert classify.classify_norm(module, torch.Generator().manual_seed(0)) == kind
 
 
 def test_dominant_kind_ignores_unclassified_and_reports_ties():
-    use = lambda kind: ecosystem.NormUse("m", "a", "C", kind)  # noqa: E731
-    assert ecosystem.dominant_kind([use("RMSNorm"), use("RMSNorm"), use("unclassified")]) == "RMSNorm"
-    assert ecosystem.dominant_kind([use("RMSNorm"), use("LayerNorm")]) == "mixed"
-    assert ecosystem.dominant_kind([use("unclassified")]) == "unclassified"
+    use = lambda kind: classify.NormUse("m", "a", "C", kind)  # noqa: E731
+    assert classify.dominant_kind([use("RMSNorm"), use("RMSNorm"), use("unclassified")]) == "RMSNorm"
+    assert classify.dominant_kind([use("RMSNorm"), use("LayerNorm")]) == "mixed"
+    assert classify.dominant_kind([use("unclassified")]) == "unclassified"
 
 
 def test_known_architectures_from_the_installed_transformers():
     pytest.importorskip("transformers")
-    assert ecosystem.dominant_kind(ecosystem.norm_uses("llama")) == "RMSNorm"
-    assert ecosystem.dominant_kind(ecosystem.norm_uses("gpt2")) == "LayerNorm"
+    assert classify.dominant_kind(classify.norm_uses("llama")) == "RMSNorm"
+    assert classify.dominant_kind(classify.norm_uses("gpt2")) == "LayerNorm"
     # T5 calls its norm "LayerNorm" but it subtracts no mean: the name must not decide.
-    t5 = ecosystem.norm_uses("t5")
-    assert {u.class_name for u in t5} == {"T5LayerNorm"} and ecosystem.dominant_kind(t5) == "RMSNorm"
+    t5 = classify.norm_uses("t5")
+    assert {u.class_name for u in t5} == {"T5LayerNorm"} and classify.dominant_kind(t5) == "RMSNorm"
 
 
 def test_unknown_model_type_is_a_clear_error():
     pytest.importorskip("transformers")
     with pytest.raises(ValueError, match="no model type 'lama'"):
-        ecosystem.norm_uses("lama")
+        classify.norm_uses("lama")

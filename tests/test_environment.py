@@ -16,7 +16,7 @@ def test_instruction_set_names_what_torch_dispatches_to_and_only_known_flags():
 def test_hardware_carries_instruction_set_and_cpp_build():
     hw = environment.hardware()
     assert hw["cpu_instruction_set"] == environment.cpu_instruction_set()
-    assert hw["cpp_kernel_build"]["flags"] == list(cpp.FLAGS)
+    assert hw["cpp_kernel_build"]["flags"] == list(cpp.flags())
 
 
 def test_cpp_build_info_without_a_compiler_says_why(monkeypatch):

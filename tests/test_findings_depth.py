@@ -11,8 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.collections import PathCollection  # noqa: E402
 
-from normlab.analysis import depth as D  # noqa: E402
-from normlab.analysis.figures import depth as F  # noqa: E402
+from normlab.analysis.depth import figures as F  # noqa: E402
+from normlab.analysis.depth import identity_path, initialisation, interlock, post_ln_decay, profiles, training_at_depth  # noqa: E402
 from normlab.analysis.shared.runs import training_devices  # noqa: E402
 
 MARGIN = 0.02
@@ -25,7 +25,7 @@ def synthetic_profile(init_name):
     ×3 for seed 1), post-LN's growing with the block; the last block's W_down gradient ∝ L^-0.5 in pre-LN and
     flat in post-LN; RMSNorm's tokens more alike (cosine 0.5) than LayerNorm's (0.4)."""
     rows = []
-    for config in D.CONFIGS:
+    for config in initialisation.CONFIGS:
         pre, rms = config.startswith("pre"), config.endswith("rms")
         for depth in (2, 4):
             for seed in (0, 1):
@@ -40,12 +40,14 @@ def synthetic_profile(init_name):
 
 
 def synthetic_init():
-    profiles = {scaled: synthetic_profile(D.INIT_NAMES[scaled]) for scaled in (False, True)}
-    return D.InitStudy(
-        frame=pd.concat(profiles.values(), ignore_index=True),
-        profiles=profiles,
-        exponents={s: D.depth_exponents(profiles[s]).set_index("config")["exponent"] for s in (False, True)},
-        spreads={s: D.gradient_spread(profiles[s]) for s in (False, True)},
+    by_init = {scaled: synthetic_profile(initialisation.INIT_NAMES[scaled]) for scaled in (False, True)}
+    return initialisation.InitStudy(
+        frame=pd.concat(by_init.values(), ignore_index=True),
+        profiles=by_init,
+        exponents={
+            s: initialisation.depth_exponents(by_init[s]).set_index("config")["exponent"] for s in (False, True)
+        },
+        spreads={s: initialisation.gradient_spread(by_init[s]) for s in (False, True)},
         deepest=4,
     )
 
@@ -66,44 +68,51 @@ def synthetic_training(post_rms_shift=0.0, pre_trained=(True, True), post_traine
         [dict(placement="pre", trained=t) for t in pre_trained]
         + [dict(placement="post", trained=t) for t in post_trained]
     )
-    return D.TrainingStudy(paired=paired, no_warmup=no_warmup, ablation=pd.DataFrame())
+    return training_at_depth.TrainingStudy(paired=paired, no_warmup=no_warmup, ablation=pd.DataFrame())
 
 
 def test_settings_for_validates_the_depths():
     with pytest.raises(ValueError, match="profile must be one of"):
-        D.settings_for("tpu")
-    settings = D.settings_for("smoke")
-    assert settings["init_depths"] == [1, 2, 4] and settings is not D.PROFILES["smoke"]
+        profiles.settings_for("tpu")
+    settings = profiles.settings_for("smoke")
+    assert settings["init_depths"] == [1, 2, 4] and settings is not profiles.PROFILES["smoke"]
     assert training_devices("cpu") is None
 
 
 def test_exponent_table_sets_both_initialisations_side_by_side():
-    shown = D.exponent_table(synthetic_init()).set_index("config")
+    shown = initialisation.exponent_table(synthetic_init()).set_index("config")
     assert shown.loc["pre-rms", "exponent, Xiong init"] == pytest.approx(-0.5)
     assert shown.loc["post-layer", "exponent, GPT-2 init"] == pytest.approx(0.0, abs=1e-12)
 
 
 def test_training_grids_lay_out_pairs_sweep_and_ablation():
-    settings = D.settings_for("smoke")
-    grid, ablation = D.training_grids(settings)
+    settings = profiles.settings_for("smoke")
+    grid, ablation = training_at_depth.training_grids(settings)
     assert len(grid) == settings["seeds"] * 4 + 4 * (1 + len(settings["stress_lrs"]))
-    assert len(ablation) == (settings["ablation_seeds"] + 1) * len(D.ABLATIONS)
-    cpu = D.settings_for("cpu")
-    assert len(D.training_grids(cpu)[1]) == (cpu["ablation_seeds"] + 1) * len(D.ABLATIONS)
+    assert len(ablation) == (settings["ablation_seeds"] + 1) * len(training_at_depth.ABLATIONS)
+    cpu = profiles.settings_for("cpu")
+    assert len(training_at_depth.training_grids(cpu)[1]) == (cpu["ablation_seeds"] + 1) * len(
+        training_at_depth.ABLATIONS
+    )
     stress = [e for e in ablation if e["train"].get("stress")]
-    assert len(stress) == len(D.ABLATIONS) and all(e["train"]["warmup_steps"] == 0 for e in stress)
+    assert len(stress) == len(training_at_depth.ABLATIONS) and all(e["train"]["warmup_steps"] == 0 for e in stress)
 
 
 def test_final_losses_and_pairs_refuse_a_diverged_run():
     frame = pd.DataFrame({"seed": [1, 0], "norm": ["rms", "rms"], "final_val_loss": [2.5, 2.0]})
-    assert D.final_losses(frame, norm="rms") == [2.0, 2.5]
-    assert D.paired_or_none([2.0, math.nan], [2.0, 2.0], MARGIN) is None
-    assert D.paired_or_none([2.0, 2.1], [2.0, 2.1], MARGIN)["outcome"] == "equivalent"
-    assert D.pair_text(None) == "not comparable (a run diverged)" and D.pair_spread(None) is None
+    assert training_at_depth.final_losses(frame, norm="rms") == [2.0, 2.5]
+    assert training_at_depth.paired_or_none([2.0, math.nan], [2.0, 2.0], MARGIN) is None
+    assert training_at_depth.paired_or_none([2.0, 2.1], [2.0, 2.1], MARGIN)["outcome"] == "equivalent"
+    assert (
+        training_at_depth.pair_text(None) == "not comparable (a run diverged)"
+        and training_at_depth.pair_spread(None) is None
+    )
 
 
 def test_b17_measures_reads_the_worst_pre_ln_block_ratio_and_its_seed_spread():
-    m = D.b17_measures(synthetic_init(), synthetic_training(), D.settings_for("smoke") | {"init_seeds": [0, 1]}, MARGIN)
+    m = identity_path.b17_measures(
+        synthetic_init(), synthetic_training(), profiles.settings_for("smoke") | {"init_seeds": [0, 1]}, MARGIN
+    )
     assert m["pre_spread"] == pytest.approx(2.5)  # seed means: block 1 at 2.5, the others at 1
     assert m["pre_spread_sd"] == pytest.approx(math.sqrt(0.5))  # seeds alone: 2 and 3
     assert (m["pre_rate"], m["post_rate"]) == (1.0, 0.5)
@@ -112,33 +121,35 @@ def test_b17_measures_reads_the_worst_pre_ln_block_ratio_and_its_seed_spread():
 
 
 def b17_numbers(**change):
-    pair = D.paired_or_none([2.1, 2.2, 2.3], [2.0, 2.1, 2.21], MARGIN)  # pre-LN better by ~0.1: different
+    pair = training_at_depth.paired_or_none(
+        [2.1, 2.2, 2.3], [2.0, 2.1, 2.21], MARGIN
+    )  # pre-LN better by ~0.1: different
     base = dict(pre_spread=2.0, pre_rate=1.0, post_rate=0.5, pair=pair, xiong_pre=-0.5, xiong_post=0.0, gpt2_pre=0.0)
     return base | change
 
 
 def test_b17_verdict_flips_at_the_spread_limit_and_takes_caveats():
-    assert D.b17_verdict(b17_numbers(), **B17_RULE) == "holds"
-    assert D.b17_verdict(b17_numbers(pre_spread=10.5), **B17_RULE) == "does not hold"
-    assert D.b17_verdict(b17_numbers(pre_rate=0.4), **B17_RULE) == "does not hold"
-    assert D.b17_verdict(b17_numbers(post_rate=1.0), **B17_RULE) == "holds with caveats"
-    assert D.b17_verdict(b17_numbers(xiong_pre=-0.2), **B17_RULE) == "holds with caveats"
-    assert D.b17_verdict(b17_numbers(pair=None), **B17_RULE) == "holds with caveats"
+    assert identity_path.b17_verdict(b17_numbers(), **B17_RULE) == "holds"
+    assert identity_path.b17_verdict(b17_numbers(pre_spread=10.5), **B17_RULE) == "does not hold"
+    assert identity_path.b17_verdict(b17_numbers(pre_rate=0.4), **B17_RULE) == "does not hold"
+    assert identity_path.b17_verdict(b17_numbers(post_rate=1.0), **B17_RULE) == "holds with caveats"
+    assert identity_path.b17_verdict(b17_numbers(xiong_pre=-0.2), **B17_RULE) == "holds with caveats"
+    assert identity_path.b17_verdict(b17_numbers(pair=None), **B17_RULE) == "holds with caveats"
 
 
 def test_b17_finding_and_paragraph_name_the_numbers():
     m = b17_numbers(pre_spread_sd=0.3, gpt2_post=0.0, drop=0.001)
-    finding = D.b17_finding(m, deepest=4, deep=2, margin=MARGIN, **B17_RULE, corpus_sha256="x")
+    finding = identity_path.b17_finding(m, deepest=4, deep=2, margin=MARGIN, **B17_RULE, corpus_sha256="x")
     assert finding.key_number == 2.0 and finding.threshold == 10.0 and finding.spread == 0.3
     assert "×2.00 (threshold ×10)" in finding.summary and "≤ ×10" in finding.rule
-    text = D.b17_paragraph(m, deepest=4, deep=2, **B17_RULE)
+    text = identity_path.b17_paragraph(m, deepest=4, deep=2, **B17_RULE)
     assert "pre-LN trained in 100% of runs and post-LN in 50%" in text and text.endswith("**B17 verdict: holds.**")
 
 
 def test_b17_says_what_undamped_rests_on_without_moving_its_numbers():
     m = b17_numbers(pre_spread_sd=0.3, gpt2_post=0.0, drop=0.001)
-    finding = D.b17_finding(m, deepest=4, deep=2, margin=MARGIN, **B17_RULE, corpus_sha256="x")
-    paragraph = D.b17_paragraph(m, deepest=4, deep=2, **B17_RULE)
+    finding = identity_path.b17_finding(m, deepest=4, deep=2, margin=MARGIN, **B17_RULE, corpus_sha256="x")
+    paragraph = identity_path.b17_paragraph(m, deepest=4, deep=2, **B17_RULE)
     for text in (finding.summary, paragraph):
         assert "Xiong et al. 2020" in text and "bound at initialisation" in text and "shrinks as 1/√L" in text
     # the wording sits beside the measured numbers; the verdict and its key number are those of the rule
@@ -147,7 +158,7 @@ def test_b17_says_what_undamped_rests_on_without_moving_its_numbers():
 
 
 def test_b18_measures_compare_post_ln_norms():
-    m = D.b18_measures(synthetic_init(), synthetic_training(post_rms_shift=0.1), MARGIN)
+    m = post_ln_decay.b18_measures(synthetic_init(), synthetic_training(post_rms_shift=0.1), MARGIN)
     assert m["pair"]["outcome"] == "different" and m["pair"]["mean_difference"] > 0
     assert m["ratio_rms"] == pytest.approx(0.25) == m["ratio_ln"]
     assert (m["cos_rms"], m["cos_ln"]) == (0.5, 0.4)
@@ -155,32 +166,34 @@ def test_b18_measures_compare_post_ln_norms():
 
 def test_b18_init_measure_flips_at_its_thresholds():
     m = dict(ratio_rms=0.89, ratio_ln=1.0, cos_rms=0.4, cos_ln=0.4)
-    assert D.b18_init_worse(m, **B18_RULE)
-    assert not D.b18_init_worse(m | {"ratio_rms": 0.91}, **B18_RULE)
-    assert D.b18_init_worse(m | {"ratio_rms": 0.91, "cos_rms": 0.43}, **B18_RULE)
+    assert post_ln_decay.b18_init_worse(m, **B18_RULE)
+    assert not post_ln_decay.b18_init_worse(m | {"ratio_rms": 0.91}, **B18_RULE)
+    assert post_ln_decay.b18_init_worse(m | {"ratio_rms": 0.91, "cos_rms": 0.43}, **B18_RULE)
 
 
 def test_b18_verdict_follows_the_paired_interval():
-    worse = D.b18_measures(synthetic_init(), synthetic_training(post_rms_shift=0.1), MARGIN)
-    assert D.b18_verdict(worse, **B18_RULE) == "holds"  # worse in training, and its tokens more alike at init
-    assert D.b18_verdict(worse | {"cos_rms": 0.4}, **B18_RULE) == "holds with caveats"
-    same = D.b18_measures(synthetic_init(), synthetic_training(post_rms_shift=0.0), MARGIN)
-    assert D.b18_verdict(same, **B18_RULE) == "does not hold"
-    assert D.b18_verdict(same | {"pair": None}, **B18_RULE) == "not testable here"
-    finding = D.b18_finding(worse, deep=2, deepest=4, margin=MARGIN, **B18_RULE)
+    worse = post_ln_decay.b18_measures(synthetic_init(), synthetic_training(post_rms_shift=0.1), MARGIN)
+    assert (
+        post_ln_decay.b18_verdict(worse, **B18_RULE) == "holds"
+    )  # worse in training, and its tokens more alike at init
+    assert post_ln_decay.b18_verdict(worse | {"cos_rms": 0.4}, **B18_RULE) == "holds with caveats"
+    same = post_ln_decay.b18_measures(synthetic_init(), synthetic_training(post_rms_shift=0.0), MARGIN)
+    assert post_ln_decay.b18_verdict(same, **B18_RULE) == "does not hold"
+    assert post_ln_decay.b18_verdict(same | {"pair": None}, **B18_RULE) == "not testable here"
+    finding = post_ln_decay.b18_finding(worse, deep=2, deepest=4, margin=MARGIN, **B18_RULE)
     assert finding.key_number == pytest.approx(worse["pair"]["mean_difference"]) and finding.evidence["init_worse"]
     assert "beyond +0.02 nats" in finding.rule
-    assert "**B18 verdict: holds.**" in D.b18_paragraph(worse, deep=2, deepest=4, **B18_RULE)
+    assert "**B18 verdict: holds.**" in post_ln_decay.b18_paragraph(worse, deep=2, deepest=4, **B18_RULE)
 
 
 def test_b18_says_its_verdict_rests_on_this_measurement_alone():
-    same = D.b18_measures(synthetic_init(), synthetic_training(post_rms_shift=0.0), MARGIN)
-    finding = D.b18_finding(same, deep=2, deepest=4, margin=MARGIN, **B18_RULE)
-    paragraph = D.b18_paragraph(same, deep=2, deepest=4, **B18_RULE)
+    same = post_ln_decay.b18_measures(synthetic_init(), synthetic_training(post_rms_shift=0.0), MARGIN)
+    finding = post_ln_decay.b18_finding(same, deep=2, deepest=4, margin=MARGIN, **B18_RULE)
+    paragraph = post_ln_decay.b18_paragraph(same, deep=2, deepest=4, **B18_RULE)
     for text in (finding.summary, paragraph):
         assert "No published study compares post-RMSNorm with post-LayerNorm at depth" in text
         assert "this book's measurement alone" in text
-    assert finding.verdict == "does not hold" == D.b18_verdict(same, **B18_RULE)
+    assert finding.verdict == "does not hold" == post_ln_decay.b18_verdict(same, **B18_RULE)
     assert finding.key_number == pytest.approx(same["pair"]["mean_difference"]) and finding.threshold == MARGIN
 
 
@@ -188,7 +201,7 @@ def synthetic_ablation(double_extra, diverge_stress=()):
     """LLaMA-style runs over three seeds: the norm swap costs 0.05, the placement swap 0.03, and the double
     swap their sum plus `double_extra` (the interaction)."""
     effect = {"llama": 0.0, "rms→layer": 0.05, "swiglu→gelu": 0.01, "rope→learned": 0.0, "pre→post": 0.03}
-    effect[D.DOUBLE_SWAP] = 0.08 + double_extra
+    effect[interlock.DOUBLE_SWAP] = 0.08 + double_extra
     rows = []
     for label, delta in effect.items():
         for seed in range(3):
@@ -206,27 +219,27 @@ def synthetic_ablation(double_extra, diverge_stress=()):
                 diverged=label in diverge_stress,
             )
         )
-    return D.TrainingStudy(paired=pd.DataFrame(), no_warmup=pd.DataFrame(), ablation=pd.DataFrame(rows))
+    return training_at_depth.TrainingStudy(paired=pd.DataFrame(), no_warmup=pd.DataFrame(), ablation=pd.DataFrame(rows))
 
 
 def test_b19_interaction_decides():
-    adds_up = D.ablation_study(synthetic_ablation(0.0, diverge_stress={"pre→post"}), MARGIN)
+    adds_up = interlock.ablation_study(synthetic_ablation(0.0, diverge_stress={"pre→post"}), MARGIN)
     assert adds_up.interaction["mean_difference"] == pytest.approx(0.0, abs=1e-3)
-    assert D.b19_verdict(adds_up) == "does not hold"
-    interlocked = D.ablation_study(synthetic_ablation(0.1), MARGIN)
-    assert D.b19_verdict(interlocked) == "holds with caveats"
-    assert D.b19_verdict(D.Ablation(swaps={}, interaction=None, stress_diverged=pd.Series(dtype=bool), base=None)) == (
-        "not testable here"
-    )
-    shown = D.swap_table(adds_up).set_index("swap")
+    assert interlock.b19_verdict(adds_up) == "does not hold"
+    interlocked = interlock.ablation_study(synthetic_ablation(0.1), MARGIN)
+    assert interlock.b19_verdict(interlocked) == "holds with caveats"
+    assert interlock.b19_verdict(
+        interlock.Ablation(swaps={}, interaction=None, stress_diverged=pd.Series(dtype=bool), base=None)
+    ) == ("not testable here")
+    shown = interlock.swap_table(adds_up).set_index("swap")
     assert shown.loc["rms→layer", "Δ vs LLaMA (nats)"] == pytest.approx(0.051)
     assert bool(shown.loc["pre→post", "diverges at stress lr"]) and not shown.loc["rms→layer", "diverges at stress lr"]
-    finding = D.b19_finding(interlocked, depth=1, steps=20, seeds=3, margin=MARGIN)
+    finding = interlock.b19_finding(interlocked, depth=1, steps=20, seeds=3, margin=MARGIN)
     assert (
         finding.key_number == pytest.approx(interlocked.interaction["mean_difference"]) and finding.threshold == MARGIN
     )
     assert "rms→layer +0.051" in finding.summary and finding.evidence["stress_diverged"]["llama"] is False
-    assert "**B19 verdict: holds with caveats.**" in D.b19_paragraph(interlocked)
+    assert "**B19 verdict: holds with caveats.**" in interlock.b19_paragraph(interlocked)
 
 
 # ---------------------------------------------------------------- figures
@@ -240,7 +253,7 @@ def close_figures():
 
 def test_xiong_gradients_has_a_log_log_panel_per_initialisation_with_the_reference_line():
     fig = F.xiong_gradients(synthetic_init().frame)
-    assert sorted(a.get_title() for a in fig.axes) == sorted(D.INIT_NAMES.values())
+    assert sorted(a.get_title() for a in fig.axes) == sorted(initialisation.INIT_NAMES.values())
     for axis in fig.axes:
         assert axis.get_xscale() == axis.get_yscale() == "log"
         assert "∝ 1/√L" in [t.get_text() for t in axis.get_legend().get_texts()]
@@ -268,7 +281,7 @@ def test_training_at_depth_joins_each_seed_and_marks_the_entropy():
 
 
 def test_ablation_effects_keeps_a_row_per_swap_and_skips_a_diverged_one():
-    swaps = D.ablation_study(synthetic_ablation(0.0), MARGIN).swaps | {"pre→post": None}
+    swaps = interlock.ablation_study(synthetic_ablation(0.0), MARGIN).swaps | {"pre→post": None}
     ax = F.ablation_effects(swaps, MARGIN).axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == list(swaps)
     seeds = [c for c in ax.collections if isinstance(c, PathCollection)]
@@ -278,21 +291,23 @@ def test_ablation_effects_keeps_a_row_per_swap_and_skips_a_diverged_one():
 def test_the_ablation_skips_swaps_a_run_did_not_train_and_names_them():
     runs = synthetic_ablation(0.1).ablation
     runs = runs[~runs["label"].isin(["swiglu→gelu", "rope→learned"])]
-    kept = D.ablation_study(D.TrainingStudy(paired=None, no_warmup=None, ablation=runs), MARGIN)
+    kept = interlock.ablation_study(training_at_depth.TrainingStudy(paired=None, no_warmup=None, ablation=runs), MARGIN)
     assert kept.absent == ("swiglu→gelu", "rope→learned") and set(kept.swaps) == {
         "rms→layer",
         "pre→post",
-        D.DOUBLE_SWAP,
+        interlock.DOUBLE_SWAP,
     }
-    assert D.b19_verdict(
+    assert interlock.b19_verdict(
         kept
-    ) == "holds with caveats" and "Not run here: swiglu→gelu, rope→learned." in D.b19_paragraph(kept)
-    no_double = runs[runs["label"] != D.DOUBLE_SWAP]
-    lost = D.ablation_study(D.TrainingStudy(paired=None, no_warmup=None, ablation=no_double), MARGIN)
-    assert lost.interaction is None and D.b19_verdict(lost) == "not testable here"
+    ) == "holds with caveats" and "Not run here: swiglu→gelu, rope→learned." in interlock.b19_paragraph(kept)
+    no_double = runs[runs["label"] != interlock.DOUBLE_SWAP]
+    lost = interlock.ablation_study(
+        training_at_depth.TrainingStudy(paired=None, no_warmup=None, ablation=no_double), MARGIN
+    )
+    assert lost.interaction is None and interlock.b19_verdict(lost) == "not testable here"
     assert (
         "not computable (rms→layer + pre→post not run)"
-        in D.b19_finding(lost, depth=1, steps=20, seeds=3, margin=MARGIN).summary
+        in interlock.b19_finding(lost, depth=1, steps=20, seeds=3, margin=MARGIN).summary
     )
     with pytest.raises(ValueError, match="no 'llama' runs"):
-        D.ablation_study(D.TrainingStudy(None, None, runs[runs["label"] != "llama"]), MARGIN)
+        interlock.ablation_study(training_at_depth.TrainingStudy(None, None, runs[runs["label"] != "llama"]), MARGIN)

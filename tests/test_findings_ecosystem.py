@@ -10,8 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from normlab.analysis import ecosystem as E  # noqa: E402
-from normlab.analysis.figures import ecosystem as figures  # noqa: E402
+from normlab.analysis.ecosystem import classify, family_norms, figures, verdicts  # noqa: E402
 from normlab.study import paths  # noqa: E402
 
 
@@ -24,15 +23,15 @@ def _survey(kinds: dict[str, str], release: str = "2023-01") -> pd.DataFrame:
     return table
 
 
-NAMED = {m: "RMSNorm" for m in E.A11_NAMED + E.B1_NAMED}
+NAMED = {m: "RMSNorm" for m in verdicts.A11_NAMED + verdicts.B1_NAMED}
 
 
 def test_a11_flips_when_a_named_family_is_not_rms_norm():
-    holds = E.a11_named_families(_survey(NAMED), _survey(NAMED))
+    holds = verdicts.a11_named_families(_survey(NAMED), _survey(NAMED))
     assert holds.verdict == "holds" and holds.key_number == 0 and holds.threshold == 0.5 and holds.spread == 0
     assert holds.summary.startswith("LLaMA, Mistral and Gemma measure as RMSNorm, RMSNorm, RMSNorm in transformers")
     mistral_ln = {**NAMED, "mistral": "LayerNorm"}
-    fails = E.a11_named_families(_survey(mistral_ln), _survey(NAMED))
+    fails = verdicts.a11_named_families(_survey(mistral_ln), _survey(NAMED))
     assert fails.verdict == "does not hold" and fails.key_number == 1 and fails.spread == 1
     assert "RMSNorm, LayerNorm, RMSNorm" in fails.summary and fails.evidence["kinds"]["mistral"] == "LayerNorm"
 
@@ -47,49 +46,49 @@ def test_b1_caveat_follows_the_share_against_almost_all():
     table = _with_layer_norm_families(1)  # the named families, all RMSNorm, and one LayerNorm family
     families = len(NAMED) + 1
     share = len(NAMED) / families
-    assert E.b1_almost_all(table, table, almost_all=0.85).verdict == "holds"
-    short = E.b1_almost_all(table, table, almost_all=0.95)
+    assert verdicts.b1_almost_all(table, table, almost_all=0.85).verdict == "holds"
+    short = verdicts.b1_almost_all(table, table, almost_all=0.95)
     assert short.verdict == "holds with caveats" and short.key_number == pytest.approx(share)
     listed = f"of {families} listed families released after 2019"
     assert f"all use RMSNorm, but {listed} only {share:.0%} do: LN0 use LayerNorm." in short.summary
     assert "at least 95% of the listed families" in short.rule
-    enough = E.b1_almost_all(table, table, almost_all=0.85)
+    enough = verdicts.b1_almost_all(table, table, almost_all=0.85)
     assert f"and {listed} {share:.0%} do: LN0 use LayerNorm." in enough.summary
 
 
 def test_b1_fails_when_a_named_family_is_not_rms_norm_and_reads_the_spread_from_the_second_probe():
     table = _survey({**NAMED, "qwen3": "LayerNorm"})
-    fails = E.b1_almost_all(table, table, almost_all=0.5)
+    fails = verdicts.b1_almost_all(table, table, almost_all=0.5)
     assert fails.verdict == "does not hold" and "do not all use RMSNorm" in fails.summary
     again = _with_layer_norm_families(1)
-    spread = E.b1_almost_all(_survey(NAMED), again, almost_all=0.5).spread
+    spread = verdicts.b1_almost_all(_survey(NAMED), again, almost_all=0.5).spread
     assert spread == pytest.approx((1 - len(NAMED) / (len(NAMED) + 1)) / 2**0.5)
-    everyone = E.b1_almost_all(_survey(NAMED), _survey(NAMED), almost_all=0.9)
+    everyone = verdicts.b1_almost_all(_survey(NAMED), _survey(NAMED), almost_all=0.9)
     assert everyone.summary.endswith("released after 2019 100% do.")
 
 
 def test_b1_refuses_a_share_outside_zero_to_one():
     with pytest.raises(ValueError, match="almost_all must be a share"):
-        E.b1_almost_all(_survey(NAMED), _survey(NAMED), almost_all=90)
+        verdicts.b1_almost_all(_survey(NAMED), _survey(NAMED), almost_all=90)
 
 
 def test_families_by_year_counts_per_year_and_norm():
-    counts = E.families_by_year(_with_layer_norm_families(2))
+    counts = family_norms.families_by_year(_with_layer_norm_families(2))
     assert counts.loc[2021, "LayerNorm"] == 2 and counts.loc[2023, "RMSNorm"] == len(NAMED)
     assert counts.loc[2021, "RMSNorm"] == 0
 
 
 def test_read_and_date_the_survey_of_one_family():
-    families = E.read_families(paths.ROOT / "data" / "model_families.csv")
+    families = family_norms.read_families(paths.ROOT / "data" / "model_families.csv")
     assert {"model_type", "family", "first_release", "source"} <= set(families.columns)
-    table = E.dated_survey(families[families["model_type"] == "llama"], progress=False)
+    table = family_norms.dated_survey(families[families["model_type"] == "llama"], progress=False)
     assert table["norm"].tolist() == ["RMSNorm"] and table["year"].iloc[0] == int(table["first_release"].iloc[0][:4])
 
 
 def test_transformers_version_is_the_installed_one():
     import transformers
 
-    assert E.transformers_version() == transformers.__version__
+    assert classify.transformers_version() == transformers.__version__
 
 
 def test_verdict_paragraphs_one_per_record():
@@ -97,11 +96,11 @@ def test_verdict_paragraphs_one_per_record():
         {"id": "A11", "verdict": "holds", "summary": "x."},
         {"id": "B1", "verdict": "does not hold", "summary": "y."},
     ]
-    assert E.verdict_paragraphs(records) == "**A11** — holds: x.\n\n**B1** — does not hold: y."
+    assert verdicts.verdict_paragraphs(records) == "**A11** — holds: x.\n\n**B1** — does not hold: y."
 
 
 def test_years_figure_stacks_one_bar_series_per_norm():
-    fig = figures.years(E.families_by_year(_with_layer_norm_families(2)))
+    fig = figures.years(family_norms.families_by_year(_with_layer_norm_families(2)))
     (ax,) = fig.axes
     assert ax.get_xlabel() == "year of first release" and ax.get_ylabel() == "model families (count)"
     assert len(ax.containers) == 2 and [t.get_text() for t in ax.get_xticklabels()] == ["2021", "2023"]

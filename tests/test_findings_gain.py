@@ -10,13 +10,23 @@ import pandas as pd
 import pytest
 import torch
 
-from normlab.analysis import gain as G
-from normlab.analysis.figures import gain as figures
+from normlab.analysis.gain import (
+    effective_update,
+    exact_toy,
+    figures,
+    forward,
+    profiles,
+    qk_norm,
+    runs,
+    verdict,
+    weight_decay,
+)
+from normlab.analysis.gain.effective_update import UPDATE_VIA_G, UPDATE_VIA_W
 from normlab.analysis.shared.paired import paired_difference
 from normlab.analysis.shared.runs import training_devices
 from normlab.gpt.model import GPT, GPTConfig
 
-SMOKE = G.PROFILES["smoke"]
+SMOKE = profiles.PROFILES["smoke"]
 
 
 @pytest.fixture(autouse=True)
@@ -37,15 +47,15 @@ def one_thread():
 
 
 def test_profile_settings_refuse_an_unknown_profile_and_a_sweep_without_baseline(monkeypatch):
-    assert G.profile_settings("smoke") is SMOKE
+    assert profiles.profile_settings("smoke") is SMOKE
     with pytest.raises(ValueError, match="profile must be one of"):
-        G.profile_settings("tpu")
-    monkeypatch.setitem(G.PROFILES, "cpu", {**G.PROFILES["cpu"], "gain_decays": [1.0, 10.0]})
+        profiles.profile_settings("tpu")
+    monkeypatch.setitem(profiles.PROFILES, "cpu", {**profiles.PROFILES["cpu"], "gain_decays": [1.0, 10.0]})
     with pytest.raises(ValueError, match=r"include 0\.0"):
-        G.profile_settings("cpu")
-    monkeypatch.setitem(G.PROFILES, "cpu", {**G.PROFILES["cpu"], "seeds": 3})
+        profiles.profile_settings("cpu")
+    monkeypatch.setitem(profiles.PROFILES, "cpu", {**profiles.PROFILES["cpu"], "seeds": 3})
     with pytest.raises(ValueError, match="at least 5 pairs"):
-        G.profile_settings("cpu")
+        profiles.profile_settings("cpu")
 
 
 def test_training_devices_are_workers_off_the_gpu_profile():
@@ -57,7 +67,7 @@ def test_training_devices_are_workers_off_the_gpu_profile():
 
 def test_training_jobs_pair_the_sweep_by_seed_and_keep_the_two_forward_models():
     settings = {**SMOKE, "seeds": 3, "gain_decays": [0.0, 1.0, 30.0]}
-    jobs, keys = G.training_jobs(settings)
+    jobs, keys = runs.training_jobs(settings)
     assert len(jobs) == 2 + 3 * 3 and keys == [(wd, s) for s in range(3) for wd in (0.0, 1.0, 30.0)]
     assert [j["model"]["placement"] for j in jobs[:2]] == ["pre", "post"] and all(j["keep_weights"] for j in jobs[:2])
     for (wd, seed), job in zip(keys, jobs[2:]):
@@ -89,8 +99,8 @@ def _tiny_batches():
 
 def test_forward_check_measures_relative_change_and_flips_at_the_threshold(one_thread):
     gpt, batches = _tiny_models(), _tiny_batches()
-    loose = G.forward_check(gpt, batches, [0.5, 1, 2], threshold=1.0)
-    tight = G.forward_check(gpt, batches, [0.5, 1, 2], threshold=1e-9)
+    loose = forward.forward_check(gpt, batches, [0.5, 1, 2], threshold=1.0)
+    tight = forward.forward_check(gpt, batches, [0.5, 1, 2], threshold=1e-9)
     assert loose.holds and not tight.holds
     s = loose.sensitivity
     for (model, location), value in loose.by_location.items():
@@ -99,10 +109,10 @@ def test_forward_check_measures_relative_change_and_flips_at_the_threshold(one_t
         assert value == pytest.approx(float(near["delta_loss"].abs().max()) / base)
     assert loose.symmetry_max < 1e-4 < float(loose.symmetry["delta_loss_gain_alone"].abs().max())
     worst_model, worst_location = loose.by_location.idxmax()
-    text = G.forward_text(loose)
+    text = forward.forward_text(loose)
     assert f"{loose.by_location.max():.1%}" in text and worst_location in text and worst_model in text
-    assert "barely" in text and "clearly" in G.forward_text(tight)
-    assert list(G.symmetry_frame(loose.symmetry).columns) == [
+    assert "barely" in text and "clearly" in forward.forward_text(tight)
+    assert list(forward.symmetry_frame(loose.symmetry).columns) == [
         "a",
         "Δ loss, every gain × a",
         "Δ loss, gain × a and next linear × 1/a",
@@ -130,18 +140,20 @@ def _power_law_updates(w_power: float, g_power: float, seeds=(0, 1)) -> pd.DataF
 
 
 def test_update_exponents_recover_known_powers_and_linearity_flips_at_the_tolerance():
-    exponents = G.update_exponents(_power_law_updates(1.0, -1.0))
+    exponents = effective_update.update_exponents(_power_law_updates(1.0, -1.0))
     sgd, adam = exponents[exponents.optimizer == "sgd"], exponents[exponents.optimizer == "adam"]
-    assert np.allclose(sgd[G.UPDATE_VIA_W], 2.0) and np.allclose(sgd[G.UPDATE_VIA_G], -2.0)
-    assert np.allclose(adam[G.UPDATE_VIA_W], 1.0) and np.allclose(adam[G.UPDATE_VIA_G], -1.0)
-    scaling = G.update_scaling(exponents, tolerance=0.15)
+    assert np.allclose(sgd[UPDATE_VIA_W], 2.0) and np.allclose(sgd[UPDATE_VIA_G], -2.0)
+    assert np.allclose(adam[UPDATE_VIA_W], 1.0) and np.allclose(adam[UPDATE_VIA_G], -1.0)
+    scaling = effective_update.update_scaling(exponents, tolerance=0.15)
     assert scaling.linear_under_adam and scaling.adam_exponent == pytest.approx(1.0)
     assert scaling.sgd_exponent == pytest.approx(2.0) and scaling.adam_exponent_sd == pytest.approx(0.0, abs=1e-9)
-    steeper = G.update_scaling(G.update_exponents(_power_law_updates(1.2, -1.0)), tolerance=0.15)
+    steeper = effective_update.update_scaling(
+        effective_update.update_exponents(_power_law_updates(1.2, -1.0)), tolerance=0.15
+    )
     assert steeper.adam_exponent == pytest.approx(1.2) and not steeper.linear_under_adam
-    summary = G.exponent_summary(exponents)
+    summary = effective_update.exponent_summary(exponents)
     assert list(summary["optimizer"]) == ["adam", "sgd"]
-    assert f"{G.UPDATE_VIA_W}, mean" in summary.columns and f"{G.UPDATE_VIA_G}, std" in summary.columns
+    assert f"{UPDATE_VIA_W}, mean" in summary.columns and f"{UPDATE_VIA_G}, std" in summary.columns
 
 
 # ---- part (3): the toy
@@ -152,23 +164,23 @@ TINY_TOY = dict(scan_norms=[1, 2], scan_steps=1, schedule_steps=4, equilibrium_s
 
 
 def test_toy_checks_judge_each_part_against_its_tolerance(one_thread):
-    toy = G.toy_checks(TINY_TOY, exponent_tolerance=0.15, formula_tolerance=0.10)
+    toy = exact_toy.toy_checks(TINY_TOY, exponent_tolerance=0.15, formula_tolerance=0.10)
     assert toy.invariance < 1e-12 and toy.schedule_angle < 1e-9 and toy.theory_holds
     assert toy.exponents["sgd_g"] == pytest.approx(-2.0, abs=0.01) and toy.exponents["adam_w"] == pytest.approx(
         -1.0, abs=0.01
     )
-    walk = G.equilibrium_row(toy.equilibrium, "adamw", "random walk")
+    walk = exact_toy.equilibrium_row(toy.equilibrium, "adamw", "random walk")
     assert walk["setting"] == "random walk" and not toy.holds  # 20 steps are far from equilibrium
-    loose = G.toy_checks(TINY_TOY, exponent_tolerance=0.0, formula_tolerance=100.0)
+    loose = exact_toy.toy_checks(TINY_TOY, exponent_tolerance=0.0, formula_tolerance=100.0)
     assert loose.holds and not loose.theory_holds  # no fitted exponent is exactly -2 or -1
-    frame = G.toy_frame(toy)
+    frame = exact_toy.toy_frame(toy)
     assert len(frame) == 6 + 2 * len(toy.equilibrium) and frame["expected"].tolist()[:4] == [-2.0, -2.0, -1.0, -1.0]
     assert frame["measured"].iloc[4] == toy.schedule_angle
 
 
 def test_smoothed_trajectories_average_windows_of_steps():
     run = pd.DataFrame({"step": np.arange(100), "norm": np.arange(100.0), "angular_update": np.ones(100)})
-    smooth = G.smoothed_trajectories([run.assign(optimizer="sgd", setting="toy chain")], steps=100, windows=10)
+    smooth = exact_toy.smoothed_trajectories([run.assign(optimizer="sgd", setting="toy chain")], steps=100, windows=10)
     assert len(smooth) == 10 and smooth["norm"].tolist() == [4.5 + 10 * k for k in range(10)]
 
 
@@ -186,9 +198,9 @@ def _decay_runs(shift: float, noise=(0.001, -0.002, 0.0015), width=16, steps=5) 
     return runs
 
 
-def _sweep(shift: float) -> G.DecaySweep:
+def _sweep(shift: float) -> weight_decay.DecaySweep:
     settings = {"gain_decays": [0.0, 10.0], "seeds": 3, "lr": 1e-3, "sweep_steps": 300, "width": 16}
-    return G.decay_sweep(_decay_runs(shift), settings, margin=0.02)
+    return weight_decay.decay_sweep(_decay_runs(shift), settings, margin=0.02)
 
 
 def test_decay_sweep_is_sensitive_only_when_the_paired_change_is_beyond_the_margin():
@@ -199,7 +211,7 @@ def test_decay_sweep_is_sensitive_only_when_the_paired_change_is_beyond_the_marg
     assert far.timescales == {10.0: pytest.approx(3.0)}
     assert far.final_gain_at(10.0) == pytest.approx(0.5) and far.final_gain_at(0.0) == pytest.approx(1.0)
     assert far.loss_drop == pytest.approx(0.01) and math.isnan(far.final_gain_at(99.0))
-    row = G.decay_frame(far).iloc[0]
+    row = weight_decay.decay_frame(far).iloc[0]
     assert row["λ_g"] == 10.0 and row["outcome"] == "different" and row["final gain RMS"] == pytest.approx(0.5)
 
 
@@ -207,7 +219,7 @@ def test_a_diverged_decay_is_left_out_of_the_pairs():
     runs = _decay_runs(0.1)
     runs[(10.0, 1)]["final_val_loss"] = float("nan")
     settings = {"gain_decays": [0.0, 10.0], "seeds": 3, "lr": 1e-3, "sweep_steps": 300, "width": 16}
-    sweep = G.decay_sweep(runs, settings, margin=0.02)
+    sweep = weight_decay.decay_sweep(runs, settings, margin=0.02)
     assert sweep.pairs == {} and sweep.strongest is None and sweep.key_pair is None and not sweep.sensitive
 
 
@@ -215,7 +227,7 @@ def test_a_diverged_decay_is_left_out_of_the_pairs():
 
 
 def _parts(forward_ok=True, adam_ok=True, toy_ok=True, shift=0.1):
-    forward = G.ForwardCheck(
+    forward_check = forward.ForwardCheck(
         sensitivity=pd.DataFrame(),
         by_location=pd.Series({("pre-LN RMSNorm", "final"): 0.004 if forward_ok else 0.05}),
         holds=forward_ok,
@@ -223,7 +235,7 @@ def _parts(forward_ok=True, adam_ok=True, toy_ok=True, shift=0.1):
         symmetry=pd.DataFrame(),
         symmetry_max=3e-7,
     )
-    scaling = G.UpdateScaling(1.02 if adam_ok else 1.5, 0.01, 2.01, adam_ok)
+    scaling = effective_update.UpdateScaling(1.02 if adam_ok else 1.5, 0.01, 2.01, adam_ok)
     equilibrium = pd.DataFrame(
         [
             {
@@ -238,8 +250,8 @@ def _parts(forward_ok=True, adam_ok=True, toy_ok=True, shift=0.1):
         ]
     )
     exponents = {"sgd_g": -2.0, "sgd_w": -2.0, "adam_g": -1.0, "adam_w": -1.0}
-    toy = G.ToyChecks(0.0, exponents, True, 1e-12, pd.DataFrame(), 2e-13, equilibrium, [], toy_ok)
-    return forward, scaling, toy, _sweep(shift), _qk_law()
+    toy = exact_toy.ToyChecks(0.0, exponents, True, 1e-12, pd.DataFrame(), 2e-13, equilibrium, [], toy_ok)
+    return forward_check, scaling, toy, _sweep(shift), _qk_law()
 
 
 FACTORS = [0.25, 0.5, 1.0, 2.0, 4.0]
@@ -287,25 +299,25 @@ def _qk_law(angular_power=-2.0, gradient_power=-1.0, invariance=2e-16, gap=1e-15
             for a in FACTORS
         ]
     )
-    return G.summarise_qk_law(
+    return qk_norm.summarise_qk_law(
         invariance_frame, 2e-3, gradient, runs, gaps, contrast, lr=lr, slope_tolerance=0.05, invariance_tolerance=1e-10
     )
 
 
 def test_b15_verdict_counts_the_parts():
-    assert G.b15_verdict(dict.fromkeys("abcd", True)) == "holds"
-    assert G.b15_verdict({"a": True, "b": True, "c": False, "d": False}) == "holds with caveats"
-    assert G.b15_verdict({"a": True, "b": False, "c": False, "d": False}) == "does not hold"
+    assert verdict.b15_verdict(dict.fromkeys("abcd", True)) == "holds"
+    assert verdict.b15_verdict({"a": True, "b": True, "c": False, "d": False}) == "holds with caveats"
+    assert verdict.b15_verdict({"a": True, "b": False, "c": False, "d": False}) == "does not hold"
 
 
 def test_b15_finding_flips_with_the_sweep_and_names_its_numbers():
-    sensitive = G.b15_finding(*_parts(shift=0.1), tolerance=0.1, corpus_sha256="abc")
+    sensitive = verdict.b15_finding(*_parts(shift=0.1), tolerance=0.1, corpus_sha256="abc")
     assert sensitive.verdict == "holds" and sensitive.summary.startswith("4/4 parts hold")
-    insensitive = G.b15_finding(*_parts(shift=0.0), tolerance=0.1, corpus_sha256="abc")
+    insensitive = verdict.b15_finding(*_parts(shift=0.0), tolerance=0.1, corpus_sha256="abc")
     assert insensitive.verdict == "holds with caveats" and insensitive.summary.startswith("3/4")
-    two = G.b15_finding(*_parts(forward_ok=False, adam_ok=False, shift=0.1), tolerance=0.1, corpus_sha256="abc")
+    two = verdict.b15_finding(*_parts(forward_ok=False, adam_ok=False, shift=0.1), tolerance=0.1, corpus_sha256="abc")
     assert two.verdict == "holds with caveats"
-    one = G.b15_finding(*_parts(forward_ok=False, adam_ok=False, shift=0.0), tolerance=0.1, corpus_sha256="abc")
+    one = verdict.b15_finding(*_parts(forward_ok=False, adam_ok=False, shift=0.0), tolerance=0.1, corpus_sha256="abc")
     assert one.verdict == "does not hold"
     pair = _sweep(0.1).key_pair
     assert sensitive.key_number == pytest.approx(pair["mean_difference"]) and sensitive.threshold == 0.02
@@ -317,8 +329,8 @@ def test_b15_finding_flips_with_the_sweep_and_names_its_numbers():
 
 
 def test_b15_summary_is_two_sentences_and_says_where_the_invariance_is_exact():
-    forward, scaling, toy, sweep, _ = _parts(shift=0.1)
-    finding = G.b15_finding(forward, scaling, toy, sweep, _qk_law(), tolerance=0.1, corpus_sha256="abc")
+    forward_check, scaling, toy, sweep, _ = _parts(shift=0.1)
+    finding = verdict.b15_finding(forward_check, scaling, toy, sweep, _qk_law(), tolerance=0.1, corpus_sha256="abc")
     sentences = [part for part in finding.summary.split(". ") if part]
     assert len(sentences) == 2 and finding.summary.endswith(".")
     assert "exact for W_q and W_k under QK-norm" in sentences[1] and "‖W_q‖^-2.00" in sentences[1]
@@ -329,8 +341,8 @@ def test_b15_summary_is_two_sentences_and_says_where_the_invariance_is_exact():
     )
     assert law["law_holds"] is True and law["pair_not_gain_invariant"] is True
     # The law says where the premise holds; it does not vote, so a failing law leaves the verdict and key number.
-    failing = G.b15_finding(
-        forward, scaling, toy, sweep, _qk_law(angular_power=-1.5), tolerance=0.1, corpus_sha256="abc"
+    failing = verdict.b15_finding(
+        forward_check, scaling, toy, sweep, _qk_law(angular_power=-1.5), tolerance=0.1, corpus_sha256="abc"
     )
     assert failing.verdict == finding.verdict and failing.key_number == finding.key_number
     assert "law η/‖w‖² fails" in failing.summary
@@ -372,33 +384,35 @@ def test_the_contrast_needs_the_gain_to_move_the_logits_and_the_pair_not_to():
 
 def test_qk_law_holds_refuses_a_nan_slope():
     kwargs = dict(slope_tolerance=0.05, invariance_tolerance=1e-10)
-    assert G.qk_law_holds(0.0, (-1.0, -1.0), (-2.0, -2.0), 0.0, **kwargs)
-    assert not G.qk_law_holds(0.0, (-1.0, math.nan), (-2.0, -2.0), 0.0, **kwargs)
+    assert qk_norm.qk_law_holds(0.0, (-1.0, -1.0), (-2.0, -2.0), 0.0, **kwargs)
+    assert not qk_norm.qk_law_holds(0.0, (-1.0, math.nan), (-2.0, -2.0), 0.0, **kwargs)
 
 
 def test_qk_frame_and_text_state_each_number_against_its_tolerance():
     law = _qk_law()
-    frame = G.qk_frame(law)
+    frame = qk_norm.qk_frame(law)
     assert len(frame) == 12 and set(frame["tolerance"]) >= {"±0.05", "≤ 1e-10", "> 1e-10"}
     first = frame[frame["check"].str.contains("first step")].iloc[0]
     assert first["measured"] == pytest.approx(-2.0) and first["theory"] == "−2"
-    text = G.qk_text(law)
+    text = qk_norm.qk_text(law)
     assert text.startswith("The law holds within its tolerances.") and "ε = 1e-05, by 2e-03" in text
     assert "0.42–1.25 depending on the location" in text
-    assert G.qk_text(_qk_law(angular_power=-1.5)).startswith("The law does not hold")
+    assert qk_norm.qk_text(_qk_law(angular_power=-1.5)).startswith("The law does not hold")
     exact = _qk_law(invariance=0.0)
-    assert "float64 logits not at all" in G.qk_text(exact) and "logits move exactly 0" in G.qk_sentence(exact)
-    assert "float64 logits by at most 2e-16" in G.qk_text(law) and "to within 1e-15 nats" in G.qk_text(law)
+    assert "float64 logits not at all" in qk_norm.qk_text(exact) and "logits move exactly 0" in qk_norm.qk_sentence(
+        exact
+    )
+    assert "float64 logits by at most 2e-16" in qk_norm.qk_text(law) and "to within 1e-15 nats" in qk_norm.qk_text(law)
 
 
 def test_b15_text_states_each_part_and_the_verdict():
-    forward, scaling, toy, sweep, qk = _parts(toy_ok=False, shift=0.1)
-    text = G.b15_text(forward, scaling, toy, sweep, qk, 0.1)
+    forward_check, scaling, toy, sweep, qk = _parts(toy_ok=False, shift=0.1)
+    text = verdict.b15_text(forward_check, scaling, toy, sweep, qk, 0.1)
     assert text.startswith("3/4 parts hold.") and "not within ±10%" in text
     assert "RMS 0.500 against 1.000 undecayed" in text and text.endswith("**B15 verdict: holds with caveats.**")
-    diverged = G.DecaySweep({}, {}, pd.DataFrame(), pd.Series(dtype=float), None, False, False, 0.0, 0.02)
-    assert "the decay sweep diverged" in G.b15_text(forward, scaling, toy, diverged, qk, 0.1)
-    finding = G.b15_finding(forward, scaling, toy, diverged, qk, tolerance=0.1, corpus_sha256="x")
+    diverged = weight_decay.DecaySweep({}, {}, pd.DataFrame(), pd.Series(dtype=float), None, False, False, 0.0, 0.02)
+    assert "the decay sweep diverged" in verdict.b15_text(forward_check, scaling, toy, diverged, qk, 0.1)
+    finding = verdict.b15_finding(forward_check, scaling, toy, diverged, qk, tolerance=0.1, corpus_sha256="x")
     assert finding.key_number is None and finding.spread is None
 
 
@@ -443,7 +457,7 @@ def test_toy_figure_has_three_panels_and_a_dotted_line_per_random_walk_predictio
             for s in ("toy chain", "random walk")
         ]
     )
-    fig = figures.toy_figure(schedule, G.smoothed_trajectories(runs, steps=10, windows=5), equilibrium)
+    fig = figures.toy_figure(schedule, exact_toy.smoothed_trajectories(runs, steps=10, windows=5), equilibrium)
     left, middle, right = fig.axes
     assert [ax.get_title() for ax in fig.axes] == [
         "same directions, different norms",

@@ -11,8 +11,17 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from normlab.analysis import geometry as G  # noqa: E402
-from normlab.analysis.figures import geometry as figures  # noqa: E402
+from normlab.analysis.geometry import (  # noqa: E402
+    articles,
+    dimension,
+    eps_placement,
+    figures,
+    formulas,
+    invariance,
+    mean_dominated,
+    parameters,
+    settings,
+)
 
 TOL = 1e-12
 
@@ -22,78 +31,82 @@ def _generator(seed: int = 0) -> torch.Generator:
 
 
 @pytest.fixture(scope="module")
-def formulas():
-    return G.check_formulas(16, 16, _generator(), repeats=2)
+def formula_check():
+    return formulas.check_formulas(16, 16, _generator(), repeats=2)
 
 
-def _check(**errors) -> G.FormulaCheck:
+def _check(**errors) -> formulas.FormulaCheck:
     """A formula check with chosen errors, on a real batch (the A3 check reads its tokens)."""
     values = {"layer_norm_error": 1e-15, "rms_inside_error": 1e-15, "a2_vs_torch": 1e-3, "a2_vs_outside_reference": 0.0}
     values.update(errors)
-    return G.FormulaCheck(G.random_tokens(16, 8, _generator()), pd.DataFrame(), spread=0.0, a2_gap_spread=0.0, **values)
+    return formulas.FormulaCheck(
+        articles.random_tokens(16, 8, _generator()), pd.DataFrame(), spread=0.0, a2_gap_spread=0.0, **values
+    )
 
 
 def test_chapter_settings_checks_the_profile_and_the_sizes():
-    assert G.chapter_settings("smoke") == G.SETTINGS["smoke"]
+    assert settings.chapter_settings("smoke") == settings.SETTINGS["smoke"]
     with pytest.raises(ValueError, match="profile must be one of"):
-        G.chapter_settings("laptop")
+        settings.chapter_settings("laptop")
     with pytest.raises(ValueError, match="points must be an int >= 5"):
-        G.chapter_settings("custom", {**G.SETTINGS["smoke"], "points": 2})
+        settings.chapter_settings("custom", {**settings.SETTINGS["smoke"], "points": 2})
     with pytest.raises(ValueError, match="rank_tokens must be at least 2"):
-        G.chapter_settings("custom", {**G.SETTINGS["smoke"], "rank_tokens": 40, "rank_d": 32})
+        settings.chapter_settings("custom", {**settings.SETTINGS["smoke"], "rank_tokens": 40, "rank_d": 32})
 
 
 def test_short_drops_the_exponent_padding():
-    assert [G._short(v) for v in (1e-6, 1e-12, 1e-2, 3e4)] == ["1e-6", "1e-12", "1e-2", "3e+4"]
+    assert [settings.short(v) for v in (1e-6, 1e-12, 1e-2, 3e4)] == ["1e-6", "1e-12", "1e-2", "3e+4"]
 
 
-def test_check_formulas_finds_the_written_formulas_equal_to_torch_except_eps_outside(formulas):
-    assert len(formulas.errors) == 4 * len(G.FORMULA_EPS)
-    assert formulas.layer_norm_error < TOL and formulas.rms_inside_error < TOL
-    assert formulas.a2_vs_outside_reference < TOL and formulas.a2_vs_torch > 1e-9
-    assert formulas.spread >= 0 and formulas.a2_gap_spread > 0
-    by_eps = formulas.by_eps()
-    assert list(by_eps.columns) == ["formula", *G.FORMULA_EPS] and len(by_eps) == 4
+def test_check_formulas_finds_the_written_formulas_equal_to_torch_except_eps_outside(formula_check):
+    assert len(formula_check.errors) == 4 * len(formulas.FORMULA_EPS)
+    assert formula_check.layer_norm_error < TOL and formula_check.rms_inside_error < TOL
+    assert formula_check.a2_vs_outside_reference < TOL and formula_check.a2_vs_torch > 1e-9
+    assert formula_check.spread >= 0 and formula_check.a2_gap_spread > 0
+    by_eps = formula_check.by_eps()
+    assert list(by_eps.columns) == ["formula", *formulas.FORMULA_EPS] and len(by_eps) == 4
 
 
 def test_a1_and_b2_flip_when_the_error_crosses_the_tolerance():
-    assert G.a1_layer_norm_formula(_check(layer_norm_error=5e-13), TOL).verdict == "holds"
-    failing = G.a1_layer_norm_formula(_check(layer_norm_error=5e-12), TOL)
+    assert formulas.a1_layer_norm_formula(_check(layer_norm_error=5e-13), TOL).verdict == "holds"
+    failing = formulas.a1_layer_norm_formula(_check(layer_norm_error=5e-12), TOL)
     assert failing.verdict == "does not hold" and "to 5e-12" in failing.summary
     assert "ε ∈ {1e-6, 1e-5, 1e-2}" in failing.summary and failing.key_number == 5e-12 and failing.threshold == TOL
-    assert G.b2_formulas(_check(), TOL).verdict == "holds"
-    b2 = G.b2_formulas(_check(rms_inside_error=2e-11), TOL)
+    assert formulas.b2_formulas(_check(), TOL).verdict == "holds"
+    b2 = formulas.b2_formulas(_check(rms_inside_error=2e-11), TOL)
     assert b2.verdict == "does not hold" and b2.key_number == 2e-11 and "to 2e-11" in b2.summary
 
 
-def test_a3_flips_with_the_uncentred_bar(formulas):
-    holds = G.a3_no_centring(formulas, TOL, uncentred=0.1, repeats=2)
+def test_a3_flips_with_the_uncentred_bar(formula_check):
+    holds = formulas.a3_no_centring(formula_check, TOL, uncentred=0.1, repeats=2)
     median = holds.evidence["rms_output_mean_median"]
     assert holds.verdict == "holds" and holds.evidence["torch_parameters"] == ["weight"]
     assert f"median |mean(y)| = {median:.2f}" in holds.summary and holds.threshold == 0.1
-    assert G.a3_no_centring(formulas, TOL, uncentred=median + 1, repeats=2).verdict == "does not hold"
+    assert formulas.a3_no_centring(formula_check, TOL, uncentred=median + 1, repeats=2).verdict == "does not hold"
     # a formula error above the tolerance also breaks it
-    assert G.a3_no_centring(_check(rms_inside_error=1e-9), TOL, uncentred=0.1, repeats=2).verdict == "does not hold"
-    paragraph = G.formulas_paragraph(formulas, holds)
+    assert (
+        formulas.a3_no_centring(_check(rms_inside_error=1e-9), TOL, uncentred=0.1, repeats=2).verdict == "does not hold"
+    )
+    paragraph = formulas.formulas_paragraph(formula_check, holds)
     assert paragraph.startswith("**A1, B2, A3.**") and f"{median:.2f}" in paragraph
 
 
 @pytest.fixture(scope="module")
 def sweep():
-    return G.sweep_invariance(16, 16, 5, _generator())
+    return invariance.sweep_invariance(16, 16, 5, _generator())
 
 
 def _invariance(sweep, **overrides):
     arguments = {"shift_regime": 1e4, "shift_sensitive": 0.1, "repeats": 2}
     arguments.update(overrides)
-    return G.invariance_findings(sweep, 1e-9, {"float32": 1e-3, "bfloat16": 0.1}, TOL, **arguments)
+    return invariance.invariance_findings(sweep, 1e-9, {"float32": 1e-3, "bfloat16": 0.1}, TOL, **arguments)
 
 
 def test_sweep_invariance_covers_every_norm_dtype_and_transform(sweep):
     assert len(sweep.changes) == 2 * 3 * 2 * 5
-    amounts, changes = sweep.curve("LayerNorm", "float64", G.SCALE)
+    amounts, changes = sweep.curve("LayerNorm", "float64", invariance.SCALE)
     assert list(amounts) == sweep.scales and changes.max() < 1e-9
-    _, rms_shift = sweep.curve("RMSNorm", "float64", G.SHIFT)
+    _, rms_shift = sweep.curve("RMSNorm", "float64", invariance.SHIFT)
     assert rms_shift.max() > 0.1
 
 
@@ -112,15 +125,15 @@ def test_invariance_findings_flip_with_their_thresholds(sweep):
 
 
 def test_output_rank_and_the_b16_part():
-    rank = G.measure_output_rank(64, 8, _generator())
+    rank = dimension.measure_output_rank(64, 8, _generator())
     assert rank.ranks == {"LayerNorm": 7, "RMSNorm": 8} and len(rank.spectra) == 16
-    summary, evidence = G.b16_geometric_part(rank)
+    summary, evidence = dimension.b16_geometric_part(rank)
     assert evidence["rank_one_more"] is True and evidence["d"] == 8 and evidence["tokens"] == 64
     assert "rank 8 under RMSNorm and 7 under LayerNorm (d = 8)" in summary
 
 
 def test_measure_parameters_counts_both_norms():
-    memory = G.measure_parameters(8, 4)
+    memory = parameters.measure_parameters(8, 4)
     assert memory.counts == {
         "torch.nn.LayerNorm": 16,
         "torch.nn.RMSNorm": 8,
@@ -130,9 +143,9 @@ def test_measure_parameters_counts_both_norms():
     assert list(memory.table["bytes kept for backward"]) == [memory.saved[n] for n in ("LayerNorm", "RMSNorm") * 2]
 
 
-def _memory(saved_rms: int = 100, share_ln: float = 0.02, rms_count: int = 8) -> G.ParameterMemory:
+def _memory(saved_rms: int = 100, share_ln: float = 0.02, rms_count: int = 8) -> parameters.ParameterMemory:
     counts = {"torch.nn.LayerNorm": 16, "torch.nn.RMSNorm": rms_count, "normlab.LayerNorm": 16, "normlab.RMSNorm": 8}
-    return G.ParameterMemory(
+    return parameters.ParameterMemory(
         8,
         4,
         pd.DataFrame(),
@@ -143,47 +156,49 @@ def _memory(saved_rms: int = 100, share_ln: float = 0.02, rms_count: int = 8) ->
 
 
 def test_a6_caveat_follows_the_negligible_share_and_the_memory():
-    assert G.a6_parameter_saving(_memory(), negligible_share=0.01).verdict == "holds"
-    small = G.a6_parameter_saving(_memory(share_ln=0.005), negligible_share=0.01)
+    assert parameters.a6_parameter_saving(_memory(), negligible_share=0.01).verdict == "holds"
+    small = parameters.a6_parameter_saving(_memory(share_ln=0.005), negligible_share=0.01)
     assert small.verdict == "holds with caveats" and "0.50% vs 0.25%" in small.summary and "under 1%" in small.rule
-    assert G.a6_parameter_saving(_memory(saved_rms=300), negligible_share=0.01).verdict == "holds with caveats"
-    assert G.a6_parameter_saving(_memory(rms_count=16), negligible_share=0.01).verdict == "does not hold"
+    assert parameters.a6_parameter_saving(_memory(saved_rms=300), negligible_share=0.01).verdict == "holds with caveats"
+    assert parameters.a6_parameter_saving(_memory(rms_count=16), negligible_share=0.01).verdict == "does not hold"
 
 
 @pytest.fixture(scope="module")
 def placement():
-    return G.sweep_placement(16, 5, _generator())
+    return eps_placement.sweep_placement(16, 5, _generator())
 
 
 def test_torch_measures_as_eps_inside():
-    measured = G.probe_torch_placement(16, _generator())
+    measured = eps_placement.probe_torch_placement(16, _generator())
     assert measured.inside_error < TOL < measured.outside_gap and measured.default_eps_error < 1e-6
     assert measured.sentence().startswith("Measured: `F.rms_norm` matches ε inside to ")
 
 
 def test_sweep_placement_has_a_crossover_per_eps_and_dtype(placement):
-    assert set(placement.crossovers) == {(e, dt) for e in G.PLACEMENT_EPS for dt in G.RESOLUTION}
-    assert len(placement.gaps) == len(G.PLACEMENT_EPS) * len(placement.rms_values)
+    assert set(placement.crossovers) == {
+        (e, dt) for e in eps_placement.PLACEMENT_EPS for dt in eps_placement.RESOLUTION
+    }
+    assert len(placement.gaps) == len(eps_placement.PLACEMENT_EPS) * len(placement.rms_values)
     assert "predicted max(ε/u, √(ε/2u))" in placement.crossover_table().columns
 
 
 def _placement(placement, measured, check, **overrides):
     arguments = {"eps": 1e-6, "agreement": 2, "visible_rms": 1.0, "float32_tol": 1e-6, "repeats": 2}
     arguments.update(overrides)
-    return G.placement_findings(placement, measured, check, TOL, **arguments)
+    return eps_placement.placement_findings(placement, measured, check, TOL, **arguments)
 
 
-def test_placement_findings_flip_with_their_thresholds(placement, formulas):
-    inside = G.TorchPlacement(inside_error=1e-16, outside_gap=1e-3, default_eps_error=1e-8)
-    found = _placement(placement, inside, formulas)
+def test_placement_findings_flip_with_their_thresholds(placement, formula_check):
+    inside = eps_placement.TorchPlacement(inside_error=1e-16, outside_gap=1e-3, default_eps_error=1e-8)
+    found = _placement(placement, inside, formula_check)
     crossover = found.q1.key_number
     assert crossover > 1.0 and found.q1.verdict == "holds with caveats"  # float32 differs above RMS 1 at ε = 1e-6
     assert f"below r ≈ {crossover:.1f}" in found.q1.summary and f"RMS ≈ {crossover:.2g}" in found.paragraph
-    assert _placement(placement, inside, formulas, visible_rms=crossover * 2).q1.verdict == "holds"
-    assert _placement(placement, inside, formulas, agreement=1).q1.verdict == "does not hold"
-    outside = G.TorchPlacement(inside_error=1e-3, outside_gap=1e-16, default_eps_error=1e-8)
-    assert _placement(placement, outside, formulas).q1.verdict == "does not hold"
-    assert found.a2.verdict == "holds with caveats" and found.a2.key_number == formulas.a2_vs_torch
+    assert _placement(placement, inside, formula_check, visible_rms=crossover * 2).q1.verdict == "holds"
+    assert _placement(placement, inside, formula_check, agreement=1).q1.verdict == "does not hold"
+    outside = eps_placement.TorchPlacement(inside_error=1e-3, outside_gap=1e-16, default_eps_error=1e-8)
+    assert _placement(placement, outside, formula_check).q1.verdict == "does not hold"
+    assert found.a2.verdict == "holds with caveats" and found.a2.key_number == formula_check.a2_vs_torch
     assert _placement(placement, inside, _check(a2_vs_torch=1e-13)).a2.verdict == "holds"
     assert _placement(placement, inside, _check(a2_vs_outside_reference=1e-6)).a2.verdict == "does not hold"
 
@@ -200,7 +215,7 @@ def _b11_frame(ln_small_effect: float) -> pd.DataFrame:
 
 
 def _b11(frame, ln_takes_over=0.25):
-    return G.b11_eps_on_mean_dominated(
+    return mean_dominated.b11_eps_on_mean_dominated(
         frame,
         1e-5,
         8,
@@ -222,8 +237,8 @@ def test_b11_flips_when_layer_norms_eps_effect_crosses_its_bar():
 
 
 def test_sweep_mean_dominated_pads_the_right_statistic():
-    frame = G.sweep_mean_dominated(8, 5, 1e-5, _generator())
-    assert len(frame) == len(G.MEAN_DOMINATED_OFFSETS) * 10 * 2
+    frame = mean_dominated.sweep_mean_dominated(8, 5, 1e-5, _generator())
+    assert len(frame) == len(mean_dominated.MEAN_DOMINATED_OFFSETS) * 10 * 2
     rms = frame[(frame.norm == "RMSNorm") & (frame["offset c"] == 100.0)]
     assert (rms["statistic / ε"] >= 1e9).all() and (rms["ε effect"] < 1e-6).all()
 
@@ -247,7 +262,7 @@ def test_invariance_figure_has_two_log_panels_with_the_visible_bars(sweep):
 
 
 def test_spectrum_figure_titles_the_batch_and_marks_the_rank_threshold():
-    rank = G.measure_output_rank(32, 8, _generator())
+    rank = dimension.measure_output_rank(32, 8, _generator())
     fig = figures.spectrum(rank.spectra, 32, 8)
     (ax,) = fig.axes
     assert ax.get_title() == "Outputs of 32 random tokens, d = 8" and ax.get_yscale() == "log"
@@ -263,7 +278,7 @@ def test_placement_figure_annotates_both_resolutions(placement):
 
 
 def test_mean_dominated_figure_marks_sqrt_eps():
-    frame = G.sweep_mean_dominated(8, 5, 1e-4, _generator())
+    frame = mean_dominated.sweep_mean_dominated(8, 5, 1e-4, _generator())
     fig = figures.mean_dominated(frame, 1e-4)
     effect_ax, share_ax = fig.axes
     assert effect_ax.get_title() == "What ε = 0.0001 does"

@@ -11,8 +11,37 @@ import matplotlib
 import pandas as pd
 import pytest
 
-from normlab.analysis import landscape as L
-from normlab.analysis.figures import landscape as figures
+from normlab.analysis.landscape import figures
+from normlab.analysis.landscape.at_a_glance import (
+    BASELINE,
+    SUMMARY_VARIANTS,
+    baseline_ranges,
+    step_times,
+    summary_frame,
+)
+from normlab.analysis.landscape.curse_of_depth import depth_claim
+from normlab.analysis.landscape.dyt import (
+    alpha_sensitivity,
+    dyt_claim,
+    dyt_diagnosis,
+    dyt_pairs,
+    dyt_pairs_table,
+    saturation_onset,
+    traced_runs,
+    traced_saturation,
+)
+from normlab.analysis.landscape.method import Landscape, overview
+from normlab.analysis.landscape.placement import placement_claim, placement_measures, placement_table
+from normlab.analysis.landscape.profiles import (
+    PLACEMENTS,
+    PROFILES,
+    SCALE_COST,
+    SMALL_VARIANTS,
+    profile_settings,
+    small_variant,
+)
+from normlab.analysis.landscape.qk_norm import QK_COMPARED, final_logits, qk_claim
+from normlab.analysis.landscape.runs import landscape_jobs, run_jobs
 from normlab.gpt.train import TrainConfig
 
 matplotlib.use("Agg")
@@ -26,7 +55,7 @@ PROBES = {
 
 
 def settings():
-    return L.profile_settings("smoke")
+    return profile_settings("smoke")
 
 
 def dyt_trace(model, final_share, steps=(0, 10, 20)):
@@ -54,7 +83,7 @@ def make_runs(*, loss=None, diverged=None, growth=None, drop_one=None, saturatio
     the share of a traced DyT run's last DyT layer saturated at the end (default 1 for a DyT final norm, else 0)."""
     P = P or settings()
     runs = []
-    for job in L.landscape_jobs(P):
+    for job in landscape_jobs(P):
         tag, model = job["tag"], job["model"]
         final = loss(tag) if loss else 2.0 + 0.001 * tag["seed"]
         blocks = model.get("depth", P[tag["scale"]]["depth"])
@@ -89,7 +118,7 @@ def make_runs(*, loss=None, diverged=None, growth=None, drop_one=None, saturatio
 
 
 def study_of(runs, P=None):
-    return L.Landscape(P or settings(), runs, CORPUS, loss_margin=0.03, usable_tolerance=0.25)
+    return Landscape(P or settings(), runs, CORPUS, loss_margin=0.03, usable_tolerance=0.25)
 
 
 # ---- profiles and jobs ---------------------------------------------------------------------------------------
@@ -97,18 +126,18 @@ def study_of(runs, P=None):
 
 def test_profile_settings_are_checked_copies():
     with pytest.raises(ValueError, match="profile must be one of"):
-        L.profile_settings("laptop")
-    P = L.profile_settings("cpu")
+        profile_settings("laptop")
+    P = profile_settings("cpu")
     P["seeds"] = 1
-    assert L.PROFILES["cpu"]["seeds"] == 3
+    assert PROFILES["cpu"]["seeds"] == 3
 
 
 def test_jobs_pair_every_variant_over_seeds_at_the_reference_lr():
-    P = L.profile_settings("cpu")
-    jobs = L.landscape_jobs(P)
+    P = profile_settings("cpu")
+    jobs = landscape_jobs(P)
     assert len(jobs) == 86  # the sizing the cpu profile states
     tags = [j["tag"] for j in jobs]
-    for scale, labels in (("small", L.SMALL_VARIANTS), ("deep", L.PLACEMENTS), ("deepest", ("pre", "1/√l"))):
+    for scale, labels in (("small", SMALL_VARIANTS), ("deep", PLACEMENTS), ("deepest", ("pre", "1/√l"))):
         for label in labels:
             seeds = [
                 t["seed"]
@@ -128,8 +157,8 @@ def test_jobs_pair_every_variant_over_seeds_at_the_reference_lr():
 
 
 def test_the_authors_recipe_jobs_follow_their_code():
-    P = L.profile_settings("cpu")
-    jobs = [j for j in L.landscape_jobs(P) if j["tag"]["label"] in ("dyt-authors", "dyt-rmsfinal", "rms-authors")]
+    P = profile_settings("cpu")
+    jobs = [j for j in landscape_jobs(P) if j["tag"]["label"] in ("dyt-authors", "dyt-rmsfinal", "rms-authors")]
     configs = [TrainConfig(**j["train"]) for j in jobs]
     assert all(c.weight_decay_on == "all" and c.weight_decay == 0.1 and c.betas == (0.9, 0.95) for c in configs)
     dyt = [j for j in jobs if j["tag"]["label"] != "rms-authors"]
@@ -142,44 +171,48 @@ def test_the_authors_recipe_jobs_follow_their_code():
     # their learning rate equals their RMSNorm baseline's, so the recipe runs at this chapter's RMSNorm rate
     assert {j["train"]["lr"] for j in reference if j["tag"]["seed"] == 2} == {P["small_train"]["lr"]}
     assert {j["model"].get("final_norm_kind") for j in dyt} == {None, "rms"}
-    study_recipe = [j for j in L.landscape_jobs(P) if j["tag"]["label"] == "dyt"]
+    study_recipe = [j for j in landscape_jobs(P) if j["tag"]["label"] == "dyt"]
     assert len(study_recipe) == P["seeds"] and "weight_decay_on" not in study_recipe[0]["train"]
 
 
 def test_small_variant_moves_the_authors_alpha_at_their_ratio():
-    assert L.small_variant("dyt-authors", 64)["dyt_alpha_attention"] == 0.8
-    moved = L.small_variant("dyt-rmsfinal", 64, 0.05)
+    assert small_variant("dyt-authors", 64)["dyt_alpha_attention"] == 0.8
+    moved = small_variant("dyt-rmsfinal", 64, 0.05)
     assert moved["dyt_alpha"] == 0.05 and moved["dyt_alpha_attention"] == pytest.approx(0.2)
     with pytest.raises(ValueError, match="take an α₀"):
-        L.small_variant("rms", 64, 0.5)
+        small_variant("rms", 64, 0.5)
 
 
 def test_run_jobs_starts_the_longest_first_and_returns_the_jobs_order(monkeypatch):
     P = settings()
-    jobs = L.landscape_jobs(P)
+    jobs = landscape_jobs(P)
     started = []
 
     def fake_parallel(fn, batch, **_):
         started.extend(job["tag"]["scale"] for job in batch)
         return [{"tag": job["tag"], "corpus_sha256": "a"} for job in batch]
 
-    monkeypatch.setattr(L, "run_parallel", fake_parallel)
-    runs = L.run_jobs(jobs, P)
+    monkeypatch.setattr("normlab.analysis.landscape.runs.run_parallel", fake_parallel)
+    runs = run_jobs(jobs, P)
     assert [r["tag"] for r in runs] == [j["tag"] for j in jobs]
-    assert started == sorted(started, key=lambda scale: -L.SCALE_COST[scale])
+    assert started == sorted(started, key=lambda scale: -SCALE_COST[scale])
     monkeypatch.setattr(
-        L, "run_parallel", lambda fn, batch, **_: [{"corpus_sha256": str(i)} for i in range(len(batch))]
+        "normlab.analysis.landscape.runs.run_parallel",
+        lambda fn, batch, **_: [{"corpus_sha256": str(i)} for i in range(len(batch))],
     )
     with pytest.raises(RuntimeError, match="different corpora"):
-        L.run_jobs(jobs, P)
+        run_jobs(jobs, P)
 
 
 def test_step_times_times_the_baseline_and_every_variant_at_the_small_scale(monkeypatch):
     P = settings()
     seen = {}
-    monkeypatch.setattr(L, "compare_step_times", lambda configs, corpus, **kw: seen.update(configs=configs, **kw))
-    L.step_times(P, CORPUS)
-    assert list(seen["configs"]) == [L.BASELINE, *L.SUMMARY_VARIANTS]
+    monkeypatch.setattr(
+        "normlab.analysis.landscape.at_a_glance.compare_step_times",
+        lambda configs, corpus, **kw: seen.update(configs=configs, **kw),
+    )
+    step_times(P, CORPUS)
+    assert list(seen["configs"]) == [BASELINE, *SUMMARY_VARIANTS]
     assert {c.width for c in seen["configs"].values()} == {P["small"]["width"]}
     assert seen["configs"]["LayerNorm Scaling"].depth_scaling and seen["configs"]["Peri-LN"].placement == "peri"
     assert seen["repeats"] == P["timing_repeats"] and seen["batch_size"] == P["small_train"]["batch_size"]
@@ -212,8 +245,8 @@ def v1_loss(dyt_offset, *, best_alpha_at_32=0.2, rmsfinal_offset=0.0):
 
 def v1(runs, saturated_share=0.5):
     study = study_of(runs)
-    pairs = L.dyt_pairs(study)
-    return L.dyt_claim(study, pairs, L.alpha_sensitivity(study), PROBES, saturated_share=saturated_share)
+    pairs = dyt_pairs(study)
+    return dyt_claim(study, pairs, alpha_sensitivity(study), PROBES, saturated_share=saturated_share)
 
 
 def test_dyt_claim_flips_at_the_loss_margin():
@@ -256,7 +289,7 @@ def test_dyt_claim_caveats_a_best_alpha_that_moves_with_width():
 
 def test_alpha_sensitivity_finds_the_best_alpha_per_width():
     study = study_of(make_runs(loss=v1_loss(0.0, best_alpha_at_32=0.8)))
-    table = L.alpha_sensitivity(study)
+    table = alpha_sensitivity(study)
     assert table["width"].tolist() == [16, 32] and table["best α₀"].tolist() == [0.2, 0.8]
     assert table["authors' α₀"].tolist() == [0.2, 0.2]
     assert table["DyT loss at the authors' α₀"][1] == pytest.approx(2.0 + 0.01 * math.log(4))
@@ -265,7 +298,7 @@ def test_alpha_sensitivity_finds_the_best_alpha_per_width():
 
 def test_dyt_pairs_table_names_a_diverged_pair():
     study = study_of(make_runs(diverged=lambda t: t["label"] == "dyt-plain" and t["seed"] == 0))
-    rows = L.dyt_pairs_table(L.dyt_pairs(study)).set_index("variant")
+    rows = dyt_pairs_table(dyt_pairs(study)).set_index("variant")
     assert rows.loc["study's DyT − DyT plain (the embedding scale)", "outcome"] == "a run diverged"
     assert rows.loc["DyT, authors' recipe − RMSNorm, same AdamW", "outcome"] == "no worse"
 
@@ -281,45 +314,45 @@ def paired(mean, low, high):
 def test_dyt_diagnosis_names_each_branch():
     saturates, rests = onset(0.97, 1.0, True), onset(0.0, 0.02, False)
     rmsfinal = onset(0.1, 0.2, False)
-    sentence = L.dyt_diagnosis(saturates, rmsfinal, paired(0.01, 0.0, 0.02), margin=0.03, threshold=0.5)
+    sentence = dyt_diagnosis(saturates, rmsfinal, paired(0.01, 0.0, 0.02), margin=0.03, threshold=0.5)
     assert sentence.startswith(
         "The part of the authors' recipe that fails is its final DyT layer: it saturates, with 97%–100%"
     )
     assert "at least 50% from step 40 on" in sentence
     assert "DyT in the blocks is within the +0.03-nat margin of RMSNorm (0.0100 nats (95% CI 0..0.0200))" in sentence
     assert sentence.endswith("its last DyT layer (the last block's) ends with 10%–20% of its inputs saturated.")
-    worse = L.dyt_diagnosis(saturates, rmsfinal, paired(0.3, 0.2, 0.4), margin=0.03, threshold=0.5)
+    worse = dyt_diagnosis(saturates, rmsfinal, paired(0.3, 0.2, 0.4), margin=0.03, threshold=0.5)
     assert "still worse than RMSNorm beyond the +0.03-nat margin" in worse and "blocks' DyT layers fail too" in worse
-    calm = L.dyt_diagnosis(rests, rmsfinal, paired(0.01, 0.0, 0.02), margin=0.03, threshold=0.5)
+    calm = dyt_diagnosis(rests, rmsfinal, paired(0.01, 0.0, 0.02), margin=0.03, threshold=0.5)
     assert calm.startswith("The authors' final DyT layer does not saturate: at most 2.0% of its inputs")
     assert "within the +0.03-nat margin" in calm
-    calm_worse = L.dyt_diagnosis(rests, rmsfinal, paired(0.3, 0.2, 0.4), margin=0.03, threshold=0.5)
+    calm_worse = dyt_diagnosis(rests, rmsfinal, paired(0.3, 0.2, 0.4), margin=0.03, threshold=0.5)
     assert "does not saturate" in calm_worse and "still worse than RMSNorm" in calm_worse
-    undecided = L.dyt_diagnosis(saturates, rmsfinal, paired(0.03, 0.01, 0.05), margin=0.03, threshold=0.5)
+    undecided = dyt_diagnosis(saturates, rmsfinal, paired(0.03, 0.01, 0.05), margin=0.03, threshold=0.5)
     assert "neither within the +0.03-nat margin of RMSNorm nor beyond it" in undecided
-    diverged = L.dyt_diagnosis(saturates, onset(0, 0, False, seeds=0), None, margin=0.03, threshold=0.5)
+    diverged = dyt_diagnosis(saturates, onset(0, 0, False, seeds=0), None, margin=0.03, threshold=0.5)
     assert diverged.endswith("a run diverged, so there is no paired interval.")
 
 
 def test_saturation_onset_and_traced_saturation_on_hand_made_traces():
     model = dict(depth=2, norm="dyt")
     trace = dyt_trace(model, 0.8, steps=(0, 5, 10, 15, 20))
-    point = L.saturation_onset(trace, 0.5)
+    point = saturation_onset(trace, 0.5)
     assert point["layer"] == "final_norm" and point["final_share"] == pytest.approx(0.8)
     assert point["onset_step"] == 15 and point["final_hidden_rms"] == 21.0 and point["final_block_gradient"] == 0
-    assert L.saturation_onset(trace, 0.9)["onset_step"] is None
+    assert saturation_onset(trace, 0.9)["onset_step"] is None
     rmsfinal = dyt_trace(dict(model, final_norm_kind="rms"), 0.3)
-    assert L.saturation_onset(rmsfinal, 0.5)["layer"] == "blocks.1.norm2"
+    assert saturation_onset(rmsfinal, 0.5)["layer"] == "blocks.1.norm2"
     runs = [{"dyt_trace": dyt_trace(model, share), "diverged": False} for share in (0.6, 0.9)]
-    both = L.traced_saturation(runs, 0.5)
+    both = traced_saturation(runs, 0.5)
     assert both["saturated"] and both["share_low"] == 0.6 and both["share_high"] == 0.9 and both["onset_step"] == 20
     assert [s["seed"] for s in both["per_seed"]] == [0, 1]
-    one_short = L.traced_saturation(runs, 0.7)
+    one_short = traced_saturation(runs, 0.7)
     assert not one_short["saturated"] and one_short["onset_step"] is None and one_short["seeds"] == 2
-    none = L.traced_saturation([{"dyt_trace": [], "diverged": True}], 0.5)
+    none = traced_saturation([{"dyt_trace": [], "diverged": True}], 0.5)
     assert none["seeds"] == 0 and not none["saturated"]
     with pytest.raises(ValueError, match="trace_dyt=True"):
-        L.saturation_onset([], 0.5)
+        saturation_onset([], 0.5)
 
 
 # ---- V2 --------------------------------------------------------------------------------------------------
@@ -330,8 +363,8 @@ def v2(pre_growth, normed_growth):
         return pre_growth if t["label"] in ("pre", "post") else normed_growth + 0.01 * t["seed"]
 
     study = study_of(make_runs(growth=growth))
-    measures = L.placement_measures(study)
-    return L.placement_claim(study, measures, pre_growth_needed=2.0, max_relative_growth=0.5), measures
+    measures = placement_measures(study)
+    return placement_claim(study, measures, pre_growth_needed=2.0, max_relative_growth=0.5), measures
 
 
 def test_placement_claim_flips_at_the_relative_growth_threshold():
@@ -353,8 +386,8 @@ def test_placement_claim_needs_pre_ln_growth():
 
 def test_placement_table_has_one_row_per_placement():
     _, measures = v2(4.0, 1.0)
-    table = L.placement_table(measures)
-    assert table["placement"].tolist() == list(L.PLACEMENTS)
+    table = placement_table(measures)
+    assert table["placement"].tolist() == list(PLACEMENTS)
     assert table.loc[0, "growth (last/first block)"] == pytest.approx(4.0)
     assert pd.isna(table.loc[0, "final loss − pre-LN"]) and table.loc[1, "final loss − pre-LN"] == 0
 
@@ -364,8 +397,8 @@ def test_placement_table_has_one_row_per_placement():
 
 def v3(diverges):
     study = study_of(make_runs(diverged=diverges))
-    rows = L.final_logits(study)
-    return L.qk_claim(study, rows), rows
+    rows = final_logits(study)
+    return qk_claim(study, rows), rows
 
 
 def test_qk_claim_needs_a_failure_without_qk_norm_and_a_gain_with_it():
@@ -391,7 +424,7 @@ def v4(plain, scaled):
         values = scaled if t["label"] == "1/√l" else plain
         return [v + 0.01 * t["seed"] * (i == 3) for i, v in enumerate(values)]
 
-    return L.depth_claim(study_of(make_runs(drop_one=drop_one)), curse_share=0.35)
+    return depth_claim(study_of(make_runs(drop_one=drop_one)), curse_share=0.35)
 
 
 def test_usable_ranges_are_judged_within_the_compared_variants():
@@ -405,14 +438,14 @@ def test_usable_ranges_are_judged_within_the_compared_variants():
         return 2.0 if tag["label"] == "rms+qk" or tag["lr"] == min(settings()["lr_grid"]) else 3.0
 
     study = study_of(make_runs(loss=loss))
-    outcome = L.qk_claim(study, L.final_logits(study))
+    outcome = qk_claim(study, final_logits(study))
     assert outcome.finding.verdict == "holds with caveats", outcome.finding.summary
     assert "with QK-norm 0.100 (no failure on the grid)" in outcome.finding.summary
-    qk = study.usable_range("small", "rms+qk", L.QK_COMPARED)
+    qk = study.usable_range("small", "rms+qk", QK_COMPARED)
     assert qk["lr_high"] == max(settings()["lr_grid"])
     assert study.usable_range("small", "rms+qk", ("rms+qk", "dyt-rmsfinal"))["lr_high"] is None
     with pytest.raises(ValueError, match="not among the compared"):
-        study.usable_range("small", "layer", L.QK_COMPARED)
+        study.usable_range("small", "layer", QK_COMPARED)
 
 
 def test_depth_claim_reads_the_later_half_share():
@@ -432,15 +465,15 @@ def test_depth_claim_reads_the_later_half_share():
 
 
 def test_overview_says_whether_the_loss_flattened_against_the_margin():
-    flat = L.overview(study_of(make_runs(final_drop=0.001)))
-    assert f"{len(L.landscape_jobs(settings()))} runs on corpus SHA-256 `ffffffffffff…`; 0 diverged" in flat
+    flat = overview(study_of(make_runs(final_drop=0.001)))
+    assert f"{len(landscape_jobs(settings()))} runs on corpus SHA-256 `ffffffffffff…`; 0 diverged" in flat
     assert "the loss has flattened against the 0.03-nat margin" in flat
-    falling = L.overview(study_of(make_runs(final_drop=0.05)))
+    falling = overview(study_of(make_runs(final_drop=0.05)))
     assert "not quite flattened" in falling
 
 
 def fake_timings(P, slower="QK-norm"):
-    names = [L.BASELINE, *L.SUMMARY_VARIANTS]
+    names = [BASELINE, *SUMMARY_VARIANTS]
     return pd.DataFrame(
         [
             {"model": name, "repeat": r, "step_time": 0.01 * (2 if name == slower else 1) * (1 + 0.1 * r)}
@@ -453,13 +486,13 @@ def fake_timings(P, slower="QK-norm"):
 def test_summary_frame_has_the_step_time_ratio_and_ranges():
     P = settings()
     study = study_of(make_runs())
-    summary = L.summary_frame(study, fake_timings(P)).set_index("variant")
-    assert list(summary.index) == list(L.SUMMARY_VARIANTS)
+    summary = summary_frame(study, fake_timings(P)).set_index("variant")
+    assert list(summary.index) == list(SUMMARY_VARIANTS)
     assert summary.loc["QK-norm", "step-time ratio"] == pytest.approx(2.0)
     assert summary.loc["LayerNorm", "step-time ratio"] == pytest.approx(1.0)
     assert pd.isna(summary.loc["LayerNorm Scaling", "usable LR from"])
     assert summary.loc["Peri-LN", "usable LR from"] == 1e-2
-    baselines = L.baseline_ranges(study)
+    baselines = baseline_ranges(study)
     assert baselines[-1] is None and baselines[0]["lr_low"] == 1e-2
 
 
@@ -480,7 +513,7 @@ def test_dyt_figure_draws_three_panels():
 
 def test_dyt_trace_figure_draws_each_variant():
     study = study_of(make_runs())
-    fig = figures.dyt_trace(L.traced_runs(study))
+    fig = figures.dyt_trace(traced_runs(study))
     share, rms, alpha, gradient = fig.axes
     assert [t.get_text() for t in share.get_legend().get_texts()] == [
         "DyT, authors' recipe",
@@ -494,9 +527,9 @@ def test_dyt_trace_figure_draws_each_variant():
 
 def test_placement_figure_draws_every_placement():
     study = study_of(make_runs())
-    fig = figures.placement({p: study.pick("deep", p) for p in L.PLACEMENTS})
+    fig = figures.placement({p: study.pick("deep", p) for p in PLACEMENTS})
     assert [len(ax.lines) for ax in fig.axes] == [4, 4, 4]
-    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == list(L.PLACEMENTS)
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == list(PLACEMENTS)
 
 
 def test_qk_figure_draws_one_line_per_lr_and_variant():
@@ -519,10 +552,10 @@ def test_depth_figure_pairs_the_seeds():
 def test_summary_figure_shades_the_margin():
     P = settings()
     study = study_of(make_runs())
-    summary = L.summary_frame(study, fake_timings(P))
-    fig = figures.summary(summary, L.baseline_ranges(study), 0.03)
+    summary = summary_frame(study, fake_timings(P))
+    fig = figures.summary(summary, baseline_ranges(study), 0.03)
     loss, time, lr = fig.axes
-    assert [t.get_text() for t in loss.get_yticklabels()] == list(L.SUMMARY_VARIANTS)
+    assert [t.get_text() for t in loss.get_yticklabels()] == list(SUMMARY_VARIANTS)
     band = loss.patches[0].get_extents().transformed(loss.transData.inverted())
     assert band.x0 == pytest.approx(-0.03) and band.x1 == pytest.approx(0.03)
     assert lr.get_xscale() == "log" and time.get_xlabel() == "step time ÷ baseline's"

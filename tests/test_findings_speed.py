@@ -7,8 +7,20 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from normlab.analysis import speed as claims
-from normlab.analysis.figures import speed as figures
+from normlab.analysis.speed import (
+    bandwidth,
+    figures,
+    method,
+    on_gpu,
+    page,
+    paper,
+    partial,
+    passes,
+    ratio,
+    runs,
+    settings,
+    small_batch,
+)
 from normlab.bench import harness, report
 from normlab.study import paths
 from normlab.study.findings import Finding
@@ -78,8 +90,8 @@ def _run(tmp_path, monkeypatch, gpu_documents=()):
     committed.mkdir(parents=True)
     for i, document in enumerate(gpu_documents):
         harness.save(document, committed / f"gpu-bench-{i}.json")
-    monkeypatch.setattr(claims.bench, "run", lambda profile: _document(CASES, profile=profile))
-    return claims.measure("smoke", tmp_path / "bench", committed)
+    monkeypatch.setattr(runs.bench, "run", lambda profile: _document(CASES, profile=profile))
+    return runs.measure("smoke", tmp_path / "bench", committed)
 
 
 def _gpu_document(name="Test GPU", started="2026-02-01T00:00:00+00:00", commit="fedcba9876543210"):
@@ -90,21 +102,21 @@ def _gpu_document(name="Test GPU", started="2026-02-01T00:00:00+00:00", commit="
 
 
 def test_bench_profile_and_thresholds_are_checked_by_name():
-    assert claims.bench_profile("cpu") == "cpu"
+    assert settings.bench_profile("cpu") == "cpu"
     with pytest.raises(ValueError, match="unknown profile 'tpu'; valid profiles: smoke, cpu, gpu"):
-        claims.bench_profile("tpu")
-    claims.check_thresholds(0.1, 0.5, 0.5, 0.5, 0.05)
+        settings.bench_profile("tpu")
+    settings.check_thresholds(0.1, 0.5, 0.5, 0.5, 0.05)
     with pytest.raises(ValueError, match=r"MEMORY_BOUND must lie in \(0, 1\), got 1.5"):
-        claims.check_thresholds(0.1, 0.5, 0.5, 1.5, 0.05)
+        settings.check_thresholds(0.1, 0.5, 0.5, 1.5, 0.05)
     with pytest.raises(ValueError, match="EQUAL_TIME"):
-        claims.check_thresholds(0.0, 0.5, 0.5, 0.5, 0.05)
+        settings.check_thresholds(0.0, 0.5, 0.5, 0.5, 0.05)
 
 
 def test_gpu_results_dir_defaults_to_data_and_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("NORMLAB_GPU_BENCH_DIR", raising=False)
-    assert claims.gpu_results_dir() == paths.ROOT / "data"
+    assert runs.gpu_results_dir() == paths.ROOT / "data"
     monkeypatch.setenv("NORMLAB_GPU_BENCH_DIR", str(tmp_path))
-    assert claims.gpu_results_dir() == tmp_path
+    assert runs.gpu_results_dir() == tmp_path
 
 
 # ---- measuring
@@ -125,12 +137,12 @@ def test_measure_saves_the_run_and_weighs_committed_gpu_runs_newest_first(tmp_pa
 def test_measurement_text_counts_cases_and_names_the_deciding_gpu_run(tmp_path, monkeypatch):
     run = _run(tmp_path, monkeypatch, [_gpu_document()])
     agreement = pd.DataFrame({"agree within spread": [True, False]})
-    text = claims.measurement_text(run, agreement)
+    text = method.measurement_text(run, agreement)
     assert text.startswith("Measured on Test CPU (2 CPU cores), torch 2.9, 2026-01-02T03:04:05+00:00, in 42 s:")
     assert f"{len(CASES) - 1} cases timed, 1 re-measured, **1 left unstable**" in text
     assert "1 of 2 same-path pairs agree" in text and "{ref}`same-path table <tab-speed-same-path>`" in text
     assert "weigh 1 GPU run(s), decided on Test GPU, gpu-bench-0.json (commit fedcba987654;" in text
-    alone = claims.measurement_text(_run(tmp_path / "none", monkeypatch), pd.DataFrame())
+    alone = method.measurement_text(_run(tmp_path / "none", monkeypatch), pd.DataFrame())
     assert "0 of 0 same-path pairs" in alone and alone.endswith(
         "No GPU run is committed, so the verdicts rest on this run alone."
     )
@@ -140,38 +152,38 @@ def test_measurement_text_counts_cases_and_names_the_deciding_gpu_run(tmp_path, 
 
 
 def test_table_or_note_shows_the_note_only_for_an_empty_frame():
-    note = claims.table_or_note(pd.DataFrame(), "Nothing was timed.", caption="never shown")
+    note = page.table_or_note(pd.DataFrame(), "Nothing was timed.", caption="never shown")
     assert note._repr_markdown_() == "Nothing was timed."
-    shown = claims.table_or_note(pd.DataFrame({"x": [1.0]}), "Nothing was timed.", caption="One row")
+    shown = page.table_or_note(pd.DataFrame({"x": [1.0]}), "Nothing was timed.", caption="One row")
     assert "<caption>One row</caption>" in shown._repr_html_()
 
 
 def test_cases_frame_gives_times_and_spreads_in_milliseconds():
-    frame = claims.cases_frame(report.measured(report.frame(_document(CASES))))
-    assert list(frame.columns) == claims.CASE_COLUMNS
+    frame = method.cases_frame(report.measured(report.frame(_document(CASES))))
+    assert list(frame.columns) == method.CASE_COLUMNS
     first = frame.iloc[0]
     assert first["time (ms)"] == pytest.approx(2.0) and first["sd (ms)"] == pytest.approx(0.04)
 
 
 def test_skipped_text_lists_skipped_groups_then_unstable_cases():
     df = report.frame(_document(CASES))
-    text = claims.skipped_text(df, ["a case"])
+    text = method.skipped_text(df, ["a case"])
     assert text == "- **skipped** (1 cases: triton; sweep): no GPU\n- **unstable**: a case"
     stable_only = report.frame(_document([c for c in CASES if c["status"] == "ok"]))
-    assert claims.skipped_text(stable_only, []) == "Every case was timed and stable."
+    assert method.skipped_text(stable_only, []) == "Every case was timed and stable."
 
 
 def test_forward_filters_keep_the_sweeps_allocating_cases_and_drop_the_copies():
     stable = report.stable(report.frame(_document(CASES)))
-    norms = claims.forward_norm_cases(stable)
+    norms = bandwidth.forward_norm_cases(stable)
     assert set(norms["study"]) == {"sweep"} and "copy" not in set(norms["norm"]) and len(norms) == 8
-    ratios = claims.forward_sweep(report.ln_rms_ratios(report.frame(_document(CASES))))
+    ratios = ratio.forward_sweep(report.ln_rms_ratios(report.frame(_document(CASES))))
     assert sorted(ratios["ratio_ln_over_rms"].round(6)) == [1.5, 1.5, 2.0, 2.0]
 
 
 def test_gpu_runs_text_gives_each_runs_role_and_backends(tmp_path, monkeypatch):
     run = _run(tmp_path, monkeypatch, [_gpu_document("New GPU"), _gpu_document("Old GPU", "2025-01-01T00:00:00+00:00")])
-    text = claims.gpu_runs_text(run.gpu_runs, run.live)
+    text = on_gpu.gpu_runs_text(run.gpu_runs, run.live)
     assert text.startswith("GPU runs weighed by the verdicts, the newest first:")
     decides, checks = text.split("\n\n")[1].split("\n")
     assert decides.startswith("- **gpu-bench-0.json** (decides the verdicts): measured on New GPU")
@@ -180,17 +192,17 @@ def test_gpu_runs_text_gives_each_runs_role_and_backends(tmp_path, monkeypatch):
         and "Backends timed: eager, partial, torch." in decides
     )
     assert "**1 left unstable**" in decides
-    assert claims.gpu_runs_text([], run.live).startswith("**No GPU run is committed**")
+    assert on_gpu.gpu_runs_text([], run.live).startswith("**No GPU run is committed**")
 
 
 def test_gpu_frames_label_every_row_with_its_run(tmp_path, monkeypatch):
     run = _run(tmp_path, monkeypatch, [_gpu_document()])
-    ratios, stable = claims.gpu_frames(run.gpu_runs, run.live)
+    ratios, stable = on_gpu.gpu_frames(run.gpu_runs, run.live)
     assert set(ratios["run"]) == set(stable["run"]) == {"gpu-bench-0.json"}
-    assert claims.run_name(run.live, run.live) == "this run"
-    empty_ratios, empty_stable = claims.gpu_frames([], run.live)
+    assert runs.run_name(run.live, run.live) == "this run"
+    empty_ratios, empty_stable = on_gpu.gpu_frames([], run.live)
     assert empty_ratios.empty and list(empty_stable.columns) == ["study", "norm", "mode", "run"]
-    text = claims.gpu_sweep_text(claims.forward_sweep(ratios))
+    text = on_gpu.gpu_sweep_text(ratio.forward_sweep(ratios))
     assert (
         text
         == "Forward at the training batch, the median t_LN/t_RMS over d, per GPU run: **gpu-bench-0.json**: eager 1.50 (float32); torch 2.00 (float32)."
@@ -199,27 +211,27 @@ def test_gpu_frames_label_every_row_with_its_run(tmp_path, monkeypatch):
 
 def test_gpu_tables_say_so_when_there_is_no_gpu_run(tmp_path, monkeypatch):
     run = _run(tmp_path, monkeypatch)
-    ratios, stable = claims.gpu_frames([], run.live)
-    assert claims.gpu_backward_display(ratios, None)._repr_markdown_() == "No stable GPU forward+backward pair to show."
-    assert claims.gpu_small_batch_display(ratios, None)._repr_markdown_() == "No stable GPU small-batch pair to show."
-    (note,) = claims.gpu_chunked_display(stable, [], run.live)
+    ratios, stable = on_gpu.gpu_frames([], run.live)
+    assert on_gpu.gpu_backward_display(ratios, None)._repr_markdown_() == "No stable GPU forward+backward pair to show."
+    assert on_gpu.gpu_small_batch_display(ratios, None)._repr_markdown_() == "No stable GPU small-batch pair to show."
+    (note,) = on_gpu.gpu_chunked_display(stable, [], run.live)
     assert note._repr_markdown_() == "No GPU run is committed."
 
 
 def test_gpu_tables_name_the_hardware(tmp_path, monkeypatch):
     run = _run(tmp_path, monkeypatch, [_gpu_document()])
-    ratios, stable = claims.gpu_frames(run.gpu_runs, run.live)
-    small = claims.gpu_small_batch_display(ratios, run.gpu)._repr_html_()
+    ratios, stable = on_gpu.gpu_frames(run.gpu_runs, run.live)
+    small = on_gpu.gpu_small_batch_display(ratios, run.gpu)._repr_html_()
     assert "GPU (Test GPU): small-batch latency" in small and "<td>20.0</td>" in small  # t_LN 20 µs
-    partial, unstable = claims.gpu_chunked_display(stable, run.gpu_runs, run.live)
-    assert "GPU (Test GPU): chunked kernels" in partial._repr_html_()
+    chunked, unstable = on_gpu.gpu_chunked_display(stable, run.gpu_runs, run.live)
+    assert "GPU (Test GPU): chunked kernels" in chunked._repr_html_()
     assert unstable._repr_markdown_() == (
         "- **unstable** (gpu-bench-0.json): sweep rms eager float32 8192x64 alloc: sd 40% of the median"
     )
     # no backward case was timed: the grid is empty and the page says so
-    assert claims.gpu_backward_display(ratios, run.gpu)._repr_markdown_().startswith("No stable GPU")
+    assert on_gpu.gpu_backward_display(ratios, run.gpu)._repr_markdown_().startswith("No stable GPU")
     backward = pd.concat([ratios, ratios.assign(study="backward")], ignore_index=True)
-    assert "GPU (Test GPU): forward+backward" in claims.gpu_backward_display(backward, run.gpu)._repr_html_()
+    assert "GPU (Test GPU): forward+backward" in on_gpu.gpu_backward_display(backward, run.gpu)._repr_html_()
 
 
 def test_gpu_device_times_are_shown_where_a_run_recorded_them(tmp_path, monkeypatch):
@@ -227,7 +239,7 @@ def test_gpu_device_times_are_shown_where_a_run_recorded_them(tmp_path, monkeypa
     timed = [dict(c, device_time_s={20e-6: 4e-6, 2e-3: 1.9e-3}.get(c["median_s"])) for c in CASES]
     with_device = _document(timed, gpu="New GPU", profile="gpu")
     run = _run(tmp_path, monkeypatch, [with_device, _gpu_document("Old GPU", "2025-01-01T00:00:00+00:00")])
-    note, shown = claims.gpu_device_time_display(run.gpu_runs, run.live)
+    note, shown = on_gpu.gpu_device_time_display(run.gpu_runs, run.live)
     assert note._repr_markdown_().startswith("**gpu-bench-1.json** recorded wall time only")
     html = shown._repr_html_()
     assert "gpu-bench-0.json" in html and "gpu-bench-1.json" not in html
@@ -235,34 +247,36 @@ def test_gpu_device_times_are_shown_where_a_run_recorded_them(tmp_path, monkeypa
     bound = rows[rows.host_bound]
     assert list(bound.study) == ["small-batch"] and bound.host_share.tolist() == pytest.approx([0.8])
     assert rows[~rows.host_bound].host_share.tolist() == pytest.approx([0.05] * (len(rows) - 1))
-    (only_note,) = claims.gpu_device_time_display(run.gpu_runs[1:], run.live)
+    (only_note,) = on_gpu.gpu_device_time_display(run.gpu_runs[1:], run.live)
     assert "cannot be told apart" in only_note._repr_markdown_()
-    (none,) = claims.gpu_device_time_display([], run.live)
+    (none,) = on_gpu.gpu_device_time_display([], run.live)
     assert none._repr_markdown_() == "No GPU run is committed."
 
 
 def test_this_runs_frames_convert_units():
     df = report.frame(_document(CASES))
-    small = claims.small_batch_frame(report.ln_rms_ratios(df))
+    small = small_batch.small_batch_frame(report.ln_rms_ratios(df))
     assert small.iloc[0]["t_LN (µs)"] == pytest.approx(20.0) and small.iloc[0]["saving"] == pytest.approx(0.2)
-    partial = claims.partial_frame(report.stable(df))
-    assert partial.iloc[0]["time (ms)"] == pytest.approx(1.0) and list(partial.columns)[0] == "implementation"
-    assert claims.census_frame(df).empty  # no census recorded
+    partial_cases = partial.partial_frame(report.stable(df))
+    assert (
+        partial_cases.iloc[0]["time (ms)"] == pytest.approx(1.0) and list(partial_cases.columns)[0] == "implementation"
+    )
+    assert passes.census_frame(df).empty  # no census recorded
 
 
 def test_literature_frame_adds_narangs_row_to_the_papers():
-    frame = claims.literature_frame()
-    assert len(frame) == len(claims.PAPER_ROWS) + 1
+    frame = paper.literature_frame()
+    assert len(frame) == len(paper.PAPER_ROWS) + 1
     t5 = frame.iloc[-1]
     assert t5["model"] == "T5-base" and t5["speed-up (×)"] == pytest.approx(3.68 / 3.50)
     assert t5["time saving"] == pytest.approx(1 - 3.50 / 3.68)
 
 
 def test_model_level_text_marks_a_chapter_that_has_not_run():
-    part = claims.model_level_part(None, {"summary": "norms take 3% of the time", "evidence": {}})
+    part = paper.model_level_part(None, {"summary": "norms take 3% of the time", "evidence": {}})
     a8 = Finding("holds", "A8 summary")
     b6 = Finding("does not hold", "B6 summary")
-    text = claims.model_level_text(part, a8, b6)
+    text = paper.model_level_text(part, a8, b6)
     assert "- quality chapter (step time, B6): **has not run**" in text
     assert "- realmodels chapter (norms' share of a real model's time): norms take 3% of the time" in text
     assert text.endswith("**A8** — holds: A8 summary\n\n**B6** — does not hold: B6 summary")
@@ -273,14 +287,14 @@ def test_model_level_text_marks_a_chapter_that_has_not_run():
 
 def test_ratio_and_bandwidth_figures_draw_per_implementation_or_say_why_not():
     df = report.frame(_document(CASES))
-    fig = figures.ratio_figure(claims.forward_sweep(report.ln_rms_ratios(df)))
+    fig = figures.ratio_figure(ratio.forward_sweep(report.ln_rms_ratios(df)))
     (ax,) = fig.axes
     assert ax.get_xscale() == "log" and ax.get_ylabel() == figures.RATIO_LABEL
     assert any(list(line.get_ydata()) == [1.0, 1.0] for line in ax.get_lines())  # the reference line at 1
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert "torch" in legend and "eager" in legend
-    bandwidth = figures.bandwidth_figure(claims.forward_norm_cases(report.stable(df)))
-    assert [a.get_title() for a in bandwidth.axes] == ["norm = layer", "norm = rms"]
+    bandwidth_fig = figures.bandwidth_figure(bandwidth.forward_norm_cases(report.stable(df)))
+    assert [a.get_title() for a in bandwidth_fig.axes] == ["norm = layer", "norm = rms"]
     empty = figures.ratio_figure(pd.DataFrame())
     assert [t.get_text() for t in empty.axes[0].texts] == [
         "no stable forward case was timed for both norms in this run"
@@ -289,11 +303,11 @@ def test_ratio_and_bandwidth_figures_draw_per_implementation_or_say_why_not():
 
 def test_gpu_figures_title_the_hardware_and_draw_memory_bound(tmp_path, monkeypatch):
     run = _run(tmp_path, monkeypatch, [_gpu_document()])
-    ratios, stable = claims.gpu_frames(run.gpu_runs, run.live)
-    fig = figures.gpu_ratio_figure(claims.forward_sweep(ratios), run.gpu_runs)
+    ratios, stable = on_gpu.gpu_frames(run.gpu_runs, run.live)
+    fig = figures.gpu_ratio_figure(ratio.forward_sweep(ratios), run.gpu_runs)
     assert fig.get_suptitle() == "Test GPU; commits: fedcba987654"
-    bandwidth = figures.gpu_bandwidth_figure(claims.forward_norm_cases(stable), run.gpu_runs, 0.4)
-    dotted = [line for ax in bandwidth.axes for line in ax.get_lines() if line.get_linestyle() == ":"]
+    bandwidth_fig = figures.gpu_bandwidth_figure(bandwidth.forward_norm_cases(stable), run.gpu_runs, 0.4)
+    dotted = [line for ax in bandwidth_fig.axes for line in ax.get_lines() if line.get_linestyle() == ":"]
     assert len(dotted) == 2 and all(list(line.get_ydata()) == [0.4, 0.4] for line in dotted)
     none = figures.gpu_bandwidth_figure(pd.DataFrame(), [], 0.4)
     assert [t.get_text() for t in none.axes[0].texts] == ["no GPU run is committed"]

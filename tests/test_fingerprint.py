@@ -59,7 +59,7 @@ def test_covered_files_add_lazy_imports_parent_packages_and_the_cpp_source():
     assert {"runtime/progress.py", "runtime/__init__.py", "__init__.py", "norms/functional.py"} <= progress
     assert not any(f.startswith(("gpt/", "bench/", "study/", "analysis/")) for f in progress), progress
     # The depth analysis imports its worker's train_job inside a function: a run_parallel worker runs it.
-    depth = run.covered_files({"normlab.analysis.depth": "analysis/depth.py"})
+    depth = run.covered_files({"normlab.analysis.depth.training_at_depth": "analysis/depth/training_at_depth.py"})
     assert {"analysis/shared/runs.py", "gpt/train.py"} <= set(depth)
 
 

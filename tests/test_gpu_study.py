@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from normlab.analysis.quality import committed_gpu
 from normlab.analysis.shared import gpu_study as G
 from normlab.gpt import experiments as E
 from normlab.gpt.corpus import load_corpus, load_saved_corpus, save_corpus
@@ -155,11 +156,11 @@ def test_the_run_with_more_power_decides_and_the_other_adds_a_caveat():
 
 def test_the_quality_chapter_weighs_a_committed_study_with_its_own_rule(tiny, tmp_path):
     pd = pytest.importorskip("pandas")
-    from normlab.analysis import quality as Q
+    from normlab.analysis.quality import loss_parity
 
     study = G.GpuStudy(tiny, "gpu-study.json")
-    runs = G._quality_runs(tiny["experiments"]["quality"])
-    parity = Q.loss_parity(runs, 0.02)
+    runs = committed_gpu._quality_runs(tiny["experiments"]["quality"])
+    parity = loss_parity.loss_parity(runs, 0.02)
     timings = pd.DataFrame([{"model": m, "repeat": i, "step_time": 0.01} for m in ("layer", "rms") for i in range(3)])
     speed = {"ratio": 0.97, "spread": 0.01}
     cpu = dict(
@@ -174,12 +175,12 @@ def test_the_quality_chapter_weighs_a_committed_study_with_its_own_rule(tiny, tm
     )
     a9 = Finding("does not hold", "cpu.", {}, 0.1, 0.02, 0.01)
     b7 = Finding("not testable here", "cpu.", {}, 0.97, 0.95, 0.01)
-    new_a9, new_b7, table = G.quality_claims([study], a9, b7, cpu)
-    expected = Q.final_loss_verdict(parity)[0]
+    new_a9, new_b7, table = committed_gpu.quality_claims([study], a9, b7, cpu)
+    expected = loss_parity.final_loss_verdict(parity)[0]
     assert new_a9.evidence["by_run"][study.label]["verdict"] == expected  # the chapter's own rule on the GPU runs
     assert new_a9.evidence["decided_on"] in (study.label, "CPU")
     assert "| A9 |" in table and "| B7 |" in table and study.label in table
-    same_a9, _, sentence = G.quality_claims([], a9, b7, cpu)
+    same_a9, _, sentence = committed_gpu.quality_claims([], a9, b7, cpu)
     assert same_a9 is a9 and "No GPU study is committed" in sentence
 
 
@@ -240,7 +241,7 @@ def _pair_finding(verdict: str, key: str, half_width: float) -> Finding:
 
 
 def _depth_weighed(tmp_path, document: dict, **cpu: Finding):
-    from normlab.analysis import depth as D
+    from normlab.analysis.depth import committed_gpu
     from test_findings_depth import synthetic_init
 
     _write(tmp_path, document)
@@ -251,7 +252,7 @@ def _depth_weighed(tmp_path, document: dict, **cpu: Finding):
         "B19": _pair_finding("not testable here", "interaction", 0.05),
         **cpu,
     }
-    weighed, text = D.depth_claims(
+    weighed, text = committed_gpu.depth_claims(
         studies, mine, init=synthetic_init(), settings={"init_seeds": [0, 1]}, margin=0.02, corpus=DEPTH_CORPUS,
         where="CPU", **DEPTH_RULES,
     )  # fmt: skip
@@ -291,10 +292,10 @@ def test_b19_on_gpu_skips_the_swaps_it_could_not_batch(tmp_path):
 
 
 def test_the_depth_chapter_without_a_committed_study_keeps_its_verdicts():
-    from normlab.analysis import depth as D
+    from normlab.analysis.depth import committed_gpu
 
     mine = {"B17": _pair_finding("holds", "paired_pre_minus_post_rms", 0.05)}
-    weighed, text = D.depth_claims(
+    weighed, text = committed_gpu.depth_claims(
         [], mine, init=None, settings={}, margin=0.02, corpus=DEPTH_CORPUS, where="CPU", **DEPTH_RULES
     )
     assert weighed["B17"] is mine["B17"] and text.startswith("No GPU study is committed") and "\n" not in text

@@ -10,7 +10,11 @@ from __future__ import annotations
 import json
 import math
 
-from normlab.analysis import landscape as L
+from normlab.analysis.landscape.curse_of_depth import depth_claim
+from normlab.analysis.landscape.gpu import depth_power, gpu_landscape, landscape_gpu_claims, placement_power
+from normlab.analysis.landscape.placement import placement_claim, placement_measures
+from normlab.analysis.landscape.profiles import profile_settings
+from normlab.analysis.landscape.qk_norm import final_logits, qk_claim
 from normlab.analysis.shared import gpu_study as G
 from normlab.gpt import experiments as E
 from normlab.gpt.corpus import load_corpus
@@ -25,12 +29,12 @@ WHERE = "this run"
 def cpu_findings(runs) -> dict:
     """This run's V1-V4 as the chapter judges them (V1 is not weighed, so any finding stands in for it)."""
     study = study_of(runs)
-    placement = L.placement_measures(study)
+    placement = placement_measures(study)
     return {
         "V1": Finding("not testable here", "V1 on this run.", {}, None, 0.03, None),
-        "V2": L.placement_claim(study, placement, pre_growth_needed=2.0, max_relative_growth=0.5).finding,
-        "V3": L.qk_claim(study, L.final_logits(study)).finding,
-        "V4": L.depth_claim(study, curse_share=0.35).finding,
+        "V2": placement_claim(study, placement, pre_growth_needed=2.0, max_relative_growth=0.5).finding,
+        "V3": qk_claim(study, final_logits(study)).finding,
+        "V4": depth_claim(study, curse_share=0.35).finding,
     }
 
 
@@ -92,7 +96,7 @@ def tiny_landscape(**changes) -> dict:
 
 
 def weigh(studies, cpu):
-    return L.landscape_gpu_claims(studies, CORPUS, cpu, where=WHERE, **RULES)
+    return landscape_gpu_claims(studies, CORPUS, cpu, where=WHERE, **RULES)
 
 
 def test_the_gpu_decides_v4_when_its_interval_is_narrower(tmp_path):
@@ -105,9 +109,9 @@ def test_the_gpu_decides_v4_when_its_interval_is_narrower(tmp_path):
     gpu_outcome = outcome(E.depth_scaling(settings, "cpu"), drop_one=lambda tag: drop_one(tag, 0.002))
     studies = commit(tmp_path, {"depth_scaling": gpu_outcome})
     weighed, text = weigh(studies, cpu)
-    own = L.depth_claim(L.gpu_landscape(gpu_outcome, CORPUS, loss_margin=0.03, usable_tolerance=0.25), curse_share=0.35)
+    own = depth_claim(gpu_landscape(gpu_outcome, CORPUS, loss_margin=0.03, usable_tolerance=0.25), curse_share=0.35)
     assert own.finding.verdict == "holds"
-    gpu_power, cpu_power = L.depth_power(own.finding), L.depth_power(cpu["V4"])
+    gpu_power, cpu_power = depth_power(own.finding), depth_power(cpu["V4"])
     assert gpu_power < (cpu_power if cpu_power is not None else math.inf)
     v4 = weighed["V4"]
     assert v4.evidence["decided_on"] == studies[0].label and v4.verdict == "holds"
@@ -116,7 +120,7 @@ def test_the_gpu_decides_v4_when_its_interval_is_narrower(tmp_path):
 
 
 def test_a_gpu_does_not_hold_becomes_a_caveat_on_v2(tmp_path):
-    top = max(L.profile_settings("smoke")["deep_lr_grid"])
+    top = max(profile_settings("smoke")["deep_lr_grid"])
 
     def diverged(tag):  # pre-LN alone fails at the top of the grid: the output-normalising ranges are strictly wider
         return tag["scale"] == "deep" and tag["label"] == "pre" and tag["lr"] == top
@@ -133,10 +137,10 @@ def test_a_gpu_does_not_hold_becomes_a_caveat_on_v2(tmp_path):
     gpu_outcome = outcome(E.placements(tiny_landscape(), "cpu"), growth=gpu_growth)
     studies = commit(tmp_path, {"placements": gpu_outcome})
     weighed, text = weigh(studies, cpu)
-    gpu = L.gpu_landscape(gpu_outcome, CORPUS, loss_margin=0.03, usable_tolerance=0.25)
-    own = L.placement_claim(gpu, L.placement_measures(gpu), pre_growth_needed=2.0, max_relative_growth=0.5).finding
+    gpu = gpu_landscape(gpu_outcome, CORPUS, loss_margin=0.03, usable_tolerance=0.25)
+    own = placement_claim(gpu, placement_measures(gpu), pre_growth_needed=2.0, max_relative_growth=0.5).finding
     assert own.verdict == "does not hold"
-    assert L.placement_power(cpu["V2"]) < L.placement_power(own)  # this run's interval is the narrower
+    assert placement_power(cpu["V2"]) < placement_power(own)  # this run's interval is the narrower
     v2 = weighed["V2"]
     assert v2.evidence["by_run"][studies[0].label]["verdict"] == "does not hold"
     assert v2.evidence["decided_on"] == WHERE and v2.verdict == "holds with caveats"
@@ -179,9 +183,9 @@ def test_the_tiny_study_feeds_the_chapter_and_v1_names_what_it_lacks(carry, tmp_
     corpus = load_corpus()
     study = G.GpuStudy(document, "gpu-study.json")
     cpu = cpu_findings(make_runs())
-    weighed, text = L.landscape_gpu_claims([study], corpus, cpu, where=WHERE, **RULES)
-    gpu = L.gpu_landscape(document["experiments"]["depth_scaling"], corpus, loss_margin=0.03, usable_tolerance=0.25)
-    own = L.depth_claim(gpu, curse_share=0.35).finding
+    weighed, text = landscape_gpu_claims([study], corpus, cpu, where=WHERE, **RULES)
+    gpu = gpu_landscape(document["experiments"]["depth_scaling"], corpus, loss_margin=0.03, usable_tolerance=0.25)
+    own = depth_claim(gpu, curse_share=0.35).finding
     assert weighed["V4"].evidence["by_run"][study.label]["verdict"] == own.verdict
     assert "| V3 |" in text and "V2: not measured on GPU" in text
     assert "V1: not measured on GPU: its width experiment trains no RMSNorm under the authors' AdamW" in text

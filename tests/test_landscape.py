@@ -5,17 +5,17 @@ import math
 import pytest
 import torch
 
-from normlab.analysis.landscape import (
-    drop_one_losses,
+from normlab.analysis.landscape.probes import max_attention_logit
+from normlab.analysis.landscape.runs import landscape_run
+from normlab.analysis.landscape.summaries import (
     growth_ratio,
-    landscape_run,
     later_half_share,
-    max_attention_logit,
     non_inferiority,
     paired_or_none,
     usable_flags,
     usable_lr_range,
 )
+from normlab.gpt.experiments import drop_one_losses
 from normlab.gpt.model import GPT, GPTConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -87,7 +87,7 @@ def test_probed_run_equals_unprobed_run():
 
 
 def test_block_gradient_scale_is_the_mean_absolute_gradient_of_the_block_matrices():
-    from normlab.analysis.landscape import block_gradient_scale
+    from normlab.analysis.landscape.probes import block_gradient_scale
 
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=256, context=16, width=16, depth=2, heads=2, norm="dyt"))
@@ -105,7 +105,7 @@ def test_block_gradient_scale_is_the_mean_absolute_gradient_of_the_block_matrice
 
 
 def test_dyt_saturation_finds_dead_and_live_layers():
-    from normlab.analysis.landscape import dyt_saturation
+    from normlab.analysis.landscape.probes import dyt_saturation
 
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=256, context=16, width=32, depth=2, heads=4, norm="dyt"))
@@ -140,7 +140,7 @@ def test_traced_dyt_run_equals_the_untraced_run_and_logs_every_probe():
 
 
 def test_dyt_trace_point_reads_the_final_norms_input():
-    from normlab.analysis.landscape import dyt_trace_point, saturated_share
+    from normlab.analysis.landscape.probes import dyt_trace_point, saturated_share
 
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=256, context=16, width=32, depth=2, heads=4, norm="dyt", final_norm_kind="rms"))

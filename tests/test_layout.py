@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "normlab"
 
 # Bottom to top. A module may import from its own floor and from floors below it, never above.
 FLOORS = (
-    ("norms", ("normlab", "normlab._moved", "normlab.norms")),  # the norm library and its public face
+    ("norms", ("normlab", "normlab.norms")),  # the norm library and its public face
     ("runtime", ("normlab.runtime",)),  # progress bars, worker pool, provenance
     ("gpt", ("normlab.gpt",)),  # the GPT testbed
     ("bench", ("normlab.bench",)),  # the benchmark harness
@@ -123,6 +123,46 @@ def test_the_checks_catch_what_they_are_for():
         floor_of("normlab.somewhere_new")
 
 
+# A chapter's package splits by the chapter's sections; a module past this has grown two sections in one.
+LONGEST_ANALYSIS_MODULE = 600
+ANALYSIS = PACKAGE / "analysis"
+
+
+def too_long(paths, limit: int = LONGEST_ANALYSIS_MODULE) -> list[str]:
+    return [f"{p.name}: {n} lines" for p in paths if (n := len(p.read_text().splitlines())) > limit]
+
+
+def test_no_analysis_module_is_longer_than_a_section():
+    long = too_long(sorted(ANALYSIS.rglob("*.py")))
+    assert ANALYSIS.is_dir() and not long, (
+        f"split these by the chapter's sections (limit {LONGEST_ANALYSIS_MODULE} lines):\n" + "\n".join(long)
+    )
+
+
+def test_each_chapter_is_a_package_and_shared_imports_no_chapter():
+    chapters = {p.name for p in ANALYSIS.iterdir() if p.is_dir() and p.name not in ("shared", "__pycache__")}
+    loose = [p.name for p in ANALYSIS.glob("*.py") if p.name != "__init__.py"]
+    assert not loose, f"chapter code belongs in its chapter's package, not at the top of analysis/: {loose}"
+    assert all((ANALYSIS / c / "__init__.py").exists() for c in chapters)
+    chapter_prefixes = tuple(f"normlab.analysis.{c}" for c in chapters)
+    upward = [
+        f"{m} imports {t}"
+        for m, targets in GRAPH.items()
+        if m.startswith("normlab.analysis.shared")
+        for t in sorted(targets)
+        if t.startswith(chapter_prefixes)
+    ]
+    assert not upward, "analysis/shared is used by several chapters and imports none of them:\n" + "\n".join(upward)
+
+
+def test_the_length_check_catches_a_long_module(tmp_path):
+    long = tmp_path / "long.py"
+    long.write_text("x = 1\n" * (LONGEST_ANALYSIS_MODULE + 1))
+    short = tmp_path / "short.py"
+    short.write_text("x = 1\n" * LONGEST_ANALYSIS_MODULE)
+    assert too_long([short, long]) == [f"long.py: {LONGEST_ANALYSIS_MODULE + 1} lines"]
+
+
 # Hides the packages of NOT_IN_CORE as if they were not installed (find_spec answers None, as for a missing one).
 BLOCKER = """
 import importlib.machinery, sys
@@ -161,12 +201,5 @@ def test_the_testbed_trains_without_its_extra_and_names_it_for_tables():
 
 
 def test_the_analyses_without_their_extra_name_the_extra():
-    done = _run("import normlab.analysis.jacobians")
+    done = _run("import normlab.analysis.jacobians.against_autograd")
     assert done.returncode != 0 and 'pip install "normlab[study]"' in done.stderr, done.stderr
-
-
-def test_an_old_module_path_names_the_new_one():
-    done = _run("from normlab import ops")
-    assert "normlab.ops moved to normlab.norms.backends.triton" in done.stderr, done.stderr
-    done = _run("import normlab.analysis.paired", core_only=False)
-    assert "moved to normlab.analysis.shared.paired" in done.stderr, done.stderr

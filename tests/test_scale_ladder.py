@@ -15,10 +15,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.container import ErrorbarContainer  # noqa: E402
 
-from normlab.analysis import quality as Q  # noqa: E402
-from normlab.analysis.figures import quality as F  # noqa: E402
+from normlab.analysis.quality import figures as F  # noqa: E402
+from normlab.analysis.quality import loss_parity, profiles, scale_ladder, training  # noqa: E402
 from normlab.analysis.shared.parity import t975  # noqa: E402
 from normlab.analysis.shared.runs import train_job  # noqa: E402
+from normlab.gpt.model import GPT, GPTConfig  # noqa: E402
 
 MARGIN = 0.02
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "quality.py"
@@ -39,11 +40,11 @@ def point(parameters, mean, half, pairs=6, hardware="test CPU (2 cores)"):
 
 
 def table(*points):
-    return Q.ladder_table(list(points))
+    return scale_ladder.ladder_table(list(points))
 
 
 def test_a_difference_that_moves_toward_zero_shrinks():
-    trend = Q.ladder_trend(
+    trend = scale_ladder.ladder_trend(
         table(point(3e4, -0.030, 0.004), point(2e5, -0.015, 0.004), point(1e6, -0.002, 0.004)), MARGIN
     )
     assert trend.outcome == "shrinks" and trend.change == pytest.approx(0.028)
@@ -52,19 +53,21 @@ def test_a_difference_that_moves_toward_zero_shrinks():
 
 
 def test_a_difference_that_moves_away_from_zero_grows_even_inside_the_margin():
-    trend = Q.ladder_trend(table(point(3e4, 0.001, 0.002), point(1e6, 0.012, 0.002)), MARGIN)
+    trend = scale_ladder.ladder_trend(table(point(3e4, 0.001, 0.002), point(1e6, 0.012, 0.002)), MARGIN)
     assert trend.outcome == "grows" and trend.all_inside
     assert "**grows**" in trend.sentence and "inside ±0.02 nats" in trend.sentence
 
 
 def test_a_steady_difference_inside_the_margin_stays_within_it():
-    trend = Q.ladder_trend(table(point(3e4, 0.003, 0.010), point(2e5, -0.002, 0.012), point(1e6, 0.004, 0.015)), MARGIN)
+    trend = scale_ladder.ladder_trend(
+        table(point(3e4, 0.003, 0.010), point(2e5, -0.002, 0.012), point(1e6, 0.004, 0.015)), MARGIN
+    )
     assert trend.outcome == "stays within the margin" and trend.change_low < 0 < trend.change_high
     assert "**stays within the margin**" in trend.sentence
 
 
 def test_wide_intervals_that_show_no_change_cannot_tell():
-    trend = Q.ladder_trend(table(point(3e4, 0.0, 0.010), point(1e6, 0.002, 0.030, pairs=3)), MARGIN)
+    trend = scale_ladder.ladder_trend(table(point(3e4, 0.0, 0.010), point(1e6, 0.002, 0.030, pairs=3)), MARGIN)
     assert trend.outcome == "cannot tell" and not trend.all_inside
     # the widest interval is named, so the reader sees which rung needs more pairs
     assert "1e+06 parameters" in trend.sentence and "more pairs" in trend.sentence
@@ -72,7 +75,7 @@ def test_wide_intervals_that_show_no_change_cannot_tell():
 
 def test_the_change_interval_is_welch_from_each_rungs_own_interval():
     small, large = point(3e4, 0.0, 0.01, pairs=6), point(1e6, 0.05, 0.03, pairs=3)
-    trend = Q.ladder_trend(table(small, large), MARGIN)
+    trend = scale_ladder.ladder_trend(table(small, large), MARGIN)
     se_small, se_large = 0.01 / t975(5), 0.03 / t975(2)
     df = (se_small**2 + se_large**2) ** 2 / (se_small**4 / 5 + se_large**4 / 2)
     half = t975(df) * math.hypot(se_small, se_large)
@@ -82,10 +85,10 @@ def test_the_change_interval_is_welch_from_each_rungs_own_interval():
 def test_extra_rungs_join_the_ladder_in_order_of_size_with_their_hardware():
     cpu = [point(1e6, 0.0, 0.01), point(3e4, 0.0, 0.01)]
     gpu = [point(8.5e7, 0.001, 0.004, pairs=16, hardware="NVIDIA H200")]
-    ladder = Q.ladder_table(cpu, gpu_rungs=gpu)
+    ladder = scale_ladder.ladder_table(cpu, gpu_rungs=gpu)
     assert ladder.parameters.tolist() == [3e4, 1e6, 8.5e7]
     assert ladder.hardware.tolist()[-1] == "NVIDIA H200"
-    assert Q.ladder_trend(ladder, MARGIN).sentence.count("85,000k") == 1
+    assert scale_ladder.ladder_trend(ladder, MARGIN).sentence.count("85,000k") == 1
 
 
 @pytest.mark.parametrize(
@@ -100,18 +103,18 @@ def test_extra_rungs_join_the_ladder_in_order_of_size_with_their_hardware():
 )
 def test_a_broken_extra_rung_is_refused_naming_the_problem(broken, message):
     with pytest.raises(ValueError, match=message):
-        Q.ladder_table([point(3e4, 0.0, 0.01)], gpu_rungs=[{**point(1e8, 0.0, 0.01), **broken}])
+        scale_ladder.ladder_table([point(3e4, 0.0, 0.01)], gpu_rungs=[{**point(1e8, 0.0, 0.01), **broken}])
 
 
 def test_an_extra_rung_missing_a_column_names_it():
     incomplete = {k: v for k, v in point(1e8, 0.0, 0.01).items() if k != "hardware"}
     with pytest.raises(ValueError, match=r"gpu_rungs\[0\] lacks \['hardware'\]"):
-        Q.ladder_table([point(3e4, 0.0, 0.01)], gpu_rungs=[incomplete])
+        scale_ladder.ladder_table([point(3e4, 0.0, 0.01)], gpu_rungs=[incomplete])
 
 
 def test_a_ladder_needs_two_rungs():
     with pytest.raises(ValueError, match="at least two rungs"):
-        Q.ladder_table([point(3e4, 0.0, 0.01)])
+        scale_ladder.ladder_table([point(3e4, 0.0, 0.01)])
 
 
 def paired_runs(differences, base=2.0):
@@ -128,12 +131,12 @@ def paired_runs(differences, base=2.0):
 
 
 def test_a_ladder_point_carries_the_paired_interval_and_the_size():
-    settings = {**Q.settings_for("cpu"), "width": 24, "depth": 2, "heads": 4}
-    parity = Q.loss_parity(paired_runs([0.01, 0.02, 0.03]), MARGIN)
-    rung = Q.ladder_point(settings, parity, "test CPU")
+    settings = {**profiles.settings_for("cpu"), "width": 24, "depth": 2, "heads": 4}
+    parity = loss_parity.loss_parity(paired_runs([0.01, 0.02, 0.03]), MARGIN)
+    rung = scale_ladder.ladder_point(settings, parity, "test CPU")
     assert rung["mean_difference"] == pytest.approx(0.02) and rung["pairs"] == 3
     assert rung["ci_low"] == pytest.approx(parity.final_pair["ci_low"]) and rung["hardware"] == "test CPU"
-    rms = sum(p.numel() for p in Q.GPT(Q.GPTConfig(**Q.model_config(settings, "rms"))).parameters())
+    rms = sum(p.numel() for p in GPT(GPTConfig(**training.model_config(settings, "rms"))).parameters())
     # the LayerNorm model's count: RMSNorm's plus one bias per norm (two per block and the final one)
     assert rung["parameters"] == rms + 24 * (2 * 2 + 1)
 
@@ -141,23 +144,25 @@ def test_a_ladder_point_carries_the_paired_interval_and_the_size():
 def test_a_rung_with_a_diverged_run_is_refused_with_the_fix():
     runs = paired_runs([0.01, 0.02])
     runs[("rms", 1)]["diverged"] = True
-    parity = Q.loss_parity(runs, MARGIN)
+    parity = loss_parity.loss_parity(runs, MARGIN)
     with pytest.raises(ValueError, match="diverged.*lower the rung's lr"):
-        Q.ladder_point({**Q.settings_for("cpu"), "width": 24, "depth": 2, "heads": 4}, parity, "test CPU")
+        scale_ladder.ladder_point(
+            {**profiles.settings_for("cpu"), "width": 24, "depth": 2, "heads": 4}, parity, "test CPU"
+        )
 
 
 def test_counting_parameters_leaves_the_random_stream_alone():
     torch.manual_seed(0)
     expected = torch.rand(3)
     torch.manual_seed(0)
-    assert Q.parameter_count(Q.settings_for("cpu")) == 234624
+    assert scale_ladder.parameter_count(profiles.settings_for("cpu")) == 234624
     assert torch.equal(torch.rand(3), expected)
 
 
 def test_the_cpu_ladder_spans_thirty_times_in_parameters_around_the_chapters_size():
-    settings = Q.settings_for("cpu")
-    sizes = [Q.parameter_count(Q.rung_settings(settings, rung)) for rung in settings["ladder"]]
-    sizes.append(Q.parameter_count(settings))
+    settings = profiles.settings_for("cpu")
+    sizes = [scale_ladder.parameter_count(scale_ladder.rung_settings(settings, rung)) for rung in settings["ladder"]]
+    sizes.append(scale_ladder.parameter_count(settings))
     assert len(sizes) >= 3 and max(sizes) / min(sizes) >= 30
 
 
@@ -169,21 +174,23 @@ def test_the_cpu_ladder_spans_thirty_times_in_parameters_around_the_chapters_siz
     ],
 )
 def test_a_bad_rung_is_refused_before_training(monkeypatch, rung, message):
-    monkeypatch.setitem(Q.PROFILES, "cpu", {**Q.PROFILES["cpu"], "ladder": (rung,)})
+    monkeypatch.setitem(profiles.PROFILES, "cpu", {**profiles.PROFILES["cpu"], "ladder": (rung,)})
     with pytest.raises(ValueError, match=message):
-        Q.settings_for("cpu")
+        profiles.settings_for("cpu")
 
 
 def test_an_unknown_trainer_is_refused(monkeypatch):
-    monkeypatch.setitem(Q.PROFILES, "cpu", {**Q.PROFILES["cpu"], "trainer": "threads"})
+    monkeypatch.setitem(profiles.PROFILES, "cpu", {**profiles.PROFILES["cpu"], "trainer": "threads"})
     with pytest.raises(ValueError, match="trainer must be one of"):
-        Q.settings_for("cpu")
+        profiles.settings_for("cpu")
 
 
 def test_a_batched_share_returns_what_train_job_returns_for_the_same_model(one_thread, float64):
-    settings = {**Q.settings_for("smoke"), "steps": 10, "warmup_steps": 2, "eval_batches": 2}
-    together = Q.batched_share(settings, [("layer", 1), ("rms", 1)], keep_weights=True)
-    alone = train_job(model=Q.model_config(settings, "rms"), train=Q.train_config(settings, 1), keep_weights=True)
+    settings = {**profiles.settings_for("smoke"), "steps": 10, "warmup_steps": 2, "eval_batches": 2}
+    together = training.batched_share(settings, [("layer", 1), ("rms", 1)], keep_weights=True)
+    alone = train_job(
+        model=training.model_config(settings, "rms"), train=training.train_config(settings, 1), keep_weights=True
+    )
     assert set(alone) - {"history"} <= set(together[1])
     assert alone["state_dict"]["token_embedding.weight"].dtype == torch.float64
     # In float64, because the batched products and vmap's norm reduce in another order, and in float32 AdamW can
@@ -204,11 +211,11 @@ def test_train_pairs_gives_the_same_pairs_with_either_trainer(monkeypatch, one_t
         in_place.append(len(jobs))
         return [function(**job) for job in jobs]
 
-    monkeypatch.setattr(Q, "run_parallel", run_in_place)
-    monkeypatch.setattr(Q, "default_workers", lambda: 2)
-    settings = {**Q.settings_for("smoke"), "steps": 10, "warmup_steps": 2, "eval_batches": 2, "seeds": 2}
-    pool = Q.train_pairs({**settings, "trainer": "pool"}, None, keep_weights=False)
-    batched = Q.train_pairs({**settings, "trainer": "batched"}, None, keep_weights=False)
+    monkeypatch.setattr(training, "run_parallel", run_in_place)
+    monkeypatch.setattr(training, "default_workers", lambda: 2)
+    settings = {**profiles.settings_for("smoke"), "steps": 10, "warmup_steps": 2, "eval_batches": 2, "seeds": 2}
+    pool = training.train_pairs({**settings, "trainer": "pool"}, None, keep_weights=False)
+    batched = training.train_pairs({**settings, "trainer": "batched"}, None, keep_weights=False)
     assert in_place == [4, 2] and list(batched) == list(pool)
     for key, run in pool.items():
         assert batched[key]["final_val_loss"] == pytest.approx(run["final_val_loss"], abs=1e-5), key
@@ -229,16 +236,16 @@ def test_train_many_starts_one_pool_for_every_size_and_hands_each_its_own_runs(m
     def fake_share(settings, members, keep_weights):
         return [{"width": settings["width"], "norm": norm, "seed": seed} for norm, seed in members]
 
-    monkeypatch.setattr(Q, "run_parallel", run_in_place)
-    monkeypatch.setattr(Q, "train_job", fake_job)
-    monkeypatch.setattr(Q, "batched_share", fake_share)
-    monkeypatch.setattr(Q, "default_workers", lambda: 2)
-    base = {**Q.settings_for("smoke"), "trainer": trainer}
+    monkeypatch.setattr(training, "run_parallel", run_in_place)
+    monkeypatch.setattr(training, "train_job", fake_job)
+    monkeypatch.setattr(training, "batched_share", fake_share)
+    monkeypatch.setattr(training, "default_workers", lambda: 2)
+    base = {**profiles.settings_for("smoke"), "trainer": trainer}
     sizes = [{**base, "width": 48, "seeds": 3}, {**base, "width": 16, "heads": 2, "seeds": 2}]
-    trained = Q.train_many(sizes, None, keep_weights=False)
+    trained = training.train_many(sizes, None, keep_weights=False)
     assert calls == ([10] if trainer == "pool" else [4])  # one pool for both sizes
     for settings, runs in zip(sizes, trained):
-        assert list(runs) == [(n, s) for s in range(settings["seeds"]) for n in Q.NORMS]
+        assert list(runs) == [(n, s) for s in range(settings["seeds"]) for n in profiles.NORMS]
         assert all(run == {"width": settings["width"], "norm": n, "seed": s} for (n, s), run in runs.items())
 
 
@@ -251,8 +258,10 @@ def one_thread():
 
 
 def test_the_figure_has_a_log_axis_intervals_the_band_and_the_marked_point():
-    ladder = Q.ladder_table([point(3e4, -0.01, 0.01), point(2e5, 0.0, 0.008)], [point(1e8, 0.002, 0.003, 16, "H200")])
-    fig = F.scale_ladder(ladder, MARGIN, Q.NARANG_T5_BASE)
+    ladder = scale_ladder.ladder_table(
+        [point(3e4, -0.01, 0.01), point(2e5, 0.0, 0.008)], [point(1e8, 0.002, 0.003, 16, "H200")]
+    )
+    fig = F.scale_ladder(ladder, MARGIN, scale_ladder.NARANG_T5_BASE)
     ax = fig.axes[0]
     assert ax.get_xscale() == "log"
     bars = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
@@ -282,7 +291,7 @@ def test_the_caption_says_the_reference_point_is_unverified_and_what_it_measures
 
 
 def test_the_table_shows_sizes_intervals_and_hardware():
-    shown = Q.ladder_display(table(point(26352, -0.0123, 0.004), point(1056512, 0.002, 0.01, pairs=3)))
+    shown = scale_ladder.ladder_display(table(point(26352, -0.0123, 0.004), point(1056512, 0.002, 0.01, pairs=3)))
     assert shown["parameters"].tolist() == ["26k", "1,057k"]
     assert shown["95% interval"].iloc[0] == "-0.0163..-0.0083" and shown["measured on"].iloc[1] == "test CPU (2 cores)"
     assert isinstance(shown, pd.DataFrame)

@@ -8,7 +8,8 @@ operations, only the order in which programs walk the rows changed. dweight (and
 over rows in a different order, so they are held to the accuracy rule of tests/test_triton_kernels.py.
 
 On CPU this runs in Triton's interpreter with a fake SM count (4), so a program walks several tiles
-or rows; the digests are interpreter results and are only compared there.
+or rows; the digests are interpreter results and are only compared there. On a GPU (scripts/gpu_session.py
+runs this file there, with pytest-xdist) the rest runs on CUDA tensors with the real compiler.
 """
 
 import hashlib
@@ -216,8 +217,13 @@ def _cases_of_many_tiles():
 
 @pytest.fixture
 def poisoned_outputs(monkeypatch):
-    """Every buffer the launchers allocate starts as NaN, so an element no program wrote shows."""
-    monkeypatch.setattr(launch, "_empty", lambda shape, dtype, device: torch.full(shape, float("nan"), dtype=dtype))
+    """Every buffer the launchers allocate starts as NaN, on the device asked for (CUDA in the GPU session), so an
+    element no program wrote shows."""
+
+    def nan_filled(shape, dtype, device):
+        return torch.full(shape, float("nan"), dtype=dtype, device=device)
+
+    monkeypatch.setattr(launch, "_empty", nan_filled)
 
 
 @pytest.mark.parametrize("path, d, rows", list(_cases_of_many_tiles()))

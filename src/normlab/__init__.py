@@ -9,7 +9,8 @@ Three products, one floor each, every floor importing only from the floors below
 - `normlab.study` and `normlab.analysis`: the study's plumbing and its per-chapter analyses (extra `study`).
 """
 
-from normlab import _moved
+from importlib import metadata
+
 from normlab.norms.dyt import DyT, dyt, dyt_reference
 from normlab.norms.functional import BACKENDS, layer_norm, rms_norm
 from normlab.norms.modules import LayerNorm, RMSNorm
@@ -27,6 +28,14 @@ __all__ = [
     "rms_norm",
     "rms_norm_reference",
 ]
-__version__ = "0.1.0"
 
-_moved.install()
+
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml is its one source)."""
+    try:
+        return metadata.version("normlab")
+    except metadata.PackageNotFoundError:  # a source tree on sys.path that was never installed
+        return "0+unknown"
+
+
+__version__ = _version()

@@ -1,5 +1,6 @@
-"""The chapters' analyses: one module per chapter, returning findings; helpers several chapters use are in `shared/`,
-and each chapter's figure functions in `figures/`.
+"""The chapters' analyses: one package per chapter, one module per section of the chapter, named like its heading
+(each package's docstring maps the chapter), returning findings, with the chapter's figures in its `figures.py`.
+Helpers that several chapters use are in `shared/`, which imports no chapter.
 
 It needs the `study` extra (pandas, matplotlib, seaborn, transformers, ...) besides the norm library and the testbed.
 """

@@ -32,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
         help="run the profile's grid on this device instead of its own (the gpu grid on cpu lists every case, "
         "skipping what needs a GPU: scripts/gpu_session.py --dry-run)",
     )
+    parser.add_argument(
+        "--records", default=None, help="also write each case's record here as it is measured (JSON lines, flushed)"
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     args = parser.parse_args(argv)
 
@@ -39,7 +42,12 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         document = harness.run(
-            args.profile, backends=args.backend, dtypes=args.dtype, device=args.device, progress=not args.no_progress
+            args.profile,
+            backends=args.backend,
+            dtypes=args.dtype,
+            device=args.device,
+            progress=not args.no_progress,
+            records_path=args.records,
         )
     except (ValueError, RuntimeError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -20,6 +20,7 @@ import torch
 from normlab.bench import passes, traffic
 from normlab.bench.cases import TRACEABLE_BACKENDS, Case, build_cases, copy_case, prepare, skip_reason
 from normlab.bench.profiles import DTYPES, get_profile
+from normlab.bench.records import JsonLines
 from normlab.bench.timing import (
     DEVICE_TIME_NOTE_CPU,
     Timing,
@@ -171,8 +172,12 @@ def run(
     progress: bool = True,
     census: bool = True,
     seed: int = 0,
+    records_path: str | Path | None = None,
 ) -> dict:
-    """Time every case of a profile; returns the results document (records plus environment)."""
+    """Time every case of a profile; returns the results document (records plus environment).
+
+    With `records_path`, each case's record is also written there the moment it is measured (JSON lines,
+    flushed; normlab.bench.records): a run killed mid-way keeps every case it finished."""
     from normlab.runtime.environment import git_commit, hardware, versions
 
     profile, backends = get_profile(profile_name, backends=backends, dtypes=dtypes)
@@ -182,7 +187,12 @@ def run(
     cases = build_cases(profile, backends)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     clock = time.perf_counter()
-    records: list[dict] = []
+    stream = None if records_path is None else JsonLines(records_path)
+    if stream is not None:
+        stream.write({"type": "provenance", "schema": SCHEMA, "profile": profile.name, "device": str(device),
+                      "hardware": hardware(), "versions": versions(), "git_commit": git_commit(),
+                      "started": started, "cases": len(cases)})  # fmt: skip
+    records = _Kept(stream)
     copies: dict[tuple, Timing] = {}
     census_done: set[tuple] = set()
 
@@ -240,6 +250,9 @@ def run(
         timing, flags = measure_believably(again, device, profile.timing, seed, None)
         records.append(_record(again, **_metrics(again, timing, copies[key]), **flags))
     check_same_paths(records, device, lambda case: measure_believably(case, device, profile.timing, seed, None))
+    if stream is not None:
+        stream.write({"type": "finished", "wall_s": time.perf_counter() - clock})
+        stream.close()
     return {
         "schema": SCHEMA,
         "profile": profile.name,
@@ -252,7 +265,7 @@ def run(
         "wall_s": time.perf_counter() - clock,
         "timing_settings": asdict(profile.timing),
         "device_time_note": None if device.type == "cuda" else DEVICE_TIME_NOTE_CPU,
-        "records": _finite(records),
+        "records": _finite(list(records)),
     }
 
 
@@ -344,6 +357,19 @@ def check_same_paths(records: list[dict], device: torch.device, remeasure) -> No
             )
             for r in (a, b):
                 r["unstable"], r["unstable_reason"] = True, why
+
+
+class _Kept(list):
+    """The run's records, each also written to the JSON-lines stream (when there is one) as it is appended."""
+
+    def __init__(self, stream: JsonLines | None):
+        super().__init__()
+        self.stream = stream
+
+    def append(self, record: dict) -> None:
+        super().append(record)
+        if self.stream is not None:
+            self.stream.write(record)
 
 
 def _finite(records: list[dict]) -> list[dict]:

@@ -208,8 +208,7 @@ def rms_norm(
     casting_mode=None,
     backend="auto",
 ):
-    (
-        """RMSNorm over the last dimension.
+    """RMSNorm over the last dimension.
 
     y = x / sqrt(mean(x[..., :k]**2) + eps) * (offset + weight)   (eps_placement="inside")
     y = x / (sqrt(mean(x[..., :k]**2)) + eps) * (offset + weight) (eps_placement="outside")
@@ -225,8 +224,6 @@ def rms_norm(
     except on backend="eager", which computes as HuggingFace does: "llama"
     without an offset, "gemma" with one.
     """
-        + _DTYPES_DOC
-    )
     if not torch.compiler.is_compiling():
         try:
             key = (
@@ -269,6 +266,9 @@ def rms_norm(
 _RMS_PLANS: dict[tuple, object] = {}
 _LAYER_PLANS: dict[tuple, object] = {}
 PLAN_MEMO_LIMIT = 1024  # kinds of call kept; a program that makes more starts again from an empty memo
+
+
+rms_norm.__doc__ = (rms_norm.__doc__ or "") + _DTYPES_DOC  # one text for both functions (None under -OO)
 
 
 def _remember(memo: dict, key: tuple, plan) -> None:
@@ -381,14 +381,11 @@ def _dtype(t):
 
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5, *, residual=None, residual_in_fp32=False, backend="auto"):
-    (
-        """LayerNorm over the last dimension: (x - mean) / sqrt(var + eps) * weight + bias.
+    """LayerNorm over the last dimension: (x - mean) / sqrt(var + eps) * weight + bias.
 
     The variance is the biased (1/d) one. With `residual`, s = x + residual is
     normalised and `(y, s)` is returned. eps=None means torch.finfo(x.dtype).eps.
     """
-        + _DTYPES_DOC
-    )
     if not torch.compiler.is_compiling():
         try:
             key = (
@@ -408,6 +405,9 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, *, residual=None, residual_i
                 _remember(_LAYER_PLANS, key, plan)
         return plan(x, weight, bias, residual)
     return _layer_plan(x, weight, bias, eps, residual, residual_in_fp32, backend)(x, weight, bias, residual)
+
+
+layer_norm.__doc__ = (layer_norm.__doc__ or "") + _DTYPES_DOC
 
 
 def _layer_plan(x, weight, bias, eps, residual, residual_in_fp32, backend):

@@ -33,6 +33,9 @@ class Finding:
     threshold: float | None = None  # what it is judged against
     spread: float | None = None  # its run-to-run sd, from repeats measured in this run
     rule: str | None = None
+    meaning: str | None = None  # what the key number measures, in words, as the ledger shows it
+    unit: str | None = None  # the key number's unit
+    headline: str | None = None  # the opening page's sentence, for the claims it leads with
 
     def __post_init__(self):
         # a number this run could not measure is None (shown as "—"), never NaN
@@ -52,4 +55,7 @@ class Finding:
             threshold=self.threshold,
             spread=self.spread,
             rule=self.rule,
+            meaning=self.meaning,
+            unit=self.unit,
+            headline=self.headline,
         )

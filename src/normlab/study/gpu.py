@@ -1,8 +1,16 @@
 """The GPU study: every training chapter's GPU experiments in one process, with torch alone.
 
     python -m normlab.study.gpu --write-carry                      # here: the corpus the chapters train on
-    python -m normlab.study.gpu --profile gpu --output data/gpu-study.json   # on the GPU machine
-    python -m normlab.study.gpu --profile gpu --shard 0/2 --output data/gpu-study-shard0.json  # half, on one GPU
+    python -m normlab.study.gpu --profile gpu [--budget-s 540]     # on the GPU machine: into $OUT/gpu-study.json
+    python -m normlab.study.gpu --profile gpu --shard 0/2 --output data/gpu-study-shard0.json  # half the seeds
+
+The file goes to --output, else $OUT/gpu-study.json when $OUT is set (a lent GPU machine returns only what is
+under $OUT), else data/gpu-study.json. --budget-s fits the study into one call: experiments are taken in
+their registered order (E.EXPERIMENTS, the verdicts nearest a decision first) while their estimated seconds
+fit the budget's planned share; the rest are listed under `deferred` (and `missing`) without training. The
+plan, each experiment's estimate and the total, is printed before anything trains, and each experiment's
+record keeps its estimate beside its measured seconds, so the estimate can be checked against the machine
+(the tiny dry run records the same pair).
 
 A lent GPU machine has Python 3.12 and torch, and nothing else (no pandas, tqdm or papermill; no network). Its
 standard library is not this machine's, so it would build another corpus: `--write-carry` writes this machine's
@@ -13,7 +21,8 @@ The experiments are `normlab.gpt.experiments` (many paired models trained at onc
 anything trains, each batch's memory is checked, and K models that do not fit are refused with the largest K
 that does. With `--shard I/N` the process trains only the members whose seed is I modulo N (`shard_of`), in
 each experiment, so N processes on N GPUs or machines share the seeds with none twice; the chapters' loader
-merges the N files into one sample (`normlab.analysis.shared.gpu_study.merge_shards`). Each experiment prints a line to stderr when it starts and when it ends, and the JSON is rewritten
+merges the N files into one sample (`normlab.analysis.shared.gpu_study.merge_shards`). Each experiment prints
+a line to stderr when it starts and when it ends, and the JSON is rewritten
 (atomically) after each one: a run cut short keeps the experiments it finished, and lists the rest under
 `missing`. The JSON carries the results contract's provenance (hardware, versions, commit, started and finished
 times, the corpus's SHA-256, each experiment's seconds), the schema and the profile.
@@ -118,6 +127,33 @@ def shard_of(experiment: E.Experiment, index: int, count: int) -> tuple[E.Experi
     return replace(experiment, batches=batches), positions
 
 
+def default_output() -> Path:
+    """$OUT/gpu-study.json where the GPU machine's $OUT is set (only that folder comes back), else data/."""
+    out = os.environ.get("OUT")
+    return Path(out) / "gpu-study.json" if out else Path("data/gpu-study.json")
+
+
+def within_budget(
+    chosen: list, budget_s: float | None, estimates: dict[str, float] | None = None
+) -> tuple[list, list, dict[str, float]]:
+    """(experiments to run, deferred ones, estimated seconds of each): the registered order, cut where the
+    running estimate would pass the budget's planned share (E.PLANNED_SHARE: room for what it misses).
+    `estimates` (from E.sizing, which builds each batch's model once) saves computing them again."""
+    if estimates is None:
+        estimates = {e.name: E.estimated_seconds(e) for e in chosen}
+    if budget_s is None:
+        return chosen, [], estimates
+    if budget_s <= 0:
+        raise ValueError(f"--budget-s must be positive, got {budget_s}")
+    running, total = [], 0.0
+    for experiment in chosen:
+        if total + estimates[experiment.name] > E.PLANNED_SHARE * budget_s:
+            break
+        running.append(experiment)
+        total += estimates[experiment.name]
+    return running, chosen[len(running) :], estimates
+
+
 def run_study(
     profile: str,
     output: Path,
@@ -127,6 +163,7 @@ def run_study(
     only: list[str] | None = None,
     memory_limit_bytes: int | None = None,
     shard: tuple[int, int] | None = None,
+    budget_s: float | None = None,
 ) -> dict:
     """Run the profile's experiments (or shard (I, N) of their seeds), rewriting `output` after each; returns the
     final document."""
@@ -144,7 +181,18 @@ def run_study(
         sharded = [shard_of(experiment, *shard) for experiment in chosen]
         chosen = [experiment for experiment, _ in sharded]
         positions = {experiment.name: where for experiment, where in sharded}
+    sizing = {row["experiment"]: row for row in E.sizing(profile)} if profile != "tiny" else {}
+    # a shard's estimates are its own experiments' (the sizing table is the whole profile's)
+    estimates = {name: row["seconds"] for name, row in sizing.items()} if sizing and shard is None else None
+    chosen, deferred, estimates = within_budget(chosen, budget_s, estimates)
     E.check_memory(chosen, memory_limit_bytes)  # refuses before anything trains
+    total = sum(estimates[e.name] for e in chosen)
+    _say(
+        f"plan: {', '.join(f'{e.name} ~{estimates[e.name]:.0f} s' for e in chosen) or 'nothing'}; "
+        f"estimated {total:.0f} s"
+        + (f" of a {budget_s:.0f} s budget" if budget_s else "")
+        + (f"; deferred: {', '.join(e.name for e in deferred)}" if deferred else "")
+    )
     document = {
         "schema": SCHEMA,
         "profile": profile,
@@ -157,9 +205,13 @@ def run_study(
         "started": _now(),
         "finished": None,
         "corpus": {k: manifest.get(k) for k in ("sha256", "val_sha256", "train_bytes", "val_bytes", "python_version")},
-        "sizing": {row["experiment"]: row for row in E.sizing(profile)} if profile != "tiny" else {},
+        "sizing": sizing,
         "experiments": {},
-        "missing": [e.name for e in chosen],
+        "missing": [e.name for e in chosen + deferred],
+        "deferred": {
+            e.name: f"over the {budget_s:.0f} s budget (estimated {estimates[e.name]:.0f} s)" for e in deferred
+        },
+        "budget_s": budget_s,
         "failed": {},
     }
     if shard is not None:
@@ -179,7 +231,7 @@ def run_study(
         else:
             if shard is not None:
                 outcome["positions"] = positions[experiment.name]
-            document["experiments"][experiment.name] = outcome
+            document["experiments"][experiment.name] = outcome | {"estimated_seconds": estimates[experiment.name]}
             document["missing"].remove(experiment.name)
             _say(f"{experiment.name} done in {outcome['seconds']:.1f} s")
         write_atomically(document, output)
@@ -192,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m normlab.study.gpu", description=__doc__.split("\n")[0])
     parser.add_argument("--write-carry", action="store_true", help="write this machine's corpus to --carry and stop")
     parser.add_argument("--profile", choices=PROFILES, default="gpu")
-    parser.add_argument("--output", type=Path, default=Path("data/gpu-study.json"))
+    parser.add_argument("--output", type=Path, default=None, help="default: $OUT/gpu-study.json, else data/")
+    parser.add_argument("--budget-s", type=float, help="run only the experiments whose estimates fit this many s")
     parser.add_argument("--carry", type=Path, default=DEFAULT_CARRY, help="the folder --write-carry wrote")
     parser.add_argument("--device", default="auto", help="auto (cuda if present), cuda, cuda:N or cpu")
     parser.add_argument("--only", help=f"comma-separated experiments, of: {', '.join(E.EXPERIMENTS)}")
@@ -204,21 +257,23 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"corpus written to {path.parent} (SHA-256 {json.loads(path.read_text())['sha256'][:16]}…)")
         return 0
     limit = None if args.memory_limit_gib is None else int(args.memory_limit_gib * 2**30)
+    output = args.output or default_output()
     try:
         shard = parse_shard(args.shard) if args.shard else None
         document = run_study(
             args.profile,
-            args.output,
+            output,
             carry=args.carry,
             device=args.device,
             only=args.only.split(",") if args.only else None,
             memory_limit_bytes=limit,
             shard=shard,
+            budget_s=args.budget_s,
         )
     except (MemoryError, ValueError, FileNotFoundError) as error:
         print(f"python -m normlab.study.gpu: {error}", file=sys.stderr)
         return 2
-    _say(f"wrote {args.output}: {len(document['experiments'])} experiments, missing {document['missing'] or 'none'}")
+    _say(f"wrote {output}: {len(document['experiments'])} experiments, missing {document['missing'] or 'none'}")
     return 1 if document["failed"] else 0
 
 

@@ -82,6 +82,9 @@ class Results:
         threshold: float | None = None,
         spread: float | None = None,
         rule: str | None = None,
+        meaning: str | None = None,
+        unit: str | None = None,
+        headline: str | None = None,
     ) -> dict:
         """Record the verdict of a claim this chapter owns.
 
@@ -112,6 +115,9 @@ class Results:
             "threshold": None if threshold is None else float(threshold),
             "spread": None if spread is None else float(spread),
             "rule": rule,
+            "meaning": meaning,
+            "unit": unit,
+            "headline": headline,
         }
         self.claims.append(entry)
         print(f"[{claim_id}] {verdict}: {summary}", file=sys.__stderr__)

@@ -9,8 +9,8 @@ of the two:
 - the other run's own verdict is shown beside it; where it is "does not hold", a deciding "holds" becomes "holds
   with caveats" (and the sentence says which run adds the caveat).
 
-The quality chapter's claims are weighed here (`quality_claims`); the depth chapter's in
-`normlab.analysis.depth.depth_claims`, with this module's `weigh`.
+Each chapter weighs its own claims with this module's `weigh`: `normlab.analysis.quality.committed_gpu`,
+`normlab.analysis.depth.committed_gpu` and `normlab.analysis.landscape.gpu`.
 
 With no committed study, or one that lacks the chapter's experiment (a run cut short lists it as missing), the
 chapter's own finding stands unchanged and the page says so in one sentence.
@@ -41,6 +41,7 @@ from normlab.study.ledger import LedgerError, read_json_object
 SCHEMA = "normlab.gpu-study/1"
 PROFILES = ("gpu", "tiny")  # tiny: the entry point's CPU test size, accepted so that tests can feed it through
 KEYS = ("schema", "profile", "hardware", "versions", "git_commit", "started", "corpus", "experiments", "missing")
+SUMMED = ("seconds", "estimated_seconds", "estimated_pflop")  # per-experiment costs, added up over shards
 _FIX = "re-run `python -m normlab.study.gpu --profile gpu` on a GPU machine and commit its output, or remove the file"
 
 
@@ -153,9 +154,9 @@ def merge_shards(shards: list[GpuStudy]) -> GpuStudy:
             "claims": parts[0]["claims"],
             "settings": parts[0]["settings"],
             "runs": [placed[p][0] for p in sorted(placed)],
-            "seconds": sum(p["seconds"] for p in parts),
             "models": len(placed),
-            "estimated_pflop": sum(p["estimated_pflop"] for p in parts),
+            # what each shard spent and was estimated to spend, summed: the whole sample's cost
+            **{key: sum(p[key] for p in parts) for key in SUMMED if all(key in p for p in parts)},
         }
     first = shards[0].document
     gpus = list(dict.fromkeys(s.document["hardware"].get("gpu") for s in shards if s.document["hardware"].get("gpu")))
@@ -320,57 +321,3 @@ def this_run(profile: str) -> str:
 
     commit = (git_commit() or "unknown")[:12]
     return f"this run ({cpu_model()}, {os.cpu_count()} cores, profile {profile}, commit {commit})"
-
-
-def _quality_runs(outcome: dict) -> dict:
-    return {(r["tag"]["norm"], r["tag"]["seed"]): r for r in outcome["runs"]}
-
-
-def quality_claims(studies, a9: Finding, b7: Finding, cpu: dict) -> tuple[Finding, Finding, str]:
-    """A9 and B7 weighed: the GPU study's pairs through the quality chapter's `loss_parity`, `a9_finding` and
-    `b7_finding` (B7's step-time half stays this run's: the GPU trains K models at once and times them together).
-    `cpu`: margin, visible, backend, timings, speed, resume, parity (this run's), where."""
-    from normlab.analysis import quality as Q
-
-    study = latest_with(studies, "quality")
-    if study is None:
-        return a9, b7, none_committed("quality", studies)
-    outcome = study.experiment("quality")
-    parity = Q.loss_parity(_quality_runs(outcome), cpu["margin"])
-    s = outcome["settings"]
-    common = {
-        "corpus_sha256": study.document["corpus"]["sha256"],
-        "steps": s["steps"],
-        "pairs": s["pairs"],
-        "width": s["width"],
-        "depth": s["depth"],
-        "device": study.hardware,
-        "margin_nats": cpu["margin"],
-        "initial_val_loss": parity.initial_loss,
-        "final_val_loss": parity.final_loss,
-        "loss_drop_last_10pct_steps": parity.last_drop,
-        "diverged_runs": len(parity.diverged),
-    }
-    gpu_a9 = Q.a9_finding(parity, cpu["margin"], common, cpu["resume"])
-    gpu_b7 = Q.b7_finding(
-        parity,
-        cpu["timings"],
-        cpu["speed"],
-        visible=cpu["visible"],
-        margin=cpu["margin"],
-        backend=cpu["backend"],
-        common=common,
-    )
-    mine = cpu["parity"]
-    sides = {
-        "A9": (
-            Side(cpu["where"], a9, interval_power(mine.final_pair), False),
-            Side(study.label, gpu_a9, interval_power(parity.final_pair), True),
-        ),
-        "B7": (
-            Side(cpu["where"], b7, interval_power(mine.curve_pair), False),
-            Side(study.label, gpu_b7, interval_power(parity.curve_pair), True),
-        ),
-    }
-    combined = {claim: (c, g, weigh(c, g)) for claim, (c, g) in sides.items()}
-    return combined["A9"][2], combined["B7"][2], side_by_side(combined)

@@ -34,10 +34,7 @@ import types
 
 import torch
 
-from normlab.norms.backends._renamed import renamed_attributes
 from normlab.norms.validation import statistics_dtype
-
-__getattr__ = renamed_attributes(__name__, {"rms_norm": "compiled_rms_norm", "layer_norm": "compiled_layer_norm"})
 
 _LOCK = threading.Lock()
 _CACHE: dict[tuple, object] = {}

@@ -10,9 +10,17 @@ RMSNorm's training step moves no more memory than LayerNorm's
 The source is compiled on first use with the C++ compiler that inductor uses
 (the "compile" backend needs one already), for this machine's instruction set
 (-march=native), and cached under $NORMLAB_CACHE_DIR (default
-~/.cache/normlab), keyed by the source, the flags, the compiler and the CPU.
-It is loaded with ctypes; the calls release the GIL and use
+~/.cache/normlab), keyed by the source, the flags, the compiler and the CPU
+(its model and instruction-set flags), so a cache shared between machines of
+different CPUs never loads another machine's build. $NORMLAB_CPP_MARCH sets
+the -march value instead (e.g. x86-64-v3, or x86-64 for any 64-bit x86): a
+portable binary, for a cache or an image built on one machine and run on
+others. It is loaded with ctypes; the calls release the GIL and use
 torch.get_num_threads() OpenMP threads.
+
+Without a compiler, backend="auto" warns once, naming the tool it looked
+for, and uses another backend; backend="cpp" raises KernelBuildError with
+the same message.
 
 Scope: 2-D contiguous CPU tensors, x, weight and residual all float32 or all
 float64; weight, residual (s = x + residual, returned), offset and either ε
@@ -34,12 +42,9 @@ from pathlib import Path
 
 import torch
 
-from normlab.norms.backends._renamed import renamed_attributes
-
-__getattr__ = renamed_attributes(__name__, {"rms_norm": "cpp_rms_norm"})
-
 SOURCE = Path(__file__).with_name("rms_norm.cpp")
-FLAGS = ("-O3", "-march=native", "-fopenmp", "-std=c++17", "-shared", "-fPIC")
+MARCH_SETTING = "NORMLAB_CPP_MARCH"
+_FLAGS_BUT_MARCH = ("-O3", "-fopenmp", "-std=c++17", "-shared", "-fPIC")
 DTYPES = (torch.float32, torch.float64)
 _SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
 
@@ -48,21 +53,36 @@ class KernelBuildError(RuntimeError):
     """The CPU kernel could not be compiled or loaded on this machine."""
 
 
+def march() -> str:
+    """The -march value the kernel is built for: $NORMLAB_CPP_MARCH, else "native" (this machine's CPU)."""
+    value = os.environ.get(MARCH_SETTING, "").strip() or "native"
+    if not all(c.isalnum() or c in "-_.+" for c in value):
+        raise KernelBuildError(
+            f"{MARCH_SETTING}={value!r} is not a -march value; set it to one such as x86-64-v3 or native, or unset it"
+        )
+    return value
+
+
+def flags() -> tuple[str, ...]:
+    return (*_FLAGS_BUT_MARCH, f"-march={march()}")
+
+
 def _compiler() -> str:
     import torch._inductor.config as inductor_config
 
     configured = inductor_config.cpp.cxx[-1] if isinstance(inductor_config.cpp.cxx, tuple) else inductor_config.cpp.cxx
-    for name in (os.environ.get("CXX"), configured, "g++", "c++", "clang++"):
-        if name and shutil.which(name):
+    candidates = [name for name in dict.fromkeys((os.environ.get("CXX"), configured, "g++", "c++", "clang++")) if name]
+    for name in candidates:
+        if shutil.which(name):
             return shutil.which(name)
     raise KernelBuildError(
-        "backend='cpp' needs a C++ compiler with OpenMP (g++ or clang++) on PATH; install one "
-        "(Debian: apt install g++), set CXX, or use backend='compile' or 'torch'"
+        f"backend='cpp' needs a C++ compiler with OpenMP, and none of {', '.join(candidates)} is on PATH; install "
+        "one (Debian: apt install g++), or set CXX to its path; else use backend='compile' or 'torch'"
     )
 
 
 def _cpu_identity() -> str:
-    """What -march=native depends on: the CPU model and its feature flags."""
+    """What -march=native depends on, and what any -march build needs: the CPU model and its instruction-set flags."""
     try:
         lines = Path("/proc/cpuinfo").read_text().splitlines()
         return "\n".join(sorted({l for l in lines if l.startswith(("model name", "flags"))}))
@@ -74,40 +94,59 @@ def _cpu_identity() -> str:
 def build_info() -> dict:
     """How this machine builds the kernel, for the results files: -march=native is resolved to the architecture
     the compiler picks, so two machines' results say whether they ran the same machine code."""
+    build_flags = list(_FLAGS_BUT_MARCH)  # what is known when the march setting itself is refused
     try:
+        build_flags = list(flags())
         compiler = _compiler()
     except KernelBuildError as error:
-        return {"compiler": None, "flags": list(FLAGS), "why_none": str(error)}
-    version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
-    target = subprocess.run([compiler, "-march=native", "-Q", "--help=target"], capture_output=True, text=True)
-    resolved = [line.split()[-1] for line in target.stdout.splitlines() if line.strip().startswith("-march=")]
+        return {"compiler": None, "flags": build_flags, "why_none": str(error)}
     return {
         "compiler": Path(compiler).name,
-        "compiler_version": version[0] if version else None,
-        "flags": list(FLAGS),
-        "native_arch": resolved[0] if resolved else None,
+        "compiler_version": _compiler_version(compiler),
+        "flags": build_flags,
+        "native_arch": _native_arch(compiler),
     }
+
+
+def _compiler_version(compiler: str) -> str | None:
+    lines = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout.splitlines()
+    return lines[0] if lines else None
+
+
+def _native_arch(compiler: str) -> str | None:
+    """The architecture -march=native resolves to (gcc answers; clang does not, and this is None)."""
+    target = subprocess.run([compiler, "-march=native", "-Q", "--help=target"], capture_output=True, text=True)
+    resolved = [line.split()[-1] for line in target.stdout.splitlines() if line.strip().startswith("-march=")]
+    return resolved[0] if resolved else None
 
 
 def cache_dir() -> Path:
     return Path(os.environ.get("NORMLAB_CACHE_DIR") or Path.home() / ".cache" / "normlab")
 
 
+def cached_library(compiler: str, build_flags: tuple[str, ...]) -> Path:
+    """Where the build for this source, these flags, this compiler and this CPU is cached."""
+    parts = [SOURCE.read_text(), " ".join(build_flags), _compiler_version(compiler) or compiler, _cpu_identity()]
+    key = hashlib.sha256("\0".join(parts).encode()).hexdigest()
+    return cache_dir() / f"rms_norm_{key[:16]}.so"
+
+
 def _build(compiler: str) -> Path:
-    version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
-    key = hashlib.sha256(
-        "\0".join([SOURCE.read_text(), " ".join(FLAGS), *version, _cpu_identity()]).encode()
-    ).hexdigest()
-    target = cache_dir() / f"rms_norm_{key[:16]}.so"
+    build_flags = flags()
+    target = cached_library(compiler, build_flags)
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     # Build beside the target and rename: processes building at once (a spawn pool) never load a half-written file.
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
         built = Path(scratch) / target.name
-        result = subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", str(built)], capture_output=True, text=True)
+        command = [compiler, *build_flags, str(SOURCE), "-o", str(built)]
+        result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
-            raise KernelBuildError(f"compiling {SOURCE.name} with {compiler} failed:\n{result.stderr.strip()[:2000]}")
+            setting = f" ({MARCH_SETTING}={march()})" if os.environ.get(MARCH_SETTING) else ""
+            raise KernelBuildError(
+                f"compiling {SOURCE.name} with {compiler}{setting} failed:\n{result.stderr.strip()[:2000]}"
+            )
         os.replace(built, target)
     return target
 
@@ -160,8 +199,7 @@ def available() -> bool:
     loaded = _load()
     if isinstance(loaded, KernelBuildError):
         warnings.warn(
-            f"normlab: the CPU RMSNorm kernel is unavailable ({loaded}); auto uses the compiled "
-            "composite instead, which is slower for training on CPU",
+            f"normlab: the CPU RMSNorm kernel is unavailable, so auto uses another backend (slower to train): {loaded}",
             stacklevel=3,
         )
         return False

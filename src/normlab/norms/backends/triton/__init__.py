@@ -42,8 +42,8 @@ a multiple of 16, or neither), not one per batch shape.
 Host cost per call, layer by layer (no GPU needed): ``scripts/triton_host_overhead.py``.
 
 GPU-side checks without a GPU: ``scripts/compile_kernels_sm90.py`` compiles every kernel variant for
-sm_90 and reports register spills; ``scripts/gpu_check.sh`` is the one-call test + bandwidth run for
-a CUDA machine.
+sm_90 and reports register spills. On a lent GPU, ``scripts/gpu_session.py`` checks the kernels at real
+shapes and times the launch variants (``variants``) that ``tuning_table`` turns into the tuning table.
 
 Kernels run on CUDA tensors; on CPU only in Triton's interpreter (TRITON_INTERPRET=1 set before this
 package is first imported). Otherwise a RuntimeError explains that.
@@ -61,7 +61,6 @@ except ImportError as error:  # an optional dependency: say which extra brings i
         'install it with `pip install "normlab[triton]"`, or use another backend (e.g. "auto", "compile", "torch")'
     ) from error
 
-from normlab.norms.backends._renamed import renamed_attributes
 from normlab.norms.backends.triton import custom_ops, launch
 from normlab.norms.validation import check_layer_args, check_rms_args, partial_size, resolve_eps, sum_dtype
 
@@ -74,15 +73,6 @@ __all__ = [
     "triton_rms_norm",
     "triton_rms_norm_prevalidated",
 ]
-__getattr__ = renamed_attributes(
-    __name__,
-    {
-        "rms_norm": "triton_rms_norm",
-        "layer_norm": "triton_layer_norm",
-        "rms_norm_checked": "triton_rms_norm_prevalidated",
-        "layer_norm_checked": "triton_layer_norm_prevalidated",
-    },
-)
 
 
 def _common_dtype(x: torch.Tensor, residual: torch.Tensor | None, residual_in_fp32: bool):

@@ -20,10 +20,15 @@ number (None, say) falls back to `kernel[grid](...)`.
 
 In Triton's interpreter (TRITON_INTERPRET=1), and whenever a launch hook is installed (profilers
 such as proton want JITFunction.run's metadata), it calls `kernel[grid](...)` as written.
+
+A kernel runs on its first tensor argument's device, not the current one (as Liger's launches do under
+`torch.cuda.device(x.device)`): a model on cuda:1 while cuda:0 is current compiles, keys and launches
+its kernels for cuda:1, on that device's current stream, switching the current device only for that call.
 """
 
 from __future__ import annotations
 
+import contextlib
 import operator
 
 import torch
@@ -57,15 +62,23 @@ class DirectLauncher:
 
     def compiled_for(self, *args, num_warps, **constexprs):
         """The compiled kernel a call with these arguments launches, None before the first such call."""
-        key = (driver.active.get_current_device(), num_warps, self.constants_of(constexprs)[: self.constexpr_count])
+        device = _device_of(args, driver.active.get_current_device())
+        key = (device, num_warps, self.constants_of(constexprs)[: self.constexpr_count])
         entry = self.compiled.get(key + (self.key_of(*args),))
         return None if entry is None else entry[3]
 
     def __call__(self, grid, *args, num_warps, **constexprs):
         if self.interpreted or _launch_hooks_installed():
             return self.kernel[grid](*args, num_warps=num_warps, **constexprs)
+        current = driver.active.get_current_device()
+        device = _device_of(args, current)
+        if device == current:
+            return self._launch(device, grid, args, num_warps, constexprs)
+        with switched_to(device):
+            return self._launch(device, grid, args, num_warps, constexprs)
+
+    def _launch(self, device, grid, args, num_warps, constexprs):
         constants = self.constants_of(constexprs)[: self.constexpr_count]
-        device = driver.active.get_current_device()
         try:
             key = (device, num_warps, constants, self.key_of(*args))
         except (AttributeError, TypeError):  # neither tensors nor numbers (None, say): Triton binds them
@@ -94,6 +107,18 @@ class DirectLauncher:
             *constants,
         )
         return None
+
+
+def _device_of(args, current: int) -> int:
+    """The device index of the first tensor argument (the kernel's X, or its partials), else the current one."""
+    first = args[0] if args else None
+    index = first.get_device() if isinstance(first, torch.Tensor) else -1
+    return index if index >= 0 else current
+
+
+def switched_to(device: int):
+    """The current CUDA device set to `device` for one launch (a stand-in replaces it in the tests)."""
+    return torch.cuda.device(device) if torch.cuda.is_available() else contextlib.nullcontext()
 
 
 def _launch_hooks_installed() -> bool:

@@ -26,3 +26,17 @@ def load_summed(x_ptrs, r_ptrs, s_ptrs, mask, HAS_RESIDUAL: tl.constexpr, REREAD
     else:
         s = tl.load(x_ptrs, mask=mask, other=0.0, eviction_policy="evict_first")
     return s
+
+
+@triton.jit
+def reload_summed(x_ptrs, s_ptrs, mask, HAS_RESIDUAL: tl.constexpr):
+    """Read back the tile load_summed(..., REREAD=True) returned: s when it was stored, else x; last use, evict_first.
+
+    The barrier orders the read after this program's store of s, and keeps the compiler from reusing the
+    first load's registers instead of reading again (the point of reloading)."""
+    tl.debug_barrier()
+    if HAS_RESIDUAL:
+        s = tl.load(s_ptrs, mask=mask, other=0.0, eviction_policy="evict_first")
+    else:
+        s = tl.load(x_ptrs, mask=mask, other=0.0, eviction_policy="evict_first")
+    return s

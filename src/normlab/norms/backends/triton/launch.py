@@ -58,10 +58,12 @@ RMS_FORWARD_ONCHIP = DirectLauncher(rms_kernels.rms_forward_onchip)
 RMS_FORWARD_CHUNKED = DirectLauncher(rms_kernels.rms_forward_chunked)
 RMS_BACKWARD_ONCHIP = DirectLauncher(rms_kernels.rms_backward_onchip)
 RMS_BACKWARD_CHUNKED = DirectLauncher(rms_kernels.rms_backward_chunked)
+RMS_BACKWARD_CHUNKED_GROUPED = DirectLauncher(rms_kernels.rms_backward_chunked_grouped)
 LAYER_FORWARD_ONCHIP = DirectLauncher(layer_kernels.layer_forward_onchip)
 LAYER_FORWARD_CHUNKED = DirectLauncher(layer_kernels.layer_forward_chunked)
 LAYER_BACKWARD_ONCHIP = DirectLauncher(layer_kernels.layer_backward_onchip)
 LAYER_BACKWARD_CHUNKED = DirectLauncher(layer_kernels.layer_backward_chunked)
+LAYER_BACKWARD_CHUNKED_GROUPED = DirectLauncher(layer_kernels.layer_backward_chunked_grouped)
 
 
 def _empty(shape, dtype, device) -> torch.Tensor:
@@ -120,6 +122,27 @@ def _chunk(n_features: int, chunk: int) -> int:
     if chunk < 1 or chunk & (chunk - 1):
         raise ValueError(f"chunk must be a positive power of two, got {chunk}")
     return min(chunk, triton.next_power_of_2(n_features))
+
+
+def _programs(work_items: int, device: torch.device, config: tuning.KernelConfig) -> int:
+    if config.one_tile_per_program:
+        return work_items
+    return tuning.launch_programs(work_items, device, config.programs_per_sm)
+
+
+def _tile_rows(rows: int, n_rows: int, config: tuning.KernelConfig) -> int:
+    """The tile height: the default's, or the config's (a sweep variant), never taller than the rows need."""
+    if config.rows is None:
+        return rows
+    return min(config.rows, triton.next_power_of_2(max(n_rows, 1)))
+
+
+def _backward_onchip_limit(kind: str, onchip_limit: int, element_size: int, config) -> int:
+    # The table's backward spills above BACKWARD_ONCHIP_LIMIT (unless a sweep measured a variant that does not);
+    # a config given by the caller (the sweep) is taken as given, and onchip_limit alone picks its path.
+    if config is not None:
+        return onchip_limit
+    return min(onchip_limit, tuning.backward_onchip_limit(kind, element_size, BACKWARD_ONCHIP_LIMIT))
 
 
 def _prepare(x, residual, onchip_limit, chunk):
@@ -196,8 +219,11 @@ def rms_forward(
     k: int,
     onchip_limit: int = ONCHIP_LIMIT,
     chunk: int = CHUNK,
+    config: tuning.KernelConfig | None = None,
 ):
-    """Returns (y, s, ms): s = x + residual (an empty tensor without residual), ms = mean square per row."""
+    """Returns (y, s, ms): s = x + residual (an empty tensor without residual), ms = mean square per row.
+
+    `config` replaces the tuning table's launch (the sweep's variants); onchip_limit still picks the path."""
     n_features, x2, r2 = _prepare(x, residual, onchip_limit, chunk)
     n_rows = x2.shape[0]
     y = _empty_like(x, x.dtype)
@@ -210,9 +236,10 @@ def rms_forward(
     flags = dict(HAS_RESIDUAL=r2 is not None, HAS_WEIGHT=weight is not None, EPS_INSIDE=eps_inside)
     if _is_onchip(n_features, onchip_limit):
         rows, block = _tile(n_rows, n_features)
-        config = tuning.onchip_forward("rms", rows * block, x.element_size())
+        config = config or tuning.onchip_forward("rms", rows * block, x.element_size())
+        rows = _tile_rows(rows, n_rows, config)
         RMS_FORWARD_ONCHIP(
-            (tuning.launch_programs(_cdiv(n_rows, rows), x.device, config.programs_per_sm),),
+            (_programs(_cdiv(n_rows, rows), x.device, config),),
             x2,
             r,
             w,
@@ -230,13 +257,14 @@ def rms_forward(
             ROWS=rows,
             BLOCK=block,
             STAGES=config.stages,
+            RELOAD=config.reload,
             num_warps=config.warps,
         )
     else:
         chunk = _chunk(n_features, chunk)
-        config = tuning.chunked_forward("rms", chunk, x.element_size())
+        config = config or tuning.chunked_forward("rms", chunk, x.element_size())
         RMS_FORWARD_CHUNKED(
-            (tuning.launch_programs(n_rows, x.device, config.programs_per_sm),),
+            (_programs(n_rows, x.device, config),),
             x2,
             r,
             w,
@@ -271,6 +299,7 @@ def rms_backward(
     k: int,
     onchip_limit: int = ONCHIP_LIMIT,
     chunk: int = CHUNK,
+    config: tuning.KernelConfig | None = None,
 ):
     """Returns (dx, dweight); dx also includes ds (the gradient reaching s = x + residual directly)."""
     n_features, s2, dy2, ds2, dx = _prepare_backward(dy, ds, s)
@@ -281,10 +310,11 @@ def rms_backward(
     ds_arg = s2 if ds2 is None else ds2
     flags = dict(HAS_DS=ds2 is not None, HAS_WEIGHT=weight is not None, EPS_INSIDE=eps_inside)
     ms2 = ms.reshape(-1)
-    if _is_onchip(n_features, min(onchip_limit, BACKWARD_ONCHIP_LIMIT)):
+    if _is_onchip(n_features, _backward_onchip_limit("rms", onchip_limit, s.element_size(), config)):
         rows, block = _tile(n_rows, n_features)
-        config = tuning.onchip_backward("rms", rows * block, s.element_size())
-        programs = tuning.launch_programs(_cdiv(n_rows, rows), s.device, config.programs_per_sm)
+        config = config or tuning.onchip_backward("rms", rows * block, s.element_size())
+        rows = _tile_rows(rows, n_rows, config)
+        programs = _programs(_cdiv(n_rows, rows), s.device, config)
         partial = _partials(programs, weight is not None, stats, s2)
         RMS_BACKWARD_ONCHIP(
             (programs,),
@@ -307,14 +337,17 @@ def rms_backward(
             ROWS=rows,
             BLOCK=block,
             STAGES=config.stages,
+            RELOAD=config.reload,
             num_warps=config.warps,
         )
     else:
         chunk = _chunk(n_features, chunk)
-        config = tuning.chunked_backward("rms", chunk, s.element_size())
-        programs = tuning.launch_programs(n_rows, s.device, config.programs_per_sm)
+        config = config or tuning.chunked_backward("rms", chunk, s.element_size())
+        programs = _programs(_cdiv(n_rows, config.group), s.device, config)
         partial = _partials(programs, weight is not None, stats, s2)
-        RMS_BACKWARD_CHUNKED(
+        grouped = dict(GROUP=config.group) if config.group > 1 else {}
+        chunk = max(1, chunk // config.group)  # GROUP rows of chunk / GROUP: a tile of the same size
+        (RMS_BACKWARD_CHUNKED_GROUPED if grouped else RMS_BACKWARD_CHUNKED)(
             (programs,),
             dy2,
             ds_arg,
@@ -332,6 +365,7 @@ def rms_backward(
             eps,
             offset,
             **flags,
+            **grouped,
             CHUNK=chunk,
             STAGES=config.stages,
             num_warps=config.warps,
@@ -344,9 +378,18 @@ def rms_backward(
 
 
 def layer_forward(
-    x, weight, bias, residual, eps: float, stats: str = "welford", onchip_limit: int = ONCHIP_LIMIT, chunk: int = CHUNK
+    x,
+    weight,
+    bias,
+    residual,
+    eps: float,
+    stats: str = "welford",
+    onchip_limit: int = ONCHIP_LIMIT,
+    chunk: int = CHUNK,
+    config: tuning.KernelConfig | None = None,
 ):
-    """Returns (y, s, mean, rstd). `stats` picks the chunked kernel's statistics: "two_pass" or "welford"."""
+    """Returns (y, s, mean, rstd). `stats` picks the chunked kernel's statistics: "two_pass" or "welford";
+    `config` as in rms_forward."""
     if stats not in LAYER_STATS:
         raise ValueError(f"stats must be one of {LAYER_STATS}, got {stats!r}")
     n_features, x2, r2 = _prepare(x, residual, onchip_limit, chunk)
@@ -364,9 +407,10 @@ def layer_forward(
     flags = dict(HAS_RESIDUAL=r2 is not None, HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None)
     if _is_onchip(n_features, onchip_limit):
         rows, block = _tile(n_rows, n_features)
-        config = tuning.onchip_forward("layer", rows * block, x.element_size())
+        config = config or tuning.onchip_forward("layer", rows * block, x.element_size())
+        rows = _tile_rows(rows, n_rows, config)
         LAYER_FORWARD_ONCHIP(
-            (tuning.launch_programs(_cdiv(n_rows, rows), x.device, config.programs_per_sm),),
+            (_programs(_cdiv(n_rows, rows), x.device, config),),
             x2,
             r,
             w,
@@ -384,13 +428,14 @@ def layer_forward(
             ROWS=rows,
             BLOCK=block,
             STAGES=config.stages,
+            RELOAD=config.reload,
             num_warps=config.warps,
         )
     else:
         chunk = _chunk(n_features, chunk)
-        config = tuning.chunked_forward("layer", chunk, x.element_size())
+        config = config or tuning.chunked_forward("layer", chunk, x.element_size())
         LAYER_FORWARD_CHUNKED(
-            (tuning.launch_programs(n_rows, x.device, config.programs_per_sm),),
+            (_programs(n_rows, x.device, config),),
             x2,
             r,
             w,
@@ -413,8 +458,19 @@ def layer_forward(
     return y, s, mean, rstd
 
 
-def layer_backward(dy, ds, s, weight, mean, rstd, has_bias: bool, onchip_limit: int = ONCHIP_LIMIT, chunk: int = CHUNK):
-    """Returns (dx, dweight, dbias); empty tensors stand for absent parameters."""
+def layer_backward(
+    dy,
+    ds,
+    s,
+    weight,
+    mean,
+    rstd,
+    has_bias: bool,
+    onchip_limit: int = ONCHIP_LIMIT,
+    chunk: int = CHUNK,
+    config: tuning.KernelConfig | None = None,
+):
+    """Returns (dx, dweight, dbias); empty tensors stand for absent parameters. `config` as in rms_backward."""
     n_features, s2, dy2, ds2, dx = _prepare_backward(dy, ds, s)
     n_rows, stats = s2.shape[0], _statistics_dtype(s.dtype)
     param_dtype = weight.dtype if weight is not None else s.dtype
@@ -427,10 +483,11 @@ def layer_backward(dy, ds, s, weight, mean, rstd, has_bias: bool, onchip_limit: 
     ds_arg = s2 if ds2 is None else ds2
     flags = dict(HAS_DS=ds2 is not None, HAS_WEIGHT=weight is not None, HAS_BIAS=has_bias)
     mean2, rstd2 = mean.reshape(-1), rstd.reshape(-1)
-    if _is_onchip(n_features, min(onchip_limit, BACKWARD_ONCHIP_LIMIT)):
+    if _is_onchip(n_features, _backward_onchip_limit("layer", onchip_limit, s.element_size(), config)):
         rows, block = _tile(n_rows, n_features)
-        config = tuning.onchip_backward("layer", rows * block, s.element_size())
-        programs = tuning.launch_programs(_cdiv(n_rows, rows), s.device, config.programs_per_sm)
+        config = config or tuning.onchip_backward("layer", rows * block, s.element_size())
+        rows = _tile_rows(rows, n_rows, config)
+        programs = _programs(_cdiv(n_rows, rows), s.device, config)
         dw_partial = _partials(programs, weight is not None, stats, s2)
         db_partial = _partials(programs, has_bias, stats, s2)
         LAYER_BACKWARD_ONCHIP(
@@ -453,15 +510,18 @@ def layer_backward(dy, ds, s, weight, mean, rstd, has_bias: bool, onchip_limit: 
             ROWS=rows,
             BLOCK=block,
             STAGES=config.stages,
+            RELOAD=config.reload,
             num_warps=config.warps,
         )
     else:
         chunk = _chunk(n_features, chunk)
-        config = tuning.chunked_backward("layer", chunk, s.element_size())
-        programs = tuning.launch_programs(n_rows, s.device, config.programs_per_sm)
+        config = config or tuning.chunked_backward("layer", chunk, s.element_size())
+        programs = _programs(_cdiv(n_rows, config.group), s.device, config)
         dw_partial = _partials(programs, weight is not None, stats, s2)
         db_partial = _partials(programs, has_bias, stats, s2)
-        LAYER_BACKWARD_CHUNKED(
+        grouped = dict(GROUP=config.group) if config.group > 1 else {}
+        chunk = max(1, chunk // config.group)  # GROUP rows of chunk / GROUP: a tile of the same size
+        (LAYER_BACKWARD_CHUNKED_GROUPED if grouped else LAYER_BACKWARD_CHUNKED)(
             (programs,),
             dy2,
             ds_arg,
@@ -478,6 +538,7 @@ def layer_backward(dy, ds, s, weight, mean, rstd, has_bias: bool, onchip_limit: 
             ds_arg.stride(0),
             s2.stride(0),
             **flags,
+            **grouped,
             CHUNK=chunk,
             STAGES=config.stages,
             num_warps=config.warps,

@@ -30,7 +30,7 @@ reduce_kernels.sum_partials reduces.
 import triton
 import triton.language as tl
 
-from normlab.norms.backends.triton.fused_add import load_summed
+from normlab.norms.backends.triton.fused_add import load_summed, reload_summed
 from normlab.norms.backends.triton.tuning import program_span
 
 
@@ -55,7 +55,10 @@ def layer_forward_onchip(
     ROWS: tl.constexpr,
     BLOCK: tl.constexpr,
     STAGES: tl.constexpr,
+    RELOAD: tl.constexpr = False,
 ):
+    # RELOAD (a sweep variant): read the tile again from L2 after the statistics instead of holding it in
+    # registers through them; the results are the same bits.
     compute = MEAN.dtype.element_ty
     cols = tl.arange(0, BLOCK)
     col_ok = cols < N
@@ -65,18 +68,22 @@ def layer_forward_onchip(
         row_ok = rows < n_rows
         mask = row_ok[:, None] & col_ok[None, :]
         rows64 = rows.to(tl.int64)
+        s_ptrs = S + rows64[:, None] * N + cols[None, :]
         s = load_summed(
             X + rows64[:, None] * stride_x + cols[None, :],
             R + rows64[:, None] * stride_r + cols[None, :],
-            S + rows64[:, None] * N + cols[None, :],
+            s_ptrs,
             mask,
             HAS_RESIDUAL,
-            False,
+            RELOAD,
         )
         s = s.to(compute)
         mean = tl.sum(s, axis=1) / N
         centred = tl.where(col_ok[None, :], s - mean[:, None], 0.0)
         rstd = 1.0 / tl.sqrt(tl.sum(centred * centred, axis=1) / N + eps)
+        if RELOAD:
+            s = reload_summed(X + rows64[:, None] * stride_x + cols[None, :], s_ptrs, mask, HAS_RESIDUAL)
+            centred = tl.where(col_ok[None, :], s.to(compute) - mean[:, None], 0.0)
         y = centred * rstd[:, None]
         # Weight and bias are loaded per tile, from L1/L2 (evict_last): held across the loop they spill at 16K.
         if HAS_WEIGHT:
@@ -195,11 +202,14 @@ def layer_backward_onchip(
     ROWS: tl.constexpr,
     BLOCK: tl.constexpr,
     STAGES: tl.constexpr,
+    RELOAD: tl.constexpr = False,
 ):
+    # RELOAD (a sweep variant): load the weight per tile instead of holding it across the loop (as in
+    # rms_backward_onchip); the results are the same bits.
     compute = MEAN.dtype.element_ty
     cols = tl.arange(0, BLOCK)
     col_ok = cols < N
-    if HAS_WEIGHT:
+    if HAS_WEIGHT and not RELOAD:
         w = tl.load(W + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)
     dw_acc = tl.zeros([BLOCK], dtype=compute)
     db_acc = tl.zeros([BLOCK], dtype=compute)
@@ -217,6 +227,8 @@ def layer_backward_onchip(
         xhat = tl.where(mask, (s - mean[:, None]) * rstd[:, None], 0.0)
         g = dy
         if HAS_WEIGHT:
+            if RELOAD:
+                w = tl.load(W + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)
             g = dy * w[None, :]
         mean_g = tl.sum(g, axis=1) / N
         mean_gx = tl.sum(g * xhat, axis=1) / N
@@ -314,3 +326,91 @@ def layer_backward_chunked(
             if HAS_BIAS:
                 db = tl.load(db_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last")
                 tl.store(db_row + cols, db + dy, mask=in_row, eviction_policy="evict_last")
+
+
+@triton.jit(do_not_specialize=["n_rows"])
+def layer_backward_chunked_grouped(
+    DY,
+    DS,
+    S,
+    W,
+    MEAN,
+    RSTD,
+    DX,
+    DW_PARTIAL,
+    DB_PARTIAL,
+    n_rows,
+    N,
+    stride_dy,
+    stride_ds,
+    stride_s,
+    HAS_DS: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    GROUP: tl.constexpr,
+    CHUNK: tl.constexpr,
+    STAGES: tl.constexpr,
+):
+    # A sweep variant of layer_backward_chunked (tuning.KernelConfig.group): GROUP rows as [GROUP, CHUNK]
+    # tiles, their dweight and dbias shares summed on chip before the partial lines are read and rewritten.
+    compute = MEAN.dtype.element_ty
+    partial_offset = tl.cast(tl.program_id(0), tl.int64) * N
+    dw_row, db_row = DW_PARTIAL + partial_offset, DB_PARTIAL + partial_offset
+    if HAS_WEIGHT or HAS_BIAS:
+        for start in range(0, N, CHUNK):
+            cols = start + tl.arange(0, CHUNK)
+            zeros = tl.zeros([CHUNK], dtype=compute)
+            if HAS_WEIGHT:
+                tl.store(dw_row + cols, zeros, mask=cols < N, eviction_policy="evict_last")
+            if HAS_BIAS:
+                tl.store(db_row + cols, zeros, mask=cols < N, eviction_policy="evict_last")
+        tl.debug_barrier()  # the row loop reads these zeros back
+    first, last = program_span(n_rows, GROUP)
+    for group in range(first, last):
+        rows = group * GROUP + tl.arange(0, GROUP)
+        row_ok = rows < n_rows
+        rows64 = rows.to(tl.int64)[:, None]
+        mean = tl.load(MEAN + rows, mask=row_ok, other=0.0)
+        rstd = tl.load(RSTD + rows, mask=row_ok, other=0.0)
+        sum_g = tl.zeros([GROUP, CHUNK], dtype=compute)
+        sum_gx = tl.zeros([GROUP, CHUNK], dtype=compute)
+        for start in tl.range(0, N, CHUNK, num_stages=STAGES):
+            cols = start + tl.arange(0, CHUNK)
+            in_row = cols < N
+            mask = row_ok[:, None] & in_row[None, :]
+            g = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_last")
+            g = g.to(compute)
+            if HAS_WEIGHT:
+                g = g * tl.load(W + cols, mask=in_row, other=0.0, eviction_policy="evict_last").to(compute)[None, :]
+            s = tl.load(S + rows64 * stride_s + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_last")
+            xhat = tl.where(mask, (s.to(compute) - mean[:, None]) * rstd[:, None], 0.0)
+            sum_g += g
+            sum_gx += g * xhat
+        mean_g = tl.sum(sum_g, axis=1) / N
+        mean_gx = tl.sum(sum_gx, axis=1) / N
+        for start in tl.range(0, N, CHUNK, num_stages=STAGES):
+            cols = start + tl.arange(0, CHUNK)
+            in_row = cols < N
+            mask = row_ok[:, None] & in_row[None, :]
+            dy = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
+            dy = dy.to(compute)
+            g = dy
+            if HAS_WEIGHT:
+                g = dy * tl.load(W + cols, mask=in_row, other=0.0, eviction_policy="evict_last").to(compute)[None, :]
+            s = tl.load(S + rows64 * stride_s + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
+            xhat = tl.where(mask, (s.to(compute) - mean[:, None]) * rstd[:, None], 0.0)
+            dx = (g - mean_g[:, None] - xhat * mean_gx[:, None]) * rstd[:, None]
+            if HAS_DS:
+                ds = tl.load(
+                    DS + rows64 * stride_ds + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first"
+                )
+                dx += ds.to(compute)
+            tl.store(
+                DX + rows64 * N + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask, eviction_policy="evict_first"
+            )
+            if HAS_WEIGHT:
+                dw = tl.load(dw_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last")
+                tl.store(dw_row + cols, dw + tl.sum(dy * xhat, axis=0), mask=in_row, eviction_policy="evict_last")
+            if HAS_BIAS:
+                db = tl.load(db_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last")
+                tl.store(db_row + cols, db + tl.sum(dy, axis=0), mask=in_row, eviction_policy="evict_last")

@@ -32,7 +32,7 @@ reduce_kernels.sum_partials reduces.
 import triton
 import triton.language as tl
 
-from normlab.norms.backends.triton.fused_add import load_summed
+from normlab.norms.backends.triton.fused_add import load_summed, reload_summed
 from normlab.norms.backends.triton.tuning import program_span
 
 
@@ -77,7 +77,10 @@ def rms_forward_onchip(
     ROWS: tl.constexpr,
     BLOCK: tl.constexpr,
     STAGES: tl.constexpr,
+    RELOAD: tl.constexpr = False,
 ):
+    # RELOAD (a sweep variant, tuning.KernelConfig.reload): read the tile again from L2 after the reduction
+    # instead of holding it in registers through it, as Quack does above 8K; the results are the same bits.
     compute = MS.dtype.element_ty
     cols = tl.arange(0, BLOCK)
     col_ok = cols < N
@@ -87,18 +90,22 @@ def rms_forward_onchip(
         row_ok = rows < n_rows
         mask = row_ok[:, None] & col_ok[None, :]
         rows64 = rows.to(tl.int64)
+        s_ptrs = S + rows64[:, None] * N + cols[None, :]
         s = load_summed(
             X + rows64[:, None] * stride_x + cols[None, :],
             R + rows64[:, None] * stride_r + cols[None, :],
-            S + rows64[:, None] * N + cols[None, :],
+            s_ptrs,
             mask,
             HAS_RESIDUAL,
-            False,
+            RELOAD,
         )
         s = s.to(compute)
         head = tl.where((cols < K)[None, :], s, 0.0)
         ms = tl.sum(head * head, axis=1) / K
         inv = _inverse_rms(ms, eps, EPS_INSIDE)
+        if RELOAD:
+            s = reload_summed(X + rows64[:, None] * stride_x + cols[None, :], s_ptrs, mask, HAS_RESIDUAL)
+            s = s.to(compute)
         y = s * inv[:, None]
         if HAS_WEIGHT:
             # Loaded per tile, from L1/L2 (evict_last): held across the loop it costs 32 registers a thread at 16K.
@@ -186,12 +193,15 @@ def rms_backward_onchip(
     ROWS: tl.constexpr,
     BLOCK: tl.constexpr,
     STAGES: tl.constexpr,
+    RELOAD: tl.constexpr = False,
 ):
+    # RELOAD (a sweep variant): load the gain per tile, from L1/L2, instead of holding it across the loop,
+    # which frees the registers that keep a 16K row on chip; the results are the same bits.
     compute = MS.dtype.element_ty
     cols = tl.arange(0, BLOCK)
     col_ok = cols < N
     in_head = (cols < K)[None, :]
-    if HAS_WEIGHT:
+    if HAS_WEIGHT and not RELOAD:
         gain = offset + tl.load(W + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)
     dw_acc = tl.zeros([BLOCK], dtype=compute)
     first, last = program_span(n_rows, ROWS)
@@ -208,6 +218,8 @@ def rms_backward_onchip(
         slope = _inverse_rms_slope(ms, inv, EPS_INSIDE)
         g = dy
         if HAS_WEIGHT:
+            if RELOAD:
+                gain = offset + tl.load(W + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)
             g = dy * gain[None, :]
         c = tl.sum(g * s, axis=1)
         dx = g * inv[:, None] - tl.where(in_head, s, 0.0) * (c * slope / K)[:, None]
@@ -289,3 +301,83 @@ def rms_backward_chunked(
             if HAS_WEIGHT:
                 partial = tl.load(dw_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last")
                 tl.store(dw_row + cols, partial + dy * s * inv, mask=in_row, eviction_policy="evict_last")
+
+
+@triton.jit(do_not_specialize=["n_rows"])
+def rms_backward_chunked_grouped(
+    DY,
+    DS,
+    S,
+    W,
+    MS,
+    DX,
+    DW_PARTIAL,
+    n_rows,
+    N,
+    K,
+    stride_dy,
+    stride_ds,
+    stride_s,
+    eps,
+    offset,
+    HAS_DS: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    EPS_INSIDE: tl.constexpr,
+    GROUP: tl.constexpr,
+    CHUNK: tl.constexpr,
+    STAGES: tl.constexpr,
+):
+    # A sweep variant of rms_backward_chunked (tuning.KernelConfig.group): GROUP rows stream side by side, as
+    # [GROUP, CHUNK] tiles, and their dweight shares are summed on chip before the program's partial line is
+    # read and rewritten: once per GROUP rows instead of once per row.
+    compute = MS.dtype.element_ty
+    dw_row = DW_PARTIAL + tl.cast(tl.program_id(0), tl.int64) * N
+    if HAS_WEIGHT:
+        for start in range(0, N, CHUNK):
+            cols = start + tl.arange(0, CHUNK)
+            tl.store(dw_row + cols, tl.zeros([CHUNK], dtype=compute), mask=cols < N, eviction_policy="evict_last")
+        tl.debug_barrier()  # the row loop reads these zeros back
+    first, last = program_span(n_rows, GROUP)
+    for group in range(first, last):
+        rows = group * GROUP + tl.arange(0, GROUP)
+        row_ok = rows < n_rows
+        rows64 = rows.to(tl.int64)[:, None]
+        ms = tl.load(MS + rows, mask=row_ok, other=1.0)
+        inv = _inverse_rms(ms, eps, EPS_INSIDE)
+        slope = _inverse_rms_slope(ms, inv, EPS_INSIDE)
+        acc = tl.zeros([GROUP, CHUNK], dtype=compute)
+        for start in tl.range(0, N, CHUNK, num_stages=STAGES):
+            cols = start + tl.arange(0, CHUNK)
+            mask = row_ok[:, None] & (cols < N)[None, :]
+            g = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_last")
+            g = g.to(compute)
+            if HAS_WEIGHT:
+                w = tl.load(W + cols, mask=cols < N, other=0.0, eviction_policy="evict_last")
+                g = g * (offset + w.to(compute))[None, :]
+            s = tl.load(S + rows64 * stride_s + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_last")
+            acc += g * s.to(compute)
+        c_slope = tl.sum(acc, axis=1) * slope / K
+        for start in tl.range(0, N, CHUNK, num_stages=STAGES):
+            cols = start + tl.arange(0, CHUNK)
+            in_row = cols < N
+            mask = row_ok[:, None] & in_row[None, :]
+            s = tl.load(S + rows64 * stride_s + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
+            dy = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
+            s, dy = s.to(compute), dy.to(compute)
+            g = dy
+            if HAS_WEIGHT:
+                w = tl.load(W + cols, mask=in_row, other=0.0, eviction_policy="evict_last")
+                g = dy * (offset + w.to(compute))[None, :]
+            dx = g * inv[:, None] - tl.where((cols < K)[None, :], s, 0.0) * c_slope[:, None]
+            if HAS_DS:
+                ds = tl.load(
+                    DS + rows64 * stride_ds + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first"
+                )
+                dx += ds.to(compute)
+            tl.store(
+                DX + rows64 * N + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask, eviction_policy="evict_first"
+            )
+            if HAS_WEIGHT:
+                partial = tl.load(dw_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last")
+                share = tl.sum(dy * s * inv[:, None], axis=0)
+                tl.store(dw_row + cols, partial + share, mask=in_row, eviction_policy="evict_last")

@@ -11,13 +11,18 @@ CHUNKED_PROGRAMS_PER_SM x SMs, so the rows in flight between the two passes fit 
 H100/H200: 264 rows of 64K bf16 is 35 MB), and the first pass marks the row evict_last.
 
 Warps and stages per width come from the sm_90 compile report (scripts/compile_kernels_sm90.py,
-build/compile-report.json): see the numbers beside each table.
+build/compile-report.json): see the numbers beside each table. Where a committed sweep measured the
+kernel variants on the target GPU (scripts/gpu_sweep.py, data/triton-sweep-N.jsonl), tuning_table.py
+generates measured.json beside this file, and its winners replace those guesses at the widths it
+timed: TABLE_SOURCE says which the table is.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import triton
@@ -57,11 +62,37 @@ def persistent_programs(work_items: int, sm_count: int, programs_per_sm: int) ->
 
 @dataclass(frozen=True)
 class KernelConfig:
-    """num_warps, the pipeline depth of the row loop (1: none), and programs started per SM."""
+    """num_warps, the pipeline depth of the row loop (1: none), and programs started per SM.
+
+    The other fields are the kernel variants the sweep times (variants.py, scripts/gpu_sweep.py); their
+    defaults are the kernels the table picks."""
 
     warps: int
     stages: int
     programs_per_sm: int
+    one_tile_per_program: bool = False  # a grid of one program per tile (or row), not a persistent one
+    rows: int | None = None  # on-chip tile height, instead of TILE_ELEMENTS // width
+    reload: bool = False  # forward: read the tile again after the reduction; backward: load the weight per tile
+    group: int = 1  # chunked backward: rows of chunk / group elements per tile, their dweight summed on chip
+
+
+MEASURED_TABLE = Path(__file__).with_name("measured.json")
+REGISTER_COUNTS = "set from register counts in the sm_90 compile report; no sweep has been committed"
+
+
+def _measured() -> tuple[str, dict[tuple, KernelConfig]]:
+    """(where the table comes from, {(kind, direction, path, element size, elements): measured winner})."""
+    if not MEASURED_TABLE.exists():
+        return REGISTER_COUNTS, {}
+    document = json.loads(MEASURED_TABLE.read_text())
+    entries = {
+        (e["kind"], e["direction"], e["path"], e["element_size"], e["elements"]): KernelConfig(**e["config"])
+        for e in document["entries"]
+    }
+    return f"measured: {document['source']}", entries
+
+
+TABLE_SOURCE, MEASURED = _measured()
 
 
 def launch_programs(work_items: int, device: torch.device, programs_per_sm: int) -> int:
@@ -111,6 +142,9 @@ def _by_size(pair: tuple[int, int], element_size: int) -> int:
 @functools.cache
 def onchip_forward(kind: str, tile_elements: int, element_size: int) -> KernelConfig:
     """The on-chip forward kernels' launch for a tile of `tile_elements` (ROWS x BLOCK) and this input size."""
+    measured = MEASURED.get((kind, "forward", "onchip", element_size, tile_elements))
+    if measured is not None:
+        return measured
     table = _FORWARD_PROGRAMS[kind]
     programs = table[min((t for t in table if t >= tile_elements), default=max(table))]
     return KernelConfig(
@@ -120,6 +154,9 @@ def onchip_forward(kind: str, tile_elements: int, element_size: int) -> KernelCo
 
 @functools.cache
 def onchip_backward(kind: str, tile_elements: int, element_size: int) -> KernelConfig:
+    measured = MEASURED.get((kind, "backward", "onchip", element_size, tile_elements))
+    if measured is not None:
+        return measured
     return KernelConfig(
         min(16, 2 * warps_for(tile_elements)), _stages(tile_elements, element_size), _BACKWARD_PROGRAMS_PER_SM
     )
@@ -127,11 +164,24 @@ def onchip_backward(kind: str, tile_elements: int, element_size: int) -> KernelC
 
 @functools.cache
 def chunked_forward(kind: str, chunk: int, element_size: int) -> KernelConfig:
+    measured = MEASURED.get((kind, "forward", "chunked", element_size, chunk))
+    if measured is not None:
+        return measured
     warps = warps_for(chunk) if _CHUNKED_FORWARD_WARPS[kind] == 8 else min(16, 2 * warps_for(chunk))
     return KernelConfig(warps, _stages(chunk, element_size), _by_size(_CHUNKED_FORWARD_PROGRAMS, element_size))
 
 
 @functools.cache
 def chunked_backward(kind: str, chunk: int, element_size: int) -> KernelConfig:
+    measured = MEASURED.get((kind, "backward", "chunked", element_size, chunk))
+    if measured is not None:
+        return measured
     programs = min(CHUNKED_PROGRAMS_PER_SM, _by_size(_CHUNKED_BACKWARD_PROGRAMS, element_size))
     return KernelConfig(warps_for(chunk), _stages(chunk, element_size), programs)
+
+
+@functools.cache
+def backward_onchip_limit(kind: str, element_size: int, default: int) -> int:
+    """The widest row the backward keeps on chip: `default`, or wider where the sweep measured on chip faster."""
+    wider = [key[4] for key in MEASURED if key[:4] == (kind, "backward", "onchip", element_size)]
+    return max([default, *wider])

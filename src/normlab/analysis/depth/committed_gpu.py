@@ -1,0 +1,161 @@
+"""Section "The committed GPU study (B17, B18, B19)": a committed GPU study's runs judged by the same rules
+and weighed beside this run (`normlab.analysis.shared.gpu_study.weigh`)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from normlab.analysis.depth.identity_path import b17_finding, b17_measures
+from normlab.analysis.depth.initialisation import InitStudy
+from normlab.analysis.depth.interlock import ablation_study, b19_finding, interaction_text
+from normlab.analysis.depth.post_ln_decay import b18_finding, b18_measures
+from normlab.analysis.depth.training_at_depth import TrainingStudy, job_outcome, pair_text
+from normlab.study.findings import Finding
+
+# The paired interval each verdict turns on, by its key in the finding's evidence: its half-width over the margin is
+# the run's power (`gpu_study.weigh`). B17's only interval is the pre − post loss pair.
+POWER_EVIDENCE = {"B17": "paired_pre_minus_post_rms", "B18": "paired_post_rms_minus_layer", "B19": "interaction"}
+
+
+GPU_ABSENT_WHY = "they change the model's shapes, and the GPU study trains each batch of models at one shape"
+
+
+def gpu_runs_frame(outcome: dict, unigram_entropy: float) -> pd.DataFrame:
+    """One row per run of a GPU-study experiment: its tag (placement, norm, seed, depth, setting, label, lr) and
+    `job_outcome` (the same reading of divergence and of 'trained' as this run's)."""
+    if not outcome.get("runs"):
+        raise ValueError("the GPU study's experiment has no runs; re-run it, or remove the file")
+    return pd.DataFrame([{**r["tag"], **job_outcome(r, unigram_entropy)} for r in outcome["runs"]])
+
+
+def gpu_training(outcome: dict, depth: int, unigram_entropy: float) -> TrainingStudy:
+    """The GPU study's `placement_depth` runs at `depth` in the chapter's own frames (its ablation lives apart)."""
+    runs = gpu_runs_frame(outcome, unigram_entropy)
+    runs = runs[runs["depth"] == depth].assign(config=lambda f: f["placement"] + "-" + f["norm"])
+    return TrainingStudy(
+        paired=runs[runs["setting"] == "paired"],
+        no_warmup=runs[runs["setting"] == "no warm-up"],
+        ablation=pd.DataFrame(),
+    )
+
+
+def gpu_ablation(outcome: dict, unigram_entropy: float) -> TrainingStudy:
+    """The GPU study's `ablation` runs (all at the base learning rate; it has no stress runs)."""
+    runs = gpu_runs_frame(outcome, unigram_entropy).assign(setting="base lr")
+    return TrainingStudy(paired=pd.DataFrame(), no_warmup=pd.DataFrame(), ablation=runs)
+
+
+def deciding_depth(outcome: dict, claim: str) -> int | None:
+    """The deepest depth of a GPU `placement_depth` experiment with every run `claim`'s rule needs: paired runs of
+    the four models (B17 and B18), and for B17 the no-warm-up runs as well."""
+    tags = [r["tag"] for r in outcome["runs"]]
+    usable = []
+    for depth in sorted({t["depth"] for t in tags}):
+        at = [t for t in tags if t["depth"] == depth]
+        paired = {(t["placement"], t["norm"]) for t in at if t["setting"] == "paired"}
+        nowarm = {t["placement"] for t in at if t["setting"] == "no warm-up"}
+        if paired >= {(p, n) for p in ("pre", "post") for n in ("rms", "layer")} and (
+            claim != "B17" or nowarm >= {"pre", "post"}
+        ):
+            usable.append(depth)
+    return max(usable) if usable else None
+
+
+def _gpu_placement_findings(study, init, settings, margin, b17_rule, b18_rule, corpus) -> tuple[dict, list[str]]:
+    """B17 and B18 through the chapter's own measures on the GPU runs at their deciding depths; the
+    initialisation half is this run's `init` (the GPU study trains only). Also a line per other depth."""
+    outcome = study.experiment("placement_depth")
+    entropy, findings, notes = corpus.unigram_entropy_nats, {}, []
+    depths = sorted({r["tag"]["depth"] for r in outcome["runs"]})
+    for claim in ("B17", "B18"):
+        depth = deciding_depth(outcome, claim)
+        if depth is None:
+            notes.append(f"{claim} is not measured on GPU: {study.source} lacks runs its rule needs at every depth.")
+            continue
+        training = gpu_training(outcome, depth, entropy)
+        if claim == "B17":
+            numbers = b17_measures(init, training, settings, margin)
+            findings[claim] = b17_finding(
+                numbers, deepest=init.deepest, deep=depth, margin=margin, **b17_rule, corpus_sha256=corpus.sha256
+            )
+        else:
+            numbers = b18_measures(init, training, margin)
+            findings[claim] = b18_finding(numbers, deep=depth, deepest=init.deepest, margin=margin, **b18_rule)
+        others = [
+            f"at {d} blocks {pair_text(b18_measures(init, gpu_training(outcome, d, entropy), margin)['pair'])}"
+            for d in depths
+            if d != depth and claim == "B18"
+        ]
+        notes.append(
+            f"{claim} on GPU is judged at {depth} blocks, the deepest with every run its rule needs"
+            + (
+                f"; its paired post-RMSNorm − post-LayerNorm loss is also measured {'; '.join(others)}"
+                if others
+                else ""
+            )
+            + "."
+        )
+    return findings, notes
+
+
+def _gpu_ablation_finding(study, corpus, margin) -> tuple[Finding | None, list[str]]:
+    outcome = study.experiment("ablation")
+    ablation = ablation_study(gpu_ablation(outcome, corpus.unigram_entropy_nats), margin)
+    why = f" ({GPU_ABSENT_WHY})" if ablation.absent else ""
+    if ablation.interaction is None:
+        reason = interaction_text(ablation).removeprefix("not computable ").strip("()")
+        return None, [f"B19 is not measured on GPU: {reason}."]
+    s = outcome["settings"]
+    finding = b19_finding(ablation, depth=s["depth"], steps=s["steps"], seeds=s["seeds"], margin=margin)
+    notes = [f"B19 on GPU: {', '.join(ablation.absent)} not run{why}."] if ablation.absent else []
+    return finding, notes
+
+
+def depth_claims(
+    studies: list,
+    cpu_findings: dict[str, Finding],
+    *,
+    init: InitStudy,
+    settings: dict,
+    margin: float,
+    b17_rule: dict,
+    b18_rule: dict,
+    corpus,
+    where: str,
+) -> tuple[dict[str, Finding], str]:
+    """B17, B18 and B19 weighed: the newest committed GPU study's runs through this chapter's own measures and
+    findings, each combined with this run's finding (`cpu_findings`) by `gpu_study.weigh`. Returns the findings to
+    record (this run's, unchanged, for a claim the study did not measure) and the markdown to show."""
+    from normlab.analysis.shared import gpu_study
+
+    if not studies:
+        return dict(cpu_findings), gpu_study.none_committed("placement_depth", studies)
+    gpu_findings, notes, sentences = {}, [], []
+    study_of = {}
+    for experiment in ("placement_depth", "ablation"):
+        study = gpu_study.latest_with(studies, experiment)
+        if study is None:
+            sentences.append(gpu_study.none_committed(experiment, studies))
+            continue
+        if experiment == "placement_depth":
+            found, said = _gpu_placement_findings(study, init, settings, margin, b17_rule, b18_rule, corpus)
+        else:
+            finding, said = _gpu_ablation_finding(study, corpus, margin)
+            found = {} if finding is None else {"B19": finding}
+        gpu_findings.update(found)
+        study_of.update(dict.fromkeys(found, study))
+        notes += said
+    combined, sides = dict(cpu_findings), {}
+    for claim, gpu in gpu_findings.items():
+        mine = cpu_findings[claim]
+        cpu_side = gpu_study.Side(
+            where, mine, gpu_study.interval_power(mine.evidence.get(POWER_EVIDENCE[claim])), False
+        )
+        gpu_side = gpu_study.Side(
+            study_of[claim].label, gpu, gpu_study.interval_power(gpu.evidence.get(POWER_EVIDENCE[claim])), True
+        )
+        combined[claim] = gpu_study.weigh(cpu_side, gpu_side)
+        sides[claim] = (cpu_side, gpu_side, combined[claim])
+    parts = [gpu_study.side_by_side(sides)] if sides else []
+    parts += [" ".join(notes + sentences)] if notes or sentences else []
+    return combined, "\n\n".join(parts)

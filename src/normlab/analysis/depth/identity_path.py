@@ -1,0 +1,122 @@
+"""Verdicts, B17 (pre-LN keeps the trunk an identity path, so gradients flow back undamped): pre-LN's
+block-to-block gradient spread, training without warm-up, and the paired pre − post final loss."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from normlab.analysis.depth.initialisation import InitStudy, gradient_spread
+from normlab.analysis.depth.training_at_depth import TrainingStudy, final_losses, pair_text, paired_or_none
+from normlab.study import decide
+from normlab.study.findings import Finding
+
+
+def b17_measures(init: InitStudy, training: TrainingStudy, settings: dict, margin: float) -> dict:
+    """Pre-LN's worst block-to-block gradient ratio at the deepest depth (over both initialisations, and its
+    spread seed by seed), how often each placement trained without warm-up, the paired pre − post final
+    loss (RMSNorm) and the fitted depth exponents."""
+    runs, deepest, exponents = training.paired, init.deepest, init.exponents
+    spreads = init.spreads
+    deep_pre = pd.concat(
+        [
+            spreads[s][(spreads[s]["depth"] == deepest) & spreads[s]["config"].str.startswith("pre")]
+            for s in (False, True)
+        ]
+    )
+    # Spread over seeds: the same key number (worst pre-LN block-to-block ratio at the deepest depth) seed by seed.
+    per_seed = [
+        max(
+            float(g[(g["depth"] == deepest) & g["config"].str.startswith("pre")]["max_over_min"].max())
+            for g in (gradient_spread(init.profiles[s][init.profiles[s]["seed"] == seed]) for s in (False, True))
+        )
+        for seed in settings["init_seeds"]
+    ]
+    nowarm = training.no_warmup
+    return {
+        "pre_spread": float(deep_pre["max_over_min"].max()),
+        "pre_spread_sd": float(np.std(per_seed, ddof=1)) if len(per_seed) > 1 else None,
+        "pre_rate": float(nowarm[nowarm["placement"] == "pre"]["trained"].mean()),
+        "post_rate": float(nowarm[nowarm["placement"] == "post"]["trained"].mean()),
+        "pair": paired_or_none(
+            final_losses(runs, placement="post", norm="rms"), final_losses(runs, placement="pre", norm="rms"), margin
+        ),
+        "xiong_pre": float(np.mean([exponents[False][c] for c in ("pre-rms", "pre-layer")])),
+        "xiong_post": float(np.mean([exponents[False][c] for c in ("post-rms", "post-layer")])),
+        "gpt2_pre": float(np.mean([exponents[True][c] for c in ("pre-rms", "pre-layer")])),
+        "gpt2_post": float(np.mean([exponents[True][c] for c in ("post-rms", "post-layer")])),
+        "drop": float(runs["final_drop"].mean()),
+    }
+
+
+# What "undamped" can mean: the result the essay leans on bounds the gradient at initialisation only.
+B17_UNDAMPED = (
+    "'Undamped' is read against Xiong et al. 2020, whose statement is a bound at initialisation: there the trunk is "
+    "an identity path, but the last layer's gradient in pre-LN still shrinks as 1/√L."
+)
+
+
+def b17_verdict(measures: dict, *, spread_limit: float, exponent_tolerance: float) -> str:
+    """Holds when pre-LN's gradient spread is within ×`spread_limit` and pre-LN trains without warm-up at least
+    as often as post-LN; caveat when post-LN trains as well, pre-LN's paired loss is not better, or Xiong's
+    exponents (−0.5 pre-LN, 0 post-LN, each within `exponent_tolerance`) are not seen."""
+    m, pair = measures, measures["pair"]
+    xiong_match = abs(m["xiong_pre"] + 0.5) <= exponent_tolerance and abs(m["xiong_post"]) <= exponent_tolerance
+    pre_better = pair is not None and pair["outcome"] == "different" and pair["mean_difference"] < 0
+    holds = m["pre_spread"] <= spread_limit and m["pre_rate"] >= m["post_rate"] and m["pre_rate"] > 0
+    return decide(holds, caveat=(m["post_rate"] >= m["pre_rate"]) or not pre_better or not xiong_match)
+
+
+def b17_paragraph(measures: dict, *, deepest: int, deep: int, spread_limit: float, exponent_tolerance: float) -> str:
+    m = measures
+    return (
+        f"Pre-LN per-block gradients at depth {deepest} differ by at most ×{m['pre_spread']:.2f} (threshold "
+        f"×{spread_limit:g}). Without warm-up at depth {deep}, pre-LN trained in {m['pre_rate']:.0%} of runs and "
+        f"post-LN in {m['post_rate']:.0%}. Paired final loss, pre-LN − post-LN (RMSNorm): {pair_text(m['pair'])}. "
+        f"Last-block gradient ∝ L^{m['xiong_pre']:.2f} (pre) and L^{m['xiong_post']:.2f} (post) under Xiong's "
+        f"initialisation, L^{m['gpt2_pre']:.2f} (pre) under GPT-2's. Over the last 10% of the paired runs the loss "
+        f"still fell {m['drop']:.4f} nats. {B17_UNDAMPED}\n\n"
+        f"**B17 verdict: {b17_verdict(m, spread_limit=spread_limit, exponent_tolerance=exponent_tolerance)}.**"
+    )
+
+
+def b17_finding(
+    measures: dict,
+    *,
+    deepest: int,
+    deep: int,
+    margin: float,
+    spread_limit: float,
+    exponent_tolerance: float,
+    corpus_sha256: str,
+) -> Finding:
+    m = measures
+    return Finding(
+        b17_verdict(m, spread_limit=spread_limit, exponent_tolerance=exponent_tolerance),
+        f"Pre-LN per-block gradient norms at depth {deepest} differ by at most ×{m['pre_spread']:.2f} (threshold "
+        f"×{spread_limit:g}); without warm-up at depth {deep} pre-LN trained in {m['pre_rate']:.0%} of runs vs "
+        f"post-LN {m['post_rate']:.0%}; paired pre − post final loss {pair_text(m['pair'])}; last-block gradient ~ "
+        f"L^{m['xiong_pre']:.2f} (pre) vs Xiong et al.'s L^-0.5, L^{m['gpt2_pre']:.2f} under GPT-2 init. "
+        + B17_UNDAMPED,
+        {
+            "deepest_init_depth": deepest,
+            "train_depth": deep,
+            "pre_ln_gradient_max_over_min": m["pre_spread"],
+            "pre_trained_rate_no_warmup": m["pre_rate"],
+            "post_trained_rate_no_warmup": m["post_rate"],
+            "paired_pre_minus_post_rms": m["pair"],
+            "exponent_pre_xiong_init": m["xiong_pre"],
+            "exponent_post_xiong_init": m["xiong_post"],
+            "exponent_pre_gpt2_init": m["gpt2_pre"],
+            "exponent_post_gpt2_init": m["gpt2_post"],
+            "loss_drop_last_10pct": m["drop"],
+            "margin_nats": margin,
+            "corpus_sha256": corpus_sha256,
+        },
+        key_number=m["pre_spread"],
+        threshold=spread_limit,
+        spread=m["pre_spread_sd"],
+        rule=f"Pre-LN per-block gradient spread ≤ ×{spread_limit:g} and pre-LN trains without warm-up at least as "
+        "often as post-LN; caveat when post-LN trains as well, pre-LN's paired loss is not better, or Xiong's "
+        "exponents are not seen.",
+    )

@@ -1,0 +1,140 @@
+"""Verdicts, B19 (the parts interlock; replacing one means re-validating the rest): the LLaMA style against one
+swap at a time and one double swap, and the interaction of norm and placement."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from normlab.analysis.depth.training_at_depth import TrainingStudy, final_losses, pair_spread, paired_or_none
+from normlab.analysis.shared.parity import interval_text
+from normlab.study.findings import Finding
+
+SINGLE_SWAPS = ["rms→layer", "swiglu→gelu", "rope→learned", "pre→post"]
+
+
+DOUBLE_SWAP = "rms→layer + pre→post"
+
+
+INTERACTION_SWAPS = ("rms→layer", "pre→post", DOUBLE_SWAP)  # with the LLaMA style: the 2x2 the interaction reads
+
+
+@dataclass
+class Ablation:
+    swaps: dict[
+        str, dict | None
+    ]  # per swap run: the paired final-loss change against the LLaMA style, None if diverged
+    interaction: dict | None  # paired Δ(double) − Δ(norm) − Δ(placement), None if a run diverged or was not run
+    stress_diverged: pd.Series  # per swap label: diverged at the stress learning rate (empty without stress runs)
+    base: pd.DataFrame  # the ablation runs at the base learning rate
+    absent: tuple[str, ...] = ()  # swaps of the design this run did not train
+
+    @property
+    def interaction_absent(self) -> list[str]:
+        """The swaps the interaction needs that this run did not train."""
+        return [s for s in INTERACTION_SWAPS if s in self.absent]
+
+
+def ablation_study(training: TrainingStudy, margin: float) -> Ablation:
+    """Each swap's paired change against the LLaMA style of the same seed, and the norm × placement interaction.
+    A swap absent from the runs is skipped and listed in `absent`; without one of INTERACTION_SWAPS there is no
+    interaction."""
+    runs = training.ablation
+    base = runs[runs["setting"] == "base lr"]
+    labels = set(base["label"])
+    if "llama" not in labels:
+        raise ValueError(
+            "the ablation has no 'llama' runs at the base learning rate, so no swap can be paired against the LLaMA "
+            f"style; the runs' labels are {sorted(labels)}: train the LLaMA-style model with the same seeds"
+        )
+    stress = runs[runs["setting"] == "stress lr"].set_index("label")
+    llama = final_losses(base, label="llama")
+    design = SINGLE_SWAPS + [DOUBLE_SWAP]
+    absent = tuple(s for s in design if s not in labels)
+    swaps = {s: paired_or_none(llama, final_losses(base, label=s), margin) for s in design if s not in absent}
+    interaction = None
+    if not any(s in absent for s in INTERACTION_SWAPS):
+        norm_l, place_l, double_l = (final_losses(base, label=s) for s in INTERACTION_SWAPS)
+        interaction = paired_or_none(
+            [a + b for a, b in zip(norm_l, place_l)], [d + l for d, l in zip(double_l, llama)], margin
+        )
+    stress_diverged = stress["diverged"] if len(stress) else pd.Series(dtype=bool)
+    return Ablation(swaps=swaps, interaction=interaction, stress_diverged=stress_diverged, base=base, absent=absent)
+
+
+def swap_table(ablation: Ablation) -> pd.DataFrame:
+    stressed = ablation.stress_diverged
+    return pd.DataFrame(
+        [
+            {
+                "swap": s,
+                "Δ vs LLaMA (nats)": p["mean_difference"] if p else math.nan,
+                "95% CI low": p["ci_low"] if p else math.nan,
+                "95% CI high": p["ci_high"] if p else math.nan,
+                "outcome": p["outcome"] if p else "diverged",
+                "diverges at stress lr": bool(stressed.loc[s]) if s in stressed.index else None,
+            }
+            for s, p in ablation.swaps.items()
+        ]
+    )
+
+
+def b19_verdict(ablation: Ablation) -> str:
+    """Interaction beyond the margin: holds with caveats (one pair of parts tested); inside: does not hold (the
+    effects add up); wider, a run diverged, or a swap it needs not run: not testable here."""
+    if ablation.interaction is None:
+        return "not testable here"
+    return {"equivalent": "does not hold", "different": "holds with caveats"}.get(
+        ablation.interaction["outcome"], "not testable here"
+    )
+
+
+def interaction_text(ablation: Ablation) -> str:
+    if ablation.interaction is not None:
+        return interval_text(ablation.interaction)
+    missing = ablation.interaction_absent
+    return f"not computable ({', '.join(missing)} not run)" if missing else "not computable (a run diverged)"
+
+
+def absent_text(ablation: Ablation) -> str:
+    """'' when every swap was run; else the sentence naming the ones that were not."""
+    return f" Not run here: {', '.join(ablation.absent)}." if ablation.absent else ""
+
+
+def b19_paragraph(ablation: Ablation) -> str:
+    return (
+        f"Interaction of the norm and placement swaps: {interaction_text(ablation)}.{absent_text(ablation)}"
+        f"\n\n**B19 verdict: {b19_verdict(ablation)}.**"
+    )
+
+
+def b19_finding(ablation: Ablation, *, depth: int, steps: int, seeds: int, margin: float) -> Finding:
+    interaction = ablation.interaction
+    singles = ", ".join(
+        f"{s} {p['mean_difference']:+.3f}" if p else f"{s} diverged"
+        for s, p in ablation.swaps.items()
+        if s in SINGLE_SWAPS
+    )
+    return Finding(
+        b19_verdict(ablation),
+        f"Interaction of the norm and placement swaps at depth {depth}: {interaction_text(ablation)}; single swaps "
+        f"vs LLaMA style: {singles} nats.{absent_text(ablation)}",
+        {
+            "depth": depth,
+            "steps": steps,
+            "seeds": seeds,
+            "interaction": interaction,
+            "swaps": dict(ablation.swaps),
+            "stress_diverged": {s: bool(d) for s, d in ablation.stress_diverged.items()},
+            "absent_swaps": list(ablation.absent),
+            "margin_nats": margin,
+            "loss_drop_last_10pct": float(ablation.base["final_drop"].mean()),
+        },
+        key_number=interaction["mean_difference"] if interaction else None,
+        threshold=margin,
+        spread=pair_spread(interaction),
+        rule=f"Paired interaction Δ(norm+placement) − Δ(norm) − Δ(placement): beyond ±{margin:g} nats holds with "
+        "caveats (one pair of parts tested); inside does not hold; wider: not testable here.",
+    )

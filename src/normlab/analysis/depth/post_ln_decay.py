@@ -1,0 +1,94 @@
+"""Verdicts, B18 (with post-LN, RMSNorm's deep-signal decay is worse than LayerNorm's): the paired
+post-RMSNorm − post-LayerNorm final loss and two measures at initialisation."""
+
+from __future__ import annotations
+
+from normlab.analysis.depth.initialisation import INIT_NAMES, InitStudy
+from normlab.analysis.depth.training_at_depth import TrainingStudy, final_losses, pair_spread, pair_text, paired_or_none
+from normlab.analysis.shared.parity import equivalence_verdict
+from normlab.study.findings import Finding
+
+# B18 has no published measurement to hold ours against.
+B18_UNSOURCED = (
+    "No published study compares post-RMSNorm with post-LayerNorm at depth: the verdict rests on this book's "
+    "measurement alone."
+)
+
+
+def b18_measures(init: InitStudy, training: TrainingStudy, margin: float) -> dict:
+    """Post-LN, RMSNorm against LayerNorm: the paired final loss (RMSNorm − LayerNorm) and, at the deepest
+    depth under Xiong's initialisation, the first/last-block gradient ratio and the last layer's token cosine."""
+    runs, deepest, spreads = training.paired, init.deepest, init.spreads[False]
+
+    def at_deepest(config: str, column: str) -> float:
+        return float(spreads[(spreads["config"] == config) & (spreads["depth"] == deepest)][column].mean())
+
+    frame = init.frame
+    top = frame[(frame["depth"] == deepest) & (frame["layer"] == deepest) & (frame["init"] == INIT_NAMES[False])]
+    return {
+        "pair": paired_or_none(
+            final_losses(runs, placement="post", norm="layer"), final_losses(runs, placement="post", norm="rms"), margin
+        ),
+        "ratio_rms": at_deepest("post-rms", "first_over_last"),
+        "ratio_ln": at_deepest("post-layer", "first_over_last"),
+        "cos_rms": float(top[top["config"] == "post-rms"]["token_cosine"].mean()),
+        "cos_ln": float(top[top["config"] == "post-layer"]["token_cosine"].mean()),
+    }
+
+
+def b18_init_worse(measures: dict, *, ratio_drop: float, cosine_rise: float) -> bool:
+    """RMSNorm worse at initialisation: its first/last gradient ratio smaller by more than `ratio_drop` (a
+    share) or its last-layer token cosine higher by more than `cosine_rise`."""
+    m = measures
+    return (m["ratio_rms"] < (1 - ratio_drop) * m["ratio_ln"]) or (m["cos_rms"] > m["cos_ln"] + cosine_rise)
+
+
+def b18_verdict(measures: dict, *, ratio_drop: float, cosine_rise: float) -> str:
+    """Holds if RMSNorm is worse beyond the margin in training and on one initialisation measure (training alone:
+    with caveats); does not hold if the paired interval lies inside the margin; not testable if it is wider."""
+    pair = measures["pair"]
+    if pair is None:
+        return "not testable here"
+    training = equivalence_verdict(pair)  # "holds" here means *no* difference, which refutes B18
+    if pair["outcome"] == "different" and pair["mean_difference"] > 0:
+        worse = b18_init_worse(measures, ratio_drop=ratio_drop, cosine_rise=cosine_rise)
+        return "holds" if worse else "holds with caveats"
+    return "does not hold" if training in ("holds", "does not hold") else "not testable here"
+
+
+def b18_paragraph(measures: dict, *, deep: int, deepest: int, ratio_drop: float, cosine_rise: float) -> str:
+    m = measures
+    return (
+        f"Paired final loss, post-RMSNorm − post-LayerNorm at depth {deep}: {pair_text(m['pair'])}. At initialisation "
+        f"(depth {deepest}): first/last-block gradient ratio {m['ratio_rms']:.3f} (RMSNorm) vs {m['ratio_ln']:.3f} "
+        f"(LayerNorm); last-layer token cosine {m['cos_rms']:.3f} vs {m['cos_ln']:.3f}. {B18_UNSOURCED}\n\n"
+        f"**B18 verdict: {b18_verdict(m, ratio_drop=ratio_drop, cosine_rise=cosine_rise)}.**"
+    )
+
+
+def b18_finding(
+    measures: dict, *, deep: int, deepest: int, margin: float, ratio_drop: float, cosine_rise: float
+) -> Finding:
+    m, pair = measures, measures["pair"]
+    return Finding(
+        b18_verdict(m, ratio_drop=ratio_drop, cosine_rise=cosine_rise),
+        f"Post-LN at depth {deep}: paired final loss RMSNorm − LayerNorm {pair_text(pair)}; at init (depth {deepest}) "
+        f"first/last gradient ratio {m['ratio_rms']:.3f} vs {m['ratio_ln']:.3f}, last-layer token cosine "
+        f"{m['cos_rms']:.3f} vs {m['cos_ln']:.3f}. " + B18_UNSOURCED,
+        {
+            "train_depth": deep,
+            "paired_post_rms_minus_layer": pair,
+            "deepest_init_depth": deepest,
+            "post_rms_first_over_last": m["ratio_rms"],
+            "post_layer_first_over_last": m["ratio_ln"],
+            "post_rms_token_cosine": m["cos_rms"],
+            "post_layer_token_cosine": m["cos_ln"],
+            "init_worse": b18_init_worse(m, ratio_drop=ratio_drop, cosine_rise=cosine_rise),
+            "margin_nats": margin,
+        },
+        key_number=pair["mean_difference"] if pair else None,
+        threshold=margin,
+        spread=pair_spread(pair),
+        rule=f"Paired post-LN final loss RMSNorm − LayerNorm: beyond +{margin:g} nats (and worse at init) holds; "
+        f"interval inside ±{margin:g} does not hold; wider than the margin: not testable here.",
+    )

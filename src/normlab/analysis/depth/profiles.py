@@ -1,0 +1,94 @@
+"""The depth chapter's sizes per profile (`PROFILES`), checked by `settings_for`, and the depth lists' check."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def validate_depths(depths, name: str = "depths") -> list[int]:
+    """A non-empty list of positive ints, sorted and deduplicated; anything else is a clear ValueError."""
+    if isinstance(depths, (int, str)) or not hasattr(depths, "__iter__"):
+        raise ValueError(f"{name} must be a list of positive ints such as [2, 4, 8], got {depths!r}")
+    depths = list(depths)
+    if not depths:
+        raise ValueError(f"{name} is empty; give at least one positive depth, e.g. [2, 4, 8]")
+    bad = [d for d in depths if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d <= 0]
+    if bad:
+        raise ValueError(f"{name} must hold positive ints only; these are not: {bad!r}")
+    return sorted({int(d) for d in depths})
+
+
+PROFILES = {
+    "smoke": dict(
+        init_depths=[1, 2, 4],
+        init_width=32,
+        init_context=16,
+        init_batch=2,
+        init_seeds=[0],
+        deep=2,
+        width=32,
+        context=16,
+        batch=4,
+        steps=20,
+        lr=3e-3,
+        warmup=4,
+        stress_lrs=[3e-2],
+        seeds=2,
+        ablation_seeds=2,
+        ablation_depth=1,
+        ablation_steps=20,
+    ),
+    # 2 cores: pre/post x RMS/Layer at depth 12 (5 pairs), a no-warm-up sweep, the ablation; ~120 runs. The ablation
+    # has 14 seeds: B19's interaction at 5 pairs was −0.0045 nats (−0.039..+0.030) and needed about 15 to decide,
+    # and its depth-4 runs are the cheapest in the chapter; B18's pairs would need ~900, beyond any CPU budget.
+    "cpu": dict(
+        init_depths=[2, 4, 8, 16, 32],
+        init_width=48,
+        init_context=32,
+        init_batch=4,
+        init_seeds=[0, 1],
+        deep=12,
+        width=32,
+        context=32,
+        batch=8,
+        steps=300,
+        lr=3e-3,
+        warmup=30,
+        stress_lrs=[1e-2, 3e-2],
+        seeds=5,
+        ablation_seeds=14,
+        ablation_depth=4,
+        ablation_steps=300,
+    ),
+    "gpu": dict(
+        init_depths=[2, 4, 8, 16, 32, 64, 128],
+        init_width=256,
+        init_context=128,
+        init_batch=16,
+        init_seeds=[0, 1, 2],
+        deep=24,
+        width=256,
+        context=128,
+        batch=32,
+        steps=1000,
+        lr=1e-3,
+        warmup=100,
+        stress_lrs=[3e-3, 1e-2],
+        seeds=8,
+        ablation_seeds=8,
+        ablation_depth=8,
+        ablation_steps=1000,
+    ),
+}
+
+
+def settings_for(profile: str) -> dict:
+    """The chapter's sizes for `profile`, checked: a clear ValueError for a profile or a size that cannot work."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {list(PROFILES)}, got {profile!r}")
+    settings = dict(PROFILES[profile])
+    settings["init_depths"] = validate_depths(settings["init_depths"], "init_depths")
+    validate_depths([settings["deep"], settings["ablation_depth"]], "deep/ablation_depth")
+    if min(settings["seeds"], settings["ablation_seeds"]) < 5 and profile != "smoke":
+        raise ValueError("paired verdicts need at least 5 pairs outside the smoke profile")
+    return settings

@@ -1,0 +1,232 @@
+"""Section "Training at depth": the paired runs of the four models, the no-warm-up sweep and the LLaMA-style
+ablation, trained in one pool, and the paired final losses the verdicts read.
+
+Short training (`run_grid`, `train_grid`) records, per run, whether it diverged, whether it learned more than
+the byte frequencies (final validation loss below the corpus's unigram entropy), and how far it got."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from normlab.analysis.shared.paired import paired_difference
+from normlab.analysis.shared.parity import interval_text
+from normlab.analysis.shared.runs import flat_eval_every
+from normlab.gpt.model import GPTConfig
+
+LLAMA = {"norm": "rms", "placement": "pre", "mlp": "swiglu", "positions": "rope"}
+
+
+# One LLaMA-style part swapped at a time, plus one double swap to look for an interaction.
+ABLATIONS = {
+    "llama": {},
+    "rms→layer": {"norm": "layer"},
+    "swiglu→gelu": {"mlp": "gelu"},
+    "rope→learned": {"positions": "learned"},
+    "pre→post": {"placement": "post"},
+    "rms→layer + pre→post": {"norm": "layer", "placement": "post"},
+}
+
+
+def run_outcome(result, unigram_entropy: float) -> dict:
+    """Summarise one TrainResult: diverged, trained (beyond byte frequencies), final and best validation loss."""
+    val = result.val["val_loss"].to_numpy(dtype=float)
+    final = float(val[-1]) if len(val) else math.nan
+    finite = val[np.isfinite(val)]
+    diverged = bool(result.diverged) or not math.isfinite(final) or (len(finite) > 0 and final > finite[0])
+    losses = result.history["loss"].to_numpy(dtype=float)
+    return {
+        "diverged": diverged,
+        "trained": (not diverged) and final < unigram_entropy,
+        "final_val_loss": final,
+        "initial_val_loss": float(val[0]) if len(val) else math.nan,
+        "best_train_loss": float(np.nanmin(losses)) if len(losses) else math.nan,
+        "steps_done": int(result.steps_done),
+    }
+
+
+def job_outcome(out: dict, unigram_entropy: float) -> dict:
+    """`run_outcome` for the plain dict a `normlab.analysis.shared.runs.train_job` returns."""
+    val = np.array([v for _, v in out["val"]], dtype=float)
+    final = float(val[-1]) if len(val) else math.nan
+    finite = val[np.isfinite(val)]
+    diverged = bool(out["diverged"]) or not math.isfinite(final) or (len(finite) > 0 and final > finite[0])
+    return {
+        "diverged": diverged,
+        "trained": (not diverged) and final < unigram_entropy,
+        "final_val_loss": final,
+        "initial_val_loss": float(val[0]) if len(val) else math.nan,
+        "final_drop": out["final_drop"],
+        "steps_done": out["steps_done"],
+    }
+
+
+def run_grid(
+    grid: list[dict],
+    base_model: dict,
+    base_train: dict,
+    unigram_entropy: float,
+    *,
+    devices=None,
+    desc: str = "depth runs",
+) -> pd.DataFrame:
+    """Train every entry of `grid` in parallel worker processes (`normlab.runtime.parallel.run_parallel`), one row per run.
+
+    Entries are dicts with optional `label`, model overrides under `model` and train overrides under `train`;
+    `base_model`/`base_train` are GPTConfig/TrainConfig keyword dicts.
+    """
+    from normlab.analysis.shared.runs import train_job
+    from normlab.runtime.parallel import run_parallel
+
+    if not grid:
+        raise ValueError("grid is empty; give at least one run")
+    jobs = [
+        dict(model={**base_model, **entry.get("model", {})}, train={**base_train, **entry.get("train", {})})
+        for entry in grid
+    ]
+    outputs = run_parallel(train_job, jobs, devices=devices, desc=desc)
+    return pd.DataFrame(
+        [
+            {
+                "label": entry.get("label", ""),
+                **entry.get("model", {}),
+                **entry.get("train", {}),
+                **job_outcome(out, unigram_entropy),
+            }
+            for entry, out in zip(grid, outputs)
+        ]
+    )
+
+
+def train_grid(grid: list[dict], base_model: GPTConfig, base_train, corpus, *, progress=None) -> pd.DataFrame:
+    """Train every entry of `grid` (dicts with optional keys: label, model overrides under 'model',
+    train overrides under 'train') and return one row per run with its `run_outcome` and settings."""
+    from normlab.gpt.train import train
+
+    if not grid:
+        raise ValueError("grid is empty; give at least one run")
+    entropy = corpus.unigram_entropy_nats
+    rows = []
+    iterator = grid if progress is None else progress(grid)
+    for entry in iterator:
+        mcfg = replace(base_model, **entry.get("model", {}))
+        tcfg = replace(base_train, **entry.get("train", {}))
+        result = train(mcfg, tcfg, corpus)
+        row = {
+            "label": entry.get("label", ""),
+            **entry.get("model", {}),
+            **entry.get("train", {}),
+            **run_outcome(result, entropy),
+        }
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def training_grids(settings: dict) -> tuple[list[dict], list[dict]]:
+    """The runs to train: the paired runs and the no-warm-up sweep of the four models at the training depth;
+    and the LLaMA-style ablation (paired seeds at the base learning rate, one seed at the stress one)."""
+    grid = [
+        {"label": "paired", "model": {"norm": norm, "placement": placement}, "train": {"seed": seed}}
+        for seed in range(settings["seeds"])
+        for placement in ("pre", "post")
+        for norm in ("rms", "layer")
+    ]
+    grid += [
+        {"label": "no warm-up", "model": {"norm": norm, "placement": placement}, "train": {"lr": lr, "warmup_steps": 0}}
+        for placement in ("pre", "post")
+        for norm in ("rms", "layer")
+        for lr in [settings["lr"]] + settings["stress_lrs"]
+    ]
+    steps = settings["ablation_steps"]
+    ablation = [
+        {
+            "label": label,
+            "model": {**LLAMA, **swap, "depth": settings["ablation_depth"]},
+            "train": {"seed": seed, "steps": steps, "eval_every": flat_eval_every(steps), "warmup_steps": steps // 10},
+        }
+        for seed in range(settings["ablation_seeds"])
+        for label, swap in ABLATIONS.items()
+    ]
+    ablation += [
+        {
+            "label": label,
+            "model": {**LLAMA, **swap, "depth": settings["ablation_depth"]},
+            "train": {
+                "seed": 0,
+                "steps": steps,
+                "eval_every": flat_eval_every(steps),
+                "lr": max(settings["stress_lrs"]),
+                "warmup_steps": 0,
+                "stress": True,
+            },
+        }
+        for label, swap in ABLATIONS.items()
+    ]
+    return grid, ablation
+
+
+@dataclass
+class TrainingStudy:
+    paired: pd.DataFrame  # the paired runs of the four models at the training depth, with a `config` column
+    no_warmup: pd.DataFrame  # one seed of each without warm-up, at each learning rate
+    ablation: pd.DataFrame  # the LLaMA-style ablation, `setting` "base lr" or "stress lr"
+
+
+def training_study(settings: dict, corpus, devices=None) -> TrainingStudy:
+    """Every run of the chapter in one pool of parallel workers (`run_grid`)."""
+    steps = settings["steps"]
+    base_model = dict(context=settings["context"], width=settings["width"], depth=settings["deep"], heads=4)
+    base_train = dict(
+        steps=steps,
+        batch_size=settings["batch"],
+        lr=settings["lr"],
+        warmup_steps=settings["warmup"],
+        eval_every=flat_eval_every(steps),
+        eval_batches=2,
+        stream_every=0,
+        seed=0,
+    )
+    grid, ablation_grid = training_grids(settings)
+    # "stress" is not a TrainConfig field: strip it before the run, keep it on the row.
+    everything = grid + [{**e, "train": {k: v for k, v in e["train"].items() if k != "stress"}} for e in ablation_grid]
+    runs = run_grid(everything, base_model, base_train, corpus.unigram_entropy_nats, devices=devices, desc="depth runs")
+    runs["setting"] = ["base lr"] * len(grid) + [
+        "stress lr" if e["train"].get("stress") else "base lr" for e in ablation_grid
+    ]
+    main = runs.iloc[: len(grid)].copy()
+    ablation = runs.iloc[len(grid) :].copy()
+    main["config"] = main["placement"] + "-" + main["norm"]
+    return TrainingStudy(
+        paired=main[main["label"] == "paired"], no_warmup=main[main["label"] == "no warm-up"], ablation=ablation
+    )
+
+
+def no_warmup_table(training: TrainingStudy) -> pd.DataFrame:
+    return training.no_warmup[["config", "lr", "trained", "diverged", "final_val_loss"]].reset_index(drop=True)
+
+
+def final_losses(frame: pd.DataFrame, **match) -> list[float]:
+    """The final validation losses of the rows matching every `column=value`, in seed order."""
+    part = frame
+    for key, value in match.items():
+        part = part[part[key] == value]
+    return part.sort_values("seed")["final_val_loss"].tolist()
+
+
+def paired_or_none(a: list[float], b: list[float], margin: float) -> dict | None:
+    """`paired_difference(a, b, margin)`, or None when a run diverged (a non-finite loss)."""
+    if not all(math.isfinite(v) for v in a + b):
+        return None
+    return paired_difference(a, b, margin)
+
+
+def pair_spread(pair: dict | None) -> float | None:
+    """The standard error of a paired mean difference, None without pairs."""
+    return pair["sd_of_differences"] / math.sqrt(pair["pairs"]) if pair else None
+
+
+def pair_text(pair: dict | None) -> str:
+    return interval_text(pair) if pair else "not comparable (a run diverged)"

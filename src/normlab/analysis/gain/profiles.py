@@ -1,0 +1,76 @@
+"""The gain chapter's sizes per profile, checked, and the small GPT's shape they give."""
+
+from __future__ import annotations
+
+PROFILES = {
+    "smoke": dict(
+        scan_norms=[0.5, 1, 2, 4],
+        scan_steps=2,
+        schedule_steps=20,
+        equilibrium_steps=150,
+        width=32,
+        depth=1,
+        context=16,
+        batch=4,
+        trained_steps=10,
+        sweep_steps=20,
+        lr=3e-3,
+        gain_decays=[0.0, 30.0],
+        seeds=2,
+        factors=[0.25, 0.5, 1, 2, 4],
+        qk=dict(width=32, depth=1, context=16, batch=4, steps=3, lr=0.01),
+    ),
+    "cpu": dict(
+        scan_norms=[0.5, 1, 2, 4, 8],
+        scan_steps=4,
+        schedule_steps=200,
+        equilibrium_steps=1500,
+        width=48,
+        depth=2,
+        context=32,
+        batch=8,
+        trained_steps=200,
+        sweep_steps=300,
+        lr=3e-3,
+        gain_decays=[0.0, 1.0, 10.0, 30.0],
+        seeds=5,
+        factors=[0.25, 0.5, 0.71, 1, 1.41, 2, 4],
+        qk=dict(width=48, depth=2, context=32, batch=8, steps=20, lr=0.01),
+    ),
+    "gpu": dict(
+        scan_norms=[0.25, 0.5, 1, 2, 4, 8],
+        scan_steps=8,
+        schedule_steps=500,
+        equilibrium_steps=4000,
+        width=256,
+        depth=6,
+        context=128,
+        batch=32,
+        trained_steps=1500,
+        sweep_steps=1000,
+        lr=1e-3,
+        gain_decays=[0.0, 1.0, 10.0, 30.0],
+        seeds=8,
+        factors=[0.25, 0.5, 0.71, 1, 1.41, 2, 4],
+        # The law is exact at any size, and float64 runs on the CPU: the GPU profile keeps this study small.
+        qk=dict(width=64, depth=2, context=64, batch=8, steps=40, lr=0.01),
+    ),
+}
+
+
+def profile_settings(profile: str) -> dict:
+    """The chapter's sizes for one profile, checked: the paired sweep needs 5 pairs and an undecayed baseline."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {list(PROFILES)}, got {profile!r}")
+    settings = PROFILES[profile]
+    if settings["seeds"] < 5 and profile != "smoke":
+        raise ValueError("the paired decay sweep needs at least 5 pairs outside the smoke profile")
+    decays = settings["gain_decays"]
+    if not decays or min(decays) < 0 or 0.0 not in decays:
+        raise ValueError(f"gain_decays must be non-negative and include 0.0 (the baseline), got {decays!r}")
+    return settings
+
+
+def model_settings(settings: dict) -> dict:
+    """The small GPT's shape (pre-LN unless a placement is added)."""
+    return dict(context=settings["context"], width=settings["width"], depth=settings["depth"], heads=4)

@@ -1,0 +1,57 @@
+"""The gain chapter's trainings: the pre-LN and post-LN models the forward section scales, and the decay sweep."""
+
+from __future__ import annotations
+
+from normlab.analysis.gain.profiles import model_settings
+from normlab.analysis.shared.runs import flat_eval_every, train_job
+from normlab.gpt.model import GPT, GPTConfig
+from normlab.runtime.parallel import run_parallel
+
+
+def training_jobs(settings: dict) -> tuple[list[dict], list[tuple[float, int]]]:
+    """The chapter's trainings: a pre-LN and a post-LN model kept for the forward scan, then the decay sweep.
+
+    The sweep's runs are keyed (gain weight decay, seed); runs of one seed differ only in the gains' decay.
+    """
+    sweep_steps = settings["sweep_steps"]
+    model_kw = model_settings(settings)
+    train_kw = dict(
+        steps=settings["trained_steps"],
+        batch_size=settings["batch"],
+        lr=settings["lr"],
+        warmup_steps=settings["trained_steps"] // 10,
+        eval_every=0,
+        eval_batches=2,
+        stream_every=0,
+        seed=0,
+    )
+    decay_kw = dict(
+        steps=sweep_steps,
+        batch_size=settings["batch"],
+        lr=settings["lr"],
+        warmup_steps=sweep_steps // 10,
+        eval_every=flat_eval_every(sweep_steps),
+        eval_batches=4,
+        stream_every=0,
+    )
+    jobs = [dict(model={**model_kw, "placement": p}, train=train_kw, keep_weights=True) for p in ("pre", "post")]
+    decay_keys = [(wd, seed) for seed in range(settings["seeds"]) for wd in settings["gain_decays"]]
+    jobs += [
+        dict(
+            model=model_kw, train={**decay_kw, "seed": seed, "gain_weight_decay": wd}, history_columns=("gain_norm/*",)
+        )
+        for wd, seed in decay_keys
+    ]
+    return jobs, decay_keys
+
+
+def train_models(settings: dict, devices=None) -> tuple[dict, dict]:
+    """Run every training in parallel workers: the trained pre-LN and post-LN GPTs, and the sweep's outputs."""
+    jobs, decay_keys = training_jobs(settings)
+    outputs = run_parallel(train_job, jobs, devices=devices, desc="gain runs")
+    model_kw = model_settings(settings)
+    gpt = {}
+    for placement, out in zip(("pre", "post"), outputs[:2]):
+        gpt[placement] = GPT(GPTConfig(**model_kw, placement=placement))
+        gpt[placement].load_state_dict(out["state_dict"])
+    return gpt, dict(zip(decay_keys, outputs[2:]))

@@ -1,0 +1,137 @@
+"""Section "Verdict for B15": the four parts combined by the chapter's rule, its paragraph and its finding."""
+
+from __future__ import annotations
+
+import math
+
+from normlab.analysis.gain.effective_update import UpdateScaling
+from normlab.analysis.gain.exact_toy import ToyChecks, equilibrium_row
+from normlab.analysis.gain.forward import ForwardCheck
+from normlab.analysis.gain.qk_norm import QKLaw, qk_evidence, qk_sentence
+from normlab.analysis.gain.weight_decay import DecaySweep
+from normlab.analysis.shared.parity import interval_text
+from normlab.study import decide
+from normlab.study.findings import Finding
+
+
+def b15_parts(forward: ForwardCheck, scaling: UpdateScaling, toy: ToyChecks, sweep: DecaySweep) -> dict:
+    """The four parts of B15, each already judged against its own threshold."""
+    return {
+        "forward_invariance": forward.holds,
+        "linear_under_adam": bool(scaling.linear_under_adam),
+        "wd_as_schedule_scale_invariant": bool(toy.holds),
+        "sensitive_to_gain_decay": bool(sweep.sensitive),
+    }
+
+
+def b15_verdict(parts: dict) -> str:
+    """All four parts: holds; two or three: holds with caveats; fewer: does not hold."""
+    passed = sum(parts.values())
+    return decide(passed >= 2, caveat=passed < 4)
+
+
+def _sweep_text(sweep: DecaySweep) -> str:
+    if sweep.strongest is None:
+        return "the decay sweep diverged"
+    return (
+        f"λ_g = {sweep.strongest:g} (ηλT = {sweep.timescales[sweep.strongest]:.0f}) changes the final loss by "
+        f"{interval_text(sweep.pairs[sweep.strongest])}"
+    )
+
+
+def b15_text(
+    forward: ForwardCheck, scaling: UpdateScaling, toy: ToyChecks, sweep: DecaySweep, qk: QKLaw, tolerance: float
+):
+    """The verdict paragraph the chapter shows: each part's number, where the invariance is exact, the verdict."""
+    parts = b15_parts(forward, scaling, toy, sweep)
+    return (
+        f"{sum(parts.values())}/4 parts hold. (1) Gains ×0.5 or ×2 change the loss by up to "
+        f"{forward.by_location.max():.1%}; the (gain·a, linear/a) symmetry leaves it within {forward.symmetry_max:.0e}. "
+        f"(2) Under the symmetry, Adam's one-step change of the next layer goes as a^{scaling.adam_exponent:.2f} (sd "
+        f"{scaling.adam_exponent_sd:.2f}), SGD's as a^{scaling.sgd_exponent:.2f}. (3) Decay ≡ growing learning rate to "
+        f"{toy.schedule_angle:.0e} rad on scale-invariant weights; equilibrium formulas "
+        f"{'within' if toy.holds else 'not within'} ±{tolerance:.0%}. (4) {_sweep_text(sweep)}; loss still fell "
+        f"{sweep.loss_drop:.4f} nats over the last 10% of steps. With that decay the gains end at RMS "
+        f"{sweep.final_gain_at(sweep.strongest):.3f} against {sweep.final_gain_at(0.0):.3f} undecayed: in pre-LN, "
+        f"decay that has time to act shrinks what the next layer sees, a change of the function and not only of a "
+        f"learning rate. {qk_sentence(qk)}\n\n**B15 verdict: {b15_verdict(parts)}.**"
+    )
+
+
+def b15_finding(
+    forward: ForwardCheck,
+    scaling: UpdateScaling,
+    toy: ToyChecks,
+    sweep: DecaySweep,
+    qk: QKLaw,
+    *,
+    tolerance: float,
+    corpus_sha256: str,
+) -> Finding:
+    """B15 from its four parts; the key number is the strongest decay's paired loss change, against the margin.
+
+    The QK-norm law does not vote: it says where the claim's premise (exact scale invariance) holds, and the
+    summary's second sentence reports it.
+    """
+    parts = b15_parts(forward, scaling, toy, sweep)
+    key_pair = sweep.key_pair
+    adam_toy = equilibrium_row(toy.equilibrium, "adamw", "toy chain")
+    e = toy.exponents
+    summary = (
+        f"{sum(parts.values())}/4 parts hold: gains ×0.5/×2 move the pre-LN loss by up to "
+        f"{forward.by_location.max():.1%}, Adam's update of the next layer scales as a^{scaling.adam_exponent:.2f} "
+        f"under the (g·a, W/a) symmetry, and {_sweep_text(sweep)}. {qk_sentence(qk)}"
+    )
+    evidence = {
+        "parts": parts,
+        "forward": {
+            "toy_max_abs_delta_loss": toy.invariance,
+            "symmetry_max_abs_delta_loss": forward.symmetry_max,
+            "relative_loss_change_at_a_0.5_or_2": {
+                f"{m} / {loc}": float(v) for (m, loc), v in forward.by_location.items()
+            },
+        },
+        "effective_update": {
+            "adam_exponent_via_W": scaling.adam_exponent,
+            "adam_exponent_sd": scaling.adam_exponent_sd,
+            "sgd_exponent_via_W": scaling.sgd_exponent,
+            "reference": "Kunin et al. 2021 rescale symmetry (g*a, W/a); SGD a^2, Adam a^1 derived",
+        },
+        "effective_lr": {
+            "sgd_exponent_gain": e["sgd_g"],
+            "sgd_exponent_W1": e["sgd_w"],
+            "adam_exponent_gain": e["adam_g"],
+            "adam_exponent_W1": e["adam_w"],
+            "theory_minus2_minus1_holds": bool(toy.theory_holds),
+            "sgd_direction_equivalence_rad": toy.equivalence_angle,
+        },
+        "wd_schedule": {
+            "li_arora_max_angle_rad": toy.schedule_angle,
+            "equilibrium": toy.equilibrium.drop(columns=["lr", "weight_decay"]).to_dict("records"),
+            "tolerance": tolerance,
+            "adamw_toy_norm_ratio": float(adam_toy["norm_ratio"]),
+            "adamw_toy_angular_ratio": float(adam_toy["angular_ratio"]),
+        },
+        "decay_sweep": {
+            "pairs": {str(wd): p for wd, p in sweep.pairs.items()},
+            "eta_lambda_T": {str(k): v for k, v in sweep.timescales.items()},
+            "final_gain_rms": {str(k): float(v) for k, v in sweep.final_gain.items()},
+            "margin_nats": sweep.margin,
+            "loss_drop_last_10pct": sweep.loss_drop,
+            "sensitive": sweep.sensitive,
+            "insensitive": sweep.insensitive,
+        },
+        "qk_norm_law": qk_evidence(qk),
+        "corpus_sha256": corpus_sha256,
+    }
+    return Finding(
+        b15_verdict(parts),
+        summary,
+        evidence,
+        key_number=key_pair["mean_difference"] if key_pair else None,
+        threshold=sweep.margin,
+        spread=key_pair["sd_of_differences"] / math.sqrt(key_pair["pairs"]) if key_pair else None,
+        rule="Four parts (forward invariance, Adam's linear scaling under the rescale symmetry, decay as a schedule on "
+        f"scale-invariant weights, paired sensitivity to gain decay at ηλT ≫ 1 beyond ±{sweep.margin:g} nats): all "
+        "hold → holds; two or three → with caveats.",
+    )

@@ -1,0 +1,102 @@
+"""V4, the Curse of Depth and LayerNorm Scaling: the later half's share of the drop-one loss with and without
+1/√l scaling, and the verdict (`depth_claim`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from normlab.analysis.landscape.method import ClaimOutcome, Landscape
+from normlab.analysis.landscape.summaries import growth_ratio, later_half_share, non_inferiority, paired_or_none
+from normlab.study.findings import Finding
+from normlab.study.present import significant
+from normlab.study.results import decide
+
+
+def depth_claim(study: Landscape, *, curse_share: float) -> ClaimOutcome:
+    """V4: the curse is present when pre-LN's later half carries at most `curse_share` of the drop-one loss; the
+    remedy works when 1/√l raises that share (paired 95% interval above 0), with a caveat when its final loss is
+    not within the study's loss margin; it does not hold when the interval lies below 0."""
+    P = study.settings
+    plain, scaled = study.pick("deepest", "pre"), study.pick("deepest", "1/√l")
+    share_plain = [later_half_share(r["drop_one"]) if r["drop_one"] else math.nan for r in plain]
+    share_scaled = [later_half_share(r["drop_one"]) if r["drop_one"] else math.nan for r in scaled]
+    share_change = paired_or_none(share_plain, share_scaled, 0.05)
+    scaling_loss = study.versus("deepest", "pre", "1/√l")
+    curse = float(np.nanmean(share_plain))
+    first_block = float(np.mean([r["drop_one"][0] for r in plain if r["drop_one"]]))
+    first_share = float(
+        np.mean(
+            [
+                max(r["drop_one"][0], 0) / max(sum(max(v, 0) for v in r["drop_one"]), 1e-12)
+                for r in plain
+                if r["drop_one"]
+            ]
+        )
+    )
+    growth_plain = float(np.nanmean([growth_ratio(r["stream_rms"]) for r in plain]))
+    growth_scaled = float(np.nanmean([growth_ratio(r["stream_rms"]) for r in scaled]))
+    loss_ok = non_inferiority(scaling_loss) == "no worse"
+    if share_change is None or not math.isfinite(curse) or curse > curse_share:
+        verdict = "not testable here"
+    elif share_change["ci_low"] > 0:
+        verdict = decide(True, caveat=not loss_ok)
+    elif share_change["ci_high"] < 0:
+        verdict = "does not hold"
+    else:
+        verdict = "not testable here"
+
+    def shown(key: str, paired: dict | None) -> str:
+        return significant(paired[key]) if paired else "—"
+
+    summary = (
+        f"At depth {P['deepest']['depth']} the later half of pre-LN's blocks carries {significant(curse)} of the "
+        f"drop-one loss (curse threshold {curse_share:g}); 1/√l changes that share by "
+        f"{shown('mean_difference', share_change)} (95% CI "
+        f"{shown('ci_low', share_change)}..{shown('ci_high', share_change)}) "
+        f"and the final loss by {shown('mean_difference', scaling_loss)} nats."
+    )
+    finding = Finding(
+        verdict,
+        summary,
+        {
+            "first_block_drop_loss": first_block,
+            "first_block_share": first_share,
+            "later_half_share_plain": share_plain,
+            "later_half_share_scaled": share_scaled,
+            "share_change": share_change,
+            "final_loss_scaled_minus_plain": scaling_loss,
+            "growth_plain": growth_plain,
+            "growth_scaled": growth_scaled,
+            "model": P["deepest"],
+            "train": P["deepest_train"],
+            "corpus_sha256": study.corpus_sha256,
+        },
+        key_number=share_change["mean_difference"] if share_change else None,
+        threshold=0.0,
+        spread=share_change["sd_of_differences"] if share_change else None,
+        rule=f"Curse present when pre-LN's later half carries <= {100 * curse_share:g}% of the drop-one loss (else not "
+        "testable here); holds when 1/sqrt(l) raises that share (paired 95% interval above 0), with a caveat when its "
+        f"final loss is not within +{study.loss_margin} nats; does not hold when the interval lies below 0.",
+    )
+    unmoved = share_change and share_change["ci_low"] <= 0 <= share_change["ci_high"]
+    paragraph = (
+        f"**Verdict (V4): {verdict}.** {summary} "
+        + (
+            f"The curse shows at this scale (later half at or below {100 * curse_share:g}%)"
+            if curse <= curse_share
+            else "The curse does not show at this scale"
+        )
+        + f"; dropping the first block alone costs {significant(first_block)} nats ({significant(100 * first_share)}% "
+        "of the total), "
+        f"{'so the share mostly measures how special the first block is; ' if first_share > 0.5 else ''}"
+        f"{'scaling did not move the share by a measurable amount' if unmoved else 'scaling moved the share'}. "
+        f"Hidden RMS grows {significant(growth_plain)}× from the first "
+        f"to the last block without scaling and {significant(growth_scaled)}× with it. **What this scale can and cannot "
+        f"show:** Sun et al. found idle deep layers in models of 130M–7B parameters trained on billions of tokens; "
+        f"{P['deepest']['depth']} narrow blocks trained for {P['deepest_train']['steps']} steps may not have reached "
+        f"the regime where later layers collapse to identity, so an absent curse here is a null result, not a refutation."
+    )
+    return ClaimOutcome(finding, paragraph)

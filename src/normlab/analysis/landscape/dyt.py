@@ -1,0 +1,392 @@
+"""V1, Dynamic Tanh in place of every norm: the paired differences (as text, `interval`, and as table rows), the α₀
+sweep, the probes at initialisation, the final DyT layer's saturation through training, and the verdict
+(`dyt_claim`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from normlab.analysis.landscape.method import ClaimOutcome, Landscape, finals
+from normlab.analysis.landscape.probes import block_gradient_scale, probe_batches
+from normlab.analysis.landscape.profiles import AUTHORS_TRAIN, SMALL_VARIANTS, small_variant
+from normlab.analysis.landscape.summaries import non_inferiority
+from normlab.gpt.model import GPT, GPTConfig
+from normlab.norms.dyt import authors_alpha_init
+from normlab.study.findings import Finding
+from normlab.study.present import significant
+from normlab.study.results import decide
+
+
+def interval(paired: dict | None) -> str:
+    """A paired difference as '<mean> nats (95% CI <low>..<high>)'."""
+    return (
+        f"{significant(paired['mean_difference'])} nats (95% CI {significant(paired['ci_low'])}.."
+        f"{significant(paired['ci_high'])})"
+        if paired
+        else "not available (a run diverged)"
+    )
+
+
+def paired_row(name: str, scale: str, paired: dict | None) -> dict:
+    if paired is None:
+        return {
+            "variant": name,
+            "scale": scale,
+            "mean difference": None,
+            "95% low": None,
+            "95% high": None,
+            "outcome": "a run diverged",
+        }
+    return {
+        "variant": name,
+        "scale": scale,
+        "mean difference": paired["mean_difference"],
+        "95% low": paired["ci_low"],
+        "95% high": paired["ci_high"],
+        "outcome": non_inferiority(paired),
+    }
+
+
+DYT_PAIRS = {  # evidence key: (row name, baseline, variant), all at the small scale and reference learning rate
+    "dyt_minus_rms": ("DyT, authors' recipe − RMSNorm, same AdamW", "rms-authors", "dyt-authors"),
+    "dyt_rmsfinal_minus_rms": ("DyT blocks, RMSNorm final − RMSNorm, same AdamW", "rms-authors", "dyt-rmsfinal"),
+    "dyt_minus_dyt_rmsfinal": ("DyT final norm − RMSNorm final norm (DyT blocks)", "dyt-rmsfinal", "dyt-authors"),
+    "dyt_minus_layer": ("DyT, authors' recipe − LayerNorm", "layer", "dyt-authors"),
+    "rms_authors_minus_rms": ("RMSNorm: authors' AdamW − the study's", "rms", "rms-authors"),
+    "dyt_study_minus_rms": ("DyT, study's recipe − RMSNorm", "rms", "dyt"),
+    "dyt_minus_dyt_plain": ("study's DyT − DyT plain (the embedding scale)", "dyt-plain", "dyt"),
+    "layer_minus_rms": ("LayerNorm − RMSNorm", "rms", "layer"),
+}
+TRACED = ("dyt-authors", "dyt-rmsfinal", "dyt")  # the DyT variants whose trace V1 reads and draws
+
+
+def dyt_pairs(study: Landscape) -> dict:
+    """The paired final-loss differences V1 reads, keyed as in its evidence."""
+    return {key: study.versus("small", baseline, variant) for key, (_, baseline, variant) in DYT_PAIRS.items()}
+
+
+def dyt_pairs_table(pairs: dict) -> pd.DataFrame:
+    return pd.DataFrame([paired_row(DYT_PAIRS[key][0], "small", paired) for key, paired in pairs.items()])
+
+
+def alpha_sensitivity(study: Landscape) -> pd.DataFrame:
+    """Per width: the authors' recipe's best α₀ (of the norms not in front of attention; that one's is 4×) and its
+    loss, its loss at the authors' α₀, RMSNorm's loss, and how many α₀ diverged (seed 0, reference learning rate)."""
+    P, F = study.settings, study.frame
+    rows = []
+    for width in P["alpha_widths"]:
+        g = F[
+            (F.scale == "small")
+            & (F.label == "dyt-authors")
+            & (F.width == width)
+            & (F.seed == 0)
+            & (F.lr == P["small_train"]["lr"])
+        ]
+        alphas_diverged = int(g.diverged.sum())
+        g = g[~g.diverged]
+        base = F[
+            (F.scale == "small")
+            & (F.label == "rms")
+            & (F.width == width)
+            & (F.seed == 0)
+            & (F.lr == P["small_train"]["lr"])
+        ]
+        best = g.loc[g.final.idxmin()] if len(g) else None
+        default = g[g.reference_alpha].final
+        rows.append(
+            {
+                "width": width,
+                "authors' α₀": authors_alpha_init(width)[1],
+                "best α₀": None if best is None else float(best.alpha),
+                "best DyT loss": None if best is None else float(best.final),
+                "DyT loss at the authors' α₀": float(default.iloc[0]) if len(default) else None,
+                "RMSNorm loss": float(base.final.iloc[0]),
+                "α₀ values that diverged": alphas_diverged,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def dyt_probes(settings: dict, corpus) -> dict:
+    """What DyT's first layer sees at initialisation, and how much gradient reaches the blocks then."""
+    # The embeddings (times the scale, with the recipe), whose RMS sets where on tanh's curve the first layer works.
+    torch.manual_seed(0)
+    init_model = GPT(GPTConfig(**settings["small"], norm="dyt"))
+    embedding_rms = float(init_model.token_embedding.weight.detach().pow(2).mean().sqrt())
+    scaled_embedding_rms = embedding_rms * float(init_model.embedding_scale.detach())
+    # Same seed and batch for each model: AdamW's eps (1e-8) damps a gradient of that size instead of normalising it.
+    batch_size = settings["small_train"]["batch_size"]
+    grad_x, grad_y = probe_batches(corpus, GPTConfig(**settings["small"]), batch_size, 1, "cpu")[0]
+    block_grad = {}
+    for label in ("rms", "dyt-authors", "dyt", "dyt-plain"):
+        torch.manual_seed(0)
+        model = GPTConfig(**settings["small"], **small_variant(label, settings["small"]["width"]))
+        block_grad[label] = block_gradient_scale(GPT(model), grad_x, grad_y)
+    return {"embedding_rms": embedding_rms, "scaled_embedding_rms": scaled_embedding_rms, "block_grad": block_grad}
+
+
+def _layer_order(name: str) -> tuple:
+    """Module order of a norm's name: the blocks' norms by block and position, then the final norm."""
+    pieces = name.split(".")
+    return (math.inf,) if pieces[0] == "final_norm" else (int(pieces[1]), pieces[2])
+
+
+def final_dyt_layer(point: dict) -> str:
+    """The last DyT layer a trace point names: the final norm if it is DyT, else the last block's second norm."""
+    return max(point["saturated_share"], key=_layer_order)
+
+
+def saturation_onset(trace: Sequence[dict], threshold: float) -> dict:
+    """A run's final DyT layer through its trace: its saturated share at the end, the first traced step at which
+    the share reached `threshold` (None if it never did), and the last hidden RMS and block gradient at the end."""
+    if not trace:
+        raise ValueError("saturation_onset needs a trace with at least one point (run with trace_dyt=True)")
+    layer = final_dyt_layer(trace[-1])
+    reached = [p["step"] for p in trace if p["saturated_share"][layer] >= threshold]
+    last = trace[-1]
+    return {
+        "layer": layer,
+        "final_share": last["saturated_share"][layer],
+        "onset_step": reached[0] if reached else None,
+        "final_hidden_rms": last["final_hidden_rms"],
+        "final_block_gradient": last["block_gradient"],
+        "last_step": last["step"],
+    }
+
+
+def traced_saturation(runs: Sequence[dict], threshold: float) -> dict:
+    """`saturation_onset` over the seeds of one variant: saturated when every seed's final DyT layer ends at or above
+    `threshold`; the share's range over seeds, and the latest onset step (None unless every seed saturated)."""
+    per_seed = [
+        {"seed": r.get("tag", {}).get("seed", i), **saturation_onset(r["dyt_trace"], threshold)}
+        for i, r in enumerate(runs)
+        if r["dyt_trace"] and not r["diverged"]
+    ]
+    if not per_seed:
+        return {"seeds": 0, "saturated": False, "layer": None, "share_low": None, "share_high": None,
+                "onset_step": None, "per_seed": []}  # fmt: skip
+    shares = [s["final_share"] for s in per_seed]
+    onsets = [s["onset_step"] for s in per_seed]
+    saturated = min(shares) >= threshold
+    return {
+        "seeds": len(per_seed),
+        "saturated": saturated,
+        "layer": per_seed[0]["layer"],
+        "share_low": min(shares),
+        "share_high": max(shares),
+        "onset_step": max(onsets) if saturated else None,
+        "per_seed": per_seed,
+    }
+
+
+def _percent(share: float) -> str:
+    return f"{significant(100 * share, 2)}%"
+
+
+def _percent_range(low: float, high: float) -> str:
+    return _percent(low) if _percent(low) == _percent(high) else f"{_percent(low)}–{_percent(high)}"
+
+
+def dyt_diagnosis(
+    authors: dict, rmsfinal: dict, rmsfinal_vs_rms: dict | None, *, margin: float, threshold: float
+) -> str:
+    """The sentence that names the part of the authors' recipe that fails, from the measured numbers: whether the
+    final DyT layer saturates (`traced_saturation` of the recipe, against `threshold`), and whether DyT in the blocks
+    with an RMSNorm final norm is within `margin` nats of RMSNorm (the paired interval), and where its own last DyT
+    layer sits."""
+    if authors["seeds"] == 0:
+        first = "No run of the authors' recipe finished with a trace, so its final DyT layer cannot be read"
+    elif authors["saturated"]:
+        first = (
+            f"The part of the authors' recipe that fails is its final DyT layer: it saturates, with "
+            f"{_percent_range(authors['share_low'], authors['share_high'])} of its inputs where float32's "
+            f"tanh′(αx) is exactly 0 at the end (over {authors['seeds']} seeds), and at least "
+            f"{_percent(threshold)} from step {authors['onset_step']} on"
+        )
+    else:
+        first = (
+            f"The authors' final DyT layer does not saturate: at most {_percent(authors['share_high'])} of its inputs "
+            f"sit where tanh′(αx) is 0 at the end (threshold {_percent(threshold)}): it is not stuck on tanh's flat "
+            "tails"
+        )
+    outcome = non_inferiority(rmsfinal_vs_rms)
+    lead = "with an RMSNorm final norm, DyT in the blocks is"
+    if rmsfinal_vs_rms is None:
+        second = "with an RMSNorm final norm a run diverged, so there is no paired interval"
+    elif outcome == "no worse":
+        second = f"{lead} within the +{margin}-nat margin of RMSNorm ({interval(rmsfinal_vs_rms)})"
+    elif outcome == "worse":
+        second = (
+            f"{lead} still worse than RMSNorm beyond the +{margin}-nat margin ({interval(rmsfinal_vs_rms)}), so the "
+            "blocks' DyT layers fail too"
+        )
+    else:
+        second = (
+            f"{lead} neither within the +{margin}-nat margin of RMSNorm nor beyond it ({interval(rmsfinal_vs_rms)})"
+        )
+    if rmsfinal["seeds"]:
+        second += (
+            f", and its last DyT layer (the last block's) ends with "
+            f"{_percent_range(rmsfinal['share_low'], rmsfinal['share_high'])} of its inputs saturated"
+        )
+    return f"{first}; {second}."
+
+
+def trace_table(runs_by_label: dict[str, dict]) -> dict:
+    """Each variant's trace, compact for the evidence: steps, α per DyT layer, the last hidden RMS, the final DyT
+    layer's saturated share and the gradient reaching the blocks."""
+    out = {}
+    for label, run in runs_by_label.items():
+        trace = run["dyt_trace"]
+        if not trace:
+            out[label] = None
+            continue
+        layer = final_dyt_layer(trace[-1])
+        out[label] = {
+            "final_dyt_layer": layer,
+            "step": [p["step"] for p in trace],
+            "alpha": {name: [p["alpha"][name] for p in trace] for name in trace[0]["alpha"]},
+            "final_hidden_rms": [p["final_hidden_rms"] for p in trace],
+            "final_layer_saturated_share": [p["saturated_share"][layer] for p in trace],
+            "block_gradient": [p["block_gradient"] for p in trace],
+        }
+    return out
+
+
+def traced_runs(study: Landscape, seed: int = 0) -> dict[str, dict]:
+    """One run per traced DyT variant at the reference learning rate: the one of `seed`."""
+    return {label: run for label in TRACED for run in study.pick("small", label) if run["tag"]["seed"] == seed}
+
+
+def learned(final: float, entropy: float) -> str:
+    """How far a final loss got: past byte frequencies (the unigram entropy) by at least 0.25 nats, or not."""
+    if final >= entropy:
+        return "did not even reach byte frequencies"
+    return "learned little beyond byte frequencies" if entropy - final < 0.25 else "learned context"
+
+
+def dyt_claim(
+    study: Landscape, pairs: dict, alphas: pd.DataFrame, probes: dict, *, saturated_share: float
+) -> ClaimOutcome:
+    """V1 by non-inferiority of the authors' recipe against RMSNorm under the same optimiser, at the study's loss
+    margin; the caveats are LayerNorm (the same margin) and α₀'s tuning (the authors' α₀ more than the margin off the
+    best, or the best α₀ differing by width). The diagnosis sentence reads the traces against `saturated_share`."""
+    P, margin, entropy = study.settings, study.loss_margin, study.entropy
+    best_alphas = alphas["best α₀"].tolist()
+    default_gap = (alphas["DyT loss at the authors' α₀"] - alphas["best DyT loss"]).max()
+    tuning_matters = bool(default_gap > margin) or len(set(best_alphas)) > 1
+    primary = pairs["dyt_minus_rms"]
+    v1_outcome = non_inferiority(primary)
+    v1_layer = non_inferiority(pairs["dyt_minus_layer"])
+    if v1_outcome == "no worse":
+        verdict = decide(True, caveat=tuning_matters or v1_layer != "no worse")
+    elif v1_outcome == "worse":
+        verdict = "does not hold"
+    else:
+        verdict = "not testable here"
+    saturation = {label: traced_saturation(study.pick("small", label), saturated_share) for label in TRACED}
+    diagnosis = dyt_diagnosis(
+        saturation["dyt-authors"],
+        saturation["dyt-rmsfinal"],
+        pairs["dyt_rmsfinal_minus_rms"],
+        margin=margin,
+        threshold=saturated_share,
+    )
+    summary = (
+        (
+            f"DyT by the authors' LLaMA recipe − RMSNorm under the same AdamW, final loss {interval(primary)}: "
+            f"{v1_outcome} against a +{margin} margin; best α₀ "
+            + ", ".join(f"{significant(a, 2)} at width {w}" for w, a in zip(P["alpha_widths"], best_alphas))
+            + ". "
+        )
+        if primary
+        else "A DyT or RMSNorm run diverged at the reference learning rate, so no paired interval exists. "
+    ) + diagnosis
+    v1_compared = ("rms", "dyt-authors", "dyt-rmsfinal")
+    ranges = {label: study.usable_range("small", label, v1_compared) for label in v1_compared}
+    finals_by_label = {label: float(np.nanmean(finals(study.pick("small", label)))) for label in SMALL_VARIANTS}
+    attention_alpha, other_alpha = authors_alpha_init(P["small"]["width"])
+    evidence = {
+        "embedding_rms_at_init": probes["embedding_rms"],
+        "scaled_embedding_rms_at_init": probes["scaled_embedding_rms"],
+        "mean_final_loss": finals_by_label,
+        "unigram_entropy_nats": entropy,
+        "block_gradient_at_init": probes["block_grad"],
+        "authors_alpha_init": {"attention": attention_alpha, "other": other_alpha},
+        "saturated_share_threshold": saturated_share,
+        "saturation": {label: {k: v for k, v in s.items() if k != "per_seed"} for label, s in saturation.items()},
+        "saturation_per_seed": {label: s["per_seed"] for label, s in saturation.items()},
+        "trace_seed0": trace_table(traced_runs(study)),
+        **pairs,
+        "alpha_sensitivity": alphas.to_dict("records"),
+        "default_alpha_gap_to_best": float(default_gap),
+        "lr_range": ranges,
+        "model": P["small"],
+        "train": P["small_train"],
+        "authors_train": AUTHORS_TRAIN,
+        "corpus_sha256": study.corpus_sha256,
+        "margin": margin,
+    }
+    finding = Finding(
+        verdict,
+        summary,
+        evidence,
+        key_number=primary["mean_difference"] if primary else None,
+        threshold=margin,
+        spread=primary["sd_of_differences"] if primary else None,
+        rule="Non-inferiority of the DyT authors' LLaMA recipe (DyT without β in every norm, α₀ "
+        f"{attention_alpha:g} in front of attention and {other_alpha:g} elsewhere, embeddings times a learnable "
+        "√width, AdamW decay on every parameter) against RMSNorm under the same AdamW: holds when the 95% paired "
+        f"interval of DyT − RMSNorm lies below +{margin} nats at the baseline's learning rate; caveat when it is not "
+        f"also below LayerNorm + {margin} or α₀ needs tuning (the authors' α₀ more than {margin} nats off the best, or "
+        "the best α₀ differs between widths); does not hold when the interval lies above. The diagnosis calls the "
+        f"final DyT layer saturated when, in every seed, at least {_percent(saturated_share)} of its inputs end where "
+        "float32's tanh′ is 0; DyT with an RMSNorm final norm is read against the same margin, not judged.",
+    )
+    paragraph = _dyt_paragraph(study, verdict, summary, probes, saturation, ranges, finals_by_label)
+    return ClaimOutcome(finding, paragraph)
+
+
+def _dyt_paragraph(study, verdict, summary, probes, saturation, ranges, finals_by_label) -> str:
+    P, entropy = study.settings, study.entropy
+    authors, embedding_rms = saturation["dyt-authors"], probes["embedding_rms"]
+    block_grad = probes["block_grad"]
+    end_gradient = (
+        ", ".join(f"{significant(s['final_block_gradient'])} in seed {s['seed']}" for s in authors["per_seed"])
+        if authors["per_seed"]
+        else "not measured"
+    )
+    end_rms = {label: [s["final_hidden_rms"] for s in saturation[label]["per_seed"]] for label in saturation}
+    rms_range = {
+        label: f"{significant(min(v))}–{significant(max(v))}" if v else "not measured" for label, v in end_rms.items()
+    }
+    return (
+        f"**Verdict (V1): {verdict}.** {summary} "
+        f"Averaged over seeds, the authors' recipe ends at {significant(finals_by_label['dyt-authors'])} nats per byte "
+        f"and {learned(finals_by_label['dyt-authors'], entropy)}; with an RMSNorm final norm at "
+        f"{significant(finals_by_label['dyt-rmsfinal'])}; RMSNorm under the same AdamW at "
+        f"{significant(finals_by_label['rms-authors'])} and under the study's at {significant(finals_by_label['rms'])} "
+        f"(unigram entropy {significant(entropy)}). "
+        f"At the end of training the last hidden state, the final norm's input, has RMS {rms_range['dyt-authors']} "
+        f"with the authors' recipe and {rms_range['dyt-rmsfinal']} with an RMSNorm final norm, and the mean gradient "
+        f"reaching the blocks' matrices in the authors' recipe is {end_gradient} (at initialisation "
+        f"{significant(block_grad['dyt-authors'])}; RMSNorm's {significant(block_grad['rms'])}). "
+        f"The study's earlier recipe (β, α₀ = 0.5 everywhere, the scalars undecayed) ends at "
+        f"{significant(finals_by_label['dyt'])} and plain DyT, without the embedding scale, at "
+        f"{significant(finals_by_label['dyt-plain'])}: the scale lifts the first layer's input from RMS "
+        f"{significant(embedding_rms)} to {significant(probes['scaled_embedding_rms'])}. "
+        f"Usable learning rates reach {significant(ranges['dyt-authors']['lr_high'])} with the authors' recipe, "
+        f"{significant(ranges['dyt-rmsfinal']['lr_high'])} with an RMSNorm final norm and "
+        f"{significant(ranges['rms']['lr_high'])} for RMSNorm. "
+        f"**What this scale can and cannot show:** a small model can show whether the authors' recipe trains at all "
+        f"at this width and learning rate, and which layer stops it. It cannot show their large-model parity: at "
+        f"width {P['small']['width']} the √width scale is {significant(math.sqrt(P['small']['width']))}, not the 64 of "
+        f"a 4096-wide LLaMA; the runs are {P['small_train']['steps']} steps, not billions of tokens; and the authors "
+        f"give α₀ only for widths of 4096 and more, so the α₀ here is their narrowest model's, checked by the sweep."
+    )

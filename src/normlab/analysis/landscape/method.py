@@ -1,0 +1,160 @@
+"""Method, and the margins fixed before measuring: the chapter's runs with those margins (`Landscape`: pick
+runs, pair them by seed, usable learning-rate ranges), the outcome shape every claim returns
+(`ClaimOutcome`), and the overview of sizes, runs and how far the loss flattened.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from normlab.analysis.landscape.profiles import SCALES, is_dyt
+from normlab.analysis.landscape.summaries import paired_or_none, usable_flags, usable_lr_range
+from normlab.gpt.model import GPT, GPTConfig
+from normlab.study.findings import Finding
+from normlab.study.present import significant
+
+
+def frame_of(runs: list[dict]) -> pd.DataFrame:
+    """One row per run: its scale, label, learning rate, seed, width, DyT's α₀ (the norms' not in front of
+    attention) and whether it is its variant's own, and its outcome."""
+    rows = []
+    for r in runs:
+        t = r["tag"]
+        rows.append(
+            {
+                "scale": t["scale"],
+                "label": t["label"],
+                "lr": t["lr"],
+                "seed": t["seed"],
+                "width": r["model"]["width"],
+                "alpha": r["model"].get("dyt_alpha", 0.5) if is_dyt(t["label"]) else None,
+                "reference_alpha": t.get("reference_alpha", True),
+                "final": r["final_val_loss"],
+                "diverged": r["diverged"],
+                "final_drop": r["final_drop"],
+                "step_time": r["median_step_time"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def finals(runs: list[dict]) -> list[float]:
+    """Final validation losses, NaN for a run that diverged."""
+    return [r["final_val_loss"] if not r["diverged"] else math.nan for r in runs]
+
+
+def range_summary(ranges: dict, label: str) -> dict:
+    """The usable learning-rate range of `label` over its grid seeds: the narrowest (lowest top, lowest bottom),
+    and the lowest learning rate at which any seed failed above its range."""
+    highs = [v["lr_high"] for (lab, _), v in ranges.items() if lab == label and v["lr_high"]]
+    lows = [v["lr_low"] for (lab, _), v in ranges.items() if lab == label and v["lr_low"]]
+    fails = [v["fails_at"] for (lab, _), v in ranges.items() if lab == label]
+    return {
+        "lr_low": min(lows) if lows else None,
+        "lr_high": min(highs) if highs else None,
+        "diverges_at": min([f for f in fails if f is not None], default=None),
+        "decades": math.log10(min(highs) / min(lows)) if highs and lows else 0.0,
+    }
+
+
+class Landscape:
+    """The chapter's runs, with the margins stated before measuring, and the lookups its analyses share."""
+
+    def __init__(self, settings: dict, runs: list[dict], corpus, *, loss_margin: float, usable_tolerance: float):
+        self.settings = settings
+        self.runs = runs
+        self.entropy = corpus.unigram_entropy_nats
+        self.corpus_sha256 = corpus.sha256
+        self.loss_margin = loss_margin
+        self.usable_tolerance = usable_tolerance
+        self.frame = frame_of(runs)
+        self._ranges: dict = {}
+
+    def pick(self, scale: str, label: str, lr=None, width=None, alpha=None) -> list[dict]:
+        """The runs of one variant at one learning rate, width and α₀ (defaults: the scale's reference learning
+        rate and width, the variant's own α₀), by seed."""
+        lr = self.settings[f"{scale}_train"]["lr"] if lr is None else lr
+        width = self.settings[scale]["width"] if width is None else width
+        keep = []
+        for r in self.runs:
+            t = r["tag"]
+            if (
+                t["scale"] == scale
+                and t["label"] == label
+                and t["lr"] == lr
+                and r["model"]["width"] == width
+                and (t.get("reference_alpha", True) if alpha is None else r["model"].get("dyt_alpha", 0.5) == alpha)
+            ):
+                keep.append(r)
+        return sorted(keep, key=lambda r: r["tag"]["seed"])
+
+    def versus(self, scale: str, baseline: str, variant: str, **kw) -> dict | None:
+        """Paired final-loss difference variant − baseline over seeds; None where a run diverged."""
+        a, b = self.pick(scale, baseline, **kw), self.pick(scale, variant, **kw)
+        if [r["tag"]["seed"] for r in a] != [r["tag"]["seed"] for r in b]:
+            raise RuntimeError(f"{variant} and {baseline} are not paired by seed")
+        return paired_or_none(finals(a), finals(b), self.loss_margin)
+
+    def ranges(self, scale: str, compared: Sequence[str]) -> dict:
+        """Usable LR range per (label, seed) of the variants a claim compares, on its scale's grid seeds. Each run
+        is judged against the best run among `compared` alone: a variant the claim does not involve (one trained
+        under another optimiser, say) must not move the bar."""
+        key = (scale, tuple(sorted(compared)))
+        if key in self._ranges:
+            return self._ranges[key]
+        F = self.frame
+        seeds = range(self.settings["grid_seeds" if scale == "small" else "deep_grid_seeds"])
+        part = F[
+            (F.scale == scale)
+            & F.label.isin(compared)
+            & (F.width == self.settings[scale]["width"])
+            & F.seed.isin(seeds)
+        ]
+        part = part[part.reference_alpha]
+        best = float(part.loc[~part.diverged, "final"].min())
+        out = {}
+        for (label, seed), g in part.groupby(["label", "seed"]):
+            g = g.sort_values("lr")
+            flags = usable_flags(g.final.tolist(), g.diverged.tolist(), best, self.usable_tolerance)
+            out[(label, seed)] = usable_lr_range(g.lr.tolist(), flags)
+        self._ranges[key] = out
+        return out
+
+    def usable_range(self, scale: str, label: str, compared: Sequence[str]) -> dict:
+        """`range_summary` of one variant on its scale's grid, judged within the variants `compared`."""
+        if label not in compared:
+            raise ValueError(f"usable_range: {label!r} is not among the compared variants {tuple(compared)}")
+        return range_summary(self.ranges(scale, compared), label)
+
+
+@dataclass
+class ClaimOutcome:
+    """What the chapter makes of one claim: the finding it records, and the verdict paragraph it shows (the
+    finding's sentence with what the runs say around it)."""
+
+    finding: Finding
+    paragraph: str
+
+
+def overview(study: Landscape) -> str:
+    """Model sizes, run count, corpus, divergences, and whether the loss flattened against the loss margin."""
+    P, F, runs = study.settings, study.frame, study.runs
+    still_falling = float(F.final_drop.dropna().median())
+    sizes = {scale: GPT(GPTConfig(**P[scale])).num_parameters() for scale in SCALES}
+    return (
+        "Model sizes: "
+        + ", ".join(
+            f"{scale} {P[scale]['depth']} blocks × width {P[scale]['width']} = {sizes[scale]:,} parameters"
+            for scale in sizes
+        )
+        + ". "
+        f"{len(runs)} runs on corpus SHA-256 `{runs[0]['corpus_sha256'][:12]}…`; {int(F.diverged.sum())} diverged. "
+        f"Over the last 10% of their steps the runs' validation loss still fell by a median of "
+        f"{significant(still_falling)} nats: the loss has "
+        f"{'flattened' if still_falling < study.loss_margin else 'not quite flattened'} "
+        f"against the {study.loss_margin:g}-nat margin."
+    )

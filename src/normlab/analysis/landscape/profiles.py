@@ -1,0 +1,140 @@
+"""The chapter's profiles (model sizes, grids, seeds per profile), its variants and their recipes, and
+`profile_settings`, which checks a profile against what the chapter's design needs.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from normlab.norms.dyt import authors_alpha_init
+
+PROFILES = {
+    # seconds: proves the pipeline, not the claims
+    "smoke": dict(
+        small=dict(width=16, depth=2, heads=2, context=16),
+        small_train=dict(steps=20, batch_size=4, warmup_steps=2, lr=1e-2),
+        lr_grid=[1e-2, 1e-1],
+        seeds=2,
+        grid_seeds=1,
+        deep_grid_seeds=1,
+        alphas=[0.2, 0.8],
+        alpha_widths=[16, 32],
+        deep=dict(width=16, depth=3, heads=2, context=16),
+        deep_train=dict(steps=20, batch_size=4, warmup_steps=2, lr=1e-2),
+        deep_lr_grid=[1e-2, 1e-1],
+        deepest=dict(width=16, depth=4, heads=2, context=16),
+        deepest_train=dict(steps=20, batch_size=4, warmup_steps=2, lr=1e-2),
+        timing_repeats=3,
+        workers=None,
+        devices=None,
+    ),
+    # 2 CPU cores: sized for under 14 minutes on a quiet machine, both cores busy with one-thread runs (86 runs:
+    # 68 measured about 7 minutes' worth; the DyT variants of V1 add 18 of the cheapest, small runs, about 25
+    # seconds of one core each; a first sizing with 96 runs at 200-250 steps and 24 blocks measured about 15
+    # minutes' worth)
+    "cpu": dict(
+        small=dict(width=64, depth=4, heads=4, context=64),
+        small_train=dict(steps=200, batch_size=16, warmup_steps=20, lr=5e-3),
+        lr_grid=[5e-3, 1.5e-2, 5e-2, 1.5e-1],
+        seeds=3,
+        grid_seeds=2,
+        deep_grid_seeds=1,
+        alphas=[0.05, 0.2, 0.8],
+        alpha_widths=[32, 64],
+        deep=dict(width=32, depth=12, heads=4, context=64),
+        deep_train=dict(steps=150, batch_size=16, warmup_steps=15, lr=5e-3),
+        deep_lr_grid=[5e-3, 1.5e-2, 5e-2],
+        deepest=dict(width=32, depth=16, heads=4, context=64),
+        deepest_train=dict(steps=150, batch_size=16, warmup_steps=15, lr=5e-3),
+        timing_repeats=15,
+        workers=None,
+        devices=None,
+    ),
+    # one H200, sized for about 10 minutes: eight one-thread worker processes share the GPU (these models are
+    # far too small to fill it alone); the same design at 4-8x the width and 2-3x the steps
+    "gpu": dict(
+        small=dict(width=256, depth=6, heads=4, context=128),
+        small_train=dict(steps=600, batch_size=32, warmup_steps=60, lr=3e-3),
+        lr_grid=[1e-3, 3e-3, 1e-2, 3e-2, 1e-1],
+        seeds=4,
+        grid_seeds=2,
+        deep_grid_seeds=2,
+        alphas=[0.05, 0.1, 0.2, 0.4, 0.8],
+        alpha_widths=[128, 256],
+        deep=dict(width=128, depth=16, heads=4, context=128),
+        deep_train=dict(steps=500, batch_size=32, warmup_steps=50, lr=3e-3),
+        deep_lr_grid=[1e-3, 3e-3, 1e-2, 3e-2],
+        deepest=dict(width=128, depth=32, heads=4, context=128),
+        deepest_train=dict(steps=500, batch_size=32, warmup_steps=50, lr=3e-3),
+        timing_repeats=30,
+        workers=None,
+        devices=["cuda:0"] * 8,
+    ),
+}
+
+# V1's DyT variants. "dyt-authors" is the authors' LLaMA recipe (github.com/jiachenzhu/DyT, other_tasks/LLaMA): DyT
+# without β in every norm, α₀ for the norm in front of attention apart from the others, by width
+# (normlab.norms.dyt.authors_alpha_init), the embeddings times a learnable sqrt(width) (norm="dyt"'s default), and
+# AdamW's decay on every parameter. "dyt-rmsfinal" keeps it in the blocks with an RMSNorm before the head, and
+# "rms-authors" is RMSNorm under the same optimiser: the authors' own baseline, so that each of those pairs differs in
+# the norm alone. "dyt" (β, α₀ = 0.5 everywhere, the scalars undecayed) and "dyt-plain" (the same without the
+# embedding scale) are the study's earlier recipe: kept, at the reference learning rate only, because their pair
+# measures what the embedding scale does.
+AUTHORS_DYT = dict(norm="dyt", dyt_bias=False)  # plus the authors' α₀ for the width, filled in by `small_variant`
+SMALL_VARIANTS = {
+    "rms": dict(norm="rms"),
+    "layer": dict(norm="layer"),
+    "rms-authors": dict(norm="rms"),
+    "dyt-authors": AUTHORS_DYT,
+    "dyt-rmsfinal": dict(AUTHORS_DYT, final_norm_kind="rms"),
+    "dyt": dict(norm="dyt"),
+    "dyt-plain": dict(norm="dyt", embedding_scale=False),
+    "rms+qk": dict(qk_norm=True),
+}
+AUTHORS_TRAIN = dict(weight_decay_on="all")  # their AdamW: decay 0.1 on every parameter (main_training_llama.py)
+VARIANT_TRAIN = {label: AUTHORS_TRAIN for label in ("rms-authors", "dyt-authors", "dyt-rmsfinal")}
+AUTHORS_ALPHA = ("dyt-authors", "dyt-rmsfinal")  # the variants whose α₀ is the authors' by width
+REFERENCE_LR_ONLY = ("rms-authors", "dyt", "dyt-plain")  # paired at the reference learning rate, no grid
+MAX_LOGIT_PROBED = ("rms", "rms+qk")  # V3 tracks their largest attention logit through training
+
+
+def small_variant(label: str, width: int, alpha_other: float | None = None) -> dict:
+    """The model options of a small-scale variant at this width. For the authors' recipe, α₀ is theirs for the
+    width; `alpha_other` moves the α₀ of the norms not in front of attention, and the attention norm's with it,
+    at the ratio the authors keep at every width (4 to 1)."""
+    model = dict(SMALL_VARIANTS[label])
+    if label in AUTHORS_ALPHA:
+        attention, other = authors_alpha_init(width)
+        if alpha_other is not None:
+            attention, other = attention / other * alpha_other, alpha_other
+        model.update(dyt_alpha_attention=attention, dyt_alpha=other)
+    elif alpha_other is not None:
+        raise ValueError(f"small_variant: only {AUTHORS_ALPHA} take an α₀ here, got {label!r}")
+    return model
+
+
+def is_dyt(label: str) -> bool:
+    return label.startswith("dyt")
+
+
+PLACEMENTS = ("pre", "post", "peri", "post-sublayer")
+SCALES = ("small", "deep", "deepest")
+SCALE_COST = {"small": 1, "deep": 3, "deepest": 6}  # relative run time, to start the longest runs first
+
+
+def profile_settings(profile: str) -> dict:
+    """The profile's settings (a copy), checked for what the chapter's design needs."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {sorted(PROFILES)}, got {profile!r}")
+    settings = copy.deepcopy(PROFILES[profile])
+    for scale, grid_name in (("small", "lr_grid"), ("deep", "deep_lr_grid")):
+        if settings[f"{scale}_train"]["lr"] not in settings[grid_name]:
+            raise ValueError(f"profile {profile!r}: the {scale} reference learning rate must lie on {grid_name}")
+    if settings["seeds"] < 2 or max(settings["grid_seeds"], settings["deep_grid_seeds"]) > settings["seeds"]:
+        raise ValueError("paired intervals need at least 2 seeds, and grid seeds <= seeds")
+    for width in settings["alpha_widths"]:
+        if authors_alpha_init(width)[1] not in settings["alphas"]:
+            raise ValueError(f"profile {profile!r}: the authors' α₀ at width {width} must lie on alphas")
+    if profile != "smoke" and settings["deep"]["depth"] < 12:
+        raise ValueError("V2 needs at least 12 blocks, where placement matters")
+    return settings

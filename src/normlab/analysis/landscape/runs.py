@@ -1,0 +1,248 @@
+"""The chapter's runs: one training run as plain data (`landscape_run`), every run of the design as jobs
+(`landscape_jobs`), and the parallel workers that train them (`run_jobs`).
+
+`landscape_run(model=..., train=..., probe_every=..., drop_one=...)` trains
+GPTConfig(**model) with TrainConfig(**train) on the study corpus through
+`normlab.gpt.train.train` and returns plain data:
+
+- the outcome (diverged / trained / final and initial validation loss, how
+  much the loss still fell over the last 10% of the steps);
+- per-layer hidden-state RMS through training (from train's stream table);
+- per-layer gradient norms (before clipping, from train's history);
+- with `probe_every`, the largest attention logit through training: the run is
+  trained in segments of `probe_every` steps through train's own checkpoints,
+  and the model is probed between segments. A resumed run reproduces the
+  uninterrupted one exactly (the quality chapter tests this), so probing does
+  not change the run;
+- with `trace_dyt` as well, a DyT model's trace at the same points (`dyt_trace_point`): each DyT layer's α, the
+  last hidden state's RMS, each DyT layer's saturated share and the gradient reaching the blocks;
+- with `drop_one`, each block's contribution: the validation loss with that
+  block replaced by the identity, minus the full model's.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from normlab.analysis.landscape.probes import dyt_trace_point, max_attention_logit, probe_batches
+from normlab.analysis.landscape.profiles import (
+    MAX_LOGIT_PROBED,
+    PLACEMENTS,
+    REFERENCE_LR_ONLY,
+    SCALE_COST,
+    SMALL_VARIANTS,
+    VARIANT_TRAIN,
+    is_dyt,
+    small_variant,
+)
+from normlab.gpt.corpus import load_corpus
+from normlab.gpt.experiments import drop_one_losses
+from normlab.gpt.model import GPT, GPTConfig
+from normlab.gpt.train import TrainConfig
+from normlab.gpt.train import train as train_model
+from normlab.norms.dyt import authors_alpha_init
+from normlab.runtime.parallel import run_parallel, worker_device
+
+
+def _train_probed(mcfg: GPTConfig, tcfg: TrainConfig, corpus, every: int, probe) -> tuple:
+    """Train in segments of `every` steps through checkpoints; `probe(model, step)` between segments."""
+    trace = []
+    with tempfile.TemporaryDirectory() as folder:
+        segmented = replace(
+            tcfg, checkpoint_path=str(Path(folder) / "run.ckpt"), checkpoint_every=0, interrupt_after=every
+        )
+        while True:
+            result = train_model(mcfg, segmented, corpus)
+            trace.append(probe(result.model, result.steps_done))
+            if not result.interrupted:
+                return result, trace
+
+
+def landscape_run(
+    model: dict,
+    train: dict,
+    *,
+    probe_every: int = 0,
+    drop_one: bool = False,
+    probe_batch: int = 8,
+    probe_count: int = 4,
+    trace_dyt: bool = False,
+    tag: dict | None = None,
+) -> dict:
+    corpus = load_corpus()
+    device = train.get("device") or worker_device()
+    tcfg = TrainConfig(**{**train, "progress": False, "device": device})
+    mcfg = GPTConfig(**model)
+    batches = probe_batches(corpus, mcfg, probe_batch, probe_count, device)
+    if trace_dyt and not probe_every:
+        raise ValueError("trace_dyt records the DyT layers between training segments: set probe_every > 0 too")
+    if probe_every:
+
+        def probe(net, step):
+            point = {"step": step, "max_logit": max_attention_logit(net, batches[0][0])}
+            return {**point, "dyt": dyt_trace_point(net, *batches[0])} if trace_dyt else point
+
+        initial = probe(_initial_model(mcfg, tcfg, device), 0)
+        result, trace = _train_probed(mcfg, tcfg, corpus, probe_every, probe)
+        trace = [initial] + trace
+    else:
+        result, trace = train_model(mcfg, tcfg, corpus), []
+    dyt_trace = [{"step": point["step"], **point.pop("dyt")} for point in trace if "dyt" in point]
+    val = result.val
+    losses = val["val_loss"].tolist()
+    steps = val["step"].tolist()
+    final = float(losses[-1]) if losses else math.nan
+    diverged = bool(result.diverged) or not math.isfinite(final) or (len(losses) > 1 and final > losses[0])
+    history = result.history
+    grad_columns = sorted(
+        (c for c in history.columns if c.startswith("grad_norm/blocks.")), key=lambda c: int(c.split(".")[-1])
+    )
+    out = {
+        "tag": tag or {},
+        "model": model,
+        "train": {k: v for k, v in train.items() if k != "device"},
+        "diverged": diverged,
+        "trained": (not diverged) and final < corpus.unigram_entropy_nats,
+        "final_val_loss": final,
+        "initial_val_loss": float(losses[0]) if losses else math.nan,
+        "final_drop": _final_drop(steps, losses, tcfg.steps) if not diverged else math.nan,
+        "steps_done": int(result.steps_done),
+        "median_step_time": result.median_step_time() if len(history) else math.nan,
+        "val": list(zip(map(int, steps), map(float, losses))),
+        "stream_rms": [
+            (int(s), int(layer), float(rms))
+            for s, layer, rms in zip(result.stream["step"], result.stream["layer"], result.stream["rms"])
+        ],
+        "grad_norms": [[float(v) for v in row] for row in history[grad_columns].to_numpy()] if grad_columns else [],
+        "max_logit": trace,
+        "dyt_trace": dyt_trace,
+        "drop_one": drop_one_losses(result.model, batches) if drop_one and not diverged else None,
+        "corpus_sha256": corpus.sha256,
+    }
+    return out
+
+
+def _initial_model(mcfg: GPTConfig, tcfg: TrainConfig, device: str) -> GPT:
+    torch.manual_seed(tcfg.seed)
+    return GPT(mcfg).to(device)
+
+
+def _final_drop(steps: Sequence[int], losses: Sequence[float], total: int) -> float:
+    """Validation loss at (about) 90% of the run minus at its end: how much it still fell at the end."""
+    if not steps or steps[-1] != total:
+        return math.nan
+    mark = min(steps, key=lambda s: abs(s - 0.9 * total))
+    if mark == total:
+        return math.nan
+    return float(losses[steps.index(mark)] - losses[-1])
+
+
+def _train_dict(settings: dict, scale: str, **extra) -> dict:
+    base = dict(settings[f"{scale}_train"])
+    steps = base["steps"]
+    # eval every tenth of the run: the 90% point shows how much the loss still fell at the end
+    return {**base, "eval_every": steps // 10, "stream_every": steps // 10, "eval_batches": 4, **extra}
+
+
+def _job(
+    settings: dict,
+    device: str,
+    scale: str,
+    label: str,
+    model: dict,
+    *,
+    lr=None,
+    seed=0,
+    reference_alpha=True,
+    **options,
+) -> dict:
+    """`reference_alpha` marks a DyT run at its variant's own α₀ (False: a point of the α₀ sweep)."""
+    train = _train_dict(settings, scale, seed=seed, **VARIANT_TRAIN.get(label, {}))
+    if lr is not None:
+        train["lr"] = lr
+    if device != "cpu":
+        train["device"] = device
+    tag = dict(scale=scale, label=label, lr=train["lr"], seed=seed, reference_alpha=reference_alpha, **model)
+    return dict(model={**settings[scale], **model}, train=train, tag=tag, **options)
+
+
+def _grid_jobs(settings, device, scale, label, model, grid, grid_seeds, **options) -> list[dict]:
+    """Every seed at the reference learning rate, and the first `grid_seeds` seeds at the rest of the grid."""
+    ref = settings[f"{scale}_train"]["lr"]
+    out = [_job(settings, device, scale, label, model, lr=ref, seed=s, **options) for s in range(settings["seeds"])]
+    out += [
+        _job(settings, device, scale, label, model, lr=lr, seed=s, **options)
+        for lr in grid
+        if lr != ref
+        for s in range(grid_seeds)
+    ]
+    return out
+
+
+def landscape_jobs(settings: dict, device: str = "cpu") -> list[dict]:
+    """Every training run of the chapter, as keyword arguments of `landscape_run`, in the chapter's order."""
+    small_steps, small_width = settings["small_train"]["steps"], settings["small"]["width"]
+    jobs = []
+    for label in SMALL_VARIANTS:
+        model = small_variant(label, small_width)
+        probed = label in MAX_LOGIT_PROBED or is_dyt(label)
+        options = dict(probe_every=small_steps // 10 if probed else 0, **({"trace_dyt": True} if is_dyt(label) else {}))
+        grid = [settings["small_train"]["lr"]] if label in REFERENCE_LR_ONLY else settings["lr_grid"]
+        jobs += _grid_jobs(settings, device, "small", label, model, grid, settings["grid_seeds"], **options)
+    for width in settings["alpha_widths"]:
+        if width != small_width:
+            jobs.append(_job(settings, device, "small", "rms", {"norm": "rms", "width": width}))
+        for alpha in settings["alphas"]:
+            reference = alpha == authors_alpha_init(width)[1]
+            if width != small_width or not reference:
+                model = {**small_variant("dyt-authors", width, alpha), "width": width}
+                jobs.append(_job(settings, device, "small", "dyt-authors", model, reference_alpha=reference))
+    for placement in PLACEMENTS:
+        jobs += _grid_jobs(
+            settings,
+            device,
+            "deep",
+            placement,
+            dict(placement=placement),
+            settings["deep_lr_grid"],
+            settings["deep_grid_seeds"],
+        )
+    for scaled in (False, True):
+        jobs += [
+            _job(
+                settings,
+                device,
+                "deepest",
+                "1/√l" if scaled else "pre",
+                dict(depth_scaling=scaled),
+                seed=s,
+                drop_one=True,
+            )
+            for s in range(settings["seeds"])
+        ]
+    return jobs
+
+
+def run_jobs(jobs: list[dict], settings: dict) -> list[dict]:
+    """Run every job in parallel worker processes, longest first (so that no core idles at the end waiting on
+    one deep run), and return the records in the jobs' order."""
+    order = sorted(range(len(jobs)), key=lambda i: -SCALE_COST[jobs[i]["tag"]["scale"]])
+    outputs = run_parallel(
+        landscape_run,
+        [jobs[i] for i in order],
+        workers=settings["workers"],
+        devices=settings["devices"],
+        desc="landscape runs",
+    )
+    runs = [None] * len(jobs)
+    for i, out in zip(order, outputs):
+        runs[i] = out
+    if len({r["corpus_sha256"] for r in runs}) != 1:
+        raise RuntimeError("runs saw different corpora")
+    return runs

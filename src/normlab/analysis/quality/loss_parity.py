@@ -1,0 +1,121 @@
+"""Section "Loss parity (A9) and coinciding curves (B7, first half)": the paired RMSNorm − LayerNorm
+differences of the final and the whole-curve validation loss, and A9's verdict."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from normlab.analysis.quality.profiles import NORMS
+from normlab.analysis.shared.paired import paired_difference
+from normlab.analysis.shared.parity import equivalence_verdict, interval_text
+from normlab.study.findings import Finding
+
+
+@dataclass
+class LossParity:
+    curves: pd.DataFrame  # validation loss: one row per (norm, seed, step)
+    final: dict[str, list[float]]  # final validation loss per seed, per norm
+    curve: dict[str, list[float]]  # validation loss averaged over every evaluation after the start
+    diverged: list[tuple[str, int]]
+    final_pair: dict | None  # paired RMSNorm − LayerNorm final loss; None when a run diverged
+    curve_pair: dict | None  # the same for the whole-curve mean
+    last_drop: float  # how much the loss still fell over the last 10% of the steps, mean over runs
+    initial_loss: float
+    final_loss: float
+
+
+def loss_parity(runs: dict[tuple[str, int], dict], margin: float) -> LossParity:
+    """The paired differences RMSNorm − LayerNorm of the final and the whole-curve validation loss."""
+    diverged = [key for key, run in runs.items() if run["diverged"]]
+    curves = pd.DataFrame(
+        [
+            {"norm": norm, "seed": seed, "step": step, "val_loss": loss}
+            for (norm, seed), run in runs.items()
+            for step, loss in run["val"]
+        ]
+    )
+    seeds = sorted({seed for _, seed in runs})
+    final = {norm: [runs[(norm, s)]["final_val_loss"] for s in seeds] for norm in NORMS}
+    curve = {norm: [float(np.mean([v for st, v in runs[(norm, s)]["val"] if st > 0])) for s in seeds] for norm in NORMS}
+    if diverged:
+        final_pair = curve_pair = None
+    else:
+        final_pair = paired_difference(final["layer"], final["rms"], margin)
+        curve_pair = paired_difference(curve["layer"], curve["rms"], margin)
+    drops = pd.DataFrame([{"norm": n, "seed": s, "drop": r["final_drop"]} for (n, s), r in runs.items()])
+    return LossParity(
+        curves=curves,
+        final=final,
+        curve=curve,
+        diverged=diverged,
+        final_pair=final_pair,
+        curve_pair=curve_pair,
+        last_drop=float(drops["drop"].mean()),
+        initial_loss=float(curves[curves.step == 0].val_loss.mean()),
+        final_loss=float(np.mean(final["layer"] + final["rms"])),
+    )
+
+
+def final_loss_verdict(parity: LossParity) -> tuple[str, str]:
+    """A9's verdict from the paired final loss, and the interval in words (a diverged run: does not hold)."""
+    if parity.final_pair is None:
+        return "does not hold", f"{len(parity.diverged)} run(s) diverged: {parity.diverged}"
+    return equivalence_verdict(parity.final_pair), interval_text(parity.final_pair)
+
+
+def common_evidence(corpus, settings: dict, device: str, margin: float, parity: LossParity) -> dict:
+    """The numbers every paired verdict of the chapter carries: the corpus, the sizes, and how far training got."""
+    return {
+        "corpus_sha256": corpus.sha256,
+        "python": corpus.python_version,
+        "steps": settings["steps"],
+        "pairs": settings["seeds"],
+        "width": settings["width"],
+        "depth": settings["depth"],
+        "device": device,
+        "margin_nats": margin,
+        "initial_val_loss": parity.initial_loss,
+        "final_val_loss": parity.final_loss,
+        "unigram_entropy_nats": corpus.unigram_entropy_nats,
+        "loss_drop_last_10pct_steps": parity.last_drop,
+        "diverged_runs": len(parity.diverged),
+    }
+
+
+def parity_paragraph(parity: LossParity) -> str:
+    verdict, text = final_loss_verdict(parity)
+    return (
+        f"Over the last 10% of the steps the validation loss still fell by {parity.last_drop:.4f} nats on average "
+        f"(from {parity.initial_loss:.2f} at the start to {parity.final_loss:.3f}), so the runs had flattened.\n\n"
+        f"**A9 verdict: {verdict}.** Final validation loss, RMSNorm − LayerNorm: {text}."
+    )
+
+
+def a9_finding(parity: LossParity, margin: float, common: dict, resume: dict, ladder: dict | None = None) -> Finding:
+    """A9 holds when the whole 95% interval of the paired final-loss difference lies inside ±margin. The scale
+    ladder (`ladder_evidence`), when given, is recorded beside it as evidence; the verdict is this size's."""
+    verdict, text = final_loss_verdict(parity)
+    pair = parity.final_pair
+    return Finding(
+        verdict,
+        f"Final validation loss RMSNorm − LayerNorm = {text}, after {common['steps']} steps (loss still fell "
+        f"{parity.last_drop:.4f} nats over the last 10%).",
+        {
+            **common,
+            "paired_final_loss": pair,
+            "final_loss_layer": parity.final["layer"],
+            "final_loss_rms": parity.final["rms"],
+            "resume_max_abs_loss_difference": resume["difference"],
+            "resume_matches": resume["matches"],
+            **({"scale_ladder": ladder} if ladder is not None else {}),
+        },
+        key_number=max(abs(pair["ci_low"]), abs(pair["ci_high"])) if pair else None,
+        threshold=margin,
+        spread=pair["sd_of_differences"] / math.sqrt(pair["pairs"]) if pair else None,
+        rule=f"Holds when the whole 95% interval of the paired final-loss difference lies inside ±{margin:g} nats; "
+        "not testable when it is wider than that; does not hold when it lies outside.",
+    )

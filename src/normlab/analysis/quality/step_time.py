@@ -1,0 +1,111 @@
+"""Section "Time per step (B7, second half; evidence for B6)": the two models' training steps timed in
+alternation, B7's verdict from both halves, and B6's model-level evidence."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from normlab.analysis.quality.loss_parity import LossParity, final_loss_verdict
+from normlab.analysis.quality.profiles import NORMS
+from normlab.analysis.quality.training import model_config
+from normlab.analysis.shared.parity import equivalence_verdict, interval_text, ratio_with_spread
+from normlab.gpt.model import GPTConfig
+from normlab.gpt.train import compare_step_times
+from normlab.study import decide
+from normlab.study.findings import Finding
+
+
+def step_times(settings: dict, corpus, device: str) -> tuple[pd.DataFrame, dict]:
+    """Training steps of the two models timed in alternation: the timings, and the median per-round ratio
+    RMSNorm / LayerNorm with its bootstrap spread (`ratio_with_spread`)."""
+    timings = compare_step_times(
+        {norm: GPTConfig(**model_config(settings, norm)) for norm in NORMS},
+        corpus,
+        batch_size=settings["batch_size"],
+        repeats=settings["timing_repeats"],
+        device=device,
+    )
+    wide = timings.pivot(index="repeat", columns="model", values="step_time")
+    return timings, ratio_with_spread(wide["rms"], wide["layer"])
+
+
+def curves_verdict(parity: LossParity) -> str:
+    """B7's first half: the whole-curve paired difference judged for equivalence ('diverged' when a run did)."""
+    return "diverged" if parity.curve_pair is None else equivalence_verdict(parity.curve_pair)
+
+
+def b7_verdict(parity: LossParity, speed: dict, visible: float) -> str:
+    """Both halves (curves equivalent, step-time ratio ≤ `visible`): holds; the curves alone: with caveats."""
+    curves = curves_verdict(parity)
+    if curves == "diverged":
+        return "does not hold"
+    if curves in ("not testable here", "does not hold"):
+        return curves
+    return decide(True, caveat=not speed["ratio"] <= visible)
+
+
+def b7_paragraph(parity: LossParity, speed: dict, *, visible: float, backend: str, device: str) -> str:
+    pair = parity.curve_pair
+    return (
+        f"**B7 verdict: {b7_verdict(parity, speed, visible)}.** Mean validation loss over the curve, RMSNorm − "
+        f"LayerNorm: {interval_text(pair) if pair else 'not measured (a run diverged)'}. "
+        f"RMSNorm's step takes {speed['ratio']:.3f}× LayerNorm's (spread {speed['spread']:.3f}, {speed['repeats']} "
+        f"rounds) with backend `{backend}` on {device}: {'visibly' if speed['ratio'] <= visible else 'not visibly'} "
+        f"shorter. B7 holds only if both halves do; one half alone gives 'holds with caveats'."
+    )
+
+
+def b7_finding(
+    parity: LossParity, timings: pd.DataFrame, speed: dict, *, visible: float, margin: float, backend: str, common: dict
+) -> Finding:
+    curves = curves_verdict(parity)
+    pair = parity.curve_pair
+    ratio = speed["ratio"]
+    medians = timings.groupby("model").step_time.describe(percentiles=[0.25, 0.5, 0.75])
+    text = (
+        f"curves: {interval_text(pair) if pair else 'a run diverged'}; step time RMSNorm/LayerNorm "
+        f"{ratio:.3f} ± {speed['spread']:.3f} (visible if ≤ {visible})"
+    )
+    return Finding(
+        b7_verdict(parity, speed, visible),
+        f"Curves {curves if curves != 'holds' else 'coincide'}: {text}.",
+        {
+            **common,
+            "paired_curve_loss": pair,
+            "curves_half": curves,
+            "step_time_ratio_rms_over_layer": ratio,
+            "step_time_ratio_spread": speed["spread"],
+            "visible_drop_threshold": visible,
+            "visible": ratio <= visible,
+            "median_step_s_layer": medians.loc["layer", "50%"],
+            "median_step_s_rms": medians.loc["rms", "50%"],
+            "backend": backend,
+            "narang_2021_t5_steps_per_s": {"rmsnorm": 3.68, "vanilla": 3.50},
+        },
+        key_number=ratio,
+        threshold=visible,
+        spread=speed["spread"],
+        rule=f"Both halves: the paired whole-curve loss difference inside ±{margin:g} nats, and the median step-time "
+        f"ratio ≤ {visible:g}; one half alone gives 'holds with caveats'.",
+    )
+
+
+def step_time_evidence(parity: LossParity, speed: dict, *, backend: str, device: str) -> tuple[str, dict]:
+    """B6's model-level part (the speed chapter owns B6): the sentence and the numbers, no verdict."""
+    ratio = speed["ratio"]
+    speedup = 1.0 / ratio - 1.0
+    pair = parity.final_pair
+    summary = (
+        f"Model-level step here: RMSNorm's training step takes {ratio:.3f}× LayerNorm's (spread {speed['spread']:.3f}), "
+        f"a speed-up of {100 * speedup:+.1f}% (backend {backend!r}, {device}), with final-loss difference "
+        f"{final_loss_verdict(parity)[1]}."
+    )
+    evidence = {
+        "step_time_ratio_rms_over_layer": ratio,
+        "spread": speed["spread"],
+        "speedup": speedup,
+        "backend": backend,
+        "device": device,
+        "a9_outcome": pair["outcome"] if pair else "diverged",
+    }
+    return summary, evidence

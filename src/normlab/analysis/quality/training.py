@@ -1,0 +1,105 @@
+"""The chapter's paired trainings: the models' and the runs' configurations, the pool (or batched) trainer
+that trains both norms for every seed, and the record each run leaves."""
+
+from __future__ import annotations
+
+import math
+
+from normlab.analysis.quality.profiles import NORMS
+from normlab.analysis.shared.runs import final_drop, flat_eval_every, train_job
+from normlab.gpt.batched import train_batched
+from normlab.gpt.corpus import load_corpus
+from normlab.gpt.model import GPTConfig
+from normlab.gpt.train import TrainConfig
+from normlab.runtime.parallel import default_workers, run_parallel
+
+
+def model_config(settings: dict, norm: str) -> dict:
+    return dict(
+        vocab_size=256,
+        context=settings["context"],
+        width=settings["width"],
+        depth=settings["depth"],
+        heads=settings["heads"],
+        norm=norm,
+    )
+
+
+def train_config(settings: dict, seed: int) -> dict:
+    steps = settings["steps"]
+    return dict(
+        steps=steps,
+        batch_size=settings["batch_size"],
+        lr=settings["lr"],
+        warmup_steps=settings["warmup_steps"],
+        eval_every=flat_eval_every(steps),
+        eval_batches=settings["eval_batches"],
+        stream_every=0,
+        seed=seed,
+    )
+
+
+def norm_backend(settings: dict, norm: str) -> str:
+    """The backend normlab's "auto" picks for `norm` in this chapter's model, on this machine."""
+    return GPTConfig(**model_config(settings, norm)).norm_backend
+
+
+def train_pairs(settings: dict, devices: list[str] | None, *, keep_weights: bool = True) -> dict[tuple[str, int], dict]:
+    """Both norms for every seed, keeping the trained weights: {(norm, seed): run}, each run as `train_job`
+    returns it. On the CPU with trainer "batched", each of the pool's workers trains its share of the models as one
+    (`normlab.gpt.batched`); otherwise one training per worker (or per GPU)."""
+    return train_many([settings], devices, keep_weights=keep_weights)[0]
+
+
+def train_many(sizes: list[dict], devices: list[str] | None, *, keep_weights: bool) -> list[dict]:
+    """`train_pairs` for several settings (model sizes) in one pool, so its workers start once; in `sizes`' order."""
+    jobs, owners = [], []  # owners[j]: (which settings, the (norm, seed) keys job j trains)
+    batched = sizes[0]["trainer"] == "batched" and not devices
+    for index, settings in enumerate(sizes):
+        keys = [(norm, seed) for seed in range(settings["seeds"]) for norm in NORMS]
+        if batched:
+            # one norm per worker where it divides so: members of one config form one stack, one batched product
+            members, workers = sorted(keys), min(default_workers(), len(keys))
+            for w in range(workers):
+                share = members[len(members) * w // workers : len(members) * (w + 1) // workers]
+                jobs.append(dict(settings=settings, members=share, keep_weights=keep_weights))
+                owners.append((index, share))
+        else:
+            for norm, seed in keys:
+                model, train = model_config(settings, norm), train_config(settings, seed)
+                jobs.append(dict(model=model, train=train, keep_weights=keep_weights))
+                owners.append((index, [(norm, seed)]))
+    outputs = run_parallel(batched_share if batched else train_job, jobs, devices=devices or None, desc="quality pairs")
+    runs: list[dict] = [{} for _ in sizes]
+    for (index, keys), output in zip(owners, outputs):
+        runs[index].update(zip(keys, output if batched else [output]))
+    order = [[(norm, seed) for seed in range(s["seeds"]) for norm in NORMS] for s in sizes]
+    return [{key: found[key] for key in keys} for found, keys in zip(runs, order)]
+
+
+def batched_share(settings: dict, members: list[tuple[str, int]], keep_weights: bool) -> list[dict]:
+    """One worker's share of the (norm, seed) models trained as one; each run as `train_job` returns it. A pair
+    split between workers still shares its batches and initial weights: both come from the seed alone."""
+    configs = [GPTConfig(**model_config(settings, norm)) for norm, _ in members]
+    seeds = [seed for _, seed in members]
+    tcfg = TrainConfig(**{**train_config(settings, 0), "progress": False})
+    result = train_batched(configs, tcfg, load_corpus(), seeds)
+    return [run_record(run, settings["steps"], keep_weights) for run in result.runs]
+
+
+def run_record(result, steps: int, keep_weights: bool) -> dict:
+    """The numbers the chapter reads from one `TrainResult`, in `train_job`'s form."""
+    val = result.val
+    record = {
+        "final_val_loss": result.final_val_loss,
+        "initial_val_loss": float(val["val_loss"].iloc[0]) if len(val) else math.nan,
+        "final_drop": final_drop(val, steps) if not result.diverged else math.nan,
+        "diverged": bool(result.diverged) or not math.isfinite(result.final_val_loss),
+        "steps_done": int(result.steps_done),
+        "median_step_time": result.median_step_time() if len(result.history) else math.nan,
+        "val": [(int(s), float(v)) for s, v in zip(val["step"], val["val_loss"])],
+        "corpus_sha256": result.corpus_sha256,
+    }
+    if keep_weights:
+        record["state_dict"] = {k: v.detach().cpu() for k, v in result.model.state_dict().items()}
+    return record

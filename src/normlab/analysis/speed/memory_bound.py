@@ -1,0 +1,135 @@
+"""Section "Memory bound, and what fusion leaves of the difference (A10, Q2)"."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from normlab.analysis.speed.arithmetic import fused_pairs, fusion
+from normlab.analysis.speed.hardware import sources, weigh
+from normlab.analysis.speed.passes import composite_census
+from normlab.analysis.speed.ratio import describe_ranges, pct, saving_ranges, training_ratios
+from normlab.analysis.speed.runs import unstable_cases
+from normlab.bench import report
+from normlab.study import decide
+from normlab.study.findings import Finding, finite_or_none
+
+
+def _a10(df: pd.DataFrame, memory_bound: float) -> Finding:
+    """A10: norms are bandwidth bound, and RMSNorm's missing bias and intermediates suit that."""
+    ok = report.stable(df)
+    train = ok[(ok["study"] == "sweep") & (ok["norm"] != "copy") & (ok["mode"] == "alloc")]
+    per_impl = (
+        train.groupby(["norm", "implementation"])["fraction_of_copy"].median()
+        if not train.empty
+        else pd.Series(dtype=float)
+    )
+    best_fraction = float(per_impl.max()) if not per_impl.empty else float("nan")
+    best_sd = float("nan")
+    if not per_impl.empty:
+        norm, impl = per_impl.idxmax()
+        chosen = train[(train["norm"] == norm) & (train["implementation"] == impl)]
+        rel = (
+            ((chosen["relative_sd"] ** 2 + chosen["copy_relative_sd"] ** 2) ** 0.5).median()
+            if "relative_sd" in chosen
+            else float("nan")
+        )
+        best_sd = best_fraction * float(rel)
+    small = ok[(ok["study"] == "small-batch") & (ok["norm"] != "copy")]
+    # a few-kilobyte copy is itself latency bound, so small batches are held against the memory limit:
+    # the fastest copy bandwidth measured at the training batch
+    limit = (
+        float(ok[(ok["norm"] == "copy") & (ok["study"] == "sweep")]["copy_bandwidth_gbs"].max())
+        if not train.empty
+        else float("nan")
+    )
+    small_fraction = float(small["bandwidth_gbs"].max()) / limit if not small.empty else float("nan")
+    rows = int(small["rows"].min()) if not small.empty else 1
+    d = int(small["d"].min()) if not small.empty else 4096
+    # bytes the bias adds at that batch: one d-vector against 2*rows*d activations plus the weight
+    bias_share = 1 / (2 * rows + 2)
+    census = composite_census(df)
+    bound = best_fraction >= memory_bound
+    small_bound = small_fraction >= memory_bound
+    ln_composite = [v["traced_passes"] for k, v in census.items() if k.startswith("layer/") and v["ops"] > 1]
+    rms_composite = [v["traced_passes"] for k, v in census.items() if k.startswith("rms/") and v["ops"] > 1]
+    intermediates = (
+        f"unfused composites move {min(ln_composite):.0f} (LN) vs {min(rms_composite):.0f} (RMS) passes, "
+        f"fused ones 2 each"
+        if ln_composite and rms_composite
+        else "no unfused composite was traced"
+    )
+    if math.isnan(best_fraction):
+        return Finding(
+            "not testable here",
+            "No stable training-batch forward case was timed in this run.",
+            {"unstable_cases": unstable_cases(df)},
+        )
+    return Finding(
+        decide(bound, caveat=not small_bound),
+        f"At the training batch the best implementation reaches {best_fraction:.0%} of copy bandwidth "
+        f"({'bandwidth bound' if bound else 'below the bandwidth-bound threshold'}); at {rows} row(s) the best reaches "
+        f"{small_fraction:.1%} of the training-batch copy bandwidth ({'also bandwidth bound' if small_bound else 'latency bound'}); the bias is "
+        f"{bias_share:.0%} of the bytes at {rows} row(s) and ~0 at 8192; {intermediates}.",
+        {
+            "best_fraction_training": best_fraction,
+            "best_fraction_sd": best_sd,
+            "best_small_batch_fraction_of_memory_limit": small_fraction,
+            "memory_limit_gbs": limit,
+            "small_rows": rows,
+            "small_d": d,
+            "bias_share_small_batch": bias_share,
+            "memory_bound_threshold": memory_bound,
+            "composites": census,
+        },
+        key_number=finite_or_none(best_fraction),
+        threshold=memory_bound,
+        spread=finite_or_none(best_sd),
+        rule="Holds if the best implementation reaches MEMORY_BOUND of copy bandwidth at the training batch; a caveat if "
+        "small batches fall below it (latency bound).",
+    )
+
+
+def _q2(df: pd.DataFrame, equal_time: float, one_op=None, memory_bound=None) -> Finding:
+    """Q2: with both norms fused (one read, one write), how large is RMSNorm's advantage?"""
+    ratios = training_ratios(df)
+    fused = fused_pairs(ratios, one_op=one_op, memory_bound=memory_bound)
+    unfused = ratios.drop(fused.index)
+    if fused.empty:
+        return Finding(
+            "not testable here",
+            "No implementation ran both norms fused in this run; the triton/compile backends would test it.",
+            {"per_implementation": saving_ranges(ratios)},
+        )
+    median = float(fused["saving"].median())  # median: robust to one stalled point on a shared CPU
+    spread = float(fused["saving_sd"].median())
+    gap = abs(median)
+    unfused_median = float(unfused["saving"].median()) if not unfused.empty else None
+    return Finding(
+        decide(gap < equal_time),
+        f"Where both norms are fused ({describe_ranges(saving_ranges(fused))}) RMSNorm saves a median "
+        f"{pct(median)} (sd {spread:.1%}) of LayerNorm's time over {len(fused)} points, against a median "
+        f"{pct(unfused_median) if unfused_median is not None else 'n/a'} for the unfused ones.",
+        {
+            "fused": saving_ranges(fused),
+            "unfused": saving_ranges(unfused),
+            "fused_median_abs_saving": gap,
+            "fused_saving_sd": spread,
+            "equal_time_threshold": equal_time,
+        },
+        key_number=gap,
+        threshold=equal_time,
+        spread=spread,
+        rule="Holds (fusion leaves no advantage worth the name) if |median fused saving| is below EQUAL_TIME.",
+    )
+
+
+def q2(df, equal_time: float, *, memory_bound: float | None = None, gpu=None) -> Finding:
+    """Q2 on each hardware (see `_q2`), weighed."""
+    return weigh([(m, _q2(m.frame, equal_time, **fusion(m, memory_bound))) for m in sources(df, gpu)])
+
+
+def a10(df, memory_bound: float, *, gpu=None) -> Finding:
+    """A10 on each hardware (see `_a10`), weighed."""
+    return weigh([(m, _a10(m.frame, memory_bound)) for m in sources(df, gpu)])

@@ -1,0 +1,82 @@
+"""Section "Partial RMSNorm (Q3)": full against partial RMSNorm, and Q3."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from normlab.analysis.speed.hardware import sources, weigh
+from normlab.analysis.speed.ratio import pct
+from normlab.analysis.speed.runs import unstable_cases
+from normlab.bench import report
+from normlab.study import decide
+from normlab.study.findings import Finding
+
+
+def _q3(df: pd.DataFrame, worth_it: float, estimate_error: float) -> Finding:
+    """Q3: does pRMSNorm (p = 6.25%) save time against full RMSNorm, in each implementation that has it?"""
+    ok = report.stable(df)
+    part = ok[ok["study"] == "partial"].copy()
+    part["backend_name"] = part["implementation"].str.split(" ").str[0]
+    part["variant"] = part["implementation"].str.split(" ", n=1).str[1]
+    per_width = []  # one row per backend and shape timed both ways: the saving and its sd from the two cases' repeats
+    for (backend, _rows, d), group in part.groupby(["backend_name", "rows", "d"]):
+        times = group.set_index("variant")["median_s"]
+        if "full" in times and len(times) == 2:
+            fraction = times.drop("full").iloc[0] / times["full"]
+            sd = float(fraction * (group["relative_sd"] ** 2).sum() ** 0.5) if "relative_sd" in group else float("nan")
+            per_width.append({"backend": backend, "d": d, "saving": 1 - fraction, "sd": sd})
+    per_width = pd.DataFrame(per_width, columns=["backend", "d", "saving", "sd"])
+    savings = {b: float(g["saving"].median()) for b, g in per_width.groupby("backend")}
+    spreads = {b: float(g["sd"].median()) for b, g in per_width.groupby("backend") if g["sd"].notna().any()}
+    if not savings:
+        return Finding(
+            "not testable here",
+            "No implementation with partial RMS was timed stably in this run.",
+            {"unstable_cases": unstable_cases(df)},
+        )
+    share = sum(s >= worth_it for s in savings.values()) / len(savings)
+    best = max(savings, key=savings.get)
+    text = ", ".join(f"{b} {pct(s)}" for b, s in sorted(savings.items()))
+    return Finding(
+        decide(share > 0, caveat=share < 1),
+        f"pRMSNorm at p=6.25% saves {text} of full RMSNorm's time (median over d = {', '.join(str(int(d)) for d in sorted(set(per_width['d'])))}; Table 8 of the paper: 63.9% for pRMSNorm vs 40.8% "
+        f"for RMSNorm, whole model); its RMS estimate deviates by {estimate_error:.1%} (relative, i.i.d. Gaussian rows), "
+        f"and the normalise pass still reads every element.",
+        {
+            "saving_by_backend": savings,
+            "saving_sd_by_backend": spreads,
+            "worth_it_threshold": worth_it,
+            "rms_estimate_relative_error": estimate_error,
+        },
+        key_number=savings[best],
+        threshold=worth_it,
+        spread=spreads.get(best),
+        rule="Holds if every implementation with partial RMS saves at least WORTH_IT; some but not all gives a caveat. "
+        "Key number: the best implementation's saving.",
+    )
+
+
+def q3(df, worth_it: float, estimate_error: float, *, gpu=None) -> Finding:
+    """Q3 on each hardware (see `_q3`), weighed."""
+    return weigh([(m, _q3(m.frame, worth_it, estimate_error)) for m in sources(df, gpu)])
+
+
+def partial_rms_estimate_error(d: int, partial: float, rows: int = 512, seed: int = 0) -> float:
+    """Median relative error of pRMSNorm's RMS (first ceil(p*d) features) against the full RMS, on i.i.d. Gaussian rows."""
+    import torch
+
+    from normlab.norms.validation import partial_size
+
+    x = torch.randn(rows, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    k = partial_size(d, partial)
+    estimate = x[:, :k].pow(2).mean(-1).sqrt()
+    full = x.pow(2).mean(-1).sqrt()
+    return float((estimate / full - 1).abs().median())
+
+
+def partial_frame(stable_cases: pd.DataFrame) -> pd.DataFrame:
+    """Full against partial RMSNorm: time, fraction of copy bandwidth and effective passes."""
+    partial = stable_cases[stable_cases["study"] == "partial"]
+    return partial.assign(**{"time (ms)": partial["median_s"] * 1e3})[
+        ["implementation", "rows", "d", "time (ms)", "fraction_of_copy", "effective_passes"]
+    ]

@@ -1,0 +1,77 @@
+"""Section "Small-batch inference (B10)": latencies at 1-16 rows, and B10."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from normlab.analysis.speed.hardware import sources, weigh
+from normlab.analysis.speed.ratio import describe_ranges, pct, saving_ranges
+from normlab.analysis.speed.runs import unstable_cases
+from normlab.bench import report
+from normlab.study import decide
+from normlab.study.findings import Finding
+
+FEW_PERCENT = (0.01, 0.10)  # article B's "a few percent" (B10), read as 1%-10%
+
+
+def small_batch_ratios(df: pd.DataFrame) -> pd.DataFrame:
+    ratios = report.ln_rms_ratios(df)
+    return ratios[(ratios["study"] == "small-batch") & (ratios["mode"] == "alloc")]
+
+
+def _rows_text(ratios: pd.DataFrame) -> str:
+    low, high = int(ratios["rows"].min()), int(ratios["rows"].max())
+    return f"{low} row{'s' if low > 1 else ''}" if low == high else f"{low}-{high} rows"
+
+
+def _b10(df: pd.DataFrame) -> Finding:
+    """B10: in small-batch inference the pass RMS saves is a few percent of throughput."""
+    ratios = small_batch_ratios(df)
+    if ratios.empty:
+        return Finding(
+            "not testable here",
+            "No small-batch case was timed stably in this run; the small-batch study times it.",
+            {"unstable_cases": unstable_cases(df)},
+        )
+    ranges = saving_ranges(ratios)
+    median = float(ratios["saving"].median())
+    spread = float(ratios["saving_sd"].median())
+    inside = FEW_PERCENT[0] <= median <= FEW_PERCENT[1]
+    nearest = min(FEW_PERCENT, key=lambda edge: abs(edge - median))
+    return Finding(
+        decide(
+            inside, caveat=inside and any(not FEW_PERCENT[0] <= r["median"] <= FEW_PERCENT[1] for r in ranges.values())
+        ),
+        f"At {_rows_text(ratios)} RMSNorm saves a median {pct(median)} "
+        f"(sd {spread:.0%}) of LayerNorm's latency over {len(ratios)} stable points; per implementation: {describe_ranges(ranges)}.",
+        {
+            "per_implementation": ranges,
+            "median_saving": median,
+            "saving_sd": spread,
+            "few_percent": FEW_PERCENT,
+            "unstable_cases": unstable_cases(df),
+        },
+        key_number=median,
+        threshold=nearest,
+        spread=spread,
+        rule="Holds if the median small-batch saving over stable points lies in 1%-10%; a caveat if some implementation's "
+        "median lies outside. Threshold shown: the nearer edge of 1%-10%.",
+    )
+
+
+def b10(df, *, gpu=None) -> Finding:
+    """B10 on each hardware (see `_b10`), weighed."""
+    return weigh([(m, _b10(m.frame)) for m in sources(df, gpu)])
+
+
+SMALL_BATCH_COLUMNS = ["implementation", "dtype", "rows", "d", "t_LN (µs)", "t_RMS (µs)", "ratio_ln_over_rms"]
+
+
+def latencies(small: pd.DataFrame) -> pd.DataFrame:
+    return small.assign(**{"t_LN (µs)": small["t_ln_s"] * 1e6, "t_RMS (µs)": small["t_rms_s"] * 1e6})
+
+
+def small_batch_frame(ratios: pd.DataFrame) -> pd.DataFrame:
+    """This run's small-batch latencies of both norms per implementation, with the saving and its sd."""
+    small = ratios[ratios["study"] == "small-batch"]
+    return latencies(small)[[*SMALL_BATCH_COLUMNS, "saving", "saving_sd"]]
