@@ -183,7 +183,7 @@ a9 = loss_parity.a9_finding(parity, MARGIN, common, resume, ladder=scale_ladder.
 b7 = step_time.b7_finding(parity, timings, speed, visible=VISIBLE, margin=MARGIN, backend=backend, common=common)
 
 # %% tags=["remove-input"]
-Markdown(step_time.b7_paragraph(parity, speed, visible=VISIBLE, backend=backend, device=device))
+Markdown(step_time.b7_paragraph(b7, repeats=speed["repeats"], device=device))
 
 # %% [markdown]
 # (quality-gpu)=

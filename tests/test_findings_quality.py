@@ -96,14 +96,30 @@ def test_a9_says_which_runs_diverged():
 
 
 def test_b7_needs_both_halves():
-    equal = loss_parity.loss_parity(EQUAL, MARGIN)
-    fast, slow = {"ratio": 0.90, "spread": 0.01, "repeats": 5}, {"ratio": 0.99, "spread": 0.01, "repeats": 5}
-    assert step_time.b7_verdict(equal, fast, 0.95) == "holds"
-    assert step_time.b7_verdict(equal, slow, 0.95) == "holds with caveats"
-    assert step_time.b7_verdict(loss_parity.loss_parity(WORSE, MARGIN), fast, 0.95) == "does not hold"
+    equal = step_time.curves_verdict(loss_parity.loss_parity(EQUAL, MARGIN))
+    assert step_time.b7_verdict(equal, 0.90, 0.95) == "holds"
+    assert step_time.b7_verdict(equal, 0.99, 0.95) == "holds with caveats"
+    worse = step_time.curves_verdict(loss_parity.loss_parity(WORSE, MARGIN))
+    assert step_time.b7_verdict(worse, 0.90, 0.95) == "does not hold"
     wide = make_runs([2.0, 2.1, 2.2], [2.0, 2.2, 2.1])  # differences 0, +0.1, −0.1: wider than the margin
-    assert step_time.b7_verdict(loss_parity.loss_parity(wide, MARGIN), fast, 0.95) == "not testable here"
-    assert "not visibly" in step_time.b7_paragraph(equal, slow, visible=0.95, backend="auto", device="cpu")
+    assert step_time.b7_verdict(step_time.curves_verdict(loss_parity.loss_parity(wide, MARGIN)), 0.90, 0.95) == (
+        "not testable here"
+    )
+    assert step_time.b7_verdict("diverged", 0.90, 0.95) == "does not hold"
+
+
+def test_b7_paragraph_shows_the_verdict_and_numbers_its_finding_records():
+    timings = pd.DataFrame(
+        {"model": ["layer", "rms"] * 3, "repeat": [0, 0, 1, 1, 2, 2], "step_time": [1.0, 1.0, 1.0, 0.98, 1.0, 0.99]}
+    )
+    slow = {"ratio": 0.99, "spread": 0.01, "repeats": 3}
+    b7 = step_time.b7_finding(
+        loss_parity.loss_parity(EQUAL, MARGIN), timings, slow, visible=0.95, margin=MARGIN, backend="auto", common={}
+    )
+    text = step_time.b7_paragraph(b7, repeats=slow["repeats"], device="cpu")
+    assert text.startswith("**B7 verdict: holds with caveats.**") and b7.verdict == "holds with caveats"
+    assert "0.990× LayerNorm's (spread 0.010, 3 rounds) with backend `auto` on cpu: not visibly shorter" in text
+    assert (b7.meaning, b7.unit) == ("ratio of step times, RMSNorm / LayerNorm", "")
 
 
 def test_b7_finding_turns_on_the_step_time_ratio():
