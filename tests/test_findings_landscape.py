@@ -285,6 +285,22 @@ def test_dyt_claim_names_the_failing_part_from_the_traces():
     assert "at least 75% from step 20 on" in later.summary
 
 
+def test_dyt_claim_writes_its_opening_page_sentence_and_key_number_meaning():
+    worse = v1(make_runs(loss=v1_loss(0.1)))
+    assert (worse.meaning, worse.unit) == ("paired final loss, DyT − RMSNorm", "nats")
+    assert worse.headline == (
+        "Dynamic Tanh by its authors' LLaMA recipe ends 0.100 nats worse than RMSNorm in paired final loss, beyond the "
+        "margin of +0.03 nats: its final DyT layer saturates, and with an RMSNorm final norm instead DyT ends "
+        "2.50e-04 nats worse than RMSNorm."
+    )
+    # a threshold the traces never reach: no saturation, so the sentence ends on the verdict instead
+    unsaturated = v1(make_runs(loss=v1_loss(0.1)), saturated_share=1.1)
+    ends_on_the_verdict = "beyond the margin of +0.03 nats: at this scale it does not match a norm without tuning."
+    assert unsaturated.headline.endswith(ends_on_the_verdict)
+    no_interval = v1(make_runs(loss=v1_loss(0.0), diverged=lambda t: t["label"] == "dyt-authors" and t["seed"] == 1))
+    assert no_interval.key_number is None and no_interval.headline is None
+
+
 def test_dyt_claim_caveats_a_best_alpha_that_moves_with_width():
     tuned = v1(make_runs(loss=v1_loss(0.0, best_alpha_at_32=0.8)))
     assert tuned.verdict == "holds with caveats"
@@ -376,6 +392,11 @@ def test_placement_claim_flips_at_the_relative_growth_threshold():
     assert measures["relative_mean"]["peri"] == pytest.approx((1.0 + 1.01) / 2 / 4.0)
     # the same usable ranges as pre-LN: not strictly wider, hence the caveat
     assert held.verdict == "holds with caveats" and held.threshold == 0.5
+    assert (held.meaning, held.unit, held.headline) == (
+        "hidden-RMS growth relative to pre-LN's, weaker placement",
+        "×",
+        None,
+    )
     assert "(threshold 0.5)" in held.summary
     failed, _ = v2(4.0, 3.0)
     assert failed.verdict == "does not hold"
@@ -411,6 +432,7 @@ def test_qk_claim_needs_a_failure_without_qk_norm_and_a_gain_with_it():
 
     held, rows = v3(rms_fails_high)
     assert held.key_number == pytest.approx(1.0)  # log10(0.1 / 0.01)
+    assert (held.meaning, held.unit) == ("rise of the highest usable learning rate with QK-norm", "decades")
     assert held.verdict == "holds with caveats"  # QK-norm never failed on the grid: the gain is a lower bound
     assert "a gain of 1.00 decades over 1 seeds" in held.summary
     assert rows["largest logit, QK-norm"].tolist() == pytest.approx([4.0, 40.0])
@@ -455,6 +477,7 @@ def test_usable_ranges_are_judged_within_the_compared_variants():
 def test_depth_claim_reads_the_later_half_share():
     held = v4([0.9, 0.05, 0.03, 0.02], [0.5, 0.2, 0.15, 0.15])
     assert held.verdict == "holds" and held.threshold == 0.0
+    assert (held.meaning, held.unit) == ("change in the later half's share of the drop-one loss under 1/√l", "")
     assert held.key_number > 0
     assert "(curse threshold 0.35)" in held.summary
     assert "The curse shows at this scale (later half at or below 35%)" in depth_paragraph(held, curse_share=0.35)
