@@ -215,9 +215,11 @@ def test_b5_finding_and_paragraph_name_the_numbers():
     assert finding.key_number == pytest.approx(0.51) and finding.threshold == 0.25
     assert "0.51 of the energy" in finding.summary and "Real-model evidence combined." in finding.summary
     assert finding.evidence["realmodels_offset_share_deepest"] == 0.6 and finding.evidence["large"]
-    text = residual_stream.b5_paragraph(m, DEEP_REAL, offset_large=0.25, depth=2)
+    text = residual_stream.b5_paragraph(finding, m, DEEP_REAL, offset_large=0.25, depth=2)
     assert "common-offset share 0.600" in text and "**B5 verdict: holds.**" in text
-    assert "has not run" in residual_stream.b5_paragraph(m, None, offset_large=0.25, depth=2)
+    alone = residual_stream.b5_finding(m, None, offset_large=0.25, margin=MARGIN, depth=2, corpus_sha256="x")
+    text = residual_stream.b5_paragraph(alone, m, None, offset_large=0.25, depth=2)
+    assert "has not run" in text and text.endswith("**B5 verdict: holds with caveats.**")
 
 
 def test_last_block_table_renames_the_measures():
@@ -272,8 +274,9 @@ def test_b16_key_number_is_the_one_that_decided_use():
     assert real.key_number == 0.3 and real.threshold == 0.05 and real.spread == pytest.approx(0.2 / 3.92)
     apart = extra_dimension.b16_finding(unused, drift, None, None, margin=MARGIN, correlation=0.6, sign_share=0.75)
     assert not apart.evidence["drift_together"] and "geometry evidence absent" in apart.summary
-    text = extra_dimension.b16_paragraph(unused, drift, None, None, correlation=0.6, sign_share=0.75)
+    text = extra_dimension.b16_paragraph(apart, unused, drift, None, None, correlation=0.6, sign_share=0.75)
     assert "no common drift" in text and "they do not use it" in text
+    assert text.endswith(f"**B16 verdict: {apart.verdict}.**")
 
 
 def test_minilm_paragraph_says_how_to_install_when_absent():
