@@ -401,8 +401,8 @@ def dyt_paragraph(v1: Finding) -> str:
     }
     return (
         verdict_lead("V1", v1)
-        + f"Averaged over seeds, the authors' recipe ends at {significant(finals_by_label['dyt-authors'])} nats per byte "
-        f"and {learned(finals_by_label['dyt-authors'], entropy)}; with an RMSNorm final norm at "
+        + f"Averaged over seeds, the authors' recipe ends at {significant(finals_by_label['dyt-authors'])} nats per "
+        f"byte and {learned(finals_by_label['dyt-authors'], entropy)}; with an RMSNorm final norm at "
         f"{significant(finals_by_label['dyt-rmsfinal'])}; RMSNorm under the same AdamW at "
         f"{significant(finals_by_label['rms-authors'])} and under the study's at {significant(finals_by_label['rms'])} "
         f"(unigram entropy {significant(entropy)}). "

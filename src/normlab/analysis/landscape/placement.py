@@ -131,9 +131,10 @@ def placement_paragraph(v2: Finding, *, pre_growth_needed: float) -> str:
         "be made as planned. "
     )
     return (
-        verdict_lead("V2", v2) + f"{too_little if pre_growth_mean < pre_growth_needed else ''}"
-        f"Peri-LN grows {significant(rel_mean['peri'])}× and OLMo 2's placement {significant(rel_mean['post-sublayer'])}× "
-        f"as much as pre-LN"
+        verdict_lead("V2", v2)
+        + (too_little if pre_growth_mean < pre_growth_needed else "")
+        + f"Peri-LN grows {significant(rel_mean['peri'])}× and OLMo 2's placement "
+        f"{significant(rel_mean['post-sublayer'])}× as much as pre-LN"
         + (
             ": each of their blocks adds a branch output normalised to a fixed RMS, where pre-LN's "
             "branches start small (GPT-2's scaled initialisation), which would explain why they grow more. "

@@ -2,7 +2,8 @@
 it removed.
 
 `q4_verdict` is Q4's rule and `q4_finding` the verdict the chapter records (with the opening page's sentence,
-`q4_headline`), with the exact map and the massive ablation as evidence beside it; `b16_evidence` is both models' part of B16 (judged in the quality chapter).
+`q4_headline`), with the exact map and the massive ablation as evidence beside it; `b16_evidence` is both models'
+part of B16 (judged in the quality chapter).
 """
 
 from __future__ import annotations
