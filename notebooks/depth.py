@@ -139,7 +139,7 @@ b17_numbers = identity_path.b17_measures(init, training, P, MARGIN)
 b17 = identity_path.b17_finding(b17_numbers, **depths, margin=MARGIN, **B17_RULE, corpus_sha256=corpus.sha256)
 
 # %% tags=["remove-input"]
-Markdown(identity_path.b17_paragraph(b17_numbers, **depths, **B17_RULE))
+Markdown(identity_path.b17_paragraph(b17, b17_numbers, **depths))
 
 # %% [markdown]
 # **B18** (with post-LN, RMSNorm's deep-signal decay is worse than LayerNorm's). The training half is the paired
@@ -159,7 +159,7 @@ b18_numbers = post_ln_decay.b18_measures(init, training, MARGIN)
 b18 = post_ln_decay.b18_finding(b18_numbers, **depths, margin=MARGIN, **B18_RULE)
 
 # %% tags=["remove-input"]
-Markdown(post_ln_decay.b18_paragraph(b18_numbers, **depths, **B18_RULE))
+Markdown(post_ln_decay.b18_paragraph(b18, b18_numbers, **depths))
 
 # %% [markdown]
 # (depth-b19)=
@@ -190,7 +190,7 @@ table(
 )
 
 # %% tags=["remove-input"]
-Markdown(interlock.b19_paragraph(ablation))
+Markdown(interlock.b19_paragraph(b19, ablation))
 
 # %% [markdown]
 # (depth-gpu)=

@@ -253,7 +253,7 @@ table(
 b15 = verdict.b15_finding(forward_check, scaling, toy, sweep, qk, tolerance=TOL, corpus_sha256=corpus.sha256)
 
 # %% tags=["remove-input"]
-Markdown(verdict.b15_text(forward_check, scaling, toy, sweep, qk, TOL))
+Markdown(verdict.b15_paragraph(b15, forward_check, scaling, toy, sweep, qk))
 
 # %% tags=["remove-cell"]
 _ = b15.record(results, "B15", "gain-wd-gpt")

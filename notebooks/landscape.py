@@ -166,10 +166,10 @@ table(
 # %% tags=["remove-cell"]
 probes = dyt.dyt_probes(P, corpus)
 v1 = dyt.dyt_claim(study, pairs, alphas, probes, saturated_share=SATURATED_SHARE)
-v1.finding.record(results, "V1", "landscape-dyt")
+v1.record(results, "V1", "landscape-dyt")
 
 # %% tags=["remove-input"]
-Markdown(v1.paragraph)
+Markdown(dyt.dyt_paragraph(v1))
 
 # %% [markdown]
 # (landscape-placement)=
@@ -206,7 +206,7 @@ V2_RULE = dict(pre_growth_needed=2.0, max_relative_growth=0.5)
 v2 = placement.placement_claim(study, measures, **V2_RULE)
 
 # %% tags=["remove-input"]
-Markdown(v2.paragraph)
+Markdown(placement.placement_paragraph(v2, pre_growth_needed=V2_RULE["pre_growth_needed"]))
 
 # %% [markdown]
 # (landscape-qk)=
@@ -237,7 +237,7 @@ table(
 )
 
 # %% tags=["remove-input"]
-Markdown(v3.paragraph)
+Markdown(qk_norm.qk_paragraph(v3))
 
 # %% [markdown]
 # (landscape-depth)=
@@ -262,7 +262,7 @@ V4_RULE = dict(curse_share=0.35)
 v4 = curse_of_depth.depth_claim(study, **V4_RULE)
 
 # %% tags=["remove-input"]
-Markdown(v4.paragraph)
+Markdown(curse_of_depth.depth_paragraph(v4, **V4_RULE))
 
 # %% [markdown]
 # (landscape-gpu)=
@@ -279,7 +279,7 @@ Markdown(v4.paragraph)
 # %% tags=["remove-input"]
 from normlab.analysis.shared import gpu_study  # noqa: E402
 
-mine = {"V1": v1.finding, "V2": v2.finding, "V3": v3.finding, "V4": v4.finding}
+mine = {"V1": v1, "V2": v2, "V3": v3, "V4": v4}
 margins = dict(loss_margin=LOSS_MARGIN, usable_tolerance=USABLE_TOLERANCE, **V2_RULE, **V4_RULE)
 studies = gpu_study.committed(corpus_sha256=corpus.sha256)
 weighed, gpu_text = gpu.landscape_gpu_claims(studies, corpus, mine, where=gpu_study.this_run(profile), **margins)

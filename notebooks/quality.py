@@ -183,7 +183,7 @@ a9 = loss_parity.a9_finding(parity, MARGIN, common, resume, ladder=scale_ladder.
 b7 = step_time.b7_finding(parity, timings, speed, visible=VISIBLE, margin=MARGIN, backend=backend, common=common)
 
 # %% tags=["remove-input"]
-Markdown(step_time.b7_paragraph(parity, speed, visible=VISIBLE, backend=backend, device=device))
+Markdown(step_time.b7_paragraph(b7, repeats=speed["repeats"], device=device))
 
 # %% [markdown]
 # (quality-gpu)=
@@ -256,7 +256,7 @@ b5 = residual_stream.b5_finding(
 )
 
 # %% tags=["remove-input"]
-Markdown(residual_stream.b5_paragraph(offsets, real, offset_large=OFFSET_LARGE, depth=depth))
+Markdown(residual_stream.b5_paragraph(b5, offsets, real, offset_large=OFFSET_LARGE, depth=depth))
 
 # %% tags=["remove-cell"]
 _ = b5.record(results, "B5", "quality-stream")
@@ -290,7 +290,7 @@ geometry = load_evidence("geometry", "B16", results_dir)
 b16 = extra_dimension.b16_finding(offsets, drift, real16, geometry, margin=MARGIN, **TOGETHER)
 
 # %% tags=["remove-input"]
-Markdown(extra_dimension.b16_paragraph(offsets, drift, real16, geometry, **TOGETHER))
+Markdown(extra_dimension.b16_paragraph(b16, offsets, drift, real16, geometry, **TOGETHER))
 
 # %% tags=["remove-cell"]
 _ = b16.record(results, "B16", "quality-b16")

@@ -142,14 +142,15 @@ def test_b17_finding_and_paragraph_name_the_numbers():
     finding = identity_path.b17_finding(m, deepest=4, deep=2, margin=MARGIN, **B17_RULE, corpus_sha256="x")
     assert finding.key_number == 2.0 and finding.threshold == 10.0 and finding.spread == 0.3
     assert "×2.00 (threshold ×10)" in finding.summary and "≤ ×10" in finding.rule
-    text = identity_path.b17_paragraph(m, deepest=4, deep=2, **B17_RULE)
+    text = identity_path.b17_paragraph(finding, m, deepest=4, deep=2)
+    assert "(threshold ×10)" in text
     assert "pre-LN trained in 100% of runs and post-LN in 50%" in text and text.endswith("**B17 verdict: holds.**")
 
 
 def test_b17_says_what_undamped_rests_on_without_moving_its_numbers():
     m = b17_numbers(pre_spread_sd=0.3, gpt2_post=0.0, drop=0.001)
     finding = identity_path.b17_finding(m, deepest=4, deep=2, margin=MARGIN, **B17_RULE, corpus_sha256="x")
-    paragraph = identity_path.b17_paragraph(m, deepest=4, deep=2, **B17_RULE)
+    paragraph = identity_path.b17_paragraph(finding, m, deepest=4, deep=2)
     for text in (finding.summary, paragraph):
         assert "Xiong et al. 2020" in text and "bound at initialisation" in text and "shrinks as 1/√L" in text
     # the wording sits beside the measured numbers; the verdict and its key number are those of the rule
@@ -183,13 +184,13 @@ def test_b18_verdict_follows_the_paired_interval():
     finding = post_ln_decay.b18_finding(worse, deep=2, deepest=4, margin=MARGIN, **B18_RULE)
     assert finding.key_number == pytest.approx(worse["pair"]["mean_difference"]) and finding.evidence["init_worse"]
     assert "beyond +0.02 nats" in finding.rule
-    assert "**B18 verdict: holds.**" in post_ln_decay.b18_paragraph(worse, deep=2, deepest=4, **B18_RULE)
+    assert "**B18 verdict: holds.**" in post_ln_decay.b18_paragraph(finding, worse, deep=2, deepest=4)
 
 
 def test_b18_says_its_verdict_rests_on_this_measurement_alone():
     same = post_ln_decay.b18_measures(synthetic_init(), synthetic_training(post_rms_shift=0.0), MARGIN)
     finding = post_ln_decay.b18_finding(same, deep=2, deepest=4, margin=MARGIN, **B18_RULE)
-    paragraph = post_ln_decay.b18_paragraph(same, deep=2, deepest=4, **B18_RULE)
+    paragraph = post_ln_decay.b18_paragraph(finding, same, deep=2, deepest=4)
     for text in (finding.summary, paragraph):
         assert "No published study compares post-RMSNorm with post-LayerNorm at depth" in text
         assert "this book's measurement alone" in text
@@ -239,7 +240,7 @@ def test_b19_interaction_decides():
         finding.key_number == pytest.approx(interlocked.interaction["mean_difference"]) and finding.threshold == MARGIN
     )
     assert "rms→layer +0.051" in finding.summary and finding.evidence["stress_diverged"]["llama"] is False
-    assert "**B19 verdict: holds with caveats.**" in interlock.b19_paragraph(interlocked)
+    assert "**B19 verdict: holds with caveats.**" in interlock.b19_paragraph(finding, interlocked)
 
 
 # ---------------------------------------------------------------- figures
@@ -297,9 +298,9 @@ def test_the_ablation_skips_swaps_a_run_did_not_train_and_names_them():
         "pre→post",
         interlock.DOUBLE_SWAP,
     }
-    assert interlock.b19_verdict(
-        kept
-    ) == "holds with caveats" and "Not run here: swiglu→gelu, rope→learned." in interlock.b19_paragraph(kept)
+    kept_b19 = interlock.b19_finding(kept, depth=1, steps=20, seeds=3, margin=MARGIN)
+    assert kept_b19.verdict == "holds with caveats" == interlock.b19_verdict(kept)
+    assert "Not run here: swiglu→gelu, rope→learned." in interlock.b19_paragraph(kept_b19, kept)
     no_double = runs[runs["label"] != interlock.DOUBLE_SWAP]
     lost = interlock.ablation_study(
         training_at_depth.TrainingStudy(paired=None, no_warmup=None, ablation=no_double), MARGIN

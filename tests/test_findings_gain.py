@@ -405,14 +405,17 @@ def test_qk_frame_and_text_state_each_number_against_its_tolerance():
     assert "float64 logits by at most 2e-16" in qk_norm.qk_text(law) and "to within 1e-15 nats" in qk_norm.qk_text(law)
 
 
-def test_b15_text_states_each_part_and_the_verdict():
+def test_b15_paragraph_states_each_part_and_the_verdict_its_finding_records():
     forward_check, scaling, toy, sweep, qk = _parts(toy_ok=False, shift=0.1)
-    text = verdict.b15_text(forward_check, scaling, toy, sweep, qk, 0.1)
+    b15 = verdict.b15_finding(forward_check, scaling, toy, sweep, qk, tolerance=0.1, corpus_sha256="x")
+    text = verdict.b15_paragraph(b15, forward_check, scaling, toy, sweep, qk)
     assert text.startswith("3/4 parts hold.") and "not within ±10%" in text
     assert "RMS 0.500 against 1.000 undecayed" in text and text.endswith("**B15 verdict: holds with caveats.**")
+    assert b15.summary.startswith("3/4 parts hold:") and b15.verdict == "holds with caveats"
+    assert (b15.meaning, b15.unit) == ("paired final-loss change under strong decay of the gain", "nats")
     diverged = weight_decay.DecaySweep({}, {}, pd.DataFrame(), pd.Series(dtype=float), None, False, False, 0.0, 0.02)
-    assert "the decay sweep diverged" in verdict.b15_text(forward_check, scaling, toy, diverged, qk, 0.1)
     finding = verdict.b15_finding(forward_check, scaling, toy, diverged, qk, tolerance=0.1, corpus_sha256="x")
+    assert "the decay sweep diverged" in verdict.b15_paragraph(finding, forward_check, scaling, toy, diverged, qk)
     assert finding.key_number is None and finding.spread is None
 
 

@@ -19,19 +19,25 @@ from normlab.analysis.landscape.at_a_glance import (
     step_times,
     summary_frame,
 )
-from normlab.analysis.landscape.curse_of_depth import depth_claim
+from normlab.analysis.landscape.curse_of_depth import depth_claim, depth_paragraph
 from normlab.analysis.landscape.dyt import (
     alpha_sensitivity,
     dyt_claim,
     dyt_diagnosis,
     dyt_pairs,
     dyt_pairs_table,
+    dyt_paragraph,
     saturation_onset,
     traced_runs,
     traced_saturation,
 )
 from normlab.analysis.landscape.method import Landscape, overview
-from normlab.analysis.landscape.placement import placement_claim, placement_measures, placement_table
+from normlab.analysis.landscape.placement import (
+    placement_claim,
+    placement_measures,
+    placement_paragraph,
+    placement_table,
+)
 from normlab.analysis.landscape.profiles import (
     PLACEMENTS,
     PROFILES,
@@ -251,26 +257,24 @@ def v1(runs, saturated_share=0.5):
 
 def test_dyt_claim_flips_at_the_loss_margin():
     within = v1(make_runs(loss=v1_loss(0.0)))
-    assert within.finding.verdict == "holds"
-    assert within.finding.threshold == 0.03
-    assert within.finding.key_number == pytest.approx(0.00025)
-    assert "no worse against a +0.03 margin" in within.finding.summary
+    assert within.verdict == "holds"
+    assert within.threshold == 0.03
+    assert within.key_number == pytest.approx(0.00025)
+    assert "no worse against a +0.03 margin" in within.summary
     worse = v1(make_runs(loss=v1_loss(0.1)))
-    assert worse.finding.verdict == "does not hold" and "0.100 nats" in worse.finding.summary
-    assert worse.paragraph.startswith("**Verdict (V1): does not hold.** " + worse.finding.summary)
-    assert "the authors' recipe ends at 2.10 nats per byte and learned context" in worse.paragraph
-    assert "α₀ 0.8 in front of attention and 0.2 elsewhere" in worse.finding.rule
+    assert worse.verdict == "does not hold" and "0.100 nats" in worse.summary
+    assert dyt_paragraph(worse).startswith("**Verdict (V1): does not hold.** " + worse.summary)
+    assert "the authors' recipe ends at 2.10 nats per byte and learned context" in dyt_paragraph(worse)
+    assert "α₀ 0.8 in front of attention and 0.2 elsewhere" in worse.rule
 
 
 def test_dyt_claim_names_the_failing_part_from_the_traces():
     worse = v1(make_runs(loss=v1_loss(0.1)))
-    assert "The part of the authors' recipe that fails is its final DyT layer: it saturates" in worse.finding.summary
-    assert (
-        "with 100% of its inputs" in worse.finding.summary and "at least 50% from step 10 on" in worse.finding.summary
-    )
-    assert "with an RMSNorm final norm, DyT in the blocks is within the +0.03-nat margin" in worse.finding.summary
-    assert "reaching the blocks' matrices in the authors' recipe is 0 in seed 0, 0 in seed 1" in worse.paragraph
-    ev = worse.finding.evidence
+    assert "The part of the authors' recipe that fails is its final DyT layer: it saturates" in worse.summary
+    assert "with 100% of its inputs" in worse.summary and "at least 50% from step 10 on" in worse.summary
+    assert "with an RMSNorm final norm, DyT in the blocks is within the +0.03-nat margin" in worse.summary
+    assert "reaching the blocks' matrices in the authors' recipe is 0 in seed 0, 0 in seed 1" in dyt_paragraph(worse)
+    ev = worse.evidence
     assert ev["saturation"]["dyt-authors"]["layer"] == "final_norm"
     assert ev["saturation"]["dyt-rmsfinal"]["layer"] == "blocks.1.norm2"
     trace = ev["trace_seed0"]["dyt-authors"]
@@ -278,13 +282,29 @@ def test_dyt_claim_names_the_failing_part_from_the_traces():
     assert set(trace["alpha"]) == {"blocks.0.norm1", "blocks.0.norm2", "blocks.1.norm1", "blocks.1.norm2", "final_norm"}
     # a higher threshold than the share reached at step 10 moves the onset to step 20
     later = v1(make_runs(loss=v1_loss(0.1)), saturated_share=0.75)
-    assert "at least 75% from step 20 on" in later.finding.summary
+    assert "at least 75% from step 20 on" in later.summary
+
+
+def test_dyt_claim_writes_its_opening_page_sentence_and_key_number_meaning():
+    worse = v1(make_runs(loss=v1_loss(0.1)))
+    assert (worse.meaning, worse.unit) == ("paired final loss, DyT − RMSNorm", "nats")
+    assert worse.headline == (
+        "Dynamic Tanh by its authors' LLaMA recipe ends 0.100 nats worse than RMSNorm in paired final loss, beyond the "
+        "margin of +0.03 nats: its final DyT layer saturates, and with an RMSNorm final norm instead DyT ends "
+        "2.50e-04 nats worse than RMSNorm."
+    )
+    # a threshold the traces never reach: no saturation, so the sentence ends on the verdict instead
+    unsaturated = v1(make_runs(loss=v1_loss(0.1)), saturated_share=1.1)
+    ends_on_the_verdict = "beyond the margin of +0.03 nats: at this scale it does not match a norm without tuning."
+    assert unsaturated.headline.endswith(ends_on_the_verdict)
+    no_interval = v1(make_runs(loss=v1_loss(0.0), diverged=lambda t: t["label"] == "dyt-authors" and t["seed"] == 1))
+    assert no_interval.key_number is None and no_interval.headline is None
 
 
 def test_dyt_claim_caveats_a_best_alpha_that_moves_with_width():
     tuned = v1(make_runs(loss=v1_loss(0.0, best_alpha_at_32=0.8)))
-    assert tuned.finding.verdict == "holds with caveats"
-    assert "best α₀ 0.20 at width 16, 0.80 at width 32" in tuned.finding.summary
+    assert tuned.verdict == "holds with caveats"
+    assert "best α₀ 0.20 at width 16, 0.80 at width 32" in tuned.summary
 
 
 def test_alpha_sensitivity_finds_the_best_alpha_per_width():
@@ -371,17 +391,22 @@ def test_placement_claim_flips_at_the_relative_growth_threshold():
     held, measures = v2(4.0, 1.0)
     assert measures["relative_mean"]["peri"] == pytest.approx((1.0 + 1.01) / 2 / 4.0)
     # the same usable ranges as pre-LN: not strictly wider, hence the caveat
-    assert held.finding.verdict == "holds with caveats" and held.finding.threshold == 0.5
-    assert "(threshold 0.5)" in held.finding.summary
+    assert held.verdict == "holds with caveats" and held.threshold == 0.5
+    assert (held.meaning, held.unit, held.headline) == (
+        "hidden-RMS growth relative to pre-LN's, weaker placement",
+        "×",
+        None,
+    )
+    assert "(threshold 0.5)" in held.summary
     failed, _ = v2(4.0, 3.0)
-    assert failed.finding.verdict == "does not hold"
-    assert failed.finding.key_number == pytest.approx((3.0 + 3.01) / 2 / 4.0)
+    assert failed.verdict == "does not hold"
+    assert failed.key_number == pytest.approx((3.0 + 3.01) / 2 / 4.0)
 
 
 def test_placement_claim_needs_pre_ln_growth():
     untestable, _ = v2(1.5, 0.5)
-    assert untestable.finding.verdict == "not testable here"
-    assert "stays under the 2× the claim presupposes" in untestable.paragraph
+    assert untestable.verdict == "not testable here"
+    assert "stays under the 2× the claim presupposes" in placement_paragraph(untestable, pre_growth_needed=2.0)
 
 
 def test_placement_table_has_one_row_per_placement():
@@ -406,14 +431,15 @@ def test_qk_claim_needs_a_failure_without_qk_norm_and_a_gain_with_it():
         return t["label"] == "rms" and t["lr"] == 1e-1 and "width" not in t
 
     held, rows = v3(rms_fails_high)
-    assert held.finding.key_number == pytest.approx(1.0)  # log10(0.1 / 0.01)
-    assert held.finding.verdict == "holds with caveats"  # QK-norm never failed on the grid: the gain is a lower bound
-    assert "a gain of 1.00 decades over 1 seeds" in held.finding.summary
+    assert held.key_number == pytest.approx(1.0)  # log10(0.1 / 0.01)
+    assert (held.meaning, held.unit) == ("rise of the highest usable learning rate with QK-norm", "decades")
+    assert held.verdict == "holds with caveats"  # QK-norm never failed on the grid: the gain is a lower bound
+    assert "a gain of 1.00 decades over 1 seeds" in held.summary
     assert rows["largest logit, QK-norm"].tolist() == pytest.approx([4.0, 40.0])
     both_fail, _ = v3(lambda t: t["label"] in ("rms", "rms+qk") and t["lr"] == 1e-1)
-    assert both_fail.finding.verdict == "does not hold" and both_fail.finding.key_number == 0.0
+    assert both_fail.verdict == "does not hold" and both_fail.key_number == 0.0
     neither, _ = v3(None)
-    assert neither.finding.verdict == "not testable here"
+    assert neither.verdict == "not testable here"
 
 
 # ---- V4 --------------------------------------------------------------------------------------------------
@@ -439,8 +465,8 @@ def test_usable_ranges_are_judged_within_the_compared_variants():
 
     study = study_of(make_runs(loss=loss))
     outcome = qk_claim(study, final_logits(study))
-    assert outcome.finding.verdict == "holds with caveats", outcome.finding.summary
-    assert "with QK-norm 0.100 (no failure on the grid)" in outcome.finding.summary
+    assert outcome.verdict == "holds with caveats", outcome.summary
+    assert "with QK-norm 0.100 (no failure on the grid)" in outcome.summary
     qk = study.usable_range("small", "rms+qk", QK_COMPARED)
     assert qk["lr_high"] == max(settings()["lr_grid"])
     assert study.usable_range("small", "rms+qk", ("rms+qk", "dyt-rmsfinal"))["lr_high"] is None
@@ -450,15 +476,16 @@ def test_usable_ranges_are_judged_within_the_compared_variants():
 
 def test_depth_claim_reads_the_later_half_share():
     held = v4([0.9, 0.05, 0.03, 0.02], [0.5, 0.2, 0.15, 0.15])
-    assert held.finding.verdict == "holds" and held.finding.threshold == 0.0
-    assert held.finding.key_number > 0
-    assert "(curse threshold 0.35)" in held.finding.summary
-    assert "The curse shows at this scale (later half at or below 35%)" in held.paragraph
+    assert held.verdict == "holds" and held.threshold == 0.0
+    assert (held.meaning, held.unit) == ("change in the later half's share of the drop-one loss under 1/√l", "")
+    assert held.key_number > 0
+    assert "(curse threshold 0.35)" in held.summary
+    assert "The curse shows at this scale (later half at or below 35%)" in depth_paragraph(held, curse_share=0.35)
     lowered = v4([0.5, 0.2, 0.15, 0.15], [0.5, 0.3, 0.1, 0.05])  # a curse (share 0.3), and scaling lowers it
-    assert lowered.finding.verdict == "does not hold" and lowered.finding.key_number < 0
+    assert lowered.verdict == "does not hold" and lowered.key_number < 0
     no_curse = v4([0.2, 0.2, 0.3, 0.3], [0.2, 0.2, 0.3, 0.3])
-    assert no_curse.finding.verdict == "not testable here"
-    assert "The curse does not show at this scale" in no_curse.paragraph
+    assert no_curse.verdict == "not testable here"
+    assert "The curse does not show at this scale" in depth_paragraph(no_curse, curse_share=0.35)
 
 
 # ---- the overview and the summary ------------------------------------------------------------------------

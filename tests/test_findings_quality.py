@@ -96,14 +96,30 @@ def test_a9_says_which_runs_diverged():
 
 
 def test_b7_needs_both_halves():
-    equal = loss_parity.loss_parity(EQUAL, MARGIN)
-    fast, slow = {"ratio": 0.90, "spread": 0.01, "repeats": 5}, {"ratio": 0.99, "spread": 0.01, "repeats": 5}
-    assert step_time.b7_verdict(equal, fast, 0.95) == "holds"
-    assert step_time.b7_verdict(equal, slow, 0.95) == "holds with caveats"
-    assert step_time.b7_verdict(loss_parity.loss_parity(WORSE, MARGIN), fast, 0.95) == "does not hold"
+    equal = step_time.curves_verdict(loss_parity.loss_parity(EQUAL, MARGIN))
+    assert step_time.b7_verdict(equal, 0.90, 0.95) == "holds"
+    assert step_time.b7_verdict(equal, 0.99, 0.95) == "holds with caveats"
+    worse = step_time.curves_verdict(loss_parity.loss_parity(WORSE, MARGIN))
+    assert step_time.b7_verdict(worse, 0.90, 0.95) == "does not hold"
     wide = make_runs([2.0, 2.1, 2.2], [2.0, 2.2, 2.1])  # differences 0, +0.1, −0.1: wider than the margin
-    assert step_time.b7_verdict(loss_parity.loss_parity(wide, MARGIN), fast, 0.95) == "not testable here"
-    assert "not visibly" in step_time.b7_paragraph(equal, slow, visible=0.95, backend="auto", device="cpu")
+    assert step_time.b7_verdict(step_time.curves_verdict(loss_parity.loss_parity(wide, MARGIN)), 0.90, 0.95) == (
+        "not testable here"
+    )
+    assert step_time.b7_verdict("diverged", 0.90, 0.95) == "does not hold"
+
+
+def test_b7_paragraph_shows_the_verdict_and_numbers_its_finding_records():
+    timings = pd.DataFrame(
+        {"model": ["layer", "rms"] * 3, "repeat": [0, 0, 1, 1, 2, 2], "step_time": [1.0, 1.0, 1.0, 0.98, 1.0, 0.99]}
+    )
+    slow = {"ratio": 0.99, "spread": 0.01, "repeats": 3}
+    b7 = step_time.b7_finding(
+        loss_parity.loss_parity(EQUAL, MARGIN), timings, slow, visible=0.95, margin=MARGIN, backend="auto", common={}
+    )
+    text = step_time.b7_paragraph(b7, repeats=slow["repeats"], device="cpu")
+    assert text.startswith("**B7 verdict: holds with caveats.**") and b7.verdict == "holds with caveats"
+    assert "0.990× LayerNorm's (spread 0.010, 3 rounds) with backend `auto` on cpu: not visibly shorter" in text
+    assert (b7.meaning, b7.unit) == ("ratio of step times, RMSNorm / LayerNorm", "")
 
 
 def test_b7_finding_turns_on_the_step_time_ratio():
@@ -199,9 +215,11 @@ def test_b5_finding_and_paragraph_name_the_numbers():
     assert finding.key_number == pytest.approx(0.51) and finding.threshold == 0.25
     assert "0.51 of the energy" in finding.summary and "Real-model evidence combined." in finding.summary
     assert finding.evidence["realmodels_offset_share_deepest"] == 0.6 and finding.evidence["large"]
-    text = residual_stream.b5_paragraph(m, DEEP_REAL, offset_large=0.25, depth=2)
+    text = residual_stream.b5_paragraph(finding, m, DEEP_REAL, offset_large=0.25, depth=2)
     assert "common-offset share 0.600" in text and "**B5 verdict: holds.**" in text
-    assert "has not run" in residual_stream.b5_paragraph(m, None, offset_large=0.25, depth=2)
+    alone = residual_stream.b5_finding(m, None, offset_large=0.25, margin=MARGIN, depth=2, corpus_sha256="x")
+    text = residual_stream.b5_paragraph(alone, m, None, offset_large=0.25, depth=2)
+    assert "has not run" in text and text.endswith("**B5 verdict: holds with caveats.**")
 
 
 def test_last_block_table_renames_the_measures():
@@ -256,8 +274,9 @@ def test_b16_key_number_is_the_one_that_decided_use():
     assert real.key_number == 0.3 and real.threshold == 0.05 and real.spread == pytest.approx(0.2 / 3.92)
     apart = extra_dimension.b16_finding(unused, drift, None, None, margin=MARGIN, correlation=0.6, sign_share=0.75)
     assert not apart.evidence["drift_together"] and "geometry evidence absent" in apart.summary
-    text = extra_dimension.b16_paragraph(unused, drift, None, None, correlation=0.6, sign_share=0.75)
+    text = extra_dimension.b16_paragraph(apart, unused, drift, None, None, correlation=0.6, sign_share=0.75)
     assert "no common drift" in text and "they do not use it" in text
+    assert text.endswith(f"**B16 verdict: {apart.verdict}.**")
 
 
 def test_minilm_paragraph_says_how_to_install_when_absent():

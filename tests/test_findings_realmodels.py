@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -170,8 +172,18 @@ def test_q4_finding_flips_with_the_minilm_cosine_threshold():
         "0.9000" in changed.summary and "MRR 0.900→0.700" in changed.summary and "different vs ±0.01" in changed.summary
     )
     assert "±0.01 nats" in changed.rule and "below 0.99" in changed.rule
+    smollm2 = centring_added_result(0.2).added
+    assert changed.spread == pytest.approx(smollm2["sd_of_differences"] / math.sqrt(smollm2["pairs"]))
+    assert (changed.meaning, changed.unit) == ("SmolLM2-135M's loss change, every RMSNorm → LayerNorm", "nats")
+    assert changed.headline == (
+        "In SmolLM2-135M, a trained RMSNorm LLM, replacing every RMSNorm by a LayerNorm with the same gain changes the "
+        "held-out loss by +0.202 nats, beyond the margin of ±0.01 nats: mean-centring matters in real trained models, "
+        "here and in MiniLM."
+    )
+    assert unchanged.headline.endswith(": centring matters in one of the two real models tested.")
     equivalent = centring_verdict.q4_finding(centring_added_result(0.0), minilm_result(0.995), 0.99, residual, {})
     assert equivalent.verdict == "does not hold"
+    assert "by +0.00150 nats, inside the margin of ±0.01 nats: centring makes no measurable" in equivalent.headline
     text, evidence = centring_verdict.b16_evidence(centring_added_result(0.2), minilm_result(0.9), residual)
     assert "+0.2015 nats (different vs ±0.01)" in text and evidence["minilm_max_norm_input_along_ones_share"] == 0.04
 

@@ -32,9 +32,9 @@ def cpu_findings(runs) -> dict:
     placement = placement_measures(study)
     return {
         "V1": Finding("not testable here", "V1 on this run.", {}, None, 0.03, None),
-        "V2": placement_claim(study, placement, pre_growth_needed=2.0, max_relative_growth=0.5).finding,
-        "V3": qk_claim(study, final_logits(study)).finding,
-        "V4": depth_claim(study, curse_share=0.35).finding,
+        "V2": placement_claim(study, placement, pre_growth_needed=2.0, max_relative_growth=0.5),
+        "V3": qk_claim(study, final_logits(study)),
+        "V4": depth_claim(study, curse_share=0.35),
     }
 
 
@@ -110,8 +110,8 @@ def test_the_gpu_decides_v4_when_its_interval_is_narrower(tmp_path):
     studies = commit(tmp_path, {"depth_scaling": gpu_outcome})
     weighed, text = weigh(studies, cpu)
     own = depth_claim(gpu_landscape(gpu_outcome, CORPUS, loss_margin=0.03, usable_tolerance=0.25), curse_share=0.35)
-    assert own.finding.verdict == "holds"
-    gpu_power, cpu_power = depth_power(own.finding), depth_power(cpu["V4"])
+    assert own.verdict == "holds"
+    gpu_power, cpu_power = depth_power(own), depth_power(cpu["V4"])
     assert gpu_power < (cpu_power if cpu_power is not None else math.inf)
     v4 = weighed["V4"]
     assert v4.evidence["decided_on"] == studies[0].label and v4.verdict == "holds"
@@ -138,7 +138,7 @@ def test_a_gpu_does_not_hold_becomes_a_caveat_on_v2(tmp_path):
     studies = commit(tmp_path, {"placements": gpu_outcome})
     weighed, text = weigh(studies, cpu)
     gpu = gpu_landscape(gpu_outcome, CORPUS, loss_margin=0.03, usable_tolerance=0.25)
-    own = placement_claim(gpu, placement_measures(gpu), pre_growth_needed=2.0, max_relative_growth=0.5).finding
+    own = placement_claim(gpu, placement_measures(gpu), pre_growth_needed=2.0, max_relative_growth=0.5)
     assert own.verdict == "does not hold"
     assert placement_power(cpu["V2"]) < placement_power(own)  # this run's interval is the narrower
     v2 = weighed["V2"]
@@ -185,7 +185,7 @@ def test_the_tiny_study_feeds_the_chapter_and_v1_names_what_it_lacks(carry, tmp_
     cpu = cpu_findings(make_runs())
     weighed, text = landscape_gpu_claims([study], corpus, cpu, where=WHERE, **RULES)
     gpu = gpu_landscape(document["experiments"]["depth_scaling"], corpus, loss_margin=0.03, usable_tolerance=0.25)
-    own = depth_claim(gpu, curse_share=0.35).finding
+    own = depth_claim(gpu, curse_share=0.35)
     assert weighed["V4"].evidence["by_run"][study.label]["verdict"] == own.verdict
     assert "| V3 |" in text and "V2: not measured on GPU" in text
     assert "V1: not measured on GPU: its width experiment trains no RMSNorm under the authors' AdamW" in text

@@ -104,21 +104,18 @@ def test_corpus_chunks_are_disjoint_windows_spread_over_the_text():
 
 
 def test_verdict_rules():
-    smol = {"outcome": "different", "mean_difference": 0.05, "margin": 0.01, "sd_of_differences": 0.02, "pairs": 4}
-    assert centring_verdict.q4_verdict(smol, {"cosine_median": 0.9}, 0.99)["verdict"] == "holds"
-    assert centring_verdict.q4_verdict(smol, {"cosine_median": 0.999}, 0.99)["verdict"] == "holds with caveats"
-    assert (
-        centring_verdict.q4_verdict({**smol, "outcome": "equivalent"}, {"cosine_median": 0.999}, 0.99)["verdict"]
-        == "does not hold"
-    )
-    assert (
-        centring_verdict.q4_verdict({**smol, "outcome": "inconclusive"}, {"cosine_median": 0.999}, 0.99)["verdict"]
-        == "not testable here"
-    )
-    assert centring_verdict.q4_verdict(smol, {"cosine_median": 0.9}, 0.99)["spread"] == pytest.approx(0.01)
-    assert forward_time.q5_verdict([0.08, 0.09], [0.1, 0.2], 0.07)["verdict"] == "holds"
-    assert forward_time.q5_verdict([0.01, 0.02], [0.1, 0.2], 0.07)["verdict"] == "holds with caveats"
-    assert forward_time.q5_verdict([0.01, 0.02], [0.01, 0.02], 0.07)["verdict"] == "does not hold"
+    smol = {"outcome": "different"}
+    assert centring_verdict.smollm2_matters(smol) is True
+    assert centring_verdict.smollm2_matters({"outcome": "equivalent"}) is False
+    assert centring_verdict.smollm2_matters({"outcome": "inconclusive"}) is None
+    assert centring_verdict.q4_verdict(True, True) == "holds"
+    assert centring_verdict.q4_verdict(True, False) == "holds with caveats"
+    assert centring_verdict.q4_verdict(None, True) == "holds with caveats"
+    assert centring_verdict.q4_verdict(False, False) == "does not hold"
+    assert centring_verdict.q4_verdict(None, False) == "not testable here"
+    assert forward_time.q5_verdict(0.085, 0.15, 0.07) == "holds"
+    assert forward_time.q5_verdict(0.015, 0.15, 0.07) == "holds with caveats"
+    assert forward_time.q5_verdict(0.015, 0.015, 0.07) == "does not hold"
 
 
 def test_retrieval_scores_and_pairs():

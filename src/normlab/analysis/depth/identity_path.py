@@ -67,16 +67,17 @@ def b17_verdict(measures: dict, *, spread_limit: float, exponent_tolerance: floa
     return decide(holds, caveat=(m["post_rate"] >= m["pre_rate"]) or not pre_better or not xiong_match)
 
 
-def b17_paragraph(measures: dict, *, deepest: int, deep: int, spread_limit: float, exponent_tolerance: float) -> str:
+def b17_paragraph(b17: Finding, measures: dict, *, deepest: int, deep: int) -> str:
+    """B17's verdict paragraph: the measured numbers, and the verdict and threshold as `b17` records them."""
     m = measures
     return (
         f"Pre-LN per-block gradients at depth {deepest} differ by at most ×{m['pre_spread']:.2f} (threshold "
-        f"×{spread_limit:g}). Without warm-up at depth {deep}, pre-LN trained in {m['pre_rate']:.0%} of runs and "
+        f"×{b17.threshold:g}). Without warm-up at depth {deep}, pre-LN trained in {m['pre_rate']:.0%} of runs and "
         f"post-LN in {m['post_rate']:.0%}. Paired final loss, pre-LN − post-LN (RMSNorm): {pair_text(m['pair'])}. "
         f"Last-block gradient ∝ L^{m['xiong_pre']:.2f} (pre) and L^{m['xiong_post']:.2f} (post) under Xiong's "
         f"initialisation, L^{m['gpt2_pre']:.2f} (pre) under GPT-2's. Over the last 10% of the paired runs the loss "
         f"still fell {m['drop']:.4f} nats. {B17_UNDAMPED}\n\n"
-        f"**B17 verdict: {b17_verdict(m, spread_limit=spread_limit, exponent_tolerance=exponent_tolerance)}.**"
+        f"**B17 verdict: {b17.verdict}.**"
     )
 
 

@@ -103,10 +103,11 @@ def absent_text(ablation: Ablation) -> str:
     return f" Not run here: {', '.join(ablation.absent)}." if ablation.absent else ""
 
 
-def b19_paragraph(ablation: Ablation) -> str:
+def b19_paragraph(b19: Finding, ablation: Ablation) -> str:
+    """B19's verdict paragraph: the interaction, the swaps not run, and the verdict as `b19` records it."""
     return (
         f"Interaction of the norm and placement swaps: {interaction_text(ablation)}.{absent_text(ablation)}"
-        f"\n\n**B19 verdict: {b19_verdict(ablation)}.**"
+        f"\n\n**B19 verdict: {b19.verdict}.**"
     )
 
 

@@ -56,13 +56,14 @@ def b18_verdict(measures: dict, *, ratio_drop: float, cosine_rise: float) -> str
     return "does not hold" if training in ("holds", "does not hold") else "not testable here"
 
 
-def b18_paragraph(measures: dict, *, deep: int, deepest: int, ratio_drop: float, cosine_rise: float) -> str:
+def b18_paragraph(b18: Finding, measures: dict, *, deep: int, deepest: int) -> str:
+    """B18's verdict paragraph: the measured numbers, and the verdict as `b18` records it."""
     m = measures
     return (
         f"Paired final loss, post-RMSNorm − post-LayerNorm at depth {deep}: {pair_text(m['pair'])}. At initialisation "
         f"(depth {deepest}): first/last-block gradient ratio {m['ratio_rms']:.3f} (RMSNorm) vs {m['ratio_ln']:.3f} "
         f"(LayerNorm); last-layer token cosine {m['cos_rms']:.3f} vs {m['cos_ln']:.3f}. {B18_UNSOURCED}\n\n"
-        f"**B18 verdict: {b18_verdict(m, ratio_drop=ratio_drop, cosine_rise=cosine_rise)}.**"
+        f"**B18 verdict: {b18.verdict}.**"
     )
 
 

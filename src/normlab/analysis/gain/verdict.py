@@ -1,4 +1,5 @@
-"""Section "Verdict for B15": the four parts combined by the chapter's rule, its paragraph and its finding."""
+"""Section "Verdict for B15": the four parts combined by the chapter's rule into its finding (`b15_finding`), and
+the paragraph that shows it (`b15_paragraph`), which reads the parts and the verdict from that finding."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from normlab.analysis.gain.weight_decay import DecaySweep
 from normlab.analysis.shared.parity import interval_text
 from normlab.study import decide
 from normlab.study.findings import Finding
+from normlab.study.ledger import KeyNumber
+
+B15_KEY = KeyNumber("paired final-loss change under strong decay of the gain", "nats")
 
 
 def b15_parts(forward: ForwardCheck, scaling: UpdateScaling, toy: ToyChecks, sweep: DecaySweep) -> dict:
@@ -30,31 +34,16 @@ def b15_verdict(parts: dict) -> str:
     return decide(passed >= 2, caveat=passed < 4)
 
 
+def _parts_held(parts: dict) -> str:
+    return f"{sum(parts.values())}/4 parts hold"
+
+
 def _sweep_text(sweep: DecaySweep) -> str:
     if sweep.strongest is None:
         return "the decay sweep diverged"
     return (
         f"λ_g = {sweep.strongest:g} (ηλT = {sweep.timescales[sweep.strongest]:.0f}) changes the final loss by "
         f"{interval_text(sweep.pairs[sweep.strongest])}"
-    )
-
-
-def b15_text(
-    forward: ForwardCheck, scaling: UpdateScaling, toy: ToyChecks, sweep: DecaySweep, qk: QKLaw, tolerance: float
-):
-    """The verdict paragraph the chapter shows: each part's number, where the invariance is exact, the verdict."""
-    parts = b15_parts(forward, scaling, toy, sweep)
-    return (
-        f"{sum(parts.values())}/4 parts hold. (1) Gains ×0.5 or ×2 change the loss by up to "
-        f"{forward.by_location.max():.1%}; the (gain·a, linear/a) symmetry leaves it within {forward.symmetry_max:.0e}. "
-        f"(2) Under the symmetry, Adam's one-step change of the next layer goes as a^{scaling.adam_exponent:.2f} (sd "
-        f"{scaling.adam_exponent_sd:.2f}), SGD's as a^{scaling.sgd_exponent:.2f}. (3) Decay ≡ growing learning rate to "
-        f"{toy.schedule_angle:.0e} rad on scale-invariant weights; equilibrium formulas "
-        f"{'within' if toy.holds else 'not within'} ±{tolerance:.0%}. (4) {_sweep_text(sweep)}; loss still fell "
-        f"{sweep.loss_drop:.4f} nats over the last 10% of steps. With that decay the gains end at RMS "
-        f"{sweep.final_gain_at(sweep.strongest):.3f} against {sweep.final_gain_at(0.0):.3f} undecayed: in pre-LN, "
-        f"decay that has time to act shrinks what the next layer sees, a change of the function and not only of a "
-        f"learning rate. {qk_sentence(qk)}\n\n**B15 verdict: {b15_verdict(parts)}.**"
     )
 
 
@@ -78,7 +67,7 @@ def b15_finding(
     adam_toy = equilibrium_row(toy.equilibrium, "adamw", "toy chain")
     e = toy.exponents
     summary = (
-        f"{sum(parts.values())}/4 parts hold: gains ×0.5/×2 move the pre-LN loss by up to "
+        f"{_parts_held(parts)}: gains ×0.5/×2 move the pre-LN loss by up to "
         f"{forward.by_location.max():.1%}, Adam's update of the next layer scales as a^{scaling.adam_exponent:.2f} "
         f"under the (g·a, W/a) symmetry, and {_sweep_text(sweep)}. {qk_sentence(qk)}"
     )
@@ -134,4 +123,27 @@ def b15_finding(
         rule="Four parts (forward invariance, Adam's linear scaling under the rescale symmetry, decay as a schedule on "
         f"scale-invariant weights, paired sensitivity to gain decay at ηλT ≫ 1 beyond ±{sweep.margin:g} nats): all "
         "hold → holds; two or three → with caveats.",
+        meaning=B15_KEY.meaning,
+        unit=B15_KEY.unit,
+    )
+
+
+def b15_paragraph(
+    b15: Finding, forward: ForwardCheck, scaling: UpdateScaling, toy: ToyChecks, sweep: DecaySweep, qk: QKLaw
+) -> str:
+    """The verdict paragraph the chapter shows: each part's number, where the invariance is exact, and the parts
+    and verdict as `b15` records them."""
+    parts, tolerance = b15.evidence["parts"], b15.evidence["wd_schedule"]["tolerance"]
+    return (
+        f"{_parts_held(parts)}. (1) Gains ×0.5 or ×2 change the loss by up to "
+        f"{forward.by_location.max():.1%}; the (gain·a, linear/a) symmetry leaves it within {forward.symmetry_max:.0e}. "
+        f"(2) Under the symmetry, Adam's one-step change of the next layer goes as a^{scaling.adam_exponent:.2f} (sd "
+        f"{scaling.adam_exponent_sd:.2f}), SGD's as a^{scaling.sgd_exponent:.2f}. (3) Decay ≡ growing learning rate to "
+        f"{toy.schedule_angle:.0e} rad on scale-invariant weights; equilibrium formulas "
+        f"{'within' if parts['wd_as_schedule_scale_invariant'] else 'not within'} ±{tolerance:.0%}. "
+        f"(4) {_sweep_text(sweep)}; loss still fell {sweep.loss_drop:.4f} nats over the last 10% of steps. "
+        f"With that decay the gains end at RMS "
+        f"{sweep.final_gain_at(sweep.strongest):.3f} against {sweep.final_gain_at(0.0):.3f} undecayed: in pre-LN, "
+        f"decay that has time to act shrinks what the next layer sees, a change of the function and not only of a "
+        f"learning rate. {qk_sentence(qk)}\n\n**B15 verdict: {b15.verdict}.**"
     )

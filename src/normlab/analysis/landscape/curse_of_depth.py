@@ -1,5 +1,5 @@
 """V4, the Curse of Depth and LayerNorm Scaling: the later half's share of the drop-one loss with and without
-1/√l scaling, and the verdict (`depth_claim`).
+1/√l scaling, and the verdict (`depth_claim`) with its paragraph (`depth_paragraph`).
 """
 
 from __future__ import annotations
@@ -8,14 +8,17 @@ import math
 
 import numpy as np
 
-from normlab.analysis.landscape.method import ClaimOutcome, Landscape
+from normlab.analysis.landscape.method import Landscape, measured, verdict_lead
 from normlab.analysis.landscape.summaries import growth_ratio, later_half_share, non_inferiority, paired_or_none
 from normlab.study.findings import Finding
+from normlab.study.ledger import KeyNumber
 from normlab.study.present import significant
 from normlab.study.results import decide
 
+V4_KEY = KeyNumber("change in the later half's share of the drop-one loss under 1/√l")
 
-def depth_claim(study: Landscape, *, curse_share: float) -> ClaimOutcome:
+
+def depth_claim(study: Landscape, *, curse_share: float) -> Finding:
     """V4: the curse is present when pre-LN's later half carries at most `curse_share` of the drop-one loss; the
     remedy works when 1/√l raises that share (paired 95% interval above 0), with a caveat when its final loss is
     not within the study's loss margin; it does not hold when the interval lies below 0."""
@@ -58,7 +61,7 @@ def depth_claim(study: Landscape, *, curse_share: float) -> ClaimOutcome:
         f"{shown('ci_low', share_change)}..{shown('ci_high', share_change)}) "
         f"and the final loss by {shown('mean_difference', scaling_loss)} nats."
     )
-    finding = Finding(
+    return Finding(
         verdict,
         summary,
         {
@@ -80,10 +83,22 @@ def depth_claim(study: Landscape, *, curse_share: float) -> ClaimOutcome:
         rule=f"Curse present when pre-LN's later half carries <= {100 * curse_share:g}% of the drop-one loss (else not "
         "testable here); holds when 1/sqrt(l) raises that share (paired 95% interval above 0), with a caveat when its "
         f"final loss is not within +{study.loss_margin} nats; does not hold when the interval lies below 0.",
+        meaning=V4_KEY.meaning,
+        unit=V4_KEY.unit,
     )
+
+
+def depth_paragraph(v4: Finding, *, curse_share: float) -> str:
+    """V4's verdict paragraph: the finding's verdict and sentence, whether the curse shows against `curse_share`,
+    what dropping the first block costs, the hidden growth, and what this scale can show, all read from its
+    evidence."""
+    e = v4.evidence
+    curse = float(np.nanmean([measured(share) for share in e["later_half_share_plain"]]))
+    first_block, first_share = measured(e["first_block_drop_loss"]), measured(e["first_block_share"])
+    share_change, model, train = e["share_change"], e["model"], e["train"]
     unmoved = share_change and share_change["ci_low"] <= 0 <= share_change["ci_high"]
-    paragraph = (
-        f"**Verdict (V4): {verdict}.** {summary} "
+    return (
+        verdict_lead("V4", v4)
         + (
             f"The curse shows at this scale (later half at or below {100 * curse_share:g}%)"
             if curse <= curse_share
@@ -93,10 +108,9 @@ def depth_claim(study: Landscape, *, curse_share: float) -> ClaimOutcome:
         "of the total), "
         f"{'so the share mostly measures how special the first block is; ' if first_share > 0.5 else ''}"
         f"{'scaling did not move the share by a measurable amount' if unmoved else 'scaling moved the share'}. "
-        f"Hidden RMS grows {significant(growth_plain)}× from the first "
-        f"to the last block without scaling and {significant(growth_scaled)}× with it. **What this scale can and cannot "
-        f"show:** Sun et al. found idle deep layers in models of 130M–7B parameters trained on billions of tokens; "
-        f"{P['deepest']['depth']} narrow blocks trained for {P['deepest_train']['steps']} steps may not have reached "
-        f"the regime where later layers collapse to identity, so an absent curse here is a null result, not a refutation."
+        f"Hidden RMS grows {significant(measured(e['growth_plain']))}× from the first to the last block without scaling "
+        f"and {significant(measured(e['growth_scaled']))}× with it. **What this scale can and cannot show:** Sun et al. "
+        "found idle deep layers in models of 130M–7B parameters trained on billions of tokens; "
+        f"{model['depth']} narrow blocks trained for {train['steps']} steps may not have reached the regime where later "
+        "layers collapse to identity, so an absent curse here is a null result, not a refutation."
     )
-    return ClaimOutcome(finding, paragraph)

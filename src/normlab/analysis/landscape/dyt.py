@@ -1,6 +1,6 @@
 """V1, Dynamic Tanh in place of every norm: the paired differences (as text, `interval`, and as table rows), the α₀
 sweep, the probes at initialisation, the final DyT layer's saturation through training, and the verdict
-(`dyt_claim`).
+(`dyt_claim`, with the opening page's sentence `dyt_headline`) and its paragraph (`dyt_paragraph`).
 """
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from normlab.analysis.landscape.method import ClaimOutcome, Landscape, finals
+from normlab.analysis.landscape.method import Landscape, finals, measured, verdict_lead
 from normlab.analysis.landscape.probes import block_gradient_scale, probe_batches
 from normlab.analysis.landscape.profiles import AUTHORS_TRAIN, SMALL_VARIANTS, small_variant
 from normlab.analysis.landscape.summaries import non_inferiority
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.norms.dyt import authors_alpha_init
 from normlab.study.findings import Finding
+from normlab.study.ledger import KeyNumber
 from normlab.study.present import significant
 from normlab.study.results import decide
 
@@ -64,6 +65,7 @@ DYT_PAIRS = {  # evidence key: (row name, baseline, variant), all at the small s
     "layer_minus_rms": ("LayerNorm − RMSNorm", "rms", "layer"),
 }
 TRACED = ("dyt-authors", "dyt-rmsfinal", "dyt")  # the DyT variants whose trace V1 reads and draws
+V1_KEY = KeyNumber("paired final loss, DyT − RMSNorm", "nats")
 
 
 def dyt_pairs(study: Landscape) -> dict:
@@ -271,9 +273,7 @@ def learned(final: float, entropy: float) -> str:
     return "learned little beyond byte frequencies" if entropy - final < 0.25 else "learned context"
 
 
-def dyt_claim(
-    study: Landscape, pairs: dict, alphas: pd.DataFrame, probes: dict, *, saturated_share: float
-) -> ClaimOutcome:
+def dyt_claim(study: Landscape, pairs: dict, alphas: pd.DataFrame, probes: dict, *, saturated_share: float) -> Finding:
     """V1 by non-inferiority of the authors' recipe against RMSNorm under the same optimiser, at the study's loss
     margin; the caveats are LayerNorm (the same margin) and α₀'s tuning (the authors' α₀ more than the margin off the
     best, or the best α₀ differing by width). The diagnosis sentence reads the traces against `saturated_share`."""
@@ -348,28 +348,61 @@ def dyt_claim(
         "the best α₀ differs between widths); does not hold when the interval lies above. The diagnosis calls the "
         f"final DyT layer saturated when, in every seed, at least {_percent(saturated_share)} of its inputs end where "
         "float32's tanh′ is 0; DyT with an RMSNorm final norm is read against the same margin, not judged.",
+        meaning=V1_KEY.meaning,
+        unit=V1_KEY.unit,
     )
-    paragraph = _dyt_paragraph(study, verdict, summary, probes, saturation, ranges, finals_by_label)
-    return ClaimOutcome(finding, paragraph)
+    finding.headline = dyt_headline(finding)
+    return finding
 
 
-def _dyt_paragraph(study, verdict, summary, probes, saturation, ranges, finals_by_label) -> str:
-    P, entropy = study.settings, study.entropy
-    authors, embedding_rms = saturation["dyt-authors"], probes["embedding_rms"]
-    block_grad = probes["block_grad"]
+def dyt_headline(v1: Finding) -> str | None:
+    """The opening page's sentence on V1, from the key number, threshold and verdict the finding records and its
+    traces: whether the final DyT layer saturates, and how DyT fares with an RMSNorm final norm instead. None
+    without a key number or threshold."""
+    k, t, e = v1.key_number, v1.threshold, v1.evidence
+    if k is None or t is None:
+        return None
+    sentence = (
+        f"Dynamic Tanh by its authors' LLaMA recipe ends {V1_KEY.format(abs(k))} {'worse' if k > 0 else 'better'} "
+        f"than RMSNorm in paired final loss, {'beyond' if k > t else 'inside'} the margin of "
+        f"+{V1_KEY.format(t, trim=True)}"
+    )
+    rmsfinal = e["dyt_rmsfinal_minus_rms"]
+    if e["saturation"]["dyt-authors"]["saturated"] and rmsfinal and rmsfinal["mean_difference"] is not None:
+        d = rmsfinal["mean_difference"]
+        return (
+            f"{sentence}: its final DyT layer saturates, and with an RMSNorm final norm instead DyT ends "
+            f"{V1_KEY.format(abs(d))} {'worse' if d > 0 else 'better'} than RMSNorm."
+        )
+    return sentence + {
+        "does not hold": ": at this scale it does not match a norm without tuning.",
+        "holds": ": it matches RMSNorm without tuning.",
+        "holds with caveats": ": it matches only with tuning.",
+    }.get(v1.verdict, ".")
+
+
+def dyt_paragraph(v1: Finding) -> str:
+    """V1's verdict paragraph: the finding's verdict and sentence, then what the runs say around it (losses,
+    the last hidden state and the gradient reaching the blocks, the earlier recipes, the usable learning rates) and
+    what this scale can show, all read from its evidence."""
+    e = v1.evidence
+    finals_by_label = {label: measured(loss) for label, loss in e["mean_final_loss"].items()}
+    entropy, ranges, block_grad = e["unigram_entropy_nats"], e["lr_range"], e["block_gradient_at_init"]
+    per_seed = e["saturation_per_seed"]
+    width, steps = e["model"]["width"], e["train"]["steps"]
     end_gradient = (
-        ", ".join(f"{significant(s['final_block_gradient'])} in seed {s['seed']}" for s in authors["per_seed"])
-        if authors["per_seed"]
+        ", ".join(f"{significant(s['final_block_gradient'])} in seed {s['seed']}" for s in per_seed["dyt-authors"])
+        if per_seed["dyt-authors"]
         else "not measured"
     )
-    end_rms = {label: [s["final_hidden_rms"] for s in saturation[label]["per_seed"]] for label in saturation}
+    end_rms = {label: [measured(s["final_hidden_rms"]) for s in seeds] for label, seeds in per_seed.items()}
     rms_range = {
         label: f"{significant(min(v))}–{significant(max(v))}" if v else "not measured" for label, v in end_rms.items()
     }
     return (
-        f"**Verdict (V1): {verdict}.** {summary} "
-        f"Averaged over seeds, the authors' recipe ends at {significant(finals_by_label['dyt-authors'])} nats per byte "
-        f"and {learned(finals_by_label['dyt-authors'], entropy)}; with an RMSNorm final norm at "
+        verdict_lead("V1", v1)
+        + f"Averaged over seeds, the authors' recipe ends at {significant(finals_by_label['dyt-authors'])} nats per "
+        f"byte and {learned(finals_by_label['dyt-authors'], entropy)}; with an RMSNorm final norm at "
         f"{significant(finals_by_label['dyt-rmsfinal'])}; RMSNorm under the same AdamW at "
         f"{significant(finals_by_label['rms-authors'])} and under the study's at {significant(finals_by_label['rms'])} "
         f"(unigram entropy {significant(entropy)}). "
@@ -380,13 +413,13 @@ def _dyt_paragraph(study, verdict, summary, probes, saturation, ranges, finals_b
         f"The study's earlier recipe (β, α₀ = 0.5 everywhere, the scalars undecayed) ends at "
         f"{significant(finals_by_label['dyt'])} and plain DyT, without the embedding scale, at "
         f"{significant(finals_by_label['dyt-plain'])}: the scale lifts the first layer's input from RMS "
-        f"{significant(embedding_rms)} to {significant(probes['scaled_embedding_rms'])}. "
+        f"{significant(e['embedding_rms_at_init'])} to {significant(e['scaled_embedding_rms_at_init'])}. "
         f"Usable learning rates reach {significant(ranges['dyt-authors']['lr_high'])} with the authors' recipe, "
         f"{significant(ranges['dyt-rmsfinal']['lr_high'])} with an RMSNorm final norm and "
         f"{significant(ranges['rms']['lr_high'])} for RMSNorm. "
         f"**What this scale can and cannot show:** a small model can show whether the authors' recipe trains at all "
         f"at this width and learning rate, and which layer stops it. It cannot show their large-model parity: at "
-        f"width {P['small']['width']} the √width scale is {significant(math.sqrt(P['small']['width']))}, not the 64 of "
-        f"a 4096-wide LLaMA; the runs are {P['small_train']['steps']} steps, not billions of tokens; and the authors "
+        f"width {width} the √width scale is {significant(math.sqrt(width))}, not the 64 of "
+        f"a 4096-wide LLaMA; the runs are {steps} steps, not billions of tokens; and the authors "
         f"give α₀ only for widths of 4096 and more, so the α₀ here is their narrowest model's, checked by the sweep."
     )

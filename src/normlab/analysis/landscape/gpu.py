@@ -146,13 +146,13 @@ def landscape_gpu_claims(
             measures = placement_measures(gpu)
             finding = placement_claim(
                 gpu, measures, pre_growth_needed=pre_growth_needed, max_relative_growth=max_relative_growth
-            ).finding
+            )
             powers = (placement_power(cpu[claim]), placement_power(finding))
         elif claim == "V3":
-            finding = qk_claim(gpu, final_logits(gpu)).finding
+            finding = qk_claim(gpu, final_logits(gpu))
             powers = (None, None)  # "higher in every seed" has no interval: this run decides, the GPU may add a caveat
         else:
-            finding = depth_claim(gpu, curse_share=curse_share).finding
+            finding = depth_claim(gpu, curse_share=curse_share)
             powers = (depth_power(cpu[claim]), depth_power(finding))
         cpu_side = G.Side(where, cpu[claim], powers[0], False)
         gpu_side = G.Side(study.label, finding, powers[1], True)

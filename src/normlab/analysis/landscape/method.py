@@ -1,13 +1,12 @@
 """Method, and the margins fixed before measuring: the chapter's runs with those margins (`Landscape`: pick
-runs, pair them by seed, usable learning-rate ranges), the outcome shape every claim returns
-(`ClaimOutcome`), and the overview of sizes, runs and how far the loss flattened.
+runs, pair them by seed, usable learning-rate ranges), the opening every claim's verdict paragraph shares
+(`verdict_lead`), and the overview of sizes, runs and how far the loss flattened.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import pandas as pd
 
@@ -131,13 +130,16 @@ class Landscape:
         return range_summary(self.ranges(scale, compared), label)
 
 
-@dataclass
-class ClaimOutcome:
-    """What the chapter makes of one claim: the finding it records, and the verdict paragraph it shows (the
-    finding's sentence with what the runs say around it)."""
+def verdict_lead(claim_id: str, finding: Finding) -> str:
+    """The start of a claim's verdict paragraph: its verdict in bold and its sentence, as the finding records them;
+    each claim's paragraph goes on with what the runs say around it, read from the finding's evidence."""
+    return f"**Verdict ({claim_id}): {finding.verdict}.** {finding.summary} "
 
-    finding: Finding
-    paragraph: str
+
+def measured(value) -> float:
+    """An evidence number as a float, NaN where the finding holds None (a number the run could not measure), so
+    that comparisons with it are false, as they were before the finding stored it."""
+    return math.nan if value is None else float(value)
 
 
 def overview(study: Landscape) -> str:

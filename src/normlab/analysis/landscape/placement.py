@@ -1,5 +1,5 @@
 """V2, where the norm goes: hidden growth and usable learning rates of the four placements at the deep scale,
-and the verdict (`placement_claim`).
+and the verdict (`placement_claim`) with its paragraph (`placement_paragraph`).
 """
 
 from __future__ import annotations
@@ -9,14 +9,16 @@ import math
 import numpy as np
 import pandas as pd
 
-from normlab.analysis.landscape.method import ClaimOutcome, Landscape
+from normlab.analysis.landscape.method import Landscape, measured, verdict_lead
 from normlab.analysis.landscape.profiles import PLACEMENTS
 from normlab.analysis.landscape.summaries import growth_ratio
 from normlab.study.findings import Finding
+from normlab.study.ledger import KeyNumber
 from normlab.study.present import significant
 from normlab.study.results import decide
 
 OUTPUT_NORMED = ("peri", "post-sublayer")  # the placements that normalise each sublayer's output
+V2_KEY = KeyNumber("hidden-RMS growth relative to pre-LN's, weaker placement", "×")
 
 
 def placement_measures(study: Landscape) -> dict:
@@ -66,7 +68,7 @@ def placement_table(measures: dict) -> pd.DataFrame:
 
 def placement_claim(
     study: Landscape, measures: dict, *, pre_growth_needed: float, max_relative_growth: float
-) -> ClaimOutcome:
+) -> Finding:
     """V2: needs pre-LN's growth >= `pre_growth_needed`; holds when both output-normalising placements grow at most
     `max_relative_growth` times as much as pre-LN (the worse judged) with a usable LR range at least as wide."""
     P = study.settings
@@ -91,7 +93,7 @@ def placement_claim(
         f"{significant(rel_mean[worse])}× as much (threshold {max_relative_growth:g}), usable LR up to "
         f"{significant(deep_range[worse]['lr_high'])} vs pre-LN's {significant(deep_range['pre']['lr_high'])}."
     )
-    finding = Finding(
+    return Finding(
         verdict,
         summary,
         {
@@ -111,25 +113,36 @@ def placement_claim(
         rule=f"Needs pre-LN growth >= {pre_growth_needed:g}x (else not testable here); holds when both Peri-LN and "
         f"OLMo 2's placement have growth <= {max_relative_growth:g}x pre-LN's and a usable LR range at least as wide "
         "(caveat when neither is strictly wider).",
+        meaning=V2_KEY.meaning,
+        unit=V2_KEY.unit,
     )
+
+
+def placement_paragraph(v2: Finding, *, pre_growth_needed: float) -> str:
+    """V2's verdict paragraph: the finding's verdict and sentence, whether pre-LN grew the `pre_growth_needed` the
+    claim presupposes, each output-normalising placement's growth, and what this scale can show, all read from its
+    evidence."""
+    e = v2.evidence
+    pre_growth_mean = float(np.nanmean(np.array(e["growth"]["pre"], dtype=float)))
+    rel_mean = {p: measured(v) for p, v in e["relative_growth_mean"].items()}
+    depth = e["model"]["depth"]
     too_little = (
         f"Pre-LN hidden growth stays under the {pre_growth_needed:g}× the claim presupposes, so the comparison cannot "
         "be made as planned. "
     )
-    paragraph = (
-        f"**Verdict (V2): {verdict}.** {summary} "
-        f"{too_little if pre_growth_mean < pre_growth_needed else ''}"
-        f"Peri-LN grows {significant(rel_mean['peri'])}× and OLMo 2's placement {significant(rel_mean['post-sublayer'])}× "
-        f"as much as pre-LN"
+    return (
+        verdict_lead("V2", v2)
+        + (too_little if pre_growth_mean < pre_growth_needed else "")
+        + f"Peri-LN grows {significant(rel_mean['peri'])}× and OLMo 2's placement "
+        f"{significant(rel_mean['post-sublayer'])}× as much as pre-LN"
         + (
             ": each of their blocks adds a branch output normalised to a fixed RMS, where pre-LN's "
             "branches start small (GPT-2's scaled initialisation), which would explain why they grow more. "
             if min(rel_mean.values()) > 1
             else ". "
         )
-        + f"**What this scale can and cannot show:** at "
-        f"{P['deep']['depth']} blocks and a few hundred steps a small model shows the direction of hidden-state "
-        f"growth and whether a placement trains over a wider range of learning rates; the massive activations and "
-        f"loss spikes that motivated Peri-LN appear in billion-parameter runs over far longer training."
+        + f"**What this scale can and cannot show:** at {depth} blocks and a few hundred steps a small model shows the "
+        "direction of hidden-state growth and whether a placement trains over a wider range of learning rates; the "
+        "massive activations and loss spikes that motivated Peri-LN appear in billion-parameter runs over far longer "
+        "training."
     )
-    return ClaimOutcome(finding, paragraph)

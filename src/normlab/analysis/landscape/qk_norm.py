@@ -1,5 +1,5 @@
 """V3, QK-norm and the learning-rate range: the largest attention logit at the end of training, and the verdict
-on the gain in highest usable learning rate (`qk_claim`).
+on the gain in highest usable learning rate (`qk_claim`) with its paragraph (`qk_paragraph`).
 """
 
 from __future__ import annotations
@@ -9,12 +9,14 @@ import math
 import numpy as np
 import pandas as pd
 
-from normlab.analysis.landscape.method import ClaimOutcome, Landscape
+from normlab.analysis.landscape.method import Landscape, verdict_lead
 from normlab.study.findings import Finding
+from normlab.study.ledger import KeyNumber
 from normlab.study.present import significant
 from normlab.study.results import decide
 
 QK_COMPARED = ("rms", "rms+qk")
+V3_KEY = KeyNumber("rise of the highest usable learning rate with QK-norm", "decades")
 
 
 def _final_logit(study: Landscape, label: str, lr: float) -> float | None:
@@ -49,7 +51,7 @@ def _failure(lr_range: dict) -> str:
     return "no failure on the grid" if at is None else f"fails at {significant(at)}"
 
 
-def qk_claim(study: Landscape, logit_rows: pd.DataFrame) -> ClaimOutcome:
+def qk_claim(study: Landscape, logit_rows: pd.DataFrame) -> Finding:
     """V3: needs a failure without QK-norm on the grid; holds when QK-norm's highest usable LR is higher in every
     seed. The key number is the mean gain in decades, log10(highest usable LR with ÷ without), against 0."""
     P = study.settings
@@ -77,7 +79,7 @@ def qk_claim(study: Landscape, logit_rows: pd.DataFrame) -> ClaimOutcome:
         f"QK-norm {significant(qk_range['lr_high'])} ({_failure(qk_range)}): a gain of {significant(gain_mean)} "
         f"decades over {len(gains)} seeds."
     )
-    finding = Finding(
+    return Finding(
         verdict,
         summary,
         {
@@ -96,12 +98,16 @@ def qk_claim(study: Landscape, logit_rows: pd.DataFrame) -> ClaimOutcome:
         spread=gain_sd,
         rule="Needs a failure without QK-norm on the grid (else not testable here); holds when QK-norm's highest "
         "usable LR is higher in every seed (caveat when QK-norm never fails on the grid, so the gain is a lower bound).",
+        meaning=V3_KEY.meaning,
+        unit=V3_KEY.unit,
     )
-    paragraph = (
-        f"**Verdict (V3): {verdict}.** {summary} **What this scale can and cannot show:** Wortsman et al. "
-        f"designed this proxy for small models, so this is the claim small scale tests best. The runs here clip "
-        f"gradients at norm 1 and decay weights, as the rest of the book does; both can hold off a divergence that "
-        f"unclipped training would show, and a grid of half-decade steps locates the divergence point only to within "
-        f"a factor of about 3."
+
+
+def qk_paragraph(v3: Finding) -> str:
+    """V3's verdict paragraph: the finding's verdict and sentence, and what this scale can show."""
+    return verdict_lead("V3", v3) + (
+        "**What this scale can and cannot show:** Wortsman et al. designed this proxy for small models, so this is the "
+        "claim small scale tests best. The runs here clip gradients at norm 1 and decay weights, as the rest of the "
+        "book does; both can hold off a divergence that unclipped training would show, and a grid of half-decade steps "
+        "locates the divergence point only to within a factor of about 3."
     )
-    return ClaimOutcome(finding, paragraph)

@@ -54,8 +54,17 @@ def b16_verdict(measures: dict, real16: dict | None, geometry: dict | None) -> s
 
 
 def b16_paragraph(
-    measures: dict, drift: dict, real16: dict | None, geometry: dict | None, *, correlation: float, sign_share: float
+    b16: Finding,
+    measures: dict,
+    drift: dict,
+    real16: dict | None,
+    geometry: dict | None,
+    *,
+    correlation: float,
+    sign_share: float,
 ) -> str:
+    """B16's verdict paragraph: the measured numbers, the other chapters' parts, and the verdict as `b16` records
+    it."""
     m = measures
     together = drift["correlation"] >= correlation and drift["sign_agreement"] >= sign_share
     if geometry is None:
@@ -81,7 +90,7 @@ def b16_paragraph(
             if real16
             else "The real-model chapter has not run: no real model's paired test."
         )
-        + f"\n\n**B16 verdict: {b16_verdict(measures, real16, geometry)}.**"
+        + f"\n\n**B16 verdict: {b16.verdict}.**"
     )
 
 

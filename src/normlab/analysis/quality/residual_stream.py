@@ -108,7 +108,9 @@ def b5_verdict(measures: dict, real: dict | None, offset_large: float) -> str:
     return "not testable here"
 
 
-def b5_paragraph(measures: dict, real: dict | None, *, offset_large: float, depth: int) -> str:
+def b5_paragraph(b5: Finding, measures: dict, real: dict | None, *, offset_large: float, depth: int) -> str:
+    """B5's verdict paragraph: the measured numbers, the rule against `offset_large`, and the verdict as `b5` records
+    it."""
     m = measures
     deep = real_offset(real)
     if real is None:
@@ -132,7 +134,7 @@ def b5_paragraph(measures: dict, real: dict | None, *, offset_large: float, dept
         f"removing the mean leaves the loss unchanged within the margin, and a deep real model (the real-model "
         f"chapter, run before this one) also shows a common-offset share ≥ {offset_large}; with our shallow models "
         f"alone it holds at most with caveats. It does not hold if the offset is small or the network uses the mean. "
-        f"{real_text}\n\n**B5 verdict: {b5_verdict(measures, real, offset_large)}.**"
+        f"{real_text}\n\n**B5 verdict: {b5.verdict}.**"
     )
 
 

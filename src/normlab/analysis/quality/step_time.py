@@ -1,5 +1,6 @@
 """Section "Time per step (B7, second half; evidence for B6)": the two models' training steps timed in
-alternation, B7's verdict from both halves, and B6's model-level evidence."""
+alternation, B7's verdict from both halves (`b7_finding`) and the paragraph that shows it (`b7_paragraph`), and
+B6's model-level evidence."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from normlab.gpt.model import GPTConfig
 from normlab.gpt.train import compare_step_times
 from normlab.study import decide
 from normlab.study.findings import Finding
+from normlab.study.ledger import KeyNumber
+
+B7_KEY = KeyNumber("ratio of step times, RMSNorm / LayerNorm")
 
 
 def step_times(settings: dict, corpus, device: str) -> tuple[pd.DataFrame, dict]:
@@ -34,25 +38,14 @@ def curves_verdict(parity: LossParity) -> str:
     return "diverged" if parity.curve_pair is None else equivalence_verdict(parity.curve_pair)
 
 
-def b7_verdict(parity: LossParity, speed: dict, visible: float) -> str:
-    """Both halves (curves equivalent, step-time ratio ≤ `visible`): holds; the curves alone: with caveats."""
-    curves = curves_verdict(parity)
+def b7_verdict(curves: str, ratio: float, visible: float) -> str:
+    """Both halves (the curves' verdict `curves` equivalent, step-time ratio ≤ `visible`): holds; the curves alone:
+    with caveats."""
     if curves == "diverged":
         return "does not hold"
     if curves in ("not testable here", "does not hold"):
         return curves
-    return decide(True, caveat=not speed["ratio"] <= visible)
-
-
-def b7_paragraph(parity: LossParity, speed: dict, *, visible: float, backend: str, device: str) -> str:
-    pair = parity.curve_pair
-    return (
-        f"**B7 verdict: {b7_verdict(parity, speed, visible)}.** Mean validation loss over the curve, RMSNorm − "
-        f"LayerNorm: {interval_text(pair) if pair else 'not measured (a run diverged)'}. "
-        f"RMSNorm's step takes {speed['ratio']:.3f}× LayerNorm's (spread {speed['spread']:.3f}, {speed['repeats']} "
-        f"rounds) with backend `{backend}` on {device}: {'visibly' if speed['ratio'] <= visible else 'not visibly'} "
-        f"shorter. B7 holds only if both halves do; one half alone gives 'holds with caveats'."
-    )
+    return decide(True, caveat=not ratio <= visible)
 
 
 def b7_finding(
@@ -67,7 +60,7 @@ def b7_finding(
         f"{ratio:.3f} ± {speed['spread']:.3f} (visible if ≤ {visible})"
     )
     return Finding(
-        b7_verdict(parity, speed, visible),
+        b7_verdict(curves, ratio, visible),
         f"Curves {curves if curves != 'holds' else 'coincide'}: {text}.",
         {
             **common,
@@ -87,6 +80,22 @@ def b7_finding(
         spread=speed["spread"],
         rule=f"Both halves: the paired whole-curve loss difference inside ±{margin:g} nats, and the median step-time "
         f"ratio ≤ {visible:g}; one half alone gives 'holds with caveats'.",
+        meaning=B7_KEY.meaning,
+        unit=B7_KEY.unit,
+    )
+
+
+def b7_paragraph(b7: Finding, *, repeats: int, device: str) -> str:
+    """B7's verdict paragraph: the verdict, the curves' interval and the step-time ratio as `b7` records them, over
+    `repeats` timing rounds on `device`."""
+    e = b7.evidence
+    pair, ratio = e["paired_curve_loss"], e["step_time_ratio_rms_over_layer"]
+    return (
+        f"**B7 verdict: {b7.verdict}.** Mean validation loss over the curve, RMSNorm − "
+        f"LayerNorm: {interval_text(pair) if pair else 'not measured (a run diverged)'}. "
+        f"RMSNorm's step takes {ratio:.3f}× LayerNorm's (spread {e['step_time_ratio_spread']:.3f}, {repeats} "
+        f"rounds) with backend `{e['backend']}` on {device}: {'visibly' if e['visible'] else 'not visibly'} "
+        f"shorter. B7 holds only if both halves do; one half alone gives 'holds with caveats'."
     )
 
 

@@ -1,8 +1,9 @@
 """Q4 and B16: the chapter's two centring experiments weighed together, SmolLM2 with centring added and MiniLM with
 it removed.
 
-`q4_verdict` is Q4's rule and `q4_finding` the verdict the chapter records, with the exact map and the massive
-ablation as evidence beside it; `b16_evidence` is both models' part of B16 (judged in the quality chapter).
+`q4_verdict` is Q4's rule and `q4_finding` the verdict the chapter records (with the opening page's sentence,
+`q4_headline`), with the exact map and the massive ablation as evidence beside it; `b16_evidence` is both models'
+part of B16 (judged in the quality chapter).
 """
 
 from __future__ import annotations
@@ -16,37 +17,31 @@ from normlab.analysis.realmodels.massive import MassiveAblationResult
 from normlab.analysis.realmodels.stream import StreamSummary
 from normlab.analysis.realmodels.variants import interval_text
 from normlab.study.findings import Finding
+from normlab.study.ledger import KeyNumber
 from normlab.study.present import significant
 
+Q4_KEY = KeyNumber("SmolLM2-135M's loss change, every RMSNorm → LayerNorm", "nats")
 
-def q4_verdict(smollm2: dict, minilm: dict, cosine_threshold: float) -> dict:
-    """Q4 read as "mean-centring matters in real trained models", from two measurements:
 
-    - SmolLM2 with centring added: the paired interval of the loss change (`paired_difference` output)
-      against its margin: "different" = matters, "equivalent" = does not, else undecided;
-    - MiniLM with centring removed: matters when the median cosine of the sentence embeddings to the
-      original falls below `cosine_threshold`.
-    holds: both matter; holds with caveats: one matters and the other does not (or is undecided);
-    does not hold: neither matters; not testable here: SmolLM2 undecided and MiniLM does not matter.
-    """
-    smol = {"different": True, "equivalent": False}.get(smollm2["outcome"])
-    mini = minilm["cosine_median"] < cosine_threshold
-    if smol is True and mini:
-        verdict = "holds"
-    elif smol is None and not mini:
-        verdict = "not testable here"
-    elif smol is False and not mini:
-        verdict = "does not hold"
-    else:
-        verdict = "holds with caveats"
-    return {
-        "verdict": verdict,
-        "smollm2_matters": smol,
-        "minilm_matters": mini,
-        "key_number": smollm2["mean_difference"],
-        "threshold": smollm2["margin"],
-        "spread": smollm2["sd_of_differences"] / math.sqrt(smollm2["pairs"]),
-    }
+def smollm2_matters(smollm2: dict) -> bool | None:
+    """Whether centring added to SmolLM2 matters, from the paired interval of the loss change (`paired_difference`
+    output) against its margin: "different" = matters, "equivalent" = does not, else undecided (None)."""
+    return {"different": True, "equivalent": False}.get(smollm2["outcome"])
+
+
+def q4_verdict(smollm2_matters: bool | None, minilm_matters: bool) -> str:
+    """Q4 read as "mean-centring matters in real trained models", from SmolLM2 with centring added
+    (`smollm2_matters`) and MiniLM with it removed (matters when the median cosine of the sentence embeddings to the
+    original falls below the chapter's threshold). holds: both matter; holds with caveats: one matters and the other
+    does not (or is undecided); does not hold: neither matters; not testable here: SmolLM2 undecided and MiniLM does
+    not matter."""
+    if smollm2_matters is True and minilm_matters:
+        return "holds"
+    if smollm2_matters is None and not minilm_matters:
+        return "not testable here"
+    if smollm2_matters is False and not minilm_matters:
+        return "does not hold"
+    return "holds with caveats"
 
 
 def q4_finding(
@@ -63,7 +58,7 @@ def q4_finding(
     `cosine_threshold`), by the rule of `q4_verdict`. `mapping` (the exact reading of the swap) and `massive`
     (the massive-activation ablation) add evidence; they do not enter the verdict."""
     a, apart, ret = added.added, added.added_apart, minilm["retrieval"]
-    q4 = q4_verdict(a, minilm, cosine_threshold)
+    smol, mini = smollm2_matters(a), minilm["cosine_median"] < cosine_threshold
     summary = (
         f"SmolLM2-135M: replacing every RMSNorm by a LayerNorm with the same gain changes the held-out loss by "
         f"{interval_text(a)} ({a['outcome']} vs ±{added.margin}); MiniLM without centring keeps a median embedding "
@@ -88,8 +83,8 @@ def q4_finding(
         "minilm_retrieval": {k: {m: v[m] for m in ("recall_at_1", "mrr")} for k, v in ret.items()},
         "minilm_norm_input_along_ones_share": minilm["norm_input_along_ones_share"],
         "minilm_pairs": minilm["pairs"],
-        "smollm2_matters": q4["smollm2_matters"],
-        "minilm_matters": q4["minilm_matters"],
+        "smollm2_matters": smol,
+        "minilm_matters": mini,
         "provenance": provenance,
     }
     if mapping is not None:
@@ -101,14 +96,38 @@ def q4_finding(
         f"median embedding cosine falls below {cosine_threshold}: both = holds, one = holds with caveats, neither = "
         "does not hold, SmolLM2 inconclusive and MiniLM unchanged = not testable here."
     )
-    return Finding(
-        q4["verdict"],
+    q4 = Finding(
+        q4_verdict(smol, mini),
         summary,
         evidence,
-        key_number=q4["key_number"],
-        threshold=q4["threshold"],
-        spread=q4["spread"],
+        key_number=a["mean_difference"],
+        threshold=a["margin"],
+        spread=a["sd_of_differences"] / math.sqrt(a["pairs"]),
         rule=rule,
+        meaning=Q4_KEY.meaning,
+        unit=Q4_KEY.unit,
+    )
+    q4.headline = q4_headline(q4)
+    return q4
+
+
+def q4_headline(q4: Finding) -> str | None:
+    """The opening page's sentence on Q4, from the key number, threshold and verdict the finding records; None
+    without a key number or threshold."""
+    k, t = q4.key_number, q4.threshold
+    if k is None or t is None:
+        return None
+    change = Q4_KEY.format(k)
+    signed = change if change.startswith(("-", "—")) or k == 0 else f"+{change}"
+    return (
+        f"In SmolLM2-135M, a trained RMSNorm LLM, replacing every RMSNorm by a LayerNorm with the same gain changes "
+        f"the held-out loss by {signed}, {'inside' if abs(k) <= abs(t) else 'beyond'} the margin of "
+        f"±{Q4_KEY.format(t, trim=True)}"
+        + {
+            "holds": ": mean-centring matters in real trained models, here and in MiniLM.",
+            "holds with caveats": ": centring matters in one of the two real models tested.",
+            "does not hold": ": centring makes no measurable difference.",
+        }.get(q4.verdict, ".")
     )
 
 

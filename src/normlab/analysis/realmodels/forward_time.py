@@ -159,32 +159,22 @@ def timing_table(result: TimingResult, blocks: int):
     )
 
 
-def q5_verdict(prefill_share: list[float], decode_share: list[float], threshold: float) -> dict:
+def q5_verdict(prefill: float, decode: float, threshold: float) -> str:
     """Q5 read as "a real LLM's norms take a large enough share of its forward time for a norm choice to
-    change it by `threshold` (the 7% low end of 7%–64%)": holds when the median share reaches the threshold
-    in both prefill and decoding, with caveats in one of them, does not hold in neither."""
-    prefill, decode = statistics.median(prefill_share), statistics.median(decode_share)
+    change it by `threshold` (the 7% low end of 7%–64%)": holds when the median share (`prefill`, `decode`) reaches
+    the threshold in both prefill and decoding, with caveats in one of them, does not hold in neither."""
     reached = (prefill >= threshold) + (decode >= threshold)
-    verdict = {2: "holds", 1: "holds with caveats", 0: "does not hold"}[reached]
-    spread = statistics.stdev(prefill_share) if len(prefill_share) > 1 else 0.0
-    return {
-        "verdict": verdict,
-        "prefill_share": prefill,
-        "decode_share": decode,
-        "key_number": prefill,
-        "threshold": threshold,
-        "spread": spread,
-    }
+    return {2: "holds", 1: "holds with caveats", 0: "does not hold"}[reached]
 
 
 def q5_finding(result: TimingResult, threshold: float, provenance: dict) -> Finding:
     """Q5 from the norms' median share of prefill and of decoding (hooks on CPU, else the ablation) against
     `threshold`, by the rule of `q5_verdict`."""
     primary, share, layer_vs = result.primary_share, result.ablation, result.layer_vs
-    q5 = q5_verdict(primary["prefill"], primary["decode"], threshold)
+    prefill, decode = statistics.median(primary["prefill"]), statistics.median(primary["decode"])
     summary = (
         f"SmolLM2-135M on this {result.cores}-core {result.device.upper()}: its norms take "
-        f"{q5['prefill_share']:.1%} of a {result.prompt_tokens}-token prefill and {q5['decode_share']:.1%} of a "
+        f"{prefill:.1%} of a {result.prompt_tokens}-token prefill and {decode:.1%} of a "
         f"decoding step; LayerNorm instead of RMSNorm (F.layer_norm vs F.rms_norm) changes prefill by "
         f"{change_text(layer_vs['prefill']['vs normlab torch'])} and decoding by "
         f"{change_text(layer_vs['decode']['vs normlab torch'])} (median and sd over interleaved rounds)."
@@ -195,8 +185,8 @@ def q5_finding(result: TimingResult, threshold: float, provenance: dict) -> Find
             f"{result.cores} cores), which skews the norms' share."
         )
     evidence = {
-        "norm_time_share_prefill": q5["prefill_share"],
-        "norm_time_share_decode": q5["decode_share"],
+        "norm_time_share_prefill": prefill,
+        "norm_time_share_decode": decode,
         "share_method": result.share_method,
         "ablation_share_prefill_by_round": share["prefill"],
         "ablation_share_decode_by_round": share["decode"],
@@ -220,12 +210,12 @@ def q5_finding(result: TimingResult, threshold: float, provenance: dict) -> Find
         "hold in neither."
     )
     return Finding(
-        q5["verdict"],
+        q5_verdict(prefill, decode, threshold),
         summary,
         evidence,
-        key_number=q5["key_number"],
-        threshold=q5["threshold"],
-        spread=q5["spread"],
+        key_number=prefill,
+        threshold=threshold,
+        spread=statistics.stdev(primary["prefill"]) if len(primary["prefill"]) > 1 else 0.0,
         rule=rule,
     )
 
