@@ -23,6 +23,7 @@
 # %% tags=["parameters", "remove-cell"]
 profile = "smoke"
 results_dir = "build/results"
+overrides = {}  # settings that replace the profile's, from `make book SET=...`
 
 # %% tags=["remove-cell"]
 import warnings
@@ -49,16 +50,16 @@ from normlab.study import Results
 from normlab.study.present import claims_box, table, verdict_table
 
 # %% tags=["remove-cell"]
-P = profiles.profile_settings(profile)  # the profiles' model sizes, grids and seeds
+P = profiles.profile_settings(profile, overrides)  # the profiles' model sizes, grids and seeds
 warnings.filterwarnings("ignore", message=".*Converting a tensor with requires_grad.*")
 device = "cuda" if profile == "gpu" and torch.cuda.is_available() else "cpu"
 torch.set_num_threads(1)
 sns.set_theme(style="whitegrid")
-results = Results("landscape", profile, results_dir)
+results = Results("landscape", profile, results_dir, overrides)
 corpus = load_corpus()
 
 # %% tags=["remove-input"]
-claims_box(["V1", "V2", "V3", "V4"])
+claims_box(["V1", "V2", "V3", "V4"], overrides=overrides)
 
 # %% [markdown]
 # (landscape-method)=

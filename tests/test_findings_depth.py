@@ -72,7 +72,7 @@ def synthetic_training(post_rms_shift=0.0, pre_trained=(True, True), post_traine
 
 
 def test_settings_for_validates_the_depths():
-    with pytest.raises(ValueError, match="profile must be one of"):
+    with pytest.raises(ValueError, match="unknown profile .*; valid profiles: smoke, cpu, gpu"):
         profiles.settings_for("tpu")
     settings = profiles.settings_for("smoke")
     assert settings["init_depths"] == [1, 2, 4] and settings is not profiles.PROFILES["smoke"]

@@ -32,6 +32,7 @@ from normlab.gpt.batched import plan_memory, train_batched
 from normlab.gpt.corpus import Corpus
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.gpt.train import TrainConfig
+from normlab.runtime.profiles import lookup_profile
 
 # Kernel launches: small deep models are launch-bound on a GPU. Per step and stack (members of one config), about
 # 60 launches per block for the vmapped forward and backward and 8 per parameter tensor for the per-member gradient
@@ -60,7 +61,7 @@ SMALL_VARIANTS = {"rms": dict(norm="rms"), "dyt": dict(norm="dyt"), "rms+qk": di
 
 PROFILES = {
     "tiny": dict(
-        quality=dict(width=16, depth=2, heads=2, context=16, batch_size=4, steps=10, lr=1e-2, warmup_steps=2, pairs=3),
+        quality=dict(width=16, depth=2, heads=2, context=16, batch_size=4, steps=10, lr=1e-2, warmup_steps=2, seeds=3),
         ladder=dict(
             rungs=[dict(width=16, depth=2, heads=2), dict(width=32, depth=2, heads=2)],
             context=16,
@@ -68,7 +69,7 @@ PROFILES = {
             steps=10,
             lr=1e-2,
             warmup_steps=2,
-            pairs=2,
+            seeds=2,
         ),
         placement_depth=dict(
             depths=[2, 3],
@@ -102,7 +103,7 @@ PROFILES = {
     # (the table is in normlab.study.gpu's docstring). Batch 8 x context 128 is the CPU profile's 1024 tokens a step.
     "gpu": dict(
         quality=dict(
-            width=256, depth=8, heads=4, context=128, batch_size=8, steps=2000, lr=2e-3, warmup_steps=100, pairs=16
+            width=256, depth=8, heads=4, context=128, batch_size=8, steps=2000, lr=2e-3, warmup_steps=100, seeds=16
         ),
         # ~3M and ~12M parameters, with the quality experiment's ~6.6M between them (the CPU rungs stop at ~1M)
         ladder=dict(
@@ -112,7 +113,7 @@ PROFILES = {
             steps=600,
             lr=2e-3,
             warmup_steps=60,
-            pairs=8,
+            seeds=8,
         ),
         # the no-warm-up runs at the first depth only: at 48 blocks a step is launch-bound, four stacks deep
         placement_depth=dict(
@@ -146,6 +147,8 @@ PROFILES = {
         ),
     ),
 }
+# The least pairs of each paired experiment outside the tiny profile: the chapters' own minimums for the same claims.
+MINIMUM_PAIRS = {"quality.seeds": 5, "ladder.seeds": 3, "placement_depth.seeds": 5, "ablation.seeds": 5}
 # In the order they run: the verdicts nearest a decision first (A9, then B18 and B19, then V2 and V4), so a run
 # cut short keeps the ones that matter most.
 EXPERIMENTS = ("quality", "placement_depth", "ablation", "placements", "depth_scaling", "ladder", "width")
@@ -221,13 +224,13 @@ NORM_PAIR = {"layer": {"norm": "layer"}, "rms": {"norm": "rms"}}
 def quality(sizes: dict, device: str) -> Experiment:
     shape = {k: sizes[k] for k in ("width", "depth", "heads")}
     return Experiment(
-        "quality", CLAIMS["quality"], sizes, [_paired(sizes, shape, device, range(sizes["pairs"]), NORM_PAIR)]
+        "quality", CLAIMS["quality"], sizes, [_paired(sizes, shape, device, range(sizes["seeds"]), NORM_PAIR)]
     )
 
 
 def ladder(sizes: dict, device: str) -> Experiment:
     batches = [
-        _paired(sizes, rung, device, range(sizes["pairs"]), NORM_PAIR, rung=index)
+        _paired(sizes, rung, device, range(sizes["seeds"]), NORM_PAIR, rung=index)
         for index, rung in enumerate(sizes["rungs"])
     ]
     return Experiment("ladder", CLAIMS["ladder"], sizes, batches)
@@ -313,13 +316,12 @@ _BUILDERS = {
 
 def experiments(profile: str, device: str = "cpu", only: list[str] | None = None) -> list[Experiment]:
     """The profile's experiments, in the study's order (or the ones named in `only`)."""
-    if profile not in PROFILES:
-        raise ValueError(f"unknown GPU-study profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    sizes = lookup_profile(PROFILES, profile, owner="the GPU study", minimum_pairs=MINIMUM_PAIRS)
     names = list(EXPERIMENTS) if only is None else list(only)
     unknown = [n for n in names if n not in EXPERIMENTS]
     if unknown:
         raise ValueError(f"unknown experiment(s) {', '.join(unknown)}; valid experiments: {', '.join(EXPERIMENTS)}")
-    return [_BUILDERS[name](PROFILES[profile], device) for name in names]
+    return [_BUILDERS[name](sizes, device) for name in names]
 
 
 # ---- sizing -------------------------------------------------------------------------------------------------

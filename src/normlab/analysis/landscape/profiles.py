@@ -4,9 +4,8 @@
 
 from __future__ import annotations
 
-import copy
-
 from normlab.norms.dyt import authors_alpha_init
+from normlab.runtime.profiles import lookup_profile
 
 PROFILES = {
     # seconds: proves the pipeline, not the claims
@@ -122,11 +121,9 @@ SCALES = ("small", "deep", "deepest")
 SCALE_COST = {"small": 1, "deep": 3, "deepest": 6}  # relative run time, to start the longest runs first
 
 
-def profile_settings(profile: str) -> dict:
-    """The profile's settings (a copy), checked for what the chapter's design needs."""
-    if profile not in PROFILES:
-        raise ValueError(f"profile must be one of {sorted(PROFILES)}, got {profile!r}")
-    settings = copy.deepcopy(PROFILES[profile])
+def profile_settings(profile: str, overrides: dict | None = None) -> dict:
+    """The profile's settings (a copy) with `overrides` applied, checked for what the chapter's design needs."""
+    settings = lookup_profile(PROFILES, profile, owner="the landscape chapter", overrides=overrides)
     for scale, grid_name in (("small", "lr_grid"), ("deep", "deep_lr_grid")):
         if settings[f"{scale}_train"]["lr"] not in settings[grid_name]:
             raise ValueError(f"profile {profile!r}: the {scale} reference learning rate must lie on {grid_name}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from normlab.runtime.profiles import lookup_profile
+
 NORMS = ("layer", "rms")
 
 
@@ -77,13 +79,13 @@ PROFILES = {
 }
 
 
-def settings_for(profile: str) -> dict:
-    """The chapter's sizes for `profile`, checked: a clear ValueError for a profile or a size that cannot work."""
-    if profile not in PROFILES:
-        raise ValueError(f"profile must be one of {sorted(PROFILES)}, got {profile!r}")
-    settings = dict(PROFILES[profile])
-    if settings["seeds"] < 5 and profile != "smoke":
-        raise ValueError("paired verdicts need at least 5 pairs outside the smoke profile")
+PAIRS = {"seeds": 5}  # the least pairs for a paired verdict outside the smoke profile
+
+
+def settings_for(profile: str, overrides: dict | None = None) -> dict:
+    """The chapter's sizes for `profile` with `overrides` applied, checked: a clear ValueError for a profile or a
+    size that cannot work."""
+    settings = lookup_profile(PROFILES, profile, owner="the quality chapter", overrides=overrides, minimum_pairs=PAIRS)
     if settings["width"] % settings["heads"]:
         raise ValueError(f"heads must divide width for profile {profile!r}: {settings}")
     if settings["trainer"] not in TRAINERS:
