@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from normlab.analysis.depth.training_at_depth import job_outcome
-from normlab.analysis.shared.paired import paired_difference
-from normlab.analysis.shared.parity import equivalence_verdict, interval_text, ratio_with_spread
+from normlab.analysis.shared.paired import NOT_COMPARABLE, interval_text, paired_difference, paired_or_none
+from normlab.analysis.shared.parity import equivalence_verdict, ratio_with_spread
 from normlab.analysis.shared.runs import final_drop, flat_eval_every
 from normlab.analysis.shared.stream import find_numbers
 from normlab.gpt.residual_stream import layer_statistics, outlier_statistics
@@ -81,3 +81,19 @@ def test_deepest_value_reads_per_layer_lists_and_scalars():
         0.2,
     )
     assert deepest_value({}, "x") is None and deepest_value(None, "x") is None
+
+
+def test_paired_or_none_has_one_rule_for_a_comparison_that_cannot_be_made():
+    assert paired_or_none([2.0, math.nan], [2.0, 2.0], 0.02) is None  # a run diverged
+    assert paired_or_none([2.0], [2.1], 0.02) is None  # one pair measures no spread
+    assert paired_or_none([2.0, 2.1], [2.0, 2.1], 0.02)["outcome"] == "equivalent"
+    with pytest.raises(ValueError, match="same number of runs on each side, got 2 and 3"):
+        paired_or_none([2.0, 2.1], [2.0, 2.1, 2.2], 0.02)
+
+
+def test_interval_text_is_one_format_with_or_without_the_margin_reading():
+    wide = paired_difference([1.0, 1.1, 1.2, 1.3, 1.4], [1.1, 1.0, 1.3, 1.2, 1.45], margin=0.02)
+    full, bare = interval_text(wide), interval_text(wide, "nats", margin=False)
+    assert full.startswith(bare.removesuffix(", 5 pairs)")) and "margin ±0.02, 5 pairs)" in full
+    assert "would be needed to decide" in full and bare == "+0.0100 nats (95% CI -0.1172..+0.1372, 5 pairs)"
+    assert interval_text(None) == NOT_COMPARABLE

@@ -46,16 +46,15 @@ def one_thread():
 # ---- settings and jobs
 
 
-def test_profile_settings_refuse_an_unknown_profile_and_a_sweep_without_baseline(monkeypatch):
-    assert profiles.profile_settings("smoke") is SMOKE
-    with pytest.raises(ValueError, match="profile must be one of"):
+def test_profile_settings_refuse_an_unknown_profile_and_a_sweep_without_baseline():
+    settings = profiles.profile_settings("smoke")
+    assert settings == SMOKE and settings is not SMOKE and settings["qk"] is not SMOKE["qk"]  # a copy, all the way down
+    with pytest.raises(ValueError, match="unknown profile .*; valid profiles: smoke, cpu, gpu"):
         profiles.profile_settings("tpu")
-    monkeypatch.setitem(profiles.PROFILES, "cpu", {**profiles.PROFILES["cpu"], "gain_decays": [1.0, 10.0]})
     with pytest.raises(ValueError, match=r"include 0\.0"):
-        profiles.profile_settings("cpu")
-    monkeypatch.setitem(profiles.PROFILES, "cpu", {**profiles.PROFILES["cpu"], "seeds": 3})
-    with pytest.raises(ValueError, match="at least 5 pairs"):
-        profiles.profile_settings("cpu")
+        profiles.profile_settings("cpu", {"gain_decays": [1.0, 10.0]})
+    with pytest.raises(ValueError, match="seeds is 3 at profile 'cpu', but a paired verdict needs at least 5 pairs"):
+        profiles.profile_settings("cpu", {"seeds": 3})
 
 
 def test_training_devices_are_workers_off_the_gpu_profile():

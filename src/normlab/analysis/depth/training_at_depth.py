@@ -12,8 +12,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from normlab.analysis.shared.paired import paired_difference
-from normlab.analysis.shared.parity import interval_text
 from normlab.analysis.shared.runs import flat_eval_every
 from normlab.gpt.model import GPTConfig
 
@@ -216,17 +214,6 @@ def final_losses(frame: pd.DataFrame, **match) -> list[float]:
     return part.sort_values("seed")["final_val_loss"].tolist()
 
 
-def paired_or_none(a: list[float], b: list[float], margin: float) -> dict | None:
-    """`paired_difference(a, b, margin)`, or None when a run diverged (a non-finite loss)."""
-    if not all(math.isfinite(v) for v in a + b):
-        return None
-    return paired_difference(a, b, margin)
-
-
 def pair_spread(pair: dict | None) -> float | None:
     """The standard error of a paired mean difference, None without pairs."""
     return pair["sd_of_differences"] / math.sqrt(pair["pairs"]) if pair else None
-
-
-def pair_text(pair: dict | None) -> str:
-    return interval_text(pair) if pair else "not comparable (a run diverged)"
