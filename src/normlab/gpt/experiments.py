@@ -22,7 +22,6 @@ The experiments, by the claims they feed:
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field, replace
 
@@ -31,6 +30,7 @@ import torch
 from normlab.gpt.batched import plan_memory, train_batched
 from normlab.gpt.corpus import Corpus
 from normlab.gpt.model import GPT, GPTConfig
+from normlab.gpt.run_record import run_record
 from normlab.gpt.train import TrainConfig
 from normlab.runtime.profiles import lookup_profile
 
@@ -397,12 +397,6 @@ def check_memory(experiment_list: list[Experiment], memory_limit_bytes: int | No
 # ---- running ------------------------------------------------------------------------------------------------
 
 
-def _final_drop(val: list[tuple[int, float]], steps: int) -> float:
-    at = dict(val)
-    mark = int(round(0.9 * steps))
-    return float(at[mark] - at[steps]) if mark in at and steps in at else math.nan
-
-
 @torch.no_grad()
 def drop_one_losses(model: GPT, batches) -> list[float]:
     """Validation loss with each block in turn replaced by the identity, minus the full model's (nats); the
@@ -429,21 +423,13 @@ PROBE_SEED = 20_000  # the landscape chapter's probe batches: a generator of the
 
 
 def _record(result, tag: dict, batch: Batch, corpus: Corpus, device: str) -> dict:
-    val = [(int(r["step"]), float(r["val_loss"])) for r in result.val_rows]
-    final = val[-1][1] if val else math.nan
-    diverged = bool(result.diverged) or not math.isfinite(final)
     record = {
         "tag": tag,
         "model": result.model_config,
         "train": {k: result.train_config[k] for k in ("steps", "batch_size", "lr", "warmup_steps", "seed")},
-        "final_val_loss": final,
-        "initial_val_loss": val[0][1] if val else math.nan,
-        "final_drop": _final_drop(val, batch.train.steps) if not diverged else math.nan,
-        "diverged": diverged,
-        "steps_done": int(result.steps_done),
-        "val": val,
-        "corpus_sha256": result.corpus_sha256,
+        **run_record(result),
     }
+    diverged = record["diverged"]
     if batch.stream_statistics:
         record["stream_rms"] = [(int(r["step"]), int(r["layer"]), float(r["rms"])) for r in result.stream_rows]
     if batch.drop_one:
