@@ -25,9 +25,8 @@
 # Zhang & Sennrich's own experiments was post-norm. The verdicts below come from what we measure.
 
 # %% tags=["parameters", "remove-cell"]
-profile = "smoke"
+profile, overrides = "smoke", {}  # overrides: settings that replace the profile's (`make book SET=...`)
 results_dir = "build/results"
-overrides = {}  # settings that replace the profile's, from `make book SET=...`
 
 # %% tags=["remove-cell"]
 import warnings

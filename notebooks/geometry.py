@@ -27,9 +27,8 @@
 # Each spread comes from three such draws (REPEATS).
 
 # %% tags=["parameters", "remove-cell"]
-profile = "smoke"
+profile, overrides = "smoke", {}  # overrides: settings that replace the profile's (`make book SET=...`)
 results_dir = "build/results"
-overrides = {}  # settings that replace the profile's, from `make book SET=...`
 
 # %% tags=["remove-cell"]
 import matplotlib.pyplot as plt
@@ -51,9 +50,7 @@ from normlab.study import Results
 from normlab.study.present import claims_box, table, verdict_table
 
 sns.set_theme(style="whitegrid", context="notebook")
-sizes = settings.chapter_settings(
-    profile, overrides
-)  # batch and sweep sizes per profile; all on the CPU: precision, not timing
+sizes = settings.chapter_settings(profile, overrides)  # batch and sweep sizes; on the CPU: precision, not timing
 d, generator = sizes["d"], torch.Generator().manual_seed(0)
 results = Results("geometry", profile, results_dir, overrides)
 FORMULA_TOL, INVARIANCE_TOL, REPEATS = 1e-12, 1e-9, 3

@@ -32,9 +32,8 @@
 # Each verdict records its key number with a spread: its standard deviation over the random tokens drawn in this run.
 
 # %% tags=["parameters", "remove-cell"]
-profile = "smoke"
+profile, overrides = "smoke", {}  # overrides: settings that replace the profile's (`make book SET=...`)
 results_dir = "build/results"
-overrides = {}  # settings that replace the profile's, from `make book SET=...`
 
 # %% tags=["remove-cell"]
 import matplotlib.pyplot as plt

@@ -21,9 +21,8 @@
 # not show at this scale is **not refuted** by that: each verdict says what small scale can and cannot show.
 
 # %% tags=["parameters", "remove-cell"]
-profile = "smoke"
+profile, overrides = "smoke", {}  # overrides: settings that replace the profile's (`make book SET=...`)
 results_dir = "build/results"
-overrides = {}  # settings that replace the profile's, from `make book SET=...`
 
 # %% tags=["remove-cell"]
 import warnings
