@@ -113,3 +113,12 @@ def test_overrides_are_recorded_and_shown_on_the_page_and_the_ledger(tmp_path):
     claims = parse_claims()
     assert "quality: `width=96`" in render_ledger(claims, [document])
     assert "overridden" not in render_ledger(claims, [dict(document, overrides={})])
+
+
+def test_the_gpu_study_trains_the_designs_the_chapters_state():
+    from normlab.analysis.landscape.profiles import profile_settings as landscape_settings
+
+    design = lookup_profile(experiments.PROFILES, "gpu", owner="the GPU study")
+    quality, landscape = quality_profiles.settings_for("gpu"), landscape_settings("gpu")
+    assert design["quality"] == {key: quality[key] for key in design["quality"]}
+    assert design["landscape"] == {key: landscape[key] for key in design["landscape"]}

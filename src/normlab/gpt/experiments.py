@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from normlab.gpt import gpu_sizes
 from normlab.gpt.batched import plan_memory, train_batched
 from normlab.gpt.corpus import Corpus
 from normlab.gpt.model import GPT, GPTConfig
@@ -100,11 +101,10 @@ PROFILES = {
         ),
     ),
     # One H200, under 8 minutes: `sizing("gpu")` gives each experiment's estimated FLOPs, launches and seconds
-    # (the table is in normlab.study.gpu's docstring). Batch 8 x context 128 is the CPU profile's 1024 tokens a step.
+    # (the table is in normlab.study.gpu's docstring). The quality and landscape designs are the chapters' own gpu
+    # profiles (normlab.gpt.gpu_sizes).
     "gpu": dict(
-        quality=dict(
-            width=256, depth=8, heads=4, context=128, batch_size=8, steps=2000, lr=2e-3, warmup_steps=100, seeds=16
-        ),
+        quality=gpu_sizes.QUALITY,
         # ~3M and ~12M parameters, with the quality experiment's ~6.6M between them (the CPU rungs stop at ~1M)
         ladder=dict(
             rungs=[dict(width=192, depth=6, heads=4), dict(width=384, depth=6, heads=6)],
@@ -132,19 +132,7 @@ PROFILES = {
         ablation=dict(
             depth=8, width=128, heads=4, context=128, batch_size=8, steps=600, lr=2e-3, warmup_steps=60, seeds=12
         ),
-        landscape=dict(
-            small=dict(width=256, depth=6, heads=4, context=128),
-            small_train=dict(steps=400, batch_size=8, warmup_steps=40, lr=3e-3),
-            lr_grid=[1e-3, 3e-3, 1e-2, 3e-2, 1e-1],
-            seeds=4,
-            grid_seeds=2,
-            deep_grid_seeds=2,
-            deep=dict(width=128, depth=24, heads=4, context=128),
-            deep_train=dict(steps=300, batch_size=8, warmup_steps=30, lr=3e-3),
-            deep_lr_grid=[1e-3, 3e-3, 1e-2],
-            deepest=dict(width=128, depth=32, heads=4, context=128),
-            deepest_train=dict(steps=300, batch_size=8, warmup_steps=30, lr=3e-3),
-        ),
+        landscape=gpu_sizes.LANDSCAPE,
     ),
 }
 # The least pairs of each paired experiment outside the tiny profile: the chapters' own minimums for the same claims.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from normlab.gpt import gpu_sizes
 from normlab.runtime.profiles import lookup_profile
 
 NORMS = ("layer", "rms")
@@ -60,16 +61,9 @@ PROFILES = {
         ladder=(dict(width=16, depth=2, heads=2, seeds=6), dict(width=112, depth=4, heads=4, seeds=4)),
     ),
     # one run per GPU
+    # one H200: the GPU study's design (normlab.gpt.gpu_sizes), which the chapter weighs beside the CPU run
     "gpu": dict(
-        width=384,
-        depth=8,
-        heads=6,
-        context=256,
-        batch_size=64,
-        steps=2000,
-        lr=2e-3,
-        warmup_steps=100,
-        seeds=8,
+        **gpu_sizes.QUALITY,
         eval_batches=20,
         timing_repeats=50,
         minilm_texts=64,
