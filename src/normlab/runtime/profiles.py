@@ -66,7 +66,7 @@ def lookup_profile(
     """
     if profile not in table:
         raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(table)} ({owner})")
-    check_overrides(table, overrides, owner)
+    check_overrides({profile: table[profile]}, overrides, owner)
     settings = copy.deepcopy(dict(table[profile]))
     for path, value in (overrides or {}).items():
         holder, key = _parent(settings, path)
