@@ -193,8 +193,8 @@ DEPTH_RULES = dict(
 
 
 def _run(tag: dict, final: float) -> dict:
-    return {"tag": tag, "final_val_loss": final, "val": [[0, 5.5], [300, final]], "diverged": False,
-            "final_drop": 0.001, "steps_done": 300}  # fmt: skip
+    return {"tag": tag, "final_val_loss": final, "initial_val_loss": 5.5, "val": [[0, 5.5], [300, final]],
+            "diverged": False, "final_drop": 0.001, "steps_done": 300}  # fmt: skip
 
 
 def _depth_document(post_rms_shift: float, noise: float, ablation_labels=tuple(E.ABLATION_SWAPS)) -> dict:
