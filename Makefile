@@ -6,6 +6,9 @@ PROFILE ?= auto
 # FORCE=<chapter>[,<chapter>...] re-runs those chapters even when unchanged; MIXED=1 lets the ledger publish
 # results from different profiles or commits (every generated page then says so).
 FORCE ?=
+# SET=<chapter>.<key>=<value>[,...] overrides chapters' sizes for one run (make book PROFILE=cpu SET=quality.seeds=24);
+# the pages and the ledger say which designs were overridden.
+SET ?=
 MIXED ?=
 INSTALLED := $(VENV)/.installed
 
@@ -50,7 +53,7 @@ test-portable: $(INSTALLED)
 	done
 
 notebooks: $(INSTALLED)
-	$(PY) -m normlab.study.run --profile $(PROFILE) $(if $(FORCE),--force-chapters "$(FORCE)")
+	$(PY) -m normlab.study.run --profile $(PROFILE) $(if $(FORCE),--force-chapters "$(FORCE)") $(if $(SET),--set "$(SET)")
 
 ledger: $(INSTALLED)
 	$(PY) -m normlab.study.ledger $(if $(MIXED),--allow-mixed)

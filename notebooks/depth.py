@@ -25,7 +25,7 @@
 # Zhang & Sennrich's own experiments was post-norm. The verdicts below come from what we measure.
 
 # %% tags=["parameters", "remove-cell"]
-profile = "smoke"
+profile, overrides = "smoke", {}  # overrides: settings that replace the profile's (`make book SET=...`)
 results_dir = "build/results"
 
 # %% tags=["remove-cell"]
@@ -44,15 +44,15 @@ from normlab.study.present import claims_box, table, verdict_table
 
 warnings.filterwarnings("ignore", category=UserWarning, module="seaborn")
 warnings.filterwarnings("ignore", category=FutureWarning)
-P = profiles.settings_for(profile)
+P = profiles.settings_for(profile, overrides)
 devices = training_devices(profile)
 torch.set_num_threads(1)
 sns.set_theme(style="whitegrid")
-results = Results("depth", profile, results_dir)
+results = Results("depth", profile, results_dir, overrides)
 corpus = load_corpus()
 
 # %% tags=["remove-input"]
-claims_box(["B17", "B18", "B19"])
+claims_box(["B17", "B18", "B19"], overrides=overrides)
 
 # %% [markdown]
 # (depth-init)=

@@ -31,7 +31,7 @@
 #   assumptions (their text was not checked here); the measurements test them directly.
 
 # %% tags=["parameters", "remove-cell"]
-profile = "smoke"
+profile, overrides = "smoke", {}  # overrides: settings that replace the profile's (`make book SET=...`)
 results_dir = "build/results"
 
 # %% tags=["remove-cell"]
@@ -62,11 +62,11 @@ from normlab.study.present import claims_box, table, verdict_table
 # %% tags=["remove-cell"]
 warnings.filterwarnings("ignore", category=UserWarning, module="seaborn")
 warnings.filterwarnings("ignore", category=FutureWarning)
-P = profiles.profile_settings(profile)
+P = profiles.profile_settings(profile, overrides)
 devices = training_devices(profile)
 torch.set_num_threads(1)
 sns.set_theme(style="whitegrid")
-results = Results("gain", profile, results_dir)
+results = Results("gain", profile, results_dir, overrides)
 corpus = load_corpus()
 started = time.perf_counter()
 
@@ -81,7 +81,7 @@ SLOPE_TOLERANCE = 0.05  # on the QK-norm law's slopes (-1 for the gradient, -2 f
 INVARIANCE_TOLERANCE = 1e-10  # float64 |Δ logit| and paired |Δ loss| that count as "unchanged"
 
 # %% tags=["remove-input"]
-claims_box(["B15"])
+claims_box(["B15"], overrides=overrides)
 
 # %% [markdown]
 # (gain-forward)=

@@ -27,7 +27,7 @@
 # Each spread comes from three such draws (REPEATS).
 
 # %% tags=["parameters", "remove-cell"]
-profile = "smoke"
+profile, overrides = "smoke", {}  # overrides: settings that replace the profile's (`make book SET=...`)
 results_dir = "build/results"
 
 # %% tags=["remove-cell"]
@@ -50,14 +50,14 @@ from normlab.study import Results
 from normlab.study.present import claims_box, table, verdict_table
 
 sns.set_theme(style="whitegrid", context="notebook")
-sizes = settings.chapter_settings(profile)  # batch and sweep sizes per profile; all on the CPU: precision, not timing
+sizes = settings.chapter_settings(profile, overrides)  # batch and sweep sizes; on the CPU: precision, not timing
 d, generator = sizes["d"], torch.Generator().manual_seed(0)
-results = Results("geometry", profile, results_dir)
+results = Results("geometry", profile, results_dir, overrides)
 FORMULA_TOL, INVARIANCE_TOL, REPEATS = 1e-12, 1e-9, 3
 VISIBLE_CHANGE = {"float32": 1e-3, "bfloat16": 0.1}
 
 # %% tags=["remove-input"]
-claims_box(["A1", "A2", "A3", "A4", "A6", "B2", "B3", "B4", "B11", "B16", "Q1"])
+claims_box(["A1", "A2", "A3", "A4", "A6", "B2", "B3", "B4", "B11", "B16", "Q1"], overrides=overrides)
 
 # %% [markdown]
 # (geometry-formulas)=

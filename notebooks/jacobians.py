@@ -32,7 +32,7 @@
 # Each verdict records its key number with a spread: its standard deviation over the random tokens drawn in this run.
 
 # %% tags=["parameters", "remove-cell"]
-profile = "smoke"
+profile, overrides = "smoke", {}  # overrides: settings that replace the profile's (`make book SET=...`)
 results_dir = "build/results"
 
 # %% tags=["remove-cell"]
@@ -46,11 +46,11 @@ from normlab.study import Results
 from normlab.study.present import claims_box, verdict_table
 from normlab.study.results import load_evidence
 
-settings = profiles.profile_settings(profile)
+settings = profiles.profile_settings(profile, overrides)
 sns.set_theme(style="whitegrid", context="notebook")
 # Jacobians are computed on the CPU in float64 in every profile: the point is precision, not speed.
 torch.manual_seed(0)
-results = Results("jacobians", profile, results_dir)
+results = Results("jacobians", profile, results_dir, overrides)
 
 MACHINE_TOL = 1e-12  # relative max error below which a closed form "holds to machine precision"
 WRONG_TOL = 1e-2  # relative max error above which a printed form is "wrong", not merely rounded
@@ -58,7 +58,7 @@ EPS_TYPICAL = 1e-6  # LLaMA's RMSNorm eps, used where a realistic eps is needed
 EPS_CHECK = 1e-2  # a deliberately large eps, so eps-aware forms are tested where eps matters
 
 # %% tags=["remove-input"]
-claims_box(["B3", "B12", "B13", "B14"])
+claims_box(["B3", "B12", "B13", "B14"], overrides=overrides)
 
 # %% [markdown]
 # (jacobians-formulas)=

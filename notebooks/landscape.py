@@ -21,7 +21,7 @@
 # not show at this scale is **not refuted** by that: each verdict says what small scale can and cannot show.
 
 # %% tags=["parameters", "remove-cell"]
-profile = "smoke"
+profile, overrides = "smoke", {}  # overrides: settings that replace the profile's (`make book SET=...`)
 results_dir = "build/results"
 
 # %% tags=["remove-cell"]
@@ -49,16 +49,16 @@ from normlab.study import Results
 from normlab.study.present import claims_box, table, verdict_table
 
 # %% tags=["remove-cell"]
-P = profiles.profile_settings(profile)  # the profiles' model sizes, grids and seeds
+P = profiles.profile_settings(profile, overrides)  # the profiles' model sizes, grids and seeds
 warnings.filterwarnings("ignore", message=".*Converting a tensor with requires_grad.*")
 device = "cuda" if profile == "gpu" and torch.cuda.is_available() else "cpu"
 torch.set_num_threads(1)
 sns.set_theme(style="whitegrid")
-results = Results("landscape", profile, results_dir)
+results = Results("landscape", profile, results_dir, overrides)
 corpus = load_corpus()
 
 # %% tags=["remove-input"]
-claims_box(["V1", "V2", "V3", "V4"])
+claims_box(["V1", "V2", "V3", "V4"], overrides=overrides)
 
 # %% [markdown]
 # (landscape-method)=

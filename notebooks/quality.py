@@ -22,7 +22,7 @@
 # same initial value in every parameter they share and the same batches, so a pair differs only in the norm.
 
 # %% tags=["parameters", "remove-cell"]
-profile = "smoke"
+profile, overrides = "smoke", {}  # overrides: settings that replace the profile's (`make book SET=...`)
 results_dir = "build/results"
 
 # %% tags=["remove-cell"]
@@ -42,16 +42,16 @@ from normlab.study.results import load_evidence
 
 warnings.filterwarnings("ignore", category=UserWarning, module="seaborn")
 warnings.filterwarnings("ignore", category=FutureWarning)
-settings = profiles.settings_for(profile)
+settings = profiles.settings_for(profile, overrides)
 devices = training_devices(profile)
 device = "cuda" if devices else "cpu"
 torch.set_num_threads(1)
 sns.set_theme(style="whitegrid")
-results = Results("quality", profile, results_dir)
+results = Results("quality", profile, results_dir, overrides)
 corpus = load_corpus()
 
 # %% tags=["remove-input"]
-claims_box(["A9", "B7", "B5", "B16"])
+claims_box(["A9", "B7", "B5", "B16"], overrides=overrides)
 
 # %% [markdown]
 # The corpus is 82 standard-library modules read as bytes (vocabulary 256); each module's first ~90% is

@@ -28,7 +28,7 @@
 # :::
 
 # %% tags=["parameters", "remove-cell"]
-profile = "smoke"
+profile, overrides = "smoke", {}  # overrides: settings that replace the profile's (`make book SET=...`)
 results_dir = "build/results"
 
 # %% tags=["remove-cell"]
@@ -58,9 +58,9 @@ from normlab.study.present import claims_box, verdict_table
 
 # %% tags=["remove-cell"]
 load.quiet_known_warnings()
-P = profiles.profile_settings(profile)
+P = profiles.profile_settings(profile, overrides)
 sns.set_theme(style="whitegrid")
-results = Results("realmodels", profile, results_dir)
+results = Results("realmodels", profile, results_dir, overrides)
 started = time.perf_counter()
 
 # Stated before measuring (reasons in the text):
@@ -72,7 +72,7 @@ MAP_TOLERANCE = 1e-4  # largest logit difference / largest logit that counts as 
 run = load.open_smollm2(P)
 
 # %% tags=["remove-input"]
-claims_box(["Q4", "Q5"])
+claims_box(["Q4", "Q5"], overrides=overrides)
 
 # %% tags=["remove-input"]
 display(Markdown(load.provenance_note(run.provenance, profile, run.n_chunks)))

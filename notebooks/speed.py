@@ -21,7 +21,7 @@
 # number. With no GPU run, this run decides alone.
 
 # %% tags=["parameters", "remove-cell"]
-profile = "smoke"
+profile, overrides = "smoke", {}  # overrides: settings that replace the profile's (`make book SET=...`)
 results_dir = "build/results"
 
 # %% tags=["remove-cell"]
@@ -39,7 +39,7 @@ from normlab.study.present import claims_box, table, verdict_table
 from normlab.study.results import load_evidence
 
 warnings.filterwarnings("ignore", message=".*TF32.*")  # torch's notice on CPU-only machines, not about these numbers
-bench_profile = settings.bench_profile(profile)
+bench_profile = settings.bench_profile(profile, overrides)
 # Thresholds the verdicts use (stated here, before measuring; applied in normlab.analysis.speed)
 EQUAL_TIME = 0.10  # |1 - t_rms/t_ln| below this: "the same speed" (A5, Q2)
 EXTRA_PASS = 0.5  # LN needs "one more pass" if its best effective passes exceed RMS's by at least this (A7, B8)
@@ -50,10 +50,10 @@ settings.check_thresholds(EQUAL_TIME, EXTRA_PASS, WELFORD_EQUAL, MEMORY_BOUND, W
 sns.set_theme(style="whitegrid", context="notebook")
 
 # %% tags=["remove-input"]
-claims_box(["A5", "A7", "A8", "A10", "B6", "B8", "B9", "B10", "Q2", "Q3"])
+claims_box(["A5", "A7", "A8", "A10", "B6", "B8", "B9", "B10", "Q2", "Q3"], overrides=overrides)
 
 # %% tags=["remove-cell"]
-results = Results("speed", profile, results_dir)
+results = Results("speed", profile, results_dir, overrides)
 run = runs.measure(bench_profile, Path(results_dir).parent / "bench", runs.gpu_results_dir())
 df, live, gpu_runs, gpu = run.df, run.live, run.gpu_runs, run.gpu
 

@@ -1,17 +1,18 @@
 """Helpers the training chapters judge with: equivalence verdicts, timing ratios, stream outliers, run summaries."""
 
 import math
+from types import SimpleNamespace
 
-import pandas as pd
 import pytest
 import torch
 
 from normlab.analysis.depth.training_at_depth import job_outcome
-from normlab.analysis.shared.paired import paired_difference
-from normlab.analysis.shared.parity import equivalence_verdict, interval_text, ratio_with_spread
-from normlab.analysis.shared.runs import final_drop, flat_eval_every
+from normlab.analysis.shared.paired import NOT_COMPARABLE, interval_text, paired_difference, paired_or_none
+from normlab.analysis.shared.parity import equivalence_verdict, ratio_with_spread
+from normlab.analysis.shared.runs import flat_eval_every
 from normlab.analysis.shared.stream import find_numbers
 from normlab.gpt.residual_stream import layer_statistics, outlier_statistics
+from normlab.gpt.run_record import diverged, final_drop, run_record
 
 
 def test_equivalence_verdict_follows_the_interval():
@@ -50,16 +51,38 @@ def test_final_drop_reads_the_evaluation_at_ninety_percent():
     assert flat_eval_every(300) == 30
     with pytest.raises(ValueError, match="multiple of 10"):
         flat_eval_every(25)
-    val = pd.DataFrame({"step": [0, 90, 100], "val_loss": [5.0, 2.05, 2.0]})
-    assert final_drop(val, 100) == pytest.approx(0.05)
-    assert math.isnan(final_drop(val.iloc[[0, 2]], 100))
+    assert final_drop([(0, 5.0), (90, 2.05), (100, 2.0)], 100) == pytest.approx(0.05)
+    assert math.isnan(final_drop([(0, 5.0), (100, 2.0)], 100))
 
 
-def test_job_outcome_marks_divergence_and_training():
-    out = {"val": [(0, 5.5), (10, 2.0)], "diverged": False, "final_drop": 0.1, "steps_done": 10}
+def test_diverged_has_one_meaning():
+    assert not diverged(False, [5.5, 2.0])
+    assert diverged(True, [5.5, 2.0])  # training stopped on a non-finite loss or gradient
+    assert diverged(False, [5.5, math.inf])  # the final loss overflowed
+    assert diverged(False, [5.5, 6.0])  # it ended worse than it started, without overflowing
+    assert not diverged(False, [5.5, 5.5]) and not diverged(False, [])
+
+
+def fake_result(losses, *, stopped=False, steps=10):
+    rows = [{"step": steps * i // (len(losses) - 1), "val_loss": v} for i, v in enumerate(losses)]
+    return SimpleNamespace(
+        val_rows=rows, diverged=stopped, steps_done=steps, train_config={"steps": steps}, corpus_sha256="abc"
+    )
+
+
+def test_run_record_applies_the_rule_and_drops_nothing_the_readers_need():
+    record = run_record(fake_result([5.5, *[3.0] * 8, 2.1, 2.0]))
+    assert record["diverged"] is False and record["final_drop"] == pytest.approx(0.1)
+    assert record["final_val_loss"] == 2.0 and record["initial_val_loss"] == 5.5 and record["val"][-1] == (10, 2.0)
+    worse = run_record(fake_result([5.5, *[3.0] * 8, 5.0, 6.0]))
+    assert worse["diverged"] is True and math.isnan(worse["final_drop"])
+
+
+def test_job_outcome_reads_divergence_from_the_record_and_adds_training():
+    out = {**run_record(fake_result([5.5, 2.0])), "final_drop": 0.1}
     assert job_outcome(out, 3.0)["trained"] and not job_outcome(out, 3.0)["diverged"]
-    worse = {**out, "val": [(0, 5.5), (10, 6.0)]}
-    assert job_outcome(worse, 3.0)["diverged"]
+    assert not job_outcome(out, 1.0)["trained"]
+    assert job_outcome(run_record(fake_result([5.5, 6.0])), 3.0)["diverged"]
 
 
 def test_find_numbers_walks_nested_evidence():
@@ -81,3 +104,19 @@ def test_deepest_value_reads_per_layer_lists_and_scalars():
         0.2,
     )
     assert deepest_value({}, "x") is None and deepest_value(None, "x") is None
+
+
+def test_paired_or_none_has_one_rule_for_a_comparison_that_cannot_be_made():
+    assert paired_or_none([2.0, math.nan], [2.0, 2.0], 0.02) is None  # a run diverged
+    assert paired_or_none([2.0], [2.1], 0.02) is None  # one pair measures no spread
+    assert paired_or_none([2.0, 2.1], [2.0, 2.1], 0.02)["outcome"] == "equivalent"
+    with pytest.raises(ValueError, match="same number of runs on each side, got 2 and 3"):
+        paired_or_none([2.0, 2.1], [2.0, 2.1, 2.2], 0.02)
+
+
+def test_interval_text_is_one_format_with_or_without_the_margin_reading():
+    wide = paired_difference([1.0, 1.1, 1.2, 1.3, 1.4], [1.1, 1.0, 1.3, 1.2, 1.45], margin=0.02)
+    full, bare = interval_text(wide), interval_text(wide, "nats", margin=False)
+    assert full.startswith(bare.removesuffix(", 5 pairs)")) and "margin ±0.02, 5 pairs)" in full
+    assert "would be needed to decide" in full and bare == "+0.0100 nats (95% CI -0.1172..+0.1372, 5 pairs)"
+    assert interval_text(None) == NOT_COMPARABLE

@@ -46,16 +46,15 @@ def one_thread():
 # ---- settings and jobs
 
 
-def test_profile_settings_refuse_an_unknown_profile_and_a_sweep_without_baseline(monkeypatch):
-    assert profiles.profile_settings("smoke") is SMOKE
-    with pytest.raises(ValueError, match="profile must be one of"):
+def test_profile_settings_refuse_an_unknown_profile_and_a_sweep_without_baseline():
+    settings = profiles.profile_settings("smoke")
+    assert settings == SMOKE and settings is not SMOKE and settings["qk"] is not SMOKE["qk"]  # a copy, all the way down
+    with pytest.raises(ValueError, match="unknown profile .*; valid profiles: smoke, cpu, gpu"):
         profiles.profile_settings("tpu")
-    monkeypatch.setitem(profiles.PROFILES, "cpu", {**profiles.PROFILES["cpu"], "gain_decays": [1.0, 10.0]})
     with pytest.raises(ValueError, match=r"include 0\.0"):
-        profiles.profile_settings("cpu")
-    monkeypatch.setitem(profiles.PROFILES, "cpu", {**profiles.PROFILES["cpu"], "seeds": 3})
-    with pytest.raises(ValueError, match="at least 5 pairs"):
-        profiles.profile_settings("cpu")
+        profiles.profile_settings("cpu", {"gain_decays": [1.0, 10.0]})
+    with pytest.raises(ValueError, match="seeds is 3 at profile 'cpu', but a paired verdict needs at least 5 pairs"):
+        profiles.profile_settings("cpu", {"seeds": 3})
 
 
 def test_training_devices_are_workers_off_the_gpu_profile():
@@ -194,7 +193,7 @@ def _decay_runs(shift: float, noise=(0.001, -0.002, 0.0015), width=16, steps=5) 
             loss = 2.0 + 0.01 * seed + (shift + jitter if wd else 0.0)
             scale = 0.5 if wd else 1.0
             history = {f"gain_norm/block{i}": list(scale * math.sqrt(width) * np.ones(steps)) for i in range(2)}
-            runs[(wd, seed)] = {"final_val_loss": loss, "history": history, "final_drop": 0.01}
+            runs[(wd, seed)] = {"final_val_loss": loss, "diverged": False, "history": history, "final_drop": 0.01}
     return runs
 
 
@@ -221,6 +220,9 @@ def test_a_diverged_decay_is_left_out_of_the_pairs():
     settings = {"gain_decays": [0.0, 10.0], "seeds": 3, "lr": 1e-3, "sweep_steps": 300, "width": 16}
     sweep = weight_decay.decay_sweep(runs, settings, margin=0.02)
     assert sweep.pairs == {} and sweep.strongest is None and sweep.key_pair is None and not sweep.sensitive
+    worse = _decay_runs(0.1)
+    worse[(10.0, 1)]["diverged"] = True  # ended above its initial loss: finite, but diverged by the one rule
+    assert weight_decay.decay_sweep(worse, settings, margin=0.02).pairs == {}
 
 
 # ---- the B15 finding

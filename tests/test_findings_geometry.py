@@ -45,13 +45,13 @@ def _check(**errors) -> formulas.FormulaCheck:
 
 
 def test_chapter_settings_checks_the_profile_and_the_sizes():
-    assert settings.chapter_settings("smoke") == settings.SETTINGS["smoke"]
-    with pytest.raises(ValueError, match="profile must be one of"):
+    assert settings.chapter_settings("smoke") == settings.PROFILES["smoke"]
+    with pytest.raises(ValueError, match="unknown profile .*; valid profiles: smoke, cpu, gpu"):
         settings.chapter_settings("laptop")
     with pytest.raises(ValueError, match="points must be an int >= 5"):
-        settings.chapter_settings("custom", {**settings.SETTINGS["smoke"], "points": 2})
+        settings.chapter_settings("smoke", {"points": 2})
     with pytest.raises(ValueError, match="rank_tokens must be at least 2"):
-        settings.chapter_settings("custom", {**settings.SETTINGS["smoke"], "rank_tokens": 40, "rank_d": 32})
+        settings.chapter_settings("smoke", {"rank_tokens": 40, "rank_d": 32})
 
 
 def test_short_drops_the_exponent_padding():

@@ -78,12 +78,12 @@ def structure_check(rank_ok=True, ln_leak=1e-16):
 
 def test_profile_settings():
     assert profiles.profile_settings("smoke")["dims"] == [8, 32]
-    with pytest.raises(ValueError, match="profile must be one of"):
+    with pytest.raises(ValueError, match="unknown profile .*; valid profiles: smoke, cpu, gpu"):
         profiles.profile_settings("tiny")
     with pytest.raises(ValueError, match="dims"):
-        profiles.profile_settings("p", {"p": dict(profiles.SETTINGS["smoke"], dims=[2])})
+        profiles.profile_settings("smoke", {"dims": [2]})
     with pytest.raises(ValueError, match="tokens must be an int >= 2"):
-        profiles.profile_settings("p", {"p": dict(profiles.SETTINGS["smoke"], tokens=1)})
+        profiles.profile_settings("smoke", {"tokens": 1})
 
 
 def test_formula_table_on_real_tokens_separates_printed_from_exact():

@@ -131,7 +131,7 @@ def study_of(runs, P=None):
 
 
 def test_profile_settings_are_checked_copies():
-    with pytest.raises(ValueError, match="profile must be one of"):
+    with pytest.raises(ValueError, match="unknown profile .*; valid profiles: smoke, cpu, gpu"):
         profile_settings("laptop")
     P = profile_settings("cpu")
     P["seeds"] = 1
@@ -262,7 +262,7 @@ def test_dyt_claim_flips_at_the_loss_margin():
     assert within.key_number == pytest.approx(0.00025)
     assert "no worse against a +0.03 margin" in within.summary
     worse = v1(make_runs(loss=v1_loss(0.1)))
-    assert worse.verdict == "does not hold" and "0.100 nats" in worse.summary
+    assert worse.verdict == "does not hold" and "final loss +0.1002 nats (95% CI +0.0971..+0.1034, 2 pairs)" in worse.summary
     assert dyt_paragraph(worse).startswith("**Verdict (V1): does not hold.** " + worse.summary)
     assert "the authors' recipe ends at 2.10 nats per byte and learned context" in dyt_paragraph(worse)
     assert "α₀ 0.8 in front of attention and 0.2 elsewhere" in worse.rule
@@ -328,7 +328,7 @@ def onset(share_low, share_high, saturated, step=40, seeds=3):
 
 
 def paired(mean, low, high):
-    return dict(mean_difference=mean, ci_low=low, ci_high=high, margin=0.03)
+    return dict(mean_difference=mean, ci_low=low, ci_high=high, margin=0.03, pairs=4)
 
 
 def test_dyt_diagnosis_names_each_branch():
@@ -339,7 +339,10 @@ def test_dyt_diagnosis_names_each_branch():
         "The part of the authors' recipe that fails is its final DyT layer: it saturates, with 97%–100%"
     )
     assert "at least 50% from step 40 on" in sentence
-    assert "DyT in the blocks is within the +0.03-nat margin of RMSNorm (0.0100 nats (95% CI 0..0.0200))" in sentence
+    assert (
+        "DyT in the blocks is within the +0.03-nat margin of RMSNorm (+0.0100 nats (95% CI +0.0000..+0.0200, 4 pairs))"
+        in sentence
+    )
     assert sentence.endswith("its last DyT layer (the last block's) ends with 10%–20% of its inputs saturated.")
     worse = dyt_diagnosis(saturates, rmsfinal, paired(0.3, 0.2, 0.4), margin=0.03, threshold=0.5)
     assert "still worse than RMSNorm beyond the +0.03-nat margin" in worse and "blocks' DyT layers fail too" in worse

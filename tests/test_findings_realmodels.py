@@ -24,9 +24,8 @@ from normlab.analysis.realmodels import (  # noqa: E402
     massive,
     profiles,
     stream,
-    variants,
 )
-from normlab.analysis.shared.paired import paired_difference  # noqa: E402
+from normlab.analysis.shared.paired import interval_text, paired_difference  # noqa: E402
 from normlab.study.findings import Finding  # noqa: E402
 
 
@@ -70,13 +69,12 @@ def two_block_stream():
 
 def test_profile_settings_checks_what_the_chapter_needs():
     assert profiles.profile_settings("smoke")["layers"] == 2
-    with pytest.raises(ValueError, match="profile must be one of"):
+    with pytest.raises(ValueError, match="unknown profile .*; valid profiles: smoke, cpu, gpu"):
         profiles.profile_settings("huge")
-    bad = {"p": dict(profiles.PROFILES["smoke"], batch=0)}
     with pytest.raises(ValueError, match="batch must be a positive int"):
-        profiles.profile_settings("p", bad)
+        profiles.profile_settings("smoke", {"batch": 0})
     with pytest.raises(ValueError, match="at least 2"):
-        profiles.profile_settings("p", {"p": dict(profiles.PROFILES["smoke"], repeats=1)})
+        profiles.profile_settings("smoke", {"repeats": 1})
 
 
 def test_sites_and_stream_summary_numbers():
@@ -152,7 +150,7 @@ def test_centring_added_text_and_table():
     assert list(result.top_norms["norm"]) == ["b", "c", "a"]  # by size, sign ignored
     paragraph = centring_added.centring_added_paragraph(result)
     assert (
-        variants.interval_text(result.added) in paragraph
+        interval_text(result.added, margin=False) in paragraph
         and "**different**" in paragraph
         and "±0.01 margin" in paragraph
     )
@@ -361,7 +359,7 @@ def test_massive_ablation_on_a_tiny_llama_finds_the_planted_activation():
     assert massive.ZERO in html and "4 held-out chunks of 9 tokens" in html and "after block 1" in html
     paragraph = massive.massive_paragraph(result)
     assert "after block 1: 4 entries" in paragraph and "100% of them on the first token" in paragraph
-    assert "channels 3 (+5" in paragraph and variants.interval_text(result.changes[massive.ZERO]) in paragraph
+    assert "channels 3 (+5" in paragraph and interval_text(result.changes[massive.ZERO], margin=False) in paragraph
     evidence = result.evidence()
     assert evidence["massive_entries"] == 4 and evidence["loss_change_set_to_zero"]["outcome"] in (
         "different",

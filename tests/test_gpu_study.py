@@ -63,7 +63,7 @@ def test_the_study_runs_torch_only_and_writes_its_provenance(tiny):
     assert tiny["corpus"]["sha256"] == load_corpus().sha256
     assert tiny["git_commit"] and tiny["versions"]["torch"] and "cpu" in tiny["hardware"]
     quality = tiny["experiments"]["quality"]
-    assert quality["seconds"] > 0 and quality["models"] == 2 * E.PROFILES["tiny"]["quality"]["pairs"]
+    assert quality["seconds"] > 0 and quality["models"] == 2 * E.PROFILES["tiny"]["quality"]["seeds"]
     run = quality["runs"][0]
     assert {"final_val_loss", "val", "diverged", "final_drop"} <= set(run) and run["tag"]["norm"] in ("layer", "rms")
 
@@ -102,7 +102,7 @@ def test_the_gpu_profile_is_sized_within_the_budget():
     total = sum(row["seconds"] for row in E.sizing("gpu"))
     assert total <= E.PLANNED_SHARE * E.GPU_BUDGET_SECONDS
     quality = E.PROFILES["gpu"]["quality"]
-    assert quality["pairs"] >= 16 and quality["width"] >= 256 and quality["depth"] >= 8 and quality["steps"] >= 2000
+    assert quality["seeds"] >= 16 and quality["width"] >= 256 and quality["depth"] >= 8 and quality["steps"] >= 2000
 
 
 # ---- the committed file's checks -----------------------------------------------------------------------------
@@ -193,8 +193,8 @@ DEPTH_RULES = dict(
 
 
 def _run(tag: dict, final: float) -> dict:
-    return {"tag": tag, "final_val_loss": final, "val": [[0, 5.5], [300, final]], "diverged": False,
-            "final_drop": 0.001, "steps_done": 300}  # fmt: skip
+    return {"tag": tag, "final_val_loss": final, "initial_val_loss": 5.5, "val": [[0, 5.5], [300, final]],
+            "diverged": False, "final_drop": 0.001, "steps_done": 300}  # fmt: skip
 
 
 def _depth_document(post_rms_shift: float, noise: float, ablation_labels=tuple(E.ABLATION_SWAPS)) -> dict:

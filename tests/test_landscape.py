@@ -11,10 +11,10 @@ from normlab.analysis.landscape.summaries import (
     growth_ratio,
     later_half_share,
     non_inferiority,
-    paired_or_none,
     usable_flags,
     usable_lr_range,
 )
+from normlab.analysis.shared.paired import paired_or_none
 from normlab.gpt.experiments import drop_one_losses
 from normlab.gpt.model import GPT, GPTConfig
 

@@ -22,16 +22,18 @@ The experiments, by the claims they feed:
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field, replace
 
 import torch
 
+from normlab.gpt import gpu_sizes
 from normlab.gpt.batched import plan_memory, train_batched
 from normlab.gpt.corpus import Corpus
 from normlab.gpt.model import GPT, GPTConfig
+from normlab.gpt.run_record import run_record
 from normlab.gpt.train import TrainConfig
+from normlab.runtime.profiles import lookup_profile
 
 # Kernel launches: small deep models are launch-bound on a GPU. Per step and stack (members of one config), about
 # 60 launches per block for the vmapped forward and backward and 8 per parameter tensor for the per-member gradient
@@ -60,7 +62,7 @@ SMALL_VARIANTS = {"rms": dict(norm="rms"), "dyt": dict(norm="dyt"), "rms+qk": di
 
 PROFILES = {
     "tiny": dict(
-        quality=dict(width=16, depth=2, heads=2, context=16, batch_size=4, steps=10, lr=1e-2, warmup_steps=2, pairs=3),
+        quality=dict(width=16, depth=2, heads=2, context=16, batch_size=4, steps=10, lr=1e-2, warmup_steps=2, seeds=3),
         ladder=dict(
             rungs=[dict(width=16, depth=2, heads=2), dict(width=32, depth=2, heads=2)],
             context=16,
@@ -68,7 +70,7 @@ PROFILES = {
             steps=10,
             lr=1e-2,
             warmup_steps=2,
-            pairs=2,
+            seeds=2,
         ),
         placement_depth=dict(
             depths=[2, 3],
@@ -99,11 +101,10 @@ PROFILES = {
         ),
     ),
     # One H200, under 8 minutes: `sizing("gpu")` gives each experiment's estimated FLOPs, launches and seconds
-    # (the table is in normlab.study.gpu's docstring). Batch 8 x context 128 is the CPU profile's 1024 tokens a step.
+    # (the table is in normlab.study.gpu's docstring). The quality and landscape designs are the chapters' own gpu
+    # profiles (normlab.gpt.gpu_sizes).
     "gpu": dict(
-        quality=dict(
-            width=256, depth=8, heads=4, context=128, batch_size=8, steps=2000, lr=2e-3, warmup_steps=100, pairs=16
-        ),
+        quality=gpu_sizes.QUALITY,
         # ~3M and ~12M parameters, with the quality experiment's ~6.6M between them (the CPU rungs stop at ~1M)
         ladder=dict(
             rungs=[dict(width=192, depth=6, heads=4), dict(width=384, depth=6, heads=6)],
@@ -112,7 +113,7 @@ PROFILES = {
             steps=600,
             lr=2e-3,
             warmup_steps=60,
-            pairs=8,
+            seeds=8,
         ),
         # the no-warm-up runs at the first depth only: at 48 blocks a step is launch-bound, four stacks deep
         placement_depth=dict(
@@ -131,21 +132,11 @@ PROFILES = {
         ablation=dict(
             depth=8, width=128, heads=4, context=128, batch_size=8, steps=600, lr=2e-3, warmup_steps=60, seeds=12
         ),
-        landscape=dict(
-            small=dict(width=256, depth=6, heads=4, context=128),
-            small_train=dict(steps=400, batch_size=8, warmup_steps=40, lr=3e-3),
-            lr_grid=[1e-3, 3e-3, 1e-2, 3e-2, 1e-1],
-            seeds=4,
-            grid_seeds=2,
-            deep_grid_seeds=2,
-            deep=dict(width=128, depth=24, heads=4, context=128),
-            deep_train=dict(steps=300, batch_size=8, warmup_steps=30, lr=3e-3),
-            deep_lr_grid=[1e-3, 3e-3, 1e-2],
-            deepest=dict(width=128, depth=32, heads=4, context=128),
-            deepest_train=dict(steps=300, batch_size=8, warmup_steps=30, lr=3e-3),
-        ),
+        landscape=gpu_sizes.LANDSCAPE,
     ),
 }
+# The least pairs of each paired experiment outside the tiny profile: the chapters' own minimums for the same claims.
+MINIMUM_PAIRS = {"quality.seeds": 5, "ladder.seeds": 3, "placement_depth.seeds": 5, "ablation.seeds": 5}
 # In the order they run: the verdicts nearest a decision first (A9, then B18 and B19, then V2 and V4), so a run
 # cut short keeps the ones that matter most.
 EXPERIMENTS = ("quality", "placement_depth", "ablation", "placements", "depth_scaling", "ladder", "width")
@@ -221,13 +212,13 @@ NORM_PAIR = {"layer": {"norm": "layer"}, "rms": {"norm": "rms"}}
 def quality(sizes: dict, device: str) -> Experiment:
     shape = {k: sizes[k] for k in ("width", "depth", "heads")}
     return Experiment(
-        "quality", CLAIMS["quality"], sizes, [_paired(sizes, shape, device, range(sizes["pairs"]), NORM_PAIR)]
+        "quality", CLAIMS["quality"], sizes, [_paired(sizes, shape, device, range(sizes["seeds"]), NORM_PAIR)]
     )
 
 
 def ladder(sizes: dict, device: str) -> Experiment:
     batches = [
-        _paired(sizes, rung, device, range(sizes["pairs"]), NORM_PAIR, rung=index)
+        _paired(sizes, rung, device, range(sizes["seeds"]), NORM_PAIR, rung=index)
         for index, rung in enumerate(sizes["rungs"])
     ]
     return Experiment("ladder", CLAIMS["ladder"], sizes, batches)
@@ -313,13 +304,12 @@ _BUILDERS = {
 
 def experiments(profile: str, device: str = "cpu", only: list[str] | None = None) -> list[Experiment]:
     """The profile's experiments, in the study's order (or the ones named in `only`)."""
-    if profile not in PROFILES:
-        raise ValueError(f"unknown GPU-study profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    sizes = lookup_profile(PROFILES, profile, owner="the GPU study", minimum_pairs=MINIMUM_PAIRS)
     names = list(EXPERIMENTS) if only is None else list(only)
     unknown = [n for n in names if n not in EXPERIMENTS]
     if unknown:
         raise ValueError(f"unknown experiment(s) {', '.join(unknown)}; valid experiments: {', '.join(EXPERIMENTS)}")
-    return [_BUILDERS[name](PROFILES[profile], device) for name in names]
+    return [_BUILDERS[name](sizes, device) for name in names]
 
 
 # ---- sizing -------------------------------------------------------------------------------------------------
@@ -395,12 +385,6 @@ def check_memory(experiment_list: list[Experiment], memory_limit_bytes: int | No
 # ---- running ------------------------------------------------------------------------------------------------
 
 
-def _final_drop(val: list[tuple[int, float]], steps: int) -> float:
-    at = dict(val)
-    mark = int(round(0.9 * steps))
-    return float(at[mark] - at[steps]) if mark in at and steps in at else math.nan
-
-
 @torch.no_grad()
 def drop_one_losses(model: GPT, batches) -> list[float]:
     """Validation loss with each block in turn replaced by the identity, minus the full model's (nats); the
@@ -427,21 +411,13 @@ PROBE_SEED = 20_000  # the landscape chapter's probe batches: a generator of the
 
 
 def _record(result, tag: dict, batch: Batch, corpus: Corpus, device: str) -> dict:
-    val = [(int(r["step"]), float(r["val_loss"])) for r in result.val_rows]
-    final = val[-1][1] if val else math.nan
-    diverged = bool(result.diverged) or not math.isfinite(final)
     record = {
         "tag": tag,
         "model": result.model_config,
         "train": {k: result.train_config[k] for k in ("steps", "batch_size", "lr", "warmup_steps", "seed")},
-        "final_val_loss": final,
-        "initial_val_loss": val[0][1] if val else math.nan,
-        "final_drop": _final_drop(val, batch.train.steps) if not diverged else math.nan,
-        "diverged": diverged,
-        "steps_done": int(result.steps_done),
-        "val": val,
-        "corpus_sha256": result.corpus_sha256,
+        **run_record(result),
     }
+    diverged = record["diverged"]
     if batch.stream_statistics:
         record["stream_rms"] = [(int(r["step"]), int(r["layer"]), float(r["rms"])) for r in result.stream_rows]
     if batch.drop_one:

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from normlab.study import builds, paths
 from normlab.study.claims import PENDING, VERDICT_BADGES, Claim, parse_claims
-from normlab.study.present import significant
+from normlab.study.present import overrides_text, significant
 from normlab.study.results import VERDICTS, is_fragile
 
 RUN_KEYS = ("notebook", "profile", "hardware", "versions", "git_commit", "started", "finished", "claims")
@@ -346,6 +346,18 @@ def _warning_box(warning: str | None) -> list[str]:
     return [":::{warning}", _cell(warning), ":::", ""]
 
 
+def _overrides_box(runs: list[dict]) -> list[str]:
+    """A warning naming each chapter that ran with an overridden design (SET=), with the values."""
+    overridden = [f"{run['notebook']}: {overrides_text(run['overrides'])}" for run in runs if run.get("overrides")]
+    if not overridden:
+        return []
+    return _warning_box(
+        "These chapters ran with their committed design overridden (SET=), and their verdicts answer that design: "
+        + "; ".join(overridden)
+        + "."
+    )
+
+
 def render_ledger(claims: list[Claim], runs: list[dict], *, warning: str | None = None) -> str:
     table = verdicts(claims, runs)
     counts = Counter(slot["record"]["verdict"] if slot["record"] else PENDING for slot in table.values())
@@ -357,6 +369,7 @@ def render_ledger(claims: list[Claim], runs: list[dict], *, warning: str | None 
         "# The claims ledger",
         "",
         *_warning_box(warning),
+        *_overrides_box(runs),
         "Generated from the results files of this build; nothing on this page is typed by hand. "
         "Each verdict was computed in the linked chapter from numbers measured in that run. "
         "Each claim has one owning chapter; parts measured elsewhere are listed beside its verdict. "

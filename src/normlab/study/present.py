@@ -58,14 +58,32 @@ class _HTML:
         return self.text
 
 
-def claims_box(ids: list[str], *, title: str = "Claims tested in this chapter") -> _Markdown:
-    """An admonition quoting each claim this chapter tests (text from data/claims.md)."""
+def overrides_text(overrides: dict) -> str:
+    """`width=768, seeds=24`: the settings that replaced the committed design, as the pages write them."""
+    return ", ".join(f"`{key}={value!r}`" for key, value in sorted(overrides.items()))
+
+
+def overrides_note(overrides: dict | None) -> str:
+    """A warning that this run's design was overridden, with the values; empty when it was not."""
+    if not overrides:
+        return ""
+    return (
+        ":::{warning}\nThis run overrode the chapter's committed design (`SET=`): "
+        f"{overrides_text(overrides)}. Its verdicts answer that design, not the registered one.\n:::\n"
+    )
+
+
+def claims_box(
+    ids: list[str], *, title: str = "Claims tested in this chapter", overrides: dict | None = None
+) -> _Markdown:
+    """An admonition quoting each claim this chapter tests (text from data/claims.md), after a warning when
+    `overrides` replaced part of the chapter's design for this run."""
     claims = {c.id: c.text for c in parse_claims()}
     unknown = [i for i in ids if i not in claims]
     if unknown:
         raise ValueError(f"claims_box: unknown claim IDs {unknown}; valid IDs are in data/claims.md")
     body = "\n".join(f"- **{i}**: {claims[i]}" for i in ids)
-    return _Markdown(f":::{{admonition}} {title}\n:class: note\n\n{body}\n:::\n")
+    return _Markdown(f"{overrides_note(overrides)}:::{{admonition}} {title}\n:class: note\n\n{body}\n:::\n")
 
 
 def table(frame, *, digits: int = 3, index: bool = False, caption: str | None = None) -> _HTML:

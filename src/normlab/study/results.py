@@ -63,9 +63,14 @@ def _to_json(value):
 
 
 class Results:
-    def __init__(self, notebook: str, profile: str, results_dir: str | Path = "build/results"):
+    def __init__(
+        self, notebook: str, profile: str, results_dir: str | Path = "build/results", overrides: dict | None = None
+    ):
+        """`overrides`: the settings that replaced the profile's committed design for this run (SET= of the
+        runner), recorded so that a verdict from an overridden design says so."""
         self.notebook = notebook
         self.profile = profile
+        self.overrides = dict(overrides or {})
         self.results_dir = Path(results_dir)
         self.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.claims: list[dict] = []
@@ -151,6 +156,7 @@ class Results:
         return {
             "notebook": self.notebook,
             "profile": self.profile,
+            "overrides": _to_json(self.overrides),
             "hardware": hardware(),
             "versions": versions(),
             "git_commit": git_commit(),

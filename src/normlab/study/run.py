@@ -1,6 +1,7 @@
 """Run the study's notebooks through papermill.
 
-    python -m normlab.study.run [--profile auto|smoke|cpu|gpu] [--force | --force-chapters NAMES] [NOTEBOOK ...]
+    python -m normlab.study.run [--profile auto|smoke|cpu|gpu] [--force | --force-chapters NAMES]
+                                [--set CHAPTER.KEY=VALUE,...] [NOTEBOOK ...]
 
 Notebooks live as jupytext percent scripts in notebooks/. Each is converted to
 .ipynb, executed with its `parameters` cell overridden (profile, results_dir
@@ -24,6 +25,12 @@ A chapter that fails or is interrupted leaves nothing the book can render:
 it executes into build/running/, and only a complete run is moved into
 build/executed/; otherwise its previous executed copy, stamp and results are
 gone and the failing copy is kept in build/failed/ for debugging.
+
+`--set quality.width=768,quality.seeds=24` (`make book SET=...`) overrides a chapter's sizes without editing its
+source: each chapter gets its own as the papermill parameter `overrides`, which its profile lookup
+(`normlab.runtime.profiles.lookup_profile`) applies before its checks. The overrides are part of the chapter's
+parameters, so of its cache fingerprint; its results record them, and its page and the ledger say so. A chapter
+name or a key that no profile has is refused before any chapter runs.
 """
 
 from __future__ import annotations
@@ -66,6 +73,18 @@ INPUTS: dict[str, list[str]] = {
     "landscape": ["data/model_families.csv", "results:ecosystem", "results:realmodels", "data/gpu-study*.json"],
 }
 COMMON_INPUTS = ["data/claims.md"]
+# The module holding each chapter's sizes per profile (`PROFILES`), read to check --set before any chapter runs;
+# imported by name, since the chapters sit on a floor above the runner. A chapter not listed has no sizes to set.
+PROFILE_TABLES = {
+    "geometry": "normlab.analysis.geometry.settings",
+    "jacobians": "normlab.analysis.jacobians.profiles",
+    "realmodels": "normlab.analysis.realmodels.profiles",
+    "quality": "normlab.analysis.quality.profiles",
+    "depth": "normlab.analysis.depth.profiles",
+    "gain": "normlab.analysis.gain.profiles",
+    "speed": "normlab.analysis.speed.settings",
+    "landscape": "normlab.analysis.landscape.profiles",
+}
 
 
 class NotebookFailed(RuntimeError):
@@ -476,8 +495,10 @@ def execute(
     results_dir: Path | None = None,
     force: bool = False,
     log_output: bool = False,
+    overrides: dict | None = None,
 ) -> dict:
-    """Execute one notebook (unless cached) and return its results JSON as a dict."""
+    """Execute one notebook (unless cached) and return its results JSON as a dict. `overrides` replace some of
+    the chapter's sizes (see the module's docstring)."""
     import jupytext
     import nbformat
     import papermill
@@ -496,6 +517,8 @@ def execute(
         folder.mkdir(parents=True, exist_ok=True)
 
     parameters = {"profile": profile, "results_dir": _relative(results_dir)}
+    if overrides:  # only when given, so that the fingerprints of runs without any stay as they were
+        parameters["overrides"] = dict(overrides)
     output = executed_dir / f"{name}.ipynb"
     stamp_file = _stamp(executed_dir, name)
     result_file = results_dir / f"{name}.json"
@@ -598,6 +621,26 @@ def execute(
     return json.loads(result_file.read_text())
 
 
+def chapter_overrides(text: str, chapters: list[str]) -> dict[str, dict]:
+    """`--set` read into each chapter's overrides, checked against the chapters and their profiles' keys."""
+    import importlib
+
+    from normlab.runtime.profiles import check_overrides, parse_overrides
+
+    overrides = parse_overrides(text)
+    unknown = sorted(set(overrides) - set(chapters))
+    if unknown:
+        raise ValueError(
+            f"--set names unknown chapter(s) {', '.join(unknown)}; the chapters are: {', '.join(chapters)}"
+        )
+    for name, settings in overrides.items():
+        if name not in PROFILE_TABLES:
+            raise ValueError(f"--set: the {name} chapter has no sizes per profile to override")
+        table = importlib.import_module(PROFILE_TABLES[name]).PROFILES
+        check_overrides(table, settings, f"the {name} chapter")
+    return overrides
+
+
 def _split_names(values: list[str]) -> list[str]:
     return [name for value in values for name in re.split(r"[,\s]+", value) if name]
 
@@ -615,6 +658,12 @@ def main(argv: list[str] | None = None) -> int:
         help="re-execute these chapters (comma or space separated) even when unchanged; "
         "others run only when their inputs changed (make notebooks FORCE=...)",
     )
+    parser.add_argument(
+        "--set",
+        default="",
+        metavar="CHAPTER.KEY=VALUE,...",
+        help="override chapters' sizes for this run, e.g. quality.width=768,quality.seeds=24 (make book SET=...)",
+    )
     args = parser.parse_args(argv)
     valid = available_notebooks()
     forced = _split_names(args.force_chapters)
@@ -627,11 +676,16 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"error: {problem}", file=sys.stderr)
         return 2
+    try:
+        overrides = chapter_overrides(args.set, valid)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     # Always in run order, so evidence providers run before the chapters that read them.
     chosen = [name for name in valid if name in (args.notebooks or valid)]
     try:
         for name in chosen:
-            execute(name, args.profile, force=args.force or name in forced)
+            execute(name, args.profile, force=args.force or name in forced, overrides=overrides.get(name))
     except (ValueError, NotebookFailed) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2 if isinstance(error, ValueError) else 1

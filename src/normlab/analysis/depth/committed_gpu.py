@@ -9,7 +9,8 @@ from normlab.analysis.depth.identity_path import b17_finding, b17_measures
 from normlab.analysis.depth.initialisation import InitStudy
 from normlab.analysis.depth.interlock import ablation_study, b19_finding, interaction_text
 from normlab.analysis.depth.post_ln_decay import b18_finding, b18_measures
-from normlab.analysis.depth.training_at_depth import TrainingStudy, job_outcome, pair_text
+from normlab.analysis.depth.training_at_depth import TrainingStudy, job_outcome
+from normlab.analysis.shared.paired import interval_text
 from normlab.study.findings import Finding
 
 # The paired interval each verdict turns on, by its key in the finding's evidence: its half-width over the margin is
@@ -82,7 +83,7 @@ def _gpu_placement_findings(study, init, settings, margin, b17_rule, b18_rule, c
             numbers = b18_measures(init, training, margin)
             findings[claim] = b18_finding(numbers, deep=depth, deepest=init.deepest, margin=margin, **b18_rule)
         others = [
-            f"at {d} blocks {pair_text(b18_measures(init, gpu_training(outcome, d, entropy), margin)['pair'])}"
+            f"at {d} blocks {interval_text(b18_measures(init, gpu_training(outcome, d, entropy), margin)['pair'])}"
             for d in depths
             if d != depth and claim == "B18"
         ]

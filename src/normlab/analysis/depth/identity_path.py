@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 
 from normlab.analysis.depth.initialisation import InitStudy, gradient_spread
-from normlab.analysis.depth.training_at_depth import TrainingStudy, final_losses, pair_text, paired_or_none
+from normlab.analysis.depth.training_at_depth import TrainingStudy, final_losses
+from normlab.analysis.shared.paired import interval_text, paired_or_none
 from normlab.study import decide
 from normlab.study.findings import Finding
 
@@ -73,7 +74,7 @@ def b17_paragraph(b17: Finding, measures: dict, *, deepest: int, deep: int) -> s
     return (
         f"Pre-LN per-block gradients at depth {deepest} differ by at most ×{m['pre_spread']:.2f} (threshold "
         f"×{b17.threshold:g}). Without warm-up at depth {deep}, pre-LN trained in {m['pre_rate']:.0%} of runs and "
-        f"post-LN in {m['post_rate']:.0%}. Paired final loss, pre-LN − post-LN (RMSNorm): {pair_text(m['pair'])}. "
+        f"post-LN in {m['post_rate']:.0%}. Paired final loss, pre-LN − post-LN (RMSNorm): {interval_text(m['pair'])}. "
         f"Last-block gradient ∝ L^{m['xiong_pre']:.2f} (pre) and L^{m['xiong_post']:.2f} (post) under Xiong's "
         f"initialisation, L^{m['gpt2_pre']:.2f} (pre) under GPT-2's. Over the last 10% of the paired runs the loss "
         f"still fell {m['drop']:.4f} nats. {B17_UNDAMPED}\n\n"
@@ -96,7 +97,7 @@ def b17_finding(
         b17_verdict(m, spread_limit=spread_limit, exponent_tolerance=exponent_tolerance),
         f"Pre-LN per-block gradient norms at depth {deepest} differ by at most ×{m['pre_spread']:.2f} (threshold "
         f"×{spread_limit:g}); without warm-up at depth {deep} pre-LN trained in {m['pre_rate']:.0%} of runs vs "
-        f"post-LN {m['post_rate']:.0%}; paired pre − post final loss {pair_text(m['pair'])}; last-block gradient ~ "
+        f"post-LN {m['post_rate']:.0%}; paired pre − post final loss {interval_text(m['pair'])}; last-block gradient ~ "
         f"L^{m['xiong_pre']:.2f} (pre) vs Xiong et al.'s L^-0.5, L^{m['gpt2_pre']:.2f} under GPT-2 init. "
         + B17_UNDAMPED,
         {

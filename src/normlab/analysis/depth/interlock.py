@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from normlab.analysis.depth.training_at_depth import TrainingStudy, final_losses, pair_spread, paired_or_none
-from normlab.analysis.shared.parity import interval_text
+from normlab.analysis.depth.training_at_depth import TrainingStudy, final_losses, pair_spread
+from normlab.analysis.shared.paired import interval_text, paired_or_none
 from normlab.study.findings import Finding
 
 SINGLE_SWAPS = ["rms→layer", "swiglu→gelu", "rope→learned", "pre→post"]

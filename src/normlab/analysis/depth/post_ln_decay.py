@@ -4,7 +4,8 @@ post-RMSNorm − post-LayerNorm final loss and two measures at initialisation.""
 from __future__ import annotations
 
 from normlab.analysis.depth.initialisation import INIT_NAMES, InitStudy
-from normlab.analysis.depth.training_at_depth import TrainingStudy, final_losses, pair_spread, pair_text, paired_or_none
+from normlab.analysis.depth.training_at_depth import TrainingStudy, final_losses, pair_spread
+from normlab.analysis.shared.paired import interval_text, paired_or_none
 from normlab.analysis.shared.parity import equivalence_verdict
 from normlab.study.findings import Finding
 
@@ -60,7 +61,7 @@ def b18_paragraph(b18: Finding, measures: dict, *, deep: int, deepest: int) -> s
     """B18's verdict paragraph: the measured numbers, and the verdict as `b18` records it."""
     m = measures
     return (
-        f"Paired final loss, post-RMSNorm − post-LayerNorm at depth {deep}: {pair_text(m['pair'])}. At initialisation "
+        f"Paired final loss, post-RMSNorm − post-LayerNorm at depth {deep}: {interval_text(m['pair'])}. At initialisation "
         f"(depth {deepest}): first/last-block gradient ratio {m['ratio_rms']:.3f} (RMSNorm) vs {m['ratio_ln']:.3f} "
         f"(LayerNorm); last-layer token cosine {m['cos_rms']:.3f} vs {m['cos_ln']:.3f}. {B18_UNSOURCED}\n\n"
         f"**B18 verdict: {b18.verdict}.**"
@@ -73,7 +74,7 @@ def b18_finding(
     m, pair = measures, measures["pair"]
     return Finding(
         b18_verdict(m, ratio_drop=ratio_drop, cosine_rise=cosine_rise),
-        f"Post-LN at depth {deep}: paired final loss RMSNorm − LayerNorm {pair_text(pair)}; at init (depth {deepest}) "
+        f"Post-LN at depth {deep}: paired final loss RMSNorm − LayerNorm {interval_text(pair)}; at init (depth {deepest}) "
         f"first/last gradient ratio {m['ratio_rms']:.3f} vs {m['ratio_ln']:.3f}, last-layer token cosine "
         f"{m['cos_rms']:.3f} vs {m['cos_ln']:.3f}. " + B18_UNSOURCED,
         {

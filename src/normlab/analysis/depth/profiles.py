@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from normlab.runtime.profiles import lookup_profile
+
 
 def validate_depths(depths, name: str = "depths") -> list[int]:
     """A non-empty list of positive ints, sorted and deduplicated; anything else is a clear ValueError."""
@@ -82,13 +84,13 @@ PROFILES = {
 }
 
 
-def settings_for(profile: str) -> dict:
-    """The chapter's sizes for `profile`, checked: a clear ValueError for a profile or a size that cannot work."""
-    if profile not in PROFILES:
-        raise ValueError(f"profile must be one of {list(PROFILES)}, got {profile!r}")
-    settings = dict(PROFILES[profile])
+PAIRS = {"seeds": 5, "ablation_seeds": 5}  # the least pairs for a paired verdict outside the smoke profile
+
+
+def settings_for(profile: str, overrides: dict | None = None) -> dict:
+    """The chapter's sizes for `profile` with `overrides` applied, checked: a clear ValueError for a profile or a
+    size that cannot work."""
+    settings = lookup_profile(PROFILES, profile, owner="the depth chapter", overrides=overrides, minimum_pairs=PAIRS)
     settings["init_depths"] = validate_depths(settings["init_depths"], "init_depths")
     validate_depths([settings["deep"], settings["ablation_depth"]], "deep/ablation_depth")
-    if min(settings["seeds"], settings["ablation_seeds"]) < 5 and profile != "smoke":
-        raise ValueError("paired verdicts need at least 5 pairs outside the smoke profile")
     return settings

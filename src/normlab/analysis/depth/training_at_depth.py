@@ -12,10 +12,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from normlab.analysis.shared.paired import paired_difference
-from normlab.analysis.shared.parity import interval_text
 from normlab.analysis.shared.runs import flat_eval_every
 from normlab.gpt.model import GPTConfig
+from normlab.gpt.run_record import run_record
 
 LLAMA = {"norm": "rms", "placement": "pre", "mlp": "swiglu", "positions": "rope"}
 
@@ -32,33 +31,21 @@ ABLATIONS = {
 
 
 def run_outcome(result, unigram_entropy: float) -> dict:
-    """Summarise one TrainResult: diverged, trained (beyond byte frequencies), final and best validation loss."""
-    val = result.val["val_loss"].to_numpy(dtype=float)
-    final = float(val[-1]) if len(val) else math.nan
-    finite = val[np.isfinite(val)]
-    diverged = bool(result.diverged) or not math.isfinite(final) or (len(finite) > 0 and final > finite[0])
+    """Summarise one TrainResult: `job_outcome` of its run record, with the best training loss."""
     losses = result.history["loss"].to_numpy(dtype=float)
-    return {
-        "diverged": diverged,
-        "trained": (not diverged) and final < unigram_entropy,
-        "final_val_loss": final,
-        "initial_val_loss": float(val[0]) if len(val) else math.nan,
-        "best_train_loss": float(np.nanmin(losses)) if len(losses) else math.nan,
-        "steps_done": int(result.steps_done),
-    }
+    best = float(np.nanmin(losses)) if len(losses) else math.nan
+    return {**job_outcome(run_record(result), unigram_entropy), "best_train_loss": best}
 
 
 def job_outcome(out: dict, unigram_entropy: float) -> dict:
-    """`run_outcome` for the plain dict a `normlab.analysis.shared.runs.train_job` returns."""
-    val = np.array([v for _, v in out["val"]], dtype=float)
-    final = float(val[-1]) if len(val) else math.nan
-    finite = val[np.isfinite(val)]
-    diverged = bool(out["diverged"]) or not math.isfinite(final) or (len(finite) > 0 and final > finite[0])
+    """A run record (`normlab.gpt.run_record`, as `train_job` and the GPU study return it) with whether the run
+    trained beyond byte frequencies: not diverged, and a final loss below the unigram entropy."""
+    final, diverged = out["final_val_loss"], bool(out["diverged"])
     return {
         "diverged": diverged,
         "trained": (not diverged) and final < unigram_entropy,
         "final_val_loss": final,
-        "initial_val_loss": float(val[0]) if len(val) else math.nan,
+        "initial_val_loss": out["initial_val_loss"],
         "final_drop": out["final_drop"],
         "steps_done": out["steps_done"],
     }
@@ -216,17 +203,6 @@ def final_losses(frame: pd.DataFrame, **match) -> list[float]:
     return part.sort_values("seed")["final_val_loss"].tolist()
 
 
-def paired_or_none(a: list[float], b: list[float], margin: float) -> dict | None:
-    """`paired_difference(a, b, margin)`, or None when a run diverged (a non-finite loss)."""
-    if not all(math.isfinite(v) for v in a + b):
-        return None
-    return paired_difference(a, b, margin)
-
-
 def pair_spread(pair: dict | None) -> float | None:
     """The standard error of a paired mean difference, None without pairs."""
     return pair["sd_of_differences"] / math.sqrt(pair["pairs"]) if pair else None
-
-
-def pair_text(pair: dict | None) -> str:
-    return interval_text(pair) if pair else "not comparable (a run diverged)"

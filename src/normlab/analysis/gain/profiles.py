@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from normlab.runtime.profiles import lookup_profile
+
 PROFILES = {
     "smoke": dict(
         scan_norms=[0.5, 1, 2, 4],
@@ -58,13 +60,12 @@ PROFILES = {
 }
 
 
-def profile_settings(profile: str) -> dict:
-    """The chapter's sizes for one profile, checked: the paired sweep needs 5 pairs and an undecayed baseline."""
-    if profile not in PROFILES:
-        raise ValueError(f"profile must be one of {list(PROFILES)}, got {profile!r}")
-    settings = PROFILES[profile]
-    if settings["seeds"] < 5 and profile != "smoke":
-        raise ValueError("the paired decay sweep needs at least 5 pairs outside the smoke profile")
+def profile_settings(profile: str, overrides: dict | None = None) -> dict:
+    """The chapter's sizes for one profile with `overrides` applied, checked: the paired decay sweep needs 5 pairs
+    and an undecayed baseline."""
+    settings = lookup_profile(
+        PROFILES, profile, owner="the gain chapter", overrides=overrides, minimum_pairs={"seeds": 5}
+    )
     decays = settings["gain_decays"]
     if not decays or min(decays) < 0 or 0.0 not in decays:
         raise ValueError(f"gain_decays must be non-negative and include 0.0 (the baseline), got {decays!r}")

@@ -10,7 +10,7 @@ from normlab.analysis.gain.exact_toy import ToyChecks, equilibrium_row
 from normlab.analysis.gain.forward import ForwardCheck
 from normlab.analysis.gain.qk_norm import QKLaw, qk_evidence, qk_sentence
 from normlab.analysis.gain.weight_decay import DecaySweep
-from normlab.analysis.shared.parity import interval_text
+from normlab.analysis.shared.paired import interval_text
 from normlab.study import decide
 from normlab.study.findings import Finding
 from normlab.study.ledger import KeyNumber

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from normlab.analysis.shared.paired import paired_difference
+from normlab.analysis.shared.paired import paired_or_none
 
 
 @dataclass
@@ -31,19 +31,21 @@ class DecaySweep:
         return self.pairs.get(self.strongest) if self.strongest is not None else None
 
 
+def finite_final(run: dict) -> float:
+    """A run's final validation loss, NaN where it diverged: what the paired comparison may average."""
+    return math.nan if run["diverged"] else run["final_val_loss"]
+
+
 def decay_sweep(decay_runs: dict, settings: dict, *, margin: float) -> DecaySweep:
     """Part (4) of B15: the paired final-loss change from decaying the gains, against `margin` (nats).
 
-    A decay whose runs diverged (a non-finite loss) is left out; `strongest` is then the strongest decay left.
+    A decay whose runs diverged (the study's one meaning, `normlab.gpt.run_record`) is left out: `paired_or_none`
+    gives no pair for it, and `strongest` is then the strongest decay left.
     """
     decays = [wd for wd in settings["gain_decays"] if wd > 0]
     seeds = range(settings["seeds"])
-    final = {wd: [decay_runs[(wd, s)]["final_val_loss"] for s in seeds] for wd in settings["gain_decays"]}
-    pairs = {
-        wd: paired_difference(final[0.0], final[wd], margin)
-        for wd in decays
-        if all(math.isfinite(v) for v in final[0.0] + final[wd])
-    }
+    final = {wd: [finite_final(decay_runs[(wd, s)]) for s in seeds] for wd in settings["gain_decays"]}
+    pairs = {wd: pair for wd in decays if (pair := paired_or_none(final[0.0], final[wd], margin)) is not None}
     timescales = {wd: settings["lr"] * wd * settings["sweep_steps"] for wd in decays}
     gain_paths = pd.concat(
         [

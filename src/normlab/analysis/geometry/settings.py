@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import re
 
-SETTINGS = {
+from normlab.runtime.profiles import lookup_profile
+
+PROFILES = {
     # tokens/d: the random batch for formula and invariance checks; points: resolution of every sweep;
     # rank_tokens/rank_d: the batch whose output rank is measured.
     "smoke": {"tokens": 64, "d": 64, "points": 9, "rank_tokens": 256, "rank_d": 32},
@@ -17,12 +19,9 @@ SETTINGS = {
 }
 
 
-def chapter_settings(profile: str, settings: dict | None = None) -> dict:
-    """The sizes of the chapter's batches and sweeps for a profile, checked."""
-    if settings is None:
-        if profile not in SETTINGS:
-            raise ValueError(f"profile must be one of {sorted(SETTINGS)}, got {profile!r}")
-        settings = SETTINGS[profile]
+def chapter_settings(profile: str, overrides: dict | None = None) -> dict:
+    """The sizes of the chapter's batches and sweeps for a profile with `overrides` applied, checked."""
+    settings = lookup_profile(PROFILES, profile, owner="the geometry chapter", overrides=overrides)
     for key, minimum in (("tokens", 8), ("d", 8), ("points", 5), ("rank_d", 4)):
         if not (isinstance(settings[key], int) and settings[key] >= minimum):
             raise ValueError(f"{key} must be an int >= {minimum}, got {settings[key]!r}")

@@ -1,8 +1,10 @@
-"""The Jacobians chapter's sizes per profile (`SETTINGS`), checked by `profile_settings`."""
+"""The Jacobians chapter's sizes per profile (`PROFILES`), checked by `profile_settings`."""
 
 from __future__ import annotations
 
-SETTINGS = {
+from normlab.runtime.profiles import lookup_profile
+
+PROFILES = {
     # dims: feature sizes checked; tokens: random tokens per size; scales: points in the 1/r sweep;
     # fit_tokens/fit_steps: the B14 gain-fitting experiment.
     "smoke": {
@@ -35,12 +37,10 @@ SETTINGS = {
 }
 
 
-def profile_settings(profile: str, settings: dict | None = None) -> dict:
-    """The chapter's settings for `profile`, checked: dims are ints >= 4, every count an int >= 2."""
-    settings = SETTINGS if settings is None else settings
-    if profile not in settings:
-        raise ValueError(f"profile must be one of {sorted(settings)}, got {profile!r}")
-    chosen = settings[profile]
+def profile_settings(profile: str, overrides: dict | None = None) -> dict:
+    """The chapter's settings for `profile` with `overrides` applied, checked: dims are ints >= 4, every count an
+    int >= 2."""
+    chosen = lookup_profile(PROFILES, profile, owner="the jacobians chapter", overrides=overrides)
     if not (chosen["dims"] and all(isinstance(d, int) and d >= 4 for d in chosen["dims"])):
         raise ValueError(f"dims must be a non-empty list of ints >= 4, got {chosen['dims']}")
     for key in ("tokens", "scales", "eps_points", "fit_tokens", "fit_steps", "gain_trials"):

@@ -9,7 +9,8 @@ import math
 import numpy as np
 
 from normlab.analysis.landscape.method import Landscape, measured, verdict_lead
-from normlab.analysis.landscape.summaries import growth_ratio, later_half_share, non_inferiority, paired_or_none
+from normlab.analysis.landscape.summaries import growth_ratio, later_half_share, non_inferiority
+from normlab.analysis.shared.paired import paired_or_none
 from normlab.study.findings import Finding
 from normlab.study.ledger import KeyNumber
 from normlab.study.present import significant

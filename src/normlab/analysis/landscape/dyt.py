@@ -16,22 +16,13 @@ from normlab.analysis.landscape.method import Landscape, finals, measured, verdi
 from normlab.analysis.landscape.probes import block_gradient_scale, probe_batches
 from normlab.analysis.landscape.profiles import AUTHORS_TRAIN, SMALL_VARIANTS, small_variant
 from normlab.analysis.landscape.summaries import non_inferiority
+from normlab.analysis.shared.paired import interval_text
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.norms.dyt import authors_alpha_init
 from normlab.study.findings import Finding
 from normlab.study.ledger import KeyNumber
 from normlab.study.present import significant
 from normlab.study.results import decide
-
-
-def interval(paired: dict | None) -> str:
-    """A paired difference as '<mean> nats (95% CI <low>..<high>)'."""
-    return (
-        f"{significant(paired['mean_difference'])} nats (95% CI {significant(paired['ci_low'])}.."
-        f"{significant(paired['ci_high'])})"
-        if paired
-        else "not available (a run diverged)"
-    )
 
 
 def paired_row(name: str, scale: str, paired: dict | None) -> dict:
@@ -222,16 +213,14 @@ def dyt_diagnosis(
     if rmsfinal_vs_rms is None:
         second = "with an RMSNorm final norm a run diverged, so there is no paired interval"
     elif outcome == "no worse":
-        second = f"{lead} within the +{margin}-nat margin of RMSNorm ({interval(rmsfinal_vs_rms)})"
+        second = f"{lead} within the +{margin}-nat margin of RMSNorm ({interval_text(rmsfinal_vs_rms, margin=False)})"
     elif outcome == "worse":
         second = (
-            f"{lead} still worse than RMSNorm beyond the +{margin}-nat margin ({interval(rmsfinal_vs_rms)}), so the "
+            f"{lead} still worse than RMSNorm beyond the +{margin}-nat margin ({interval_text(rmsfinal_vs_rms, margin=False)}), so the "
             "blocks' DyT layers fail too"
         )
     else:
-        second = (
-            f"{lead} neither within the +{margin}-nat margin of RMSNorm nor beyond it ({interval(rmsfinal_vs_rms)})"
-        )
+        second = f"{lead} neither within the +{margin}-nat margin of RMSNorm nor beyond it ({interval_text(rmsfinal_vs_rms, margin=False)})"
     if rmsfinal["seeds"]:
         second += (
             f", and its last DyT layer (the last block's) ends with "
@@ -300,7 +289,7 @@ def dyt_claim(study: Landscape, pairs: dict, alphas: pd.DataFrame, probes: dict,
     )
     summary = (
         (
-            f"DyT by the authors' LLaMA recipe − RMSNorm under the same AdamW, final loss {interval(primary)}: "
+            f"DyT by the authors' LLaMA recipe − RMSNorm under the same AdamW, final loss {interval_text(primary, margin=False)}: "
             f"{v1_outcome} against a +{margin} margin; best α₀ "
             + ", ".join(f"{significant(a, 2)} at width {w}" for w, a in zip(P["alpha_widths"], best_alphas))
             + ". "

@@ -24,15 +24,15 @@ V1_NAMES = {
 
 
 def gpu_runs(outcome: dict, entropy: float) -> list[dict]:
-    """A GPU experiment's records (normlab.gpt.experiments) as `landscape_run` records, judged by this chapter's
-    own definitions: a run diverged when it blew up or ended above its initial loss, and trained when it did not
-    diverge and ended below the unigram entropy. The GPU study trains K models at once, so a model has no step time
+    """A GPU experiment's records (normlab.gpt.experiments) as `landscape_run` records: diverged as the study's one
+    run record says (normlab.gpt.run_record), and trained when it did not diverge and ended below the unigram
+    entropy. The GPU study trains K models at once, so a model has no step time
     of its own, and it probes no attention logits, gradients or DyT traces: those fields are empty."""
     runs = []
     for record in outcome["runs"]:
         val = [tuple(point) for point in record["val"]]
         final = float(record["final_val_loss"])
-        diverged = bool(record["diverged"]) or not math.isfinite(final) or (len(val) > 1 and final > val[0][1])
+        diverged = bool(record["diverged"])
         runs.append(
             {
                 "tag": {**record["tag"], "reference_alpha": True},

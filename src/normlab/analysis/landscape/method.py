@@ -11,7 +11,8 @@ from collections.abc import Sequence
 import pandas as pd
 
 from normlab.analysis.landscape.profiles import SCALES, is_dyt
-from normlab.analysis.landscape.summaries import paired_or_none, usable_flags, usable_lr_range
+from normlab.analysis.landscape.summaries import usable_flags, usable_lr_range
+from normlab.analysis.shared.paired import paired_or_none
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.study.findings import Finding
 from normlab.study.present import significant

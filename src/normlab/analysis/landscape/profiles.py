@@ -4,9 +4,9 @@
 
 from __future__ import annotations
 
-import copy
-
+from normlab.gpt import gpu_sizes
 from normlab.norms.dyt import authors_alpha_init
+from normlab.runtime.profiles import lookup_profile
 
 PROFILES = {
     # seconds: proves the pipeline, not the claims
@@ -50,22 +50,12 @@ PROFILES = {
         workers=None,
         devices=None,
     ),
-    # one H200, sized for about 10 minutes: eight one-thread worker processes share the GPU (these models are
-    # far too small to fill it alone); the same design at 4-8x the width and 2-3x the steps
+    # one H200: the GPU study's design (normlab.gpt.gpu_sizes), which the chapter weighs beside the CPU run, with
+    # eight one-thread worker processes sharing the GPU when the chapter itself trains it
     "gpu": dict(
-        small=dict(width=256, depth=6, heads=4, context=128),
-        small_train=dict(steps=600, batch_size=32, warmup_steps=60, lr=3e-3),
-        lr_grid=[1e-3, 3e-3, 1e-2, 3e-2, 1e-1],
-        seeds=4,
-        grid_seeds=2,
-        deep_grid_seeds=2,
+        **gpu_sizes.LANDSCAPE,
         alphas=[0.05, 0.1, 0.2, 0.4, 0.8],
         alpha_widths=[128, 256],
-        deep=dict(width=128, depth=16, heads=4, context=128),
-        deep_train=dict(steps=500, batch_size=32, warmup_steps=50, lr=3e-3),
-        deep_lr_grid=[1e-3, 3e-3, 1e-2, 3e-2],
-        deepest=dict(width=128, depth=32, heads=4, context=128),
-        deepest_train=dict(steps=500, batch_size=32, warmup_steps=50, lr=3e-3),
         timing_repeats=30,
         workers=None,
         devices=["cuda:0"] * 8,
@@ -122,11 +112,9 @@ SCALES = ("small", "deep", "deepest")
 SCALE_COST = {"small": 1, "deep": 3, "deepest": 6}  # relative run time, to start the longest runs first
 
 
-def profile_settings(profile: str) -> dict:
-    """The profile's settings (a copy), checked for what the chapter's design needs."""
-    if profile not in PROFILES:
-        raise ValueError(f"profile must be one of {sorted(PROFILES)}, got {profile!r}")
-    settings = copy.deepcopy(PROFILES[profile])
+def profile_settings(profile: str, overrides: dict | None = None) -> dict:
+    """The profile's settings (a copy) with `overrides` applied, checked for what the chapter's design needs."""
+    settings = lookup_profile(PROFILES, profile, owner="the landscape chapter", overrides=overrides)
     for scale, grid_name in (("small", "lr_grid"), ("deep", "deep_lr_grid")):
         if settings[f"{scale}_train"]["lr"] not in settings[grid_name]:
             raise ValueError(f"profile {profile!r}: the {scale} reference learning rate must lie on {grid_name}")

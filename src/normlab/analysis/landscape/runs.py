@@ -5,8 +5,9 @@
 GPTConfig(**model) with TrainConfig(**train) on the study corpus through
 `normlab.gpt.train.train` and returns plain data:
 
-- the outcome (diverged / trained / final and initial validation loss, how
-  much the loss still fell over the last 10% of the steps);
+- the outcome: the study's run record (`normlab.gpt.run_record`: diverged,
+  final and initial validation loss, how much the loss still fell over the
+  last 10% of the steps) and whether it trained beyond byte frequencies;
 - per-layer hidden-state RMS through training (from train's stream table);
 - per-layer gradient norms (before clipping, from train's history);
 - with `probe_every`, the largest attention logit through training: the run is
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import math
 import tempfile
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -44,6 +44,7 @@ from normlab.analysis.landscape.profiles import (
 from normlab.gpt.corpus import load_corpus
 from normlab.gpt.experiments import drop_one_losses
 from normlab.gpt.model import GPT, GPTConfig
+from normlab.gpt.run_record import run_record
 from normlab.gpt.train import TrainConfig
 from normlab.gpt.train import train as train_model
 from normlab.norms.dyt import authors_alpha_init
@@ -94,11 +95,8 @@ def landscape_run(
     else:
         result, trace = train_model(mcfg, tcfg, corpus), []
     dyt_trace = [{"step": point["step"], **point.pop("dyt")} for point in trace if "dyt" in point]
-    val = result.val
-    losses = val["val_loss"].tolist()
-    steps = val["step"].tolist()
-    final = float(losses[-1]) if losses else math.nan
-    diverged = bool(result.diverged) or not math.isfinite(final) or (len(losses) > 1 and final > losses[0])
+    record = run_record(result)
+    diverged = record["diverged"]
     history = result.history
     grad_columns = sorted(
         (c for c in history.columns if c.startswith("grad_norm/blocks.")), key=lambda c: int(c.split(".")[-1])
@@ -107,14 +105,9 @@ def landscape_run(
         "tag": tag or {},
         "model": model,
         "train": {k: v for k, v in train.items() if k != "device"},
-        "diverged": diverged,
-        "trained": (not diverged) and final < corpus.unigram_entropy_nats,
-        "final_val_loss": final,
-        "initial_val_loss": float(losses[0]) if losses else math.nan,
-        "final_drop": _final_drop(steps, losses, tcfg.steps) if not diverged else math.nan,
-        "steps_done": int(result.steps_done),
+        **record,
+        "trained": (not diverged) and record["final_val_loss"] < corpus.unigram_entropy_nats,
         "median_step_time": result.median_step_time() if len(history) else math.nan,
-        "val": list(zip(map(int, steps), map(float, losses))),
         "stream_rms": [
             (int(s), int(layer), float(rms))
             for s, layer, rms in zip(result.stream["step"], result.stream["layer"], result.stream["rms"])
@@ -123,7 +116,6 @@ def landscape_run(
         "max_logit": trace,
         "dyt_trace": dyt_trace,
         "drop_one": drop_one_losses(result.model, batches) if drop_one and not diverged else None,
-        "corpus_sha256": corpus.sha256,
     }
     return out
 
@@ -131,16 +123,6 @@ def landscape_run(
 def _initial_model(mcfg: GPTConfig, tcfg: TrainConfig, device: str) -> GPT:
     torch.manual_seed(tcfg.seed)
     return GPT(mcfg).to(device)
-
-
-def _final_drop(steps: Sequence[int], losses: Sequence[float], total: int) -> float:
-    """Validation loss at (about) 90% of the run minus at its end: how much it still fell at the end."""
-    if not steps or steps[-1] != total:
-        return math.nan
-    mark = min(steps, key=lambda s: abs(s - 0.9 * total))
-    if mark == total:
-        return math.nan
-    return float(losses[steps.index(mark)] - losses[-1])
 
 
 def _train_dict(settings: dict, scale: str, **extra) -> dict:

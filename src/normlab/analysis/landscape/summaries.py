@@ -59,16 +59,6 @@ def later_half_share(drop_one: Sequence[float]) -> float:
     return sum(values[len(values) // 2 :]) / total
 
 
-def paired_or_none(a: Sequence[float], b: Sequence[float], margin: float) -> dict | None:
-    """`paired_difference(a, b, margin)`, or None when a run diverged or fewer than two pairs exist
-    (the caller reports that instead of averaging a non-finite loss)."""
-    from normlab.analysis.shared.paired import paired_difference
-
-    if len(a) < 2 or len(a) != len(b) or not all(math.isfinite(v) for v in list(a) + list(b)):
-        return None
-    return paired_difference(a, b, margin)
-
-
 def non_inferiority(paired: dict | None) -> str:
     """Reads a paired interval of (variant − baseline) loss against +margin: 'no worse' when the whole
     interval lies below +margin, 'worse' when it lies at or above it, else 'undecided'."""

@@ -25,7 +25,7 @@ def quality_claims(studies, a9: Finding, b7: Finding, cpu: dict) -> tuple[Findin
     common = {
         "corpus_sha256": study.document["corpus"]["sha256"],
         "steps": s["steps"],
-        "pairs": s["pairs"],
+        "pairs": s["seeds"],
         "width": s["width"],
         "depth": s["depth"],
         "device": study.hardware,

@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 
-from normlab.analysis.shared.parity import interval_text
+from normlab.analysis.shared.paired import interval_text
 from normlab.study.findings import Finding
 
 

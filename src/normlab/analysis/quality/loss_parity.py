@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 
 from normlab.analysis.quality.profiles import NORMS
-from normlab.analysis.shared.paired import paired_difference
-from normlab.analysis.shared.parity import equivalence_verdict, interval_text
+from normlab.analysis.shared.paired import interval_text, paired_difference
+from normlab.analysis.shared.parity import equivalence_verdict
 from normlab.study.findings import Finding
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from normlab.gpt import gpu_sizes
+from normlab.runtime.profiles import lookup_profile
+
 NORMS = ("layer", "rms")
 
 
@@ -58,16 +61,9 @@ PROFILES = {
         ladder=(dict(width=16, depth=2, heads=2, seeds=6), dict(width=112, depth=4, heads=4, seeds=4)),
     ),
     # one run per GPU
+    # one H200: the GPU study's design (normlab.gpt.gpu_sizes), which the chapter weighs beside the CPU run
     "gpu": dict(
-        width=384,
-        depth=8,
-        heads=6,
-        context=256,
-        batch_size=64,
-        steps=2000,
-        lr=2e-3,
-        warmup_steps=100,
-        seeds=8,
+        **gpu_sizes.QUALITY,
         eval_batches=20,
         timing_repeats=50,
         minilm_texts=64,
@@ -77,13 +73,13 @@ PROFILES = {
 }
 
 
-def settings_for(profile: str) -> dict:
-    """The chapter's sizes for `profile`, checked: a clear ValueError for a profile or a size that cannot work."""
-    if profile not in PROFILES:
-        raise ValueError(f"profile must be one of {sorted(PROFILES)}, got {profile!r}")
-    settings = dict(PROFILES[profile])
-    if settings["seeds"] < 5 and profile != "smoke":
-        raise ValueError("paired verdicts need at least 5 pairs outside the smoke profile")
+PAIRS = {"seeds": 5}  # the least pairs for a paired verdict outside the smoke profile
+
+
+def settings_for(profile: str, overrides: dict | None = None) -> dict:
+    """The chapter's sizes for `profile` with `overrides` applied, checked: a clear ValueError for a profile or a
+    size that cannot work."""
+    settings = lookup_profile(PROFILES, profile, owner="the quality chapter", overrides=overrides, minimum_pairs=PAIRS)
     if settings["width"] % settings["heads"]:
         raise ValueError(f"heads must divide width for profile {profile!r}: {settings}")
     if settings["trainer"] not in TRAINERS:

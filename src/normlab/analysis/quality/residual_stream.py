@@ -9,8 +9,7 @@ import pandas as pd
 import torch
 
 from normlab.analysis.quality.training import model_config
-from normlab.analysis.shared.paired import paired_difference
-from normlab.analysis.shared.parity import interval_text
+from normlab.analysis.shared.paired import interval_text, paired_difference
 from normlab.analysis.shared.stream import deepest_value, mean_projection_effect, stream_report
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.study.findings import Finding

@@ -9,7 +9,8 @@ import pandas as pd
 from normlab.analysis.quality.loss_parity import LossParity, final_loss_verdict
 from normlab.analysis.quality.profiles import NORMS
 from normlab.analysis.quality.training import model_config
-from normlab.analysis.shared.parity import equivalence_verdict, interval_text, ratio_with_spread
+from normlab.analysis.shared.paired import interval_text
+from normlab.analysis.shared.parity import equivalence_verdict, ratio_with_spread
 from normlab.gpt.model import GPTConfig
 from normlab.gpt.train import compare_step_times
 from normlab.study import decide
@@ -56,7 +57,7 @@ def b7_finding(
     ratio = speed["ratio"]
     medians = timings.groupby("model").step_time.describe(percentiles=[0.25, 0.5, 0.75])
     text = (
-        f"curves: {interval_text(pair) if pair else 'a run diverged'}; step time RMSNorm/LayerNorm "
+        f"curves: {interval_text(pair)}; step time RMSNorm/LayerNorm "
         f"{ratio:.3f} ± {speed['spread']:.3f} (visible if ≤ {visible})"
     )
     return Finding(
@@ -92,7 +93,7 @@ def b7_paragraph(b7: Finding, *, repeats: int, device: str) -> str:
     pair, ratio = e["paired_curve_loss"], e["step_time_ratio_rms_over_layer"]
     return (
         f"**B7 verdict: {b7.verdict}.** Mean validation loss over the curve, RMSNorm − "
-        f"LayerNorm: {interval_text(pair) if pair else 'not measured (a run diverged)'}. "
+        f"LayerNorm: {interval_text(pair)}. "
         f"RMSNorm's step takes {ratio:.3f}× LayerNorm's (spread {e['step_time_ratio_spread']:.3f}, {repeats} "
         f"rounds) with backend `{e['backend']}` on {device}: {'visibly' if e['visible'] else 'not visibly'} "
         f"shorter. B7 holds only if both halves do; one half alone gives 'holds with caveats'."

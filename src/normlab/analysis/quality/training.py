@@ -3,10 +3,8 @@ that trains both norms for every seed, and the record each run leaves."""
 
 from __future__ import annotations
 
-import math
-
 from normlab.analysis.quality.profiles import NORMS
-from normlab.analysis.shared.runs import final_drop, flat_eval_every, train_job
+from normlab.analysis.shared.runs import flat_eval_every, job_record, train_job
 from normlab.gpt.batched import train_batched
 from normlab.gpt.corpus import load_corpus
 from normlab.gpt.model import GPTConfig
@@ -84,22 +82,4 @@ def batched_share(settings: dict, members: list[tuple[str, int]], keep_weights: 
     seeds = [seed for _, seed in members]
     tcfg = TrainConfig(**{**train_config(settings, 0), "progress": False})
     result = train_batched(configs, tcfg, load_corpus(), seeds)
-    return [run_record(run, settings["steps"], keep_weights) for run in result.runs]
-
-
-def run_record(result, steps: int, keep_weights: bool) -> dict:
-    """The numbers the chapter reads from one `TrainResult`, in `train_job`'s form."""
-    val = result.val
-    record = {
-        "final_val_loss": result.final_val_loss,
-        "initial_val_loss": float(val["val_loss"].iloc[0]) if len(val) else math.nan,
-        "final_drop": final_drop(val, steps) if not result.diverged else math.nan,
-        "diverged": bool(result.diverged) or not math.isfinite(result.final_val_loss),
-        "steps_done": int(result.steps_done),
-        "median_step_time": result.median_step_time() if len(result.history) else math.nan,
-        "val": [(int(s), float(v)) for s, v in zip(val["step"], val["val_loss"])],
-        "corpus_sha256": result.corpus_sha256,
-    }
-    if keep_weights:
-        record["state_dict"] = {k: v.detach().cpu() for k, v in result.model.state_dict().items()}
-    return record
+    return [job_record(run, keep_weights=keep_weights) for run in result.runs]

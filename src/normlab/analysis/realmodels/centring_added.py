@@ -13,14 +13,8 @@ from torch import nn
 
 from normlab.analysis.realmodels.load import SmolLM2Run
 from normlab.analysis.realmodels.stream import site_of, stream_depth
-from normlab.analysis.realmodels.variants import (
-    chunk_losses,
-    first_token_apart_modules,
-    installed,
-    interval_text,
-    variant_modules,
-)
-from normlab.analysis.shared.paired import paired_difference
+from normlab.analysis.realmodels.variants import chunk_losses, first_token_apart_modules, installed, variant_modules
+from normlab.analysis.shared.paired import interval_text, paired_difference
 from normlab.norms.huggingface import find_norms
 from normlab.runtime.progress import terminal_progress
 from normlab.study.present import table
@@ -118,9 +112,9 @@ def loss_table(result: CentringAdded, length: int):
 
 def centring_added_paragraph(result: CentringAdded) -> str:
     return (
-        f"Adding centring everywhere changes the loss by {interval_text(result.added)}: "
+        f"Adding centring everywhere changes the loss by {interval_text(result.added, margin=False)}: "
         f"**{result.added['outcome']}** against the ±{result.margin} margin. Leaving the first token uncentred gives "
-        f"{interval_text(result.added_apart)}. One norm at a time ({{numref}}`fig-realmodels-per-norm`, "
+        f"{interval_text(result.added_apart, margin=False)}. One norm at a time ({{numref}}`fig-realmodels-per-norm`, "
         f"{result.sweep_chunks} chunks of {result.sweep_length} tokens), the largest effects come "
         + ", ".join(f"`{r.norm}` ({r.loss_change:+.4f})" for r in result.top_norms.itertuples())
         + f"; the sum of the single-norm effects is {result.sweep['loss_change'].sum():+.4f} nats."

@@ -15,7 +15,7 @@ from normlab.analysis.realmodels.centring_added import CentringAdded
 from normlab.analysis.realmodels.centring_map import CentringMap, centring_map_evidence
 from normlab.analysis.realmodels.massive import MassiveAblationResult
 from normlab.analysis.realmodels.stream import StreamSummary
-from normlab.analysis.realmodels.variants import interval_text
+from normlab.analysis.shared.paired import interval_text
 from normlab.study.findings import Finding
 from normlab.study.ledger import KeyNumber
 from normlab.study.present import significant
@@ -61,7 +61,7 @@ def q4_finding(
     smol, mini = smollm2_matters(a), minilm["cosine_median"] < cosine_threshold
     summary = (
         f"SmolLM2-135M: replacing every RMSNorm by a LayerNorm with the same gain changes the held-out loss by "
-        f"{interval_text(a)} ({a['outcome']} vs ±{added.margin}); MiniLM without centring keeps a median embedding "
+        f"{interval_text(a, margin=False)} ({a['outcome']} vs ±{added.margin}); MiniLM without centring keeps a median embedding "
         f"cosine of {minilm['cosine_median']:.4f} and MRR {ret['original']['mrr']:.3f}→"
         f"{ret['without centring']['mrr']:.3f}."
     )

@@ -30,8 +30,8 @@ from torch import nn
 
 from normlab.analysis.realmodels.load import SmolLM2Run
 from normlab.analysis.realmodels.stream import StreamSummary
-from normlab.analysis.realmodels.variants import chunk_losses, interval_text
-from normlab.analysis.shared.paired import paired_difference
+from normlab.analysis.realmodels.variants import chunk_losses
+from normlab.analysis.shared.paired import interval_text, paired_difference
 from normlab.study.present import significant, table
 
 
@@ -296,8 +296,8 @@ def massive_paragraph(result: MassiveAblationResult) -> str:
         f"The massive activations first appear in the stream after block {r.depth}: {r.entries} entries over all "
         f"chunks, {r.first_token / r.entries:.0%} of them on the first token, in channels {channels} (their mean "
         f"values; the largest |x| is {significant(r.largest)}). Set to their mean over the chunks, they change the "
-        f"loss by {interval_text(mean)} (**{mean['outcome']}** against ±{r.margin}); set to zero, by "
-        f"{interval_text(zero)} (**{zero['outcome']}**). {massive_reading(mean['outcome'], zero['outcome'])}"
+        f"loss by {interval_text(mean, margin=False)} (**{mean['outcome']}** against ±{r.margin}); set to zero, by "
+        f"{interval_text(zero, margin=False)} (**{zero['outcome']}**). {massive_reading(mean['outcome'], zero['outcome'])}"
     )
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from normlab.runtime.profiles import lookup_profile
+
 PROFILES = {
     # A two-layer cut of SmolLM2 and a few dozen tokens: checks the whole chapter in about a minute.
     "smoke": dict(
@@ -79,12 +81,10 @@ _POSITIVE = (
 )
 
 
-def profile_settings(profile: str, profiles: dict | None = None) -> dict:
-    """The chapter's settings for `profile`, checked: sizes positive, pairs where intervals need them, CUDA there."""
-    profiles = PROFILES if profiles is None else profiles
-    if profile not in profiles:
-        raise ValueError(f"profile must be one of {list(profiles)}, got {profile!r}")
-    settings = profiles[profile]
+def profile_settings(profile: str, overrides: dict | None = None) -> dict:
+    """The chapter's settings for `profile` with `overrides` applied, checked: sizes positive, pairs where intervals
+    need them, CUDA there."""
+    settings = lookup_profile(PROFILES, profile, owner="the realmodels chapter", overrides=overrides)
     for key in _POSITIVE:
         if not isinstance(settings[key], int) or settings[key] <= 0:
             raise ValueError(f"{key} must be a positive int, got {settings[key]!r}")

@@ -3,7 +3,7 @@
 `variant_modules` builds the normlab modules `swap_norms` would install (another backend, or a LayerNorm in place
 of each RMSNorm) without leaving them installed; `installed` puts a set of them in for a `with` block, and
 `FirstTokenApart` keeps the first token of each chunk on the original norm. `chunk_losses` gives the per-chunk
-losses that the sections pair, and `interval_text` writes a paired loss change.
+losses that the sections pair (`normlab.analysis.shared.paired` pairs them and writes the change).
 """
 
 from __future__ import annotations
@@ -75,11 +75,3 @@ class installed:
 
     def __exit__(self, *exc):
         restore_norms(self.model, self.originals)
-
-
-def interval_text(difference: dict) -> str:
-    """A paired difference as 'mean nats (95% CI low to high)'."""
-    return (
-        f"{difference['mean_difference']:+.4f} nats "
-        f"(95% CI {difference['ci_low']:+.4f} to {difference['ci_high']:+.4f})"
-    )

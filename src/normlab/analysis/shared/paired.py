@@ -10,6 +10,12 @@ logic, read off the interval:
 - "different":    the whole interval lies outside the margin on one side;
 - "inconclusive": anything else. An interval wider than the margin cannot
   decide equivalence at all; `pairs_needed` says how many pairs would.
+
+Every chapter pairs through this module: `paired_difference` computes,
+`paired_or_none` is its one rule for a comparison that cannot be made (None
+when a run diverged, i.e. a non-finite value, or fewer than two pairs exist;
+sides of unequal length are a pairing error and raise), and `interval_text`
+is the one way a sentence writes the result, None included.
 """
 
 from __future__ import annotations
@@ -82,3 +88,38 @@ def paired_difference(a: Sequence[float], b: Sequence[float], margin: float) -> 
         "pairs_needed": pairs_needed(sd, margin, mean) if outcome == INCONCLUSIVE else None,
         "differences": diffs,
     }
+
+
+NOT_COMPARABLE = "not comparable (a run diverged, or fewer than two pairs ran)"
+
+
+def paired_or_none(a: Sequence[float], b: Sequence[float], margin: float) -> dict | None:
+    """`paired_difference(a, b, margin)`, or None when a run diverged (a non-finite value) or fewer than two pairs
+    exist: the caller reports that (`interval_text(None)`) instead of averaging a non-finite loss."""
+    a, b = list(a), list(b)
+    if len(a) != len(b):
+        raise ValueError(f"paired comparison needs the same number of runs on each side, got {len(a)} and {len(b)}")
+    if len(a) < 2 or not all(math.isfinite(float(v)) for v in a + b):
+        return None
+    return paired_difference(a, b, margin)
+
+
+def interval_text(paired: dict | None, unit: str = "nats", *, margin: bool = True) -> str:
+    """'+0.0031 nats (95% CI -0.0042..+0.0104, margin ±0.02, 6 pairs)', plus the pairs needed when inconclusive;
+    with `margin=False`, for a caller that states its own reading of the margin, the interval and pairs alone.
+    None (see `paired_or_none`) gives NOT_COMPARABLE."""
+    if paired is None:
+        return NOT_COMPARABLE
+    parts = [f"95% CI {paired['ci_low']:+.4f}..{paired['ci_high']:+.4f}"]
+    parts += [f"margin ±{paired['margin']:g}"] if margin else []
+    parts.append(f"{paired['pairs']} pairs")
+    text = f"{paired['mean_difference']:+.4f} {unit} ({', '.join(parts)})"
+    if margin and paired["outcome"] == INCONCLUSIVE:
+        needed = paired.get("pairs_needed")
+        text += (
+            f"; about {needed} pairs would be needed to decide"
+            if needed
+            else "; the mean difference lies at or beyond the margin: more pairs could show a difference, none could show "
+            "equivalence"
+        )
+    return text

@@ -121,20 +121,3 @@ def equivalence_verdict(paired: dict) -> str:
     if outcome == "different":
         return "does not hold"
     return "not testable here"
-
-
-def interval_text(paired: dict, unit: str = "nats") -> str:
-    """'+0.0031 nats (95% CI −0.0042..+0.0104, margin ±0.02, 6 pairs)', plus the pairs needed when inconclusive."""
-    text = (
-        f"{paired['mean_difference']:+.4f} {unit} (95% CI {paired['ci_low']:+.4f}..{paired['ci_high']:+.4f}, "
-        f"margin ±{paired['margin']:g}, {paired['pairs']} pairs)"
-    )
-    if paired["outcome"] == "inconclusive":
-        needed = paired.get("pairs_needed")
-        text += (
-            f"; about {needed} pairs would be needed to decide"
-            if needed
-            else "; the mean difference lies at or beyond the margin: more pairs could show a difference, none could show "
-            "equivalence"
-        )
-    return text

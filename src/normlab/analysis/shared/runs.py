@@ -5,10 +5,11 @@ on the study corpus and returns plain data (no model object unless asked
 for its weights), so that worker processes can send it back. It runs on the
 device the worker was pinned to (`normlab.runtime.parallel.worker_device`).
 
-`final_drop` is how much the validation loss still fell over the last 10% of
-the steps: a run whose loss has flattened has a drop near zero, one cut
-short a large one. It needs an evaluation at 90% of the run, which
-`flat_eval_every` arranges.
+Its record is `normlab.gpt.run_record.run_record` (the study's one meaning of
+"diverged", and `final_drop`, how much the loss still fell over the last 10%
+of the steps), plus the step time, the requested history columns and, if
+asked, the weights (`job_record`). `final_drop` needs an evaluation at 90% of
+the run, which `flat_eval_every` arranges.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import torch
 
 from normlab.gpt.corpus import load_corpus
 from normlab.gpt.model import GPTConfig
+from normlab.gpt.run_record import run_record
 from normlab.gpt.train import TrainConfig, train
 from normlab.runtime.cluster import configured_scheduler
 from normlab.runtime.parallel import worker_device
@@ -45,15 +47,6 @@ def flat_eval_every(steps: int) -> int:
     return steps // 10
 
 
-def final_drop(val, steps: int) -> float:
-    """Validation loss at 90% of the run minus at its end (nats): how much it still fell at the end."""
-    at = dict(zip(val["step"].tolist(), val["val_loss"].tolist()))
-    mark = int(round(0.9 * steps))
-    if mark not in at or steps not in at:
-        return math.nan
-    return float(at[mark] - at[steps])
-
-
 def train_job(model: dict, train: dict, *, keep_weights: bool = False, history_columns=("loss",)) -> dict:
     """Train GPTConfig(**model) with TrainConfig(**train) on the study corpus; return what the chapters read.
 
@@ -64,23 +57,22 @@ def train_job(model: dict, train: dict, *, keep_weights: bool = False, history_c
     corpus = load_corpus()
     device = train.get("device") or worker_device()
     tcfg = TrainConfig(**{"progress": False, **train, "device": device})
-    mcfg = GPTConfig(**model)
-    result = train_(mcfg, tcfg, corpus)
-    val = result.val
+    return job_record(
+        train_(GPTConfig(**model), tcfg, corpus), keep_weights=keep_weights, history_columns=history_columns
+    )
+
+
+def job_record(result, *, keep_weights: bool = False, history_columns=("loss",)) -> dict:
+    """`run_record(result)` with the median step time, the requested history columns and, with `keep_weights`,
+    the trained state_dict (on CPU): the record every chapter job returns, pool or batched."""
     out = {
-        "final_val_loss": result.final_val_loss,
-        "initial_val_loss": float(val["val_loss"].iloc[0]) if len(val) else math.nan,
-        "final_drop": final_drop(val, tcfg.steps) if not result.diverged else math.nan,
-        "diverged": bool(result.diverged) or not math.isfinite(result.final_val_loss),
-        "steps_done": int(result.steps_done),
-        "median_step_time": result.median_step_time() if len(result.history) else math.nan,
-        "val": [(int(s), float(v)) for s, v in zip(val["step"], val["val_loss"])],
+        **run_record(result),
+        "median_step_time": result.median_step_time() if result.history_rows else math.nan,
         "history": {
             c: result.history[c].tolist()
             for c in result.history.columns
             if c in history_columns or any(p.endswith("*") and c.startswith(p[:-1]) for p in history_columns)
         },
-        "corpus_sha256": result.corpus_sha256,
     }
     if keep_weights:
         out["state_dict"] = {k: v.detach().cpu() for k, v in result.model.state_dict().items()}

@@ -3,14 +3,15 @@ thresholds."""
 
 from __future__ import annotations
 
-BENCH_PROFILES = {"smoke": "smoke", "cpu": "cpu", "gpu": "gpu"}  # chapter profile -> benchmark profile
+from normlab.runtime.profiles import lookup_profile
+
+# chapter profile -> the benchmark profile it runs (normlab.bench.profiles)
+PROFILES = {"smoke": dict(bench="smoke"), "cpu": dict(bench="cpu"), "gpu": dict(bench="gpu")}
 
 
-def bench_profile(profile: str) -> str:
-    """The benchmark profile the chapter runs at `profile`."""
-    if profile not in BENCH_PROFILES:
-        raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(BENCH_PROFILES)}")
-    return BENCH_PROFILES[profile]
+def bench_profile(profile: str, overrides: dict | None = None) -> str:
+    """The benchmark profile the chapter runs at `profile` (`overrides` may name another: bench=smoke)."""
+    return lookup_profile(PROFILES, profile, owner="the speed chapter", overrides=overrides)["bench"]
 
 
 def check_thresholds(equal_time: float, extra_pass: float, welford_equal: float, memory_bound: float, worth_it: float):

@@ -1,0 +1,124 @@
+"""The one profile lookup (normlab.runtime.profiles) and the runner's SET= overrides built on it."""
+
+from __future__ import annotations
+
+import pytest
+
+from normlab.analysis.quality import profiles as quality_profiles
+from normlab.gpt import experiments
+from normlab.runtime.profiles import lookup_profile, parse_overrides
+from normlab.study import present, run
+from normlab.study.claims import parse_claims
+from normlab.study.ledger import render_ledger
+from normlab.study.results import Results
+
+TABLE = {
+    "smoke": dict(width=16, seeds=2, train=dict(steps=10, lr=1e-2)),
+    "cpu": dict(width=64, seeds=6, train=dict(steps=200, lr=5e-3)),
+}
+
+
+def test_lookup_hands_out_a_deep_copy():
+    settings = lookup_profile(TABLE, "cpu", owner="the test chapter")
+    settings["train"]["steps"] = 1
+    assert TABLE["cpu"]["train"]["steps"] == 200
+
+
+def test_an_unknown_profile_gets_one_message_listing_the_known_ones():
+    with pytest.raises(ValueError, match=r"unknown profile 'tpu'; valid profiles: smoke, cpu \(the test chapter\)"):
+        lookup_profile(TABLE, "tpu", owner="the test chapter")
+
+
+def test_too_few_pairs_outside_smoke_is_refused_naming_the_setting():
+    with pytest.raises(ValueError, match="the test chapter: seeds is 2 at profile 'cpu'.*raise seeds"):
+        lookup_profile(TABLE, "cpu", owner="the test chapter", overrides={"seeds": 2}, minimum_pairs={"seeds": 5})
+    assert lookup_profile(TABLE, "smoke", owner="the test chapter", minimum_pairs={"seeds": 5})["seeds"] == 2
+
+
+def test_overrides_apply_after_the_copy_and_reach_nested_settings():
+    settings = lookup_profile(TABLE, "cpu", owner="the test chapter", overrides={"width": 768, "train.steps": 400})
+    assert settings["width"] == 768 and settings["train"] == dict(steps=400, lr=5e-3)
+    assert TABLE["cpu"]["width"] == 64 and TABLE["cpu"]["train"]["steps"] == 200
+
+
+def test_an_override_of_a_missing_key_is_refused_listing_the_keys():
+    with pytest.raises(ValueError, match="no setting 'pairs' to override; its settings are: seeds, train, train.lr"):
+        lookup_profile(TABLE, "cpu", owner="the test chapter", overrides={"pairs": 24})
+
+
+def test_chapters_check_an_overridden_design_like_a_committed_one():
+    assert quality_profiles.settings_for("cpu", {"width": 96, "heads": 4})["width"] == 96
+    with pytest.raises(ValueError, match="heads must divide width"):
+        quality_profiles.settings_for("cpu", {"width": 90})
+    with pytest.raises(ValueError, match="the quality chapter: seeds is 3 at profile 'cpu'"):
+        quality_profiles.settings_for("cpu", {"seeds": 3})
+
+
+def test_the_gpu_study_reads_its_designs_through_the_same_lookup():
+    with pytest.raises(ValueError, match="unknown profile 'h100'; valid profiles: tiny, gpu"):
+        experiments.experiments("h100")
+    sizes = lookup_profile(experiments.PROFILES, "gpu", owner="the GPU study")
+    assert sizes["quality"]["seeds"] >= experiments.MINIMUM_PAIRS["quality.seeds"]
+
+
+def test_parse_overrides_splits_items_by_chapter_and_reads_literals():
+    parsed = parse_overrides("quality.width=768, quality.seeds=24,depth.init_depths=[2,4,8],quality.trainer=batched")
+    assert parsed == {"quality": {"width": 768, "seeds": 24, "trainer": "batched"}, "depth": {"init_depths": [2, 4, 8]}}
+    assert parse_overrides("") == {}
+    with pytest.raises(ValueError, match="write CHAPTER.KEY=VALUE"):
+        parse_overrides("quality.width")
+
+
+def test_the_runner_refuses_an_unknown_chapter_or_key_before_any_chapter_runs(capsys, monkeypatch):
+    monkeypatch.setattr(run, "execute", lambda *a, **k: pytest.fail("a chapter ran despite a bad --set"))
+    assert run.main(["--profile", "smoke", "--set", "qualty.width=768"]) == 2
+    assert "unknown chapter(s) qualty; the chapters are: " in capsys.readouterr().err
+    assert run.main(["--profile", "smoke", "--set", "quality.pairs=24"]) == 2
+    error = capsys.readouterr().err
+    assert "the quality chapter has no setting 'pairs'" in error and "seeds, steps" in error
+    assert run.main(["--profile", "smoke", "--set", "ecosystem.texts=4"]) == 2
+    assert "the ecosystem chapter has no sizes per profile" in capsys.readouterr().err
+
+
+def test_every_chapter_with_sizes_names_its_table_for_the_runner():
+    for chapter, module in run.PROFILE_TABLES.items():
+        assert chapter in run.INPUTS, chapter
+        assert set(__import__(module, fromlist=["PROFILES"]).PROFILES) >= {"smoke", "cpu", "gpu"}, chapter
+
+
+def test_the_runner_passes_each_chapter_its_own_overrides(monkeypatch):
+    calls = {}
+    monkeypatch.setattr(run, "execute", lambda name, profile, **kw: calls.setdefault(name, kw["overrides"]))
+    monkeypatch.setattr(run, "restamp", lambda names: [])
+    assert run.main(["--profile", "smoke", "quality", "depth", "--set", "quality.width=96,quality.heads=4"]) == 0
+    assert calls == {"quality": {"width": 96, "heads": 4}, "depth": None}
+
+
+def test_overrides_change_the_fingerprint():
+    plain = run.snapshot("quality", {"profile": "smoke", "results_dir": "build/results"})
+    overridden = run.snapshot(
+        "quality", {"profile": "smoke", "results_dir": "build/results", "overrides": {"seeds": 4}}
+    )
+    assert plain.fingerprint() != overridden.fingerprint()
+
+
+def test_overrides_are_recorded_and_shown_on_the_page_and_the_ledger(tmp_path):
+    results = Results("quality", "smoke", tmp_path, {"width": 96})
+    results.record("A9", "holds", "RMSNorm matches LayerNorm within 0.02 nats.", {})
+    document = results.to_dict()
+    assert document["overrides"] == {"width": 96} and Results("quality", "smoke", tmp_path).to_dict()["overrides"] == {}
+    page = str(present.claims_box(["A9"], overrides={"width": 96}))
+    assert page.startswith(":::{warning}") and "`width=96`" in page
+    assert ":::{warning}" not in str(present.claims_box(["A9"]))
+    claims = parse_claims()
+    assert "quality: `width=96`" in render_ledger(claims, [document])
+    assert "overridden" not in render_ledger(claims, [dict(document, overrides={})])
+
+
+def test_the_gpu_study_trains_the_designs_the_chapters_state():
+    from normlab.analysis.landscape.profiles import profile_settings as landscape_settings
+
+    design = lookup_profile(experiments.PROFILES, "gpu", owner="the GPU study")
+    quality, landscape = quality_profiles.settings_for("gpu"), landscape_settings("gpu")
+    assert design["quality"] == {key: quality[key] for key in design["quality"]}
+    assert design["landscape"] == {key: landscape[key] for key in design["landscape"]}
