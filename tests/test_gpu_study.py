@@ -16,7 +16,7 @@ from normlab.analysis.shared import gpu_study as G
 from normlab.gpt import experiments as E
 from normlab.gpt.corpus import load_corpus, load_saved_corpus, save_corpus
 from normlab.study.findings import Finding
-from normlab.study.ledger import LedgerError
+from normlab.study.results import LedgerError
 
 ROOT = Path(__file__).resolve().parents[1]
 HIDDEN = ("pandas", "tqdm", "matplotlib", "seaborn", "papermill", "transformers", "scipy")

@@ -72,6 +72,14 @@ def hardware() -> dict:
     }
 
 
+def machine_name(recorded: dict | None = None) -> str:
+    """'AMD EPYC 7B13 (2 cores), NVIDIA H200': a run's machine as the pages and the chapters' sentences name it.
+
+    `recorded` is a results file's `hardware` entry; without it, this machine's."""
+    hw = hardware() if recorded is None else recorded
+    return f"{hw.get('cpu', '?')} ({hw.get('cpu_cores', '?')} cores)" + (f", {hw['gpu']}" if hw.get("gpu") else "")
+
+
 def versions() -> dict:
     import torch
 

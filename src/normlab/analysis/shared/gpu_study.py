@@ -30,7 +30,7 @@ from pathlib import Path
 
 from normlab.study import paths
 from normlab.study.findings import Finding
-from normlab.study.ledger import LedgerError, read_json_object
+from normlab.study.results import LedgerError, read_json_object
 
 SCHEMA = "normlab.gpu-study/1"
 PROFILES = ("gpu", "tiny")  # tiny: the entry point's CPU test size, accepted so that tests can feed it through
