@@ -68,11 +68,7 @@ def _machine() -> dict:
 def hardware() -> dict:
     from normlab.norms.backends import cpp
 
-    return {
-        **_machine(),
-        "cpu_instruction_set": cpu_instruction_set(),
-        "cpp_kernel_build": cpp.build_info(),
-    }
+    return {**_machine(), "cpu_instruction_set": cpu_instruction_set(), "cpp_kernel_build": cpp.build_info()}
 
 
 def machine_name(recorded: dict | None = None) -> str:
