@@ -25,7 +25,6 @@ from pathlib import Path
 
 from normlab.study import builds, paths
 from normlab.study.claims import parse_claims
-from normlab.study.key_numbers import format_spread, format_value
 from normlab.study.pages.ledger_page import render_ledger
 from normlab.study.pages.opening import committed_gpu_runs, render_intro
 from normlab.study.pages.reproducibility import render_reproducibility
@@ -106,11 +105,7 @@ def build(
         pages = {
             pages_dir / "ledger.md": render_ledger(claims, runs, warning=warning).encode(),
             pages_dir / "reproducibility.md": render_reproducibility(
-                runs,
-                warning=warning,
-                other_machines=machines.render(
-                    lambda r, v: format_value(v, r.get("unit")), lambda r, v: format_spread(v, r.get("unit"))
-                ),
+                runs, warning=warning, other_machines=machines.render()
             ).encode(),
             pages_dir / "intro.md": render_intro(
                 claims,

@@ -276,6 +276,11 @@ def load_results(results_dir: Path = paths.RESULTS, executed_dir: Path | None = 
             if gaps:
                 label = record.get("id", f"record {index}")
                 raise LedgerError(f"{path}: claim {label} lacks key(s) {', '.join(gaps)}; {fix_for(name)}")
+            if record["verdict"] is not None and not (record.get("meaning") and record.get("unit")):
+                raise LedgerError(
+                    f"{path}: claim {record['id']}'s verdict does not say what its key number measures or in which "
+                    f"unit (a results file from before verdicts carried them); {fix_for(name)}"
+                )
         run["_file"] = str(path)
         stamp = executed_dir / f"{name}.fingerprint"
         if stamp.exists():
