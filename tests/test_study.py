@@ -148,6 +148,11 @@ def test_ledger_names_a_corrupt_or_incomplete_file_and_leaves_pages_unchanged(tm
     with pytest.raises(LedgerError, match=r"geometry.json: claim A1 lacks key\(s\) summary.*FORCE=geometry"):
         ledger.build(results, pages, executed_dir=tmp_path / "ex")
     broken = json.loads(good)
+    del broken["claims"][0]["unit"]  # a results file from before verdicts stated their key number's unit
+    (results / "geometry.json").write_text(json.dumps(broken))
+    with pytest.raises(LedgerError, match=r"geometry.json: claim A1's verdict does not say .* unit.*FORCE=geometry"):
+        ledger.build(results, pages, executed_dir=tmp_path / "ex")
+    broken = json.loads(good)
     del broken["profile"]
     (results / "geometry.json").write_text(json.dumps(broken))
     monkeypatch.setattr(paths, "RESULTS", results)
