@@ -285,6 +285,7 @@ plt.show()
 
 # %% tags=["remove-cell"]
 q5 = forward_time.q5_finding(timing, SHARE_THRESHOLD, run.provenance)
+q5.headline = forward_time.q5_headline(q5)
 
 # %% tags=["remove-input"]
 display(Markdown(forward_time.time_paragraph(timing, q5)))

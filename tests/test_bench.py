@@ -266,6 +266,7 @@ def test_claim_findings_have_valid_verdicts_and_finite_key_numbers(document):
         for number in (finding.key_number, finding.threshold, finding.spread):
             assert number is None or math.isfinite(number)
         assert finding.spread is None or finding.spread >= 0
+        assert finding.meaning and finding.unit  # what the ledger shows beside the number
 
 
 def test_partial_rms_estimate_error_shrinks_with_more_features():
@@ -332,6 +333,19 @@ def test_fused_equal_times_make_q2_hold_and_a7_b8_fail_without_chunked_kernels()
     a7, b8 = pass_claims.a7_b8(df, extra_pass=0.5)
     assert a7.verdict == b8.verdict == "does not hold"
     assert a7.evidence["best_ln_passes"] == pytest.approx(2.0) and a7.evidence["best_rms_passes"] == pytest.approx(2.04)
+
+
+def test_a5_states_the_op_count_as_its_key_number_when_no_fused_pair_was_timed():
+    import pandas as pd
+
+    composites = [_row("layer", "composite", 6.0, 1.0), _row("rms", "composite", 3.5, 1.0)]
+    fused = arithmetic.a5(
+        pd.DataFrame([_row("layer", "fused", 1.0, 1.0), _row("rms", "fused", 1.02, 1.0), *composites]), 0.1
+    )
+    assert (fused.meaning, fused.unit) == (arithmetic.A5_KEY.meaning, "%")
+    assert fused.key_number == pytest.approx(-0.02)
+    untimed = arithmetic.a5(pd.DataFrame(composites), 0.1)
+    assert (untimed.meaning, untimed.unit) == (arithmetic.A5_UNTIMED_KEY.meaning, "ops")
 
 
 def test_chunked_two_pass_layer_norm_making_an_extra_pass_gives_a7_a_caveat_and_welford_matches_rms():

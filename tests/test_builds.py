@@ -11,7 +11,7 @@ import pytest
 
 from normlab.study import builds, paths
 from normlab.study.builds import BuildError, cross_machine, load_builds
-from normlab.study.ledger import key_number_of
+from normlab.study.key_numbers import SHARE
 
 EPYC = paths.ROOT / "data" / "builds" / "fbce4a0-epyc-avx512"
 
@@ -143,14 +143,15 @@ def test_the_committed_epyc_build_against_itself_with_perturbed_numbers():
         for c in r["claims"]:
             if c["id"] == "Q5":
                 c["key_number"] = 0.019  # the development build's 1.9%, against a spread of 0.09%
+                c.update(meaning="norms' share of SmolLM2-135M's prefill time", unit=SHARE)  # as this build records
             if c["id"] == "B10":
                 c["verdict"] = "holds"
     machines = cross_machine(here, [epyc])
     (comparison,) = machines.comparisons
     assert comparison.changed_chapters == [] and len(comparison.compared) == 39
-    page = "\n".join(
-        machines.render(lambda r, v: key_number_of(r).format(v), lambda r, v: key_number_of(r).format_spread(v))
-    )
+    assert all("unit" not in c for r in epyc.runs for c in r["claims"])  # committed before verdicts carried units
+    page = "\n".join(machines.render())
     assert "**39 verdicts compared, 38 identical** (⚠ differ: B10); key numbers beyond the spread: Q5." in page
+    # the committed Q5 (no unit of its own) is written in this build's unit, beside this build's
     assert "| Q5 | realmodels | does not hold | 1.9% | does not hold | 1.1% | -0.83% |" in page
     assert "AMD EPYC (2 cores), AVX512" in machines.sentence() and "of 39 verdicts" in machines.sentence()

@@ -4,7 +4,7 @@ import torch
 
 from normlab.norms.backends import cpp
 from normlab.runtime import environment
-from normlab.study import ledger
+from normlab.study.pages import reproducibility
 
 
 def test_instruction_set_names_what_torch_dispatches_to_and_only_known_flags():
@@ -43,5 +43,5 @@ def test_reproducibility_page_shows_the_instruction_set_and_says_when_a_file_pre
             },
         }
     }
-    assert ledger._instruction_set(recorded) == "AVX512; C++ kernel g++ 12.2.0, -march=native = sapphirerapids"
-    assert ledger._instruction_set({"hardware": {"cpu": "old"}}) == "not recorded"
+    assert reproducibility.instruction_set(recorded) == "AVX512; C++ kernel g++ 12.2.0, -march=native = sapphirerapids"
+    assert reproducibility.instruction_set({"hardware": {"cpu": "old"}}) == "not recorded"

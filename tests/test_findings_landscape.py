@@ -262,7 +262,10 @@ def test_dyt_claim_flips_at_the_loss_margin():
     assert within.key_number == pytest.approx(0.00025)
     assert "no worse against a +0.03 margin" in within.summary
     worse = v1(make_runs(loss=v1_loss(0.1)))
-    assert worse.verdict == "does not hold" and "final loss +0.1002 nats (95% CI +0.0971..+0.1034, 2 pairs)" in worse.summary
+    assert (
+        worse.verdict == "does not hold"
+        and "final loss +0.1002 nats (95% CI +0.0971..+0.1034, 2 pairs)" in worse.summary
+    )
     assert dyt_paragraph(worse).startswith("**Verdict (V1): does not hold.** " + worse.summary)
     assert "the authors' recipe ends at 2.10 nats per byte and learned context" in dyt_paragraph(worse)
     assert "α₀ 0.8 in front of attention and 0.2 elsewhere" in worse.rule

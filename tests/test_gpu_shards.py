@@ -12,7 +12,7 @@ import pytest
 from normlab.analysis.shared import gpu_study as G
 from normlab.gpt.corpus import load_corpus, save_corpus
 from normlab.study.gpu import main, parse_shard, run_study
-from normlab.study.ledger import LedgerError
+from normlab.study.results import LedgerError
 
 ANY_COMMIT = dict(known=lambda commit: True)
 

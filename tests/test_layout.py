@@ -203,3 +203,112 @@ def test_the_testbed_trains_without_its_extra_and_names_it_for_tables():
 def test_the_analyses_without_their_extra_name_the_extra():
     done = _run("import normlab.analysis.jacobians.against_autograd")
     assert done.returncode != 0 and 'pip install "normlab[study]"' in done.stderr, done.stderr
+
+
+# ---- the ledger reads findings as data: no page builder names a chapter's evidence key ---------------------------
+
+PAGE_BUILDERS = [
+    PACKAGE / "study" / "ledger.py",
+    PACKAGE / "study" / "builds.py",
+    *(PACKAGE / "study" / "pages").glob("*.py"),
+]
+# Fields of the results contract itself (normlab.study.results, Finding), and of each claim's slot in the reader's
+# `verdicts` table (its record and its parts): the pages read these by name.
+CONTRACT_FIELDS = {
+    *("notebook", "profile", "hardware", "versions", "git_commit", "started", "finished", "claims"),
+    *("id", "verdict", "summary", "evidence", "section", "key_number", "threshold", "spread", "rule"),
+    *("meaning", "unit", "headline"),
+    *("record", "parts"),
+}
+
+
+def _dict_keys(node: ast.AST, names: dict[str, list[ast.AST]], seen: set[str]) -> set[str]:
+    """The top-level string keys of an evidence expression: a dict literal (with its ** spreads), `dict(..., k=v)`,
+    or a local name assigned one (and its `name["key"] = ...` assignments)."""
+    if isinstance(node, ast.Dict):
+        keys = {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+        for k, v in zip(node.keys, node.values):
+            if k is None:  # {**spread}
+                keys |= _dict_keys(v, names, seen)
+        return keys
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
+        keys = {kw.arg for kw in node.keywords if kw.arg}
+        for part in [*node.args, *(kw.value for kw in node.keywords if kw.arg is None)]:
+            keys |= _dict_keys(part, names, seen)
+        return keys
+    if isinstance(node, ast.Name) and node.id not in seen:
+        seen = seen | {node.id}
+        return set().union(*(_dict_keys(value, names, seen) for value in names.get(node.id, [])))
+    return set()
+
+
+def evidence_keys(source: str) -> set[str]:
+    """Every evidence key a module's findings record: the `evidence` of each `Finding(...)` or `replace(...)` call,
+    read from the source."""
+    keys: set[str] = set()
+    tree = ast.parse(source)
+    for scope in [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]:
+        names: dict[str, list[ast.AST]] = {}
+        for node in ast.walk(scope):
+            for target in node.targets if isinstance(node, ast.Assign) else []:
+                if isinstance(target, ast.Name):
+                    names.setdefault(target.id, []).append(node.value)
+                elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+                    if isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str):
+                        names.setdefault(target.value.id, []).append(ast.Dict([target.slice], [node.value]))
+        for call in ast.walk(scope):
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
+                continue
+            if call.func.id in ("Finding", "replace"):
+                given = call.args[2:3] if call.func.id == "Finding" else []
+                given += [kw.value for kw in call.keywords if kw.arg == "evidence"]
+                for expression in given:
+                    keys |= _dict_keys(expression, names, set())
+    return keys - CONTRACT_FIELDS
+
+
+def string_literals(source: str) -> set[str]:
+    return {n.value for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+
+
+def named_evidence(page_sources: dict[str, str], keys: set[str]) -> list[str]:
+    return [
+        f"{name} names {sorted(string_literals(source) & keys)}"
+        for name, source in page_sources.items()
+        if string_literals(source) & keys
+    ]
+
+
+def chapters_evidence_keys() -> set[str]:
+    keys = set().union(*(evidence_keys(p.read_text()) for p in sorted(ANALYSIS.rglob("*.py"))))
+    for results in sorted((PACKAGE.parents[1] / "build" / "results").glob("*.json")):  # a built book's, when present
+        import json
+
+        for record in json.loads(results.read_text())["claims"]:
+            keys |= set(record.get("evidence") or {}) - CONTRACT_FIELDS
+    return keys
+
+
+def test_the_ledger_and_the_pages_name_no_evidence_key_of_any_chapter():
+    keys = chapters_evidence_keys()
+    # the keys the ledger's headline writers once read, now each chapter's own
+    assert {"decided_on", "by_hardware", "deepest_init_depth", "exponent_pre_xiong_init", "saturation"} <= keys
+    found = named_evidence({p.relative_to(PACKAGE).as_posix(): p.read_text() for p in PAGE_BUILDERS}, keys)
+    assert not found, (
+        "the pages read findings as data (meaning, unit, headline), not a chapter's evidence:\n" + "\n".join(found)
+    )
+
+
+def test_the_evidence_check_catches_a_page_that_reads_a_chapter_s_key():
+    chapter = """
+def claim(measures):
+    evidence = {"offset_share": measures["share"], **extra}
+    evidence["deepest"] = 3
+    return Finding("holds", "s.", dict(evidence, decided_on="GPU"), 0.5)
+extra = {"spread_key": 1}
+"""
+    # a local dict, its ** spread (here a module constant), a key set later, and dict(..., key=...)
+    assert evidence_keys(chapter) == {"offset_share", "spread_key", "deepest", "decided_on"}
+    page = "def sentence(record):\n    return f\"{record['evidence']['decided_on']} {record['key_number']}\"\n"
+    assert named_evidence({"page.py": page}, evidence_keys(chapter)) == ["page.py names ['decided_on']"]
+    assert named_evidence({"page.py": "x = record['key_number']"}, evidence_keys(chapter)) == []

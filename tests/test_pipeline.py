@@ -24,7 +24,7 @@ rows = Path("data/cheap.csv").read_text().split()
 print("noise on stderr", file=sys.stderr)
 print(f"{len(rows)} rows")
 results = Results("cheap", profile, results_dir)
-results.record("A6", decide(len(rows) > 1), f"{len(rows)} rows", {"rows": len(rows)})
+results.record("A6", decide(len(rows) > 1), f"{len(rows)} rows", {"rows": len(rows)}, meaning="rows", unit="rows")
 results.save()
 
 # %%

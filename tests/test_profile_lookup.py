@@ -9,7 +9,7 @@ from normlab.gpt import experiments
 from normlab.runtime.profiles import lookup_profile, parse_overrides
 from normlab.study import present, run
 from normlab.study.claims import parse_claims
-from normlab.study.ledger import render_ledger
+from normlab.study.pages.ledger_page import render_ledger
 from normlab.study.results import Results
 
 TABLE = {

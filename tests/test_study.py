@@ -7,10 +7,16 @@ import pytest
 import torch
 
 from normlab.study import Results, decide, ledger, paths, run
+from normlab.study.claims import parse_claims
+from normlab.study.key_numbers import DIMENSIONLESS
+from normlab.study.pages.ledger_page import render_ledger
+from normlab.study.results import LedgerError, check_consistent, load_results, verdicts
+
+A1_KEY = {"meaning": "max abs difference, the formula vs F.layer_norm (float64)", "unit": DIMENSIONLESS}
 
 
 def test_claims_file_lists_every_id_once():
-    ids = [c.id for c in ledger.parse_claims()]
+    ids = [c.id for c in parse_claims()]
     assert ids[:30] == [f"A{i}" for i in range(1, 12)] + [f"B{i}" for i in range(1, 20)]
     for prefix in "ABQV":  # each series numbered 1, 2, ... without gaps, in file order
         series = [i for i in ids if i[0] == prefix]
@@ -28,15 +34,37 @@ def test_decide_maps_outcomes_to_verdicts():
 def test_results_reject_unknown_verdict_and_duplicates(tmp_path):
     results = Results("demo", "smoke", tmp_path)
     with pytest.raises(ValueError, match="verdict must be one of"):
-        results.record("A1", "mostly true", "x", {})
-    results.record("A1", "holds", "error 1e-16", {"err": torch.tensor(1e-16)})
+        results.record("A1", "mostly true", "x", {}, **A1_KEY)
+    results.record("A1", "holds", "error 1e-16", {"err": torch.tensor(1e-16)}, **A1_KEY)
     with pytest.raises(ValueError, match="already recorded"):
-        results.record("A1", "holds", "again", {})
+        results.record("A1", "holds", "again", {}, **A1_KEY)
+
+
+@pytest.mark.parametrize(
+    "stated, refusal",
+    [
+        ({"unit": DIMENSIONLESS}, r"claim A1: no sentence says what its key number measures.*KeyNumber"),
+        ({"meaning": "max abs difference"}, r"claim A1: its key number has no unit \(unit=None\).*DIMENSIONLESS"),
+        ({"meaning": "max abs difference", "unit": ""}, r"claim A1: its key number has no unit \(unit=''\)"),
+        ({**A1_KEY, "headline": " "}, r"claim A1: its headline must be a sentence or None"),
+    ],
+)
+def test_results_refuse_a_verdict_whose_key_number_has_no_meaning_or_unit(tmp_path, stated, refusal):
+    results = Results("demo", "smoke", tmp_path)
+    with pytest.raises(ValueError, match=refusal):
+        results.record("A1", "holds", "error 1e-16", {}, key_number=1e-16, **stated)
+    with pytest.raises(ValueError, match=r"claim A1 in demo: the summary must be a sentence.*Finding"):
+        results.record("A1", "holds", "  ", {}, **A1_KEY)
+    assert results.claims == []  # nothing refused was recorded
+    recorded = results.record("A1", "holds", "error 1e-16", {}, key_number=1e-16, **A1_KEY)
+    assert (recorded["meaning"], recorded["unit"], recorded["headline"]) == (A1_KEY["meaning"], "1", None)
 
 
 def test_results_file_follows_the_contract(tmp_path):
     results = Results("demo", "smoke", tmp_path)
-    results.record("B12", "does not hold", "off by a factor d", {"errors": torch.tensor([1.0, math.inf]), "n": 3})
+    results.record(
+        "B12", "does not hold", "off by a factor d", {"errors": torch.tensor([1.0, math.inf]), "n": 3}, **A1_KEY
+    )
     data = json.loads(results.save().read_text())
     for key in ("profile", "hardware", "versions", "git_commit", "started", "finished", "claims"):
         assert key in data
@@ -58,6 +86,8 @@ def _run(notebook_id, verdict, claim="A1", **extra):
             {"id": claim, "verdict": verdict, "summary": f"from {notebook_id}", "evidence": {}, "section": "sec"}
         ],
     }
+    if verdict is not None:  # a verdict states its key number's meaning and unit; evidence alone does not
+        run["claims"][0].update(A1_KEY)
     run["claims"][0].update(extra)
     return run
 
@@ -69,8 +99,8 @@ def _write_runs(folder, runs):
 
 
 def test_ledger_shows_every_claim_once_with_pending_counts_and_parts():
-    claims = ledger.parse_claims()
-    page = ledger.render_ledger(claims, [_run("jacobians", None), _run("geometry", "holds")])
+    claims = parse_claims()
+    page = render_ledger(claims, [_run("jacobians", None), _run("geometry", "holds")])
     main_table = page.split("## Parts measured")[0]
     rows = [line for line in main_table.splitlines() if line[:3] in ("| A", "| B", "| Q", "| V")]
     assert len(rows) == len(claims)
@@ -82,23 +112,23 @@ def test_ledger_shows_every_claim_once_with_pending_counts_and_parts():
 
 
 def test_ledger_refuses_two_verdicts_for_one_claim_naming_both_chapters():
-    claims = ledger.parse_claims()
+    claims = parse_claims()
     with pytest.raises(
-        ledger.LedgerError,
+        LedgerError,
         match=r"A1 has two verdicts: 'geometry' says 'holds' and 'jacobians' "
         r"says 'does not hold'.*record_evidence",
     ):
-        ledger.render_ledger(claims, [_run("jacobians", "does not hold"), _run("geometry", "holds")])
+        render_ledger(claims, [_run("jacobians", "does not hold"), _run("geometry", "holds")])
 
 
 def test_ledger_refuses_unknown_claims_and_verdicts_naming_the_file(tmp_path):
-    claims = ledger.parse_claims()
+    claims = parse_claims()
     _write_runs(tmp_path, [_run("geometry", "holds", claim="Z9")])
-    with pytest.raises(ledger.LedgerError, match=r"geometry.json.*unknown claim 'Z9'.*FORCE=geometry"):
-        ledger.verdicts(claims, ledger.load_results(tmp_path))
+    with pytest.raises(LedgerError, match=r"geometry.json.*unknown claim 'Z9'.*FORCE=geometry"):
+        verdicts(claims, load_results(tmp_path))
     _write_runs(tmp_path, [_run("geometry", "probably")])
-    with pytest.raises(ledger.LedgerError, match=r"geometry.json.*invalid verdict 'probably'.*FORCE=geometry"):
-        ledger.verdicts(claims, ledger.load_results(tmp_path))
+    with pytest.raises(LedgerError, match=r"geometry.json.*invalid verdict 'probably'.*FORCE=geometry"):
+        verdicts(claims, load_results(tmp_path))
 
 
 def test_ledger_names_a_corrupt_or_incomplete_file_and_leaves_pages_unchanged(tmp_path, capsys, monkeypatch):
@@ -110,14 +140,17 @@ def test_ledger_names_a_corrupt_or_incomplete_file_and_leaves_pages_unchanged(tm
 
     good = (results / "geometry.json").read_text()
     (results / "geometry.json").write_text(good[: len(good) // 2])  # truncated mid-write
-    with pytest.raises(
-        ledger.LedgerError, match=r"geometry.json: not valid JSON .*truncated.*make notebooks FORCE=geometry"
-    ):
+    with pytest.raises(LedgerError, match=r"geometry.json: not valid JSON .*truncated.*make notebooks FORCE=geometry"):
         ledger.build(results, pages, executed_dir=tmp_path / "ex")
     broken = json.loads(good)
     del broken["claims"][0]["summary"]
     (results / "geometry.json").write_text(json.dumps(broken))
-    with pytest.raises(ledger.LedgerError, match=r"geometry.json: claim A1 lacks key\(s\) summary.*FORCE=geometry"):
+    with pytest.raises(LedgerError, match=r"geometry.json: claim A1 lacks key\(s\) summary.*FORCE=geometry"):
+        ledger.build(results, pages, executed_dir=tmp_path / "ex")
+    broken = json.loads(good)
+    del broken["claims"][0]["unit"]  # a results file from before verdicts stated their key number's unit
+    (results / "geometry.json").write_text(json.dumps(broken))
+    with pytest.raises(LedgerError, match=r"geometry.json: claim A1's verdict does not say .* unit.*FORCE=geometry"):
         ledger.build(results, pages, executed_dir=tmp_path / "ex")
     broken = json.loads(good)
     del broken["profile"]
@@ -132,25 +165,25 @@ def test_ledger_names_a_corrupt_or_incomplete_file_and_leaves_pages_unchanged(tm
 
 
 def test_ledger_refuses_mixed_profiles_and_commits_unless_allowed(tmp_path):
-    claims = ledger.parse_claims()
+    claims = parse_claims()
     smoke, cpu = _run("geometry", "holds"), _run("jacobians", "holds", claim="B12")
     cpu["profile"] = "cpu"
-    with pytest.raises(ledger.LedgerError, match=r"2 profiles \(cpu, smoke\).*MIXED=1"):
-        ledger.check_consistent([smoke, cpu])
+    with pytest.raises(LedgerError, match=r"2 profiles \(cpu, smoke\).*MIXED=1"):
+        check_consistent([smoke, cpu])
     other = _run("jacobians", "holds", claim="B12")
     other["git_commit"] = "def"
-    with pytest.raises(ledger.LedgerError, match=r"2 commits"):
-        ledger.check_consistent([smoke, other])
+    with pytest.raises(LedgerError, match=r"2 commits"):
+        check_consistent([smoke, other])
     # A chapter the runner re-checked at the current commit (cache hit) counts at that commit.
     other["_checked_commit"] = "abc"
-    assert ledger.check_consistent([smoke, other]) is None
-    warning = ledger.check_consistent([smoke, cpu], allow_mixed=True)
-    page = ledger.render_ledger(claims, [smoke, cpu], warning=warning)
+    assert check_consistent([smoke, other]) is None
+    warning = check_consistent([smoke, cpu], allow_mixed=True)
+    page = render_ledger(claims, [smoke, cpu], warning=warning)
     assert page.index(":::{warning}") < page.index("| ID |") and "mix 2 profiles" in page
 
     results = tmp_path / "results"
     _write_runs(results, [smoke, cpu])
-    with pytest.raises(ledger.LedgerError):
+    with pytest.raises(LedgerError):
         ledger.build(results, tmp_path / "pages", executed_dir=tmp_path / "ex")
     assert not (tmp_path / "pages" / "ledger.md").exists()
     assert ledger.build(results, tmp_path / "pages", executed_dir=tmp_path / "ex", allow_mixed=True)["mixed"]
@@ -177,15 +210,15 @@ def test_fragility_rule_on_hand_made_records(key, threshold, spread, expected):
     assert is_fragile(record) is expected and from_present(record) is expected
     row = next(
         r
-        for r in ledger.render_ledger(ledger.parse_claims(), [_run("geometry", "holds", **record)]).splitlines()
+        for r in render_ledger(parse_claims(), [_run("geometry", "holds", **record)]).splitlines()
         if r.startswith("| A1 |")
     )
     assert f"| {'—' if expected is None else ('**yes**' if expected else 'no')} |" in row
 
 
 def test_ledger_counts_fragile_verdicts_at_the_top():
-    page = ledger.render_ledger(
-        ledger.parse_claims(),
+    page = render_ledger(
+        parse_claims(),
         [
             _run("geometry", "holds", key_number=1.1, threshold=1.0, spread=0.1),
             _run("jacobians", "does not hold", claim="B12", key_number=3.0, threshold=1.0, spread=0.1),
@@ -214,7 +247,7 @@ results_dir = "build/results"
 import os
 from normlab.study import Results, decide
 results = Results("demo", profile, results_dir)
-results.record("A1", decide(2 > 1), "two exceeds one", {"margin": 1.0})
+results.record("A1", decide(2 > 1), "two exceeds one", {"margin": 1.0}, meaning="a demo", unit="1")
 results.save()
 
 # %%
@@ -263,5 +296,5 @@ def test_intro_names_the_committed_gpu_runs_the_speed_chapter_weighs(tmp_path):
 
     (data / "gpu-bench-broken.json").write_text("{")
     _write_runs(results, [_run("speed", "holds", claim="A5")])
-    with pytest.raises(ledger.LedgerError, match=r"gpu-bench-broken.json: not a readable GPU results file"):
+    with pytest.raises(LedgerError, match=r"gpu-bench-broken.json: not a readable GPU results file"):
         ledger.build(results, pages, executed_dir=tmp_path / "ex", data_dir=data)

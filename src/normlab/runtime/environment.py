@@ -57,19 +57,26 @@ def cpu_instruction_set() -> dict:
     }
 
 
-def hardware() -> dict:
+def _machine() -> dict:
+    """The CPU, its cores and the GPU if any: what names a machine."""
     import torch
 
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {"cpu": cpu_model(), "cpu_cores": os.cpu_count(), "gpu": gpu}
+
+
+def hardware() -> dict:
     from normlab.norms.backends import cpp
 
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    return {
-        "cpu": cpu_model(),
-        "cpu_cores": os.cpu_count(),
-        "gpu": gpu,
-        "cpu_instruction_set": cpu_instruction_set(),
-        "cpp_kernel_build": cpp.build_info(),
-    }
+    return {**_machine(), "cpu_instruction_set": cpu_instruction_set(), "cpp_kernel_build": cpp.build_info()}
+
+
+def machine_name(recorded: dict | None = None) -> str:
+    """'AMD EPYC 7B13 (2 cores), NVIDIA H200': a run's machine as the pages and the chapters' sentences name it.
+
+    `recorded` is a results file's `hardware` entry; without it, this machine's."""
+    hw = _machine() if recorded is None else recorded
+    return f"{hw.get('cpu', '?')} ({hw.get('cpu_cores', '?')} cores)" + (f", {hw['gpu']}" if hw.get("gpu") else "")
 
 
 def versions() -> dict:

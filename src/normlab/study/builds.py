@@ -19,15 +19,14 @@ import fnmatch
 import json
 import math
 import subprocess
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from normlab.study import paths
+from normlab.study.key_numbers import format_spread, format_value
 
 # Each file must say what made it: without these the comparison could not say which machine or code it shows.
 PROVENANCE_KEYS = ("notebook", "profile", "hardware", "git_commit", "claims")
-Formatter = Callable[[dict, "float | None"], str]  # (record, value) -> the value in the record's unit
 BAND = 2.0  # a key number moved when |difference| > BAND · √(s₁² + s₂²)
 
 
@@ -292,11 +291,8 @@ class CrossMachine:
             "reproducibility page compares them claim by claim."
         )
 
-    def render(
-        self, key: Formatter = lambda record, value: _plain(value), spread: Formatter | None = None
-    ) -> list[str]:
-        """The reproducibility page's section, as Markdown lines. `key` formats a record's key number in its unit,
-        `spread` a difference or spread of it (`key` when None)."""
+    def render(self) -> list[str]:
+        """The reproducibility page's section, as Markdown lines, each key number in its claim's unit."""
         if not self.comparisons and not self.other_profiles:
             return []
         lines = [
@@ -310,7 +306,7 @@ class CrossMachine:
             "",
         ]
         for comparison in self.comparisons:
-            lines += _render_comparison(comparison, key, spread or key)
+            lines += _render_comparison(comparison)
         profiles = ", ".join(f"`{p}`" for p in sorted({run["profile"] for run in self.runs}))
         for build in self.other_profiles:
             lines += [
@@ -333,15 +329,14 @@ def cross_machine(runs: list[dict], builds: list[CommittedBuild], *, executed_di
     )
 
 
-def _plain(value) -> str:
-    return "—" if value is None else f"{float(value):.4g}"
-
-
 def _signed(text: str, value: float) -> str:
     return text if text.startswith(("-", "−")) or value < 0 else f"+{text}"
 
 
-def _render_comparison(comparison: BuildComparison, key: Formatter, spread_of: Formatter) -> list[str]:
+def _render_comparison(comparison: BuildComparison) -> list[str]:
+    """One committed build against this one. Both key numbers of a claim are written in the unit this build's record
+    states: a committed file from before verdicts carried their unit is read in this build's; a claim only that
+    build judged, in its own unit if it states one, else as a plain number."""
     build, compared = comparison.build, comparison.compared
     same = sum(1 for r in compared if not r.verdict_differs)
     moved = [r.claim_id for r in compared if r.moved]
@@ -369,14 +364,15 @@ def _render_comparison(comparison: BuildComparison, key: Formatter, spread_of: F
     ]
     for row in comparison.rows:
         mine, theirs = row.this or {}, row.theirs or {}
-        record = mine or theirs
+        unit = (mine or theirs).get("unit")
         flag = "code changed" if row.changed else ("⚠" if row.verdict_differs else "") + ("↕" if row.moved else "")
         difference, spread = row.difference, row.spread_of_difference
         lines.append(
-            f"| {row.claim_id} | {row.chapter} | {mine.get('verdict', '—')} | {key(record, mine.get('key_number'))} "
-            f"| {theirs.get('verdict', '—')} | {key(record, theirs.get('key_number'))} "
-            f"| {'—' if difference is None else _signed(spread_of(record, difference), difference)} "
-            f"| {'—' if spread is None else spread_of(record, spread)} "
+            f"| {row.claim_id} | {row.chapter} | {mine.get('verdict', '—')} "
+            f"| {format_value(mine.get('key_number'), unit)} "
+            f"| {theirs.get('verdict', '—')} | {format_value(theirs.get('key_number'), unit)} "
+            f"| {'—' if difference is None else _signed(format_spread(difference, unit), difference)} "
+            f"| {'—' if spread is None else format_spread(spread, unit)} "
             f"| {flag} |"
         )
     return lines + [""]

@@ -2,6 +2,10 @@
 
 Analysis functions return findings; a chapter states the threshold in its prose, passes it to the call, shows
 the finding's sentence, and records it with `finding.record(results, claim_id, section)`.
+
+The finding also says what its key number measures and in which unit (`meaning`, `unit`: see
+`normlab.study.key_numbers`) and, for the claims the opening page leads with, the sentence it opens with
+(`headline`), so that the ledger and the opening page show it without knowing the claim's evidence.
 """
 
 from __future__ import annotations

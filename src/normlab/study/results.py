@@ -1,8 +1,10 @@
-"""The results contract: one JSON file per notebook run.
+"""The results contract: one JSON file per notebook run, written by the chapters and read by the pages.
 
 A notebook builds a `Results`, records one entry per claim it tests with a
 verdict computed from its own measurements, and saves. The ledger is built
-from these files only.
+from these files only: `load_results` reads and checks them, `check_consistent`
+refuses a mixture of profiles or commits, and `verdicts` gives each claim its
+owner's record and the parts other chapters measured.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from normlab.runtime.environment import git_commit, hardware, versions
+from normlab.study import paths
+from normlab.study.claims import Claim
 
 VERDICTS = ("holds", "holds with caveats", "does not hold", "not testable here")
 
@@ -62,6 +66,23 @@ def _to_json(value):
     raise TypeError(f"evidence value of type {type(value).__name__} is not JSON-serialisable: {value!r}")
 
 
+def _check_key_number_stated(claim_id: str, meaning, unit, headline) -> None:
+    """Refuse a verdict whose key number the ledger could not show: it reads meaning and unit from the record."""
+    fix = (
+        "pass them on the chapter's Finding, e.g. `Finding(..., **KeyNumber(meaning, unit).fields())` with "
+        "normlab.study.key_numbers (DIMENSIONLESS for a pure number, SHARE for a fraction shown as a percent, "
+        "FACTOR for a ratio shown as ×)"
+    )
+    if not isinstance(meaning, str) or not meaning.strip():
+        raise ValueError(
+            f"claim {claim_id}: no sentence says what its key number measures (meaning={meaning!r}); {fix}"
+        )
+    if not isinstance(unit, str) or not unit.strip():
+        raise ValueError(f"claim {claim_id}: its key number has no unit (unit={unit!r}); {fix}")
+    if headline is not None and (not isinstance(headline, str) or not headline.strip()):
+        raise ValueError(f"claim {claim_id}: its headline must be a sentence or None, got {headline!r}")
+
+
 class Results:
     def __init__(
         self, notebook: str, profile: str, results_dir: str | Path = "build/results", overrides: dict | None = None
@@ -100,11 +121,15 @@ class Results:
         run). The ledger marks the verdict fragile when the spread could carry
         the key number across the threshold. `rule` says, in one sentence, how
         the verdict follows from the number (and how parts from other chapters
-        were combined).
+        were combined). `meaning` and `unit` say what the key number measures
+        and in which unit (`normlab.study.key_numbers`), so that the ledger can
+        show it without knowing the claim; both are required. `headline` is the
+        opening page's sentence, for the claims it leads with.
         """
         if verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, got {verdict!r}")
         self._check_new(claim_id, summary)
+        _check_key_number_stated(claim_id, meaning, unit, headline)
         for name, value in (("key_number", key_number), ("threshold", threshold), ("spread", spread)):
             if value is not None and not (isinstance(value, numbers.Real) and math.isfinite(float(value))):
                 raise ValueError(f"{name} for {claim_id} must be a finite number or None, got {value!r}")
@@ -149,8 +174,11 @@ class Results:
     def _check_new(self, claim_id: str, summary: str) -> None:
         if any(c["id"] == claim_id for c in self.claims):
             raise ValueError(f"claim {claim_id} is already recorded in {self.notebook}")
-        if not summary or not isinstance(summary, str):
-            raise ValueError("summary must be a non-empty sentence with the key number")
+        if not isinstance(summary, str) or not summary.strip():
+            raise ValueError(
+                f"claim {claim_id} in {self.notebook}: the summary must be a sentence with the key number, "
+                f"got {summary!r}; write it on the chapter's Finding"
+            )
 
     def to_dict(self) -> dict:
         return {
@@ -189,3 +217,165 @@ def load_evidence(notebook: str, claim_id: str, results_dir: str | Path = "build
             f"results file {path} is corrupt ({error}); rebuild it with `make notebooks FORCE={notebook}`"
         ) from None
     return records[0] if records else None
+
+
+# ---- reading: the results files the pages are built from ------------------------------------------------
+
+RUN_KEYS = ("notebook", "profile", "hardware", "versions", "git_commit", "started", "finished", "claims")
+RECORD_KEYS = ("id", "verdict", "summary", "evidence")
+
+
+class LedgerError(ValueError):
+    """A results file the ledger must not publish; the message names the file and the fix."""
+
+
+def fix_for(notebook: str) -> str:
+    """How to rebuild one chapter's results, for the refusals' messages."""
+    return f"rebuild it with `make notebooks FORCE={notebook}` (or `make book FORCE={notebook}`)"
+
+
+def _where(run: dict) -> str:
+    return run.get("_file") or f"the results of {run.get('notebook', '?')}"
+
+
+def read_json_object(path: Path, fix: str) -> dict:
+    """A committed or generated JSON file that must hold one object; every refusal names the file and `fix`."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise LedgerError(
+            f"{path}: not valid JSON ({error.msg} at line {error.lineno}, column {error.colno}); "
+            f"the file is truncated or was edited by hand: {fix}"
+        ) from None
+    except UnicodeDecodeError:
+        raise LedgerError(f"{path}: not UTF-8 text; {fix}") from None
+    if not isinstance(document, dict):
+        raise LedgerError(f"{path}: expected a JSON object, found {type(document).__name__}; {fix}")
+    return document
+
+
+def load_results(results_dir: Path = paths.RESULTS, executed_dir: Path | None = None) -> list[dict]:
+    """Every results file, parsed and checked against the contract's shape.
+
+    Each run gets `_file` (its path, for messages) and, when the runner left a
+    stamp beside the executed notebook, `_checked_commit`: the commit at which
+    the runner last confirmed the chapter's inputs unchanged.
+    """
+    results_dir = Path(results_dir)
+    executed_dir = Path(executed_dir) if executed_dir is not None else results_dir.parent / "executed"
+    runs = []
+    for path in sorted(results_dir.glob("*.json")):
+        name = path.stem
+        run = read_json_object(path, fix_for(name))
+        missing = [key for key in RUN_KEYS if key not in run]
+        if missing:
+            raise LedgerError(f"{path}: missing key(s) {', '.join(missing)}; {fix_for(name)}")
+        if run["notebook"] != name:
+            raise LedgerError(
+                f"{path}: records notebook {run['notebook']!r} but is named after {name!r}; "
+                f"delete it and {fix_for(run['notebook'])}"
+            )
+        if not isinstance(run["claims"], list) or not all(isinstance(c, dict) for c in run["claims"]):
+            raise LedgerError(f"{path}: 'claims' must be a list of records; {fix_for(name)}")
+        for index, record in enumerate(run["claims"]):
+            gaps = [key for key in RECORD_KEYS if key not in record]
+            if gaps:
+                label = record.get("id", f"record {index}")
+                raise LedgerError(f"{path}: claim {label} lacks key(s) {', '.join(gaps)}; {fix_for(name)}")
+            if record["verdict"] is not None and not (record.get("meaning") and record.get("unit")):
+                raise LedgerError(
+                    f"{path}: claim {record['id']}'s verdict does not say what its key number measures or in which "
+                    f"unit (a results file from before verdicts carried them); {fix_for(name)}"
+                )
+        run["_file"] = str(path)
+        stamp = executed_dir / f"{name}.fingerprint"
+        if stamp.exists():
+            try:
+                run["_checked_commit"] = json.loads(stamp.read_text()).get("checked_commit")
+            except (json.JSONDecodeError, AttributeError):
+                pass  # an old plain-text stamp: fall back to the commit the chapter ran at
+        runs.append(run)
+    return runs
+
+
+def checked_commit(run: dict) -> str | None:
+    """The commit a run counts at: where the runner last confirmed its inputs unchanged, else where it ran."""
+    return run.get("_checked_commit") or run.get("git_commit")
+
+
+def check_consistent(runs: list[dict], *, allow_mixed: bool = False) -> str | None:
+    """Refuse results from more than one profile or commit; with allow_mixed, return a warning for the pages.
+
+    A chapter served from the runner's cache counts at the commit where the
+    runner last confirmed its inputs unchanged: its results are then what
+    that commit would produce.
+    """
+    profiles = sorted({run["profile"] for run in runs})
+    commits = sorted({str(checked_commit(run)) for run in runs})
+    if len(profiles) <= 1 and len(commits) <= 1:
+        return None
+    detail = "; ".join(
+        f"{run['notebook']}: profile {run['profile']}, commit {str(checked_commit(run))[:12]}" for run in runs
+    )
+    what = " and ".join(
+        part
+        for part in (
+            f"{len(profiles)} profiles ({', '.join(profiles)})" if len(profiles) > 1 else "",
+            f"{len(commits)} commits" if len(commits) > 1 else "",
+        )
+        if part
+    )
+    if not allow_mixed:
+        raise LedgerError(
+            f"the results in {Path(runs[0]['_file']).parent if runs[0].get('_file') else 'the results folder'} "
+            f"come from {what} ({detail}). Re-run them together with one profile: `make notebooks PROFILE=<profile>` "
+            f"(unchanged chapters are re-checked, not re-run; force one with FORCE=<chapter>), "
+            f"or publish the mixture knowingly with `make book MIXED=1`."
+        )
+    return (
+        f"These results mix {what}: {detail}. "
+        "They were combined on purpose (`--allow-mixed`); numbers from different chapters may not be comparable."
+    )
+
+
+def verdicts(claims: list[Claim], runs: list[dict]) -> dict[str, dict]:
+    """For each claim ID: {'record': the owner's verdict record or None, 'parts': evidence-only records}.
+
+    Exactly one chapter owns each claim. Two verdict records for one ID are
+    refused, naming both chapters; an unknown ID or verdict is refused, naming
+    the file.
+    """
+    from normlab.study.run import run_order
+
+    known = {c.id for c in claims}
+    rank = {name: i for i, name in enumerate(run_order())}
+    table: dict[str, dict] = {c.id: {"record": None, "parts": []} for c in claims}
+    for run in sorted(runs, key=lambda r: (rank.get(r["notebook"], len(rank)), r["notebook"])):
+        for record in run["claims"]:
+            claim_id, verdict = record["id"], record["verdict"]
+            if claim_id not in known:
+                raise LedgerError(
+                    f"{_where(run)}: notebook {run['notebook']} records unknown claim {claim_id!r} "
+                    f"(valid IDs are in data/claims.md); fix the ID in notebooks/{run['notebook']}.py, "
+                    f"then {fix_for(run['notebook'])}"
+                )
+            if verdict is not None and verdict not in VERDICTS:
+                raise LedgerError(
+                    f"{_where(run)}: notebook {run['notebook']} gives {claim_id} an invalid verdict "
+                    f"{verdict!r} (valid: {', '.join(VERDICTS)}); {fix_for(run['notebook'])}"
+                )
+            entry = dict(record, notebook=run["notebook"], profile=run["profile"])
+            slot = table[claim_id]
+            if verdict is None:
+                slot["parts"].append(entry)
+            elif slot["record"] is not None:
+                first = slot["record"]["notebook"]
+                raise LedgerError(
+                    f"claim {claim_id} has two verdicts: {first!r} says {slot['record']['verdict']!r} and "
+                    f"{run['notebook']!r} says {verdict!r} ({_where(run)}). One chapter owns each claim: "
+                    f"the other must record its part with results.record_evidence({claim_id!r}, ...) (no verdict), "
+                    f"and the owner combine the parts by a stated rule; then `make notebooks FORCE={run['notebook']}`."
+                )
+            else:
+                slot["record"] = entry
+    return table

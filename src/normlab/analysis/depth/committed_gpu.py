@@ -3,12 +3,14 @@ and weighed beside this run (`normlab.analysis.shared.gpu_study.weigh`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 
-from normlab.analysis.depth.identity_path import b17_finding, b17_measures
+from normlab.analysis.depth.identity_path import b17_finding, b17_headline, b17_measures
 from normlab.analysis.depth.initialisation import InitStudy
 from normlab.analysis.depth.interlock import ablation_study, b19_finding, interaction_text
-from normlab.analysis.depth.post_ln_decay import b18_finding, b18_measures
+from normlab.analysis.depth.post_ln_decay import b18_finding, b18_headline, b18_measures
 from normlab.analysis.depth.training_at_depth import TrainingStudy, job_outcome
 from normlab.analysis.shared.paired import interval_text
 from normlab.study.findings import Finding
@@ -130,7 +132,7 @@ def depth_claims(
     from normlab.analysis.shared import gpu_study
 
     if not studies:
-        return dict(cpu_findings), gpu_study.none_committed("placement_depth", studies)
+        return with_headlines(cpu_findings), gpu_study.none_committed("placement_depth", studies)
     gpu_findings, notes, sentences = {}, [], []
     study_of = {}
     for experiment in ("placement_depth", "ablation"):
@@ -159,4 +161,10 @@ def depth_claims(
         sides[claim] = (cpu_side, gpu_side, combined[claim])
     parts = [gpu_study.side_by_side(sides)] if sides else []
     parts += [" ".join(notes + sentences)] if notes or sentences else []
-    return combined, "\n\n".join(parts)
+    return with_headlines(combined), "\n\n".join(parts)
+
+
+def with_headlines(findings: dict[str, Finding]) -> dict[str, Finding]:
+    """The findings to record, B17 and B18 with the opening page's sentences written from their final verdicts."""
+    writers = {"B17": b17_headline, "B18": b18_headline}
+    return {claim: replace(f, headline=writers[claim](f)) if claim in writers else f for claim, f in findings.items()}

@@ -11,6 +11,10 @@ from normlab.analysis.depth.training_at_depth import TrainingStudy, final_losses
 from normlab.analysis.shared.paired import interval_text, paired_or_none
 from normlab.study import decide
 from normlab.study.findings import Finding
+from normlab.study.key_numbers import FACTOR, KeyNumber
+from normlab.study.present import significant
+
+B17_KEY = KeyNumber("largest ratio of pre-LN per-block gradient norms at the deepest depth", FACTOR)
 
 
 def b17_measures(init: InitStudy, training: TrainingStudy, settings: dict, margin: float) -> dict:
@@ -118,7 +122,33 @@ def b17_finding(
         key_number=m["pre_spread"],
         threshold=spread_limit,
         spread=m["pre_spread_sd"],
+        **B17_KEY.fields(),
         rule=f"Pre-LN per-block gradient spread ≤ ×{spread_limit:g} and pre-LN trains without warm-up at least as "
         "often as post-LN; caveat when post-LN trains as well, pre-LN's paired loss is not better, or Xiong's "
         "exponents are not seen.",
+    )
+
+
+def _b17_training(evidence: dict) -> str:
+    """The rule's other part, when it is what failed: pre-LN must train without warm-up at least as often."""
+    pre, post = evidence.get("pre_trained_rate_no_warmup"), evidence.get("post_trained_rate_no_warmup")
+    if pre is None or post is None:
+        return ", but the verdict fails on training without warm-up"
+    return f", but without warm-up pre-LN trained in {pre:.0%} of runs and post-LN in {post:.0%}"
+
+
+def b17_headline(b17: Finding) -> str | None:
+    """The opening page's sentence on B17, from the (weighed) finding; None without a key number or threshold."""
+    k, t, e = b17.key_number, b17.threshold, b17.evidence
+    if k is None or t is None:
+        return None
+    depth = f" at depth {e['deepest_init_depth']}" if e.get("deepest_init_depth") else ""
+    slope = e.get("exponent_pre_xiong_init")
+    return (
+        f"In pre-LN at initialisation the per-block gradient norms{depth} stay within {B17_KEY.format(k)} of one "
+        f"another ({'inside' if k <= t else 'beyond'} the limit of {B17_KEY.limit(t)})"
+        + (_b17_training(e) if b17.verdict == "does not hold" and k <= t else "")
+        + "; "
+        + "the essay's 'undamped' rests on Xiong et al. 2020's bound at initialisation, under which the last layer's "
+        "gradient shrinks as 1/√L" + (f" (measured here: L^{significant(slope, 2)})" if slope is not None else "") + "."
     )

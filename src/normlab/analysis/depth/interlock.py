@@ -11,6 +11,9 @@ import pandas as pd
 from normlab.analysis.depth.training_at_depth import TrainingStudy, final_losses, pair_spread
 from normlab.analysis.shared.paired import interval_text, paired_or_none
 from normlab.study.findings import Finding
+from normlab.study.key_numbers import KeyNumber
+
+B19_KEY = KeyNumber("norm × placement interaction in paired final loss", "nats")
 
 SINGLE_SWAPS = ["rms→layer", "swiglu→gelu", "rope→learned", "pre→post"]
 
@@ -136,6 +139,7 @@ def b19_finding(ablation: Ablation, *, depth: int, steps: int, seeds: int, margi
         key_number=interaction["mean_difference"] if interaction else None,
         threshold=margin,
         spread=pair_spread(interaction),
+        **B19_KEY.fields(),
         rule=f"Paired interaction Δ(norm+placement) − Δ(norm) − Δ(placement): beyond ±{margin:g} nats holds with "
         "caveats (one pair of parts tested); inside does not hold; wider: not testable here.",
     )

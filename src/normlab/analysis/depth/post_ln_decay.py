@@ -8,6 +8,9 @@ from normlab.analysis.depth.training_at_depth import TrainingStudy, final_losses
 from normlab.analysis.shared.paired import interval_text, paired_or_none
 from normlab.analysis.shared.parity import equivalence_verdict
 from normlab.study.findings import Finding
+from normlab.study.key_numbers import KeyNumber
+
+B18_KEY = KeyNumber("paired final loss, post-LN RMSNorm − post-LN LayerNorm", "nats")
 
 # B18 has no published measurement to hold ours against.
 B18_UNSOURCED = (
@@ -91,6 +94,27 @@ def b18_finding(
         key_number=pair["mean_difference"] if pair else None,
         threshold=margin,
         spread=pair_spread(pair),
+        **B18_KEY.fields(),
         rule=f"Paired post-LN final loss RMSNorm − LayerNorm: beyond +{margin:g} nats (and worse at init) holds; "
         f"interval inside ±{margin:g} does not hold; wider than the margin: not testable here.",
+    )
+
+
+def b18_headline(b18: Finding) -> str | None:
+    """The opening page's sentence on B18, from the (weighed) finding; None without a key number or threshold."""
+    k, t = b18.key_number, b18.threshold
+    if k is None or t is None:
+        return None
+    spread = "" if b18.spread is None else f" (spread {B18_KEY.format_spread(b18.spread)})"
+    margin = B18_KEY.limit(t)
+    return (
+        f"With the norm on the trunk (post-LN), RMSNorm's paired final loss minus LayerNorm's is {B18_KEY.signed(k)}"
+        f"{spread}"
+        + {
+            "not testable here": f", too uncertain to judge against the margin of ±{margin}; no published "
+            "study compares the two at depth, so this book's measurement is all there is.",
+            "does not hold": f", inside the margin of ±{margin}: RMSNorm's deep-signal decay is no worse.",
+            "holds": f", beyond the margin of ±{margin}: RMSNorm fares worse, as the essay says.",
+            "holds with caveats": f", beyond the margin of ±{margin} in training, but not at initialisation.",
+        }.get(b18.verdict, ".")
     )

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from normlab.analysis.ecosystem.classify import transformers_version
 from normlab.study.findings import Finding
+from normlab.study.key_numbers import SHARE, KeyNumber
 from normlab.study.results import decide
+
+A11_KEY = KeyNumber("named families (of 3) not measured as RMSNorm", "families")
+B1_KEY = KeyNumber("share of the listed families released after 2019 that use RMSNorm", SHARE)
 
 # The families each article names, as model types of the list (data/model_families.csv).
 A11_NAMED = ("llama", "mistral", "gemma")  # LLaMA, Mistral, Gemma
@@ -30,6 +34,7 @@ def a11_named_families(table, table_again) -> Finding:
         key_number=not_rms,
         threshold=0.5,
         spread=float(abs(not_rms - not_rms_again)),
+        **A11_KEY.fields(),
         rule="Holds if none of the three named families measures as anything but RMSNorm (key number: how many do).",
     )
 
@@ -51,7 +56,7 @@ def b1_almost_all(table, table_again, almost_all: float) -> Finding:
     named = "all use RMSNorm" if named_all_rms else "do not all use RMSNorm"
     listed = f"{'but' if short else 'and'} of {len(after)} listed families released after {B1_AFTER_YEAR}"
     others = f": {', '.join(layer_norm_families)} use LayerNorm." if layer_norm_families else "."
-    return Finding(
+    finding = Finding(
         decide(named_all_rms, caveat=short),
         f"The named families (LLaMA, Qwen, Gemma, DeepSeek) {named}, {listed} {'only ' if short else ''}"
         f"{rms_share:.0%} do{others}",
@@ -67,9 +72,27 @@ def b1_almost_all(table, table_again, almost_all: float) -> Finding:
         key_number=rms_share,
         threshold=almost_all,
         spread=share_spread,
+        **B1_KEY.fields(),
         rule=f"Holds if the named families are all RMSNorm and at least {almost_all:.0%} of the listed families released "
         f"after {B1_AFTER_YEAR} are; named families all RMSNorm but a smaller share gives a caveat; a named family that "
         "is not gives 'does not hold'.",
+    )
+    finding.headline = b1_headline(finding)
+    return finding
+
+
+def b1_headline(b1: Finding) -> str | None:
+    """The opening page's sentence on B1; None without a key number or threshold."""
+    k, t = b1.key_number, b1.threshold
+    if k is None or t is None:
+        return None
+    return (
+        f"Of the model families released after 2019 that this book lists, {B1_KEY.format(k)} use RMSNorm, "
+        f"{'short of' if k < t else 'above'} the {B1_KEY.limit(t)} that 'almost all' needs"
+        + {
+            "holds with caveats": ", although the families the essay names all do.",
+            "does not hold": ", and not even all the families the essay names do.",
+        }.get(b1.verdict, ".")
     )
 
 

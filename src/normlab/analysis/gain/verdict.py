@@ -13,7 +13,7 @@ from normlab.analysis.gain.weight_decay import DecaySweep
 from normlab.analysis.shared.paired import interval_text
 from normlab.study import decide
 from normlab.study.findings import Finding
-from normlab.study.ledger import KeyNumber
+from normlab.study.key_numbers import KeyNumber
 
 B15_KEY = KeyNumber("paired final-loss change under strong decay of the gain", "nats")
 

@@ -20,8 +20,12 @@ from normlab.analysis.geometry.articles import (
 from normlab.analysis.geometry.formulas import FormulaCheck
 from normlab.analysis.geometry.settings import short
 from normlab.study.findings import Finding
+from normlab.study.key_numbers import DIMENSIONLESS, KeyNumber
 from normlab.study.present import significant
 from normlab.study.results import decide
+
+Q1_KEY = KeyNumber("RMS below which the ε placement shows in float32 (ε = 1e-6)", DIMENSIONLESS)
+A2_KEY = KeyNumber("max abs difference, ε outside vs PyTorch's ε inside", DIMENSIONLESS)
 
 
 def tokens_with_rms(rms_values, d: int, generator: torch.Generator) -> torch.Tensor:
@@ -240,6 +244,7 @@ def placement_findings(
         key_number=fp32_crossover,
         threshold=visible_rms,
         spread=crossover_spread,
+        **Q1_KEY.fields(),
         rule=f"Holds if torch measures as ε inside and the measured crossovers agree with max(ε/u, √(ε/2u)) within "
         f"{agreement:g}×; a caveat if for ε = {short(eps)} the placements differ in float32 above RMS {visible_rms:g} "
         "(the key number: that crossover RMS).",
@@ -263,6 +268,7 @@ def placement_findings(
         key_number=check.a2_vs_torch,
         threshold=formula_tol,
         spread=check.a2_gap_spread,
+        **A2_KEY.fields(),
         rule="Holds if A2's formula matches an ε-outside RMSNorm to FORMULA_TOL; a caveat if it differs from what "
         "PyTorch computes by more than FORMULA_TOL (the key number).",
     )

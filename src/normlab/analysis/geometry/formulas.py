@@ -21,8 +21,13 @@ from normlab.analysis.geometry.settings import short
 from normlab.norms.modules import RMSNorm
 from normlab.norms.reference import rms_norm_reference
 from normlab.study.findings import Finding
+from normlab.study.key_numbers import DIMENSIONLESS, KeyNumber
 from normlab.study.present import significant
 from normlab.study.results import decide
+
+A1_KEY = KeyNumber("max abs difference, the formula vs F.layer_norm (float64)", DIMENSIONLESS)
+B2_KEY = KeyNumber("max abs difference, the formulas vs PyTorch (float64)", DIMENSIONLESS)
+A3_KEY = KeyNumber("median |per-token mean| of RMSNorm's output", DIMENSIONLESS)
 
 FORMULA_EPS = (1e-6, 1e-5, 1e-2)
 LAYER_NORM_FORMULA = "A1/B2 LayerNorm vs F.layer_norm"
@@ -118,6 +123,7 @@ def a1_layer_norm_formula(check: FormulaCheck, formula_tol: float) -> Finding:
         key_number=error,
         threshold=formula_tol,
         spread=check.spread,
+        **A1_KEY.fields(),
         rule="Holds if the formula as written matches F.layer_norm to FORMULA_TOL (float64) at every ε tried.",
     )
 
@@ -137,6 +143,7 @@ def b2_formulas(check: FormulaCheck, formula_tol: float) -> Finding:
         key_number=worst,
         threshold=formula_tol,
         spread=check.spread,
+        **B2_KEY.fields(),
         rule="Holds if both formulas as written match PyTorch to FORMULA_TOL (float64).",
     )
 
@@ -178,6 +185,7 @@ def a3_no_centring(check: FormulaCheck, formula_tol: float, uncentred: float, re
         key_number=rms_mean,
         threshold=uncentred,
         spread=spread,
+        **A3_KEY.fields(),
         rule="Holds if both RMSNorm modules hold only a gain, F.rms_norm matches a formula without a mean, and the median "
         f"per-token |mean| of its output exceeds {uncentred:g} (not centred).",
     )

@@ -14,8 +14,12 @@ import torch.nn.functional as F
 from normlab.analysis.geometry.articles import max_abs_difference, repeated
 from normlab.norms.reference import layer_norm_reference, rms_norm_reference
 from normlab.study.findings import Finding
+from normlab.study.key_numbers import DIMENSIONLESS, KeyNumber
 from normlab.study.present import significant
 from normlab.study.results import decide
+
+A4_KEY = KeyNumber("LayerNorm's largest output change under shifts (float64, max abs)", DIMENSIONLESS)
+B4_KEY = KeyNumber("RMSNorm's output change under a one-σ shift (max abs, unit-RMS output)", DIMENSIONLESS)
 
 
 def shift_change(norm, x: torch.Tensor, shifts) -> torch.Tensor:
@@ -186,6 +190,7 @@ def invariance_findings(
         key_number=ln_shift_regime_mean,
         threshold=invariance_tol,
         spread=ln_shift_regime_spread,
+        **A4_KEY.fields(),
         rule=f"Holds if, in float64, LayerNorm's output moves by less than INVARIANCE_TOL under shifts up to "
         f"{shift_regime:g}σ (the key number: the change at that shift) and both norms under any scale, while RMSNorm "
         f"moves by more than {shift_sensitive:g} at c = σ; a caveat where float32 or bfloat16 rounding breaks the shift "
@@ -219,6 +224,7 @@ def invariance_findings(
         key_number=rms_shift_at_sigma,
         threshold=shift_sensitive,
         spread=rms_shift_spread,
+        **B4_KEY.fields(),
         rule="Holds if RMSNorm's float64 output moves by less than INVARIANCE_TOL under any scale and by more than "
         f"{shift_sensitive:g} under a shift of one σ (the key number).",
     )

@@ -9,8 +9,11 @@ from normlab.analysis.geometry.articles import repeated
 from normlab.analysis.geometry.settings import short
 from normlab.norms.reference import layer_norm_reference, rms_norm_reference
 from normlab.study.findings import Finding
+from normlab.study.key_numbers import SHARE, KeyNumber
 from normlab.study.present import significant
 from normlab.study.results import decide
+
+B11_KEY = KeyNumber("how much LayerNorm's output shrinks when σ² ≤ ε", SHARE)
 
 
 def mean_dominated_tokens(offset: float, noise: float, tokens: int, d: int, generator: torch.Generator) -> torch.Tensor:
@@ -127,6 +130,7 @@ def b11_eps_on_mean_dominated(
         key_number=ln_effect_small,
         threshold=ln_takes_over,
         spread=ln_effect_spread,
+        **B11_KEY.fields(),
         rule=f"Holds if RMSNorm's ε effect is below {short(rms_negligible)} once mean(x²) ≥ 1, LayerNorm's exceeds "
         f"{ln_takes_over:.0%} when σ² ≤ ε (the key number: its smallest value there) and stays below "
         f"{short(ln_negligible)} when σ² ≥ 1e3·ε, and mean-dominated RMSNorm outputs are > {offset_dominated:.0%} "

@@ -10,7 +10,10 @@ import torch.nn.functional as F
 
 from normlab.norms.modules import LayerNorm, RMSNorm
 from normlab.study.findings import Finding
+from normlab.study.key_numbers import KeyNumber
 from normlab.study.results import decide
+
+A6_KEY = KeyNumber("parameters LayerNorm holds beyond RMSNorm's", "parameters")
 
 
 def parameter_count(module: torch.nn.Module) -> int:
@@ -96,6 +99,7 @@ def a6_parameter_saving(memory: ParameterMemory, negligible_share: float) -> Fin
         key_number=counts["torch.nn.LayerNorm"] - counts["torch.nn.RMSNorm"],
         threshold=0,
         spread=0.0,
+        **A6_KEY.fields(),
         rule="Holds if LayerNorm holds 2d parameters and RMSNorm d (key number: the difference, d; a count does not "
         f"vary between draws); a caveat if the norms are under {negligible_share:.0%} of a d = 768 block's weights or "
         "activation memory is not smaller.",

@@ -13,7 +13,10 @@ from normlab.analysis.jacobians.update_parts import RadialCheck
 from normlab.analysis.jacobians.verdicts import verdict_line
 from normlab.study import decide
 from normlab.study.findings import Finding
+from normlab.study.key_numbers import DIMENSIONLESS, KeyNumber
 from normlab.study.present import significant
+
+B13_KEY = KeyNumber("relative error of the essay's printed ∂ℓ/∂x", DIMENSIONLESS)
 
 
 @dataclass
@@ -72,6 +75,7 @@ def b13_finding(
         key_number=printed,
         threshold=wrong_tol,
         spread=float(formulas.sd[PRINTED_INPUT_GRADIENT]),
+        **B13_KEY.fields(),
         rule="Holds if ∂ℓ/∂g = δ⊙x̂, the exact ∂ℓ/∂x and the uniform-gain scaling match autograd to MACHINE_TOL; a "
         "caveat if the printed ∂ℓ/∂x is off by more than WRONG_TOL (the key number) or raising one channel's gain "
         "does not always raise the gradient.",

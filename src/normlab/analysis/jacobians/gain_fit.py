@@ -20,6 +20,9 @@ from normlab.analysis.jacobians.closed_forms import (
 from normlab.norms.reference import rms_norm_reference
 from normlab.study import decide
 from normlab.study.findings import Finding
+from normlab.study.key_numbers import DIMENSIONLESS, KeyNumber
+
+B14_KEY = KeyNumber("largest |g − Pearson r| over channels", DIMENSIONLESS)
 
 TRUE_SLOPES = (2.0, -1.0, 0.0, 0.5, 3.0, 1.0, 0.0, -2.0)  # per channel; the zeros are channels with no signal
 
@@ -122,6 +125,7 @@ def b14_finding(fit: GainFit, machine_tol: float, fit_tol: float, correlation_to
         key_number=fit.correlation_gap,
         threshold=correlation_tol,
         spread=fit.correlation_gap_sd,
+        **B14_KEY.fields(),
         rule="Holds if the batch gain gradient matches autograd, descent reaches the least-squares slope and "
         "no-signal channels stay within 4 standard errors of 0; a caveat if the learned gain differs from the "
         "Pearson correlation by more than CORRELATION_TOL (the key number).",

@@ -12,7 +12,10 @@ from normlab.analysis.jacobians.against_autograd import LAYER_NORM_FORMS, Formul
 from normlab.analysis.jacobians.closed_forms import autograd_rms_gradients, cosine, null_directions
 from normlab.study import decide
 from normlab.study.findings import Finding
+from normlab.study.key_numbers import DIMENSIONLESS, KeyNumber
 from normlab.study.present import table
+
+B3_KEY = KeyNumber("relative error of J_LN = J_RMS(Px)·P", DIMENSIONLESS)
 
 
 def structure_table(dims, tokens: int, generator: torch.Generator, eps_typical: float) -> pd.DataFrame:
@@ -120,6 +123,7 @@ def b3_finding(
         key_number=layer_norm_error,
         threshold=machine_tol,
         spread=float(formulas.sd[LAYER_NORM_FORMS].max()),
+        **B3_KEY.fields(),
         rule="Holds if the geometry chapter's invariance part and this chapter's Jacobian part both hold; a caveat "
         "if the geometry part found rounding breaking the shift invariance, or is missing.",
     )

@@ -15,7 +15,10 @@ from normlab.analysis.jacobians.null_space import StructureCheck
 from normlab.analysis.jacobians.one_over_r import exact_scaling_error, rms_where_broken
 from normlab.study import decide
 from normlab.study.findings import Finding
+from normlab.study.key_numbers import DIMENSIONLESS, KeyNumber
 from normlab.study.present import table
+
+B12_KEY = KeyNumber("relative error of the essay's printed Jacobian", DIMENSIONLESS)
 
 RADIAL_COLUMNS = ["radial kept", "tangential error", "output change along y"]
 
@@ -89,7 +92,7 @@ def b12_finding(
     `jacobian_gap` is `mean_projection_gap` of the zero-mean heatmap."""
     printed, exact, layer = formulas.printed_jacobian_error, formulas.exact_jacobian_error, formulas.layer_norm_error
     scaling_error, null_kept, worst = exact_scaling_error(scaling), structure.null_kept, radial.worst
-    return Finding(
+    finding = Finding(
         decide(
             exact < machine_tol
             and layer < machine_tol
@@ -127,7 +130,28 @@ def b12_finding(
         key_number=printed,
         threshold=wrong_tol,
         spread=float(formulas.sd[PRINTED_JACOBIAN]),
+        **B12_KEY.fields(),
         rule="Holds if the exact Jacobian (1/r)(I − x̂x̂ᵀ/d), the 1/r law, the removed scale direction and LayerNorm's "
         "extra projection all match autograd to MACHINE_TOL; a caveat if the printed form is off by more than "
         "WRONG_TOL (the key number).",
+    )
+    finding.headline = b12_headline(finding)
+    return finding
+
+
+def b12_headline(b12: Finding) -> str | None:
+    """The opening page's sentence on B12; None without a key number or threshold."""
+    k, t = b12.key_number, b12.threshold
+    if k is None or t is None:
+        return None
+    wrong = k > t
+    return (
+        f"The essay's RMSNorm Jacobian (1/r)(I − x̂x̂ᵀ) is {'off by' if wrong else 'within'} a relative error of "
+        f"{B12_KEY.format(k)} against autograd, {'beyond' if wrong else 'inside'} the {B12_KEY.limit(t)} that marks "
+        "a formula as wrong"
+        + (
+            ": its structure, a projection scaled by 1/r, holds, but the formula as printed does not."
+            if b12.verdict == "holds with caveats" and wrong
+            else "."
+        )
     )

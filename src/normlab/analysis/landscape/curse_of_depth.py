@@ -12,11 +12,11 @@ from normlab.analysis.landscape.method import Landscape, measured, verdict_lead
 from normlab.analysis.landscape.summaries import growth_ratio, later_half_share, non_inferiority
 from normlab.analysis.shared.paired import paired_or_none
 from normlab.study.findings import Finding
-from normlab.study.ledger import KeyNumber
+from normlab.study.key_numbers import DIMENSIONLESS, KeyNumber
 from normlab.study.present import significant
 from normlab.study.results import decide
 
-V4_KEY = KeyNumber("change in the later half's share of the drop-one loss under 1/√l")
+V4_KEY = KeyNumber("change in the later half's share of the drop-one loss under 1/√l", DIMENSIONLESS)
 
 
 def depth_claim(study: Landscape, *, curse_share: float) -> Finding:

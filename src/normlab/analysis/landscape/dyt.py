@@ -20,7 +20,7 @@ from normlab.analysis.shared.paired import interval_text
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.norms.dyt import authors_alpha_init
 from normlab.study.findings import Finding
-from normlab.study.ledger import KeyNumber
+from normlab.study.key_numbers import KeyNumber
 from normlab.study.present import significant
 from normlab.study.results import decide
 

@@ -13,12 +13,12 @@ from normlab.analysis.landscape.method import Landscape, measured, verdict_lead
 from normlab.analysis.landscape.profiles import PLACEMENTS
 from normlab.analysis.landscape.summaries import growth_ratio
 from normlab.study.findings import Finding
-from normlab.study.ledger import KeyNumber
+from normlab.study.key_numbers import FACTOR, KeyNumber
 from normlab.study.present import significant
 from normlab.study.results import decide
 
 OUTPUT_NORMED = ("peri", "post-sublayer")  # the placements that normalise each sublayer's output
-V2_KEY = KeyNumber("hidden-RMS growth relative to pre-LN's, weaker placement", "×")
+V2_KEY = KeyNumber("hidden-RMS growth relative to pre-LN's, weaker placement", FACTOR)
 
 
 def placement_measures(study: Landscape) -> dict:

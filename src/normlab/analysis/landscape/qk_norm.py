@@ -11,7 +11,7 @@ import pandas as pd
 
 from normlab.analysis.landscape.method import Landscape, verdict_lead
 from normlab.study.findings import Finding
-from normlab.study.ledger import KeyNumber
+from normlab.study.key_numbers import KeyNumber
 from normlab.study.present import significant
 from normlab.study.results import decide
 

@@ -3,6 +3,8 @@ rules and weighed beside this run (`normlab.analysis.shared.gpu_study.weigh`).""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from normlab.analysis.quality import loss_parity, step_time
 from normlab.analysis.shared.gpu_study import Side, interval_power, latest_with, none_committed, side_by_side, weigh
 from normlab.study.findings import Finding
@@ -15,10 +17,11 @@ def _quality_runs(outcome: dict) -> dict:
 def quality_claims(studies, a9: Finding, b7: Finding, cpu: dict) -> tuple[Finding, Finding, str]:
     """A9 and B7 weighed: the GPU study's pairs through the quality chapter's `loss_parity`, `a9_finding` and
     `b7_finding` (B7's step-time half stays this run's: the GPU trains K models at once and times them together).
-    `cpu`: margin, visible, backend, timings, speed, resume, parity (this run's), where."""
+    `cpu`: margin, visible, backend, timings, speed, resume, parity (this run's), where. A9 comes back with the
+    opening page's sentence, written from its final verdict."""
     study = latest_with(studies, "quality")
     if study is None:
-        return a9, b7, none_committed("quality", studies)
+        return _headlined(a9), b7, none_committed("quality", studies)
     outcome = study.experiment("quality")
     parity = loss_parity.loss_parity(_quality_runs(outcome), cpu["margin"])
     s = outcome["settings"]
@@ -57,4 +60,8 @@ def quality_claims(studies, a9: Finding, b7: Finding, cpu: dict) -> tuple[Findin
         ),
     }
     combined = {claim: (c, g, weigh(c, g)) for claim, (c, g) in sides.items()}
-    return combined["A9"][2], combined["B7"][2], side_by_side(combined)
+    return _headlined(combined["A9"][2]), combined["B7"][2], side_by_side(combined)
+
+
+def _headlined(a9: Finding) -> Finding:
+    return replace(a9, headline=loss_parity.a9_headline(a9))

@@ -9,6 +9,9 @@ import pandas as pd
 
 from normlab.analysis.shared.paired import interval_text
 from normlab.study.findings import Finding
+from normlab.study.key_numbers import KeyNumber
+
+B16_KEY = KeyNumber("paired loss change when the all-ones dimension is removed", "nats")
 
 
 def write_mean_drift(drift: pd.DataFrame) -> dict:
@@ -144,6 +147,7 @@ def b16_finding(
             "used": m["uses_info"] or real_model_uses_offset(real16),
         },
         **key,
+        **B16_KEY.fields(),
         rule=f"Geometry's extra dimension and a paired loss change beyond ±{margin:g} nats when it is removed: holds; "
         "the dimension without use: holds with caveats; geometry absent: training alone, said so.",
     )

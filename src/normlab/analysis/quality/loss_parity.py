@@ -13,6 +13,9 @@ from normlab.analysis.quality.profiles import NORMS
 from normlab.analysis.shared.paired import interval_text, paired_difference
 from normlab.analysis.shared.parity import equivalence_verdict
 from normlab.study.findings import Finding
+from normlab.study.key_numbers import KeyNumber, within
+
+A9_KEY = KeyNumber("farthest end of the 95% interval of final loss, RMSNorm − LayerNorm", "nats")
 
 
 @dataclass
@@ -116,6 +119,24 @@ def a9_finding(parity: LossParity, margin: float, common: dict, resume: dict, la
         key_number=max(abs(pair["ci_low"]), abs(pair["ci_high"])) if pair else None,
         threshold=margin,
         spread=pair["sd_of_differences"] / math.sqrt(pair["pairs"]) if pair else None,
+        **A9_KEY.fields(),
         rule=f"Holds when the whole 95% interval of the paired final-loss difference lies inside ±{margin:g} nats; "
         "not testable when it is wider than that; does not hold when it lies outside.",
+    )
+
+
+def a9_headline(a9: Finding) -> str | None:
+    """The opening page's sentence on A9, from the (weighed) finding; None without a key number or threshold."""
+    k, t = a9.key_number, a9.threshold
+    if k is None or t is None:
+        return None
+    return (
+        f"Trained in pairs, small GPTs with RMSNorm and with LayerNorm reach validation losses that differ by at most "
+        f"{A9_KEY.format(k)} (the paired 95% interval), {'inside' if within(k, t) else 'beyond'} the margin of "
+        f"±{A9_KEY.limit(t)} for no difference"
+        + {
+            "holds": ": equal quality, as article A says.",
+            "not testable here": ": too few pairs in this build to call them equal or different.",
+            "does not hold": ": their quality differs.",
+        }.get(a9.verdict, ".")
     )

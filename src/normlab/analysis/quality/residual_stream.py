@@ -13,6 +13,9 @@ from normlab.analysis.shared.paired import interval_text, paired_difference
 from normlab.analysis.shared.stream import deepest_value, mean_projection_effect, stream_report
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.study.findings import Finding
+from normlab.study.key_numbers import SHARE, KeyNumber
+
+B5_KEY = KeyNumber("share of the residual stream's energy in the common offset, last block", SHARE)
 
 
 @dataclass
@@ -166,6 +169,7 @@ def b5_finding(
         key_number=m["offset_last"],
         threshold=offset_large,
         spread=m["offset_sd"],
+        **B5_KEY.fields(),
         rule=f"(b) common-offset share ≥ {offset_large:g} and above the embeddings, the all-ones component carrying "
         f"no information (paired loss change inside ±{margin:g} nats), and a deep real model agreeing; shallow models "
         "alone: with caveats.",

@@ -15,9 +15,9 @@ from normlab.gpt.model import GPTConfig
 from normlab.gpt.train import compare_step_times
 from normlab.study import decide
 from normlab.study.findings import Finding
-from normlab.study.ledger import KeyNumber
+from normlab.study.key_numbers import DIMENSIONLESS, KeyNumber
 
-B7_KEY = KeyNumber("ratio of step times, RMSNorm / LayerNorm")
+B7_KEY = KeyNumber("ratio of step times, RMSNorm / LayerNorm", DIMENSIONLESS)
 
 
 def step_times(settings: dict, corpus, device: str) -> tuple[pd.DataFrame, dict]:

@@ -17,7 +17,7 @@ from normlab.analysis.realmodels.massive import MassiveAblationResult
 from normlab.analysis.realmodels.stream import StreamSummary
 from normlab.analysis.shared.paired import interval_text
 from normlab.study.findings import Finding
-from normlab.study.ledger import KeyNumber
+from normlab.study.key_numbers import KeyNumber
 from normlab.study.present import significant
 
 Q4_KEY = KeyNumber("SmolLM2-135M's loss change, every RMSNorm → LayerNorm", "nats")

@@ -19,9 +19,13 @@ from normlab.analysis.realmodels.load import SmolLM2Run, corpus_chunks
 from normlab.analysis.realmodels.timing import ablation_share, hooked_norm_share, summarise_times, time_variants
 from normlab.analysis.realmodels.variants import variant_modules
 from normlab.norms.huggingface import find_norms
+from normlab.runtime.environment import machine_name
 from normlab.runtime.progress import terminal_progress
 from normlab.study.findings import Finding
+from normlab.study.key_numbers import SHARE, KeyNumber
 from normlab.study.present import table
+
+Q5_KEY = KeyNumber("norms' share of SmolLM2-135M's prefill time", SHARE)
 
 GPU_COMMAND = "python -m normlab.study.run --profile gpu realmodels"
 BASELINE = "transformers (as loaded)"
@@ -217,6 +221,23 @@ def q5_finding(result: TimingResult, threshold: float, provenance: dict) -> Find
         threshold=threshold,
         spread=statistics.stdev(primary["prefill"]) if len(primary["prefill"]) > 1 else 0.0,
         rule=rule,
+        **Q5_KEY.fields(),
+    )
+
+
+def q5_headline(q5: Finding) -> str | None:
+    """The opening page's sentence on Q5; None without a key number or threshold."""
+    k, t = q5.key_number, q5.threshold
+    if k is None or t is None:
+        return None
+    return (
+        f"The norms take {Q5_KEY.format(k)} of SmolLM2-135M's prefill time on this build's {machine_name()}, "
+        f"{'below' if k < t else 'above'} the {Q5_KEY.limit(t)} low end of the papers' whole-model savings"
+        + {
+            "holds": ", in decoding too.",
+            "holds with caveats": ", but not in decoding as well.",
+            "does not hold": ": too small a share for the choice of norm to show end to end.",
+        }.get(q5.verdict, ".")
     )
 
 

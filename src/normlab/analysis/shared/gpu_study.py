@@ -36,7 +36,7 @@ from pathlib import Path
 
 from normlab.study import paths
 from normlab.study.findings import Finding
-from normlab.study.ledger import LedgerError, read_json_object
+from normlab.study.results import LedgerError, read_json_object
 
 SCHEMA = "normlab.gpu-study/1"
 PROFILES = ("gpu", "tiny")  # tiny: the entry point's CPU test size, accepted so that tests can feed it through
@@ -272,7 +272,8 @@ def weigh(cpu: Side, gpu: Side | None) -> Finding:
         (decided.rule or "") + " Runs: the run whose interval is narrower relative to the margin decides (the GPU "
         "study on a tie); its 'holds' becomes 'holds with caveats' where the other run's own verdict is 'does not hold'."
     ).strip()
-    return replace(decided, verdict=verdict, summary=text, evidence=evidence, rule=rule)
+    # one side's headline does not tell the combined verdict: the chapter writes it from this finding
+    return replace(decided, verdict=verdict, summary=text, evidence=evidence, rule=rule, headline=None)
 
 
 def _cell(value) -> str:

@@ -7,14 +7,18 @@ hardware by the same rule, and `weigh` makes one verdict of them: the GPU's
 decides where it could test the claim; a "holds" there becomes "holds with
 caveats" if another hardware's own verdict is "does not hold". The summary
 names the hardware behind every number. With no GPU run, the CPU decides alone.
+`deciding_machine` and `machines_span` say the same in the opening page's sentences.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from normlab.bench.provenance import Measured
+from normlab.runtime.environment import machine_name
 from normlab.study.findings import Finding
+from normlab.study.key_numbers import KeyNumber
 
 
 def as_measured(source) -> Measured:
@@ -114,4 +118,23 @@ def weigh(parts: list[tuple[Measured, Finding]]) -> Finding:
         threshold=decided.threshold,
         spread=decided.spread,
         rule=rule,
+        **KeyNumber.of(decided).fields(),
     )
+
+
+def deciding_machine(finding: Finding) -> str:
+    """The machine whose run decided a weighed verdict, for a sentence: 'the NVIDIA H200', else this build's machine."""
+    decided = finding.evidence.get("decided_on")
+    if decided:
+        return "the " + re.sub(r"\s*\[.*\]$", "", str(decided))
+    return f"this build's {machine_name()}"
+
+
+def machines_span(finding: Finding) -> str:
+    """'0.093%–5.9% across the 3 runs weighed; ' from the key numbers of each hardware weighed, or '' for fewer than 2."""
+    per_hardware = finding.evidence.get("by_hardware") or {}
+    keys = [float(part["key_number"]) for part in per_hardware.values() if part.get("key_number") is not None]
+    if len(keys) < 2:
+        return ""
+    key = KeyNumber.of(finding)
+    return f"{key.format(min(keys))}–{key.format(max(keys))} across the {len(keys)} runs weighed; "

@@ -7,13 +7,17 @@ import math
 import pandas as pd
 
 from normlab.analysis.speed.arithmetic import fused_pairs, fusion
-from normlab.analysis.speed.hardware import sources, weigh
+from normlab.analysis.speed.hardware import deciding_machine, machines_span, sources, weigh
 from normlab.analysis.speed.passes import composite_census
 from normlab.analysis.speed.ratio import describe_ranges, pct, saving_ranges, training_ratios
 from normlab.analysis.speed.runs import unstable_cases
 from normlab.bench import report
 from normlab.study import decide
 from normlab.study.findings import Finding, finite_or_none
+from normlab.study.key_numbers import SHARE, KeyNumber, within
+
+A10_KEY = KeyNumber("best implementation's share of copy bandwidth, training batch", SHARE)
+Q2_KEY = KeyNumber("|median share of LayerNorm's time RMSNorm saves|, both fused", SHARE)
 
 
 def _a10(df: pd.DataFrame, memory_bound: float) -> Finding:
@@ -65,6 +69,7 @@ def _a10(df: pd.DataFrame, memory_bound: float) -> Finding:
             "not testable here",
             "No stable training-batch forward case was timed in this run.",
             {"unstable_cases": unstable_cases(df)},
+            **A10_KEY.fields(),
         )
     return Finding(
         decide(bound, caveat=not small_bound),
@@ -88,6 +93,7 @@ def _a10(df: pd.DataFrame, memory_bound: float) -> Finding:
         spread=finite_or_none(best_sd),
         rule="Holds if the best implementation reaches MEMORY_BOUND of copy bandwidth at the training batch; a caveat if "
         "small batches fall below it (latency bound).",
+        **A10_KEY.fields(),
     )
 
 
@@ -101,6 +107,7 @@ def _q2(df: pd.DataFrame, equal_time: float, one_op=None, memory_bound=None) -> 
             "not testable here",
             "No implementation ran both norms fused in this run; the triton/compile backends would test it.",
             {"per_implementation": saving_ranges(ratios)},
+            **Q2_KEY.fields(),
         )
     median = float(fused["saving"].median())  # median: robust to one stalled point on a shared CPU
     spread = float(fused["saving_sd"].median())
@@ -122,12 +129,32 @@ def _q2(df: pd.DataFrame, equal_time: float, one_op=None, memory_bound=None) -> 
         threshold=equal_time,
         spread=spread,
         rule="Holds (fusion leaves no advantage worth the name) if |median fused saving| is below EQUAL_TIME.",
+        **Q2_KEY.fields(),
     )
 
 
 def q2(df, equal_time: float, *, memory_bound: float | None = None, gpu=None) -> Finding:
-    """Q2 on each hardware (see `_q2`), weighed."""
-    return weigh([(m, _q2(m.frame, equal_time, **fusion(m, memory_bound))) for m in sources(df, gpu)])
+    """Q2 on each hardware (see `_q2`), weighed, with the opening page's sentence."""
+    finding = weigh([(m, _q2(m.frame, equal_time, **fusion(m, memory_bound))) for m in sources(df, gpu)])
+    finding.headline = q2_headline(finding)
+    return finding
+
+
+def q2_headline(q2: Finding) -> str | None:
+    """The opening page's sentence on Q2; None without a key number or threshold."""
+    k, t = q2.key_number, q2.threshold
+    if k is None or t is None:
+        return None
+    span = machines_span(q2)
+    return (
+        f"Once both norms are fused, RMSNorm and LayerNorm differ by {Q2_KEY.format(k)} of LayerNorm's time on "
+        f"{deciding_machine(q2)} (a median{'; ' + span.rstrip('; ') if span else ''}), "
+        f"{'under' if within(k, t) else 'over'} the {Q2_KEY.limit(t)} this book counts as an advantage"
+        + {
+            "holds": ": not the 10–50% that article A quotes.",
+            "does not hold": ": fusion leaves RMSNorm a real advantage.",
+        }.get(q2.verdict, ".")
+    )
 
 
 def a10(df, memory_bound: float, *, gpu=None) -> Finding:

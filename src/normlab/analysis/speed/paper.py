@@ -13,6 +13,7 @@ from normlab.analysis.speed.hardware import sources, where
 from normlab.analysis.speed.ratio import describe_ranges, pct, saving_ranges, training_ratios
 from normlab.study import decide
 from normlab.study.findings import Finding, finite_or_none
+from normlab.study.key_numbers import SHARE, KeyNumber
 
 # Zhang & Sennrich (2019), "Root Mean Square Layer Normalization", NeurIPS 32,
 # arXiv:1910.07467. The abstract's range (checked against the abstract's text):
@@ -20,6 +21,8 @@ from normlab.study.findings import Finding, finite_or_none
 PAPER_SAVING_RANGE = (0.07, 0.64)
 ARTICLE_A8_RANGE = (0.10, 0.50)  # article A: "according to the original paper, 10% to 50% faster"
 ARTICLE_B6_RANGE = (0.07, 0.64)  # article B: "about 7%~64%"
+A8_KEY = KeyNumber("share of the paper's RMSNorm rows within 10–50% as speed-ups", SHARE)
+B6_KEY = KeyNumber("top of RMSNorm's own rows in the paper, share of time saved", SHARE)
 
 
 @dataclass(frozen=True)
@@ -226,6 +229,7 @@ def a8_b6(df, model_level: dict | None = None, *, gpu=None) -> tuple[Finding, Fi
         rule="Citation: at least half the paper's RMSNorm rows within 10-50% as speed-ups; 'holds' also needs every "
         "measured speed-up (this run's, and the GPU run's where one is weighed) within 10-50%. The paper rows are "
         "fixed numbers, so their spread is 0.",
+        **A8_KEY.fields(),
     )
     rms_top = max(savings)
     b6 = Finding(
@@ -239,6 +243,7 @@ def a8_b6(df, model_level: dict | None = None, *, gpu=None) -> tuple[Finding, Fi
         spread=0.0,
         rule="The range's bottom must match an RMSNorm row (7% vs 6.9%); a top reached only by pRMSNorm gives a caveat. "
         "Model-level measurements (quality, realmodels) are reported beside it.",
+        **B6_KEY.fields(),
     )
     return a8, b6
 

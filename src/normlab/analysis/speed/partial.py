@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-from normlab.analysis.speed.hardware import sources, weigh
+from normlab.analysis.speed.hardware import deciding_machine, sources, weigh
 from normlab.analysis.speed.ratio import pct
 from normlab.analysis.speed.runs import unstable_cases
 from normlab.bench import report
 from normlab.study import decide
 from normlab.study.findings import Finding
+from normlab.study.key_numbers import SHARE, KeyNumber
+
+Q3_KEY = KeyNumber("best share of full RMSNorm's time pRMSNorm saves", SHARE)
 
 
 def _q3(df: pd.DataFrame, worth_it: float, estimate_error: float) -> Finding:
@@ -33,6 +36,7 @@ def _q3(df: pd.DataFrame, worth_it: float, estimate_error: float) -> Finding:
             "not testable here",
             "No implementation with partial RMS was timed stably in this run.",
             {"unstable_cases": unstable_cases(df)},
+            **Q3_KEY.fields(),
         )
     share = sum(s >= worth_it for s in savings.values()) / len(savings)
     best = max(savings, key=savings.get)
@@ -53,12 +57,32 @@ def _q3(df: pd.DataFrame, worth_it: float, estimate_error: float) -> Finding:
         spread=spreads.get(best),
         rule="Holds if every implementation with partial RMS saves at least WORTH_IT; some but not all gives a caveat. "
         "Key number: the best implementation's saving.",
+        **Q3_KEY.fields(),
     )
 
 
 def q3(df, worth_it: float, estimate_error: float, *, gpu=None) -> Finding:
-    """Q3 on each hardware (see `_q3`), weighed."""
-    return weigh([(m, _q3(m.frame, worth_it, estimate_error)) for m in sources(df, gpu)])
+    """Q3 on each hardware (see `_q3`), weighed, with the opening page's sentence."""
+    finding = weigh([(m, _q3(m.frame, worth_it, estimate_error)) for m in sources(df, gpu)])
+    finding.headline = q3_headline(finding)
+    return finding
+
+
+def q3_headline(q3: Finding) -> str | None:
+    """The opening page's sentence on Q3; None without a key number or threshold."""
+    k, t = q3.key_number, q3.threshold
+    if k is None or t is None:
+        return None
+    return (
+        f"Partial RMSNorm, which estimates the RMS from a prefix of each row, saves at best {Q3_KEY.format(k)} of full "
+        f"RMSNorm's time on {deciding_machine(q3)}, {'short of' if k < t else 'above'} the {Q3_KEY.limit(t)} worth "
+        "having"
+        + {
+            "holds": ", in every implementation that has it.",
+            "holds with caveats": ", but not in every implementation that has it.",
+            "does not hold": ": it does not save time.",
+        }.get(q3.verdict, ".")
+    )
 
 
 def partial_rms_estimate_error(d: int, partial: float, rows: int = 512, seed: int = 0) -> float:

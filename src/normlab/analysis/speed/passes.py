@@ -12,6 +12,10 @@ from normlab.analysis.speed.hardware import sources, weigh
 from normlab.bench import report
 from normlab.study import decide
 from normlab.study.findings import Finding, finite_or_none
+from normlab.study.key_numbers import KeyNumber
+
+PASS_GAP_KEY = KeyNumber("effective passes over memory, best LayerNorm − best RMSNorm", "passes")  # A7 and B8
+B9_KEY = KeyNumber("|passes, Welford LayerNorm − chunked RMSNorm| (untimed: LayerNorm's extra reductions)", "passes")
 
 
 def best_passes(
@@ -111,10 +115,11 @@ def _a7_b8(df: pd.DataFrame, extra_pass: float, chunked_df: pd.DataFrame | None 
         spread=finite_or_none(gap_sd),
         rule="Holds if the best LN makes at least EXTRA_PASS more effective passes than the best RMS, with rows on "
         "chip and with chunked rows; one of the two gives a caveat.",
+        **PASS_GAP_KEY.fields(),
     )
     if verdict == "not testable here":
         text = "Every training-batch forward case of one of the norms was unstable in this run, so no pass count can be compared."
-        return Finding(verdict, text, evidence), Finding(verdict, text, evidence)
+        return tuple(Finding(verdict, text, evidence, **PASS_GAP_KEY.fields()) for _claim in ("A7", "B8"))
     a7 = Finding(verdict, f"At the training batch {gap_text}, {persistent_text}; {chunk_text}.", evidence, **common)
     b8 = Finding(
         verdict,
@@ -158,6 +163,7 @@ def _b9(df: pd.DataFrame, welford_equal: float, chunked_df: pd.DataFrame | None 
         rule="Holds if the traces show 2 reductions for LN and 1 for RMS and (when timed) Welford's passes are within "
         "WELFORD_EQUAL of RMS's; untimed Welford gives a caveat. Key number: reductions LN − RMS (untimed) or the "
         "Welford−RMS pass gap (timed).",
+        **B9_KEY.fields(),
     )
 
 

@@ -10,8 +10,10 @@ from normlab.analysis.speed.runs import unstable_cases
 from normlab.bench import report
 from normlab.study import decide
 from normlab.study.findings import Finding
+from normlab.study.key_numbers import SHARE, KeyNumber
 
 FEW_PERCENT = (0.01, 0.10)  # article B's "a few percent" (B10), read as 1%-10%
+B10_KEY = KeyNumber("median share of LayerNorm's latency RMSNorm saves at 1–16 rows", SHARE)
 
 
 def small_batch_ratios(df: pd.DataFrame) -> pd.DataFrame:
@@ -32,6 +34,7 @@ def _b10(df: pd.DataFrame) -> Finding:
             "not testable here",
             "No small-batch case was timed stably in this run; the small-batch study times it.",
             {"unstable_cases": unstable_cases(df)},
+            **B10_KEY.fields(),
         )
     ranges = saving_ranges(ratios)
     median = float(ratios["saving"].median())
@@ -56,6 +59,7 @@ def _b10(df: pd.DataFrame) -> Finding:
         spread=spread,
         rule="Holds if the median small-batch saving over stable points lies in 1%-10%; a caveat if some implementation's "
         "median lies outside. Threshold shown: the nearer edge of 1%-10%.",
+        **B10_KEY.fields(),
     )
 
 

@@ -1,0 +1,108 @@
+"""The opening page's sentences, each written by the chapter that decides its claim, on hand-made findings.
+
+Each chapter writes its headline from the finding it records (key number, threshold, verdict, and for some the
+evidence it measured), in the key number's unit; the opening page only prints it (tests/test_opening_page.py).
+"""
+
+import pytest
+
+from normlab.analysis.depth.identity_path import B17_KEY, b17_headline
+from normlab.analysis.depth.post_ln_decay import B18_KEY, b18_headline
+from normlab.analysis.ecosystem.verdicts import B1_KEY, b1_headline
+from normlab.analysis.jacobians.update_parts import B12_KEY, b12_headline
+from normlab.analysis.quality.loss_parity import A9_KEY, a9_headline
+from normlab.analysis.realmodels.forward_time import Q5_KEY, q5_headline
+from normlab.analysis.speed.memory_bound import Q2_KEY, q2_headline
+from normlab.analysis.speed.partial import Q3_KEY, q3_headline
+from normlab.runtime.environment import machine_name
+from normlab.study.findings import Finding
+from normlab.study.results import VERDICTS
+
+WRITERS = {
+    "Q2": (Q2_KEY, q2_headline),
+    "Q3": (Q3_KEY, q3_headline),
+    "A9": (A9_KEY, a9_headline),
+    "Q5": (Q5_KEY, q5_headline),
+    "B1": (B1_KEY, b1_headline),
+    "B12": (B12_KEY, b12_headline),
+    "B17": (B17_KEY, b17_headline),
+    "B18": (B18_KEY, b18_headline),
+}
+
+
+def finding(claim_id, verdict, key, threshold, spread=None, **evidence):
+    return Finding(verdict, "A summary.", evidence, key, threshold, spread, **WRITERS[claim_id][0].fields())
+
+
+def fused_q2(key, verdict):
+    by_hardware = {
+        "Test CPU (2 cores)": {"key_number": 0.001, "source": "this run"},
+        "NVIDIA H200 [gpu-bench.json]": {"key_number": key, "source": "gpu-bench.json"},
+    }
+    return finding("Q2", verdict, key, 0.1, 0.02, decided_on="NVIDIA H200 [gpu-bench.json]", by_hardware=by_hardware)
+
+
+@pytest.mark.parametrize("verdict", VERDICTS)
+@pytest.mark.parametrize("claim_id", list(WRITERS))
+def test_every_headline_states_its_number_and_threshold_in_their_unit_for_any_verdict(claim_id, verdict):
+    key, write = WRITERS[claim_id]
+    for number, threshold in ((0.75, 0.5), (0.25, 0.5)):
+        sentence = write(finding(claim_id, verdict, number, threshold, 0.01))
+        assert key.format(number) in sentence and key.limit(threshold) in sentence
+        assert sentence.endswith(".") and "  " not in sentence
+    assert write(finding(claim_id, verdict, None, 0.5)) is None  # nothing measured: no sentence
+    assert write(finding(claim_id, verdict, 0.5, None)) is None
+
+
+def test_q2_names_the_deciding_machine_and_the_span_of_the_runs_weighed():
+    q2 = q2_headline(fused_q2(0.059, "holds"))
+    assert "differ by 5.9% of LayerNorm's time on the NVIDIA H200" in q2
+    assert "on the NVIDIA H200 (a median; 0.10%–5.9% across the 2 runs weighed)" in q2  # smallest to largest
+    assert q2.endswith("under the 10% this book counts as an advantage: not the 10–50% that article A quotes.")
+    q2 = q2_headline(fused_q2(0.15, "does not hold"))
+    assert "differ by 15% of LayerNorm's time" in q2 and "over the 10%" in q2 and "real advantage" in q2
+
+
+def test_without_a_deciding_gpu_run_the_sentence_names_this_build_s_machine():
+    alone = q3_headline(finding("Q3", "does not hold", 0.02, 0.05))
+    assert f"saves at best 2.0% of full RMSNorm's time on this build's {machine_name()}, short of the 5%" in alone
+    q5 = q5_headline(finding("Q5", "does not hold", 0.03, 0.07, 0.004))
+    assert f"take 3.0% of SmolLM2-135M's prefill time on this build's {machine_name()}, below the 7%" in q5
+
+
+def test_sentences_in_nats():
+    a9 = a9_headline(finding("A9", "not testable here", 0.0257, 0.02, 0.007))
+    assert "differ by at most 0.0257 nats" in a9 and "beyond the margin of ±0.02 nats" in a9
+    assert "too few pairs" in a9
+
+
+def test_the_comparison_word_follows_the_numbers_not_the_verdict():
+    below = b1_headline(finding("B1", "holds with caveats", 0.55, 0.9, 0.0))
+    above = b1_headline(finding("B1", "holds", 0.95, 0.9, 0.0))
+    assert "55% use RMSNorm, short of the 90%" in below and "although the families the essay names all do" in below
+    assert "95% use RMSNorm, above the 90%" in above and "although" not in above
+
+
+def test_b17_and_b18_sentences_say_what_their_verdicts_rest_on():
+    b17 = b17_headline(
+        finding("B17", "holds with caveats", 4.33, 10.0, 0.37, deepest_init_depth=32, exponent_pre_xiong_init=-0.47)
+    )
+    assert "at depth 32 stay within ×4.33 of one another (inside the limit of ×10); the essay's 'undamped'" in b17
+    assert "shrinks as 1/√L (measured here: L^-0.47)" in b17 and "2020's bound at initialisation" in b17
+    beyond = b17_headline(finding("B17", "does not hold", 12.0, 10.0, 0.3))
+    assert "(beyond the limit of ×10); the essay's" in beyond and "warm-up" not in beyond
+    rates = dict(pre_trained_rate_no_warmup=0.0, post_trained_rate_no_warmup=0.5)
+    untrained = b17_headline(finding("B17", "does not hold", 1.25, 10.0, 0.1, **rates))
+    assert (
+        "(inside the limit of ×10), but without warm-up pre-LN trained in 0% of runs and post-LN in 50%;" in untrained
+    )
+    b18 = b18_headline(finding("B18", "not testable here", -0.0136, 0.02, 0.044))
+    assert "minus LayerNorm's is -0.0136 nats (spread 0.0440 nats)" in b18 and "no published study" in b18
+
+
+def test_b12_keeps_the_structure_apart_from_the_printed_formula():
+    wrong = b12_headline(finding("B12", "holds with caveats", 1.0, 0.1))
+    assert "is off by a relative error of 1 against autograd, beyond the 0.1" in wrong
+    assert wrong.endswith("holds, but the formula as printed does not.")
+    right = b12_headline(finding("B12", "holds", 1e-15, 0.1))
+    assert "is within a relative error of 1.00e-15" in right and right.endswith("marks a formula as wrong.")
