@@ -49,6 +49,7 @@ from normlab.analysis.landscape.profiles import (
 from normlab.analysis.landscape.qk_norm import QK_COMPARED, final_logits, qk_claim
 from normlab.analysis.landscape.runs import landscape_jobs, run_jobs
 from normlab.gpt.train import TrainConfig
+from normlab.study.key_numbers import DIMENSIONLESS
 
 matplotlib.use("Agg")
 
@@ -483,7 +484,10 @@ def test_usable_ranges_are_judged_within_the_compared_variants():
 def test_depth_claim_reads_the_later_half_share():
     held = v4([0.9, 0.05, 0.03, 0.02], [0.5, 0.2, 0.15, 0.15])
     assert held.verdict == "holds" and held.threshold == 0.0
-    assert (held.meaning, held.unit) == ("change in the later half's share of the drop-one loss under 1/√l", "")
+    assert (held.meaning, held.unit) == (
+        "change in the later half's share of the drop-one loss under 1/√l",
+        DIMENSIONLESS,
+    )
     assert held.key_number > 0
     assert "(curse threshold 0.35)" in held.summary
     assert "The curse shows at this scale (later half at or below 35%)" in depth_paragraph(held, curse_share=0.35)

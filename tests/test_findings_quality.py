@@ -6,6 +6,8 @@ import matplotlib
 import pandas as pd
 import pytest
 
+from normlab.study.key_numbers import DIMENSIONLESS
+
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
@@ -119,7 +121,7 @@ def test_b7_paragraph_shows_the_verdict_and_numbers_its_finding_records():
     text = step_time.b7_paragraph(b7, repeats=slow["repeats"], device="cpu")
     assert text.startswith("**B7 verdict: holds with caveats.**") and b7.verdict == "holds with caveats"
     assert "0.990× LayerNorm's (spread 0.010, 3 rounds) with backend `auto` on cpu: not visibly shorter" in text
-    assert (b7.meaning, b7.unit) == ("ratio of step times, RMSNorm / LayerNorm", "")
+    assert (b7.meaning, b7.unit) == ("ratio of step times, RMSNorm / LayerNorm", DIMENSIONLESS)
 
 
 def test_b7_finding_turns_on_the_step_time_ratio():

@@ -215,7 +215,8 @@ PAGE_BUILDERS = [
 # Fields of the results contract itself (normlab.study.results, Finding), and of each claim's slot in the reader's
 # `verdicts` table (its record and its parts): the pages read these by name.
 CONTRACT_FIELDS = {
-    *("notebook", "profile", "hardware", "versions", "git_commit", "started", "finished", "claims"),
+    *("notebook", "profile", "hardware", "versions", "git_commit", "started", "finished", "claims", "overrides"),
+    *("python", "torch", "triton"),  # the contract's `versions`
     *("id", "verdict", "summary", "evidence", "section", "key_number", "threshold", "spread", "rule"),
     *("meaning", "unit", "headline"),
     *("record", "parts"),
