@@ -58,6 +58,7 @@ from normlab.analysis.shared.runs import training_devices
 from normlab.gpt.corpus import load_corpus
 from normlab.study import Results
 from normlab.study.present import claims_box, table, verdict_table
+from normlab.study.prose import percent, state
 
 # %% tags=["remove-cell"]
 warnings.filterwarnings("ignore", category=UserWarning, module="seaborn")
@@ -79,6 +80,8 @@ ANGLE_TOLERANCE = 1e-9  # radians between Li & Arora's two runs
 MARGIN = 0.02  # nats per byte for the paired decay sweep; reason in the text
 SLOPE_TOLERANCE = 0.05  # on the QK-norm law's slopes (-1 for the gradient, -2 for the angular update)
 INVARIANCE_TOLERANCE = 1e-10  # float64 |Δ logit| and paired |Δ loss| that count as "unchanged"
+state(forward_change=percent(FORWARD_CHANGE), exponent_tolerance=EXPONENT_TOLERANCE, tol=percent(TOL), margin=MARGIN)
+state(angle_tolerance=ANGLE_TOLERANCE, slope_tolerance=SLOPE_TOLERANCE, invariance_tolerance=INVARIANCE_TOLERANCE)
 
 # %% tags=["remove-input"]
 claims_box(["B15"])
@@ -90,7 +93,7 @@ claims_box(["B15"])
 # A small LLaMA-style GPT (pre-LN RMSNorm) and its post-LN twin are trained; then at each norm location we
 # multiply the gains by a and measure the validation loss. In pre-LN the locations are the attention-input
 # norms, the MLP-input norms and the final norm; in post-LN the norms sit on the trunk. "Barely changes the
-# forward pass" is taken as less than 1% of the loss for a ∈ {0.5, 2}. Then, in the pre-LN model, the symmetry:
+# forward pass" is taken as less than {glue:text}`forward_change` of the loss for a ∈ {0.5, 2}. Then, in the pre-LN model, the symmetry:
 # every gain times a and its next linear layer's input weights times 1/a. {numref}`fig-gain-forward` shows how
 # far the loss moves when only the gains are scaled.
 
@@ -122,7 +125,7 @@ Markdown(forward.forward_text(forward_check))
 # initialised pre-LN models of several seeds, and split ‖ΔE‖/‖E‖ into the part through W's update and through g's.
 # Derivation: under SGD the W-part goes as a² and the g-part as a⁻²; Adam's step ignores the gradient's scale, so
 # a and a⁻¹. B15's "linearly scales the effective learning rate" is then true, for the next layer, under Adam:
-# exponent +1 (threshold ±0.15). {numref}`fig-gain-update` shows the two parts for each optimizer.
+# exponent +1 (threshold ±{glue:text}`exponent_tolerance`). {numref}`fig-gain-update` shows the two parts for each optimizer.
 
 # %% tags=["remove-cell"]
 updates = effective_update.effective_update_study(
@@ -148,8 +151,8 @@ table(
 # A float64 chain x → W1 → RMS-normalise → ⊙g → W2 → RMS-normalise → readout, with no ε, in which W1, g and W2
 # are each exactly scale invariant. We rescale one group to several norms, train for a few steps with a torch
 # optimizer and measure its effective learning rate (angular update over the gradient on the unit sphere):
-# theory says ‖w‖⁻² under SGD and ‖w‖⁻¹ under Adam (tolerance ±0.15). Then Li & Arora's equivalence, and the
-# equilibrium norm and angular update under weight decay, each within ±10% (AdamW with β₂ = 0.99 so its
+# theory says ‖w‖⁻² under SGD and ‖w‖⁻¹ under Adam (tolerance ±{glue:text}`exponent_tolerance`). Then Li & Arora's equivalence, and the
+# equilibrium norm and angular update under weight decay, each within ±{glue:text}`tol` (AdamW with β₂ = 0.99 so its
 # second-moment estimate reaches steady state within the run); see {numref}`fig-gain-toy`.
 
 # %% tags=["remove-cell"]
@@ -187,8 +190,8 @@ table(exact_toy.toy_frame(toy), caption="Scale-invariant weights on the exact to
 # direction, so only the norm differs), the slope of the angular update per unit sphere gradient over every step,
 # and the losses of (a·W, η) against the unscaled model trained with η/a² on W_q and W_k. Then, in the same model,
 # the contrast: the gains at one location alone × a, and the pair (g·a, W/a). **Tolerances, stated before
-# measuring:** each slope within ±0.05 of −1 (gradient) or −2 (angular update); the forward change, the pair's
-# change and the paired runs' loss gap at most 10⁻¹⁰; the gains alone must move the logits by more than that at
+# measuring:** each slope within ±{glue:text}`slope_tolerance` of −1 (gradient) or −2 (angular update); the forward change, the pair's
+# change and the paired runs' loss gap at most {glue:text}`invariance_tolerance`; the gains alone must move the logits by more than that at
 # every location. {numref}`fig-gain-qk` shows the law and the paired runs.
 
 # %% tags=["remove-cell"]
@@ -212,7 +215,7 @@ Markdown(qk_norm.qk_text(qk))
 # A sweep only tests decay if ηλT, the number of timescales in a run of T steps, is well above 1; at the peak
 # learning rate η = 3·10⁻³ and T = 300 steps (cpu profile), λ_g = 1, 10 and 30 give ηλT ≈ 0.9, 9 and 27 (the cosine
 # schedule's average rate is about 0.55η, so roughly half that). The runs are pairs: the same seed, initial weights
-# and batches, only the gains' decay coefficient differs. **Margin, stated before measuring: 0.02 nats** (the
+# and batches, only the gains' decay coefficient differs. **Margin, stated before measuring: {glue:text}`margin` nats** (the
 # smallest difference between norm variants reported as real, Narang et al. 2021's T5-base 1.821 vs 1.838; from a
 # transcription). "Sensitive" means the paired final-loss change lies wholly beyond the margin; {numref}`fig-gain-decay`
 # shows the paired changes and the gains' trajectories.
@@ -225,7 +228,7 @@ Markdown(qk_norm.qk_text(qk))
 # %% tags=["remove-cell"]
 sweep = weight_decay.decay_sweep(decay_runs, P, margin=MARGIN)
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Left: paired final-loss change from decaying the gains, one dot per seed, mean and 95% interval, against the ±0.02-nat margin (green); ηλT above each label. Right: RMS of the gains over training for each decay coefficient (band: seeds).", "name": "fig-gain-decay"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Left: paired final-loss change from decaying the gains, one dot per seed, mean and 95% interval, against the ±{glue:text}`margin`-nat margin (green); ηλT above each label. Right: RMS of the gains over training for each decay coefficient (band: seeds).", "name": "fig-gain-decay"}}
 figures.decay_figure(sweep.pairs, sweep.timescales, sweep.gain_paths, MARGIN)
 plt.show()
 
@@ -239,12 +242,12 @@ table(
 # %% [markdown]
 # ## Verdict for B15
 #
-# Four parts, each against its threshold above: (1) forward invariance (every location's loss change < 1% for
-# a ∈ {0.5, 2}); (2) "linearly scales the effective learning rate", read under the symmetry pre-LN has: Adam's
-# one-step change of the next layer through W goes as a^k with k within ±0.15 of 1; (3) decay as a learning-rate
-# schedule where weights are scale invariant (Li & Arora to 10⁻⁹ rad and the equilibrium formulas within ±10% in
-# their own setting); (4) sensitivity: at the strongest decay (ηλT ≫ 1), the paired final-loss change lies beyond
-# the ±0.02-nat margin. All four: holds; two or three: holds with caveats; fewer: does not hold. If the sweep's
+# Four parts, each against its threshold above: (1) forward invariance (every location's loss change < {glue:text}`forward_change`
+# for a ∈ {0.5, 2}); (2) "linearly scales the effective learning rate", read under the symmetry pre-LN has: Adam's
+# one-step change of the next layer through W goes as a^k with k within ±{glue:text}`exponent_tolerance` of 1; (3) decay as a learning-rate
+# schedule where weights are scale invariant (Li & Arora to {glue:text}`angle_tolerance` rad and the equilibrium formulas within
+# ±{glue:text}`tol` in their own setting); (4) sensitivity: at the strongest decay (ηλT ≫ 1), the paired final-loss change lies beyond
+# the ±{glue:text}`margin`-nat margin. All four: holds; two or three: holds with caveats; fewer: does not hold. If the sweep's
 # interval is wider than the margin, part (4) counts as failed and the summary says it was not testable. The key
 # number is the strongest decay's paired loss change, against the margin. The QK-norm section does not vote: it
 # says where the claim's premise, exact scale invariance, holds, and the summary reports it beside the verdict.
