@@ -56,15 +56,20 @@ def called_name(call: ast.Call) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
+def is_constant_name(target: ast.expr) -> bool:
+    """`MARGIN`, or `TOL, REPEATS` unpacked from a tuple."""
+    if isinstance(target, ast.Tuple):
+        return all(map(is_constant_name, target.elts))
+    return isinstance(target, ast.Name) and CONSTANT_NAME.fullmatch(target.id) is not None
+
+
 def thresholds(code: str, analysis: set[str]) -> dict[float, str]:
     """The numeric literals a code cell defines as thresholds, each with the line that defines it; `analysis` names
     what the notebook imported from `normlab.analysis`."""
     found: dict[float, str] = {}
     for statement in ast.parse(code).body:
         values: list[ast.expr] = []
-        if isinstance(statement, ast.Assign) and all(
-            isinstance(target, ast.Name) and CONSTANT_NAME.fullmatch(target.id) for target in statement.targets
-        ):
+        if isinstance(statement, ast.Assign) and all(map(is_constant_name, statement.targets)):
             values.append(statement.value)
         for node in ast.walk(statement):
             if isinstance(node, ast.Call) and called_name(node) in analysis:
@@ -129,7 +134,7 @@ def typed_thresholds(notebook) -> list[tuple[str, str, str]]:
 
 PLANTED = """# %% [markdown]
 # The margin is 0.02 nats, fixed before any run; at most 75% of blocks, within 10⁻⁶ or 2 × 10⁻⁵ of it,
-# below 1,000×, growing at least 2× (Gemma 2, 2 layers), with a 95% interval, for claims A9 and B16.
+# below 1,000×, growing at least 2× (Gemma 2, 2 layers), with a 95% interval, for claims A9 and B16; 1e-9.
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Against the ±0.1 band.", "name": "fig-x"}}
 from normlab.analysis.chapter import figures, judging
@@ -138,6 +143,7 @@ MARGIN = 0.02
 RULE = dict(share=0.75, band=0.1, growth=2.0)
 judging.judge(runs, tolerance=1e-6, small=2e-5)
 MASSIVE = Rule(ratio=1000)
+TOL, REPEATS = 1e-9, 3
 figures.plot(runs, width=0.3)
 table(runs, digits=4)
 seeds = 95
@@ -156,6 +162,7 @@ def test_the_checker_finds_every_planted_number():
         ("markdown cell 0", "2 × 10⁻⁵"),
         ("markdown cell 0", "1,000"),
         ("markdown cell 0", "2"),
+        ("markdown cell 0", "1e-9"),
         ("caption of cell 1", "0.1"),
     ]
     assert problems[0][2] == "MARGIN = 0.02"

@@ -18,13 +18,13 @@ DIGITS = 12
 
 
 def number_text(value: numbers.Real) -> str:
-    """A threshold as prose writes it: its shortest exact form, with powers of ten for very small or large ones."""
+    """A threshold as prose writes it: its shortest exact form, with a power of ten from 10⁴ up and 10⁻⁴ down."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
         raise TypeError(f"state() takes finite numbers or text, not {value!r}; pass the constant the code judges with")
-    text = f"{float(value):.{DIGITS}g}"
-    if "e" not in text:
-        return text
-    mantissa, exponent = text.split("e")
+    mantissa, exponent = f"{float(value):.{DIGITS - 1}e}".split("e")
+    mantissa = mantissa.rstrip("0").rstrip(".")
+    if -4 < int(exponent) < 4:
+        return f"{round(float(value), DIGITS - int(exponent)):.{DIGITS}g}"
     power = f"10{str(int(exponent)).translate(SUPERSCRIPT)}"
     return power if mantissa == "1" else f"{mantissa} × {power}"
 
