@@ -39,8 +39,8 @@ from IPython.display import Markdown
 from normlab.analysis.depth import figures, profiles
 from normlab.analysis.shared.runs import training_devices
 from normlab.gpt.corpus import load_corpus
-from normlab.study import Results
 from normlab.gpt.model import INIT_STD
+from normlab.study import Results
 from normlab.study.present import claims_box, table, verdict_table
 from normlab.study.prose import percent, state
 

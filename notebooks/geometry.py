@@ -137,7 +137,12 @@ plt.show()
 
 # %% tags=["remove-cell"]
 A4_RULE = dict(shift_regime=1e4, shift_sensitive=0.1)  # as stated above
-state(**A4_RULE, eps_free=invariance.EPS_FREE, layer_norm_eps=invariance.LAYER_NORM_EPS, rms_norm_eps=invariance.RMS_NORM_EPS)
+state(
+    **A4_RULE,
+    eps_free=invariance.EPS_FREE,
+    layer_norm_eps=invariance.LAYER_NORM_EPS,
+    rms_norm_eps=invariance.RMS_NORM_EPS,
+)
 found_invariance = invariance.invariance_findings(
     sweep, INVARIANCE_TOL, VISIBLE_CHANGE, FORMULA_TOL, **A4_RULE, repeats=REPEATS
 )
@@ -253,14 +258,7 @@ table(
 # %% tags=["remove-cell"]
 Q1_RULE = dict(eps=1e-6, agreement=2, visible_rms=1.0, float32_tol=1e-6)  # as stated above
 state(**Q1_RULE)
-placed = eps_placement.placement_findings(
-    placement,
-    measured,
-    formula_check,
-    FORMULA_TOL,
-    **Q1_RULE,
-    repeats=REPEATS,
-)
+placed = eps_placement.placement_findings(placement, measured, formula_check, FORMULA_TOL, **Q1_RULE, repeats=REPEATS)
 placed.q1.record(results, "Q1", "geometry-eps-placement")
 placed.a2.record(results, "A2", "geometry-eps-placement")
 
@@ -293,9 +291,7 @@ figures.mean_dominated(b11, B11_EPS)
 plt.show()
 
 # %% tags=["remove-cell"]
-b11_finding, b11_sentence = mean_dominated.b11_eps_on_mean_dominated(
-    b11, B11_EPS, d, **B11_RULE, repeats=REPEATS
-)
+b11_finding, b11_sentence = mean_dominated.b11_eps_on_mean_dominated(b11, B11_EPS, d, **B11_RULE, repeats=REPEATS)
 b11_finding.record(results, "B11", "geometry-mean-dominated")
 
 # %% tags=["remove-input"]
