@@ -6,9 +6,10 @@ The code's thresholds: every numeric literal in a module-level UPPER_CASE assign
 `B17_RULE = dict(spread_limit=10.0, ...)`, `MASSIVE = MassiveRule(ratio=1000, floor=100)`), and every numeric literal
 passed by keyword to the chapter's analysis (a call on a name imported from `normlab.analysis`, its figures aside:
 `invariance_findings(sweep, shift_sensitive=0.1)`). The prose: every markdown cell and every figure caption
-(`mystnb.figure.caption` in a cell's metadata), with glue roles, cross-references and code spans taken out.
-A typed number counts in any of the forms a page writes it: `0.02`, `1e-6`, `10⁻⁶`, `2 × 10⁻⁵`, `1,000`, and a
-percentage (`75%` is 0.75). Two forms are not a threshold and pass: a percentage that names an interval's level
+(`mystnb.figure.caption` in a cell's metadata), with glue roles, cross-references, code spans and quotations taken out (a claim quoted in
+quotation marks or a blockquote is the articles' number, which a threshold may restate but never is).
+A typed number counts in any of the forms a page writes it: `0.02`, `1e-6`, `10⁻⁶`, `2 × 10⁻⁵`, `$10^{-4}$`,
+`$2 \\times 10^{-5}$`, `1,000`, and a percentage (`75%` is 0.75). Two forms are not a threshold and pass: a percentage that names an interval's level
 (`95% interval`: the paired-interval module's fixed t table), and a whole number below 10 not written as a factor
 (`Gemma 2`, `2 layers`; `2×` counts).
 """
@@ -26,12 +27,15 @@ import pytest
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 CONSTANT_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
 SUPERSCRIPTS = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")
-# Pasted or referenced text is not typed text: {glue:text}`margin`, {numref}`fig-x`, `code`, (label)=.
-NOT_TYPED = re.compile(r"\{[\w:-]+\}`[^`]*`|`[^`]*`|^\s*\([\w-]+\)=\s*$", re.MULTILINE)
+# Pasted, referenced or quoted text is not typed by the chapter: {glue:text}`margin`, {numref}`fig-x`, `code`,
+# (label)=, a claim quoted "in quotation marks" or as a > blockquote line.
+NOT_TYPED = re.compile(r"\{[\w:-]+\}`[^`]*`|`[^`]*`|^\s*\([\w-]+\)=\s*$|\"[^\"\n]*\"|“[^”\n]*”|^\s*>.*$", re.MULTILINE)
 NUMBER = re.compile(
     r"(?<![\w.,])"  # not the tail of an identifier (A9, B16, fp32) or of another number
     r"(?P<mantissa>\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)"
-    r"(?:(?P<e>[eE][-+]?\d+)|\s*[×x]\s*10(?P<times>[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+)|(?P<power>[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+))?"
+    r"(?:(?P<e>[eE][-+]?\d+)"
+    r"|\s*(?:×|x|\\times|\\cdot)\s*10(?:(?P<times>[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+)|\^\{?(?P<times_tex>-?\d+)\}?)"
+    r"|(?P<power>[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+)|\^\{?(?P<power_tex>-?\d+)\}?)?"
     r"(?P<percent>\s?%)?"
     r"(?![\w.]\d)"
 )
@@ -93,10 +97,10 @@ def typed_numbers(text: str) -> list[tuple[float, str]]:
         value = float(match["mantissa"].replace(",", ""))
         if match["e"]:
             value *= 10 ** int(match["e"][1:])
-        elif match["times"]:
-            value *= 10 ** int(match["times"].translate(SUPERSCRIPTS))
-        elif match["power"]:
-            value = value ** int(match["power"].translate(SUPERSCRIPTS))
+        elif match["times"] or match["times_tex"]:
+            value *= 10 ** int((match["times"] or match["times_tex"]).translate(SUPERSCRIPTS))
+        elif match["power"] or match["power_tex"]:
+            value = value ** int((match["power"] or match["power_tex"]).translate(SUPERSCRIPTS))
         if match["percent"]:
             value /= 100
         found.append((value, match.group(0)))
@@ -134,7 +138,8 @@ def typed_thresholds(notebook) -> list[tuple[str, str, str]]:
 
 PLANTED = """# %% [markdown]
 # The margin is 0.02 nats, fixed before any run; at most 75% of blocks, within 10⁻⁶ or 2 × 10⁻⁵ of it,
-# below 1,000×, growing at least 2× (Gemma 2, 2 layers), with a 95% interval, for claims A9 and B16; 1e-9.
+# below 1,000×, growing at least 2× (Gemma 2, 2 layers), with a 95% interval, for claims A9 and B16; 1e-9;
+# in math $10^{-9}$ and $2 \\times 10^{-5}$.
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Against the ±0.1 band.", "name": "fig-x"}}
 from normlab.analysis.chapter import figures, judging
@@ -150,6 +155,9 @@ seeds = 95
 
 # %% [markdown]
 # Pasted: {glue:text}`margin`, {numref}`fig-x`, `MARGIN = 0.02`, 95% interval, A9, B16, width 0.3, 4 digits.
+# Quoted: the article says "75% of blocks" and “0.02 nats”.
+#
+# > A9: "within 0.02" of each other, or 75% of them.
 """
 
 
@@ -163,6 +171,8 @@ def test_the_checker_finds_every_planted_number():
         ("markdown cell 0", "1,000"),
         ("markdown cell 0", "2"),
         ("markdown cell 0", "1e-9"),
+        ("markdown cell 0", "10^{-9}"),
+        ("markdown cell 0", "2 \\times 10^{-5}"),
         ("caption of cell 1", "0.1"),
     ]
     assert problems[0][2] == "MARGIN = 0.02"
@@ -181,5 +191,6 @@ def test_prose_pastes_every_threshold_the_code_defines(chapter):
     problems = typed_thresholds(jupytext.read(NOTEBOOKS / f"{chapter}.py"))
     assert not problems, (
         f"{chapter}: the prose types numbers its code defines; state each with normlab.study.prose.state(...) "
-        "and paste it with {glue:text}`name`:\n  " + "\n  ".join(problems)
+        "and paste it with {glue:text}`name`:\n  "
+        + "\n  ".join(f"{where} types {typed!r}, which the code defines in `{line}`" for where, typed, line in problems)
     )
