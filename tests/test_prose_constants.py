@@ -24,6 +24,8 @@ from pathlib import Path
 import jupytext
 import pytest
 
+from normlab.study.prose import number_text, percent, state
+
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 CONSTANT_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
 SUPERSCRIPTS = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")
@@ -184,6 +186,27 @@ def test_the_checker_passes_pasted_and_unrelated_numbers():
     assert typed_numbers("a 95% interval, a 95 % confidence interval, Gemma 2") == []
     # A lower-case name is a setting and a display call's argument is layout; neither is a threshold.
     assert thresholds("seeds = 95\nP = settings_for(profile)\ntable(frame, digits=4)\n", {"judging"}) == {}
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(0.02, "0.02"), (0.95, "0.95"), (10.0, "10"), (1000, "1000"), (1e-3, "0.001"), (1e-4, "10⁻⁴"), (1e4, "10⁴")]
+    + [(1e-6, "10⁻⁶"), (2e-5, "2 × 10⁻⁵"), (1e-300, "10⁻³⁰⁰"), (1 - 0.95, "0.05")],
+)
+def test_a_stated_number_reads_as_typed_and_the_checker_reads_it_back(value, text):
+    assert number_text(value) == text
+    assert [typed for typed, _ in typed_numbers(f"at most {text} here")] == [pytest.approx(value, rel=1e-12)]
+
+
+def test_percent_drops_float_noise():
+    assert [percent(1 - 0.95), percent(0.75), percent(0.07), percent(0.1)] == ["5%", "75%", "7%", "10%"]
+
+
+def test_state_refuses_what_is_not_a_number():
+    with pytest.raises(TypeError, match="finite numbers or text"):
+        state(margin=[0.02])
+    with pytest.raises(TypeError, match="finite numbers or text"):
+        state(margin=float("nan"))
 
 
 @pytest.mark.parametrize("chapter", sorted(path.stem for path in NOTEBOOKS.glob("*.py")))
