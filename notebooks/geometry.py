@@ -118,10 +118,11 @@ Markdown(formulas.formulas_paragraph(formula_check, a3))
 # LayerNorm stays at rounding level under shifts until the shift swamps the dtype's precision; RMSNorm moves by order
 # one as soon as the shift is comparable with σ; both are flat under scaling.
 #
-# In float64 a norm counts as invariant when its output moves by less than {glue:text}`invariance_tol` (INVARIANCE_TOL). In
-# float32 a change above {glue:text}`visible_float32` is a visible break; bfloat16 already rounds unit-size outputs by up to 4e-3, so its bar is {glue:text}`visible_bfloat16`.
-# A4 asks LayerNorm to stay invariant under shifts up to {glue:text}`shift_regime`·σ, far beyond any residual-stream offset and still
-# inside float64's precision; A4 and B4 call RMSNorm shift sensitive if a shift of one σ moves it by more than {glue:text}`shift_sensitive`.
+# In float64 a norm counts as invariant when its output moves by less than {glue:text}`invariance_tol` (INVARIANCE_TOL).
+# In float32 a change above {glue:text}`visible_float32` is a visible break; bfloat16 already rounds unit-size outputs
+# by up to 4e-3, so its bar is {glue:text}`visible_bfloat16`. A4 asks LayerNorm to stay invariant under shifts up to
+# {glue:text}`shift_regime`·σ, far beyond any residual-stream offset and still inside float64's precision; A4 and B4
+# call RMSNorm shift sensitive if a shift of one σ moves it by more than {glue:text}`shift_sensitive`.
 
 # %% tags=["remove-cell"]
 sweep = invariance.sweep_invariance(sizes["tokens"], d, sizes["points"], generator)
@@ -178,9 +179,9 @@ results.record_evidence("B16", *dimension.b16_geometric_part(rank), section="geo
 # (geometry-parameters)=
 # ## Parameters and memory
 #
-# A6 counts parameters: LayerNorm stores γ and β, RMSNorm only γ. We count them on `torch.nn` and `normlab` modules
-# and, as a second measure of memory, the bytes autograd keeps for the backward pass of one float32 batch.
-# A6 holds with a caveat if the norms are under {glue:text}`negligible_share` of a d = 768 block's weights, or if the activation memory
+# A6 counts parameters: LayerNorm stores γ and β, RMSNorm only γ. We count them on `torch.nn` and `normlab` modules and,
+# as a second measure of memory, the bytes autograd keeps for the backward pass of one float32 batch. A6 holds with a
+# caveat if the norms are under {glue:text}`negligible_share` of a d = 768 block's weights, or if the activation memory
 # is not smaller.
 
 # %% tags=["remove-cell"]
@@ -238,8 +239,8 @@ Markdown(measured.sentence())
 # resolution $u$ below $r^* \approx \max(\varepsilon/u, \sqrt{\varepsilon/2u})$. {numref}`fig-geometry-placement` shows
 # the gap in float64 (left) and the share of stored outputs that change (right).
 #
-# Q1 holds if PyTorch measures as ε inside and every measured crossover lies within a factor {glue:text}`agreement` of that
-# prediction; it carries a caveat if, with LLaMA's ε = {glue:text}`eps`, float32 outputs differ above RMS
+# Q1 holds if PyTorch measures as ε inside and every measured crossover lies within a factor {glue:text}`agreement` of
+# that prediction; it carries a caveat if, with LLaMA's ε = {glue:text}`eps`, float32 outputs differ above RMS
 # {glue:text}`visible_rms`.
 
 # %% tags=["remove-cell"]
@@ -276,8 +277,8 @@ Markdown(placed.paragraph)
 # (left) with the share of the output that is the common offset (right).
 #
 # B11 holds if RMSNorm's ε effect stays below {glue:text}`rms_negligible` once mean(x²) ≥ 1, LayerNorm's exceeds
-# {glue:text}`ln_takes_over` when σ² ≤ ε and stays below {glue:text}`ln_negligible` when σ² ≥ 1e3·ε, and RMSNorm's output
-# on mean-dominated inputs (c = 100, s ≤ 1) lies more than {glue:text}`offset_dominated` along 1.
+# {glue:text}`ln_takes_over` when σ² ≤ ε and stays below {glue:text}`ln_negligible` when σ² ≥ 1e3·ε, and RMSNorm's
+# output on mean-dominated inputs (c = 100, s ≤ 1) lies more than {glue:text}`offset_dominated` along 1.
 
 # %% tags=["remove-cell"]
 B11_EPS = 1e-5

@@ -70,11 +70,11 @@ table(introduction.corpus_table(corpus.describe()), caption="The training corpus
 # > A9: "Accuracy is almost unchanged: mean-centring is not decisive for training stability or final quality."
 #
 # **Margin, stated before measuring: {glue:text}`margin` nats per byte.** The smallest quality difference between norm
-# variants that the literature treats as real is Narang et al. 2021's T5-base comparison, RMSNorm 1.821 against
-# vanilla LayerNorm 1.838 final loss (0.017 nats; quoted from a transcription of their table, not checked against
-# the paper). "Almost unchanged" must exclude a difference of that size, so the whole 95% interval of the paired
-# difference RMSNorm − LayerNorm has to fall inside ±{glue:text}`margin` nats. An interval wider than that cannot say "no
-# difference", and the verdict is then *not testable here*, with the number of pairs that would be needed.
+# variants that the literature treats as real is Narang et al. 2021's T5-base comparison, RMSNorm 1.821 against vanilla
+# LayerNorm 1.838 final loss (0.017 nats; quoted from a transcription of their table, not checked against the paper).
+# "Almost unchanged" must exclude a difference of that size, so the whole 95% interval of the paired difference RMSNorm
+# − LayerNorm has to fall inside ±{glue:text}`margin` nats. An interval wider than that cannot say "no difference", and
+# the verdict is then *not testable here*, with the number of pairs that would be needed.
 #
 # For A9 the measure is the final validation loss; for B7's "curves almost on top of each other", the
 # validation loss averaged over every evaluation after the start (the whole curve), with the same margin.
@@ -113,11 +113,11 @@ Markdown(loss_parity.parity_paragraph(parity))
 # above are the middle rung. The large rung has fewer pairs, to fit the chapter's time budget, so its interval
 # is wider. A committed GPU study's larger models would join the ladder, labelled with their hardware.
 #
-# **Rule, stated before measuring.** We compare the largest rung with the smallest: the change in the mean
-# difference, with a Welch 95% interval from the two rungs' own intervals. If that interval excludes zero, the
-# difference *shrinks* when the largest rung's is nearer zero, and otherwise *grows*. If it includes zero and
-# every rung's interval lies inside the ±{glue:text}`margin`-nat margin, the difference *stays within the margin*. Otherwise
-# this run *cannot tell*.
+# **Rule, stated before measuring.** We compare the largest rung with the smallest: the change in the mean difference,
+# with a Welch 95% interval from the two rungs' own intervals. If that interval excludes zero, the difference *shrinks*
+# when the largest rung's is nearer zero, and otherwise *grows*. If it includes zero and every rung's interval lies
+# inside the ±{glue:text}`margin`-nat margin, the difference *stays within the margin*. Otherwise this run *cannot
+# tell*.
 
 # %% tags=["remove-cell"]
 from normlab.analysis.quality import scale_ladder
@@ -143,8 +143,9 @@ Markdown(trend.sentence)
 # (quality-resume)=
 # ### Interrupting and resuming
 #
-# A run stopped mid-way and resumed from its checkpoint must give the same numbers as one that never stopped.
-# The same means every step present and in order, and no step's loss more than {glue:text}`resume_tolerance` nats from the other run's.
+# A run stopped mid-way and resumed from its checkpoint must give the same numbers as one that never stopped. The same
+# means every step present and in order, and no step's loss more than {glue:text}`resume_tolerance` nats from the other
+# run's.
 
 # %% tags=["remove-cell"]
 from normlab.analysis.quality import resuming
@@ -162,15 +163,15 @@ Markdown(resuming.resume_paragraph(resume))
 #
 # > B7: "… and the time per step drops visibly."
 #
-# Training steps (forward, backward, AdamW) of the two models are timed in alternation on the same batches, so
-# that machine load drifting over time hits both alike. The key number is the median of the per-round ratios
-# RMSNorm / LayerNorm; its spread is the standard deviation of that median over bootstrap resamples of the
-# rounds. **Threshold, fixed before measuring: "visibly" means a ratio ≤ {glue:text}`visible`** (a step at least
-# {glue:text}`visible_shorter` shorter).
-# The norm backend is normlab's `"auto"`: on CPU, PyTorch's fused `F.layer_norm` for LayerNorm and normlab's
+# Training steps (forward, backward, AdamW) of the two models are timed in alternation on the same batches, so that
+# machine load drifting over time hits both alike. The key number is the median of the per-round ratios RMSNorm /
+# LayerNorm; its spread is the standard deviation of that median over bootstrap resamples of the rounds. **Threshold,
+# fixed before measuring: "visibly" means a ratio ≤ {glue:text}`visible`** (a step at least {glue:text}`visible_shorter`
+# shorter). The norm backend is normlab's `"auto"`: on CPU, PyTorch's fused `F.layer_norm` for LayerNorm and normlab's
 # hand-written float32 RMSNorm kernel (`backend="cpp"`, one pass over memory each way, as `F.layer_norm`), so the
-# comparison is between two equally fused norms ({numref}`fig-quality-steptime`). For comparison, Narang et al. 2021 measured T5-base at 3.68 steps/s with RMSNorm against 3.50
-# with vanilla LayerNorm (RMSNorm's step 0.951× as long; from a transcription, not checked against the paper).
+# comparison is between two equally fused norms ({numref}`fig-quality-steptime`). For comparison, Narang et al. 2021
+# measured T5-base at 3.68 steps/s with RMSNorm against 3.50 with vanilla LayerNorm (RMSNorm's step 0.951× as long; from
+# a transcription, not checked against the paper).
 
 # %% tags=["remove-cell"]
 from normlab.analysis.quality import step_time
@@ -195,9 +196,9 @@ Markdown(step_time.b7_paragraph(parity, speed, visible=VISIBLE, backend=backend,
 # (quality-gpu)=
 # ### The committed GPU study (A9, B7)
 #
-# A GPU study committed under `data/` trains the same pairs wider, deeper and longer (16 pairs or more). The same
-# rules judge its pairs; the run whose interval is narrower relative to the ±{glue:text}`margin`-nat margin decides, and a "does
-# not hold" from the other run becomes a caveat. B7's step-time half stays this run's.
+# A GPU study committed under `data/` trains the same pairs wider, deeper and longer (16 pairs or more). The same rules
+# judge its pairs; the run whose interval is narrower relative to the ±{glue:text}`margin`-nat margin decides, and a
+# "does not hold" from the other run becomes a caveat. B7's step-time half stays this run's.
 
 # %% tags=["remove-input"]
 from normlab.analysis.quality import committed_gpu  # noqa: E402
@@ -282,8 +283,9 @@ _ = b5.record(results, "B5", "quality-stream")
 # write means ≥ {glue:text}`together_correlation`, and ≥ {glue:text}`together_sign_share` of blocks pushing the same
 # sign)?
 #
-# **Combining rule.** The geometry part decides whether the freedom exists; the training part whether trained
-# models use it (ours or the real model: either showing a difference beyond its margin counts). Both: holds. Freedom exists but unused (paired change inside the margin): holds with caveats
+# **Combining rule.** The geometry part decides whether the freedom exists; the training part whether trained models use
+# it (ours or the real model: either showing a difference beyond its margin counts). Both: holds. Freedom exists but
+# unused (paired change inside the margin): holds with caveats
 # (the model *can*, but ours did not). Training part undecided: holds with caveats, saying so. Geometry's
 # evidence absent: the verdict rests on training alone and says so. The "g is enough" part is not tested.
 

@@ -128,13 +128,13 @@ display(Markdown(stream.stream_paragraph(residual)))
 # its intervention experiment, not against its tables): at the layer where they appear, set them to their mean
 # over many sequences, and the perplexity barely moves; set them to zero, and it explodes. Owen et al. 2025
 # (*A Refined Analysis of Massive Activations in LLMs*, abstract only) report models where zeroing them does no
-# such harm, so the outcome is a property of the model, not a law. We run the same test on
-# SmolLM2. **An activation is massive, by Sun et al.'s definition stated before measuring, when its magnitude is
-# at least {glue:text}`massive_floor` and at least {glue:text}`massive_ratio` times the median magnitude of its sequence's hidden state.** The edit is made
-# in the residual stream at the first depth where the stream section's largest |x| passes that rule; every
-# later block reads the edited stream. Three conditions on the loss chunks, paired by chunk: the activations
-# left alone, set to their mean (per channel, over all massive entries of all chunks), and set to zero. The
-# margin is the chapter's {glue:text}`margin` nats per token.
+# such harm, so the outcome is a property of the model, not a law. We run the same test on SmolLM2. **An activation is
+# massive, by Sun et al.'s definition stated before measuring, when its magnitude is at least {glue:text}`massive_floor`
+# and at least {glue:text}`massive_ratio` times the median magnitude of its sequence's hidden state.** The edit is made
+# in the residual stream at the first depth where the stream section's largest |x| passes that rule; every later block
+# reads the edited stream. Three conditions on the loss chunks, paired by chunk: the activations left alone, set to
+# their mean (per channel, over all massive entries of all chunks), and set to zero. The margin is the chapter's
+# {glue:text}`margin` nats per token.
 
 # %% tags=["remove-cell"]
 ablation = massive.measure_massive_ablation(run, residual, MASSIVE, P["batch"], MARGIN, length=P["massive_length"])
@@ -161,11 +161,11 @@ _ = results.record_evidence("B5", *massive.b5_evidence(residual, run.provenance,
 # Every RMSNorm in SmolLM2 becomes a LayerNorm with the same gain and no bias
 # (`normlab.norms.huggingface.swap_norms(model, convert="layer_norm")`), and the next-token loss
 # is measured on the same held-out chunks, paired by chunk. **Margin, stated before measuring: {glue:text}`margin` nats
-# per token**, about a {glue:text}`perplexity_change` change in perplexity; the 4-bit quantisation of the weights alone moves a model's loss
-# by more than that, so a smaller change could not matter in practice. Three variants: centring at every
-# norm; centring everywhere except on the first token of each chunk (which keeps its RMSNorm, so its
-# massive activations are not centred); and, to find which norms carry the effect, centring at one norm at
-# a time (61 forwards, so on the first tokens of a few chunks only).
+# per token**, about a {glue:text}`perplexity_change` change in perplexity; the 4-bit quantisation of the weights alone
+# moves a model's loss by more than that, so a smaller change could not matter in practice. Three variants: centring at
+# every norm; centring everywhere except on the first token of each chunk (which keeps its RMSNorm, so its massive
+# activations are not centred); and, to find which norms carry the effect, centring at one norm at a time (61 forwards,
+# so on the first tokens of a few chunks only).
 
 # %% tags=["remove-cell"]
 added = centring_added.measure_centring_added(run, batch=P["batch"], margin=MARGIN)
@@ -272,11 +272,11 @@ _ = results.record_evidence(
 # (F.layer_norm, the fastest CPU LayerNorm here). The `triton` backend is left out on CPU: its interpreter
 # runs kernels in Python, which says nothing about speed.
 #
-# **Threshold, stated before measuring:** Q5 holds if the norms take at least {glue:text}`share_threshold` of the forward
-# time (the low end of the claimed {glue:text}`share_threshold`–64%) in both prefill and decoding, with caveats if in only one of them. The timing is
-# called *fragile* when the 1-minute load average, before or after the rounds, exceeds this process's threads by
-# more than 1: other work then shares the cores, and a build on a busy machine has put eight times the norms'
-# quiet-machine share into them.
+# **Threshold, stated before measuring:** Q5 holds if the norms take at least {glue:text}`share_threshold` of the
+# forward time (the low end of the claimed {glue:text}`share_threshold`–64%) in both prefill and decoding, with caveats
+# if in only one of them. The timing is called *fragile* when the 1-minute load average, before or after the rounds,
+# exceeds this process's threads by more than 1: other work then shares the cores, and a build on a busy machine has put
+# eight times the norms' quiet-machine share into them.
 
 # %% tags=["remove-cell"]
 timing = forward_time.measure_time(run, P)

@@ -72,14 +72,14 @@ df, live, gpu_runs, gpu = run.df, run.live, run.gpu_runs, run.gpu
 # bytes a norm *must* move follow its bandwidth and its **effective passes**, 2 × t / t_copy: a fused forward
 # is at 2, one read and one write.
 #
-# **Timing you can believe.** A case whose repeats disagree (sd above {glue:text}`unstable_sd` of the median), or that runs faster
-# than half the copy limit, is measured again; if it stays so it is marked *unstable* and left out of every
-# summary below. `backend="auto"` runs one of the other backends (on CPU, LayerNorm: `torch`; RMSNorm: `cpp`
-# for float32, `torch` or `compile` for bfloat16; on a GPU, `triton`), so each auto case and its target are one code path timed twice: they must
-# agree within their spread (or {glue:text}`agreement_floor`), and a pair that does not is re-measured and, failing that, marked unstable
-# too. The copy of the forward+backward sizes is timed a second time at the end of the run as a further check.
-# Summaries give each implementation's *median* over shapes with its run-to-run spread, never a range of
-# ratios whose ends may be artefacts.
+# **Timing you can believe.** A case whose repeats disagree (sd above {glue:text}`unstable_sd` of the median), or that
+# runs faster than half the copy limit, is measured again; if it stays so it is marked *unstable* and left out of every
+# summary below. `backend="auto"` runs one of the other backends (on CPU, LayerNorm: `torch`; RMSNorm: `cpp` for
+# float32, `torch` or `compile` for bfloat16; on a GPU, `triton`), so each auto case and its target are one code path
+# timed twice: they must agree within their spread (or {glue:text}`agreement_floor`), and a pair that does not is
+# re-measured and, failing that, marked unstable too. The copy of the forward+backward sizes is timed a second time at
+# the end of the run as a further check. Summaries give each implementation's *median* over shapes with its run-to-run
+# spread, never a range of ratios whose ends may be artefacts.
 
 # %% tags=["remove-input"]
 agreement = report.copy_agreement(df)
@@ -97,8 +97,8 @@ display(
 
 # %% [markdown]
 # (tab-speed-same-path)=
-# The folded table above lists each pair of identical code paths measured in this run. Every measured case follows, folded too:
-# its median time and spread, fraction of copy bandwidth and effective passes.
+# The folded table above lists each pair of identical code paths measured in this run. Every measured case follows,
+# folded too: its median time and spread, fraction of copy bandwidth and effective passes.
 
 # %% tags=["remove-input", "hide-output"]
 table(method.cases_frame(run.timed))
@@ -149,9 +149,9 @@ plt.show()
 # (speed-backward)=
 # ## Forward and backward against the copy
 #
-# Training runs the backward too. The {ref}`forward+backward table <tab-speed-backward>` sets forward+backward of both norms under
-# `backend="auto"` at 8192 × 256 and 8192 × 1024 (float32) against the two timings of a same-size copy made in
-# this run: the time in units of each copy, the fraction of copy bandwidth for the bytes the pair must move
+# Training runs the backward too. The {ref}`forward+backward table <tab-speed-backward>` sets forward+backward of both
+# norms under `backend="auto"` at 8192 × 256 and 8192 × 1024 (float32) against the two timings of a same-size copy made
+# in this run: the time in units of each copy, the fraction of copy bandwidth for the bytes the pair must move
 # (x, y, dy, dx, the parameters and statistics: at least five tensor passes), and LN/RMS with its sd.
 
 # %% tags=["remove-input"]
@@ -317,8 +317,8 @@ Markdown(f"**A5** — {a5.verdict}: {a5.summary}")
 # > A10: inference "is memory-bandwidth bound; RMSNorm's missing β and fewer intermediate reads and writes suit
 # > the hardware". Q2: with both norms fused, how large is RMSNorm's advantage?
 #
-# "Fused" is as for A5. On a GPU the fused pairs are {numref}`fig-speed-gpu-ratio`'s one-kernel curves (triton,
-# compile, native torch) at the widths where {numref}`fig-speed-gpu-bandwidth` puts both norms above {glue:text}`memory_bound`.
+# "Fused" is as for A5. On a GPU the fused pairs are {numref}`fig-speed-gpu-ratio`'s one-kernel curves (triton, compile,
+# native torch) at the widths where {numref}`fig-speed-gpu-bandwidth` puts both norms above {glue:text}`memory_bound`.
 
 # %% tags=["remove-cell"]
 from normlab.analysis.speed import memory_bound
@@ -337,11 +337,10 @@ Markdown(f"**A10** — {a10.verdict}: {a10.summary}\n\n**Q2** — {q2.verdict}: 
 #
 # > B10: "In small-batch inference ... that one pass is a few percent of measured throughput."
 #
-# With 1–16 rows the data are a few kilobytes, so a call's fixed cost (Python dispatch, kernel launch,
-# allocation) can outweigh moving the bytes. The {ref}`small-batch table <tab-speed-small>` gives each implementation's latency and
-# the saving with its spread (the GPU's are in {ref}`speed-gpu-small`); "a few percent" is read as
-# {glue:text}`few_percent_low`–{glue:text}`few_percent_high`, judged
-# on the median over stable points.
+# With 1–16 rows the data are a few kilobytes, so a call's fixed cost (Python dispatch, kernel launch, allocation) can
+# outweigh moving the bytes. The {ref}`small-batch table <tab-speed-small>` gives each implementation's latency and the
+# saving with its spread (the GPU's are in {ref}`speed-gpu-small`); "a few percent" is read as
+# {glue:text}`few_percent_low`–{glue:text}`few_percent_high`, judged on the median over stable points.
 
 # %% tags=["remove-input"]
 from normlab.analysis.speed import small_batch
@@ -390,12 +389,12 @@ Markdown(f"**Q3** — {q3.verdict}: {q3.summary}")
 # > A8: "According to the original paper, RMSNorm is 10% to 50% faster than LayerNorm." B6: Zhang & Sennrich
 # > "found equal quality and a speed-up of about 7%–64%".
 #
-# Zhang & Sennrich (2019) report whole-model running times, across Theano, TensorFlow and PyTorch, not timings
-# of the norm alone; their abstract gives "7%∼64%". The {ref}`literature table <tab-speed-paper>` lists the per-table rows as two
-# independent transcriptions of the paper give them; they were **not** checked against the PDF here (what was
-# checked is listed in `data/paper_speed.md`). A time saving is not a speed-up: saving a share s of the time
-# makes the model 1/(1 − s) times as fast, so 40.8% saved is 1.69× and 63.9% is 2.77×. The top of the
-# abstract's range, 63.9%, is pRMSNorm; RMSNorm's own rows run from 6.9% (the Transformer) to 40.8%.
+# Zhang & Sennrich (2019) report whole-model running times, across Theano, TensorFlow and PyTorch, not timings of the
+# norm alone; their abstract gives "7%∼64%". The {ref}`literature table <tab-speed-paper>` lists the per-table rows as
+# two independent transcriptions of the paper give them; they were **not** checked against the PDF here (what was
+# checked is listed in `data/paper_speed.md`). A time saving is not a speed-up: saving a share s of the time makes the
+# model 1/(1 − s) times as fast, so 40.8% saved is 1.69× and 63.9% is 2.77×. The top of the abstract's range, 63.9%, is
+# pRMSNorm; RMSNorm's own rows run from 6.9% (the Transformer) to 40.8%.
 #
 # At model level in a modern stack, Narang et al. (2021) trained T5-base with RMS Norm against the vanilla
 # Transformer: final loss 1.821 against 1.838, and 3.68 against 3.50 steps per second, about 5.1% faster
@@ -411,10 +410,10 @@ table(
 
 # %% [markdown]
 # (tab-speed-paper)=
-# The table above lists the literature's rows. The verdicts combine them with this run: for A8, the op-level
-# saving of `backend="auto"` at the training batch (and on the GPU run, where there is one), and, where the
-# quality chapter has run, its model-level step-time ratio; the realmodels chapter's share of a real model's time spent in its norms bounds what any
-# norm speed-up can give a whole model. Both chapters run before this one.
+# The table above lists the literature's rows. The verdicts combine them with this run: for A8, the op-level saving of
+# `backend="auto"` at the training batch (and on the GPU run, where there is one), and, where the quality chapter has
+# run, its model-level step-time ratio; the realmodels chapter's share of a real model's time spent in its norms bounds
+# what any norm speed-up can give a whole model. Both chapters run before this one.
 
 # %% tags=["remove-cell"]
 quality_part = load_evidence("quality", "B6", results_dir)
