@@ -89,7 +89,7 @@ table(
 # single parameter, the gain; `F.rms_norm` equals $x/\sqrt{\overline{x^2}+\varepsilon}\odot\gamma$ with no mean
 # anywhere (above); and its outputs are not centred: the per-token mean of the output stays far from 0.
 # A3 asks for the median per-token |mean| of RMSNorm's output to exceed {glue:text}`uncentred`, and LayerNorm's to stay below
-# FORMULA_TOL.
+# {glue:text}`formula_tol` (FORMULA_TOL).
 
 # %% tags=["remove-cell"]
 A3_RULE = dict(uncentred=0.1)  # as stated above
