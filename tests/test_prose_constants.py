@@ -6,12 +6,13 @@ The code's thresholds: every numeric literal in a module-level UPPER_CASE assign
 `B17_RULE = dict(spread_limit=10.0, ...)`, `MASSIVE = MassiveRule(ratio=1000, floor=100)`), and every numeric literal
 passed by keyword to the chapter's analysis (a call on a name imported from `normlab.analysis`, its figures aside:
 `invariance_findings(sweep, shift_sensitive=0.1)`). The prose: every markdown cell and every figure caption
-(`mystnb.figure.caption` in a cell's metadata), with glue roles, cross-references, code spans and quotations taken out (a claim quoted in
-quotation marks or a blockquote is the articles' number, which a threshold may restate but never is).
+(`mystnb.figure.caption` in a cell's metadata), with glue roles, cross-references, code spans and quotations taken out
+(a claim quoted in quotation marks or a blockquote is the articles' number, which a threshold may restate but never is).
+
 A typed number counts in any of the forms a page writes it: `0.02`, `1e-6`, `10⁻⁶`, `2 × 10⁻⁵`, `$10^{-4}$`,
-`$2 \\times 10^{-5}$`, `1,000`, and a percentage (`75%` is 0.75). Two forms are not a threshold and pass: a percentage that names an interval's level
-(`95% interval`: the paired-interval module's fixed t table), and a whole number below 10 not written as a factor
-(`Gemma 2`, `2 layers`; `2×` counts).
+`$2 \\times 10^{-5}$`, `1,000`, and a percentage (`75%` is 0.75). Two forms are not a threshold and pass: a percentage
+that names an interval's level (`95% interval`: the paired-interval module's fixed t table), and a whole number below
+10 not written as a factor (`Gemma 2`, `2 layers`; `2×` counts).
 """
 
 from __future__ import annotations
