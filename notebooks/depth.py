@@ -39,8 +39,10 @@ from IPython.display import Markdown
 from normlab.analysis.depth import figures, profiles
 from normlab.analysis.shared.runs import training_devices
 from normlab.gpt.corpus import load_corpus
+from normlab.gpt.model import INIT_STD
 from normlab.study import Results
 from normlab.study.present import claims_box, table, verdict_table
+from normlab.study.prose import percent, state
 
 warnings.filterwarnings("ignore", category=UserWarning, module="seaborn")
 warnings.filterwarnings("ignore", category=FutureWarning)
@@ -48,6 +50,7 @@ P = profiles.settings_for(profile, overrides)
 devices = training_devices(profile)
 torch.set_num_threads(1)
 sns.set_theme(style="whitegrid")
+state(init_std=INIT_STD)
 results = Results("depth", profile, results_dir, overrides)
 corpus = load_corpus()
 
@@ -79,9 +82,10 @@ caption = "Fitted exponent k of last-block gradient ∝ L^k (Xiong et al.: −0.
 table(initialisation.exponent_table(init), caption=caption)
 
 # %% [markdown]
-# Pre-LN's last-block gradient sits *above* post-LN's in level: in pre-LN the final norm divides by the trunk's
-# norm, and with embeddings initialised at std 0.02 (GPT-2's choice) that trunk is small, so the final norm
-# amplifies the gradient it passes back; in post-LN every block's output is already at unit RMS.
+# Pre-LN's last-block gradient sits *above* post-LN's in level: in pre-LN the final norm divides by the trunk's norm,
+# and with embeddings initialised at std {glue:text}`init_std` (GPT-2's choice; the projections that write into the
+# trunk start at {glue:text}`init_std`/√(2·depth), so the trunk does not grow with depth) that trunk is small, so the
+# final norm amplifies the gradient it passes back; in post-LN every block's output is already at unit RMS.
 # {numref}`fig-depth-profile` shows the per-block picture at the deepest depth.
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "At the deepest depth: per-block gradient norm (left), residual-stream norm (middle) and mean cosine between tokens (right), for both initialisations. Pre-LN's gradients should stay level from block to block if its trunk is an identity path.", "name": "fig-depth-profile"}}
@@ -92,21 +96,22 @@ plt.show()
 # (depth-training)=
 # ## Training at depth
 #
-# All four combinations are trained at a depth of 12 blocks (cpu profile; 24 on the gpu profile, 2 in the smoke test) with several seeds, as pairs (same seed: the same
-# initial value in every shared parameter, the same batches), at a base learning rate with warm-up. Separately,
-# one seed of each is trained **without** warm-up at higher learning rates, where Xiong et al. expect post-LN to
-# fail. A run *trained* if it did not diverge and its final validation loss is below the corpus's unigram entropy.
-# {numref}`fig-depth-training` shows both sets of runs.
+# All four combinations are trained at a depth of 12 blocks (cpu profile; 24 on the gpu profile, 2 in the smoke test)
+# with several seeds, as pairs (same seed: the same initial value in every shared parameter, the same batches), at a
+# base learning rate with warm-up. Separately, one seed of each is trained **without** warm-up at higher learning rates,
+# where Xiong et al. expect post-LN to fail. A run *trained* if it did not diverge and its final validation loss is
+# below the corpus's unigram entropy. {numref}`fig-depth-training` shows both sets of runs.
 #
-# **Margin, stated before measuring: 0.02 nats per byte** for every paired loss comparison in this chapter. It is
-# the smallest difference between norm variants the literature reports as real (Narang et al. 2021, T5-base:
-# RMSNorm 1.821 vs LayerNorm 1.838; from a transcription, not checked against the paper). "No difference" needs
-# the whole 95% interval of the paired difference inside ±0.02; wider is *not testable here*.
+# **Margin, stated before measuring: {glue:text}`margin` nats per byte** for every paired loss comparison in this
+# chapter. It is the smallest difference between norm variants the literature reports as real (Narang et al. 2021,
+# T5-base: RMSNorm 1.821 vs LayerNorm 1.838; from a transcription, not checked against the paper). "No difference" needs
+# the whole 95% interval of the paired difference inside ±{glue:text}`margin`; wider is *not testable here*.
 
 # %% tags=["remove-cell"]
 from normlab.analysis.depth import training_at_depth
 
 MARGIN = 0.02
+state(margin=MARGIN)
 training = training_at_depth.training_study(P, corpus, devices)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Final validation loss at the training depth (12 blocks on the cpu profile), one dot per seed, lines joining a seed's pair. Left: the paired runs with warm-up; right: one seed without warm-up at each learning rate (above the dotted unigram entropy means it learned nothing).", "name": "fig-depth-training"}}
@@ -123,17 +128,18 @@ table(training_at_depth.no_warmup_table(training), caption=f"Without warm-up at 
 # statement, the one "undamped" leans on, is a bound at initialisation, and even there the last layer's gradient in
 # pre-LN shrinks as 1/√L: undamped describes the identity path of the trunk, not the size of every layer's
 # gradient. Three measurements:
-# (i) at the deepest initialised depth the pre-LN per-block gradient norms may differ by at most ×10 from block
-# to block (key number, threshold 10, under both initialisations); (ii) without warm-up, pre-LN must train at
-# least as often as post-LN at that depth; (iii) the paired final loss of pre-LN against post-LN
+# (i) at the deepest initialised depth the pre-LN per-block gradient norms may differ by at most ×{glue:text}`spread_limit` from
+# block to block (key number, threshold {glue:text}`spread_limit`, under both initialisations); (ii) without warm-up,
+# pre-LN must train at least as often as post-LN at that depth; (iii) the paired final loss of pre-LN against post-LN
 # (RMSNorm) after training. (i) and (ii): holds; caveat when post-LN trains just as well, when pre-LN's paired
-# loss is no better, or when Xiong's exponents are not seen.
-# Xiong's exponents count as seen when the fitted k lies within ±0.2 of −0.5 for pre-LN and of 0 for post-LN.
+# loss is no better, or when Xiong's exponents are not seen. Xiong's exponents count as seen when the fitted k lies
+# within ±{glue:text}`exponent_tolerance` of −0.5 for pre-LN and of 0 for post-LN.
 
 # %% tags=["remove-cell"]
 from normlab.analysis.depth import identity_path
 
 B17_RULE = dict(spread_limit=10.0, exponent_tolerance=0.2)  # as stated above
+state(**B17_RULE)
 depths = dict(deepest=deepest, deep=P["deep"])
 b17_numbers = identity_path.b17_measures(init, training, P, MARGIN)
 b17 = identity_path.b17_finding(b17_numbers, **depths, margin=MARGIN, **B17_RULE, corpus_sha256=corpus.sha256)
@@ -142,10 +148,10 @@ b17 = identity_path.b17_finding(b17_numbers, **depths, margin=MARGIN, **B17_RULE
 Markdown(identity_path.b17_paragraph(b17, b17_numbers, **depths))
 
 # %% [markdown]
-# **B18** (with post-LN, RMSNorm's deep-signal decay is worse than LayerNorm's). The training half is the paired
-# final loss post-RMSNorm − post-LayerNorm at the training depth; the initialisation half compares the
-# first/last-block gradient ratio (worse: smaller by more than 10%) and the last layer's token cosine (worse:
-# higher by more than 0.02) at the deepest depth. Holds if RMSNorm is worse beyond the margin in training and
+# **B18** (with post-LN, RMSNorm's deep-signal decay is worse than LayerNorm's). The training half is the paired final
+# loss post-RMSNorm − post-LayerNorm at the training depth; the initialisation half compares the first/last-block
+# gradient ratio (worse: smaller by more than {glue:text}`ratio_drop`) and the last layer's token cosine
+# (worse: higher by more than {glue:text}`cosine_rise`) at the deepest depth. Holds if RMSNorm is worse beyond the margin in training and
 # on one initialisation measure; does not hold if the paired interval lies inside the margin; not testable if
 # the interval is wider than the margin. No published study compares post-RMSNorm with post-LayerNorm at depth, so
 # this verdict rests on this book's measurement alone.
@@ -155,6 +161,7 @@ Markdown(identity_path.b17_paragraph(b17, b17_numbers, **depths))
 from normlab.analysis.depth import post_ln_decay
 
 B18_RULE = dict(ratio_drop=0.10, cosine_rise=0.02)  # "worse" at initialisation, as stated above
+state(ratio_drop=percent(B18_RULE["ratio_drop"]), cosine_rise=B18_RULE["cosine_rise"])
 b18_numbers = post_ln_decay.b18_measures(init, training, MARGIN)
 b18 = post_ln_decay.b18_finding(b18_numbers, **depths, margin=MARGIN, **B18_RULE)
 
@@ -163,13 +170,13 @@ Markdown(post_ln_decay.b18_paragraph(b18, b18_numbers, **depths))
 
 # %% [markdown]
 # (depth-b19)=
-# **B19** (the parts interlock; replacing one means re-validating the rest). The LLaMA style against one swap at
-# a time and one double swap (norm and placement together), at depth 4 (cpu profile), as pairs over
-# seeds. If the parts interlock, the double swap's effect is not the sum of the single ones: the interaction
-# Δ(double) − Δ(norm) − Δ(placement), computed per seed, is judged against the ±0.02-nat margin. Interaction beyond
-# the margin: holds with caveats (one pair of parts tested); inside: does not hold (the effects add up); wider:
-# not testable here. Each single swap's paired effect ({numref}`fig-depth-ablation`), and whether it diverges at the
-# stress learning rate, is shown.
+# **B19** (the parts interlock; replacing one means re-validating the rest). The LLaMA style against one swap at a time
+# and one double swap (norm and placement together), at depth 4 (cpu profile), as pairs over seeds. If the parts
+# interlock, the double swap's effect is not the sum of the single ones: the interaction Δ(double) − Δ(norm) −
+# Δ(placement), computed per seed, is judged against the ±{glue:text}`margin`-nat margin. Interaction beyond the margin:
+# holds with caveats (one pair of parts tested); inside: does not hold (the effects add up); wider: not testable here.
+# Each single swap's paired effect ({numref}`fig-depth-ablation`), and whether it diverges at the stress learning rate,
+# is shown.
 
 # %% tags=["remove-cell"]
 from normlab.analysis.depth import interlock
@@ -179,7 +186,7 @@ b19 = interlock.b19_finding(
     ablation, depth=P["ablation_depth"], steps=P["ablation_steps"], seeds=P["ablation_seeds"], margin=MARGIN
 )
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Ablation of the LLaMA style: paired final-loss change of each swap against the LLaMA-style run of the same seed (dots: seeds; bar: mean and 95% interval). The green band is the ±0.02-nat margin.", "name": "fig-depth-ablation"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Ablation of the LLaMA style: paired final-loss change of each swap against the LLaMA-style run of the same seed (dots: seeds; bar: mean and 95% interval). The green band is the ±{glue:text}`margin`-nat margin.", "name": "fig-depth-ablation"}}
 figures.ablation_effects(ablation.swaps, MARGIN)
 plt.show()
 
@@ -196,14 +203,14 @@ Markdown(interlock.b19_paragraph(b19, ablation))
 # (depth-gpu)=
 # ### The committed GPU study (B17, B18, B19)
 #
-# A GPU study committed under `data/` trains the same four models wider, at 24 and 48 blocks (8 pairs), and the
-# ablation wider and longer, at 8 blocks (12 pairs). The same rules judge its runs. B17 is judged at the deepest depth with
-# its no-warm-up runs, B18 at the deepest depth with all four models; the initialisation halves of both stay this
-# run's, since the GPU study only trains. Its ablation has no SwiGLU or RoPE swaps (they change the model's shapes,
-# and it trains models of one shape together), which the interaction does not need. Per claim, the run whose
-# paired interval (B17: pre − post loss; B18: post-RMSNorm − post-LayerNorm; B19: the interaction) is narrower
-# relative to the ±0.02-nat margin decides, and a "does not hold" from the other run becomes a caveat. The verdicts
-# above are this run's; the verdict table below records the combined ones.
+# A GPU study committed under `data/` trains the same four models wider, at 24 and 48 blocks (8 pairs), and the ablation
+# wider and longer, at 8 blocks (12 pairs). The same rules judge its runs. B17 is judged at the deepest depth with its
+# no-warm-up runs, B18 at the deepest depth with all four models; the initialisation halves of both stay this run's,
+# since the GPU study only trains. Its ablation has no SwiGLU or RoPE swaps (they change the model's shapes, and it
+# trains models of one shape together), which the interaction does not need. Per claim, the run whose paired interval
+# (B17: pre − post loss; B18: post-RMSNorm − post-LayerNorm; B19: the interaction) is narrower relative to the
+# ±{glue:text}`margin`-nat margin decides, and a "does not hold" from the other run becomes a caveat. The verdicts above
+# are this run's; the verdict table below records the combined ones.
 
 # %% tags=["remove-input"]
 from normlab.analysis.depth import committed_gpu

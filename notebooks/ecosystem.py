@@ -28,8 +28,10 @@ from normlab.analysis.ecosystem import classify, family_norms, figures, verdicts
 from normlab.study import Results
 from normlab.study.present import claims_box, verdict_table
 from normlab.study.present import table as html_table
+from normlab.study.prose import percent, state
 
 ALMOST_ALL = 0.9  # B1's "almost all": a share of the listed families released after 2019
+state(almost_all=percent(ALMOST_ALL))
 results = Results("ecosystem", profile, results_dir)
 families = family_norms.read_families("data/model_families.csv")  # read from source code: the same in every profile
 table, table_again = (family_norms.dated_survey(families, seed) for seed in (0, 1))
@@ -63,7 +65,7 @@ html_table(
 # ## Verdicts
 #
 # A11 holds if all three named families measure as RMSNorm. For B1, "almost all" is
-# taken as at least 90% of the listed families first released after 2019; the four
+# taken as at least {glue:text}`almost_all` of the listed families first released after 2019; the four
 # families the essay names must also be RMSNorm.
 
 # %% tags=["remove-cell"]

@@ -58,6 +58,7 @@ from normlab.analysis.shared.runs import training_devices
 from normlab.gpt.corpus import load_corpus
 from normlab.study import Results
 from normlab.study.present import claims_box, table, verdict_table
+from normlab.study.prose import percent, state
 
 # %% tags=["remove-cell"]
 warnings.filterwarnings("ignore", category=UserWarning, module="seaborn")
@@ -79,6 +80,8 @@ ANGLE_TOLERANCE = 1e-9  # radians between Li & Arora's two runs
 MARGIN = 0.02  # nats per byte for the paired decay sweep; reason in the text
 SLOPE_TOLERANCE = 0.05  # on the QK-norm law's slopes (-1 for the gradient, -2 for the angular update)
 INVARIANCE_TOLERANCE = 1e-10  # float64 |Δ logit| and paired |Δ loss| that count as "unchanged"
+state(forward_change=percent(FORWARD_CHANGE), exponent_tolerance=EXPONENT_TOLERANCE, tol=percent(TOL), margin=MARGIN)
+state(angle_tolerance=ANGLE_TOLERANCE, slope_tolerance=SLOPE_TOLERANCE, invariance_tolerance=INVARIANCE_TOLERANCE)
 
 # %% tags=["remove-input"]
 claims_box(["B15"], overrides=overrides)
@@ -87,12 +90,12 @@ claims_box(["B15"], overrides=overrides)
 # (gain-forward)=
 # ## Forward: is the gain scale invariant, and what is?
 #
-# A small LLaMA-style GPT (pre-LN RMSNorm) and its post-LN twin are trained; then at each norm location we
-# multiply the gains by a and measure the validation loss. In pre-LN the locations are the attention-input
-# norms, the MLP-input norms and the final norm; in post-LN the norms sit on the trunk. "Barely changes the
-# forward pass" is taken as less than 1% of the loss for a ∈ {0.5, 2}. Then, in the pre-LN model, the symmetry:
-# every gain times a and its next linear layer's input weights times 1/a. {numref}`fig-gain-forward` shows how
-# far the loss moves when only the gains are scaled.
+# A small LLaMA-style GPT (pre-LN RMSNorm) and its post-LN twin are trained; then at each norm location we multiply the
+# gains by a and measure the validation loss. In pre-LN the locations are the attention-input norms, the MLP-input norms
+# and the final norm; in post-LN the norms sit on the trunk. "Barely changes the forward pass" is taken as less than
+# {glue:text}`forward_change` of the loss for a ∈ {0.5, 2}. Then, in the pre-LN model, the symmetry: every gain times a
+# and its next linear layer's input weights times 1/a. {numref}`fig-gain-forward` shows how far the loss moves when only
+# the gains are scaled.
 
 # %% tags=["remove-cell"]
 gpt, decay_runs = runs.train_models(P, devices)
@@ -116,13 +119,13 @@ Markdown(forward.forward_text(forward_check))
 # (gain-effective-update)=
 # ## Effective update under the rescale symmetry: Adam against SGD
 #
-# The function depends on a gain g and the next linear W only through E = W·diag(g). After the rescale (g·a, W/a),
-# E is unchanged, but the gradients are not: W's gradient is multiplied by a and g's by 1/a. One optimizer step's
-# change of E therefore depends on a. We take one step (fresh optimizer, same batch) at each a, on freshly
-# initialised pre-LN models of several seeds, and split ‖ΔE‖/‖E‖ into the part through W's update and through g's.
-# Derivation: under SGD the W-part goes as a² and the g-part as a⁻²; Adam's step ignores the gradient's scale, so
-# a and a⁻¹. B15's "linearly scales the effective learning rate" is then true, for the next layer, under Adam:
-# exponent +1 (threshold ±0.15). {numref}`fig-gain-update` shows the two parts for each optimizer.
+# The function depends on a gain g and the next linear W only through E = W·diag(g). After the rescale (g·a, W/a), E is
+# unchanged, but the gradients are not: W's gradient is multiplied by a and g's by 1/a. One optimizer step's change of E
+# therefore depends on a. We take one step (fresh optimizer, same batch) at each a, on freshly initialised pre-LN models
+# of several seeds, and split ‖ΔE‖/‖E‖ into the part through W's update and through g's. Derivation: under SGD the
+# W-part goes as a² and the g-part as a⁻²; Adam's step ignores the gradient's scale, so a and a⁻¹. B15's "linearly
+# scales the effective learning rate" is then true, for the next layer, under Adam: exponent +1 (threshold
+# ±{glue:text}`exponent_tolerance`). {numref}`fig-gain-update` shows the two parts for each optimizer.
 
 # %% tags=["remove-cell"]
 updates = effective_update.effective_update_study(
@@ -145,12 +148,12 @@ table(
 # (gain-effective-lr)=
 # ## Scale-invariant weights: the classical results on an exact toy
 #
-# A float64 chain x → W1 → RMS-normalise → ⊙g → W2 → RMS-normalise → readout, with no ε, in which W1, g and W2
-# are each exactly scale invariant. We rescale one group to several norms, train for a few steps with a torch
-# optimizer and measure its effective learning rate (angular update over the gradient on the unit sphere):
-# theory says ‖w‖⁻² under SGD and ‖w‖⁻¹ under Adam (tolerance ±0.15). Then Li & Arora's equivalence, and the
-# equilibrium norm and angular update under weight decay, each within ±10% (AdamW with β₂ = 0.99 so its
-# second-moment estimate reaches steady state within the run); see {numref}`fig-gain-toy`.
+# A float64 chain x → W1 → RMS-normalise → ⊙g → W2 → RMS-normalise → readout, with no ε, in which W1, g and W2 are each
+# exactly scale invariant. We rescale one group to several norms, train for a few steps with a torch optimizer and
+# measure its effective learning rate (angular update over the gradient on the unit sphere): theory says ‖w‖⁻² under SGD
+# and ‖w‖⁻¹ under Adam (tolerance ±{glue:text}`exponent_tolerance`). Then Li & Arora's equivalence, and the equilibrium
+# norm and angular update under weight decay, each within ±{glue:text}`tol` (AdamW with β₂ = 0.99 so its second-moment
+# estimate reaches steady state within the run); see {numref}`fig-gain-toy`.
 
 # %% tags=["remove-cell"]
 toy = exact_toy.toy_checks(
@@ -179,17 +182,17 @@ table(exact_toy.toy_frame(toy), caption="Scale-invariant weights on the exact to
 # is orthogonal to W_q, so a plain SGD step turns W_q by atan(ηS/‖W_q‖²) ≈ ηS/‖W_q‖², with S = ‖∇W_q‖·‖W_q‖ the
 # gradient on the unit sphere: the effective learning rate is η/‖W_q‖².
 #
-# We measure it on a freshly initialised float64 copy of the small GPT with QK-norm on, with ε = 10⁻³⁰ so that
-# the invariance is exact in exact arithmetic (and once with the usual ε = 10⁻⁵, to see what ε costs), for a from
-# 0.25 to 4: (a) the largest change of a logit after scaling W_q, W_k or both by a; (b) the slopes of log‖∇W_q‖
-# and log‖∇W_k‖ on log a; (c) plain SGD on every parameter for a few steps on fixed batches with W_q and W_k
-# scaled by a: the slope of W_q's first-step angular update on log‖W_q‖ (every run starts from the same
-# direction, so only the norm differs), the slope of the angular update per unit sphere gradient over every step,
-# and the losses of (a·W, η) against the unscaled model trained with η/a² on W_q and W_k. Then, in the same model,
-# the contrast: the gains at one location alone × a, and the pair (g·a, W/a). **Tolerances, stated before
-# measuring:** each slope within ±0.05 of −1 (gradient) or −2 (angular update); the forward change, the pair's
-# change and the paired runs' loss gap at most 10⁻¹⁰; the gains alone must move the logits by more than that at
-# every location. {numref}`fig-gain-qk` shows the law and the paired runs.
+# We measure it on a freshly initialised float64 copy of the small GPT with QK-norm on, with ε = 10⁻³⁰ so that the
+# invariance is exact in exact arithmetic (and once with the usual ε = 10⁻⁵, to see what ε costs), for a from 0.25 to 4:
+# (a) the largest change of a logit after scaling W_q, W_k or both by a; (b) the slopes of log‖∇W_q‖ and log‖∇W_k‖ on
+# log a; (c) plain SGD on every parameter for a few steps on fixed batches with W_q and W_k scaled by a: the slope of
+# W_q's first-step angular update on log‖W_q‖ (every run starts from the same direction, so only the norm differs), the
+# slope of the angular update per unit sphere gradient over every step, and the losses of (a·W, η) against the unscaled
+# model trained with η/a² on W_q and W_k. Then, in the same model, the contrast: the gains at one location alone × a,
+# and the pair (g·a, W/a). **Tolerances, stated before measuring:** each slope within ±{glue:text}`slope_tolerance` of
+# −1 (gradient) or −2 (angular update); the forward change, the pair's change and the paired runs' loss gap at most
+# {glue:text}`invariance_tolerance`; the gains alone must move the logits by more than that at every location.
+# {numref}`fig-gain-qk` shows the law and the paired runs.
 
 # %% tags=["remove-cell"]
 qk = qk_norm.qk_law(P, corpus, slope_tolerance=SLOPE_TOLERANCE, invariance_tolerance=INVARIANCE_TOLERANCE)
@@ -208,14 +211,14 @@ Markdown(qk_norm.qk_text(qk))
 # (gain-wd-gpt)=
 # ## Weight decay on the gains of the small GPT
 #
-# AdamW's decoupled decay multiplies a parameter by (1 − ηλ) each step, so it acts on a timescale of 1/(ηλ) steps.
-# A sweep only tests decay if ηλT, the number of timescales in a run of T steps, is well above 1; at the peak
-# learning rate η = 3·10⁻³ and T = 300 steps (cpu profile), λ_g = 1, 10 and 30 give ηλT ≈ 0.9, 9 and 27 (the cosine
-# schedule's average rate is about 0.55η, so roughly half that). The runs are pairs: the same seed, initial weights
-# and batches, only the gains' decay coefficient differs. **Margin, stated before measuring: 0.02 nats** (the
-# smallest difference between norm variants reported as real, Narang et al. 2021's T5-base 1.821 vs 1.838; from a
-# transcription). "Sensitive" means the paired final-loss change lies wholly beyond the margin; {numref}`fig-gain-decay`
-# shows the paired changes and the gains' trajectories.
+# AdamW's decoupled decay multiplies a parameter by (1 − ηλ) each step, so it acts on a timescale of 1/(ηλ) steps. A
+# sweep only tests decay if ηλT, the number of timescales in a run of T steps, is well above 1; at the peak learning
+# rate η = 3·10⁻³ and T = 300 steps (cpu profile), λ_g = 1, 10 and 30 give ηλT ≈ 0.9, 9 and 27 (the cosine schedule's
+# average rate is about 0.55η, so roughly half that). The runs are pairs: the same seed, initial weights and batches,
+# only the gains' decay coefficient differs. **Margin, stated before measuring: {glue:text}`margin` nats** (the smallest
+# difference between norm variants reported as real, Narang et al. 2021's T5-base 1.821 vs 1.838; from a transcription).
+# "Sensitive" means the paired final-loss change lies wholly beyond the margin; {numref}`fig-gain-decay` shows the
+# paired changes and the gains' trajectories.
 #
 # Which models decay their gains at all? GPT-2's and nanoGPT's training code, and the LLaMA recipes that follow it,
 # exempt all 1-D parameters (gains and biases) from weight decay, as `normlab.gpt.train` does by default
@@ -225,7 +228,7 @@ Markdown(qk_norm.qk_text(qk))
 # %% tags=["remove-cell"]
 sweep = weight_decay.decay_sweep(decay_runs, P, margin=MARGIN)
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Left: paired final-loss change from decaying the gains, one dot per seed, mean and 95% interval, against the ±0.02-nat margin (green); ηλT above each label. Right: RMS of the gains over training for each decay coefficient (band: seeds).", "name": "fig-gain-decay"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Left: paired final-loss change from decaying the gains, one dot per seed, mean and 95% interval, against the ±{glue:text}`margin`-nat margin (green); ηλT above each label. Right: RMS of the gains over training for each decay coefficient (band: seeds).", "name": "fig-gain-decay"}}
 figures.decay_figure(sweep.pairs, sweep.timescales, sweep.gain_paths, MARGIN)
 plt.show()
 
@@ -239,15 +242,16 @@ table(
 # %% [markdown]
 # ## Verdict for B15
 #
-# Four parts, each against its threshold above: (1) forward invariance (every location's loss change < 1% for
-# a ∈ {0.5, 2}); (2) "linearly scales the effective learning rate", read under the symmetry pre-LN has: Adam's
-# one-step change of the next layer through W goes as a^k with k within ±0.15 of 1; (3) decay as a learning-rate
-# schedule where weights are scale invariant (Li & Arora to 10⁻⁹ rad and the equilibrium formulas within ±10% in
-# their own setting); (4) sensitivity: at the strongest decay (ηλT ≫ 1), the paired final-loss change lies beyond
-# the ±0.02-nat margin. All four: holds; two or three: holds with caveats; fewer: does not hold. If the sweep's
-# interval is wider than the margin, part (4) counts as failed and the summary says it was not testable. The key
-# number is the strongest decay's paired loss change, against the margin. The QK-norm section does not vote: it
-# says where the claim's premise, exact scale invariance, holds, and the summary reports it beside the verdict.
+# Four parts, each against its threshold above: (1) forward invariance (every location's loss change <
+# {glue:text}`forward_change` for a ∈ {0.5, 2}); (2) "linearly scales the effective learning rate", read under the
+# symmetry pre-LN has: Adam's one-step change of the next layer through W goes as a^k with k within
+# ±{glue:text}`exponent_tolerance` of 1; (3) decay as a learning-rate schedule where weights are scale invariant (Li &
+# Arora to {glue:text}`angle_tolerance` rad and the equilibrium formulas within ±{glue:text}`tol` in their own setting);
+# (4) sensitivity: at the strongest decay (ηλT ≫ 1), the paired final-loss change lies beyond the
+# ±{glue:text}`margin`-nat margin. All four: holds; two or three: holds with caveats; fewer: does not hold. If the
+# sweep's interval is wider than the margin, part (4) counts as failed and the summary says it was not testable. The key
+# number is the strongest decay's paired loss change, against the margin. The QK-norm section does not vote: it says
+# where the claim's premise, exact scale invariance, holds, and the summary reports it beside the verdict.
 
 # %% tags=["remove-cell"]
 b15 = verdict.b15_finding(forward_check, scaling, toy, sweep, qk, tolerance=TOL, corpus_sha256=corpus.sha256)

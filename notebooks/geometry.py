@@ -48,6 +48,7 @@ from normlab.analysis.geometry import (
 )
 from normlab.study import Results
 from normlab.study.present import claims_box, table, verdict_table
+from normlab.study.prose import percent, state
 
 sns.set_theme(style="whitegrid", context="notebook")
 sizes = settings.chapter_settings(profile, overrides)  # batch and sweep sizes; on the CPU: precision, not timing
@@ -55,6 +56,7 @@ d, generator = sizes["d"], torch.Generator().manual_seed(0)
 results = Results("geometry", profile, results_dir, overrides)
 FORMULA_TOL, INVARIANCE_TOL, REPEATS = 1e-12, 1e-9, 3
 VISIBLE_CHANGE = {"float32": 1e-3, "bfloat16": 0.1}
+state(formula_tol=FORMULA_TOL, invariance_tol=INVARIANCE_TOL, **{f"visible_{k}": v for k, v in VISIBLE_CHANGE.items()})
 
 # %% tags=["remove-input"]
 claims_box(["A1", "A2", "A3", "A4", "A6", "B2", "B3", "B4", "B11", "B16", "Q1"], overrides=overrides)
@@ -66,7 +68,8 @@ claims_box(["A1", "A2", "A3", "A4", "A6", "B2", "B3", "B4", "B11", "B16", "Q1"],
 # A1 and B2 write LayerNorm the same way; B2 writes RMSNorm with ε inside the root, A2 with ε outside. Each is
 # transcribed literally and compared with `torch.nn.functional.layer_norm` / `rms_norm` on random tokens with random
 # offsets and scales, random γ and β, in float64 ({ref}`table of formula errors <tab-geometry-formulas>`).
-# A formula counts as what PyTorch computes when its largest difference stays below 1e-12 (FORMULA_TOL).
+# A formula counts as what PyTorch computes when its largest difference stays below {glue:text}`formula_tol`
+# (FORMULA_TOL).
 
 # %% tags=["remove-cell"]
 formula_check = formulas.check_formulas(sizes["tokens"], d, generator, REPEATS)
@@ -85,11 +88,13 @@ table(
 # A3 says RMSNorm drops both the centring and β. Checked three ways: `torch.nn.RMSNorm` and `normlab.RMSNorm` have a
 # single parameter, the gain; `F.rms_norm` equals $x/\sqrt{\overline{x^2}+\varepsilon}\odot\gamma$ with no mean
 # anywhere (above); and its outputs are not centred: the per-token mean of the output stays far from 0.
-# A3 asks for the median per-token |mean| of RMSNorm's output to exceed 0.1, and LayerNorm's to stay below
-# FORMULA_TOL.
+# A3 asks for the median per-token |mean| of RMSNorm's output to exceed {glue:text}`uncentred`, and LayerNorm's to stay below
+# {glue:text}`formula_tol` (FORMULA_TOL).
 
 # %% tags=["remove-cell"]
-a3 = formulas.a3_no_centring(formula_check, FORMULA_TOL, uncentred=0.1, repeats=REPEATS)
+A3_RULE = dict(uncentred=0.1)  # as stated above
+state(**A3_RULE)
+a3 = formulas.a3_no_centring(formula_check, FORMULA_TOL, **A3_RULE, repeats=REPEATS)
 for claim_id, finding in (
     ("A1", formulas.a1_layer_norm_formula(formula_check, FORMULA_TOL)),
     ("B2", formulas.b2_formulas(formula_check, FORMULA_TOL)),
@@ -106,16 +111,18 @@ Markdown(formulas.formulas_paragraph(formula_check, a3))
 #
 # For standard-normal tokens ($\sigma \approx 1$) we add $c\,\mathbf 1$ or multiply by $a$ and record the largest output
 # change. The shifted input is rounded in its own dtype before normalising, exactly as in a model: that rounding, not
-# the formula, is what limits LayerNorm's shift invariance at huge shifts. In float64, ε is set to 1e-300 (i.e. 0) to
-# test the mathematics; in float32 and bfloat16 the defaults are used (LayerNorm 1e-5, RMSNorm 1e-6).
+# the formula, is what limits LayerNorm's shift invariance at huge shifts. In float64, ε is set to {glue:text}`eps_free` (i.e. 0)
+# to test the mathematics; in float32 and bfloat16 the defaults are used (LayerNorm {glue:text}`layer_norm_eps`,
+# RMSNorm {glue:text}`rms_norm_eps`).
 # {numref}`fig-geometry-invariance` shows the change against the size of the shift (left) and of the scale (right):
 # LayerNorm stays at rounding level under shifts until the shift swamps the dtype's precision; RMSNorm moves by order
 # one as soon as the shift is comparable with σ; both are flat under scaling.
 #
-# In float64 a norm counts as invariant when its output moves by less than 1e-9 (INVARIANCE_TOL). In float32 a
-# change above 1e-3 is a visible break; bfloat16 already rounds unit-size outputs by up to 4e-3, so its bar is 0.1.
-# A4 asks LayerNorm to stay invariant under shifts up to 1e4·σ, far beyond any residual-stream offset and still
-# inside float64's precision; A4 and B4 call RMSNorm shift sensitive if a shift of one σ moves it by more than 0.1.
+# In float64 a norm counts as invariant when its output moves by less than {glue:text}`invariance_tol` (INVARIANCE_TOL).
+# In float32 a change above {glue:text}`visible_float32` is a visible break; bfloat16 already rounds unit-size outputs
+# by up to 4e-3, so its bar is {glue:text}`visible_bfloat16`. A4 asks LayerNorm to stay invariant under shifts up to
+# {glue:text}`shift_regime`·σ, far beyond any residual-stream offset and still inside float64's precision; A4 and B4
+# call RMSNorm shift sensitive if a shift of one σ moves it by more than {glue:text}`shift_sensitive`.
 
 # %% tags=["remove-cell"]
 sweep = invariance.sweep_invariance(sizes["tokens"], d, sizes["points"], generator)
@@ -130,8 +137,15 @@ plt.show()
 # hyperplane $\mathbf 1^\top y = 0$.
 
 # %% tags=["remove-cell"]
+A4_RULE = dict(shift_regime=1e4, shift_sensitive=0.1)  # as stated above
+state(
+    **A4_RULE,
+    eps_free=invariance.EPS_FREE,
+    layer_norm_eps=invariance.LAYER_NORM_EPS,
+    rms_norm_eps=invariance.RMS_NORM_EPS,
+)
 found_invariance = invariance.invariance_findings(
-    sweep, INVARIANCE_TOL, VISIBLE_CHANGE, FORMULA_TOL, shift_regime=1e4, shift_sensitive=0.1, repeats=REPEATS
+    sweep, INVARIANCE_TOL, VISIBLE_CHANGE, FORMULA_TOL, **A4_RULE, repeats=REPEATS
 )
 found_invariance.a4.record(results, "A4", "geometry-invariance")
 results.record_evidence("B3", found_invariance.b3_summary, found_invariance.b3_evidence, section="geometry-invariance")
@@ -165,9 +179,9 @@ results.record_evidence("B16", *dimension.b16_geometric_part(rank), section="geo
 # (geometry-parameters)=
 # ## Parameters and memory
 #
-# A6 counts parameters: LayerNorm stores γ and β, RMSNorm only γ. We count them on `torch.nn` and `normlab` modules
-# and, as a second measure of memory, the bytes autograd keeps for the backward pass of one float32 batch.
-# A6 holds with a caveat if the norms are under 1% of a d = 768 block's weights, or if the activation memory
+# A6 counts parameters: LayerNorm stores γ and β, RMSNorm only γ. We count them on `torch.nn` and `normlab` modules and,
+# as a second measure of memory, the bytes autograd keeps for the backward pass of one float32 batch. A6 holds with a
+# caveat if the norms are under {glue:text}`negligible_share` of a d = 768 block's weights, or if the activation memory
 # is not smaller.
 
 # %% tags=["remove-cell"]
@@ -181,7 +195,9 @@ table(
 )
 
 # %% tags=["remove-cell"]
-parameters.a6_parameter_saving(memory, negligible_share=0.01).record(results, "A6", "geometry-parameters")
+A6_RULE = dict(negligible_share=0.01)  # as stated above
+state(negligible_share=percent(A6_RULE["negligible_share"]))
+parameters.a6_parameter_saving(memory, **A6_RULE).record(results, "A6", "geometry-parameters")
 
 # %% [markdown]
 # (geometry-eps-placement)=
@@ -193,14 +209,14 @@ parameters.a6_parameter_saving(memory, negligible_share=0.01).record(results, "A
 #
 # | Implementation | Source | ε placement | Default ε | Gain | Compute dtype |
 # |---|---|---|---|---|---|
-# | RMSNorm authors, PyTorch | `bzhangGo/rmsnorm`, `rmsnorm_torch.py` (2e726f1) | **outside**: `x / (rms_x + eps)`, `rms_x = ‖x‖·d^(-1/2)` | 1e-8 | `scale` (ones); optional bias, off by default | input dtype |
-# | RMSNorm authors, TensorFlow | `bzhangGo/rmsnorm`, `rmsnorm_tensorflow.py` (2e726f1) | inside: `scale * x * tf.rsqrt(ms + eps)` | 1e-8 | `scale` (ones); optional offset | input dtype |
-# | RMSNorm authors, Theano | `bzhangGo/rmsnorm`, `layers.py` (2e726f1) | inside: `x / sqrt(mean(x²) + 1e-5)` | 1e-5 | applied outside the function | input dtype |
+# | RMSNorm authors, PyTorch | `bzhangGo/rmsnorm`, `rmsnorm_torch.py` (2e726f1) | **outside**: `x / (rms_x + eps)`, `rms_x = ‖x‖·d^(-1/2)` | `1e-8` | `scale` (ones); optional bias, off by default | input dtype |
+# | RMSNorm authors, TensorFlow | `bzhangGo/rmsnorm`, `rmsnorm_tensorflow.py` (2e726f1) | inside: `scale * x * tf.rsqrt(ms + eps)` | `1e-8` | `scale` (ones); optional offset | input dtype |
+# | RMSNorm authors, Theano | `bzhangGo/rmsnorm`, `layers.py` (2e726f1) | inside: `x / sqrt(mean(x²) + 1e-5)` | `1e-5` | applied outside the function | input dtype |
 # | "zero", the authors' Transformer toolkit | `bzhangGo/zero`, `func.py`, `rms_norm` (d97e2c2) | inside: `scale * x * tf.rsqrt(ms + eps)` | `dtype.epsilon()` | `scale` (ones) | configured float type |
-# | Meta LLaMA reference | `meta-llama/llama`, `llama/model.py` (8580eb9) | inside: `x * rsqrt(mean(x²) + eps)` | 1e-6 (class), `norm_eps` 1e-5 in `ModelArgs` | `weight` (ones), applied after casting back | float32, cast back before the gain |
-# | HF `LlamaRMSNorm` | `huggingface/transformers`, `src/transformers/models/llama/modeling_llama.py` (5dd4a63) | inside: `rsqrt(variance + eps)` | 1e-6 (`rms_norm_eps` from the config) | `weight` (ones), after casting back | float32 |
-# | HF `T5LayerNorm` | `huggingface/transformers`, `src/transformers/models/t5/modeling_t5.py` (6b8b757) | inside: `rsqrt(variance + eps)` | 1e-6 | `weight` (ones); cast to the weight's dtype if half | variance in float32 (apex `FusedRMSNorm` replaces it when installed) |
-# | HF `GemmaRMSNorm` | `huggingface/transformers`, `src/transformers/models/gemma/modeling_gemma.py` (c4cdd1a) | inside: `rsqrt(mean(x²) + eps)` | 1e-6 | **(1 + weight)**, weight initialised to zeros, multiplied in float32 before the cast | float32 throughout |
+# | Meta LLaMA reference | `meta-llama/llama`, `llama/model.py` (8580eb9) | inside: `x * rsqrt(mean(x²) + eps)` | `1e-6` (class), `norm_eps` `1e-5` in `ModelArgs` | `weight` (ones), applied after casting back | float32, cast back before the gain |
+# | HF `LlamaRMSNorm` | `huggingface/transformers`, `src/transformers/models/llama/modeling_llama.py` (5dd4a63) | inside: `rsqrt(variance + eps)` | `1e-6` (`rms_norm_eps` from the config) | `weight` (ones), after casting back | float32 |
+# | HF `T5LayerNorm` | `huggingface/transformers`, `src/transformers/models/t5/modeling_t5.py` (6b8b757) | inside: `rsqrt(variance + eps)` | `1e-6` | `weight` (ones); cast to the weight's dtype if half | variance in float32 (apex `FusedRMSNorm` replaces it when installed) |
+# | HF `GemmaRMSNorm` | `huggingface/transformers`, `src/transformers/models/gemma/modeling_gemma.py` (c4cdd1a) | inside: `rsqrt(mean(x²) + eps)` | `1e-6` | **(1 + weight)**, weight initialised to zeros, multiplied in float32 before the cast | float32 throughout |
 # | `torch.nn.RMSNorm` / `F.rms_norm` | PyTorch docstring (installed version) and measured below | inside: `sqrt(eps + mean(x²))` | `None` → `finfo(compute dtype).eps` | `weight` (ones) | see below |
 #
 # The four rows from the authors were read in their repositories at the commits given; the others are the copies of the
@@ -223,13 +239,14 @@ Markdown(measured.sentence())
 # resolution $u$ below $r^* \approx \max(\varepsilon/u, \sqrt{\varepsilon/2u})$. {numref}`fig-geometry-placement` shows
 # the gap in float64 (left) and the share of stored outputs that change (right).
 #
-# Q1 holds if PyTorch measures as ε inside and every measured crossover lies within a factor 2 of that prediction;
-# it carries a caveat if, with LLaMA's ε = 1e-6, float32 outputs differ above RMS 1.
+# Q1 holds if PyTorch measures as ε inside and every measured crossover lies within a factor {glue:text}`agreement` of
+# that prediction; it carries a caveat if, with LLaMA's ε = {glue:text}`eps`, float32 outputs differ above RMS
+# {glue:text}`visible_rms`.
 
 # %% tags=["remove-cell"]
 placement = eps_placement.sweep_placement(d, sizes["points"], generator)
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "ε inside against ε outside the root, as a function of the input's RMS. Left: relative gap of outputs and input gradients in float64, with the float32 and bfloat16 resolutions dotted. Right: share of output elements whose stored value differs. What to see: the gap matters only at small RMS (below about 1 for float32 with ε = 1e-6) and almost never in bfloat16.", "name": "fig-geometry-placement"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "ε inside against ε outside the root, as a function of the input's RMS. Left: relative gap of outputs and input gradients in float64, with the float32 and bfloat16 resolutions dotted. Right: share of output elements whose stored value differs. What to see: the gap matters only at small RMS (below about 1 for float32 with ε = {glue:text}`eps`) and almost never in bfloat16.", "name": "fig-geometry-placement"}}
 figures.placement(placement.gaps)
 plt.show()
 
@@ -240,17 +257,9 @@ table(
 )
 
 # %% tags=["remove-cell"]
-placed = eps_placement.placement_findings(
-    placement,
-    measured,
-    formula_check,
-    FORMULA_TOL,
-    eps=1e-6,
-    agreement=2,
-    visible_rms=1.0,
-    float32_tol=1e-6,
-    repeats=REPEATS,
-)
+Q1_RULE = dict(eps=1e-6, agreement=2, visible_rms=1.0, float32_tol=1e-6)  # as stated above
+state(**Q1_RULE)
+placed = eps_placement.placement_findings(placement, measured, formula_check, FORMULA_TOL, **Q1_RULE, repeats=REPEATS)
 placed.q1.record(results, "Q1", "geometry-eps-placement")
 placed.a2.record(results, "A2", "geometry-eps-placement")
 
@@ -263,16 +272,19 @@ Markdown(placed.paragraph)
 #
 # Tokens $x = c\,\mathbf 1 + s\,z$: a common offset $c$ plus noise of size $s$. B11 says RMSNorm's ε pads the mean square
 # $\overline{x^2} = c^2 + s^2$ and hardly matters when that is large, while LayerNorm's ε pads the variance $s^2$ and takes
-# over when the input is nearly constant. Both norms use ε = 1e-5 here so that only the placement under the root differs.
+# over when the input is nearly constant. Both norms use ε = {glue:text}`b11_eps` here so that only the placement under the root differs.
 # The effect of ε is $\max|N_\varepsilon(x) - N_0(x)| / \max|N_0(x)|$ in float64; {numref}`fig-geometry-b11` shows it
 # (left) with the share of the output that is the common offset (right).
 #
-# B11 holds if RMSNorm's ε effect stays below 1e-4 once mean(x²) ≥ 1, LayerNorm's exceeds 25% when σ² ≤ ε and
-# stays below 1e-3 when σ² ≥ 1e3·ε, and RMSNorm's output on mean-dominated inputs (c = 100, s ≤ 1) lies more
-# than 99% along 1.
+# B11 holds if RMSNorm's ε effect stays below {glue:text}`rms_negligible` once mean(x²) ≥ 1, LayerNorm's exceeds
+# {glue:text}`ln_takes_over` when σ² ≤ ε and stays below {glue:text}`ln_negligible` when σ² ≥ 1e3·ε, and RMSNorm's
+# output on mean-dominated inputs (c = 100, s ≤ 1) lies more than {glue:text}`offset_dominated` along 1.
 
 # %% tags=["remove-cell"]
 B11_EPS = 1e-5
+B11_RULE = dict(rms_negligible=1e-4, ln_takes_over=0.25, ln_negligible=1e-3, offset_dominated=0.99)  # as stated above
+state(b11_eps=B11_EPS, rms_negligible=B11_RULE["rms_negligible"], ln_negligible=B11_RULE["ln_negligible"])
+state(ln_takes_over=percent(B11_RULE["ln_takes_over"]), offset_dominated=percent(B11_RULE["offset_dominated"]))
 b11 = mean_dominated.sweep_mean_dominated(d, sizes["points"], B11_EPS, generator)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Left: how much ε changes each norm's output as the per-token noise s shrinks, for three offsets c. Right: the share of the output's energy along the all-ones direction. What to see: RMSNorm's ε matters only when the whole mean square approaches ε; LayerNorm's takes over as soon as the noise does, whatever the offset; and on mean-dominated inputs RMSNorm's output is almost all offset.", "name": "fig-geometry-b11"}}
@@ -280,9 +292,7 @@ figures.mean_dominated(b11, B11_EPS)
 plt.show()
 
 # %% tags=["remove-cell"]
-b11_finding, b11_sentence = mean_dominated.b11_eps_on_mean_dominated(
-    b11, B11_EPS, d, rms_negligible=1e-4, ln_takes_over=0.25, ln_negligible=1e-3, offset_dominated=0.99, repeats=REPEATS
-)
+b11_finding, b11_sentence = mean_dominated.b11_eps_on_mean_dominated(b11, B11_EPS, d, **B11_RULE, repeats=REPEATS)
 b11_finding.record(results, "B11", "geometry-mean-dominated")
 
 # %% tags=["remove-input"]

@@ -23,7 +23,8 @@
 # This chapter checks every one of these expressions against `torch.autograd.functional.jacobian`
 # applied to the project's reference norms in float64, and reports the exact form wherever a printed one fails.
 # A formula **holds to machine precision** when its largest entry-wise error, divided by the largest entry of the
-# autograd Jacobian, is below `MACHINE_TOL` (set below).
+# autograd Jacobian, is below {glue:text}`machine_tol` (`MACHINE_TOL`); a printed form whose error exceeds
+# {glue:text}`wrong_tol` (`WRONG_TOL`) is *wrong*, not merely rounded.
 #
 # A point to keep in mind throughout: with $\hat x = x/r$ one has $\|\hat x\|^2 = d$, not 1, so
 # $I - \hat x\hat x^\top$ is **not** a projector (its eigenvalue along $\hat x$ is $1-d$).
@@ -44,6 +45,7 @@ from IPython.display import Markdown
 from normlab.analysis.jacobians import figures, profiles
 from normlab.study import Results
 from normlab.study.present import claims_box, verdict_table
+from normlab.study.prose import state
 from normlab.study.results import load_evidence
 
 settings = profiles.profile_settings(profile, overrides)
@@ -56,6 +58,7 @@ MACHINE_TOL = 1e-12  # relative max error below which a closed form "holds to ma
 WRONG_TOL = 1e-2  # relative max error above which a printed form is "wrong", not merely rounded
 EPS_TYPICAL = 1e-6  # LLaMA's RMSNorm eps, used where a realistic eps is needed
 EPS_CHECK = 1e-2  # a deliberately large eps, so eps-aware forms are tested where eps matters
+state(machine_tol=MACHINE_TOL, wrong_tol=WRONG_TOL, eps_typical=EPS_TYPICAL, eps_check=EPS_CHECK)
 
 # %% tags=["remove-input"]
 claims_box(["B3", "B12", "B13", "B14"], overrides=overrides)
@@ -65,15 +68,18 @@ claims_box(["B3", "B12", "B13", "B14"], overrides=overrides)
 # ## Closed forms against autograd
 #
 # For each feature size, random tokens $x = a\,z + b\mathbf 1$ (with $z$ standard normal, $a$ log-uniform in
-# $[10^{-2}, 10^{2}]$ and $b$ normal), a random gain $g$ and a random upstream gradient $\delta$.
+# [{glue:text}`scale_low`, {glue:text}`scale_high`] and $b$ normal), a random gain $g$ and a random upstream gradient $\delta$.
 # Every closed form is compared with the autograd Jacobian of the reference norm (`normlab.norms.reference`) in float64.
-# The ε-free norms are evaluated with ε = 1e-300, which float64 cannot distinguish from 0 at these scales.
+# The ε-free norms are evaluated with ε = {glue:text}`eps_free`, which float64 cannot distinguish from 0 at these
+# scales; the forms that include ε are checked with a deliberately large ε = {glue:text}`eps_check`, where it matters.
 # {numref}`fig-jacobians-errors` shows every form's error.
 
 
 # %% tags=["remove-cell"]
-from normlab.analysis.jacobians import against_autograd
+from normlab.analysis.jacobians import against_autograd, closed_forms
 
+low, high = against_autograd.SCALE_DECADES
+state(eps_free=closed_forms.EPS_FREE, scale_low=10.0**low, scale_high=10.0**high)
 # One generator feeds every section in page order, so each section's tokens depend on the ones before.
 generator = torch.Generator().manual_seed(1)
 formulas = against_autograd.FormulaCheck(
@@ -123,7 +129,7 @@ mean_projection_gap = matrices.mean_projection_gap(panels[matrices.ZERO_MEAN_DIF
 #
 # A norm that is invariant to a direction must have a Jacobian that maps it to 0. For each token we measure
 # $\|Jv\| / (\|J\|_2\|v\|)$ for $v = x$ (scale) and $v = \mathbf 1$ (shift), and the numerical rank, with ε = 0 and
-# with ε = 1e-6 at unit scale.
+# with ε = {glue:text}`eps_typical` (LLaMA's) at unit scale.
 
 # %% tags=["remove-cell"]
 from normlab.analysis.jacobians import null_space
@@ -153,7 +159,7 @@ max_gradient_cosine = null_space.max_gradient_cosine(settings["dims"], settings[
 #
 # The geometry chapter measures the invariances and the form $\sqrt d\,Px/\|Px\|$ and leaves them as evidence; this
 # chapter measures the Jacobian. **Rule:** B3 holds if both parts hold (the geometry part: shift and scale invariance in
-# float64 and the direction form to rounding; this part: $J_{LN} = J_{RMS}(Px)\,P$ to `MACHINE_TOL`, both invariant
+# float64 and the direction form to rounding; this part: $J_{LN} = J_{RMS}(Px)\,P$ to {glue:text}`machine_tol`, both invariant
 # directions removed, rank d − 2). It carries a caveat if the geometry part found the shift invariance broken by
 # float32 or bfloat16 rounding within its sweep, or if the geometry chapter has not run (then only this part is judged).
 
@@ -179,7 +185,7 @@ from normlab.analysis.jacobians import one_over_r
 
 scaling = one_over_r.scaling_table(settings["dims"], settings["scales"], generator, EPS_TYPICAL)
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Input-gradient norm times the input scale a, relative to a = 1: exactly 1 where gradients shrink as 1/r. What to see: with ε = 0 the law is exact at every scale; with ε = 1e-6 it fails only when the input's RMS approaches √ε.", "name": "fig-jacobians-scaling"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Input-gradient norm times the input scale a, relative to a = 1: exactly 1 where gradients shrink as 1/r. What to see: with ε = 0 the law is exact at every scale; with ε = {glue:text}`eps_typical` it fails only when the input's RMS approaches √ε.", "name": "fig-jacobians-scaling"}}
 figures.scaling_figure(scaling, EPS_TYPICAL)
 plt.show()
 
@@ -274,7 +280,9 @@ Markdown(gain_backward.b12_b13_paragraph(b12, b13, radial))
 # 1. the batch gradient is exactly that per-channel sum (checked against autograd on a batch);
 # 2. gradient descent on $g$ stops where that sum is zero. In the simplest setting — fit $\hat x\odot g$ to targets $t$ —
 #    this is the per-channel least-squares slope $\sum \hat x t / \sum \hat x^2$. Is that a *correlation*? We compare the
-#    learned $g$ with the per-channel Pearson correlation of $t$ and $\hat x$.
+#    learned $g$ with the per-channel Pearson correlation of $t$ and $\hat x$: gradient descent must reach the slope
+#    within {glue:text}`fit_tol`, and $g$ is not literally a correlation where it differs from Pearson's $r$ by more
+#    than {glue:text}`correlation_tol`.
 #
 # The targets have true slopes that include 0 (a channel with no signal), so we also see whether $g$ suppresses it
 # ({numref}`fig-jacobians-gain`).
@@ -292,6 +300,7 @@ plt.show()
 # %% tags=["remove-cell"]
 CORRELATION_TOL = 0.05  # |g − Pearson r| above this means g is not literally a correlation coefficient
 FIT_TOL = 1e-8  # gradient descent must reach the least-squares slope to this absolute error
+state(fit_tol=FIT_TOL, correlation_tol=CORRELATION_TOL)
 b14 = gain_fit.b14_finding(fit, MACHINE_TOL, FIT_TOL, CORRELATION_TOL)
 _ = b14.record(results, "B14", "jacobians-b14")
 

@@ -14,11 +14,11 @@
 # sides (Peri-LN, Gemma 2/3, OLMo 2)? Must queries and keys be normalised (QK-norm)? Do the deep layers of a
 # pre-LN model go to waste (the Curse of Depth, and its remedy LayerNorm Scaling)?
 #
-# This chapter tests the four claims on the book's own byte-level GPT (`normlab.gpt.model.GPT`), corpus and
-# pipeline, each against the LLaMA-style baseline (pre-LN RMSNorm, SwiGLU, RoPE) with paired runs: same seed,
-# same initial value of every shared parameter, same batches. The papers trained models of hundreds of millions
-# to billions of parameters; the models here are thousands of times smaller (their sizes are given below). A claim that does
-# not show at this scale is **not refuted** by that: each verdict says what small scale can and cannot show.
+# This chapter tests the four claims on the book's own byte-level GPT (`normlab.gpt.model.GPT`), corpus and pipeline,
+# each against the LLaMA-style baseline (pre-LN RMSNorm, SwiGLU, RoPE) with paired runs: same seed, same initial value
+# of every shared parameter, same batches. The papers trained models of hundreds of millions to billions of parameters;
+# the models here are thousands of times smaller (their sizes are given below). A claim that does not show at this scale
+# is **not refuted** by that: each verdict says what small scale can and cannot show.
 
 # %% tags=["parameters", "remove-cell"]
 profile, overrides = "smoke", {}  # overrides: settings that replace the profile's (`make book SET=...`)
@@ -45,8 +45,10 @@ from normlab.analysis.landscape import (
     runs,
 )
 from normlab.gpt.corpus import load_corpus
+from normlab.gpt.model import GPTConfig
 from normlab.study import Results
 from normlab.study.present import claims_box, table, verdict_table
+from normlab.study.prose import percent, state
 
 # %% tags=["remove-cell"]
 P = profiles.profile_settings(profile, overrides)  # the profiles' model sizes, grids and seeds
@@ -74,21 +76,23 @@ claims_box(["V1", "V2", "V3", "V4"], overrides=overrides)
 # Every variant changes one thing against LLaMA-style pre-LN RMSNorm at the same scale. All runs are independent
 # and run in parallel worker processes, one thread each. Margins, stated here before any run:
 #
-# - **Loss margin: 0.03 nats per byte** on the final validation loss. That is about 2% of a trained small model's
-#   loss (1.5–2 nats per byte on the cpu profile), below what a reader would call a change of quality. A variant
-#   "matches" the baseline when the 95% paired interval of (variant − baseline) lies entirely below +0.03
-#   (non-inferiority), and is "worse" when it lies entirely at or above +0.03.
-# - **Usable learning rate**: a run that did not diverge and ended within **0.25 nats** of the best run among the
-#   variants a claim compares, at that scale: with and without QK-norm for V3, the four placements for V2, DyT's
-#   two recipes and RMSNorm for V1 (a loss 0.25 nats worse is a visibly weaker model, but one that trained). The
-#   usable range is the contiguous stretch of grid points that are usable; "diverges at" is the first grid point
-#   above it that is not. This rule first read "the best run at that scale": once DyT with an RMSNorm final norm,
-#   under the authors' AdamW, was added and trained 0.2 nats better than any other variant, that bar would have
-#   judged QK-norm against a model V3 is no part of, so the bar is now each claim's own.
+# - **Loss margin: {glue:text}`loss_margin` nats per byte** on the final validation loss. That is about 2% of a trained
+#   small model's loss (1.5–2 nats per byte on the cpu profile), below what a reader would call a change of quality. A
+#   variant "matches" the baseline when the 95% paired interval of (variant − baseline) lies entirely below
+#   +{glue:text}`loss_margin` (non-inferiority), and is "worse" when it lies entirely at or above
+#   +{glue:text}`loss_margin`.
+# - **Usable learning rate**: a run that did not diverge and ended within **{glue:text}`usable_tolerance` nats** of the
+#   best run among the variants a claim compares, at that scale: with and without QK-norm for V3, the four placements
+#   for V2, DyT's two recipes and RMSNorm for V1 (a loss {glue:text}`usable_tolerance` nats worse is a visibly weaker
+#   model, but one that trained). The usable range is the contiguous stretch of grid points that are usable; "diverges
+#   at" is the first grid point above it that is not. This rule first read "the best run at that scale": once DyT with
+#   an RMSNorm final norm, under the authors' AdamW, was added and trained 0.2 nats better than any other variant, that
+#   bar would have judged QK-norm against a model V3 is no part of, so the bar is now each claim's own.
 
 # %% tags=["remove-cell"]
 LOSS_MARGIN = 0.03
 USABLE_TOLERANCE = 0.25
+state(loss_margin=LOSS_MARGIN, usable_tolerance=USABLE_TOLERANCE)
 trained = runs.run_jobs(runs.landscape_jobs(P, device), P)
 study = method.Landscape(P, trained, corpus, loss_margin=LOSS_MARGIN, usable_tolerance=USABLE_TOLERANCE)
 
@@ -118,24 +122,25 @@ Markdown(method.overview(study))
 #   thousand times smaller is that ratio, 1, not the absolute rate, which was tuned for 7B parameters: DyT runs at
 #   this chapter's RMSNorm learning rate, over the same grid.
 #
-# It is judged against RMSNorm trained with the same AdamW (their baseline), paired over seeds: the pair differs in
-# the norm alone. Beside it, **DyT in the blocks with an RMSNorm final norm**, the same recipe otherwise: a final
-# layer that is not scale-invariant rewards the last hidden state for growing until tanh saturates, which would
-# stop the gradient to everything below it (the mechanism TaperNorm, arXiv 2602.10408, names for models without a
-# final norm; SeeDNorm, arXiv 2510.22777, argues saturation makes DyT's gradients vanish). The study's earlier
-# recipe (β kept, α₀ = 0.5 everywhere, α and the scalar undecayed) and the same without the embedding scale are
-# kept at the reference learning rate only: their pair still measures what the scale does. Their learning-rate
-# grid and their α₀ sweep are dropped: the authors' recipe now carries both.
+# It is judged against RMSNorm trained with the same AdamW (their baseline), paired over seeds: the pair differs in the
+# norm alone. Beside it, **DyT in the blocks with an RMSNorm final norm**, the same recipe otherwise: a final layer that
+# is not scale-invariant rewards the last hidden state for growing until tanh saturates, which would stop the gradient
+# to everything below it (the mechanism TaperNorm, arXiv 2602.10408, names for models without a final norm; SeeDNorm,
+# arXiv 2510.22777, argues saturation makes DyT's gradients vanish). The study's earlier recipe (β kept, α₀ =
+# {glue:text}`earlier_alpha` everywhere, α and the scalar undecayed) and the same without the embedding scale are kept
+# at the reference learning rate only: their pair still measures what the scale does. Their learning-rate grid and their
+# α₀ sweep are dropped: the authors' recipe now carries both.
 #
 # Through training, at every evaluation, each DyT run logs each DyT layer's α, the RMS of the last hidden state
 # (the final norm's input), the share of each DyT layer's inputs at which float32's tanh′(αx) is exactly 0, and
-# the mean gradient reaching the blocks' matrices. **Rule for the diagnosis (fixed before measuring):** a DyT layer
-# is *saturated* when at least **50%** of its inputs sit there in every seed at the end of training; the sentence
-# names the final DyT layer as the failing part when it is saturated, and reads DyT with an RMSNorm final norm
-# against the same 0.03-nat margin.
+# the mean gradient reaching the blocks' matrices. **Rule for the diagnosis (fixed before measuring):** a DyT layer is
+# *saturated* when at least **{glue:text}`saturated_share`** of its inputs sit there in every seed at the end of
+# training; the sentence names the final DyT layer as the failing part when it is saturated, and reads DyT with an
+# RMSNorm final norm against the same {glue:text}`loss_margin`-nat margin.
 
 # %% tags=["remove-cell"]
 SATURATED_SHARE = 0.5
+state(saturated_share=percent(SATURATED_SHARE), earlier_alpha=GPTConfig.dyt_alpha)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Left: final validation loss at the reference learning rate, one line per seed joining its paired runs; 'authors' recipe' is DyT as in the authors' LLaMA code, 'authors' AdamW' RMSNorm under the same optimiser, 'study's recipe' the earlier DyT with β and one α₀, 'DyT plain' the same without the embedding scale. Middle: the authors' recipe's final loss against the initial α of the norms not in front of attention (that one starts at 4×), on two widths; RMSNorm's as a dashed line per width. Right: final loss over the learning-rate grid (mean over grid seeds; a missing point diverged).", "name": "fig-landscape-dyt"}}
 figures.dyt(study.frame, P, study.entropy)
@@ -183,8 +188,9 @@ Markdown(dyt.dyt_paragraph(v1))
 # `norm(x + f(x))`, Peri-LN `x + norm(f(norm(x)))` and OLMo 2's `x + norm(f(x))`. We record the hidden state's RMS
 # after every block through training, the per-layer gradient norms, and the loss over a learning-rate grid.
 # **Rule (fixed before measuring):** growth is the hidden RMS after the last block over that after the first,
-# at the end of training. The claim needs pre-LN's growth to be real (at least 2×) and both
-# output-normalising placements to at most halve it (ratio to pre-LN ≤ 0.5, the worse of the two judged),
+# at the end of training. The claim needs pre-LN's growth to be real (at least {glue:text}`pre_growth_needed`×) and
+# both output-normalising placements to at most halve it (ratio to pre-LN ≤ {glue:text}`max_relative_growth`, the
+# worse of the two judged),
 # with a usable learning-rate range at least as wide as pre-LN's.
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Left: hidden-state RMS after each block at the end of training (reference learning rate, mean over seeds), log scale. Middle: the same through training, after the last block. Right: per-layer gradient norm (before clipping), averaged over training, seed 0.", "name": "fig-landscape-placement"}}
@@ -203,6 +209,7 @@ table(
 
 # %% tags=["remove-cell"]
 V2_RULE = dict(pre_growth_needed=2.0, max_relative_growth=0.5)
+state(**V2_RULE)
 v2 = placement.placement_claim(study, measures, **V2_RULE)
 
 # %% tags=["remove-input"]
@@ -246,12 +253,12 @@ Markdown(qk_norm.qk_paragraph(v3))
 # > In deep pre-LN models the later layers contribute little (their outputs are near identity); scaling each
 # > norm's output by 1/√(layer index) makes them useful again (Sun et al., 2025).
 #
-# **Test.** The deepest model, pre-LN RMSNorm, with and without LayerNorm Scaling (`depth_scaling=True`: block
-# l's norms multiply their output by 1/√l), paired over seeds. Each block's contribution is the validation loss
-# increase when that block is replaced by the identity. **Rule (fixed before measuring):** the curse is present when
-# the later half of the blocks accounts for at most 35% of the total loss increase (an even split is 50%); the
-# remedy works when scaling raises that share (paired 95% interval above 0) without a final loss worse by more than
-# the 0.03-nat margin.
+# **Test.** The deepest model, pre-LN RMSNorm, with and without LayerNorm Scaling (`depth_scaling=True`: block l's norms
+# multiply their output by 1/√l), paired over seeds. Each block's contribution is the validation loss increase when that
+# block is replaced by the identity. **Rule (fixed before measuring):** the curse is present when the later half of the
+# blocks accounts for at most {glue:text}`curse_share` of the total loss increase (an even split is half); the remedy
+# works when scaling raises that share (paired 95% interval above 0) without a final loss worse by more than the
+# {glue:text}`loss_margin`-nat margin.
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Left: loss increase when each block is dropped (mean over seeds). Middle: hidden-state RMS after each block at the end of training. Right: final validation loss per seed, paired.", "name": "fig-landscape-depth"}}
 figures.depth({label: study.pick("deepest", label) for label in ("pre", "1/√l")}, P["seeds"])
@@ -259,6 +266,7 @@ plt.show()
 
 # %% tags=["remove-cell"]
 V4_RULE = dict(curse_share=0.35)
+state(curse_share=percent(V4_RULE["curse_share"]))
 v4 = curse_of_depth.depth_claim(study, **V4_RULE)
 
 # %% tags=["remove-input"]
@@ -268,12 +276,12 @@ Markdown(curse_of_depth.depth_paragraph(v4, **V4_RULE))
 # (landscape-gpu)=
 # ## The GPU study beside this run
 #
-# A GPU study committed under `data/` (`python -m normlab.study.gpu`) trains V2's placements and V4's LayerNorm
-# Scaling deeper, and V3's QK-norm grid wider, than this run can. The same rules judge its runs, with the margins
-# and thresholds stated above. The run whose interval is narrower relative to what it is judged against decides:
-# for V2 the 95% interval over seeds of the weaker output-normalising placement's growth relative to pre-LN's,
-# against the 0.5 threshold; for V4 the paired interval of the change in the later half's share. A "does not
-# hold" from the other run becomes a caveat. V3's rule ("higher in every seed") has no interval, so this run
+# A GPU study committed under `data/` (`python -m normlab.study.gpu`) trains V2's placements and V4's LayerNorm Scaling
+# deeper, and V3's QK-norm grid wider, than this run can. The same rules judge its runs, with the margins and thresholds
+# stated above. The run whose interval is narrower relative to what it is judged against decides: for V2 the 95%
+# interval over seeds of the weaker output-normalising placement's growth relative to pre-LN's, against the
+# {glue:text}`max_relative_growth` threshold; for V4 the paired interval of the change in the later half's share. A
+# "does not hold" from the other run becomes a caveat. V3's rule ("higher in every seed") has no interval, so this run
 # decides it and the GPU's verdict stands beside it. V1 is weighed only where the study trains its design.
 
 # %% tags=["remove-input"]
@@ -294,17 +302,17 @@ for claim, section in (("V2", "landscape-placement"), ("V3", "landscape-qk"), ("
 # ## The landscape at a glance
 #
 # {numref}`fig-landscape-summary` puts every variant beside the LLaMA-style baseline at its own scale: the paired
-# final-loss difference with its 95% interval (left; the shaded band is the ±0.03-nat margin), the training step
-# time relative to the baseline, all timed at the small scale in alternation (middle), and the usable
-# learning-rate range on the grid (right). DyT appears twice, both paired with RMSNorm under the authors' AdamW: by
-# the authors' recipe, and with an RMSNorm final norm.
-# LayerNorm Scaling was run at one learning rate only, so it has no range.
+# final-loss difference with its 95% interval (left; the shaded band is the ±{glue:text}`loss_margin`-nat margin), the
+# training step time relative to the baseline, all timed at the small scale in alternation (middle), and the usable
+# learning-rate range on the grid (right). DyT appears twice, both paired with RMSNorm under the authors' AdamW: by the
+# authors' recipe, and with an RMSNorm final norm. LayerNorm Scaling was run at one learning rate only, so it has no
+# range.
 
 # %% tags=["remove-cell"]
 timings = at_a_glance.step_times(P, corpus, device)
 summary = at_a_glance.summary_frame(study, timings)
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Every variant against LLaMA-style pre-LN RMSNorm. Left: paired final-loss difference with its 95% interval, at the scale where the variant was tested (shaded: the ±0.03-nat margin). Middle: median step-time ratio at the small scale (bars: interquartile range of the per-repeat ratio). Right: usable learning-rate range on the grid (grey: the baseline's at that scale).", "name": "fig-landscape-summary"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Every variant against LLaMA-style pre-LN RMSNorm. Left: paired final-loss difference with its 95% interval, at the scale where the variant was tested (shaded: the ±{glue:text}`loss_margin`-nat margin). Middle: median step-time ratio at the small scale (bars: interquartile range of the per-repeat ratio). Right: usable learning-rate range on the grid (grey: the baseline's at that scale).", "name": "fig-landscape-summary"}}
 figures.summary(summary, at_a_glance.baseline_ranges(study), LOSS_MARGIN)
 plt.show()
 

@@ -38,6 +38,7 @@ from normlab.analysis.shared.runs import training_devices
 from normlab.gpt.corpus import load_corpus
 from normlab.study import Results
 from normlab.study.present import claims_box, table, verdict_table
+from normlab.study.prose import percent, state
 from normlab.study.results import load_evidence
 
 warnings.filterwarnings("ignore", category=UserWarning, module="seaborn")
@@ -68,12 +69,12 @@ table(introduction.corpus_table(corpus.describe()), caption="The training corpus
 #
 # > A9: "Accuracy is almost unchanged: mean-centring is not decisive for training stability or final quality."
 #
-# **Margin, stated before measuring: 0.02 nats per byte.** The smallest quality difference between norm
-# variants that the literature treats as real is Narang et al. 2021's T5-base comparison, RMSNorm 1.821 against
-# vanilla LayerNorm 1.838 final loss (0.017 nats; quoted from a transcription of their table, not checked against
-# the paper). "Almost unchanged" must exclude a difference of that size, so the whole 95% interval of the paired
-# difference RMSNorm − LayerNorm has to fall inside ±0.02 nats. An interval wider than that cannot say "no
-# difference", and the verdict is then *not testable here*, with the number of pairs that would be needed.
+# **Margin, stated before measuring: {glue:text}`margin` nats per byte.** The smallest quality difference between norm
+# variants that the literature treats as real is Narang et al. 2021's T5-base comparison, RMSNorm 1.821 against vanilla
+# LayerNorm 1.838 final loss (0.017 nats; quoted from a transcription of their table, not checked against the paper).
+# "Almost unchanged" must exclude a difference of that size, so the whole 95% interval of the paired difference RMSNorm
+# − LayerNorm has to fall inside ±{glue:text}`margin` nats. An interval wider than that cannot say "no difference", and
+# the verdict is then *not testable here*, with the number of pairs that would be needed.
 #
 # For A9 the measure is the final validation loss; for B7's "curves almost on top of each other", the
 # validation loss averaged over every evaluation after the start (the whole curve), with the same margin.
@@ -84,6 +85,7 @@ table(introduction.corpus_table(corpus.describe()), caption="The training corpus
 from normlab.analysis.quality import loss_parity, training
 
 MARGIN = 0.02  # nats per byte; reason in the text above, fixed before any run
+state(margin=MARGIN)
 runs = training.train_pairs(settings, devices)
 parity = loss_parity.loss_parity(runs, MARGIN)
 
@@ -91,7 +93,7 @@ parity = loss_parity.loss_parity(runs, MARGIN)
 figures.loss_curves(parity.curves, corpus.unigram_entropy_nats, parity.initial_loss)
 plt.show()
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Paired differences RMSNorm − LayerNorm (one dot per seed) with the mean and its 95% interval, against the ±0.02-nat margin (green band) stated before the runs. 'No difference' needs the whole interval inside the band.", "name": "fig-quality-paired"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Paired differences RMSNorm − LayerNorm (one dot per seed) with the mean and its 95% interval, against the ±{glue:text}`margin`-nat margin (green band) stated before the runs. 'No difference' needs the whole interval inside the band.", "name": "fig-quality-paired"}}
 figures.paired_differences(parity.final_pair, parity.curve_pair, MARGIN)
 plt.show()
 
@@ -111,11 +113,11 @@ Markdown(loss_parity.parity_paragraph(parity))
 # above are the middle rung. The large rung has fewer pairs, to fit the chapter's time budget, so its interval
 # is wider. A committed GPU study's larger models would join the ladder, labelled with their hardware.
 #
-# **Rule, stated before measuring.** We compare the largest rung with the smallest: the change in the mean
-# difference, with a Welch 95% interval from the two rungs' own intervals. If that interval excludes zero, the
-# difference *shrinks* when the largest rung's is nearer zero, and otherwise *grows*. If it includes zero and
-# every rung's interval lies inside the ±0.02-nat margin, the difference *stays within the margin*. Otherwise
-# this run *cannot tell*.
+# **Rule, stated before measuring.** We compare the largest rung with the smallest: the change in the mean difference,
+# with a Welch 95% interval from the two rungs' own intervals. If that interval excludes zero, the difference *shrinks*
+# when the largest rung's is nearer zero, and otherwise *grows*. If it includes zero and every rung's interval lies
+# inside the ±{glue:text}`margin`-nat margin, the difference *stays within the margin*. Otherwise this run *cannot
+# tell*.
 
 # %% tags=["remove-cell"]
 from normlab.analysis.quality import scale_ladder
@@ -127,7 +129,7 @@ ladder = scale_ladder.ladder_table(
 )
 trend = scale_ladder.ladder_trend(ladder, MARGIN)
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Paired difference RMSNorm − LayerNorm in final validation loss (nats per byte) against the number of parameters (log axis): the mean and its 95% interval at each model size, one marker per hardware, against the ±0.02-nat margin (green band). The red star is Narang et al. 2021's T5-base, about 220M parameters, with RMSNorm 0.017 lower (1.821 against 1.838; as transcribed in the issue, unverified). Their loss is T5's span-corruption loss per token, so the star shows the size of a difference the literature calls real, not a value to compare with ours.", "name": "fig-quality-ladder"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Paired difference RMSNorm − LayerNorm in final validation loss (nats per byte) against the number of parameters (log axis): the mean and its 95% interval at each model size, one marker per hardware, against the ±{glue:text}`margin`-nat margin (green band). The red star is Narang et al. 2021's T5-base, about 220M parameters, with RMSNorm 0.017 lower (1.821 against 1.838; as transcribed in the issue, unverified). Their loss is T5's span-corruption loss per token, so the star shows the size of a difference the literature calls real, not a value to compare with ours.", "name": "fig-quality-ladder"}}
 figures.scale_ladder(ladder, MARGIN, scale_ladder.NARANG_T5_BASE)
 plt.show()
 
@@ -141,13 +143,16 @@ Markdown(trend.sentence)
 # (quality-resume)=
 # ### Interrupting and resuming
 #
-# A run stopped mid-way and resumed from its checkpoint must give the same numbers as one that never stopped.
-# The same means every step present and in order, and no step's loss more than 1e-6 nats from the other run's.
+# A run stopped mid-way and resumed from its checkpoint must give the same numbers as one that never stopped. The same
+# means every step present and in order, and no step's loss more than {glue:text}`resume_tolerance` nats from the other
+# run's.
 
 # %% tags=["remove-cell"]
 from normlab.analysis.quality import resuming
 
-resume = resuming.resume_check(settings, device, corpus)
+RESUME_TOLERANCE = 1e-6  # nats: float32 rounding, far below any loss difference the chapter reads
+state(resume_tolerance=RESUME_TOLERANCE)
+resume = resuming.resume_check(settings, device, corpus, tolerance=RESUME_TOLERANCE)
 
 # %% tags=["remove-input"]
 Markdown(resuming.resume_paragraph(resume))
@@ -158,19 +163,21 @@ Markdown(resuming.resume_paragraph(resume))
 #
 # > B7: "… and the time per step drops visibly."
 #
-# Training steps (forward, backward, AdamW) of the two models are timed in alternation on the same batches, so
-# that machine load drifting over time hits both alike. The key number is the median of the per-round ratios
-# RMSNorm / LayerNorm; its spread is the standard deviation of that median over bootstrap resamples of the
-# rounds. **Threshold, fixed before measuring: "visibly" means a ratio ≤ 0.95** (a step at least 5% shorter).
-# The norm backend is normlab's `"auto"`: on CPU, PyTorch's fused `F.layer_norm` for LayerNorm and normlab's
+# Training steps (forward, backward, AdamW) of the two models are timed in alternation on the same batches, so that
+# machine load drifting over time hits both alike. The key number is the median of the per-round ratios RMSNorm /
+# LayerNorm; its spread is the standard deviation of that median over bootstrap resamples of the rounds. **Threshold,
+# fixed before measuring: "visibly" means a ratio ≤ {glue:text}`visible`** (a step at least {glue:text}`visible_shorter`
+# shorter). The norm backend is normlab's `"auto"`: on CPU, PyTorch's fused `F.layer_norm` for LayerNorm and normlab's
 # hand-written float32 RMSNorm kernel (`backend="cpp"`, one pass over memory each way, as `F.layer_norm`), so the
-# comparison is between two equally fused norms ({numref}`fig-quality-steptime`). For comparison, Narang et al. 2021 measured T5-base at 3.68 steps/s with RMSNorm against 3.50
-# with vanilla LayerNorm (RMSNorm's step 0.95× as long; from a transcription, not checked against the paper).
+# comparison is between two equally fused norms ({numref}`fig-quality-steptime`). For comparison, Narang et al. 2021
+# measured T5-base at 3.68 steps/s with RMSNorm against 3.50 with vanilla LayerNorm (RMSNorm's step 0.951× as long; from
+# a transcription, not checked against the paper).
 
 # %% tags=["remove-cell"]
 from normlab.analysis.quality import step_time
 
 VISIBLE = 0.95
+state(visible=VISIBLE, visible_shorter=percent(1 - VISIBLE))
 timings, speed = step_time.step_times(settings, corpus, device)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Time per training step of each model, timed in alternation. Each box holds one model's repeats; the ratio in the title is the median of per-round ratios.", "name": "fig-quality-steptime"}}
@@ -189,9 +196,9 @@ Markdown(step_time.b7_paragraph(b7, repeats=speed["repeats"], device=device))
 # (quality-gpu)=
 # ### The committed GPU study (A9, B7)
 #
-# A GPU study committed under `data/` trains the same pairs wider, deeper and longer (16 pairs or more). The same
-# rules judge its pairs; the run whose interval is narrower relative to the ±0.02-nat margin decides, and a "does
-# not hold" from the other run becomes a caveat. B7's step-time half stays this run's.
+# A GPU study committed under `data/` trains the same pairs wider, deeper and longer (16 pairs or more). The same rules
+# judge its pairs; the run whose interval is narrower relative to the ±{glue:text}`margin`-nat margin decides, and a
+# "does not hold" from the other run becomes a caveat. B7's step-time half stays this run's.
 
 # %% tags=["remove-input"]
 from normlab.analysis.quality import committed_gpu  # noqa: E402
@@ -227,7 +234,7 @@ _ = results.record_evidence("B6", b6_summary, b6_evidence, section="quality-spee
 #
 # "Per-token information": we evaluate each trained RMSNorm model with the all-ones component removed before
 # every norm (what LayerNorm would discard) and compare the loss on the same batches, as a paired difference
-# over seeds with the same ±0.02-nat margin. LayerNorm is blind to that component by construction.
+# over seeds with the same ±{glue:text}`margin`-nat margin. LayerNorm is blind to that component by construction.
 # {numref}`fig-quality-stream` shows the three measures along the stream: compare the panels, since (b) can be
 # large while (a) stays small.
 
@@ -273,10 +280,12 @@ _ = b5.record(results, "B5", "quality-stream")
 # use it (the same paired mean-removal test as above, now asking for a difference beyond the margin; and the
 # real-model chapter's paired test of adding centring to SmolLM2, against its own margin), and do
 # the blocks' writes move the per-token mean together (average pairwise correlation over tokens of the blocks'
-# write means ≥ 0.3, and ≥ 75% of blocks pushing the same sign)?
+# write means ≥ {glue:text}`together_correlation`, and ≥ {glue:text}`together_sign_share` of blocks pushing the same
+# sign)?
 #
-# **Combining rule.** The geometry part decides whether the freedom exists; the training part whether trained
-# models use it (ours or the real model: either showing a difference beyond its margin counts). Both: holds. Freedom exists but unused (paired change inside the margin): holds with caveats
+# **Combining rule.** The geometry part decides whether the freedom exists; the training part whether trained models use
+# it (ours or the real model: either showing a difference beyond its margin counts). Both: holds. Freedom exists but
+# unused (paired change inside the margin): holds with caveats
 # (the model *can*, but ours did not). Training part undecided: holds with caveats, saying so. Geometry's
 # evidence absent: the verdict rests on training alone and says so. The "g is enough" part is not tested.
 
@@ -284,6 +293,7 @@ _ = b5.record(results, "B5", "quality-stream")
 from normlab.analysis.quality import extra_dimension
 
 TOGETHER = dict(correlation=0.3, sign_share=0.75)  # "drift together", as stated above
+state(together_correlation=TOGETHER["correlation"], together_sign_share=percent(TOGETHER["sign_share"]))
 drift = extra_dimension.write_mean_drift(tables.drift)
 real16 = load_evidence("realmodels", "B16", results_dir)
 geometry = load_evidence("geometry", "B16", results_dir)

@@ -32,6 +32,7 @@ profile, overrides = "smoke", {}  # overrides: settings that replace the profile
 results_dir = "build/results"
 
 # %% tags=["remove-cell"]
+import math
 import os
 import sys
 import time
@@ -55,6 +56,7 @@ from normlab.analysis.realmodels import (
 )
 from normlab.study import Results
 from normlab.study.present import claims_box, verdict_table
+from normlab.study.prose import percent, state
 
 # %% tags=["remove-cell"]
 load.quiet_known_warnings()
@@ -69,6 +71,9 @@ COSINE_THRESHOLD = 0.99  # MiniLM: median cosine to the original below this = th
 SHARE_THRESHOLD = 0.07  # Q5: the low end of the 7%-64% speed-up
 MASSIVE = massive.MassiveRule(ratio=1000, floor=100)  # Sun et al.'s definition of a massive activation
 MAP_TOLERANCE = 1e-4  # largest logit difference / largest logit that counts as float32 rounding
+state(margin=MARGIN, perplexity_change=f"{math.expm1(MARGIN):.0%}", cosine_threshold=COSINE_THRESHOLD)
+state(share_threshold=percent(SHARE_THRESHOLD), massive_ratio=MASSIVE.ratio, massive_floor=MASSIVE.floor)
+state(map_tolerance=MAP_TOLERANCE)
 run = load.open_smollm2(P)
 
 # %% tags=["remove-input"]
@@ -123,13 +128,13 @@ display(Markdown(stream.stream_paragraph(residual)))
 # its intervention experiment, not against its tables): at the layer where they appear, set them to their mean
 # over many sequences, and the perplexity barely moves; set them to zero, and it explodes. Owen et al. 2025
 # (*A Refined Analysis of Massive Activations in LLMs*, abstract only) report models where zeroing them does no
-# such harm, so the outcome is a property of the model, not a law. We run the same test on
-# SmolLM2. **An activation is massive, by Sun et al.'s definition stated before measuring, when its magnitude is
-# at least 100 and at least 1000 times the median magnitude of its sequence's hidden state.** The edit is made
-# in the residual stream at the first depth where the stream section's largest |x| passes that rule; every
-# later block reads the edited stream. Three conditions on the loss chunks, paired by chunk: the activations
-# left alone, set to their mean (per channel, over all massive entries of all chunks), and set to zero. The
-# margin is the chapter's 0.01 nats per token.
+# such harm, so the outcome is a property of the model, not a law. We run the same test on SmolLM2. **An activation is
+# massive, by Sun et al.'s definition stated before measuring, when its magnitude is at least {glue:text}`massive_floor`
+# and at least {glue:text}`massive_ratio` times the median magnitude of its sequence's hidden state.** The edit is made
+# in the residual stream at the first depth where the stream section's largest |x| passes that rule; every later block
+# reads the edited stream. Three conditions on the loss chunks, paired by chunk: the activations left alone, set to
+# their mean (per channel, over all massive entries of all chunks), and set to zero. The margin is the chapter's
+# {glue:text}`margin` nats per token.
 
 # %% tags=["remove-cell"]
 ablation = massive.measure_massive_ablation(run, residual, MASSIVE, P["batch"], MARGIN, length=P["massive_length"])
@@ -155,12 +160,12 @@ _ = results.record_evidence("B5", *massive.b5_evidence(residual, run.provenance,
 #
 # Every RMSNorm in SmolLM2 becomes a LayerNorm with the same gain and no bias
 # (`normlab.norms.huggingface.swap_norms(model, convert="layer_norm")`), and the next-token loss
-# is measured on the same held-out chunks, paired by chunk. **Margin, stated before measuring: 0.01 nats per
-# token**, about a 1% change in perplexity; the 4-bit quantisation of the weights alone moves a model's loss
-# by more than that, so a smaller change could not matter in practice. Three variants: centring at every
-# norm; centring everywhere except on the first token of each chunk (which keeps its RMSNorm, so its
-# massive activations are not centred); and, to find which norms carry the effect, centring at one norm at
-# a time (61 forwards, so on the first tokens of a few chunks only).
+# is measured on the same held-out chunks, paired by chunk. **Margin, stated before measuring: {glue:text}`margin` nats
+# per token**, about a {glue:text}`perplexity_change` change in perplexity; the 4-bit quantisation of the weights alone
+# moves a model's loss by more than that, so a smaller change could not matter in practice. Three variants: centring at
+# every norm; centring everywhere except on the first token of each chunk (which keeps its RMSNorm, so its massive
+# activations are not centred); and, to find which norms carry the effect, centring at one norm at a time (61 forwards,
+# so on the first tokens of a few chunks only).
 
 # %% tags=["remove-cell"]
 added = centring_added.measure_centring_added(run, batch=P["batch"], margin=MARGIN)
@@ -192,7 +197,7 @@ display(Markdown(centring_added.centring_added_paragraph(added)))
 # `normlab.analysis.realmodels.centring_map.centred_model` builds that model (it refuses any model outside these assumptions:
 # biases on the writes or the norms, layers it does not know); we compare its logits with the LayerNorm
 # model's. **Tolerance, stated before measuring:** the map holds when the largest logit difference is at most
-# $10^{-4}$ of the largest logit. Float32 carries about 7 digits, and each of the 30 blocks rounds its
+# {glue:text}`map_tolerance` of the largest logit. Float32 carries about 7 digits, and each of the 30 blocks rounds its
 # sums afresh, so rounding alone leaves differences of order $10^{-6}$; a real mismatch (a write left
 # uncentred) moves the logits by a sizeable fraction of themselves, as the comparison with the model as
 # trained shows.
@@ -212,7 +217,7 @@ display(Markdown(centring_map.centring_map_paragraph(mapping, added)))
 # prose rather than code, since MiniLM was trained on sentences). Each docstring is split into its first
 # sentence (the query) and the rest (the document); a query should retrieve its own document among all of
 # them by cosine of the mean-pooled embeddings. **Threshold, stated before measuring:** the embeddings
-# count as changed when their median cosine to the original falls below 0.99, a distance
+# count as changed when their median cosine to the original falls below {glue:text}`cosine_threshold`, a distance
 # comparable to the gaps between neighbouring documents in a ranking. The along-ones share of what each of
 # MiniLM's norms receives explains the result: centring can only matter as much as that share.
 
@@ -267,11 +272,11 @@ _ = results.record_evidence(
 # (F.layer_norm, the fastest CPU LayerNorm here). The `triton` backend is left out on CPU: its interpreter
 # runs kernels in Python, which says nothing about speed.
 #
-# **Threshold, stated before measuring:** Q5 holds if the norms take at least 7% of the forward time (the low
-# end of the claimed 7%–64%) in both prefill and decoding, with caveats if in only one of them. The timing is
-# called *fragile* when the 1-minute load average, before or after the rounds, exceeds this process's threads by
-# more than 1: other work then shares the cores, and a build on a busy machine has put eight times the norms'
-# quiet-machine share into them.
+# **Threshold, stated before measuring:** Q5 holds if the norms take at least {glue:text}`share_threshold` of the
+# forward time (the low end of the claimed {glue:text}`share_threshold`–64%) in both prefill and decoding, with caveats
+# if in only one of them. The timing is called *fragile* when the 1-minute load average, before or after the rounds,
+# exceeds this process's threads by more than 1: other work then shares the cores, and a build on a busy machine has put
+# eight times the norms' quiet-machine share into them.
 
 # %% tags=["remove-cell"]
 timing = forward_time.measure_time(run, P)

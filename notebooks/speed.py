@@ -33,9 +33,10 @@ import seaborn as sns
 from IPython.display import Markdown, display
 
 from normlab.analysis.speed import figures, method, on_gpu, page, ratio, runs, settings
-from normlab.bench import report
+from normlab.bench import report, timing
 from normlab.study import Results
 from normlab.study.present import claims_box, table, verdict_table
+from normlab.study.prose import percent, state
 from normlab.study.results import load_evidence
 
 warnings.filterwarnings("ignore", message=".*TF32.*")  # torch's notice on CPU-only machines, not about these numbers
@@ -47,6 +48,9 @@ WELFORD_EQUAL = 0.5  # Welford LN "one pass like RMS" if their effective passes 
 MEMORY_BOUND = 0.5  # an op is bandwidth bound if it reaches at least this fraction of copy bandwidth (A10)
 WORTH_IT = 0.05  # pRMSNorm "saves time" if it cuts full RMSNorm's time by at least this (Q3)
 settings.check_thresholds(EQUAL_TIME, EXTRA_PASS, WELFORD_EQUAL, MEMORY_BOUND, WORTH_IT)
+state(equal_time=percent(EQUAL_TIME), extra_pass=EXTRA_PASS, welford_equal=WELFORD_EQUAL, memory_bound=MEMORY_BOUND)
+state(worth_it=percent(WORTH_IT), unstable_sd=percent(timing.UNSTABLE_RELATIVE_SD))
+state(agreement_floor=percent(timing.AGREEMENT_FLOOR))
 sns.set_theme(style="whitegrid", context="notebook")
 
 # %% tags=["remove-input"]
@@ -68,14 +72,14 @@ df, live, gpu_runs, gpu = run.df, run.live, run.gpu_runs, run.gpu
 # bytes a norm *must* move follow its bandwidth and its **effective passes**, 2 × t / t_copy: a fused forward
 # is at 2, one read and one write.
 #
-# **Timing you can believe.** A case whose repeats disagree (sd above 15% of the median), or that runs faster
-# than half the copy limit, is measured again; if it stays so it is marked *unstable* and left out of every
-# summary below. `backend="auto"` runs one of the other backends (on CPU, LayerNorm: `torch`; RMSNorm: `cpp`
-# for float32, `torch` or `compile` for bfloat16; on a GPU, `triton`), so each auto case and its target are one code path timed twice: they must
-# agree within their spread (or 10%), and a pair that does not is re-measured and, failing that, marked unstable
-# too. The copy of the forward+backward sizes is timed a second time at the end of the run as a further check.
-# Summaries give each implementation's *median* over shapes with its run-to-run spread, never a range of
-# ratios whose ends may be artefacts.
+# **Timing you can believe.** A case whose repeats disagree (sd above {glue:text}`unstable_sd` of the median), or that
+# runs faster than half the copy limit, is measured again; if it stays so it is marked *unstable* and left out of every
+# summary below. `backend="auto"` runs one of the other backends (on CPU, LayerNorm: `torch`; RMSNorm: `cpp` for
+# float32, `torch` or `compile` for bfloat16; on a GPU, `triton`), so each auto case and its target are one code path
+# timed twice: they must agree within their spread (or {glue:text}`agreement_floor`), and a pair that does not is
+# re-measured and, failing that, marked unstable too. The copy of the forward+backward sizes is timed a second time at
+# the end of the run as a further check. Summaries give each implementation's *median* over shapes with its run-to-run
+# spread, never a range of ratios whose ends may be artefacts.
 
 # %% tags=["remove-input"]
 agreement = report.copy_agreement(df)
@@ -93,8 +97,8 @@ display(
 
 # %% [markdown]
 # (tab-speed-same-path)=
-# The folded table above lists each pair of identical code paths measured in this run. Every measured case follows, folded too:
-# its median time and spread, fraction of copy bandwidth and effective passes.
+# The folded table above lists each pair of identical code paths measured in this run. Every measured case follows,
+# folded too: its median time and spread, fraction of copy bandwidth and effective passes.
 
 # %% tags=["remove-input", "hide-output"]
 table(method.cases_frame(run.timed))
@@ -131,7 +135,7 @@ table(
 # ## Achieved bandwidth against the copy limit
 #
 # {numref}`fig-speed-bandwidth` shows each implementation's bandwidth (bytes that must move ÷ time) as a
-# fraction of an allocating copy of the same size measured in the same run. 1 is the practical limit; 0.5
+# fraction of an allocating copy of the same size measured in the same run. 1 is the practical limit; half of it
 # means the call takes as long as two copies (four passes over memory).
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Fraction of copy bandwidth reached by each implementation, forward pass at the training batch, per norm. What to see: the fused implementations sit near 1 for both norms; the unfused composites sit far below, and RMSNorm's composite below LayerNorm's native op.", "name": "fig-speed-bandwidth"}}
@@ -145,9 +149,9 @@ plt.show()
 # (speed-backward)=
 # ## Forward and backward against the copy
 #
-# Training runs the backward too. The {ref}`forward+backward table <tab-speed-backward>` sets forward+backward of both norms under
-# `backend="auto"` at 8192 × 256 and 8192 × 1024 (float32) against the two timings of a same-size copy made in
-# this run: the time in units of each copy, the fraction of copy bandwidth for the bytes the pair must move
+# Training runs the backward too. The {ref}`forward+backward table <tab-speed-backward>` sets forward+backward of both
+# norms under `backend="auto"` at 8192 × 256 and 8192 × 1024 (float32) against the two timings of a same-size copy made
+# in this run: the time in units of each copy, the fraction of copy bandwidth for the bytes the pair must move
 # (x, y, dy, dx, the parameters and statistics: at least five tensor passes), and LN/RMS with its sd.
 
 # %% tags=["remove-input"]
@@ -201,7 +205,7 @@ if gpu is not None:
 # those shapes the least repeatable between runs; {numref}`fig-speed-gpu-bandwidth` shows where each
 # implementation leaves that regime.
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "GPU: fraction of copy (clone) bandwidth reached by each implementation, forward pass at the training batch, per norm (columns) and GPU run (rows); unstable cases left out. 1 is a same-size copy timed in the same run; the dotted line is MEMORY_BOUND. What to see: the fused implementations reach the same fraction for both norms once d is large enough to be memory bound; the composites stay far below.", "name": "fig-speed-gpu-bandwidth"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "GPU: fraction of copy (clone) bandwidth reached by each implementation, forward pass at the training batch, per norm (columns) and GPU run (rows); unstable cases left out. 1 is a same-size copy timed in the same run; the dotted line is MEMORY_BOUND ({glue:text}`memory_bound`). What to see: the fused implementations reach the same fraction for both norms once d is large enough to be memory bound; the composites stay far below.", "name": "fig-speed-gpu-bandwidth"}}
 figures.gpu_bandwidth_figure(bandwidth.forward_norm_cases(gpu_stable), gpu_runs, MEMORY_BOUND)
 plt.show()
 
@@ -253,6 +257,10 @@ display(*on_gpu.gpu_chunked_display(gpu_stable, gpu_runs, live))
 # to both views; their passes are bounded by their time instead. Rows too long to hold on chip need the chunked
 # kernels, where LayerNorm's two-pass and Welford statistics really differ; those are timed on a GPU
 # ({ref}`speed-gpu`), whose runs decide these verdicts where they exist.
+#
+# **Thresholds, stated before measuring:** LayerNorm needs one more pass (A7, B8) if its best effective passes
+# exceed RMSNorm's by at least {glue:text}`extra_pass`; Welford's LayerNorm makes one pass like RMSNorm (B9) if
+# their effective passes differ by less than {glue:text}`welford_equal`.
 
 # %% tags=["remove-input"]
 from normlab.analysis.speed import passes
@@ -288,8 +296,10 @@ Markdown(f"**A7, B8** — {a7.verdict}: {a7.summary}\n\n**B9** — {b9.verdict}:
 # The traced composites show the extra work: no mean, no centring, one reduction instead of two. Whether it
 # buys time depends on whether arithmetic is what the time is spent on, so the timing part looks only where
 # both norms are fused, where the memory traffic is equal: each within 1.5× of the minimum passes, or each
-# one kernel per call (by the profiler census of the same run) reaching at least MEMORY_BOUND of copy
-# bandwidth, so that the time is the traffic and not the launch.
+# one kernel per call (by the profiler census of the same run) reaching at least {glue:text}`memory_bound`
+# (`MEMORY_BOUND`) of copy bandwidth, so that the time is the traffic and not the launch. **Threshold, stated
+# before measuring:** the two take the same time (A5, and Q2 below) when |1 − t_RMS/t_LN| is below
+# {glue:text}`equal_time`.
 
 # %% tags=["remove-cell"]
 from normlab.analysis.speed import arithmetic
@@ -307,8 +317,8 @@ Markdown(f"**A5** — {a5.verdict}: {a5.summary}")
 # > A10: inference "is memory-bandwidth bound; RMSNorm's missing β and fewer intermediate reads and writes suit
 # > the hardware". Q2: with both norms fused, how large is RMSNorm's advantage?
 #
-# "Fused" is as for A5. On a GPU the fused pairs are {numref}`fig-speed-gpu-ratio`'s one-kernel curves (triton,
-# compile, native torch) at the widths where {numref}`fig-speed-gpu-bandwidth` puts both norms above MEMORY_BOUND.
+# "Fused" is as for A5. On a GPU the fused pairs are {numref}`fig-speed-gpu-ratio`'s one-kernel curves (triton, compile,
+# native torch) at the widths where {numref}`fig-speed-gpu-bandwidth` puts both norms above {glue:text}`memory_bound`.
 
 # %% tags=["remove-cell"]
 from normlab.analysis.speed import memory_bound
@@ -327,14 +337,16 @@ Markdown(f"**A10** — {a10.verdict}: {a10.summary}\n\n**Q2** — {q2.verdict}: 
 #
 # > B10: "In small-batch inference ... that one pass is a few percent of measured throughput."
 #
-# With 1–16 rows the data are a few kilobytes, so a call's fixed cost (Python dispatch, kernel launch,
-# allocation) can outweigh moving the bytes. The {ref}`small-batch table <tab-speed-small>` gives each implementation's latency and
-# the saving with its spread (the GPU's are in {ref}`speed-gpu-small`); "a few percent" is read as 1%–10%, judged
-# on the median over stable points.
+# With 1–16 rows the data are a few kilobytes, so a call's fixed cost (Python dispatch, kernel launch, allocation) can
+# outweigh moving the bytes. The {ref}`small-batch table <tab-speed-small>` gives each implementation's latency and the
+# saving with its spread (the GPU's are in {ref}`speed-gpu-small`); "a few percent" is read as
+# {glue:text}`few_percent_low`–{glue:text}`few_percent_high`, judged on the median over stable points.
 
 # %% tags=["remove-input"]
 from normlab.analysis.speed import small_batch
 
+low, high = small_batch.FEW_PERCENT
+state(few_percent_low=percent(low), few_percent_high=percent(high))
 table(small_batch.small_batch_frame(ratios), caption="Small-batch latency per implementation (stable cases).")
 
 # %% [markdown]
@@ -354,7 +366,8 @@ Markdown(f"**B10** — {b10.verdict}: {b10.summary}")
 #
 # pRMSNorm estimates the RMS from the first p% of each row (p = 6.25%, as in the paper's Table 2 caption). It
 # still has to read and write every element to normalise the row, so the memory traffic of a fused kernel
-# barely changes.
+# barely changes. **Threshold, stated before measuring:** pRMSNorm saves time (Q3) if it cuts full RMSNorm's
+# time by at least {glue:text}`worth_it`.
 
 # %% tags=["remove-input"]
 from normlab.analysis.speed import partial
@@ -376,15 +389,15 @@ Markdown(f"**Q3** — {q3.verdict}: {q3.summary}")
 # > A8: "According to the original paper, RMSNorm is 10% to 50% faster than LayerNorm." B6: Zhang & Sennrich
 # > "found equal quality and a speed-up of about 7%–64%".
 #
-# Zhang & Sennrich (2019) report whole-model running times, across Theano, TensorFlow and PyTorch, not timings
-# of the norm alone; their abstract gives "7%∼64%". The {ref}`literature table <tab-speed-paper>` lists the per-table rows as two
-# independent transcriptions of the paper give them; they were **not** checked against the PDF here (what was
-# checked is listed in `data/paper_speed.md`). A time saving is not a speed-up: saving a share s of the time
-# makes the model 1/(1 − s) times as fast, so 40.8% saved is 1.69× and 63.9% is 2.77×. The top of the
-# abstract's range, 63.9%, is pRMSNorm; RMSNorm's own rows run from 6.9% (the Transformer) to 40.8%.
+# Zhang & Sennrich (2019) report whole-model running times, across Theano, TensorFlow and PyTorch, not timings of the
+# norm alone; their abstract gives "7%∼64%". The {ref}`literature table <tab-speed-paper>` lists the per-table rows as
+# two independent transcriptions of the paper give them; they were **not** checked against the PDF here (what was
+# checked is listed in `data/paper_speed.md`). A time saving is not a speed-up: saving a share s of the time makes the
+# model 1/(1 − s) times as fast, so 40.8% saved is 1.69× and 63.9% is 2.77×. The top of the abstract's range, 63.9%, is
+# pRMSNorm; RMSNorm's own rows run from 6.9% (the Transformer) to 40.8%.
 #
 # At model level in a modern stack, Narang et al. (2021) trained T5-base with RMS Norm against the vanilla
-# Transformer: final loss 1.821 against 1.838, and 3.68 against 3.50 steps per second, about 5% faster
+# Transformer: final loss 1.821 against 1.838, and 3.68 against 3.50 steps per second, about 5.1% faster
 # (transcribed from the paper's results table in issue 10, not checked here).
 
 # %% tags=["remove-input"]
@@ -397,10 +410,10 @@ table(
 
 # %% [markdown]
 # (tab-speed-paper)=
-# The table above lists the literature's rows. The verdicts combine them with this run: for A8, the op-level
-# saving of `backend="auto"` at the training batch (and on the GPU run, where there is one), and, where the
-# quality chapter has run, its model-level step-time ratio; the realmodels chapter's share of a real model's time spent in its norms bounds what any
-# norm speed-up can give a whole model. Both chapters run before this one.
+# The table above lists the literature's rows. The verdicts combine them with this run: for A8, the op-level saving of
+# `backend="auto"` at the training batch (and on the GPU run, where there is one), and, where the quality chapter has
+# run, its model-level step-time ratio; the realmodels chapter's share of a real model's time spent in its norms bounds
+# what any norm speed-up can give a whole model. Both chapters run before this one.
 
 # %% tags=["remove-cell"]
 quality_part = load_evidence("quality", "B6", results_dir)

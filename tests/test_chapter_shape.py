@@ -23,17 +23,25 @@ def cells(source: str) -> list[tuple[str, list[str]]]:
     return found
 
 
+def is_code(line: str) -> bool:
+    """A non-blank code line, other than those that hand the prose its numbers (normlab.study.prose.state): what they
+    state is read in the markdown, so they count with neither side."""
+    return bool(line.strip()) and not line.startswith(("state(", "from normlab.study.prose import"))
+
+
 def counts(source: str) -> tuple[int, int, int]:
-    """Non-blank markdown lines, non-blank code lines, and the longest code cell's non-blank lines."""
+    """Non-blank markdown lines, code lines (`is_code`), and the longest code cell's code lines."""
     parsed = cells(source)
     markdown = sum(1 for kind, lines in parsed if kind == "markdown" for line in lines if line.strip() not in ("", "#"))
-    code_cells = [sum(1 for line in lines if line.strip()) for kind, lines in parsed if kind == "code"]
+    code_cells = [sum(map(is_code, lines)) for kind, lines in parsed if kind == "code"]
     return markdown, sum(code_cells), max(code_cells, default=0)
 
 
 def test_counts_on_a_known_source():
     source = "# ---\n# jupyter: x\n# ---\n# %% [markdown]\n# # Title\n#\n# Two lines.\n\n# %%\nx = 1\n\ny = 2\n# %% tags=['remove-input']\nprint(x)\n"
     assert counts(source) == (2, 3, 2)
+    stated = source.replace("y = 2\n", "y = 2\nfrom normlab.study.prose import state\nstate(margin=y)\n")
+    assert counts(stated) == (2, 3, 2)
 
 
 @pytest.mark.parametrize("chapter", sorted(p.stem for p in NOTEBOOKS.glob("*.py")))

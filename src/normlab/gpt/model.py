@@ -48,6 +48,7 @@ PLACEMENTS = ("pre", "post", "peri", "post-sublayer")
 TRUNK_IDENTITY_PLACEMENTS = ("pre", "peri", "post-sublayer")
 MLPS = ("swiglu", "gelu")
 POSITIONS = ("rope", "learned")
+INIT_STD = 0.02  # GPT-2's standard deviation for every initialised weight
 
 
 def _choice(name: str, value, options) -> None:
@@ -370,12 +371,13 @@ class GPT(nn.Module):
         # so the residual stream's variance does not grow with depth at initialisation.
         generator = torch.Generator().manual_seed(self._init_seed ^ zlib.crc32(name.encode()))
         if isinstance(module, nn.Linear):
-            std = 0.02 / math.sqrt(2 * self.cfg.depth) if getattr(module, "is_residual_projection", False) else 0.02
+            residual = getattr(module, "is_residual_projection", False)
+            std = INIT_STD / math.sqrt(2 * self.cfg.depth) if residual else INIT_STD
             nn.init.normal_(module.weight, mean=0.0, std=std, generator=generator)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02, generator=generator)
+            nn.init.normal_(module.weight, mean=0.0, std=INIT_STD, generator=generator)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

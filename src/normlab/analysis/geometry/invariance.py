@@ -57,16 +57,20 @@ INVARIANCE_DTYPES = (
 )
 
 
+# The ε of the float32 and bfloat16 runs: PyTorch's LayerNorm default and LLaMA's RMSNorm default.
+LAYER_NORM_EPS, RMS_NORM_EPS = 1e-5, 1e-6
+
+
 def invariance_norms(d: int) -> dict:
-    """Per norm, the ε-free float64 reference and torch's op with its default ε (LayerNorm 1e-5, RMSNorm 1e-6)."""
+    """Per norm, the ε-free float64 reference and torch's op with its default ε (LAYER_NORM_EPS, RMS_NORM_EPS)."""
     return {
         "LayerNorm": {
             "float64": lambda v: layer_norm_reference(v, eps=EPS_FREE),
-            "default ε": lambda v: F.layer_norm(v, (d,), eps=1e-5),
+            "default ε": lambda v: F.layer_norm(v, (d,), eps=LAYER_NORM_EPS),
         },
         "RMSNorm": {
             "float64": lambda v: rms_norm_reference(v, eps=EPS_FREE),
-            "default ε": lambda v: F.rms_norm(v, (d,), eps=1e-6),
+            "default ε": lambda v: F.rms_norm(v, (d,), eps=RMS_NORM_EPS),
         },
     }
 

@@ -28,10 +28,14 @@ EXACT_INPUT_GRADIENT = "exact: ∂ℓ/∂x"
 
 GAIN_GRADIENT = "B13: ∂ℓ/∂g = δ⊙x̂"
 
+# The token scale a is log-uniform between these powers of ten: from far below unit RMS to far above it.
+SCALE_DECADES = (-2, 2)
+
 
 def random_token(d: int, generator: torch.Generator) -> torch.Tensor:
-    """a·z + b·1 with z standard normal, a log-uniform in [1e-2, 1e2] and b normal: every scale and offset."""
-    scale = 10 ** (4 * torch.rand((), generator=generator, dtype=torch.float64) - 2)
+    """a·z + b·1 with z standard normal, a log-uniform over SCALE_DECADES and b normal: every scale and offset."""
+    low, high = SCALE_DECADES
+    scale = 10 ** ((high - low) * torch.rand((), generator=generator, dtype=torch.float64) + low)
     shift = torch.randn((), generator=generator, dtype=torch.float64)
     return scale * torch.randn(d, generator=generator, dtype=torch.float64) + shift
 
