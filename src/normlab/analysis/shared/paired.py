@@ -119,7 +119,8 @@ def paired_or_none(
 def interval_text(paired: dict | None, unit: str = "nats", *, margin: bool = True) -> str:
     """'+0.0031 nats (95% CI -0.0042..+0.0104, margin ±0.02, 6 pairs)', plus the pairs needed when inconclusive;
     with `margin=False`, for a caller that states its own reading of the margin, the interval and pairs alone. A
-    result naming its `interval` (a confidence sequence) is written under that name.
+    result naming its `interval` (a confidence sequence) is written under that name, and when undecided says that
+    more pairs may be added.
     None (see `paired_or_none`) gives NOT_COMPARABLE."""
     if paired is None:
         return NOT_COMPARABLE
@@ -132,6 +133,8 @@ def interval_text(paired: dict | None, unit: str = "nats", *, margin: bool = Tru
         text += (
             f"; about {needed} pairs would be needed to decide"
             if needed
+            else "; undecided: the sequence stays valid if pairs are added and it is read again"
+            if "interval" in paired
             else "; the mean difference lies at or beyond the margin: more pairs could show a difference, none could show "
             "equivalence"
         )

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from normlab.analysis.shared.paired import INCONCLUSIVE, check_margin, checked_pairs, interval_outcome
+from normlab.analysis.shared.paired import check_margin, checked_pairs, interval_outcome
 
 ALPHA = 0.05
 
@@ -52,17 +52,6 @@ def sequence_half_width(pairs: int, sum_of_squares: float, alpha: float = ALPHA,
     if bound >= pairs:
         return math.inf
     return math.sqrt(bound * sum_of_squares / (pairs * (pairs - bound)))
-
-
-def sequence_pairs_needed(sd: float, margin: float, limit: int = 100_000) -> int | None:
-    """Pairs at which the sequence around a zero mean difference would fit inside ±margin, from the spread alone (the
-    observed mean never sizes a sample: that is the optional stopping this module exists to survive)."""
-    n = 2
-    while sequence_half_width(n, sd**2 * (n - 1)) >= margin:
-        n += 1
-        if n > limit:
-            return None
-    return n
 
 
 def sequence_difference(a: Sequence[float], b: Sequence[float], margin: float) -> dict:
@@ -90,7 +79,9 @@ def sequence_difference(a: Sequence[float], b: Sequence[float], margin: float) -
         "method": "anytime-valid confidence sequence (Lai 1976, normal mixture over the standardised effect, "
         f"tau^2 = {MIXTURE_VARIANCE:g})",
         "interval_fits_margin": half < margin,
-        "pairs_needed": sequence_pairs_needed(sd, margin) if outcome == INCONCLUSIVE else None,
+        # No "pairs needed": sized from the observed mean it would invite the optional stopping this module survives,
+        # and from the spread alone it says nothing about a mean near the margin. More pairs may be added and read.
+        "pairs_needed": None,
         "differences": diffs,
     }
 
