@@ -74,7 +74,7 @@ table(introduction.corpus_table(corpus.describe()), caption="The training corpus
 # LayerNorm 1.838 final loss (0.017 nats; quoted from a transcription of their table, not checked against the paper).
 # "Almost unchanged" must exclude a difference of that size, so the whole band around the paired difference RMSNorm
 # − LayerNorm has to fall inside ±{glue:text}`margin` nats. A9's pairs grew after looks (see the verdict below), so the
-# band is an anytime-valid 95% confidence sequence (Lai 1976), not a t-interval. A band wider than the margin cannot say
+# band is an anytime-valid confidence sequence (Lai 1976), not a t-interval. A band wider than the margin cannot say
 # "no difference", and the verdict is then *not testable here*.
 #
 # For A9 the measure is the final validation loss; for B7's "curves almost on top of each other", the
