@@ -72,9 +72,10 @@ table(introduction.corpus_table(corpus.describe()), caption="The training corpus
 # **Margin, stated before measuring: {glue:text}`margin` nats per byte.** The smallest quality difference between norm
 # variants that the literature treats as real is Narang et al. 2021's T5-base comparison, RMSNorm 1.821 against vanilla
 # LayerNorm 1.838 final loss (0.017 nats; quoted from a transcription of their table, not checked against the paper).
-# "Almost unchanged" must exclude a difference of that size, so the whole 95% interval of the paired difference RMSNorm
-# − LayerNorm has to fall inside ±{glue:text}`margin` nats. An interval wider than that cannot say "no difference", and
-# the verdict is then *not testable here*, with the number of pairs that would be needed.
+# "Almost unchanged" must exclude a difference of that size, so the whole band around the paired difference RMSNorm
+# − LayerNorm has to fall inside ±{glue:text}`margin` nats. A9's pairs grew after looks (see the verdict below), so the
+# band is an anytime-valid confidence sequence (Lai 1976), not a t-interval. A band wider than the margin cannot say
+# "no difference", and the verdict is then *not testable here*.
 #
 # For A9 the measure is the final validation loss; for B7's "curves almost on top of each other", the
 # validation loss averaged over every evaluation after the start (the whole curve), with the same margin.

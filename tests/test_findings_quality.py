@@ -46,6 +46,9 @@ def make_runs(layer_final, rms_final, diverged=()):
 
 EQUAL = make_runs([2.0, 2.1, 2.2], [2.001, 2.101, 2.2])  # differences 0.001, 0.001, 0: inside ±0.02
 WORSE = make_runs([2.0, 2.1, 2.2], [2.10, 2.21, 2.30])  # RMSNorm 0.1 worse every seed: outside
+# A9's confidence sequence is finite only from five pairs: the same differences, repeated over six seeds
+EQUAL_SIX = make_runs([2.0, 2.1, 2.2] * 2, [2.001, 2.101, 2.2] * 2)
+WORSE_SIX = make_runs([2.0, 2.1, 2.2] * 2, [2.10, 2.21, 2.30] * 2)
 
 
 def test_settings_for_checks_the_profile_and_hands_out_a_copy():
@@ -81,10 +84,14 @@ def test_loss_parity_pairs_the_seeds_and_averages_the_curve_after_the_start():
 def test_a9_verdict_flips_when_the_interval_leaves_the_margin():
     common = {"steps": 20}
     resume = {"difference": 0.0, "matches": True}
-    inside = loss_parity.a9_finding(loss_parity.loss_parity(EQUAL, MARGIN), MARGIN, common, resume)
-    outside = loss_parity.a9_finding(loss_parity.loss_parity(WORSE, MARGIN), MARGIN, common, resume)
+    inside = loss_parity.a9_finding(loss_parity.loss_parity(EQUAL_SIX, MARGIN), MARGIN, common, resume)
+    outside = loss_parity.a9_finding(loss_parity.loss_parity(WORSE_SIX, MARGIN), MARGIN, common, resume)
     assert inside.verdict == "holds" and outside.verdict == "does not hold"
-    pair = loss_parity.loss_parity(WORSE, MARGIN).final_pair
+    # three pairs this close would do for a t-interval, not for the sequence, which has no bound yet
+    too_few = loss_parity.loss_parity(EQUAL, MARGIN)
+    assert too_few.final_fixed_n["outcome"] == "equivalent"
+    assert loss_parity.final_loss_verdict(too_few)[0] == "not testable here"
+    pair = loss_parity.loss_parity(WORSE_SIX, MARGIN).final_pair
     assert outside.key_number == pytest.approx(max(abs(pair["ci_low"]), abs(pair["ci_high"])))
     assert outside.threshold == MARGIN and f"{pair['mean_difference']:+.4f}" in outside.summary
     assert "±0.02 nats" in outside.rule
@@ -139,7 +146,7 @@ def test_b7_finding_turns_on_the_step_time_ratio():
 
 def test_step_time_evidence_converts_the_ratio_to_a_speedup():
     summary, evidence = step_time.step_time_evidence(
-        loss_parity.loss_parity(EQUAL, MARGIN), {"ratio": 0.8, "spread": 0.01}, backend="auto", device="cpu"
+        loss_parity.loss_parity(EQUAL_SIX, MARGIN), {"ratio": 0.8, "spread": 0.01}, backend="auto", device="cpu"
     )
     assert evidence["speedup"] == pytest.approx(0.25) and "+25.0%" in summary
     assert evidence["a9_outcome"] == "equivalent"

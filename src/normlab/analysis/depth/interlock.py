@@ -1,5 +1,8 @@
 """Verdicts, B19 (the parts interlock; replacing one means re-validating the rest): the LLaMA style against one
-swap at a time and one double swap, and the interaction of norm and placement."""
+swap at a time and one double swap, and the interaction of norm and placement.
+
+B19's seeds grew after looks (`B19_LOOKS`), so the interaction is judged by an anytime-valid confidence sequence
+(`normlab.analysis.shared.sequential`); the single swaps, which decide nothing, keep their t-intervals."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import pandas as pd
 
 from normlab.analysis.depth.training_at_depth import TrainingStudy, final_losses, pair_spread
 from normlab.analysis.shared.paired import interval_text, paired_or_none
+from normlab.analysis.shared.sequential import looks_text, sequence_difference
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import KeyNumber
 
@@ -22,6 +26,10 @@ DOUBLE_SWAP = "rms→layer + pre→post"
 
 
 INTERACTION_SWAPS = ("rms→layer", "pre→post", DOUBLE_SWAP)  # with the LLaMA style: the 2x2 the interaction reads
+
+# The seed counts at which the cpu profile's interaction was read (git history of depth/profiles.py): 5, then 14
+# after an inconclusive interval; tests/test_looks_coverage.py simulates exactly these looks.
+B19_LOOKS = (5, 14)
 
 
 @dataclass
@@ -60,11 +68,20 @@ def ablation_study(training: TrainingStudy, margin: float) -> Ablation:
     interaction = None
     if not any(s in absent for s in INTERACTION_SWAPS):
         norm_l, place_l, double_l = (final_losses(base, label=s) for s in INTERACTION_SWAPS)
-        interaction = paired_or_none(
-            [a + b for a, b in zip(norm_l, place_l)], [d + l for d, l in zip(double_l, llama)], margin
-        )
+        interaction = interaction_pair(llama, norm_l, place_l, double_l, margin)
     stress_diverged = stress["diverged"] if len(stress) else pd.Series(dtype=bool)
     return Ablation(swaps=swaps, interaction=interaction, stress_diverged=stress_diverged, base=base, absent=absent)
+
+
+def interaction_pair(llama, norm_swap, placement_swap, double_swap, margin: float) -> dict | None:
+    """Per seed, Δ(double) − Δ(norm) − Δ(placement) = (double + llama) − (norm + placement), under B19's confidence
+    sequence; None when a run diverged."""
+    return paired_or_none(
+        [a + b for a, b in zip(norm_swap, placement_swap)],
+        [d + l for d, l in zip(double_swap, llama)],
+        margin,
+        sequence_difference,
+    )
 
 
 def swap_table(ablation: Ablation) -> pd.DataFrame:
@@ -110,7 +127,10 @@ def b19_paragraph(b19: Finding, ablation: Ablation) -> str:
     """B19's verdict paragraph: the interaction, the swaps not run, and the verdict as `b19` records it."""
     return (
         f"Interaction of the norm and placement swaps: {interaction_text(ablation)}.{absent_text(ablation)}"
-        f"\n\n**B19 verdict: {b19.verdict}.**"
+        f"\n\n**B19 verdict: {b19.verdict}.**\n\n*The looks taken.* The interaction's seeds were not fixed in "
+        f"advance: on the cpu profile it was read at {looks_text(B19_LOOKS, 'seeds')}, and seeds were added after the "
+        "first came out inconclusive. So it is judged by an anytime-valid 95% confidence sequence (Lai 1976), which "
+        "keeps its coverage however many looks are taken, not by a t-interval, which would not."
     )
 
 
@@ -130,6 +150,7 @@ def b19_finding(ablation: Ablation, *, depth: int, steps: int, seeds: int, margi
             "steps": steps,
             "seeds": seeds,
             "interaction": interaction,
+            "looks_seeds": list(B19_LOOKS),
             "swaps": dict(ablation.swaps),
             "stress_diverged": {s: bool(d) for s, d in ablation.stress_diverged.items()},
             "absent_swaps": list(ablation.absent),
@@ -140,6 +161,6 @@ def b19_finding(ablation: Ablation, *, depth: int, steps: int, seeds: int, margi
         threshold=margin,
         spread=pair_spread(interaction),
         **B19_KEY.fields(),
-        rule=f"Paired interaction Δ(norm+placement) − Δ(norm) − Δ(placement): beyond ±{margin:g} nats holds with "
-        "caveats (one pair of parts tested); inside does not hold; wider: not testable here.",
+        rule=f"Paired interaction Δ(norm+placement) − Δ(norm) − Δ(placement), its 95% confidence sequence (anytime-valid: "
+        f"the seeds grew after looks): beyond ±{margin:g} nats holds with caveats (one pair of parts tested); inside does not hold; wider: not testable here.",
     )

@@ -1,5 +1,8 @@
 """Section "Loss parity (A9) and coinciding curves (B7, first half)": the paired RMSNorm − LayerNorm
-differences of the final and the whole-curve validation loss, and A9's verdict."""
+differences of the final and the whole-curve validation loss, and A9's verdict.
+
+A9's pairs grew after looks (`A9_LOOKS`), so its verdict is read off an anytime-valid confidence sequence
+(`normlab.analysis.shared.sequential`), not off the t-interval, which is kept beside it for comparison only."""
 
 from __future__ import annotations
 
@@ -12,10 +15,16 @@ import pandas as pd
 from normlab.analysis.quality.profiles import NORMS
 from normlab.analysis.shared.paired import interval_text, paired_difference
 from normlab.analysis.shared.parity import equivalence_verdict
+from normlab.analysis.shared.sequential import looks_text, sequence_difference
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import KeyNumber, within
 
-A9_KEY = KeyNumber("farthest end of the 95% interval of final loss, RMSNorm − LayerNorm", "nats")
+A9_KEY = KeyNumber("farthest end of the 95% confidence sequence of final loss, RMSNorm − LayerNorm", "nats")
+
+# The pair counts at which the cpu profile's A9 interval was read (git history of quality/profiles.py): 6, then 12
+# after an inconclusive interval, then 24 after another. The confidence sequence stays valid under these looks, and
+# tests/test_looks_coverage.py simulates exactly them.
+A9_LOOKS = (6, 12, 24)
 
 
 @dataclass
@@ -24,7 +33,8 @@ class LossParity:
     final: dict[str, list[float]]  # final validation loss per seed, per norm
     curve: dict[str, list[float]]  # validation loss averaged over every evaluation after the start
     diverged: list[tuple[str, int]]
-    final_pair: dict | None  # paired RMSNorm − LayerNorm final loss; None when a run diverged
+    final_pair: dict | None  # paired RMSNorm − LayerNorm final loss, confidence sequence; None when a run diverged
+    final_fixed_n: dict | None  # the same difference's t-interval: valid only for pairs fixed before any look
     curve_pair: dict | None  # the same for the whole-curve mean
     last_drop: float  # how much the loss still fell over the last 10% of the steps, mean over runs
     initial_loss: float
@@ -45,9 +55,10 @@ def loss_parity(runs: dict[tuple[str, int], dict], margin: float) -> LossParity:
     final = {norm: [runs[(norm, s)]["final_val_loss"] for s in seeds] for norm in NORMS}
     curve = {norm: [float(np.mean([v for st, v in runs[(norm, s)]["val"] if st > 0])) for s in seeds] for norm in NORMS}
     if diverged:
-        final_pair = curve_pair = None
+        final_pair = final_fixed_n = curve_pair = None
     else:
-        final_pair = paired_difference(final["layer"], final["rms"], margin)
+        final_pair = final_loss_pair(final["layer"], final["rms"], margin)
+        final_fixed_n = paired_difference(final["layer"], final["rms"], margin)
         curve_pair = paired_difference(curve["layer"], curve["rms"], margin)
     drops = pd.DataFrame([{"norm": n, "seed": s, "drop": r["final_drop"]} for (n, s), r in runs.items()])
     return LossParity(
@@ -56,11 +67,17 @@ def loss_parity(runs: dict[tuple[str, int], dict], margin: float) -> LossParity:
         curve=curve,
         diverged=diverged,
         final_pair=final_pair,
+        final_fixed_n=final_fixed_n,
         curve_pair=curve_pair,
         last_drop=float(drops["drop"].mean()),
         initial_loss=float(curves[curves.step == 0].val_loss.mean()),
         final_loss=float(np.mean(final["layer"] + final["rms"])),
     )
+
+
+def final_loss_pair(layer: list[float], rms: list[float], margin: float) -> dict:
+    """A9's paired difference RMSNorm − LayerNorm of final losses, per seed, under its confidence sequence."""
+    return sequence_difference(layer, rms, margin)
 
 
 def final_loss_verdict(parity: LossParity) -> tuple[str, str]:
@@ -95,11 +112,24 @@ def parity_paragraph(parity: LossParity) -> str:
         f"Over the last 10% of the steps the validation loss still fell by {parity.last_drop:.4f} nats on average "
         f"(from {parity.initial_loss:.2f} at the start to {parity.final_loss:.3f}), so the runs had flattened.\n\n"
         f"**A9 verdict: {verdict}.** Final validation loss, RMSNorm − LayerNorm: {text}."
+        + (f"\n\n{looks_paragraph(parity.final_fixed_n)}" if parity.final_fixed_n else "")
+    )
+
+
+def looks_paragraph(fixed_n: dict) -> str:
+    """The disclosure of A9's looks, with the t-interval that the looks invalidate, for comparison."""
+    return (
+        f"*The looks taken.* This verdict's pairs were not fixed in advance: on the cpu profile the interval was read "
+        f"at {looks_text(A9_LOOKS)}, and pairs were added each time it came out inconclusive. A 95% t-interval read "
+        'that way says "no difference" too often when the true difference lies at the margin, so the verdict is read '
+        "off an anytime-valid 95% confidence sequence (Lai 1976), which keeps its coverage however many looks are "
+        "taken, at the price of a wider band. The t-interval, valid only had the pairs been fixed before any look, "
+        f"would have been {interval_text(fixed_n, margin=False)}."
     )
 
 
 def a9_finding(parity: LossParity, margin: float, common: dict, resume: dict, ladder: dict | None = None) -> Finding:
-    """A9 holds when the whole 95% interval of the paired final-loss difference lies inside ±margin. The scale
+    """A9 holds when the whole 95% confidence sequence of the paired final-loss difference lies inside ±margin. The scale
     ladder (`ladder_evidence`), when given, is recorded beside it as evidence; the verdict is this size's."""
     verdict, text = final_loss_verdict(parity)
     pair = parity.final_pair
@@ -110,6 +140,8 @@ def a9_finding(parity: LossParity, margin: float, common: dict, resume: dict, la
         {
             **common,
             "paired_final_loss": pair,
+            "paired_final_loss_t_interval": parity.final_fixed_n,
+            "looks_pairs": list(A9_LOOKS),
             "final_loss_layer": parity.final["layer"],
             "final_loss_rms": parity.final["rms"],
             "resume_max_abs_loss_difference": resume["difference"],
@@ -120,8 +152,9 @@ def a9_finding(parity: LossParity, margin: float, common: dict, resume: dict, la
         threshold=margin,
         spread=pair["sd_of_differences"] / math.sqrt(pair["pairs"]) if pair else None,
         **A9_KEY.fields(),
-        rule=f"Holds when the whole 95% interval of the paired final-loss difference lies inside ±{margin:g} nats; "
-        "not testable when it is wider than that; does not hold when it lies outside.",
+        rule=f"Holds when the whole 95% confidence sequence (anytime-valid: the pairs grew after looks) of the paired "
+        f"final-loss difference lies inside ±{margin:g} nats; not testable when it is wider than that; does not hold "
+        "when it lies outside.",
     )
 
 
@@ -132,7 +165,7 @@ def a9_headline(a9: Finding) -> str | None:
         return None
     return (
         f"Trained in pairs, small GPTs with RMSNorm and with LayerNorm reach validation losses that differ by at most "
-        f"{A9_KEY.format(k)} (the paired 95% interval), {'inside' if within(k, t) else 'beyond'} the margin of "
+        f"{A9_KEY.format(k)} (the paired 95% confidence sequence), {'inside' if within(k, t) else 'beyond'} the margin of "
         f"±{A9_KEY.limit(t)} for no difference"
         + {
             "holds": ": equal quality, as article A says.",

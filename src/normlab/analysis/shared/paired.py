@@ -21,14 +21,15 @@ is the one way a sentence writes the result, None included.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from normlab.analysis.shared.parity import t975
 
 EQUIVALENT, DIFFERENT, INCONCLUSIVE = "equivalent", "different", "inconclusive"
 
 
-def _check(a: Sequence[float], b: Sequence[float]) -> tuple[list[float], list[float]]:
+def checked_pairs(a: Sequence[float], b: Sequence[float]) -> tuple[list[float], list[float]]:
+    """Both sides as floats, or a ValueError naming what makes them unusable as pairs."""
     a, b = [float(v) for v in a], [float(v) for v in b]
     if len(a) != len(b):
         raise ValueError(f"paired comparison needs the same number of runs on each side, got {len(a)} and {len(b)}")
@@ -37,6 +38,20 @@ def _check(a: Sequence[float], b: Sequence[float]) -> tuple[list[float], list[fl
     if not all(math.isfinite(v) for v in a + b):
         raise ValueError("paired comparison got a non-finite value: a run diverged; report it instead of averaging it")
     return a, b
+
+
+def check_margin(margin: float) -> None:
+    if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin > 0):
+        raise ValueError(f"the equivalence margin must be a positive finite number, got {margin!r}")
+
+
+def interval_outcome(low: float, high: float, margin: float) -> str:
+    """The two-one-sided-tests reading of an interval [low, high] against ±margin (see the module's docstring)."""
+    if -margin < low and high < margin:
+        return EQUIVALENT
+    if low >= margin or high <= -margin:
+        return DIFFERENT
+    return INCONCLUSIVE
 
 
 def pairs_needed(sd: float, margin: float, expected_difference: float = 0.0) -> int | None:
@@ -60,21 +75,15 @@ def pairs_needed(sd: float, margin: float, expected_difference: float = 0.0) -> 
 
 def paired_difference(a: Sequence[float], b: Sequence[float], margin: float) -> dict:
     """Mean of b - a over pairs, its 95% t-interval, and the equivalence verdict against `margin` (> 0)."""
-    if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin > 0):
-        raise ValueError(f"the equivalence margin must be a positive finite number, got {margin!r}")
-    a, b = _check(a, b)
+    check_margin(margin)
+    a, b = checked_pairs(a, b)
     diffs = [y - x for x, y in zip(a, b)]
     n = len(diffs)
     mean = sum(diffs) / n
     sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
     half = t975(n - 1) * sd / math.sqrt(n)
     low, high = mean - half, mean + half
-    if -margin < low and high < margin:
-        outcome = EQUIVALENT
-    elif low >= margin or high <= -margin:
-        outcome = DIFFERENT
-    else:
-        outcome = INCONCLUSIVE
+    outcome = interval_outcome(low, high, margin)
     return {
         "pairs": n,
         "mean_difference": mean,
@@ -93,24 +102,29 @@ def paired_difference(a: Sequence[float], b: Sequence[float], margin: float) -> 
 NOT_COMPARABLE = "not comparable (a run diverged, or fewer than two pairs ran)"
 
 
-def paired_or_none(a: Sequence[float], b: Sequence[float], margin: float) -> dict | None:
-    """`paired_difference(a, b, margin)`, or None when a run diverged (a non-finite value) or fewer than two pairs
-    exist: the caller reports that (`interval_text(None)`) instead of averaging a non-finite loss."""
+def paired_or_none(
+    a: Sequence[float], b: Sequence[float], margin: float, compare: Callable[..., dict] = paired_difference
+) -> dict | None:
+    """`compare(a, b, margin)` (the t-interval, or `sequential.sequence_difference`), or None when a run diverged (a
+    non-finite value) or fewer than two pairs exist: the caller reports that (`interval_text(None)`) instead of
+    averaging a non-finite loss."""
     a, b = list(a), list(b)
     if len(a) != len(b):
         raise ValueError(f"paired comparison needs the same number of runs on each side, got {len(a)} and {len(b)}")
     if len(a) < 2 or not all(math.isfinite(float(v)) for v in a + b):
         return None
-    return paired_difference(a, b, margin)
+    return compare(a, b, margin)
 
 
 def interval_text(paired: dict | None, unit: str = "nats", *, margin: bool = True) -> str:
     """'+0.0031 nats (95% CI -0.0042..+0.0104, margin ±0.02, 6 pairs)', plus the pairs needed when inconclusive;
-    with `margin=False`, for a caller that states its own reading of the margin, the interval and pairs alone.
+    with `margin=False`, for a caller that states its own reading of the margin, the interval and pairs alone. A
+    result naming its `interval` (a confidence sequence) is written under that name, and when undecided says that
+    more pairs may be added.
     None (see `paired_or_none`) gives NOT_COMPARABLE."""
     if paired is None:
         return NOT_COMPARABLE
-    parts = [f"95% CI {paired['ci_low']:+.4f}..{paired['ci_high']:+.4f}"]
+    parts = [f"{paired.get('interval', '95% CI')} {paired['ci_low']:+.4f}..{paired['ci_high']:+.4f}"]
     parts += [f"margin ±{paired['margin']:g}"] if margin else []
     parts.append(f"{paired['pairs']} pairs")
     text = f"{paired['mean_difference']:+.4f} {unit} ({', '.join(parts)})"
@@ -119,6 +133,8 @@ def interval_text(paired: dict | None, unit: str = "nats", *, margin: bool = Tru
         text += (
             f"; about {needed} pairs would be needed to decide"
             if needed
+            else "; undecided: the sequence stays valid if pairs are added and it is read again"
+            if "interval" in paired
             else "; the mean difference lies at or beyond the margin: more pairs could show a difference, none could show "
             "equivalence"
         )
