@@ -124,7 +124,9 @@ def interval_text(paired: dict | None, unit: str = "nats", *, margin: bool = Tru
     None (see `paired_or_none`) gives NOT_COMPARABLE."""
     if paired is None:
         return NOT_COMPARABLE
-    parts = [f"{paired.get('interval', '95% CI')} {paired['ci_low']:+.4f}..{paired['ci_high']:+.4f}"]
+    name, low, high = paired.get("interval", "95% CI"), paired["ci_low"], paired["ci_high"]
+    bounded = math.isfinite(low) and math.isfinite(high)
+    parts = [f"{name} {low:+.4f}..{high:+.4f}" if bounded else f"{name} not yet bounded"]
     parts += [f"margin ±{paired['margin']:g}"] if margin else []
     parts.append(f"{paired['pairs']} pairs")
     text = f"{paired['mean_difference']:+.4f} {unit} ({', '.join(parts)})"
