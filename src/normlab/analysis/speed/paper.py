@@ -14,6 +14,7 @@ from normlab.analysis.speed.ratio import describe_ranges, pct, saving_ranges, tr
 from normlab.study import decide
 from normlab.study.findings import Finding, finite_or_none
 from normlab.study.key_numbers import SHARE, KeyNumber
+from normlab.study.present import verdict_line
 
 # Zhang & Sennrich (2019), "Root Mean Square Layer Normalization", NeurIPS 32,
 # arXiv:1910.07467. The abstract's range (checked against the abstract's text):
@@ -283,8 +284,8 @@ def model_level_text(model_level: dict, a8: Finding, b6: Finding) -> str:
                 model_level["realmodels_summary"] or "no summary",
             ),
             "",
-            f"**A8** — {a8.verdict}: {a8.summary}",
+            verdict_line("A8", a8),
             "",
-            f"**B6** — {b6.verdict}: {b6.summary}",
+            verdict_line("B6", b6),
         ]
     )

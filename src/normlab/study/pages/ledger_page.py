@@ -139,7 +139,7 @@ def render_ledger(claims: list[Claim], runs: list[dict], *, warning: str | None 
         lines.append(
             f"| {claim.id} | {cell(claim.text)} | {VERDICT_BADGES[record['verdict']]} | {cell(key_cell(record))} "
             f"| {_spread_cell(record)} | {_fragile_cell(record)} "
-            f"| {cell(first_sentences(record['summary']) + caveats_note(record))} "
+            f"| {cell(first_sentences(record['summary']) + caveats_note(record.get('caveats')))} "
             f"| {where} |"
         )
     lines += [":::"]

@@ -72,7 +72,9 @@ def findings_sentences(table: dict[str, dict]) -> list[str]:
         if record is None or not record.get("headline"):
             continue
         where = f"{{ref}}`{claim_id} <{record['section']}>`" if record.get("section") else claim_id
-        sentences.append(f"{record['headline']} ({where}: {VERDICT_BADGES[record['verdict']]}){caveats_note(record)}")
+        sentences.append(
+            f"{record['headline']} ({where}: {VERDICT_BADGES[record['verdict']]}){caveats_note(record.get('caveats'))}"
+        )
     return sentences
 
 
