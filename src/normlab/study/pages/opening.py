@@ -106,8 +106,8 @@ def render_intro(
         "",
         *([f"- {sentence}" for sentence in sentences] or [NO_HEADLINES]),
         "",
-        "Each sentence is written from the number its chapter measured in this build, or read from a committed "
-        "file the chapter names, the threshold the chapter stated before measuring, and the verdict it computed; "
+        "Each sentence is written from the number its chapter measured in this build (or read from a committed GPU "
+        "run that the chapter names), the threshold the chapter stated before measuring, and the verdict it computed; "
         "the link after it leads to the measurement"
         + (
             ", and a caveat after it says what qualifies it, such as a committed GPU file that measured code this "
