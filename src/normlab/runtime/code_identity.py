@@ -116,7 +116,9 @@ class CodeCheck:
 
 
 def short_commit(commit) -> str:
-    commit = str(commit or "unknown")
+    if not commit:
+        return "an unknown commit"
+    commit = str(commit)
     return commit[:7] + ("-dirty" if commit.endswith("-dirty") else "")
 
 
