@@ -64,6 +64,7 @@ def test_the_study_runs_torch_only_and_writes_its_provenance(tiny):
     assert tiny["missing"] == [] and tiny["failed"] == {}
     assert tiny["corpus"]["sha256"] == load_corpus().sha256
     assert tiny["git_commit"] and tiny["versions"]["torch"] and "cpu" in tiny["hardware"]
+    assert "study/gpu.py" in tiny[FINGERPRINT_KEY] and "gpt/model.py" in tiny[FINGERPRINT_KEY]  # the code it trained
     quality = tiny["experiments"]["quality"]
     assert quality["seconds"] > 0 and quality["models"] == 2 * E.PROFILES["tiny"]["quality"]["seeds"]
     run = quality["runs"][0]
