@@ -202,7 +202,7 @@ def test_run_document_carries_environment_and_only_valid_statuses(document):
     # the code it timed, module by module (Triton's only where it ran: on CPU it is skipped), all of it this tree's
     fingerprint = document[code_identity.FINGERPRINT_KEY]
     assert {"bench/harness.py", "norms/functional.py", "norms/backends/composite.py"} <= set(fingerprint)
-    assert code_identity.check_code(document, ("norms", "bench")).caveat is None
+    assert code_identity.check_code(document, code_identity.BENCH_CODE).caveat is None
 
 
 def test_copy_benchmark_reaches_exactly_its_own_bandwidth(document):

@@ -20,7 +20,7 @@ from normlab.study.results import Results
 
 KERNEL = "norms/backends/triton/rms_kernels.py"
 HARNESS = "bench/harness.py"
-MEASURED = ("norms", "bench")
+MEASURED = C.BENCH_CODE
 
 
 def _git(folder, *args) -> str:

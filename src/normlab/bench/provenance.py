@@ -14,11 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from normlab.bench import harness, report
-from normlab.runtime.code_identity import check_code
-
-# The package paths a benchmark times, for a file without a fingerprint: the norms (dispatch and backends) and the
-# harness that drives and times them.
-MEASURED_CODE = ("norms", "bench")
+from normlab.runtime.code_identity import BENCH_CODE, check_code
 
 
 @dataclass(frozen=True)
@@ -76,7 +72,7 @@ def measured(document: dict, source: str = "this run") -> Measured:
         source=source,
         started=str(document.get("started", "")),
         commit=short_commit(document),
-        caveat=None if source == "this run" else check_code(document, MEASURED_CODE).caveat,
+        caveat=None if source == "this run" else check_code(document, BENCH_CODE).caveat,
     )
 
 

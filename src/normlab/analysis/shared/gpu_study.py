@@ -39,7 +39,7 @@ import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from normlab.runtime.code_identity import check_code
+from normlab.runtime.code_identity import GPU_STUDY_CODE, check_code
 from normlab.study import paths
 from normlab.study.findings import Finding
 from normlab.study.results import LedgerError, read_json_object
@@ -47,8 +47,6 @@ from normlab.study.results import LedgerError, read_json_object
 SCHEMA = "normlab.gpu-study/1"
 PROFILES = ("gpu", "tiny")  # tiny: the entry point's CPU test size, accepted only where the tests ask for it
 ACCEPT_TINY = "NORMLAB_ACCEPT_TINY_STUDY"  # set to 1 by the tests, which feed tiny studies through the chapters
-# The package paths a study trains with, for a file without a fingerprint: the testbed, the norms and the entry point.
-MEASURED_CODE = ("gpt", "norms", "study/gpu.py")
 KEYS = ("schema", "profile", "hardware", "versions", "git_commit", "started", "corpus", "experiments", "missing")
 SUMMED = ("seconds", "estimated_seconds", "estimated_pflop")  # per-experiment costs, added up over shards
 _FIX = "re-run `python -m normlab.study.gpu --profile gpu` on a GPU machine and commit its output, or remove the file"
@@ -92,7 +90,7 @@ class GpuStudy:
     def code_caveat(self) -> str | None:
         """'gpu-study.json: measured at 12a0522; since then 3 files of the GPT testbed changed, …', or None when it
         trained with this tree's code."""
-        caveat = check_code(self.document, MEASURED_CODE).caveat
+        caveat = check_code(self.document, GPU_STUDY_CODE).caveat
         return None if caveat is None else f"{self.source}: {caveat}"
 
 

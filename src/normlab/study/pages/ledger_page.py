@@ -1,8 +1,8 @@
 """The claims ledger: every claim in data/claims.md once, with its owner's verdict, or pending.
 
 Each key number is shown in the unit its chapter recorded, beside what it measures (the record's `meaning`); each
-summary is cut at two sentences (the chapter keeps it whole), and followed by the verdict's caveats in full. Evidence that other chapters recorded for a claim
-(verdict None) is listed as parts beside the verdict, never as one.
+summary is cut at two sentences (the chapter keeps it whole) and followed by the verdict's caveats in full. Evidence
+that other chapters recorded for a claim (verdict None) is listed as parts beside the verdict, never as one.
 """
 
 from __future__ import annotations

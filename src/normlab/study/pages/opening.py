@@ -11,8 +11,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from normlab.bench.provenance import MEASURED_CODE
-from normlab.runtime.code_identity import check_code
+from normlab.runtime.code_identity import BENCH_CODE, check_code
 from normlab.runtime.environment import machine_name
 from normlab.study.claims import PENDING, VERDICT_BADGES, Claim
 from normlab.study.pages.markdown import warning_box
@@ -41,7 +40,7 @@ def committed_gpu_runs(data_dir: Path) -> list[str]:
                 f"{path}: not a readable GPU results file ({error}); re-run `make gpu-bench` on a GPU "
                 f"machine, or remove it"
             ) from error
-        caveat = check_code(document, MEASURED_CODE).caveat
+        caveat = check_code(document, BENCH_CODE).caveat
         described.append(
             f"{hardware}, measured {started[:16].replace('T', ' ')} UTC ({path.name}"
             + (f"; **{caveat}**" if caveat else "")
