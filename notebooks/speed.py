@@ -35,7 +35,7 @@ from IPython.display import Markdown, display
 from normlab.analysis.speed import figures, method, on_gpu, page, ratio, runs, settings
 from normlab.bench import report, timing
 from normlab.study import Results
-from normlab.study.present import claims_box, table, verdict_table
+from normlab.study.present import claims_box, table, verdict_line, verdict_table
 from normlab.study.prose import percent, state
 from normlab.study.results import load_evidence
 
@@ -285,7 +285,7 @@ _ = b8.record(results, "B8", "speed-passes")
 _ = b9.record(results, "B9", "speed-passes")
 
 # %% tags=["remove-input"]
-Markdown(f"**A7, B8** — {a7.verdict}: {a7.summary}\n\n**B9** — {b9.verdict}: {b9.summary}")
+Markdown(verdict_line("A7, B8", a7) + "\n\n" + verdict_line("B9", b9))
 
 # %% [markdown]
 # (speed-compute)=
@@ -308,7 +308,7 @@ a5 = arithmetic.a5(live, EQUAL_TIME, memory_bound=MEMORY_BOUND, gpu=gpu_runs)
 _ = a5.record(results, "A5", "speed-compute")
 
 # %% tags=["remove-input"]
-Markdown(f"**A5** — {a5.verdict}: {a5.summary}")
+Markdown(verdict_line("A5", a5))
 
 # %% [markdown]
 # (speed-bandwidth)=
@@ -329,7 +329,7 @@ _ = a10.record(results, "A10", "speed-bandwidth")
 _ = q2.record(results, "Q2", "speed-bandwidth")
 
 # %% tags=["remove-input"]
-Markdown(f"**A10** — {a10.verdict}: {a10.summary}\n\n**Q2** — {q2.verdict}: {q2.summary}")
+Markdown(verdict_line("A10", a10) + "\n\n" + verdict_line("Q2", q2))
 
 # %% [markdown]
 # (speed-small-batch)=
@@ -358,7 +358,7 @@ b10 = small_batch.b10(live, gpu=gpu_runs)
 _ = b10.record(results, "B10", "speed-small-batch")
 
 # %% tags=["remove-input"]
-Markdown(f"**B10** — {b10.verdict}: {b10.summary}")
+Markdown(verdict_line("B10", b10))
 
 # %% [markdown]
 # (speed-partial)=
@@ -380,7 +380,7 @@ q3 = partial.q3(live, WORTH_IT, estimate_error, gpu=gpu_runs)
 _ = q3.record(results, "Q3", "speed-partial")
 
 # %% tags=["remove-input"]
-Markdown(f"**Q3** — {q3.verdict}: {q3.summary}")
+Markdown(verdict_line("Q3", q3))
 
 # %% [markdown]
 # (speed-paper)=

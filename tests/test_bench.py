@@ -20,6 +20,7 @@ from normlab.bench.__main__ import main as bench_main
 from normlab.bench.cases import Case, build_cases, skip_reason
 from normlab.bench.profiles import PROFILE_SETTINGS, get_profile
 from normlab.bench.timing import TimingSettings, buffer_count, summarise, time_call
+from normlab.runtime import code_identity
 
 # ---------------------------------------------------------------- byte model
 
@@ -198,6 +199,10 @@ def test_run_document_carries_environment_and_only_valid_statuses(document):
     assert not [r for r in document["records"] if r["status"] == "error"]
     assert all(r["reason"] for r in document["records"] if r["status"] != "ok")
     json.dumps(document, allow_nan=False)
+    # the code it timed, module by module (Triton's only where it ran: on CPU it is skipped), all of it this tree's
+    fingerprint = document[code_identity.FINGERPRINT_KEY]
+    assert {"bench/harness.py", "norms/functional.py", "norms/backends/composite.py"} <= set(fingerprint)
+    assert code_identity.check_code(document, code_identity.BENCH_CODE).caveat is None
 
 
 def test_copy_benchmark_reaches_exactly_its_own_bandwidth(document):

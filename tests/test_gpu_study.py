@@ -16,6 +16,7 @@ from normlab.analysis.quality import committed_gpu
 from normlab.analysis.shared import gpu_study as G
 from normlab.gpt import experiments as E
 from normlab.gpt.corpus import load_corpus, load_saved_corpus, save_corpus
+from normlab.runtime.code_identity import FINGERPRINT_KEY, loaded_source
 from normlab.study.findings import Finding
 from normlab.study.results import LedgerError
 
@@ -63,6 +64,7 @@ def test_the_study_runs_torch_only_and_writes_its_provenance(tiny):
     assert tiny["missing"] == [] and tiny["failed"] == {}
     assert tiny["corpus"]["sha256"] == load_corpus().sha256
     assert tiny["git_commit"] and tiny["versions"]["torch"] and "cpu" in tiny["hardware"]
+    assert "study/gpu.py" in tiny[FINGERPRINT_KEY] and "gpt/model.py" in tiny[FINGERPRINT_KEY]  # the code it trained
     quality = tiny["experiments"]["quality"]
     assert quality["seconds"] > 0 and quality["models"] == 2 * E.PROFILES["tiny"]["quality"]["seeds"]
     run = quality["runs"][0]
@@ -279,6 +281,38 @@ def test_a_gpu_does_not_hold_leaves_a_cpu_holds_with_caveats(tmp_path):
     assert b18.evidence["by_run"][study.label]["verdict"] == "does not hold"  # the GPU interval sits inside ±0.02
     assert b18.evidence["decided_on"] == "CPU" and b18.verdict == "holds with caveats"
     assert f"The result on {study.label} adds the caveat." in b18.summary
+
+
+def test_a_tiny_study_is_refused_outside_the_tests(tmp_path, monkeypatch):
+    path = _write(tmp_path, {**_depth_document(0.06, 0.002), "profile": "tiny"})
+    assert G.load(path, known=lambda commit: True).document["profile"] == "tiny"  # the tests accept it
+    monkeypatch.delenv(G.ACCEPT_TINY)
+    with pytest.raises(LedgerError, match="gpu-study.json: a `tiny` study.*only `gpu` studies"):
+        G.committed(tmp_path, known=lambda commit: True)
+
+
+def test_a_study_whose_code_is_not_this_trees_is_labelled_on_every_verdict_it_shapes(tmp_path):
+    foreign = {**_depth_document(0.06, 0.002), FINGERPRINT_KEY: {"gpt/model.py": "0" * 64}}
+    study, mine, weighed, text = _depth_weighed(tmp_path, foreign)
+    label = "gpu-study.json: measured at 0000000; since then 1 file of the GPT testbed changed, not yet re-measured"
+    assert study.code_caveat == label
+    decided_there = [claim for claim, f in weighed.items() if f.evidence.get("decided_on") == study.label]
+    assert "B18" in decided_there and all(weighed[claim].caveats == (label,) for claim in decided_there)
+    # this run decides B17 (a narrower interval) and the study's own "holds" adds nothing: no label
+    narrow_b17 = _pair_finding("holds", "paired_pre_minus_post_rms", 0.0001)
+    _, _, weighed, _ = _depth_weighed(tmp_path, foreign, B17=narrow_b17)
+    assert weighed["B17"].evidence["decided_on"] == "CPU"
+    assert weighed["B17"].evidence["by_run"][study.label]["verdict"] != "does not hold"
+    assert weighed["B17"].caveats == ()
+    # this run decides, and the study's "does not hold" adds the caveat: the study shaped the verdict, so labelled
+    narrow = _pair_finding("holds", "paired_post_rms_minus_layer", 0.001)
+    shifted = {**_depth_document(0.0, noise=0.004), FINGERPRINT_KEY: {"gpt/model.py": "0" * 64}}
+    _, _, weighed, _ = _depth_weighed(tmp_path, shifted, B18=narrow)
+    assert weighed["B18"].verdict == "holds with caveats" and weighed["B18"].caveats == (label,)
+    # a study trained with this tree's code: no label
+    same = {**_depth_document(0.06, 0.002), FINGERPRINT_KEY: loaded_source()}
+    _, _, weighed, _ = _depth_weighed(tmp_path, same)
+    assert weighed["B18"].caveats == ()
 
 
 def test_b19_on_gpu_skips_the_swaps_it_could_not_batch(tmp_path):

@@ -15,9 +15,12 @@ import pytest
 
 from evidence import evidence_numbers
 from normlab.bench import harness
+from normlab.runtime.code_identity import FINGERPRINT_KEY
 from normlab.study.results import VERDICTS
 from normlab.study.run import execute
 
+CHANGED_KERNEL = "norms/backends/triton/rms_kernels.py"
+STALE = "since then 1 file of the Triton kernels changed, not yet re-measured"
 SPEED_CLAIMS = {"A5", "A7", "A8", "A10", "B6", "B8", "B9", "B10", "Q2", "Q3"}
 
 
@@ -38,6 +41,8 @@ def speed_run(tmp_path_factory):
     tiny = harness.run("smoke", backends=["torch", "eager"], dtypes=["float32"], progress=False, census=True)
     tiny["hardware"] = dict(tiny["hardware"], gpu="Synthetic Test GPU")
     tiny["profile"] = "gpu"
+    # as if a Triton kernel file had changed since this file was measured
+    tiny[FINGERPRINT_KEY] = {**tiny[FINGERPRINT_KEY], CHANGED_KERNEL: "0" * 64}
     harness.save(tiny, gpu_dir / "gpu-bench-synthetic.json")
     return _execute(root, gpu_dir), root, tiny
 
@@ -132,6 +137,21 @@ def test_verdicts_weigh_the_gpu_run_and_name_the_hardware_of_each_number(speed_r
         assert decided["key_number"] == claim["key_number"], claim["id"]
     a8 = next(c for c in result["claims"] if c["id"] == "A8")
     assert a8["evidence"]["gpu_hardware"] == "Synthetic Test GPU"
+
+
+def test_every_verdict_the_stale_gpu_file_decides_says_so_on_the_page(speed_run):
+    result, root, _ = speed_run
+    decided_there = [c for c in result["claims"] if c["evidence"].get("decided_on") == "Synthetic Test GPU"]
+    assert decided_there
+    for claim in decided_there + [c for c in result["claims"] if c["id"] == "A8"]:
+        assert any(STALE in caveat for caveat in claim["caveats"]), claim["id"]
+    executed = _outputs(json.loads((root / "ex" / "speed.ipynb").read_text()))
+    assert "**Stale code:** measured at" in executed and f"{STALE}." in executed
+
+
+def test_a_fresh_run_carries_no_code_caveat(cpu_only_run):
+    result, _ = cpu_only_run
+    assert all(claim["caveats"] == [] for claim in result["claims"])
 
 
 def _figures(notebook):

@@ -5,7 +5,9 @@ chapters' headline writers are tested in tests/test_headlines.py.
 """
 
 import json
+from types import SimpleNamespace
 
+from normlab.runtime import code_identity as C
 from normlab.study import ledger
 from normlab.study.claims import parse_claims
 from normlab.study.key_numbers import DIMENSIONLESS, FACTOR, SHARE
@@ -41,6 +43,7 @@ def record(
     meaning="what it measures",
     unit=DIMENSIONLESS,
     headline=None,
+    caveats=(),
 ):
     return {
         "id": claim_id,
@@ -54,6 +57,7 @@ def record(
         "meaning": meaning,
         "unit": unit,
         "headline": headline,
+        "caveats": list(caveats),
     }
 
 
@@ -72,6 +76,34 @@ def test_a_findings_sentence_is_the_chapter_headline_with_a_link_and_the_verdict
     assert q2 == "Fused. ({ref}`Q2 <speed-bandwidth>`: ✓ holds)"
     (q2,) = sentences(run("speed", record("Q2", "does not hold", 0.15, 0.1, section=None, headline="Not fused.")))
     assert q2 == "Not fused. (Q2: ✗ does not hold)"
+
+
+STALE = "gpu-bench.json (NVIDIA H200): measured at 12a0522; since then 13 files of the Triton kernels changed"
+
+
+def test_a_verdict_with_a_caveat_says_so_on_the_opening_page_the_ledger_and_its_chapter():
+    from normlab.study.present import verdict_table
+
+    q2 = record("Q2", "holds", 0.059, 0.1, section="speed-bandwidth", headline="Fused.", caveats=[STALE])
+    (sentence,) = sentences(run("speed", q2))
+    assert sentence == f"Fused. ({{ref}}`Q2 <speed-bandwidth>`: ✓ holds) **Caveat:** {STALE}."
+    page = opening.render_intro(CLAIMS, [run("speed", q2)], prose="# Title\n", figure="v.png")
+    assert "a caveat after it says what qualifies it" in page
+    row = next(line for line in render_ledger(CLAIMS, [run("speed", q2)]).splitlines() if line.startswith("| Q2 "))
+    assert f"**Caveat:** {STALE}." in row
+    assert f"**Caveat:** {STALE}." in str(verdict_table(SimpleNamespace(claims=[q2]))._repr_markdown_())
+    plain = record("Q2", "holds", 0.059, 0.1, section="speed-bandwidth", headline="Fused.")
+    assert "Caveat" not in sentences(run("speed", plain))[0]
+    assert "a caveat after it" not in opening.render_intro(CLAIMS, [run("speed", plain)], prose="#\n", figure="v")
+
+
+def test_the_opening_page_labels_each_committed_gpu_file_by_its_code(tmp_path):
+    document = {"hardware": {"gpu": "NVIDIA H200"}, "started": "2026-11-30T11:26:30+00:00"}
+    (tmp_path / "gpu-bench.json").write_text(json.dumps({**document, "git_commit": "12a0522" + "0" * 33 + "-dirty"}))
+    (tmp_path / "gpu-bench-2.json").write_text(json.dumps({**document, "code_fingerprint": C.loaded_source()}))
+    dirty, fresh = opening.committed_gpu_runs(tmp_path)[::-1]
+    assert "(gpu-bench.json; **measured at 12a0522-dirty: " in dirty and "cannot be identified" in dirty
+    assert fresh == "NVIDIA H200, measured 2026-11-30 11:26 UTC (gpu-bench-2.json)"
 
 
 def test_a_pending_or_missing_claim_or_headline_gives_no_sentence_and_the_page_still_renders():

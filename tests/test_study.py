@@ -287,7 +287,9 @@ def test_intro_names_the_committed_gpu_runs_the_speed_chapter_weighs(tmp_path):
     _write_runs(results, [_run("speed", "holds", claim="A5")])
     ledger.build(results, pages, executed_dir=tmp_path / "ex", data_dir=data)
     intro = (pages / "intro.md").read_text()
-    assert "Test GPU 9000, measured 2026-01-02 03:04 UTC (gpu-bench.json)" in intro
+    # it names no commit and carries no fingerprint: the code it ran cannot be identified, and the page says so
+    assert "Test GPU 9000, measured 2026-01-02 03:04 UTC (gpu-bench.json; **measured at an unknown commit: " in intro
+    assert "the code it ran cannot be identified" in intro
 
     _write_runs(results, [_run("geometry", "holds")])  # no speed chapter in this build: nothing weighed the GPU runs
     (results / "speed.json").unlink()

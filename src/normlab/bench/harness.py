@@ -178,6 +178,7 @@ def run(
 
     With `records_path`, each case's record is also written there the moment it is measured (JSON lines,
     flushed; normlab.bench.records): a run killed mid-way keeps every case it finished."""
+    from normlab.runtime.code_identity import FINGERPRINT_KEY, loaded_source
     from normlab.runtime.environment import git_commit, hardware, versions
 
     profile, backends = get_profile(profile_name, backends=backends, dtypes=dtypes)
@@ -264,6 +265,8 @@ def run(
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "wall_s": time.perf_counter() - clock,
         "timing_settings": asdict(profile.timing),
+        # the code these times describe, so a later tree can tell whether they still describe it
+        FINGERPRINT_KEY: loaded_source(),
         "device_time_note": None if device.type == "cuda" else DEVICE_TIME_NOTE_CPU,
         "records": _finite(list(records)),
     }

@@ -1,7 +1,9 @@
 """Committed benchmark results (GPU runs made elsewhere), found and labelled with where and when they were measured.
 
 The chapter shows these beside its live CPU run. Nothing is estimated: no
-file, no GPU rows.
+file, no GPU rows. A committed file is checked against this tree's code
+(`normlab.runtime.code_identity`): where the code it timed has changed since,
+or cannot be identified, its `caveat` says so, and so does every verdict it decides.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from normlab.bench import harness, report
+from normlab.runtime.code_identity import BENCH_CODE, check_code
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,7 @@ class Measured:
     source: str  # "this run" or the committed file's name
     started: str = ""
     commit: str = ""
+    caveat: str | None = None  # why its times may not describe this tree's code; None where they do
 
     @property
     def unstable_count(self) -> int:
@@ -68,6 +72,7 @@ def measured(document: dict, source: str = "this run") -> Measured:
         source=source,
         started=str(document.get("started", "")),
         commit=short_commit(document),
+        caveat=None if source == "this run" else check_code(document, BENCH_CODE).caveat,
     )
 
 

@@ -5,7 +5,8 @@ the finding's sentence, and records it with `finding.record(results, claim_id, s
 
 The finding also says what its key number measures and in which unit (`meaning`, `unit`: see
 `normlab.study.key_numbers`) and, for the claims the opening page leads with, the sentence it opens with
-(`headline`), so that the ledger and the opening page show it without knowing the claim's evidence.
+(`headline`), so that the ledger and the opening page show it without knowing the claim's evidence. Its `caveats`
+reach every page that shows the verdict.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ class Finding:
     meaning: str | None = None  # what the key number measures, in words, as the ledger shows it
     unit: str | None = None  # the key number's unit
     headline: str | None = None  # the opening page's sentence, for the claims it leads with
+    # what a reader must know before trusting the verdict, each a clause the pages show beside it (e.g. that the
+    # committed file deciding it measured code this tree has since changed: normlab.runtime.code_identity)
+    caveats: tuple[str, ...] = ()
 
     def __post_init__(self):
         # a number this run could not measure is None (shown as "—"), never NaN
@@ -62,4 +66,5 @@ class Finding:
             meaning=self.meaning,
             unit=self.unit,
             headline=self.headline,
+            caveats=self.caveats,
         )

@@ -57,6 +57,7 @@ import torch
 
 from normlab.gpt import experiments as E
 from normlab.gpt.corpus import load_corpus, load_saved_corpus, save_corpus
+from normlab.runtime.code_identity import FINGERPRINT_KEY, loaded_source
 from normlab.runtime.environment import git_commit, hardware, versions
 
 SCHEMA = "normlab.gpu-study/1"
@@ -69,7 +70,9 @@ def _now() -> str:
 
 
 def write_atomically(document: dict, path: Path) -> None:
-    """Replace `path` by `document` in one rename, so a reader never sees half a file."""
+    """Replace `path` by `document` in one rename, so a reader never sees half a file. It records the normlab modules
+    loaded at that moment with their hashes: the code its runs so far were trained with."""
+    document[FINGERPRINT_KEY] = loaded_source()
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

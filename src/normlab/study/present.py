@@ -102,6 +102,18 @@ def table(frame, *, digits: int = 3, index: bool = False, caption: str | None = 
     return _HTML(styled)
 
 
+def caveats_note(caveats) -> str:
+    """' **Caveat:** measured at 12a0522; …' for a verdict's caveats (a finding's, or a record's), or '' without any."""
+    if not caveats:
+        return ""
+    return f" **Caveat{'s' if len(caveats) > 1 else ''}:** " + "; ".join(caveats) + "."
+
+
+def verdict_line(claim_id: str, finding) -> str:
+    """'**A7** — holds: <its sentence> **Caveat:** …', a finding as the chapter states it beside its section."""
+    return f"**{claim_id}** — {finding.verdict}: {finding.summary}{caveats_note(finding.caveats)}"
+
+
 def verdict_table(results) -> _Markdown:
     """The chapter's closing table, built from what it recorded in this run."""
     rows = [
@@ -118,7 +130,7 @@ def verdict_table(results) -> _Markdown:
             f"| {record['id']} | {verdict} | {significant(record.get('key_number'))} | "
             f"{significant(record.get('threshold'))} | {significant(record.get('spread'))} | "
             f"{'—' if fragile is None else ('**yes**' if fragile else 'no')} | "
-            f"{record['summary'].replace('|', chr(92) + '|')} |"
+            f"{(record['summary'] + caveats_note(record.get('caveats'))).replace('|', chr(92) + '|')} |"
         )
     return _Markdown("\n".join(rows) + "\n")
 

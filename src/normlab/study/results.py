@@ -16,6 +16,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from normlab.runtime.code_identity import FINGERPRINT_KEY, loaded_source
 from normlab.runtime.environment import git_commit, hardware, versions
 from normlab.study import paths
 from normlab.study.claims import Claim
@@ -111,6 +112,7 @@ class Results:
         meaning: str | None = None,
         unit: str | None = None,
         headline: str | None = None,
+        caveats: tuple[str, ...] | list[str] = (),
     ) -> dict:
         """Record the verdict of a claim this chapter owns.
 
@@ -124,7 +126,8 @@ class Results:
         were combined). `meaning` and `unit` say what the key number measures
         and in which unit (`normlab.study.key_numbers`), so that the ledger can
         show it without knowing the claim; both are required. `headline` is the
-        opening page's sentence, for the claims it leads with.
+        opening page's sentence, for the claims it leads with. `caveats` are
+        clauses every page showing the verdict shows beside it.
         """
         if verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, got {verdict!r}")
@@ -133,6 +136,8 @@ class Results:
         for name, value in (("key_number", key_number), ("threshold", threshold), ("spread", spread)):
             if value is not None and not (isinstance(value, numbers.Real) and math.isfinite(float(value))):
                 raise ValueError(f"{name} for {claim_id} must be a finite number or None, got {value!r}")
+        if isinstance(caveats, str):
+            raise ValueError(f"caveats for {claim_id} must be a list of clauses, got one string {caveats!r}")
         if spread is not None and float(spread) < 0:
             raise ValueError(f"spread for {claim_id} must be >= 0, got {spread!r}")
         entry = {
@@ -148,6 +153,7 @@ class Results:
             "meaning": meaning,
             "unit": unit,
             "headline": headline,
+            "caveats": [str(caveat) for caveat in caveats],
         }
         self.claims.append(entry)
         print(f"[{claim_id}] {verdict}: {summary}", file=sys.__stderr__)
@@ -190,6 +196,8 @@ class Results:
             "git_commit": git_commit(),
             "started": self.started,
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            # the code this chapter ran (the modules imported by the time it saves), as a committed GPU file has it
+            FINGERPRINT_KEY: loaded_source(),
             "claims": self.claims,
         }
 

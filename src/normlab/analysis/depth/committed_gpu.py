@@ -154,8 +154,8 @@ def depth_claims(
         cpu_side = gpu_study.Side(
             where, mine, gpu_study.interval_power(mine.evidence.get(POWER_EVIDENCE[claim])), False
         )
-        gpu_side = gpu_study.Side(
-            study_of[claim].label, gpu, gpu_study.interval_power(gpu.evidence.get(POWER_EVIDENCE[claim])), True
+        gpu_side = gpu_study.Side.of_study(
+            study_of[claim], gpu, gpu_study.interval_power(gpu.evidence.get(POWER_EVIDENCE[claim]))
         )
         combined[claim] = gpu_study.weigh(cpu_side, gpu_side)
         sides[claim] = (cpu_side, gpu_side, combined[claim])

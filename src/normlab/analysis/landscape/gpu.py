@@ -155,7 +155,7 @@ def landscape_gpu_claims(
             finding = depth_claim(gpu, curse_share=curse_share)
             powers = (depth_power(cpu[claim]), depth_power(finding))
         cpu_side = G.Side(where, cpu[claim], powers[0], False)
-        gpu_side = G.Side(study.label, finding, powers[1], True)
+        gpu_side = G.Side.of_study(study, finding, powers[1])
         sides[claim] = (cpu_side, gpu_side, G.weigh(cpu_side, gpu_side))
         combined[claim] = sides[claim][2]
     width = found["V3"]

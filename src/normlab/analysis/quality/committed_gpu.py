@@ -52,11 +52,11 @@ def quality_claims(studies, a9: Finding, b7: Finding, cpu: dict) -> tuple[Findin
     sides = {
         "A9": (
             Side(cpu["where"], a9, interval_power(mine.final_pair), False),
-            Side(study.label, gpu_a9, interval_power(parity.final_pair), True),
+            Side.of_study(study, gpu_a9, interval_power(parity.final_pair)),
         ),
         "B7": (
             Side(cpu["where"], b7, interval_power(mine.curve_pair), False),
-            Side(study.label, gpu_b7, interval_power(parity.curve_pair), True),
+            Side.of_study(study, gpu_b7, interval_power(parity.curve_pair)),
         ),
     }
     combined = {claim: (c, g, weigh(c, g)) for claim, (c, g) in sides.items()}

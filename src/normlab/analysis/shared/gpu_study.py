@@ -22,7 +22,12 @@ the files.
 
 A committed file is refused, with a `LedgerError` naming it and the fix, when it is not valid JSON (truncated),
 has another schema or an unknown profile, lacks a key, names a commit this repository does not have, or was
-trained on other corpus bytes than this run's.
+trained on other corpus bytes than this run's. A `tiny` study (the entry point's CPU test size) is refused outside
+the tests, which accept it by setting `NORMLAB_ACCEPT_TINY_STUDY=1`.
+
+A study is checked against this tree's code (`normlab.runtime.code_identity`): where the code it trained with has
+changed since, or cannot be identified, its `code_caveat` says so, and every verdict it decides or qualifies carries
+that caveat (a chapter passes it on its `Side`).
 """
 
 from __future__ import annotations
@@ -34,12 +39,14 @@ import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from normlab.runtime.code_identity import GPU_STUDY_CODE, check_code
 from normlab.study import paths
 from normlab.study.findings import Finding
 from normlab.study.results import LedgerError, read_json_object
 
 SCHEMA = "normlab.gpu-study/1"
-PROFILES = ("gpu", "tiny")  # tiny: the entry point's CPU test size, accepted so that tests can feed it through
+PROFILES = ("gpu", "tiny")  # tiny: the entry point's CPU test size, accepted only where the tests ask for it
+ACCEPT_TINY = "NORMLAB_ACCEPT_TINY_STUDY"  # set to 1 by the tests, which feed tiny studies through the chapters
 KEYS = ("schema", "profile", "hardware", "versions", "git_commit", "started", "corpus", "experiments", "missing")
 SUMMED = ("seconds", "estimated_seconds", "estimated_pflop")  # per-experiment costs, added up over shards
 _FIX = "re-run `python -m normlab.study.gpu --profile gpu` on a GPU machine and commit its output, or remove the file"
@@ -79,6 +86,13 @@ class GpuStudy:
     def experiment(self, name: str) -> dict | None:
         return self.document["experiments"].get(name)
 
+    @property
+    def code_caveat(self) -> str | None:
+        """'gpu-study.json: measured at 12a0522; since then 3 files of the GPT testbed changed, …', or None when it
+        trained with this tree's code."""
+        caveat = check_code(self.document, GPU_STUDY_CODE).caveat
+        return None if caveat is None else f"{self.source}: {caveat}"
+
 
 def load(path: str | Path, *, known=commit_known) -> GpuStudy:
     """One committed study, checked; every refusal names the file and the fix."""
@@ -94,6 +108,11 @@ def load(path: str | Path, *, known=commit_known) -> GpuStudy:
     if document["profile"] not in PROFILES:
         raise LedgerError(
             f"{path}: profile {document['profile']!r} is not one the chapters know ({', '.join(PROFILES)}); {_FIX}"
+        )
+    if document["profile"] == "tiny" and os.environ.get(ACCEPT_TINY) != "1":
+        raise LedgerError(
+            f"{path}: a `tiny` study, the entry point's CPU test size: its models are too small to answer any claim, "
+            f"so the chapters weigh only `gpu` studies; {_FIX}"
         )
     commit = document["git_commit"]
     if not isinstance(commit, str) or not known(commit):
@@ -232,6 +251,12 @@ class Side:
     finding: Finding
     power: float | None
     on_gpu: bool
+    caveat: str | None = None  # the run's code_caveat: its code is not this tree's, or cannot be identified
+
+    @classmethod
+    def of_study(cls, study: GpuStudy, finding: Finding, power: float | None) -> Side:
+        """The GPU study's side, labelled with the study and carrying its code caveat."""
+        return cls(study.label, finding, power, True, caveat=study.code_caveat)
 
 
 def weigh(cpu: Side, gpu: Side | None) -> Finding:
@@ -272,8 +297,11 @@ def weigh(cpu: Side, gpu: Side | None) -> Finding:
         (decided.rule or "") + " Runs: the run whose interval is narrower relative to the margin decides (the GPU "
         "study on a tie); its 'holds' becomes 'holds with caveats' where the other run's own verdict is 'does not hold'."
     ).strip()
+    # the code caveat of each run that decided the verdict or added its caveat
+    shaping = [deciding, *([other] if caveat else [])]
+    caveats = tuple(dict.fromkeys([*decided.caveats, *(side.caveat for side in shaping if side.caveat)]))
     # one side's headline does not tell the combined verdict: the chapter writes it from this finding
-    return replace(decided, verdict=verdict, summary=text, evidence=evidence, rule=rule, headline=None)
+    return replace(decided, verdict=verdict, summary=text, evidence=evidence, rule=rule, headline=None, caveats=caveats)
 
 
 def _cell(value) -> str:

@@ -6,7 +6,9 @@ run if it ran on a GPU, else a committed one). It judges the claim on each
 hardware by the same rule, and `weigh` makes one verdict of them: the GPU's
 decides where it could test the claim; a "holds" there becomes "holds with
 caveats" if another hardware's own verdict is "does not hold". The summary
-names the hardware behind every number. With no GPU run, the CPU decides alone.
+names the hardware behind every number. With no GPU run, the CPU decides alone. Where a committed run that decides
+the verdict, or turns its "holds" into "holds with caveats", measured code this tree has since changed (its
+`caveat`), the verdict carries that caveat to every page that shows it.
 `deciding_machine` and `machines_span` say the same in the opening page's sentences.
 """
 
@@ -69,7 +71,12 @@ def weigh(parts: list[tuple[Measured, Finding]]) -> Finding:
         m, f = parts[0]
         if m.hardware == "this run":
             return f
-        return replace(f, summary=f"On {where(m)}: {f.summary}", evidence=dict(f.evidence, decided_on=_key(m, parts)))
+        return replace(
+            f,
+            summary=f"On {where(m)}: {f.summary}",
+            evidence=dict(f.evidence, decided_on=_key(m, parts)),
+            caveats=code_caveats(f, [m]),
+        )
     testable = [(m, f) for m, f in parts if f.verdict != "not testable here"] or parts
     deciding, decided = next(((m, f) for m, f in testable if m.on_gpu), testable[0])
     others = [(m, f) for m, f in parts if m is not deciding]
@@ -118,8 +125,16 @@ def weigh(parts: list[tuple[Measured, Finding]]) -> Finding:
         threshold=decided.threshold,
         spread=decided.spread,
         rule=rule,
+        caveats=code_caveats(decided, [deciding, *(against if verdict != decided.verdict else [])]),
         **KeyNumber.of(decided).fields(),
     )
+
+
+def code_caveats(finding: Finding, weighed: list[Measured]) -> tuple[str, ...]:
+    """The finding's own caveats, then 'gpu-bench.json (NVIDIA H200): measured at 12a0522; …' for each run in
+    `weighed` (those that shaped the verdict) whose code this tree no longer has as it was measured."""
+    stale = [f"{m.source} ({m.hardware}): {m.caveat}" for m in weighed if m.caveat]
+    return tuple(dict.fromkeys([*finding.caveats, *stale]))
 
 
 def deciding_machine(finding: Finding) -> str:

@@ -30,6 +30,7 @@ def gpu_runs_text(gpu_runs: list, live: Measured) -> str:
             f"- **{run_name(m, live)}** ({role}): measured on {m.label}. Backends timed: {backends}. "
             f"{len(timed_there)} cases timed, **{m.unstable_count} left unstable** after re-measuring and "
             "excluded from every summary and verdict (listed, folded, at the end of this section)."
+            + (f" **Stale code:** {m.caveat}; every verdict it decides or qualifies says so." if m.caveat else "")
         )
     return "GPU runs weighed by the verdicts, the newest first:\n\n" + "\n".join(lines)
 

@@ -1,8 +1,8 @@
 """The claims ledger: every claim in data/claims.md once, with its owner's verdict, or pending.
 
 Each key number is shown in the unit its chapter recorded, beside what it measures (the record's `meaning`); each
-summary is cut at two sentences (the chapter keeps it whole). Evidence that other chapters recorded for a claim
-(verdict None) is listed as parts beside the verdict, never as one.
+summary is cut at two sentences (the chapter keeps it whole) and followed by the verdict's caveats in full. Evidence
+that other chapters recorded for a claim (verdict None) is listed as parts beside the verdict, never as one.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections import Counter
 from normlab.study.claims import PENDING, VERDICT_BADGES, Claim
 from normlab.study.key_numbers import KeyNumber, format_spread
 from normlab.study.pages.markdown import cell, warning_box
-from normlab.study.present import overrides_text
+from normlab.study.present import caveats_note, overrides_text
 from normlab.study.results import VERDICTS, is_fragile, verdicts
 
 
@@ -138,7 +138,8 @@ def render_ledger(claims: list[Claim], runs: list[dict], *, warning: str | None 
         # The table keeps two sentences of the summary; the chapter shows all of it.
         lines.append(
             f"| {claim.id} | {cell(claim.text)} | {VERDICT_BADGES[record['verdict']]} | {cell(key_cell(record))} "
-            f"| {_spread_cell(record)} | {_fragile_cell(record)} | {cell(first_sentences(record['summary']))} "
+            f"| {_spread_cell(record)} | {_fragile_cell(record)} "
+            f"| {cell(first_sentences(record['summary']) + caveats_note(record.get('caveats')))} "
             f"| {where} |"
         )
     lines += [":::"]

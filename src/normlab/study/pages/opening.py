@@ -11,9 +11,11 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from normlab.runtime.code_identity import BENCH_CODE, check_code
 from normlab.runtime.environment import machine_name
 from normlab.study.claims import PENDING, VERDICT_BADGES, Claim
 from normlab.study.pages.markdown import warning_box
+from normlab.study.present import caveats_note
 from normlab.study.results import VERDICTS, LedgerError, is_fragile, verdicts
 
 
@@ -38,7 +40,12 @@ def committed_gpu_runs(data_dir: Path) -> list[str]:
                 f"{path}: not a readable GPU results file ({error}); re-run `make gpu-bench` on a GPU "
                 f"machine, or remove it"
             ) from error
-        described.append(f"{hardware}, measured {started[:16].replace('T', ' ')} UTC ({path.name})")
+        caveat = check_code(document, BENCH_CODE).caveat
+        described.append(
+            f"{hardware}, measured {started[:16].replace('T', ' ')} UTC ({path.name}"
+            + (f"; **{caveat}**" if caveat else "")
+            + ")"
+        )
     return described
 
 
@@ -64,7 +71,9 @@ def findings_sentences(table: dict[str, dict]) -> list[str]:
         if record is None or not record.get("headline"):
             continue
         where = f"{{ref}}`{claim_id} <{record['section']}>`" if record.get("section") else claim_id
-        sentences.append(f"{record['headline']} ({where}: {VERDICT_BADGES[record['verdict']]})")
+        sentences.append(
+            f"{record['headline']} ({where}: {VERDICT_BADGES[record['verdict']]}){caveats_note(record.get('caveats'))}"
+        )
     return sentences
 
 
@@ -96,8 +105,15 @@ def render_intro(
         "",
         *([f"- {sentence}" for sentence in sentences] or [NO_HEADLINES]),
         "",
-        "Each sentence is written from the number its chapter measured in this build, the threshold the chapter "
-        "stated before measuring, and the verdict it computed; the link after it leads to the measurement.",
+        "Each sentence is written from the number its chapter measured in this build (or read from a committed GPU "
+        "run that the chapter names), the threshold the chapter stated before measuring, and the verdict it computed; "
+        "the link after it leads to the measurement"
+        + (
+            ", and a caveat after it says what qualifies it, such as a committed GPU file that measured code this "
+            "tree has since changed."
+            if any(r.get("caveats") for r in judged)
+            else "."
+        ),
         "",
         f"Of the {len(claims)} claims, {tally}. "
         f"{len(fragile)} of the {len(judged)} verdicts are fragile (a repeat run could flip them)"
