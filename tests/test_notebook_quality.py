@@ -30,7 +30,9 @@ def test_quality_notebook_smoke(smoke_book):
     ladder = a9["scale_ladder"]
     sizes = [rung["parameters"] for rung in ladder["rungs"]]
     assert len(sizes) == 3 and sizes == sorted(sizes) and a9["width"] in [rung["width"] for rung in ladder["rungs"]]
-    assert all(r["ci_low"] <= r["mean_difference"] <= r["ci_high"] and r["hardware"] for r in ladder["rungs"])
+    assert all(r["hardware"] for r in ladder["rungs"])
+    bounded = [r for r in ladder["rungs"] if r["ci_low"] is not None and r["ci_high"] is not None]
+    assert all(r["ci_low"] <= r["mean_difference"] <= r["ci_high"] for r in bounded)
     assert ladder["trend"] in ("shrinks", "grows", "stays within the margin", "cannot tell")
     b7 = claims["B7"]["evidence"]
     assert 0.2 < b7["step_time_ratio_rms_over_layer"] < 5 and b7["step_time_ratio_spread"] >= 0

@@ -135,7 +135,7 @@ def test_a_ladder_point_carries_the_paired_interval_and_the_size():
     parity = loss_parity.loss_parity(paired_runs([0.01, 0.02, 0.03]), MARGIN)
     rung = scale_ladder.ladder_point(settings, parity, "test CPU")
     assert rung["mean_difference"] == pytest.approx(0.02) and rung["pairs"] == 3
-    assert rung["ci_low"] == pytest.approx(parity.final_pair["ci_low"]) and rung["hardware"] == "test CPU"
+    assert rung["ci_low"] == pytest.approx(parity.final_fixed_n["ci_low"]) and rung["hardware"] == "test CPU"
     rms = sum(p.numel() for p in GPT(GPTConfig(**training.model_config(settings, "rms"))).parameters())
     # the LayerNorm model's count: RMSNorm's plus one bias per norm (two per block and the final one)
     assert rung["parameters"] == rms + 24 * (2 * 2 + 1)

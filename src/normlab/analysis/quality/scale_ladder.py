@@ -49,7 +49,9 @@ def hardware_label(device: str) -> str:
 
 def ladder_point(settings: dict, parity: LossParity, hardware_name: str) -> dict:
     """One rung: the paired final-loss difference RMSNorm − LayerNorm with its interval, and the model's size."""
-    pair = parity.final_pair
+    # The t-interval: the rungs' pairs were set before any of them was read, and the ladder describes how the difference
+    # moves with size; A9's own verdict, whose pairs grew after looks, is read off its confidence sequence instead.
+    pair = parity.final_fixed_n
     if pair is None:
         raise ValueError(
             f"ladder rung width={settings['width']} depth={settings['depth']}: run(s) {parity.diverged} diverged, "
