@@ -69,19 +69,23 @@ def changed_files(fingerprint: dict[str, str], package: Path | None = None) -> l
     return sorted(relative for relative, digest in fingerprint.items() if _digest(package / relative) != digest)
 
 
-def git_changed_files(commit: str, measured: Sequence[str], package: Path | None = None) -> list[str] | None:
-    """The files under `measured` (paths in the package) that differ between `commit` and this tree, relative to
-    the package; None when that cannot be told: no git, not a checkout, or a commit this history lacks."""
+def git_changed_files(
+    commit: str, measured: Sequence[str] = (), package: Path | None = None, *, until: str | None = None
+) -> list[str] | None:
+    """The files under `measured` (paths below `package`; all of them when empty) that differ between `commit` and
+    `until` (another commit; None: this working tree), relative to `package`; None when that cannot be told: no
+    git, not a checkout, or a commit this history lacks."""
     package = Path(package or package_dir())
     try:
         done = subprocess.run(
-            ["git", "diff", "--name-only", "--relative", commit, "--", *measured],
+            ["git", "diff", "--name-only", "--relative", commit, *([until] if until else []), "--", *measured],
             cwd=package,
             capture_output=True,
             text=True,
             check=False,
+            timeout=60,
         )
-    except OSError:  # no git on this machine
+    except (OSError, subprocess.TimeoutExpired):  # no git on this machine, or one that hangs
         return None
     if done.returncode != 0:
         return None

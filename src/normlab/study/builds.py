@@ -18,10 +18,10 @@ from __future__ import annotations
 import fnmatch
 import json
 import math
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from normlab.runtime.code_identity import git_changed_files
 from normlab.study import paths
 from normlab.study.key_numbers import format_spread, format_value
 
@@ -161,16 +161,6 @@ def owned_records(runs) -> dict[str, dict]:
     }
 
 
-def _git_changed_files(since: str, until: str, root: Path) -> set[str] | None:
-    """Files changed between two commits (until '' = the working tree); None when git cannot say."""
-    command = ["git", "-C", str(root), "diff", "--name-only", since] + ([until] if until else [])
-    try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return set(result.stdout.split()) if result.returncode == 0 else None
-
-
 def chapter_reads(chapter: str, executed_dir: Path, root: Path) -> tuple[list[str], list[str]]:
     """(path patterns relative to the repository, chapters whose results it reads) for one chapter."""
     from normlab.study.run import inputs_of
@@ -212,7 +202,7 @@ def changed_chapters(
     for chapter in chapters:
         target = until.get(chapter) or ""
         # A chapter run from a modified tree is compared with the working tree, its nearest record of that code.
-        files = _git_changed_files(since, "" if target.endswith("-dirty") else target, root)
+        files = git_changed_files(since, (), root, until=None if target.endswith("-dirty") else target or None)
         if files is None:
             return sorted(
                 chapters
