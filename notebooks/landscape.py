@@ -142,7 +142,7 @@ Markdown(method.overview(study))
 SATURATED_SHARE = 0.5
 state(saturated_share=percent(SATURATED_SHARE), earlier_alpha=GPTConfig.dyt_alpha)
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Left: final validation loss at the reference learning rate, one line per seed joining its paired runs; 'authors' recipe' is DyT as in the authors' LLaMA code, 'authors' AdamW' RMSNorm under the same optimiser, 'study's recipe' the earlier DyT with β and one α₀, 'DyT plain' the same without the embedding scale. Middle: the authors' recipe's final loss against the initial α of the norms not in front of attention (that one starts at 4×), on two widths; RMSNorm's as a dashed line per width. Right: final loss over the learning-rate grid (mean over grid seeds; a missing point diverged).", "name": "fig-landscape-dyt"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Left: final validation loss at the reference learning rate, one line per seed joining its paired runs; 'authors' recipe' is DyT as in the authors' LLaMA code, 'authors' AdamW' RMSNorm under the same optimiser, 'study's recipe' the earlier DyT with β and one α₀, 'DyT plain' the same without the embedding scale. Middle: the authors' recipe's final loss against the initial α of the norms not in front of attention (that one starts at 4×), on two widths; RMSNorm's under the same AdamW (the authors' baseline) as a dashed line per width. Right: final loss over the learning-rate grid (mean over grid seeds; a missing point diverged).", "name": "fig-landscape-dyt"}}
 figures.dyt(study.frame, P, study.entropy)
 plt.show()
 
@@ -165,7 +165,7 @@ table(
 table(
     alphas,
     caption="The authors' recipe's initial α on two widths (α₀ of the norms not in front of attention; that one "
-    "starts at 4×; seed 0, reference learning rate).",
+    "starts at 4×; seed 0, reference learning rate), beside RMSNorm under the same AdamW.",
 )
 
 # %% tags=["remove-cell"]

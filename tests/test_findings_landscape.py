@@ -320,6 +320,18 @@ def test_alpha_sensitivity_finds_the_best_alpha_per_width():
     assert table["α₀ values that diverged"].tolist() == [0, 0]
 
 
+def test_alpha_sensitivity_reads_rmsnorm_under_the_authors_adamw():
+    # RMSNorm under the study's optimiser 0.5 nats worse than under the authors' AdamW: the table must show the latter
+    base = v1_loss(0.0)
+    study = study_of(make_runs(loss=lambda t: base(t) + (0.5 if t["label"] == "rms" else 0.0)))
+    table = alpha_sensitivity(study)
+    assert table["RMSNorm loss, authors' AdamW"].tolist() == pytest.approx([2.0, 2.0])
+    widths = {
+        j["model"]["width"]: j["tag"]["label"] for j in landscape_jobs(settings()) if j["tag"]["label"] == "rms-authors"
+    }
+    assert set(widths) == set(settings()["alpha_widths"])  # trained at every width of the sweep
+
+
 def test_dyt_pairs_table_names_a_diverged_pair():
     study = study_of(make_runs(diverged=lambda t: t["label"] == "dyt-plain" and t["seed"] == 0))
     rows = dyt_pairs_table(dyt_pairs(study)).set_index("variant")

@@ -179,7 +179,8 @@ def landscape_jobs(settings: dict, device: str = "cpu") -> list[dict]:
         jobs += _grid_jobs(settings, device, "small", label, model, grid, settings["grid_seeds"], **options)
     for width in settings["alpha_widths"]:
         if width != small_width:
-            jobs.append(_job(settings, device, "small", "rms", {"norm": "rms", "width": width}))
+            # V1's α₀ sweep is read against RMSNorm under the same AdamW (the authors' baseline) at each width
+            jobs.append(_job(settings, device, "small", "rms-authors", {"norm": "rms", "width": width}))
         for alpha in settings["alphas"]:
             reference = alpha == authors_alpha_init(width)[1]
             if width != small_width or not reference:
