@@ -85,10 +85,20 @@ def test_the_comparison_word_follows_the_numbers_not_the_verdict():
 
 def test_b17_and_b18_sentences_say_what_their_verdicts_rest_on():
     b17 = b17_headline(
-        finding("B17", "holds with caveats", 4.33, 10.0, 0.37, deepest_init_depth=32, exponent_pre_xiong_init=-0.47)
+        finding(
+            "B17",
+            "holds with caveats",
+            4.33,
+            10.0,
+            0.37,
+            deepest_init_depth=32,
+            exponent_pre_xiong_init=-0.47,
+            under_xiong_bound=False,
+        )
     )
     assert "at depth 32 stay within ×4.33 of one another (inside the limit of ×10); the essay's 'undamped'" in b17
-    assert "shrinks as 1/√L (measured here: L^-0.47)" in b17 and "2020's bound at initialisation" in b17
+    assert "shrinks as 1/√L; under Xavier initialisation the measured gradients do not lie under it" in b17
+    assert "(fitted slope, a description: L^-0.47)" in b17 and "2020's bound at initialisation" in b17
     beyond = b17_headline(finding("B17", "does not hold", 12.0, 10.0, 0.3))
     assert "(beyond the limit of ×10); the essay's" in beyond and "warm-up" not in beyond
     rates = dict(pre_trained_rate_no_warmup=0.0, post_trained_rate_no_warmup=0.5)
