@@ -49,14 +49,14 @@ def finals(runs: list[dict]) -> list[float]:
 
 def range_summary(ranges: dict, label: str) -> dict:
     """The usable learning-rate range of `label` over its grid seeds: the narrowest (lowest top, lowest bottom),
-    and the lowest learning rate at which any seed failed above its range."""
+    and the lowest learning rate at which any seed was unusable above its range (a loss gap or a divergence)."""
     highs = [v["lr_high"] for (lab, _), v in ranges.items() if lab == label and v["lr_high"]]
     lows = [v["lr_low"] for (lab, _), v in ranges.items() if lab == label and v["lr_low"]]
     fails = [v["fails_at"] for (lab, _), v in ranges.items() if lab == label]
     return {
         "lr_low": min(lows) if lows else None,
         "lr_high": min(highs) if highs else None,
-        "diverges_at": min([f for f in fails if f is not None], default=None),
+        "unusable_above": min([f for f in fails if f is not None], default=None),
         "decades": math.log10(min(highs) / min(lows)) if highs and lows else 0.0,
     }
 
@@ -123,6 +123,22 @@ class Landscape:
             out[(label, seed)] = usable_lr_range(g.lr.tolist(), flags)
         self._ranges[key] = out
         return out
+
+    def stable_ranges(self, scale: str, labels: Sequence[str]) -> dict:
+        """Per (label, seed) over the scale's grid seeds: the contiguous stretch of learning rates at which the run
+        did not diverge (the study's run record: a non-finite loss or gradient, or a final loss above the initial
+        one), and the first learning rate above it that diverged (`fails_at`). No loss bar: a run that trained
+        worse but did not diverge is stable."""
+        F = self.frame
+        seeds = range(self.settings["grid_seeds" if scale == "small" else "deep_grid_seeds"])
+        part = F[
+            (F.scale == scale) & F.label.isin(labels) & (F.width == self.settings[scale]["width"]) & F.seed.isin(seeds)
+        ]
+        part = part[part.reference_alpha]
+        return {
+            (label, seed): usable_lr_range(g.sort_values("lr").lr.tolist(), (~g.sort_values("lr").diverged).tolist())
+            for (label, seed), g in part.groupby(["label", "seed"])
+        }
 
     def usable_range(self, scale: str, label: str, compared: Sequence[str]) -> dict:
         """`range_summary` of one variant on its scale's grid, judged within the variants `compared`."""
