@@ -233,8 +233,11 @@ Markdown(placement.placement_paragraph(v2, pre_growth_needed=V2_RULE["pre_growth
 # on the grid (else this grid cannot test it). The key number is the gain in decades per seed, log₁₀(highest stable LR
 # with ÷ without QK-norm). With at least {glue:text}`qk_min_seeds` grid seeds, it holds when the gain's 95% interval
 # lies above 0 and does not hold when the interval lies at or below 0; with fewer seeds there is no interval worth the
-# name, and the verdict follows the seeds' agreement and says it is *fragile* (the cpu profile has
-# {glue:text}`qk_grid_seeds`; {glue:text}`qk_min_seeds` would add about four minutes to the chapter).
+# name, and the verdict follows the seeds' agreement and says it is *fragile* (this run has {glue:text}`qk_grid_seeds`;
+# on the cpu profile, as many grid seeds as an interval needs would need as many seeds of every variant at every
+# scale, beyond its budget). This rule replaces an earlier one, set before the earlier runs, under which a run failed
+# when it was not *usable* (a loss {glue:text}`usable_tolerance` nats above the best): that called a loss gap a
+# divergence.
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Largest attention logit through training, without (solid) and with (dashed) QK-norm, one line per learning rate (seed 0); the curve of a diverged run ends where it diverged.", "name": "fig-landscape-qk"}}
 figures.qk(study.runs, P["lr_grid"])
