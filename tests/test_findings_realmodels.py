@@ -365,7 +365,7 @@ def test_massive_ablation_on_a_tiny_llama_finds_the_planted_activation():
         result.changes[massive.MEAN]["mean_difference"]
     )
     html = str(massive.massive_table(result))
-    assert massive.ZERO in html and "4 held-out chunks of 9 tokens" in html and "after block 1" in html
+    assert massive.ZERO in html and "4 scored chunks of 9 tokens" in html and "after block 1" in html
     paragraph = massive.massive_paragraph(result)
     assert "after block 1: in the 4 scored chunks, 4 entries (100% on the first token) in channels 3" in paragraph
     assert "3 held-out chunks (3 entries), by position role: first token: channel 3 +5" in paragraph

@@ -438,7 +438,7 @@ def massive_table(result: MassiveAblationResult):
     return table(
         pd.DataFrame(rows),
         digits=3,
-        caption=f"SmolLM2 loss on {len(result.losses[AS_TRAINED])} held-out chunks of {result.length} tokens "
+        caption=f"SmolLM2 loss on {len(result.losses[AS_TRAINED])} scored chunks of {result.length} tokens "
         f"with the massive activations of the stream after block {result.depth} edited, paired by chunk; the means "
         f"come from {result.held_out_chunks} other chunks, per position role and channel.",
     )
