@@ -238,6 +238,11 @@ _ = results.record_evidence("B6", b6_summary, b6_evidence, section="quality-spee
 # over seeds with the same ±{glue:text}`margin`-nat margin. LayerNorm is blind to that component by construction.
 # {numref}`fig-quality-stream` shows the three measures along the stream: compare the panels, since (b) can be
 # large while (a) stays small.
+#
+# **Stated before measuring:** the common offset counts as *large* when (b) after the last block is at least
+# {glue:text}`offset_large` of the stream's energy and larger than at the embeddings. The unit is a share of the
+# energy: the squared norm of the shared mean vector over the tokens' mean squared norm, a fraction between 0 and 1.
+# The same bar applies to the real model's deepest layer.
 
 # %% tags=["remove-cell"]
 from normlab.analysis.quality import residual_stream
@@ -256,7 +261,8 @@ table(
 )
 
 # %% tags=["remove-cell"]
-OFFSET_LARGE = 0.25
+OFFSET_LARGE = 0.25  # design: B5.offset_large; share of the stream's energy held by the common offset (b)
+state(offset_large=OFFSET_LARGE)
 offsets = residual_stream.offset_measures(tables, depth, MARGIN)
 real = load_evidence("realmodels", "B5", results_dir)
 b5 = residual_stream.b5_finding(
