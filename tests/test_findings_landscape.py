@@ -299,9 +299,7 @@ def test_dyt_claim_writes_its_opening_page_sentence_and_key_number_meaning():
     )
     # a threshold the traces never reach: no saturation, so the sentence ends on the verdict instead
     unsaturated = v1(make_runs(loss=v1_loss(0.1)), saturated_share=1.1)
-    ends_on_the_verdict = (
-        "its 95% interval beyond the margin of +0.03 nats per byte: at this scale it does not match a norm without tuning."
-    )
+    ends_on_the_verdict = "its 95% interval beyond the margin of +0.03 nats per byte: at this scale it does not match a norm without tuning."
     assert unsaturated.headline.endswith(ends_on_the_verdict)
     no_interval = v1(make_runs(loss=v1_loss(0.0), diverged=lambda t: t["label"] == "dyt-authors" and t["seed"] == 1))
     assert no_interval.key_number is None and no_interval.headline is None
@@ -486,10 +484,7 @@ def test_usable_ranges_are_judged_within_the_compared_variants():
 def test_depth_claim_reads_the_later_half_share():
     held = v4([0.9, 0.05, 0.03, 0.02], [0.5, 0.2, 0.15, 0.15])
     assert held.verdict == "holds" and held.threshold == 0.0
-    assert (held.meaning, held.unit) == (
-        "change in the later half's share of the drop-one loss under 1/√l",
-        POINTS,
-    )
+    assert (held.meaning, held.unit) == ("change in the later half's share of the drop-one loss under 1/√l", POINTS)
     # a difference of two shares, written in percentage points, its interval too
     assert V4_KEY.signed(held.key_number) == "+25 percentage points"  # later-half share from 5.5% to about 30%
     assert "1/√l changes that share by +25 percentage points (95% CI +23..+26)" in held.summary

@@ -173,7 +173,10 @@ def test_q4_finding_flips_with_the_minilm_cosine_threshold():
     assert "±0.01 nats per token" in changed.rule and "below 0.99" in changed.rule
     smollm2 = centring_added_result(0.2).added
     assert changed.spread == pytest.approx(smollm2["sd_of_differences"] / math.sqrt(smollm2["pairs"]))
-    assert (changed.meaning, changed.unit) == ("SmolLM2-135M's loss change, every RMSNorm → LayerNorm", "nats per token")
+    assert (changed.meaning, changed.unit) == (
+        "SmolLM2-135M's loss change, every RMSNorm → LayerNorm",
+        "nats per token",
+    )
     low, high = smollm2["ci_low"], smollm2["ci_high"]
     assert changed.headline == (
         "In SmolLM2-135M, a trained RMSNorm LLM, replacing every RMSNorm by a LayerNorm with the same gain changes the "
@@ -186,7 +189,10 @@ def test_q4_finding_flips_with_the_minilm_cosine_threshold():
     assert "by +0.00150 nats per token (95% CI " in equivalent.headline
     assert "its interval inside the margin of ±0.01 nats per token: centring makes no measurable" in equivalent.headline
     text, evidence = centring_verdict.b16_evidence(centring_added_result(0.2), minilm_result(0.9), residual)
-    assert "+0.2015 nats per token (different vs ±0.01)" in text and evidence["minilm_max_norm_input_along_ones_share"] == 0.04
+    assert (
+        "+0.2015 nats per token (different vs ±0.01)" in text
+        and evidence["minilm_max_norm_input_along_ones_share"] == 0.04
+    )
 
 
 def test_minilm_labels_table_and_paragraph():

@@ -145,7 +145,9 @@ def test_b17_and_b18_sentences_say_what_their_verdicts_rest_on():
     assert "no published study" in b18
     pair = {"ci_low": -0.061, "ci_high": -0.031}  # RMSNorm better beyond the margin: the claim of "worse" fails
     better = b18_headline(finding("B18", "does not hold", -0.046, 0.02, 0.007, paired_post_rms_minus_layer=pair))
-    assert "-0.0460 nats per byte (spread 0.00700 nats per byte), 95% CI -0.0610..-0.0310, not beyond the margin" in better
+    assert (
+        "-0.0460 nats per byte (spread 0.00700 nats per byte), 95% CI -0.0610..-0.0310, not beyond the margin" in better
+    )
     assert "inside" not in better
 
 

@@ -13,7 +13,9 @@ from normlab.study.key_numbers import NATS_PER_BYTE, NATS_PER_TOKEN, KeyNumber
 
 B16_KEY = KeyNumber("paired loss change when the all-ones dimension is removed", NATS_PER_BYTE)
 # when SmolLM2's paired test decides "used" (ours did not), the key number is SmolLM2's, per token of its tokenizer
-B16_REAL_KEY = KeyNumber("SmolLM2-135M's paired loss change when its common-offset dimension is removed", NATS_PER_TOKEN)
+B16_REAL_KEY = KeyNumber(
+    "SmolLM2-135M's paired loss change when its common-offset dimension is removed", NATS_PER_TOKEN
+)
 
 
 def write_mean_drift(drift: pd.DataFrame) -> dict:
