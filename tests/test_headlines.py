@@ -67,6 +67,12 @@ def test_q2_names_the_machine_and_the_cases_of_each_number():
     ) in q2
     assert "across the" not in q2 and "–" not in q2.split(":")[0]
     assert q2.endswith("under the 10% this book counts as an advantage: not the 10–50% that article A quotes.")
+    # this build's CPU decides (the GPU run could not test it): the CPU's number is named as the CPU's
+    cpu = fused_q2(0.059, "holds")
+    cpu.evidence["decided_on"], cpu.key_number = "Test CPU (2 cores)", 0.001
+    cpu_first = q2_headline(cpu)
+    assert "differ by 0.10% of LayerNorm's time on this build's Test CPU (2 cores) (the median over its 12" in cpu_first
+    assert "against 5.9% on the NVIDIA H200 (gpu-bench.json))" in cpu_first
     q2 = q2_headline(fused_q2(0.15, "does not hold"))
     assert "differ by 15% of LayerNorm's time" in q2 and "over the 10%" in q2 and "real advantage" in q2
 
