@@ -159,8 +159,7 @@ def a9_finding(parity: LossParity, margin: float, common: dict, resume: dict, la
         **A9_KEY.fields(),
         rule=f"Holds when the whole 95% confidence sequence (anytime-valid: the pairs grew after looks) of the paired "
         f"final-loss difference lies inside ±{A9_KEY.limit(margin)}; not testable when it is wider than that; does not "
-        "hold "
-        "when it lies outside.",
+        "hold when it lies outside.",
     )
 
 
@@ -170,24 +169,30 @@ def millions(parameters: float) -> str:
 
 
 def a9_scale(a9: Finding) -> str:
-    """Where A9's numbers come from, read off its evidence: ' at 0.23 million parameters on <hardware>', and the scale
-    ladder's span with its trend (' (the scale ladder, 0.015–0.67 million parameters: the difference stays within the
-    margin)'); '' for what a record does not carry."""
+    """Where A9's number comes from, read off its evidence: ' at 0.23 million parameters on <hardware>'; '' for what a
+    record does not carry."""
     e = a9.evidence
     where = f" at {millions(e['parameters'])} million parameters" if e.get("parameters") else ""
-    where += f" on {e['hardware']}" if e.get("hardware") else ""
-    ladder = e.get("scale_ladder") or {}
+    return where + (f" on {e['hardware']}" if e.get("hardware") else "")
+
+
+def a9_ladder(a9: Finding) -> str:
+    """' Across the scale ladder, 0.015–0.67 million parameters, the difference grows.' from the ladder A9 carries as
+    evidence; '' without one."""
+    ladder = a9.evidence.get("scale_ladder") or {}
     sizes = [rung["parameters"] for rung in ladder.get("rungs", ())]
-    if len(sizes) >= 2:
-        trend = ladder.get("trend")
-        moves = "this run cannot tell how the difference moves" if trend in (None, "cannot tell") else f"it {trend}"
-        where += f" (the scale ladder, {millions(min(sizes))}–{millions(max(sizes))} million parameters: {moves})"
-    return where
+    if len(sizes) < 2:
+        return ""
+    trend = ladder.get("trend")
+    moves = (
+        "this run cannot tell how the difference moves" if trend in (None, "cannot tell") else f"the difference {trend}"
+    )
+    return f" Across the scale ladder, {millions(min(sizes))}–{millions(max(sizes))} million parameters, {moves}."
 
 
 def a9_headline(a9: Finding) -> str | None:
     """The opening page's sentence on A9, from the (weighed) finding, in its key number's unit and naming the model
-    sizes and hardware it was measured at; None without a key number or threshold."""
+    size and hardware it was measured at (and the scale ladder's span); None without a key number or threshold."""
     k, t = a9.key_number, a9.threshold
     if k is None or t is None:
         return None
@@ -201,4 +206,5 @@ def a9_headline(a9: Finding) -> str | None:
             "not testable here": ": too few pairs in this build to call them equal or different.",
             "does not hold": ": their quality differs.",
         }.get(a9.verdict, ".")
+        + a9_ladder(a9)
     )

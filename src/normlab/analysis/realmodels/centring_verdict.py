@@ -96,8 +96,7 @@ def q4_finding(
         evidence["massive_activation_ablation"] = massive.evidence()
     rule = (
         f"Centring matters if SmolLM2's paired loss interval lies wholly outside ±{Q4_KEY.limit(added.margin)} or "
-        "MiniLM's "
-        f"median embedding cosine falls below {cosine_threshold}: both = holds, one = holds with caveats, neither = "
+        f"MiniLM's median embedding cosine falls below {cosine_threshold}: both = holds, one = holds with caveats, neither = "
         "does not hold, SmolLM2 inconclusive and MiniLM unchanged = not testable here."
     )
     q4 = Finding(

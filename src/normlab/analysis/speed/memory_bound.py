@@ -152,12 +152,13 @@ def q2_headline(q2: Finding) -> str | None:
     others = other_machines(q2)
     return (
         f"Once both norms are fused, RMSNorm and LayerNorm differ by {key.format(k)} of LayerNorm's time on "
-        f"{deciding_machine(q2)} (the median {over}{'; against ' + others if others else ''}), "
+        f"{deciding_machine(q2)}, the median {over}, "
         f"{'under' if within(k, t) else 'over'} the {key.limit(t)} this book counts as an advantage"
         + {
             "holds": ": not the 10–50% that article A quotes.",
             "does not hold": ": fusion leaves RMSNorm a real advantage.",
         }.get(q2.verdict, ".")
+        + (f" Beside it, and not deciding: {others}." if others else "")
     )
 
 
