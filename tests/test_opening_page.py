@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from normlab.runtime import code_identity as C
 from normlab.study import ledger
 from normlab.study.claims import parse_claims
-from normlab.study.key_numbers import DIMENSIONLESS, FACTOR, SHARE
+from normlab.study.key_numbers import DIMENSIONLESS, FACTOR, POINTS, SHARE
 from normlab.study.pages import opening
 from normlab.study.pages.ledger_page import first_sentences, key_cell, render_ledger
 from normlab.study.results import verdicts
@@ -139,6 +139,9 @@ def test_the_ledger_gives_each_key_number_its_recorded_unit_and_meaning():
     assert "| 5.9% vs 10%: *\\|median share of LayerNorm's time RMSNorm saves\\|, both fused* | 2.0% |" in rows["Q2"]
     assert "| 0 families vs 0.5 families: *named families* |" in rows["A11"]
     assert "| ×4.33 vs ×10: *largest ratio* | 0.370 |" in rows["B17"]  # a ratio's spread is a plain number
+    # a change of a share (V4), recorded as a difference of fractions, is written in percentage points
+    share_change = record("V4", "holds", 0.031, 0.0, 0.004, meaning="change in the later half's share", unit=POINTS)
+    assert key_cell(share_change) == "3.1 percentage points vs 0 percentage points: *change in the later half's share*"
     tiny = record("A1", "holds", 2.71e-14, 1e-12, 8.8e-15, meaning="max abs difference")
     assert (
         key_cell(tiny) == "2.71e-14 vs 1e-12: *max abs difference*"
