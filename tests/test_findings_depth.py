@@ -257,7 +257,7 @@ def test_b19_interaction_decides():
         interlock.Ablation(swaps={}, interaction=None, stress_diverged=pd.Series(dtype=bool), base=None)
     ) == ("not testable here")
     shown = interlock.swap_table(adds_up).set_index("swap")
-    assert shown.loc["rms→layer", "Δ vs LLaMA (nats)"] == pytest.approx(0.051)
+    assert shown.loc["rms→layer", "Δ vs LLaMA (nats per byte)"] == pytest.approx(0.051)
     assert bool(shown.loc["pre→post", "diverges at stress lr"]) and not shown.loc["rms→layer", "diverges at stress lr"]
     finding = interlock.b19_finding(interlocked, depth=1, steps=20, seeds=3, margin=MARGIN)
     assert (

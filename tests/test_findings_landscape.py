@@ -19,7 +19,7 @@ from normlab.analysis.landscape.at_a_glance import (
     step_times,
     summary_frame,
 )
-from normlab.analysis.landscape.curse_of_depth import depth_claim, depth_paragraph
+from normlab.analysis.landscape.curse_of_depth import V4_KEY, depth_claim, depth_paragraph
 from normlab.analysis.landscape.dyt import (
     alpha_sensitivity,
     dyt_claim,
@@ -49,7 +49,7 @@ from normlab.analysis.landscape.profiles import (
 from normlab.analysis.landscape.qk_norm import QK_COMPARED, final_logits, qk_claim, stable_range_table
 from normlab.analysis.landscape.runs import landscape_jobs, run_jobs
 from normlab.gpt.train import TrainConfig
-from normlab.study.key_numbers import DIMENSIONLESS
+from normlab.study.key_numbers import POINTS
 
 matplotlib.use("Agg")
 
@@ -291,15 +291,15 @@ def test_dyt_claim_names_the_failing_part_from_the_traces():
 
 def test_dyt_claim_writes_its_opening_page_sentence_and_key_number_meaning():
     worse = v1(make_runs(loss=v1_loss(0.1)))
-    assert (worse.meaning, worse.unit) == ("paired final loss, DyT − RMSNorm", "nats")
+    assert (worse.meaning, worse.unit) == ("paired final loss, DyT − RMSNorm", "nats per byte")
     assert worse.headline == (
-        "Dynamic Tanh by its authors' LLaMA recipe ends 0.100 nats worse than RMSNorm in paired final loss, beyond the "
-        "margin of +0.03 nats: its final DyT layer saturates, and with an RMSNorm final norm instead DyT ends "
-        "2.50e-04 nats worse than RMSNorm."
+        "Dynamic Tanh by its authors' LLaMA recipe ends 0.100 nats per byte worse than RMSNorm in paired final loss, "
+        "its 95% interval beyond the margin of +0.03 nats per byte: its final DyT layer saturates, and with an RMSNorm "
+        "final norm instead DyT ends 2.50e-04 nats per byte worse than RMSNorm."
     )
     # a threshold the traces never reach: no saturation, so the sentence ends on the verdict instead
     unsaturated = v1(make_runs(loss=v1_loss(0.1)), saturated_share=1.1)
-    ends_on_the_verdict = "beyond the margin of +0.03 nats: at this scale it does not match a norm without tuning."
+    ends_on_the_verdict = "its 95% interval beyond the margin of +0.03 nats per byte: at this scale it does not match a norm without tuning."
     assert unsaturated.headline.endswith(ends_on_the_verdict)
     no_interval = v1(make_runs(loss=v1_loss(0.0), diverged=lambda t: t["label"] == "dyt-authors" and t["seed"] == 1))
     assert no_interval.key_number is None and no_interval.headline is None
@@ -524,10 +524,11 @@ def test_usable_ranges_are_judged_within_the_compared_variants():
 def test_depth_claim_reads_the_later_half_share():
     held = v4([0.9, 0.05, 0.03, 0.02], [0.5, 0.2, 0.15, 0.15])
     assert held.verdict == "holds" and held.threshold == 0.0
-    assert (held.meaning, held.unit) == (
-        "change in the later half's share of the drop-one loss under 1/√l",
-        DIMENSIONLESS,
-    )
+    assert (held.meaning, held.unit) == ("change in the later half's share of the drop-one loss under 1/√l", POINTS)
+    # a difference of two shares, written in percentage points, its interval too
+    assert V4_KEY.signed(held.key_number) == "+25 percentage points"  # later-half share from 5.5% to about 30%
+    assert "1/√l changes that share by +25 percentage points (95% CI +23..+26)" in held.summary
+    assert "and the final loss by 0 nats per byte." in held.summary
     assert held.key_number > 0
     assert "(curse threshold 0.35)" in held.summary
     assert "The curse shows at this scale (later half at or below 35%)" in depth_paragraph(held, curse_share=0.35)

@@ -150,11 +150,12 @@ def test_centring_added_text_and_table():
     assert list(result.top_norms["norm"]) == ["b", "c", "a"]  # by size, sign ignored
     paragraph = centring_added.centring_added_paragraph(result)
     assert (
-        interval_text(result.added, margin=False) in paragraph
+        interval_text(result.added, "nats per token", margin=False) in paragraph
         and "**different**" in paragraph
-        and "±0.01 margin" in paragraph
+        and "±0.01 nats per token margin" in paragraph
     )
-    assert "`b` (-0.0500)" in paragraph and "2 chunks of 16 tokens" in paragraph and "-0.0290 nats" in paragraph
+    assert "`b` (-0.0500)" in paragraph and "2 chunks of 16 tokens" in paragraph
+    assert "-0.0290 nats per token" in paragraph
     html = str(centring_added.loss_table(result, length=32))
     assert "outcome vs 0.01 margin" in html and "4 held-out chunks of 32 tokens" in html
 
@@ -169,21 +170,29 @@ def test_q4_finding_flips_with_the_minilm_cosine_threshold():
     assert (
         "0.9000" in changed.summary and "MRR 0.900→0.700" in changed.summary and "different vs ±0.01" in changed.summary
     )
-    assert "±0.01 nats" in changed.rule and "below 0.99" in changed.rule
+    assert "±0.01 nats per token" in changed.rule and "below 0.99" in changed.rule
     smollm2 = centring_added_result(0.2).added
     assert changed.spread == pytest.approx(smollm2["sd_of_differences"] / math.sqrt(smollm2["pairs"]))
-    assert (changed.meaning, changed.unit) == ("SmolLM2-135M's loss change, every RMSNorm → LayerNorm", "nats")
+    assert (changed.meaning, changed.unit) == (
+        "SmolLM2-135M's loss change, every RMSNorm → LayerNorm",
+        "nats per token",
+    )
+    low, high = smollm2["ci_low"], smollm2["ci_high"]
     assert changed.headline == (
         "In SmolLM2-135M, a trained RMSNorm LLM, replacing every RMSNorm by a LayerNorm with the same gain changes the "
-        "held-out loss by +0.202 nats, beyond the margin of ±0.01 nats: mean-centring matters in real trained models, "
-        "here and in MiniLM."
+        f"held-out loss by +0.202 nats per token (95% CI {low:+.4f}..{high:+.4f}), its interval wholly beyond the "
+        "margin of ±0.01 nats per token: mean-centring matters in real trained models, here and in MiniLM."
     )
     assert unchanged.headline.endswith(": centring matters in one of the two real models tested.")
     equivalent = centring_verdict.q4_finding(centring_added_result(0.0), minilm_result(0.995), 0.99, residual, {})
     assert equivalent.verdict == "does not hold"
-    assert "by +0.00150 nats, inside the margin of ±0.01 nats: centring makes no measurable" in equivalent.headline
+    assert "by +0.00150 nats per token (95% CI " in equivalent.headline
+    assert "its interval inside the margin of ±0.01 nats per token: centring makes no measurable" in equivalent.headline
     text, evidence = centring_verdict.b16_evidence(centring_added_result(0.2), minilm_result(0.9), residual)
-    assert "+0.2015 nats (different vs ±0.01)" in text and evidence["minilm_max_norm_input_along_ones_share"] == 0.04
+    assert (
+        "+0.2015 nats per token (different vs ±0.01)" in text
+        and evidence["minilm_max_norm_input_along_ones_share"] == 0.04
+    )
 
 
 def test_minilm_labels_table_and_paragraph():

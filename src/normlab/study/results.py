@@ -72,7 +72,7 @@ def _check_key_number_stated(claim_id: str, meaning, unit, headline) -> None:
     fix = (
         "pass them on the chapter's Finding, e.g. `Finding(..., **KeyNumber(meaning, unit).fields())` with "
         "normlab.study.key_numbers (DIMENSIONLESS for a pure number, SHARE for a fraction shown as a percent, "
-        "FACTOR for a ratio shown as ×)"
+        "FACTOR for a ratio shown as ×, POINTS for a change of a share, NATS_PER_BYTE or NATS_PER_TOKEN for a loss)"
     )
     if not isinstance(meaning, str) or not meaning.strip():
         raise ValueError(

@@ -37,7 +37,7 @@ def finite_final(run: dict) -> float:
 
 
 def decay_sweep(decay_runs: dict, settings: dict, *, margin: float) -> DecaySweep:
-    """Part (4) of B15: the paired final-loss change from decaying the gains, against `margin` (nats).
+    """Part (4) of B15: the paired final-loss change from decaying the gains, against `margin` (nats per byte).
 
     A decay whose runs diverged (the study's one meaning, `normlab.gpt.run_record`) is left out: `paired_or_none`
     gives no pair for it, and `strongest` is then the strongest decay left.
@@ -77,7 +77,7 @@ def decay_frame(sweep: DecaySweep) -> pd.DataFrame:
             {
                 "λ_g": wd,
                 "ηλT": sweep.timescales[wd],
-                "Δ loss (nats)": p["mean_difference"],
+                "Δ loss (nats per byte)": p["mean_difference"],
                 "95% CI low": p["ci_low"],
                 "95% CI high": p["ci_high"],
                 "outcome": p["outcome"],

@@ -20,7 +20,7 @@ from normlab.analysis.shared.paired import interval_text
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.norms.dyt import authors_alpha_init
 from normlab.study.findings import Finding
-from normlab.study.key_numbers import KeyNumber
+from normlab.study.key_numbers import NATS_PER_BYTE, KeyNumber
 from normlab.study.present import significant
 from normlab.study.results import decide
 
@@ -56,7 +56,7 @@ DYT_PAIRS = {  # evidence key: (row name, baseline, variant), all at the small s
     "layer_minus_rms": ("LayerNorm − RMSNorm", "rms", "layer"),
 }
 TRACED = ("dyt-authors", "dyt-rmsfinal", "dyt")  # the DyT variants whose trace V1 reads and draws
-V1_KEY = KeyNumber("paired final loss, DyT − RMSNorm", "nats")
+V1_KEY = KeyNumber("paired final loss, DyT − RMSNorm", NATS_PER_BYTE)
 
 
 def dyt_pairs(study: Landscape) -> dict:
@@ -355,17 +355,19 @@ def dyt_headline(v1: Finding) -> str | None:
     k, t, e = v1.key_number, v1.threshold, v1.evidence
     if k is None or t is None:
         return None
+    key = KeyNumber.of(v1)
+    # the verdict reads the paired interval against +margin (`non_inferiority`), so the sentence does too
+    interval = {"no worse": "below", "worse": "beyond", "undecided": "across"}[non_inferiority(e.get("dyt_minus_rms"))]
     sentence = (
-        f"Dynamic Tanh by its authors' LLaMA recipe ends {V1_KEY.format(abs(k))} {'worse' if k > 0 else 'better'} "
-        f"than RMSNorm in paired final loss, {'beyond' if k > t else 'inside'} the margin of "
-        f"+{V1_KEY.format(t, trim=True)}"
+        f"Dynamic Tanh by its authors' LLaMA recipe ends {key.format(abs(k))} {'worse' if k > 0 else 'better'} "
+        f"than RMSNorm in paired final loss, its 95% interval {interval} the margin of +{key.limit(t)}"
     )
     rmsfinal = e["dyt_rmsfinal_minus_rms"]
     if e["saturation"]["dyt-authors"]["saturated"] and rmsfinal and rmsfinal["mean_difference"] is not None:
         d = rmsfinal["mean_difference"]
         return (
             f"{sentence}: its final DyT layer saturates, and with an RMSNorm final norm instead DyT ends "
-            f"{V1_KEY.format(abs(d))} {'worse' if d > 0 else 'better'} than RMSNorm."
+            f"{key.format(abs(d))} {'worse' if d > 0 else 'better'} than RMSNorm."
         )
     return sentence + {
         "does not hold": ": at this scale it does not match a norm without tuning.",

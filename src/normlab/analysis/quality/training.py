@@ -3,12 +3,15 @@ that trains both norms for every seed, and the record each run leaves."""
 
 from __future__ import annotations
 
+import torch
+
 from normlab.analysis.quality.profiles import NORMS
 from normlab.analysis.shared.runs import flat_eval_every, job_record, train_job
 from normlab.gpt.batched import train_batched
 from normlab.gpt.corpus import load_corpus
-from normlab.gpt.model import GPTConfig
+from normlab.gpt.model import GPT, GPTConfig
 from normlab.gpt.train import TrainConfig
+from normlab.runtime.environment import hardware
 from normlab.runtime.parallel import default_workers, run_parallel
 
 
@@ -21,6 +24,18 @@ def model_config(settings: dict, norm: str) -> dict:
         heads=settings["heads"],
         norm=norm,
     )
+
+
+def parameter_count(settings: dict) -> int:
+    """Parameters of the LayerNorm model of this size (RMSNorm's has no norm biases: width·(2·depth+1) fewer)."""
+    with torch.random.fork_rng(devices=[]):  # counting builds a model; it must not move the caller's RNG
+        return sum(p.numel() for p in GPT(GPTConfig(**model_config(settings, "layer"))).parameters())
+
+
+def hardware_label(device: str) -> str:
+    """'<CPU model> (<n> cores)' or the GPU's name: the label a ladder point carries."""
+    info = hardware()
+    return info["gpu"] if device.startswith("cuda") and info["gpu"] else f"{info['cpu']} ({info['cpu_cores']} cores)"
 
 
 def train_config(settings: dict, seed: int) -> dict:
