@@ -48,3 +48,11 @@ def build_other_corpus(folder: str | None) -> None:
     corpus._original_module_source = original
     corpus.module_source = original if folder is None else lambda name: Path(folder) / f"{name}.py"
     corpus.load_corpus.cache_clear()
+
+
+def kills_its_worker_once(marker: str, x: int) -> int:
+    """Ends its worker process abruptly (the OOM killer, a lost node) the first time it runs with this marker."""
+    if not Path(marker).exists():
+        Path(marker).write_text("killed its worker once\n")
+        os._exit(1)
+    return square(x)
