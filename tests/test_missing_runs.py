@@ -1,0 +1,111 @@
+"""A training chapter given runs that failed every attempt: the pairs that lost a run are left out, the verdicts
+are computed from the complete pairs while the registered pairs are met (and are "not testable here" otherwise),
+and the page and the Finding's caveats name the missing runs."""
+
+import pytest
+
+from normlab.analysis.quality import loss_parity, profiles, training
+from normlab.analysis.shared.missing_runs import RunGaps, judged, registered_pairs
+from normlab.runtime.parallel import run_parallel
+from normlab.study import Results
+
+MARGIN = 0.02
+RESUME = {"difference": 0.0, "matches": True}
+
+
+def fake_run(norm: str, seed: int) -> dict:
+    """A run record whose RMSNorm − LayerNorm difference is a few thousandths, well inside the margin."""
+    final = 2.0 + 0.01 * seed + (0.001 * ((7 * seed) % 3 - 1) if norm == "rms" else 0.0)
+    return {
+        "final_val_loss": final,
+        "val": [(0, 5.5), (10, final + 0.1), (20, final)],
+        "diverged": False,
+        "final_drop": 0.01,
+    }
+
+
+def lose_runs(monkeypatch, lost: set[tuple[str, int]]) -> None:
+    """The chapter's trainings in this process, each of `lost` failing every attempt (a node lost each time)."""
+
+    def fake_job(model, train, keep_weights):
+        if (model["norm"], train["seed"]) in lost:
+            raise RuntimeError("the node training it was lost")
+        return fake_run(model["norm"], train["seed"])
+
+    monkeypatch.setattr(training, "train_job", fake_job)
+    monkeypatch.setattr(training, "run_parallel", lambda f, jobs, **kw: run_parallel(f, jobs, workers=1, **kw))
+
+
+def a9_of(runs, settings) -> tuple:
+    parity = loss_parity.loss_parity(runs, MARGIN)
+    pairs = dict(
+        pairs=len(parity.final["rms"]), registered=registered_pairs(settings["seeds"], profiles.PAIRS["seeds"])
+    )
+    common = {"steps": settings["steps"], "pairs": pairs["pairs"]}
+    return judged(loss_parity.a9_finding(parity, MARGIN, common, RESUME), runs.gaps, **pairs), pairs
+
+
+def test_a_missing_run_leaves_its_pair_out_and_is_named(monkeypatch):
+    lose_runs(monkeypatch, {("rms", 2)})
+    settings = {**profiles.settings_for("smoke"), "trainer": "pool", "seeds": 4}
+    runs = training.train_pairs(settings, None, keep_weights=False)
+    assert list(runs) == [(norm, seed) for seed in (0, 1, 3) for norm in profiles.NORMS]
+    assert runs.gaps.names == ("rms seed 2",)
+    assert runs.gaps.caveat == "1 run failed in this process and is missing: rms seed 2"
+
+
+def test_with_the_registered_pairs_met_the_verdict_comes_from_the_complete_pairs_with_a_caveat(monkeypatch, tmp_path):
+    lose_runs(monkeypatch, {("rms", 3), ("layer", 3)})
+    settings = {**profiles.settings_for("smoke"), "trainer": "pool", "seeds": 9}
+    runs = training.train_pairs(settings, None, keep_weights=False)
+    a9, pairs = a9_of(runs, settings)
+    whole = loss_parity.a9_finding(loss_parity.loss_parity(runs, MARGIN), MARGIN, {"steps": 1}, RESUME)  # unjudged
+    assert pairs == {"pairs": 8, "registered": 5}
+    assert a9.verdict == whole.verdict == "holds"  # measured on the 8 complete pairs, inside the margin
+    assert a9.caveats == ("2 runs failed in this process and are missing: layer seed 3, rms seed 3",)
+    results = Results("quality", "smoke", tmp_path)
+    assert a9.record(results, "A9", "quality-parity")["caveats"] == list(a9.caveats)  # the results file keeps it
+    paragraph = runs.gaps.paragraph(**pairs)
+    assert "layer seed 3, rms seed 3" in paragraph and "stand on the 8 complete pairs" in paragraph
+
+
+def test_below_the_registered_pairs_the_verdict_is_not_testable_here(monkeypatch):
+    lose_runs(monkeypatch, {("layer", 1)})
+    settings = {**profiles.settings_for("smoke"), "trainer": "pool", "seeds": 5}
+    runs = training.train_pairs(settings, None, keep_weights=False)
+    a9, pairs = a9_of(runs, settings)
+    assert pairs == {"pairs": 4, "registered": 5}
+    assert a9.verdict == "not testable here"
+    assert a9.summary.startswith("Not testable here: only 4 complete pairs remain of the 5 registered.")
+    assert a9.evidence["missing_runs"] == ["layer seed 1"] and a9.caveats == (runs.gaps.caveat,)
+    assert "not testable here" in runs.gaps.paragraph(**pairs)
+
+
+def test_a_batched_share_that_fails_names_each_run_it_held(monkeypatch):
+    def fake_share(settings, members, keep_weights):
+        if ("rms", 1) in members:
+            raise RuntimeError("the worker ran out of memory")
+        return [fake_run(norm, seed) for norm, seed in members]
+
+    monkeypatch.setattr(training, "batched_share", fake_share)
+    monkeypatch.setattr(training, "default_workers", lambda: 2)
+    monkeypatch.setattr(training, "run_parallel", lambda f, jobs, **kw: run_parallel(f, jobs, workers=1, **kw))
+    settings = {**profiles.settings_for("smoke"), "trainer": "batched", "seeds": 2}
+    runs = training.train_pairs(settings, None, keep_weights=False)
+    assert runs.gaps.names == ("rms seed 0, rms seed 1",) and not runs  # one norm per share: no pair is complete
+
+
+def test_without_missing_runs_a_finding_is_unchanged():
+    finding = loss_parity.a9_finding(
+        loss_parity.loss_parity({(n, s): fake_run(n, s) for s in range(3) for n in profiles.NORMS}, MARGIN),
+        MARGIN,
+        {"steps": 1},
+        RESUME,
+    )
+    assert judged(finding, RunGaps(), pairs=0, registered=5) is finding
+    assert RunGaps().paragraph(pairs=3, registered=3) == "" and RunGaps().caveat is None
+
+
+@pytest.mark.parametrize(("designed", "least", "registered"), [(24, 5, 5), (3, 5, 3)])
+def test_a_pilot_design_with_fewer_pairs_than_the_least_registers_all_of_them(designed, least, registered):
+    assert registered_pairs(designed, least) == registered
