@@ -2,10 +2,11 @@
 are computed from the complete pairs while the registered pairs are met (and are "not testable here" otherwise),
 and the page and the Finding's caveats name the missing runs."""
 
+import pandas as pd
 import pytest
 
 from normlab.analysis.quality import loss_parity, profiles, training
-from normlab.analysis.shared.missing_runs import RunGaps, judged, registered_pairs
+from normlab.analysis.shared.missing_runs import PairsLeft, RunGaps, complete_rows, judged, registered_pairs
 from normlab.runtime.parallel import run_parallel
 from normlab.study import Results
 
@@ -38,11 +39,9 @@ def lose_runs(monkeypatch, lost: set[tuple[str, int]]) -> None:
 
 def a9_of(runs, settings) -> tuple:
     parity = loss_parity.loss_parity(runs, MARGIN)
-    pairs = dict(
-        pairs=len(parity.final["rms"]), registered=registered_pairs(settings["seeds"], profiles.PAIRS["seeds"])
-    )
-    common = {"steps": settings["steps"], "pairs": pairs["pairs"]}
-    return judged(loss_parity.a9_finding(parity, MARGIN, common, RESUME), runs.gaps, **pairs), pairs
+    left = PairsLeft(runs.gaps, len(parity.final["rms"]), registered_pairs(settings["seeds"], profiles.PAIRS["seeds"]))
+    common = {"steps": settings["steps"], "pairs": left.pairs}
+    return left.judge(loss_parity.a9_finding(parity, MARGIN, common, RESUME)), left
 
 
 def test_a_missing_run_leaves_its_pair_out_and_is_named(monkeypatch):
@@ -58,14 +57,14 @@ def test_with_the_registered_pairs_met_the_verdict_comes_from_the_complete_pairs
     lose_runs(monkeypatch, {("rms", 3), ("layer", 3)})
     settings = {**profiles.settings_for("smoke"), "trainer": "pool", "seeds": 9}
     runs = training.train_pairs(settings, None, keep_weights=False)
-    a9, pairs = a9_of(runs, settings)
+    a9, left = a9_of(runs, settings)
     whole = loss_parity.a9_finding(loss_parity.loss_parity(runs, MARGIN), MARGIN, {"steps": 1}, RESUME)  # unjudged
-    assert pairs == {"pairs": 8, "registered": 5}
+    assert (left.pairs, left.registered) == (8, 5)
     assert a9.verdict == whole.verdict == "holds"  # measured on the 8 complete pairs, inside the margin
     assert a9.caveats == ("2 runs failed in this process and are missing: layer seed 3, rms seed 3",)
     results = Results("quality", "smoke", tmp_path)
     assert a9.record(results, "A9", "quality-parity")["caveats"] == list(a9.caveats)  # the results file keeps it
-    paragraph = runs.gaps.paragraph(**pairs)
+    paragraph = left.paragraph()
     assert "layer seed 3, rms seed 3" in paragraph and "stand on the 8 complete pairs" in paragraph
 
 
@@ -73,12 +72,12 @@ def test_below_the_registered_pairs_the_verdict_is_not_testable_here(monkeypatch
     lose_runs(monkeypatch, {("layer", 1)})
     settings = {**profiles.settings_for("smoke"), "trainer": "pool", "seeds": 5}
     runs = training.train_pairs(settings, None, keep_weights=False)
-    a9, pairs = a9_of(runs, settings)
-    assert pairs == {"pairs": 4, "registered": 5}
+    a9, left = a9_of(runs, settings)
+    assert (left.pairs, left.registered) == (4, 5)
     assert a9.verdict == "not testable here"
     assert a9.summary.startswith("Not testable here: only 4 complete pairs remain of the 5 registered.")
     assert a9.evidence["missing_runs"] == ["layer seed 1"] and a9.caveats == (runs.gaps.caveat,)
-    assert "not testable here" in runs.gaps.paragraph(**pairs)
+    assert "not testable here" in left.paragraph()
 
 
 def test_a_batched_share_that_fails_names_each_run_it_held(monkeypatch):
@@ -103,9 +102,14 @@ def test_without_missing_runs_a_finding_is_unchanged():
         RESUME,
     )
     assert judged(finding, RunGaps(), pairs=0, registered=5) is finding
-    assert RunGaps().paragraph(pairs=3, registered=3) == "" and RunGaps().caveat is None
+    assert PairsLeft(RunGaps(), 3, 3).paragraph() == "" and RunGaps().caveat is None
 
 
 @pytest.mark.parametrize(("designed", "least", "registered"), [(24, 5, 5), (3, 5, 3)])
 def test_a_pilot_design_with_fewer_pairs_than_the_least_registers_all_of_them(designed, least, registered):
     assert registered_pairs(designed, least) == registered
+
+
+def test_complete_rows_keeps_the_seeds_that_hold_every_variant():
+    frame = pd.DataFrame({"seed": [0, 0, 1, 2, 2], "config": ["a", "b", "a", "a", "b"]})
+    assert complete_rows(frame, "seed", "config", ["a", "b"])["seed"].tolist() == [0, 0, 2, 2]

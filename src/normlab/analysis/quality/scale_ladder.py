@@ -75,6 +75,9 @@ def ladder_point(settings: dict, parity: LossParity, hardware_name: str) -> dict
     }
 
 
+LADDER_GAPS = "Each rung is compared on its complete pairs, and a rung left with fewer than two is left out."
+
+
 def scale_ladder_runs(settings: dict, devices: list[str] | None, margin: float) -> tuple[list[dict], RunGaps]:
     """Train every ladder rung of the profile as pairs (same seeds, initial weights and batches per pair) and
     return one `ladder_point` per rung, with the runs missing from any rung (`RunGaps`). The chapter's own size is

@@ -11,13 +11,16 @@ rests on those runs through `judged`:
   pilot profile that registers fewer);
 - otherwise it is "not testable here", saying how many pairs remain of how many registered.
 
-The chapter's page shows `RunGaps.paragraph()` beside the verdicts (nothing when no run is missing).
+`PairsLeft` holds the three for one paired design: its `judge` does the above, and its `paragraph` is the page's
+sentence beside the verdicts (nothing when no run is missing).
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+
+import pandas as pd
 
 from normlab.runtime.parallel import MissingRun
 from normlab.study.findings import Finding
@@ -47,19 +50,11 @@ class RunGaps:
         runs, are = ("run", "is") if count == 1 else ("runs", "are")
         return f"{count} {runs} failed {self.where} and {are} missing: {', '.join(self.names)}"
 
-    def paragraph(self, *, pairs: int, registered: int) -> str:
-        """The page's sentence on the missing runs, with the `pairs` complete pairs left of the `registered` a
-        verdict needs; '' when every run completed."""
+    def paragraph(self, consequence: str) -> str:
+        """The page's sentence on the missing runs and their `consequence` for the section; '' without any."""
         if not self.names:
             return ""
-        consequence = (
-            f"the verdicts resting on these runs stand on the {pairs} complete pairs, at least the {registered} "
-            "registered, and name the missing runs among their caveats"
-            if pairs >= registered
-            else f"only {pairs} complete pairs remain of the {registered} registered, so the verdicts resting on "
-            "these runs are not testable here; the numbers below are the complete pairs'"
-        )
-        return f"**Missing runs.** {self.caveat[0].upper()}{self.caveat[1:]}. Each pair that lost a run is left out: {consequence}.\n\n"
+        return f"**Missing runs.** {self.caveat[0].upper()}{self.caveat[1:]}. {consequence}\n\n"
 
 
 class CompletedRuns(dict):
@@ -107,3 +102,40 @@ def judged(finding: Finding, gaps: RunGaps, *, pairs: int, registered: int) -> F
         caveats=caveats,
         evidence=evidence,
     )
+
+
+@dataclass(frozen=True)
+class PairsLeft:
+    """What a chapter's missing runs left of one paired design: the `gaps`, the `pairs` complete, the `registered`
+    ones a verdict needs (`registered_pairs`)."""
+
+    gaps: RunGaps
+    pairs: int
+    registered: int
+
+    def judge(self, finding: Finding, also: RunGaps = RunGaps()) -> Finding:
+        """`judged` by these pairs; `also`: runs missing from evidence beside the verdict (named, never deciding)."""
+        return judged(finding, self.gaps + also, pairs=self.pairs, registered=self.registered)
+
+    def paragraph(self) -> str:
+        """The page's sentence on the missing runs: whether the verdicts resting on them still stand."""
+        if self.pairs >= self.registered:
+            consequence = (
+                f"Each pair that lost a run is left out. The verdicts resting on these runs stand on the {self.pairs} "
+                f"complete pairs, at least the {self.registered} registered, and name the missing runs."
+            )
+        else:
+            consequence = (
+                f"Each pair that lost a run is left out, and only {self.pairs} complete pairs remain of the "
+                f"{self.registered} registered: the verdicts resting on these runs are not testable here, and the "
+                "numbers below are the complete pairs'."
+            )
+        return self.gaps.paragraph(consequence)
+
+
+def complete_rows(frame: pd.DataFrame, by: str, across: str, members: Iterable) -> pd.DataFrame:
+    """The rows of `frame` whose `by` group (a seed) holds a row for each of `members` in column `across` (the
+    variants): the complete pairs of a table from which missing runs' rows are absent."""
+    wanted = set(members)
+    whole = [key for key, group in frame.groupby(by) if wanted <= set(group[across])]
+    return frame[frame[by].isin(whole)]
