@@ -113,3 +113,40 @@ def test_a_pilot_design_with_fewer_pairs_than_the_least_registers_all_of_them(de
 def test_complete_rows_keeps_the_seeds_that_hold_every_variant():
     frame = pd.DataFrame({"seed": [0, 0, 1, 2, 2], "config": ["a", "b", "a", "a", "b"]})
     assert complete_rows(frame, "seed", "config", ["a", "b"])["seed"].tolist() == [0, 0, 2, 2]
+
+
+def test_the_depth_chapter_leaves_out_the_pairs_and_sweep_points_that_lost_a_run(monkeypatch):
+    from types import SimpleNamespace
+
+    from normlab.analysis.depth import profiles as depth_profiles
+    from normlab.analysis.depth import training_at_depth
+    from normlab.analysis.shared import runs as shared_runs
+    from normlab.runtime import parallel
+
+    lost = {("post", "layer", 1, None), ("pre", "rms", 0, 0.01)}
+
+    def fake_job(model, train):
+        lr = None if train.get("warmup_steps") else train["lr"]
+        if "mlp" not in model and (model["placement"], model["norm"], train["seed"], lr) in lost:  # not the ablation
+            raise RuntimeError("the node training it was lost")
+        return {"final_val_loss": 2.0, "diverged": False, "initial_val_loss": 5.5, "final_drop": 0.0, "steps_done": 1}
+
+    real = parallel.run_parallel
+    monkeypatch.setattr(shared_runs, "train_job", fake_job)
+    monkeypatch.setattr(parallel, "run_parallel", lambda f, jobs, **kw: real(f, jobs, workers=1, **kw))
+    settings = {**depth_profiles.settings_for("smoke"), "seeds": 3, "stress_lrs": [0.01]}
+    study = training_at_depth.training_study(settings, SimpleNamespace(unigram_entropy_nats=4.0))
+    assert sorted(study.paired["seed"].unique()) == [0, 2]  # seed 1 lost its post-LN LayerNorm run
+    assert 0.01 not in set(study.no_warmup["lr"]) and len(study.no_warmup) == 4  # one lr left, all four models
+    assert study.left.gaps.names == ("paired post-layer seed 1", "no warm-up pre-rms lr 0.01")
+    assert (study.left.pairs, study.left.registered) == (2, 3) and not study.ablation_left.gaps
+    assert study.left.judge(FINDING).verdict == "not testable here"
+    assert study.ablation_left.judge(FINDING) is FINDING
+
+
+FINDING = loss_parity.a9_finding(
+    loss_parity.loss_parity({(n, s): fake_run(n, s) for s in range(3) for n in profiles.NORMS}, MARGIN),
+    MARGIN,
+    {"steps": 1},
+    RESUME,
+)

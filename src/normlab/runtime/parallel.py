@@ -188,7 +188,11 @@ def run_parallel(
         raise ValueError(f"missing must be 'raise' or 'keep', got {missing!r}")
     names = list(names) if names is not None else [_job_name(desc, i, job) for i, job in enumerate(jobs)]
     if len(names) != len(jobs) or len(set(names)) != len(names):
-        raise ValueError(f"names must give each of the {len(jobs)} jobs its own name, got {len(names)} names")
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        raise ValueError(
+            f"names must give each of the {len(jobs)} jobs its own name, got {len(names)} names"
+            + (f", with {', '.join(map(repr, repeated))} more than once" if repeated else "")
+        )
     if not jobs:
         return JobResults([], [], [])
     corpus_sha256 = corpus_sha256 or study_corpus_sha256()
