@@ -150,3 +150,42 @@ FINDING = loss_parity.a9_finding(
     {"steps": 1},
     RESUME,
 )
+
+
+def gain_runs_losing(monkeypatch, lost: set[str]):
+    from normlab.analysis.gain import runs as gain_runs
+    from normlab.gpt.model import GPT, GPTConfig
+
+    def fake_job(model, train, keep_weights=False, history_columns=()):
+        name = (
+            f"gain decay {train['gain_weight_decay']:g} seed {train['seed']}" if history_columns else model["placement"]
+        )
+        if name in lost:
+            raise RuntimeError("the node training it was lost")
+        if keep_weights:
+            return {"state_dict": GPT(GPTConfig(**model)).state_dict()}
+        return {"final_val_loss": 2.0, "history": {}, "final_drop": 0.0}
+
+    monkeypatch.setattr(gain_runs, "train_job", fake_job)
+    monkeypatch.setattr(gain_runs, "run_parallel", lambda f, jobs, **kw: run_parallel(f, jobs, workers=1, **kw))
+    return gain_runs
+
+
+def test_the_gain_sweep_leaves_out_a_seed_that_lost_a_run_and_names_it(monkeypatch):
+    from normlab.analysis.gain import profiles as gain_profiles
+
+    gain_runs = gain_runs_losing(monkeypatch, {"gain decay 30 seed 1"})
+    settings = {**gain_profiles.profile_settings("smoke"), "seeds": 3}
+    gpt, sweep = gain_runs.train_models(settings)
+    assert set(gpt) == {"pre", "post"} and list(sweep) == [(0.0, 0), (30.0, 0), (0.0, 2), (30.0, 2)]
+    left = gain_runs.sweep_left(sweep, settings)
+    assert left.gaps.names == ("gain decay 30 seed 1",) and (left.pairs, left.registered) == (2, 3)
+
+
+def test_without_a_kept_model_the_gain_chapter_stops_naming_it(monkeypatch):
+    from normlab.analysis.gain import profiles as gain_profiles
+    from normlab.runtime.parallel import MissingRuns
+
+    gain_runs = gain_runs_losing(monkeypatch, {"post"})
+    with pytest.raises(MissingRuns, match="post-LN kept model"):
+        gain_runs.train_models(gain_profiles.profile_settings("smoke"))
