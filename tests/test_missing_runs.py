@@ -189,3 +189,37 @@ def test_without_a_kept_model_the_gain_chapter_stops_naming_it(monkeypatch):
     gain_runs = gain_runs_losing(monkeypatch, {"post"})
     with pytest.raises(MissingRuns, match="post-LN kept model"):
         gain_runs.train_models(gain_profiles.profile_settings("smoke"))
+
+
+def test_the_landscape_compares_the_complete_pairs_and_makes_a_claim_that_lost_a_run_not_testable(monkeypatch):
+    from normlab.analysis.landscape import runs as landscape_runs
+    from normlab.runtime.parallel import JobResults, MissingRun
+    from test_findings_landscape import make_runs, settings, study_of
+
+    P = {**settings(), "seeds": 3}
+    jobs = landscape_runs.landscape_jobs(P)
+    lost_tag = dict(scale="small", label="rms+qk", lr=P["small_train"]["lr"], seed=0)
+
+    def lose_one(function, batch, names, **kwargs):
+        outputs = [
+            MissingRun(name, ("RuntimeError: lost",))
+            if {k: job["tag"][k] for k in lost_tag} == lost_tag
+            else {"tag": job["tag"], "corpus_sha256": "a"}
+            for job, name in zip(batch, names)
+        ]
+        return JobResults(outputs, names, [None] * len(batch), "on the cluster")
+
+    monkeypatch.setattr(landscape_runs, "run_parallel", lose_one)
+    placed = landscape_runs.run_jobs(jobs, P)
+    lost = [r for r in placed if "missing" in r]
+    assert [(r["missing"], r["where"]) for r in lost] == [("small rms+qk lr 0.01 seed 0", "on the cluster")]
+
+    runs = [lost[0] if r["tag"] == lost[0]["tag"] else r for r in make_runs(P=P)]
+    study = study_of(runs, P)
+    assert study.versus("small", "rms", "rms+qk")["pairs"] == 2  # seeds 1 and 2: seed 0 lost its rms+qk run
+    assert ("rms+qk", 0) not in study.ranges("small", ("rms", "rms+qk"))  # a grid with a hole has no range
+    assert study.gaps("V3").names == ("small rms+qk lr 0.01 seed 0",) and not study.gaps("V2")
+    assert study.judge("V2", FINDING) is FINDING
+    v3 = study.judge("V3", FINDING)
+    assert v3.verdict == "not testable here" and v3.caveats[-1].startswith("1 run failed on the cluster")
+    assert "small rms+qk lr 0.01 seed 0" in study.missing_paragraph()

@@ -90,17 +90,23 @@ def judged(finding: Finding, gaps: RunGaps, *, pairs: int, registered: int) -> F
     testable here" when fewer than `registered` pairs remain. Unchanged when no run is missing."""
     if not gaps:
         return finding
+    if pairs < registered:
+        shortfall = f"only {pairs} complete pair{'s' if pairs != 1 else ''} remain of the {registered} registered"
+        return not_testable(finding, gaps, shortfall, complete_pairs=pairs)
     caveats = tuple(dict.fromkeys([*finding.caveats, gaps.caveat]))
     evidence = {**finding.evidence, "missing_runs": list(gaps.names), "complete_pairs": pairs}
-    if pairs >= registered:
-        return replace(finding, caveats=caveats, evidence=evidence)
+    return replace(finding, caveats=caveats, evidence=evidence)
+
+
+def not_testable(finding: Finding, gaps: RunGaps, reason: str, **evidence) -> Finding:
+    """`finding` made "not testable here" for `reason` ("only 4 complete pairs remain of the 5 registered"), its
+    numbers kept as the completed runs measured them and the missing runs named among its caveats."""
     return replace(
         finding,
         verdict=NOT_TESTABLE,
-        summary=f"Not testable here: only {pairs} complete pair{'s' if pairs != 1 else ''} remain of the "
-        f"{registered} registered. From those: {finding.summary}",
-        caveats=caveats,
-        evidence=evidence,
+        summary=f"Not testable here: {reason}. From the runs that completed: {finding.summary}",
+        caveats=tuple(dict.fromkeys([*finding.caveats, gaps.caveat])),
+        evidence={**finding.evidence, "missing_runs": list(gaps.names), **evidence},
     )
 
 
