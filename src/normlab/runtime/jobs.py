@@ -17,6 +17,7 @@ job run in the driver's own process leaves that process as it was.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 from collections.abc import Callable
@@ -73,6 +74,34 @@ def _machine() -> dict:
 def job_provenance(device: str) -> dict:
     """Where a job ran: host, hardware (with `cpp_kernel_build`, the C++ kernel's resolved -march), torch, device."""
     return {**_machine(), "device": device}
+
+
+# Every machine this process's jobs ran on, by its provenance less the device, with how many jobs ran there: what a
+# chapter's results file lists (`normlab.study.results.Results`), so that a sweep spread over nodes says where.
+_jobs_by_machine: dict[str, dict] = {}
+
+
+def note_machines(provenance) -> None:
+    """Count each job of a finished map on its machine (`job_provenance` entries; None for a missing job)."""
+    for entry in provenance:
+        if entry is not None:
+            machine = {key: value for key, value in entry.items() if key != "device"}
+            key = json.dumps(machine, sort_keys=True, default=str)
+            _jobs_by_machine.setdefault(key, {**machine, "jobs": 0})["jobs"] += 1
+
+
+def jobs_by_machine() -> dict[str, int]:
+    """A snapshot of the counts, for `machines_since`."""
+    return {key: machine["jobs"] for key, machine in _jobs_by_machine.items()}
+
+
+def machines_since(snapshot: dict[str, int]) -> list[dict]:
+    """Each machine that ran jobs since `snapshot`, in order of first use, with `jobs`: how many it ran since."""
+    return [
+        {**machine, "jobs": machine["jobs"] - snapshot.get(key, 0)}
+        for key, machine in _jobs_by_machine.items()
+        if machine["jobs"] > snapshot.get(key, 0)
+    ]
 
 
 @contextmanager

@@ -33,7 +33,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, Executor, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 
-from normlab.runtime.jobs import DEVICE_VARIABLE, JobSettings, run_job, study_corpus_sha256, worker_device
+from normlab.runtime.jobs import (
+    DEVICE_VARIABLE,
+    JobSettings,
+    note_machines,
+    run_job,
+    study_corpus_sha256,
+    worker_device,
+)
 from normlab.runtime.progress import terminal_progress
 
 __all__ = ["JobResults", "MissingRun", "MissingRuns", "default_workers", "run_parallel", "worker_device"]
@@ -269,6 +276,7 @@ def _gather(executor, function, jobs, names, settings, retries, missing, desc, w
         raise
     finally:
         bar.close()
+    note_machines(provenance)
     gathered = JobResults(results, names, provenance, where)
     if gathered.missing and missing == "raise":
         raise MissingRuns(desc, gathered)
