@@ -155,6 +155,7 @@ FINDING = loss_parity.a9_finding(
 def gain_runs_losing(monkeypatch, lost: set[str]):
     from normlab.analysis.gain import runs as gain_runs
     from normlab.gpt.model import GPT, GPTConfig
+    from normlab.runtime.jobs import save_weights
 
     def fake_job(model, train, keep_weights=False, history_columns=()):
         name = (
@@ -163,7 +164,7 @@ def gain_runs_losing(monkeypatch, lost: set[str]):
         if name in lost:
             raise RuntimeError("the node training it was lost")
         if keep_weights:
-            return {"state_dict": GPT(GPTConfig(**model)).state_dict()}
+            return {"weights_path": save_weights(GPT(GPTConfig(**model)).state_dict())}
         return {"final_val_loss": 2.0, "history": {}, "final_drop": 0.0}
 
     monkeypatch.setattr(gain_runs, "train_job", fake_job)

@@ -39,6 +39,7 @@ from normlab.runtime.jobs import (
     note_machines,
     run_job,
     study_corpus_sha256,
+    weights_folder,
     worker_device,
 )
 from normlab.runtime.progress import terminal_progress
@@ -219,12 +220,12 @@ def run_parallel(
                 from normlab.runtime.cluster import cluster_executor
 
                 executor = cluster_executor(executor, gpu=bool(devices))
-            settings = JobSettings(threads_per_worker, "cuda:0" if devices else "cpu", corpus_sha256)
+            settings = JobSettings(threads_per_worker, "cuda:0" if devices else "cpu", corpus_sha256, weights_folder())
             return _gather(executor, function, jobs, names, settings, retries, missing, desc, "on the cluster")
         workers = min(len(devices) if devices else (workers or default_workers()), len(jobs))
         if workers == 1 and not devices:
             # threads None: a job run in place keeps the caller's thread setting
-            settings = JobSettings(None, None, corpus_sha256)
+            settings = JobSettings(None, None, corpus_sha256, weights_folder())
             return _gather(_InPlace(), function, jobs, names, settings, retries, missing, desc, "in this process")
         with _RenewingPool(lambda: _local_pool(workers, devices)) as pool:
             return _gather(
@@ -232,7 +233,7 @@ def run_parallel(
                 function,
                 jobs,
                 names,
-                JobSettings(threads_per_worker, None, corpus_sha256),
+                JobSettings(threads_per_worker, None, corpus_sha256, weights_folder()),
                 retries,
                 missing,
                 desc,

@@ -6,6 +6,7 @@ from normlab.analysis.gain.profiles import PAIRS, model_settings
 from normlab.analysis.shared.missing_runs import CompletedRuns, PairsLeft, complete_pairs, completed, registered_pairs
 from normlab.analysis.shared.runs import flat_eval_every, train_job
 from normlab.gpt.model import GPT, GPTConfig
+from normlab.runtime.jobs import load_weights
 from normlab.runtime.parallel import MissingRun, MissingRuns, run_parallel
 
 PLACEMENTS = ("pre", "post")  # the two models kept for the forward scan
@@ -69,7 +70,7 @@ def train_models(settings: dict, devices=None) -> tuple[dict, dict]:
     gpt = {}
     for placement, out in zip(PLACEMENTS, outputs[: len(PLACEMENTS)]):
         gpt[placement] = GPT(GPTConfig(**model_kw, placement=placement))
-        gpt[placement].load_state_dict(out["state_dict"])
+        gpt[placement].load_state_dict(load_weights(out["weights_path"]))
     everything = completed(outputs, [*PLACEMENTS, *decay_keys])  # the kept models are complete by now
     sweep = CompletedRuns({key: everything[key] for key in decay_keys if key in everything}, everything.gaps)
     return gpt, complete_pairs(sweep, settings["gain_decays"])
