@@ -91,11 +91,16 @@ def judged(finding: Finding, gaps: RunGaps, *, pairs: int, registered: int) -> F
     if not gaps:
         return finding
     if pairs < registered:
-        shortfall = f"only {pairs} complete pair{'s' if pairs != 1 else ''} remain of the {registered} registered"
-        return not_testable(finding, gaps, shortfall, complete_pairs=pairs)
+        return not_testable(finding, gaps, shortfall(pairs, registered), complete_pairs=pairs)
     caveats = tuple(dict.fromkeys([*finding.caveats, gaps.caveat]))
     evidence = {**finding.evidence, "missing_runs": list(gaps.names), "complete_pairs": pairs}
     return replace(finding, caveats=caveats, evidence=evidence)
+
+
+def shortfall(pairs: int, registered: int) -> str:
+    """'only 4 complete pairs remain of the 5 registered'."""
+    remain = "complete pair remains" if pairs == 1 else "complete pairs remain"
+    return f"only {pairs} {remain} of the {registered} registered"
 
 
 def not_testable(finding: Finding, gaps: RunGaps, reason: str, **evidence) -> Finding:
@@ -132,9 +137,8 @@ class PairsLeft:
             )
         else:
             consequence = (
-                f"Each pair that lost a run is left out, and only {self.pairs} complete pairs remain of the "
-                f"{self.registered} registered: the verdicts resting on these runs are not testable here, and the "
-                "numbers below are the complete pairs'."
+                f"Each pair that lost a run is left out, and {shortfall(self.pairs, self.registered)}: the verdicts "
+                "resting on these runs are not testable here, and the numbers below are the complete pairs'."
             )
         return self.gaps.paragraph(consequence)
 
