@@ -158,10 +158,14 @@ class Landscape:
         part = part[part.reference_alpha]
         best = float(part.loc[~part.diverged, "final"].min())
         out = {}
-        lost = {
+        lost = {  # the grid points of `part` that failed every attempt
             (r["tag"]["label"], r["tag"]["seed"])
             for r in self.missing
-            if r["tag"]["scale"] == scale and r["tag"]["label"] in compared and r["tag"]["seed"] in seeds
+            if r["tag"]["scale"] == scale
+            and r["tag"]["label"] in compared
+            and r["tag"]["seed"] in seeds
+            and r["model"]["width"] == self.settings[scale]["width"]
+            and r["tag"].get("reference_alpha", True)
         }
         for (label, seed), g in part.groupby(["label", "seed"]):
             if (label, seed) in lost:
