@@ -140,6 +140,9 @@ plt.show()
 # %% tags=["remove-input"]
 table(training_at_depth.no_warmup_table(training), caption=f"Without warm-up at depth {P['deep']}: which runs trained")
 
+# %% tags=["remove-input"]
+Markdown(training.left.paragraph())
+
 # %% [markdown]
 # ## Verdicts
 #
@@ -165,6 +168,7 @@ state(spread_limit=SPREAD_LIMIT)
 depths = dict(deepest=deepest, deep=P["deep"])
 b17_numbers = identity_path.b17_measures(init, training, P, MARGIN)
 b17 = identity_path.b17_finding(b17_numbers, **depths, margin=MARGIN, **B17_RULE, corpus_sha256=corpus.sha256)
+b17 = training.left.judge(b17)  # a run that failed every attempt: named, and its pair left out
 
 # %% tags=["remove-input"]
 Markdown(identity_path.b17_paragraph(b17, b17_numbers, **depths))
@@ -185,7 +189,7 @@ from normlab.analysis.depth import post_ln_decay
 B18_RULE = dict(ratio_drop=0.10, cosine_rise=0.02)  # "worse" at initialisation, as stated above
 state(ratio_drop=percent(B18_RULE["ratio_drop"]), cosine_rise=B18_RULE["cosine_rise"])
 b18_numbers = post_ln_decay.b18_measures(init, training, MARGIN)
-b18 = post_ln_decay.b18_finding(b18_numbers, **depths, margin=MARGIN, **B18_RULE)
+b18 = training.left.judge(post_ln_decay.b18_finding(b18_numbers, **depths, margin=MARGIN, **B18_RULE))
 
 # %% tags=["remove-input"]
 Markdown(post_ln_decay.b18_paragraph(b18, b18_numbers, **depths))
@@ -206,8 +210,9 @@ from normlab.analysis.depth import interlock
 
 ablation = interlock.ablation_study(training, MARGIN)
 b19 = interlock.b19_finding(
-    ablation, depth=P["ablation_depth"], steps=P["ablation_steps"], seeds=P["ablation_seeds"], margin=MARGIN
+    ablation, depth=P["ablation_depth"], steps=P["ablation_steps"], seeds=training.ablation_left.pairs, margin=MARGIN
 )
+b19 = training.ablation_left.judge(b19)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Ablation of the LLaMA style: paired final-loss change of each swap against the LLaMA-style run of the same seed (dots: seeds; bar: mean and 95% interval). The green band is the ±{glue:text}`margin`-nat margin.", "name": "fig-depth-ablation"}}
 figures.ablation_effects(ablation.swaps, MARGIN)
@@ -220,7 +225,7 @@ table(
 )
 
 # %% tags=["remove-input"]
-Markdown(interlock.b19_paragraph(b19, ablation))
+Markdown(training.ablation_left.paragraph() + interlock.b19_paragraph(b19, ablation))
 
 # %% [markdown]
 # (depth-gpu)=

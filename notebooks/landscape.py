@@ -98,7 +98,7 @@ trained = runs.run_jobs(runs.landscape_jobs(P, device), P)
 study = method.Landscape(P, trained, corpus, loss_margin=LOSS_MARGIN, usable_tolerance=USABLE_TOLERANCE)
 
 # %% tags=["remove-input"]
-Markdown(method.overview(study))
+Markdown(method.overview(study) + "\n\n" + study.missing_paragraph())
 
 # %% [markdown]
 # (landscape-dyt)=
@@ -172,6 +172,7 @@ table(
 # %% tags=["remove-cell"]
 probes = dyt.dyt_probes(P, corpus)
 v1 = dyt.dyt_claim(study, pairs, alphas, probes, saturated_share=SATURATED_SHARE)
+v1 = study.judge("V1", v1)  # not testable where a run it rests on failed every attempt, naming it
 v1.record(results, "V1", "landscape-dyt")
 
 # %% tags=["remove-input"]
@@ -211,7 +212,7 @@ table(
 # %% tags=["remove-cell"]
 V2_RULE = dict(pre_growth_needed=2.0, max_relative_growth=0.5)
 state(**V2_RULE)
-v2 = placement.placement_claim(study, measures, **V2_RULE)
+v2 = study.judge("V2", placement.placement_claim(study, measures, **V2_RULE))
 
 # %% tags=["remove-input"]
 Markdown(placement.placement_paragraph(v2, pre_growth_needed=V2_RULE["pre_growth_needed"]))
@@ -247,7 +248,7 @@ plt.show()
 QK_MIN_SEEDS = 5  # design: V3.min_seeds (grid seeds for an interval on the gain in highest stable LR)
 state(qk_min_seeds=QK_MIN_SEEDS, qk_grid_seeds=P["grid_seeds"])
 logit_rows = qk_norm.final_logits(study)
-v3 = qk_norm.qk_claim(study, logit_rows, min_seeds=QK_MIN_SEEDS)
+v3 = study.judge("V3", qk_norm.qk_claim(study, logit_rows, min_seeds=QK_MIN_SEEDS))
 
 # %% tags=["remove-input"]
 table(
@@ -285,7 +286,7 @@ plt.show()
 # %% tags=["remove-cell"]
 V4_RULE = dict(curse_share=0.35)
 state(curse_share=percent(V4_RULE["curse_share"]))
-v4 = curse_of_depth.depth_claim(study, **V4_RULE)
+v4 = study.judge("V4", curse_of_depth.depth_claim(study, **V4_RULE))
 
 # %% tags=["remove-input"]
 Markdown(curse_of_depth.depth_paragraph(v4, **V4_RULE))

@@ -43,7 +43,7 @@ def decay_sweep(decay_runs: dict, settings: dict, *, margin: float) -> DecaySwee
     gives no pair for it, and `strongest` is then the strongest decay left.
     """
     decays = [wd for wd in settings["gain_decays"] if wd > 0]
-    seeds = range(settings["seeds"])
+    seeds = sorted({seed for _, seed in decay_runs})  # the complete seeds: a missing run leaves its seed out
     final = {wd: [finite_final(decay_runs[(wd, s)]) for s in seeds] for wd in settings["gain_decays"]}
     pairs = {wd: pair for wd in decays if (pair := paired_or_none(final[0.0], final[wd], margin)) is not None}
     timescales = {wd: settings["lr"] * wd * settings["sweep_steps"] for wd in decays}

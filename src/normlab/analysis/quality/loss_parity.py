@@ -96,7 +96,7 @@ def common_evidence(corpus, settings: dict, device: str, margin: float, parity: 
         "corpus_sha256": corpus.sha256,
         "python": corpus.python_version,
         "steps": settings["steps"],
-        "pairs": settings["seeds"],
+        "pairs": len(parity.final["layer"]),  # the complete pairs: fewer than the design's where runs are missing
         "width": settings["width"],
         "depth": settings["depth"],
         "parameters": parameter_count(settings),

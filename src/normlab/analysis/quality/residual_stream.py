@@ -12,6 +12,7 @@ from normlab.analysis.quality.training import model_config
 from normlab.analysis.shared.paired import interval_text, paired_difference
 from normlab.analysis.shared.stream import deepest_value, mean_projection_effect, stream_report
 from normlab.gpt.model import GPT, GPTConfig
+from normlab.runtime.jobs import load_weights
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import NATS_PER_BYTE, SHARE, KeyNumber
 
@@ -38,7 +39,7 @@ def stream_measurements(runs: dict[tuple[str, int], dict], settings: dict, corpu
     for (norm, seed), run in runs.items():
         cfg = GPTConfig(**model_config(settings, norm))
         trained = GPT(cfg).to(device)
-        trained.load_state_dict(run["state_dict"])
+        trained.load_state_dict(load_weights(run["weights_path"]))
         torch.manual_seed(seed)  # the run's own initial weights, rebuilt: the stream at initialisation
         for stage, model in {"trained": trained, "init": GPT(cfg).to(device)}.items():
             rows, drift = stream_report(model, probe)

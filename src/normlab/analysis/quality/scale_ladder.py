@@ -9,7 +9,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from normlab.analysis.quality.loss_parity import LossParity, loss_parity
+from normlab.analysis.quality.profiles import NORMS
 from normlab.analysis.quality.training import hardware_label, parameter_count, train_many
+from normlab.analysis.shared.missing_runs import RunGaps
 from normlab.analysis.shared.parity import t975
 from normlab.study.key_numbers import NATS_PER_BYTE
 
@@ -59,9 +61,14 @@ def ladder_point(settings: dict, parity: LossParity, hardware_name: str) -> dict
     }
 
 
-def scale_ladder_runs(settings: dict, devices: list[str] | None, margin: float) -> list[dict]:
+LADDER_GAPS = "Each rung is compared on its complete pairs, and a rung left with fewer than two is left out."
+
+
+def scale_ladder_runs(settings: dict, devices: list[str] | None, margin: float) -> tuple[list[dict], RunGaps]:
     """Train every ladder rung of the profile as pairs (same seeds, initial weights and batches per pair) and
-    return one `ladder_point` per rung. The chapter's own size is not among them: its pairs are already trained.
+    return one `ladder_point` per rung, with the runs missing from any rung (`RunGaps`). The chapter's own size is
+    not among them: its pairs are already trained. A rung left with fewer than two complete pairs has no interval,
+    and is left out.
 
     Budget (cpu profile, 2 cores, the pool: two single-threaded trainings at a time). Median step times measured
     alone at load average ~10, LayerNorm / RMSNorm: width 128 depth 5 (1.06M) 0.89 / 0.75 s, width 112 depth 4
@@ -72,8 +79,13 @@ def scale_ladder_runs(settings: dict, devices: list[str] | None, margin: float) 
     # the largest rung's jobs first, so that the small ones fill the workers' idle time at the end
     rungs = sorted((rung_settings(settings, rung) for rung in settings["ladder"]), key=parameter_count, reverse=True)
     trained = train_many(rungs, devices, keep_weights=False)
-    points = [ladder_point(s, loss_parity(runs, margin), hardware_label(device)) for s, runs in zip(rungs, trained)]
-    return sorted(points, key=lambda point: point["parameters"])
+    points = [
+        ladder_point(s, loss_parity(runs, margin), hardware_label(device))
+        for s, runs in zip(rungs, trained)
+        if len(runs) >= 2 * len(NORMS)
+    ]
+    gaps = sum((runs.gaps for runs in trained), RunGaps())
+    return sorted(points, key=lambda point: point["parameters"]), gaps
 
 
 def _checked_extra_point(point: dict, index: int) -> dict:
