@@ -132,26 +132,24 @@ def answer(runs: Sequence[Run]) -> Finding:
     differing = [(run, caveat) for run, caveat in differing if caveat]
     code = [run.caveat for run in (chosen, *(run for run, _ in differing)) if run.caveat]
     caveats = tuple(dict.fromkeys([*decided.caveats, *(caveat for _, caveat in differing), *code]))
-    evidence = dict(
-        decided.evidence,
-        decided_on=chosen.name,
-        by_run={
-            run.name: {
-                "where": run.where,
-                "verdict": run.finding.verdict,
-                "key_number": run.finding.key_number,
-                "threshold": run.finding.threshold,
-                "spread": run.finding.spread,
-                "pairs": run.pairs,
-                "registered_pairs": run.registered_pairs,
-                "answers": run is chosen,
-                "summary": run.finding.summary,
-                "evidence": run.finding.evidence,
-            }
-            for run in runs
-        },
-    )
-    rule = ((decided.rule or "") + " " + RULE).strip()
+    by_run = {
+        run.name: {
+            "where": run.where,
+            "verdict": run.finding.verdict,
+            "key_number": run.finding.key_number,
+            "threshold": run.finding.threshold,
+            "spread": run.finding.spread,
+            "pairs": run.pairs,
+            "registered_pairs": run.registered_pairs,
+            "answers": run is chosen,
+            "summary": run.finding.summary,
+            "evidence": run.finding.evidence,
+        }
+        for run in runs
+    }
+    # a run alone has nothing to show beside it
+    evidence = dict(decided.evidence, decided_on=chosen.name, **({"by_run": by_run} if others else {}))
+    rule = ((decided.rule or "") + " " + RULE).strip() if others else decided.rule
     # one run's headline does not tell the combined verdict: the chapter writes it from this finding
     return replace(decided, summary=" ".join(text), evidence=evidence, rule=rule, headline=None, caveats=caveats)
 
