@@ -42,7 +42,9 @@ def scale_caveats(finding: Finding) -> list[str]:
 def test_without_a_gpu_run_this_build_answers_alone():
     alone = answer([cpu("holds")])
     assert alone.verdict == "holds" and alone.evidence["decided_on"] == "CPU" and scale_caveats(alone) == []
-    assert alone.caveats == ("its own",) and "by_run" not in alone.evidence and alone.summary == "On CPU: It holds there."
+    assert (
+        alone.caveats == ("its own",) and "by_run" not in alone.evidence and alone.summary == "On CPU: It holds there."
+    )
     assert RULE in answer([cpu("holds"), gpu("holds")]).rule
 
 
@@ -52,6 +54,7 @@ def test_a_gpu_study_below_its_registered_pairs_is_shown_and_this_build_answers(
     assert answering([cpu("holds"), short]).where == "CPU" and combined.evidence["decided_on"] == "CPU"
     assert combined.evidence["by_run"]["GPU"] == {**combined.evidence["by_run"]["GPU"], "pairs": 8, "answers": False}
     assert "has 8 of the 16 pairs its design registers, so it does not answer" in combined.summary
+    assert combined.summary.startswith("On CPU, which answers (the largest scale that meets its registered pairs):")
     assert scale_caveats(combined) == []  # both hold
     # its differing verdict is still named on the one this build answers
     against = answer([cpu("holds"), gpu("does not hold", pairs=8)])
@@ -63,7 +66,7 @@ def test_a_gpu_study_that_meets_its_pairs_answers_and_agreement_adds_nothing():
     combined = answer([cpu("holds"), gpu("holds", pairs=20)])
     assert combined.evidence["decided_on"] == "GPU" and combined.verdict == "holds"
     assert scale_caveats(combined) == [] and combined.summary.startswith(
-        "On GPU, which answers (the largest scale that meets its registered 16 pairs): It holds there."
+        "On GPU, which answers (the largest scale that meets its registered pairs, with 20 of 16): It holds there."
     )
     assert combined.evidence["mine"] == "holds" and combined.headline is None  # the answering run's evidence
 
@@ -107,8 +110,10 @@ def test_at_one_scale_the_identifiable_code_answers_then_the_unchanged_then_the_
     assert answering([cpu("holds"), dirty, changed, fresh]).where == "GPU d"
     twin = Run("GPU e", _finding("holds"), scale=1)
     assert answering([cpu("holds"), fresh, twin]).where == "GPU d"  # the order given: file name
-    split = answer([cpu("holds"), changed, Run("GPU b", _finding("does not hold"), scale=1, identified=False)])
+    apart = [cpu("holds"), changed, Run("GPU b", _finding("does not hold"), scale=1, identified=False)]
+    split = answer(apart)
     assert scale_caveats(split) == ["differs between runs at one scale: 'holds' on GPU c, 'does not hold' on GPU b"]
+    assert "| yes | holds (runs differ) |" in side_by_side({"B9": (apart, split)})
 
 
 def test_a_stale_run_carries_its_code_caveat_on_every_verdict_it_answers_or_qualifies():

@@ -98,12 +98,14 @@ def _number(f: Finding) -> str:
     return text + ("" if f.spread is None else f", spread {f.spread:.2g}") + ")"
 
 
-def _why(answer: Run) -> str:
+def _why(answer: Run, runs: Sequence[Run]) -> str:
     if not answer.meets_registration:
         return "this build's run: no run meets its registered pairs"
     if answer.registered_pairs is not None:
-        return f"the largest scale that meets its registered {answer.registered_pairs} pairs"
-    return "the largest scale that measured the claim"
+        return f"the largest scale that meets its registered pairs, with {answer.pairs} of {answer.registered_pairs}"
+    if any(run.registered_pairs is not None for run in runs):
+        return "the largest scale that meets its registered pairs"
+    return "the largest scale that measured the claim's cases"
 
 
 def _not_answering(run: Run, answer: Run) -> str:
@@ -121,7 +123,7 @@ def answer(runs: Sequence[Run]) -> Finding:
     chosen = answering(runs)
     decided = chosen.finding
     others = [run for run in runs if run is not chosen]
-    why = f", which answers ({_why(chosen)})" if others else ""
+    why = f", which answers ({_why(chosen, runs)})" if others else ""
     text = [f"On {chosen.where}{why}: {decided.summary}"]
     text += [
         f"On {run.where}, which {_not_answering(run, chosen)}, the verdict is '{run.finding.verdict}'"
@@ -175,8 +177,9 @@ def side_by_side(claims: dict[str, tuple[Sequence[Run], Finding]]) -> str:
     ]
     for claim, (runs, combined) in claims.items():
         chosen = answering(runs)
-        scale = [c for c in combined.caveats if c.startswith(("depends on scale", "differs between runs"))]
-        shown = combined.verdict + (" (depends on scale)" if scale else "")
+        scale = any(c.startswith("depends on scale") for c in combined.caveats)
+        apart = any(c.startswith("differs between runs") for c in combined.caveats)
+        shown = combined.verdict + (" (depends on scale)" if scale else " (runs differ)" if apart else "")
         for run in runs:
             f = run.finding
             lines.append(
