@@ -37,7 +37,10 @@ def finding(claim_id, verdict, key, threshold, spread=None, **evidence):
 def fused_q2(key, verdict):
     by_run = {
         "Test CPU (2 cores)": {"key_number": 0.001, "where": "this run's Test CPU (2 cores)"},
-        "NVIDIA H200 [gpu-bench.json]": {"key_number": key, "where": "the NVIDIA H200 (gpu-bench.json, commit 12a0522)"},
+        "NVIDIA H200 [gpu-bench.json]": {
+            "key_number": key,
+            "where": "the NVIDIA H200 (gpu-bench.json, commit 12a0522)",
+        },
     }
     return finding("Q2", verdict, key, 0.1, 0.02, decided_on="NVIDIA H200 [gpu-bench.json]", by_run=by_run)
 

@@ -11,7 +11,9 @@ verdict stands; where another run's own verdict differs, in either direction, it
 caveat naming both (at one scale, "differs between runs at one scale"). Every run is kept in the evidence
 (`by_run`) and the summary names the hardware behind every number. A committed run whose code this tree has since
 changed, or cannot identify (its `caveat`), carries that caveat to every page that shows a verdict it answers or
-puts a caveat on. `deciding_machine` and `machines_span` say the same in the opening page's sentences.
+puts a caveat on. Two bench files are never pooled, even from one code: a case's time is the median of one
+run's repeats, and the harness defines no median across files, so each is its own run, shown beside the others.
+`deciding_machine` and `machines_span` say the same in the opening page's sentences.
 """
 
 from __future__ import annotations
