@@ -149,8 +149,9 @@ def answer(runs: Sequence[Run]) -> Finding:
         }
         for run in runs
     }
-    # a run alone has nothing to show beside it
-    evidence = dict(decided.evidence, decided_on=chosen.name, **({"by_run": by_run} if others else {}))
+    evidence = dict(decided.evidence, decided_on=chosen.name)
+    if others:  # a run alone has nothing to show beside it
+        evidence["by_run"] = by_run
     rule = ((decided.rule or "") + " " + RULE).strip() if others else decided.rule
     # one run's headline does not tell the combined verdict: the chapter writes it from this finding
     return replace(decided, summary=" ".join(text), evidence=evidence, rule=rule, headline=None, caveats=caveats)
