@@ -15,10 +15,14 @@
 #
 # Those claims are about GPUs, and this chapter's live run is on whatever machine builds the book. So each
 # claim is judged by the same rule on every run measured: this run, and the GPU runs (this run if it has a
-# GPU, else every GPU profile committed under `data/`, see {ref}`speed-gpu`). **The newest GPU run decides**
-# where it could test the claim; where another run's own verdict (this run's, or another GPU run's) is "does
-# not hold", a "holds" becomes "holds with caveats". Every verdict names the hardware and run behind each
-# number. With no GPU run, this run decides alone.
+# GPU, else every GPU profile committed under `data/`, see {ref}`speed-gpu`). **Which run answers is fixed before
+# any is read:** a GPU run, where it could measure the claim's cases, else this run. Of several GPU runs, the one
+# whose code can be identified answers, then the one whose code this tree still has, then the first by file name;
+# never the newest, and never the one with the narrower spread. The answering run's own verdict stands. Where
+# another run's own verdict differs, in either direction, the verdict carries a "depends on scale" caveat naming
+# both, and a run whose code has changed since it was measured, or cannot be identified, says so on every verdict it
+# answers. Every run is shown, and every verdict names the hardware and run behind each number. With no GPU run,
+# this run answers alone.
 
 # %% tags=["parameters", "remove-cell"]
 profile, overrides = "smoke", {}  # overrides: settings that replace the profile's (`make book SET=...`)

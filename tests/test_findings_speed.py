@@ -122,7 +122,7 @@ def test_gpu_results_dir_defaults_to_data_and_follows_the_environment(monkeypatc
 # ---- measuring
 
 
-def test_measure_saves_the_run_and_weighs_committed_gpu_runs_newest_first(tmp_path, monkeypatch):
+def test_measure_saves_the_run_and_weighs_every_committed_gpu_run(tmp_path, monkeypatch):
     older, newer = _gpu_document("Old GPU", "2025-01-01T00:00:00+00:00"), _gpu_document("New GPU")
     run = _run(tmp_path, monkeypatch, [newer, older])
     assert run.bench_file == tmp_path / "bench" / "speed-smoke.json" and run.bench_file.exists()
@@ -130,7 +130,7 @@ def test_measure_saves_the_run_and_weighs_committed_gpu_runs_newest_first(tmp_pa
     assert len(run.timed) == len(CASES) - 1 and run.unstable == [
         "sweep rms eager float32 8192x64 alloc: sd 40% of the median"
     ]
-    assert [m.hardware for m in run.gpu_runs] == ["New GPU", "Old GPU"] and run.gpu is run.gpu_runs[0]
+    assert [m.hardware for m in run.gpu_runs] == ["New GPU", "Old GPU"] and run.gpu is run.gpu_runs[0]  # by name
     assert not run.live.on_gpu and _run(tmp_path / "none", monkeypatch).gpu is None
 
 
@@ -141,7 +141,7 @@ def test_measurement_text_counts_cases_and_names_the_deciding_gpu_run(tmp_path, 
     assert text.startswith("Measured on Test CPU (2 CPU cores), torch 2.9, 2026-01-02T03:04:05+00:00, in 42 s:")
     assert f"{len(CASES) - 1} cases timed, 1 re-measured, **1 left unstable**" in text
     assert "1 of 2 same-path pairs agree" in text and "{ref}`same-path table <tab-speed-same-path>`" in text
-    assert "weigh 1 GPU run(s), decided on Test GPU, gpu-bench-0.json (commit fedcba987654;" in text
+    assert "weigh 1 GPU run(s), first answered by Test GPU, gpu-bench-0.json (commit fedcba987654;" in text
     alone = method.measurement_text(_run(tmp_path / "none", monkeypatch), pd.DataFrame())
     assert "0 of 0 same-path pairs" in alone and alone.endswith(
         "No GPU run is committed, so the verdicts rest on this run alone."
@@ -184,11 +184,12 @@ def test_forward_filters_keep_the_sweeps_allocating_cases_and_drop_the_copies():
 def test_gpu_runs_text_gives_each_runs_role_and_backends(tmp_path, monkeypatch):
     run = _run(tmp_path, monkeypatch, [_gpu_document("New GPU"), _gpu_document("Old GPU", "2025-01-01T00:00:00+00:00")])
     text = on_gpu.gpu_runs_text(run.gpu_runs, run.live)
-    assert text.startswith("GPU runs weighed by the verdicts, the newest first:")
+    assert text.startswith("GPU runs weighed by the verdicts, in the order the rule ranks them (code that can be")
+    assert "never the newest" in text
     decides, checks = text.split("\n\n")[1].split("\n")
-    assert decides.startswith("- **gpu-bench-0.json** (decides the verdicts): measured on New GPU")
+    assert decides.startswith("- **gpu-bench-0.json** (answers each claim whose cases it measured): measured on New")
     assert (
-        checks.startswith("- **gpu-bench-1.json** (checks them)")
+        checks.startswith("- **gpu-bench-1.json** (shown beside it; answers only a claim the runs above could not")
         and "Backends timed: eager, partial, torch." in decides
     )
     assert "**1 left unstable**" in decides

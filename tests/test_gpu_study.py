@@ -141,22 +141,6 @@ def test_an_unknown_commit_is_checked_with_git():
     assert not G.commit_known("f" * 40)
 
 
-# ---- the combination rule ---------------------------------------------------------------------------------
-
-
-def _side(verdict: str, power: float | None, gpu: bool) -> G.Side:
-    return G.Side("GPU" if gpu else "CPU", Finding(verdict, f"{verdict} here.", {}, 0.01, 0.02, 0.005), power, gpu)
-
-
-def test_the_run_with_more_power_decides_and_the_other_adds_a_caveat():
-    combined = G.weigh(_side("does not hold", 1.5, False), _side("holds", 0.5, True))
-    assert combined.verdict == "holds with caveats" and combined.evidence["decided_on"] == "GPU"
-    assert "adds the caveat" in combined.summary
-    combined = G.weigh(_side("not testable here", 0.8, False), _side("holds", 2.0, True))
-    assert combined.verdict == "not testable here" and combined.evidence["decided_on"] == "CPU"
-    assert G.weigh(_side("holds", 0.8, False), None).summary == "holds here."
-
-
 def test_the_quality_chapter_weighs_a_committed_study_with_its_own_rule(tiny, tmp_path):
     pd = pytest.importorskip("pandas")
     from normlab.analysis.quality import loss_parity
@@ -178,11 +162,16 @@ def test_the_quality_chapter_weighs_a_committed_study_with_its_own_rule(tiny, tm
     )
     a9 = Finding("does not hold", "cpu.", {}, 0.1, 0.02, 0.01)
     b7 = Finding("not testable here", "cpu.", {}, 0.97, 0.95, 0.01)
+    pairs = E.PROFILES["tiny"]["quality"]["seeds"]
     new_a9, new_b7, table = committed_gpu.quality_claims([study], a9, b7, cpu)
     expected = loss_parity.final_loss_verdict(parity)[0]
     assert new_a9.evidence["by_run"][study.label]["verdict"] == expected  # the chapter's own rule on the GPU runs
-    assert new_a9.evidence["decided_on"] in (study.label, "CPU")
-    assert "| A9 |" in table and "| B7 |" in table and study.label in table
+    # the tiny study has 3 of the 16 pairs the GPU design registers: this run answers, the study shown beside it
+    assert new_a9.evidence["decided_on"] == "CPU" and new_a9.evidence["by_run"][study.label]["pairs"] == pairs
+    assert "| A9 |" in table and "| B7 |" in table and study.label in table and f"| {pairs} of 16 |" in table
+    # registered at the tiny study's own pairs, it answers
+    answered, _, _ = committed_gpu.quality_claims([study], a9, b7, cpu, registered={"A9": pairs, "B7": pairs})
+    assert answered.evidence["decided_on"] == study.label and answered.verdict == expected
     same_a9, _, sentence = committed_gpu.quality_claims([], a9, b7, cpu)
     assert "No GPU study is committed" in sentence
     # this run's verdict unchanged, with the opening page's sentence written from it
@@ -243,11 +232,11 @@ def _pair_finding(verdict: str, key: str, half_width: float) -> Finding:
     return Finding(verdict, f"CPU says {verdict}.", {key: pair}, 0.0, 0.02, half_width / 2)
 
 
-def _depth_weighed(tmp_path, document: dict, **cpu: Finding):
+def _depth_weighed(tmp_path, document: dict, name: str = "gpu-study.json", **cpu: Finding):
     from normlab.analysis.depth import committed_gpu
     from test_findings_depth import synthetic_init
 
-    _write(tmp_path, document)
+    _write(tmp_path, document, name)
     studies = G.committed(tmp_path, corpus_sha256=DEPTH_CORPUS.sha256, known=lambda commit: True)
     mine = {
         "B17": _pair_finding("holds", "paired_pre_minus_post_rms", 0.05),
@@ -262,23 +251,34 @@ def _depth_weighed(tmp_path, document: dict, **cpu: Finding):
     return studies[0], mine, weighed, text
 
 
-def test_the_depth_chapter_lets_the_narrower_gpu_interval_decide(tmp_path):
+def test_the_depth_chapter_lets_a_gpu_study_that_meets_its_pairs_answer(tmp_path):
     study, mine, weighed, text = _depth_weighed(tmp_path, _depth_document(post_rms_shift=0.06, noise=0.002))
     b18 = weighed["B18"]
     assert b18.evidence["decided_on"] == study.label and b18.evidence["train_depth"] == 48  # the deepest depth
     assert b18.verdict == b18.evidence["by_run"][study.label]["verdict"] == "holds"  # worse beyond the margin
+    assert b18.evidence["by_run"][study.label]["pairs"] == 8 == G.registered_pairs()["B18"]
     assert b18.evidence["by_run"]["CPU"]["verdict"] == "not testable here"
+    assert not [c for c in b18.caveats if c.startswith("depends on scale")]  # "not testable here" is no verdict
     assert weighed["B17"].evidence["train_depth"] == 24  # the no-warm-up runs are at 24 blocks only
     assert "| B18 | Test GPU" in text and "judged at 48 blocks" in text and "at 24 blocks" in text
+    # the ablation has 8 of the 12 pairs the design registers: this run answers B19, the study shown beside it
+    b19 = weighed["B19"]
+    assert b19.evidence["decided_on"] == "CPU" and b19.evidence["by_run"][study.label]["registered_pairs"] == 12
 
 
-def test_a_gpu_does_not_hold_leaves_a_cpu_holds_with_caveats(tmp_path):
-    narrow = _pair_finding("holds", "paired_post_rms_minus_layer", 0.001)
+def test_a_gpu_does_not_hold_against_a_cpu_holds_stands_with_a_depends_on_scale_caveat(tmp_path):
+    narrow = _pair_finding("holds", "paired_post_rms_minus_layer", 0.001)  # however narrow this run's interval
     study, mine, weighed, text = _depth_weighed(tmp_path, _depth_document(0.0, noise=0.004), B18=narrow)
     b18 = weighed["B18"]
     assert b18.evidence["by_run"][study.label]["verdict"] == "does not hold"  # the GPU interval sits inside ±0.02
-    assert b18.evidence["decided_on"] == "CPU" and b18.verdict == "holds with caveats"
-    assert f"The result on {study.label} adds the caveat." in b18.summary
+    assert b18.evidence["decided_on"] == study.label and b18.verdict == "does not hold"
+    assert f"depends on scale: 'does not hold' on {study.label}, 'holds' on CPU" in b18.caveats
+    assert "(depends on scale)" in text
+    # the reverse: a GPU "holds" against a CPU "does not hold" is treated alike
+    against = _pair_finding("does not hold", "paired_post_rms_minus_layer", 0.001)
+    study, _, weighed, _ = _depth_weighed(tmp_path, _depth_document(0.06, noise=0.002), B18=against)
+    assert weighed["B18"].verdict == "holds"
+    assert f"depends on scale: 'holds' on {study.label}, 'does not hold' on CPU" in weighed["B18"].caveats
 
 
 def test_a_tiny_study_is_refused_outside_the_tests(tmp_path, monkeypatch):
@@ -294,19 +294,15 @@ def test_a_study_whose_code_is_not_this_trees_is_labelled_on_every_verdict_it_sh
     study, mine, weighed, text = _depth_weighed(tmp_path, foreign)
     label = "gpu-study.json: measured at 0000000; since then 1 file of the GPT testbed changed, not yet re-measured"
     assert study.code_caveat == label
-    decided_there = [claim for claim, f in weighed.items() if f.evidence.get("decided_on") == study.label]
-    assert "B18" in decided_there and all(weighed[claim].caveats == (label,) for claim in decided_there)
-    # this run decides B17 (a narrower interval) and the study's own "holds" adds nothing: no label
-    narrow_b17 = _pair_finding("holds", "paired_pre_minus_post_rms", 0.0001)
-    _, _, weighed, _ = _depth_weighed(tmp_path, foreign, B17=narrow_b17)
-    assert weighed["B17"].evidence["decided_on"] == "CPU"
-    assert weighed["B17"].evidence["by_run"][study.label]["verdict"] != "does not hold"
-    assert weighed["B17"].caveats == ()
-    # this run decides, and the study's "does not hold" adds the caveat: the study shaped the verdict, so labelled
-    narrow = _pair_finding("holds", "paired_post_rms_minus_layer", 0.001)
-    shifted = {**_depth_document(0.0, noise=0.004), FINGERPRINT_KEY: {"gpt/model.py": "0" * 64}}
-    _, _, weighed, _ = _depth_weighed(tmp_path, shifted, B18=narrow)
-    assert weighed["B18"].verdict == "holds with caveats" and weighed["B18"].caveats == (label,)
+    answered_there = [claim for claim, f in weighed.items() if f.evidence.get("decided_on") == study.label]
+    assert "B18" in answered_there and all(label in weighed[claim].caveats for claim in answered_there)
+    # B19: this run answers (8 of 12 pairs) and the study's verdict differs: its caveat rests on the study, labelled
+    b19 = weighed["B19"]
+    assert b19.evidence["decided_on"] == "CPU" and label not in b19.caveats  # "not testable here" here: no caveat
+    differing = _pair_finding("holds", "interaction", 0.001)
+    _, _, weighed, _ = _depth_weighed(tmp_path, foreign, B19=differing)
+    assert weighed["B19"].evidence["decided_on"] == "CPU" and weighed["B19"].verdict == "holds"
+    assert label in weighed["B19"].caveats and any(c.startswith("depends on scale") for c in weighed["B19"].caveats)
     # a study trained with this tree's code: no label
     same = {**_depth_document(0.06, 0.002), FINGERPRINT_KEY: loaded_source()}
     _, _, weighed, _ = _depth_weighed(tmp_path, same)
@@ -318,7 +314,7 @@ def test_b19_on_gpu_skips_the_swaps_it_could_not_batch(tmp_path):
     gpu_b19 = weighed["B19"].evidence["by_run"][study.label]
     assert gpu_b19["verdict"] == "does not hold"  # the double swap adds up exactly
     assert "Not run here: swiglu→gelu, rope→learned." in gpu_b19["summary"]
-    assert weighed["B19"].evidence["absent_swaps"] == ["swiglu→gelu", "rope→learned"]
+    assert gpu_b19["evidence"]["absent_swaps"] == ["swiglu→gelu", "rope→learned"]
     assert "swiglu→gelu, rope→learned not run (they change the model's shapes" in text
     without_double = _depth_document(0.06, 0.002, ablation_labels=("llama", "rms→layer", "pre→post"))
     _, mine, weighed, text = _depth_weighed(tmp_path, without_double)

@@ -36,14 +36,15 @@ def finding(claim_id, verdict, key, threshold, spread=None, **evidence):
 
 
 def fused_q2(key, verdict):
-    by_hardware = {
-        "Test CPU (2 cores)": {"key_number": 0.001, "source": "this run"},
-        "NVIDIA H200 [gpu-bench.json]": {"key_number": key, "source": "gpu-bench.json"},
+    by_run = {
+        "Test CPU (2 cores)": {"key_number": 0.001, "where": "this run's Test CPU (2 cores)"},
+        "NVIDIA H200 [gpu-bench.json]": {
+            "key_number": key,
+            "where": "the NVIDIA H200 (gpu-bench.json, commit 12a0522)",
+        },
     }
     fused = {"triton": {"median": key, "sd": 0.01, "points": 8}, "compile": {"median": key, "sd": 0.01, "points": 4}}
-    return finding(
-        "Q2", verdict, key, 0.1, 0.02, decided_on="NVIDIA H200 [gpu-bench.json]", by_hardware=by_hardware, fused=fused
-    )
+    return finding("Q2", verdict, key, 0.1, 0.02, decided_on="NVIDIA H200 [gpu-bench.json]", by_run=by_run, fused=fused)
 
 
 @pytest.mark.parametrize("verdict", VERDICTS)
@@ -63,7 +64,8 @@ def test_q2_names_the_machine_and_the_cases_of_each_number():
     # the H200's number stands with the H200, the CPU's with the CPU: no range mixes the two under one machine
     assert q2 == (
         "Once both norms are fused, RMSNorm and LayerNorm differ by 5.9% of LayerNorm's time on the NVIDIA H200 "
-        "(gpu-bench.json), the median over its 12 fused cases at the training batch, under the 10% this book counts "
+        "(gpu-bench.json, commit 12a0522), the median over its 12 fused cases at the training batch, under the 10% this "
+        "book counts "
         "as an advantage: not the 10–50% that article A quotes. Beside it, and not deciding: 0.10% on this build's "
         "Test CPU (2 cores)."
     )
@@ -72,7 +74,7 @@ def test_q2_names_the_machine_and_the_cases_of_each_number():
     cpu.evidence["decided_on"], cpu.key_number = "Test CPU (2 cores)", 0.001
     cpu_first = q2_headline(cpu)
     assert "differ by 0.10% of LayerNorm's time on this build's Test CPU (2 cores), the median over its 12" in cpu_first
-    assert cpu_first.endswith("Beside it, and not deciding: 5.9% on the NVIDIA H200 (gpu-bench.json).")
+    assert cpu_first.endswith("Beside it, and not deciding: 5.9% on the NVIDIA H200 (gpu-bench.json, commit 12a0522).")
     q2 = q2_headline(fused_q2(0.15, "does not hold"))
     assert "differ by 15% of LayerNorm's time" in q2 and "over the 10%" in q2 and "real advantage" in q2
 

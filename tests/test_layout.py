@@ -293,7 +293,7 @@ def chapters_evidence_keys() -> set[str]:
 def test_the_ledger_and_the_pages_name_no_evidence_key_of_any_chapter():
     keys = chapters_evidence_keys()
     # the keys the ledger's headline writers once read, now each chapter's own
-    assert {"decided_on", "by_hardware", "deepest_init_depth", "exponent_pre_xiong_init", "saturation"} <= keys
+    assert {"decided_on", "by_run", "deepest_init_depth", "exponent_pre_xiong_init", "saturation"} <= keys
     found = named_evidence({p.relative_to(PACKAGE).as_posix(): p.read_text() for p in PAGE_BUILDERS}, keys)
     assert not found, (
         "the pages read findings as data (meaning, unit, headline), not a chapter's evidence:\n" + "\n".join(found)

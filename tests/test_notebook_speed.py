@@ -128,12 +128,12 @@ def test_verdicts_weigh_the_gpu_run_and_name_the_hardware_of_each_number(speed_r
     result, _, _ = speed_run
     for claim in result["claims"]:
         assert "Synthetic Test GPU" in claim["summary"], claim["id"]
-    weighed = [c for c in result["claims"] if "by_hardware" in c["evidence"]]
+    weighed = [c for c in result["claims"] if "by_run" in c["evidence"]]
     assert {c["id"] for c in weighed} == SPEED_CLAIMS - {"A8", "B6"}
     for claim in weighed:
-        assert "Synthetic Test GPU" in claim["evidence"]["by_hardware"], claim["id"]
-        assert len(claim["evidence"]["by_hardware"]) == 2
-        decided = claim["evidence"]["by_hardware"][claim["evidence"]["decided_on"]]
+        assert "Synthetic Test GPU" in claim["evidence"]["by_run"], claim["id"]
+        assert len(claim["evidence"]["by_run"]) == 2
+        decided = claim["evidence"]["by_run"][claim["evidence"]["decided_on"]]
         assert decided["key_number"] == claim["key_number"], claim["id"]
     a8 = next(c for c in result["claims"] if c["id"] == "A8")
     assert a8["evidence"]["gpu_hardware"] == "Synthetic Test GPU"
@@ -178,7 +178,7 @@ def test_without_a_gpu_file_the_chapter_decides_on_this_run_alone(cpu_only_run):
     assert sorted(c["id"] for c in result["claims"]) == sorted(SPEED_CLAIMS)
     for claim in result["claims"]:
         assert claim["verdict"] in VERDICTS
-        assert "by_hardware" not in claim["evidence"] and "gpu_hardware" not in claim["evidence"], claim["id"]
+        assert "by_run" not in claim["evidence"] and "gpu_hardware" not in claim["evidence"], claim["id"]
         assert "GPU run" not in claim["summary"]
     notebook = json.loads((root / "ex" / "speed.ipynb").read_text())
     executed = _outputs(notebook)

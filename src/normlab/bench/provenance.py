@@ -3,7 +3,7 @@
 The chapter shows these beside its live CPU run. Nothing is estimated: no
 file, no GPU rows. A committed file is checked against this tree's code
 (`normlab.runtime.code_identity`): where the code it timed has changed since,
-or cannot be identified, its `caveat` says so, and so does every verdict it decides.
+or cannot be identified, its `caveat` says so, and so does every verdict it answers.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from normlab.bench import harness, report
-from normlab.runtime.code_identity import BENCH_CODE, check_code
+from normlab.runtime.code_identity import BENCH_CODE, CodeCheck, check_code
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ class Measured:
     started: str = ""
     commit: str = ""
     caveat: str | None = None  # why its times may not describe this tree's code; None where they do
+    code_identified: bool = True  # False where the code it timed cannot be identified (a '-dirty' file, say)
 
     @property
     def unstable_count(self) -> int:
@@ -64,6 +65,7 @@ def measured(document: dict, source: str = "this run") -> Measured:
     """A results document (live or loaded) as a `Measured`, its hardware read from the document itself."""
     # a gpu-profile document is a GPU run by what it was made for (the tests' synthetic one is timed on a CPU)
     on_gpu = document.get("device") == "cuda" or document.get("profile") == "gpu"
+    code = CodeCheck("") if source == "this run" else check_code(document, BENCH_CODE)
     return Measured(
         frame=report.frame(document),
         hardware=hardware_name(document),
@@ -72,7 +74,8 @@ def measured(document: dict, source: str = "this run") -> Measured:
         source=source,
         started=str(document.get("started", "")),
         commit=short_commit(document),
-        caveat=None if source == "this run" else check_code(document, BENCH_CODE).caveat,
+        caveat=code.caveat,
+        code_identified=code.unidentified is None,
     )
 
 

@@ -1,8 +1,10 @@
-"""Section "The committed GPU study (B17, B18, B19)": a committed GPU study's runs judged by the same rules
-and weighed beside this run (`normlab.analysis.shared.gpu_study.weigh`)."""
+"""Section "The committed GPU study (B17, B18, B19)": each committed GPU study's runs judged by the same rules,
+shown beside this run, and one verdict made of them by the one rule for several runs
+(`normlab.analysis.shared.scale_rule`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 import pandas as pd
@@ -12,14 +14,11 @@ from normlab.analysis.depth.initialisation import InitStudy
 from normlab.analysis.depth.interlock import ablation_study, b19_finding, interaction_text
 from normlab.analysis.depth.post_ln_decay import b18_finding, b18_headline, b18_measures
 from normlab.analysis.depth.training_at_depth import TrainingStudy, job_outcome
+from normlab.analysis.shared import scale_rule
+from normlab.analysis.shared.gpu_study import complete_seeds
 from normlab.analysis.shared.paired import interval_text
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import NATS_PER_BYTE
-
-# The paired interval each verdict turns on, by its key in the finding's evidence: its half-width over the margin is
-# the run's power (`gpu_study.weigh`). B17's only interval is the pre − post loss pair.
-POWER_EVIDENCE = {"B17": "paired_pre_minus_post_rms", "B18": "paired_post_rms_minus_layer", "B19": "interaction"}
-
 
 GPU_ABSENT_WHY = "they change the model's shapes, and the GPU study trains each batch of models at one shape"
 
@@ -65,9 +64,15 @@ def deciding_depth(outcome: dict, claim: str) -> int | None:
     return max(usable) if usable else None
 
 
+def paired_at(outcome: dict, depth: int) -> list[dict]:
+    """A `placement_depth` experiment's paired runs at `depth`: the pairs B17 and B18 are judged on."""
+    return [r for r in outcome["runs"] if r["tag"]["depth"] == depth and r["tag"]["setting"] == "paired"]
+
+
 def _gpu_placement_findings(study, init, settings, margin, b17_rule, b18_rule, corpus) -> tuple[dict, list[str]]:
-    """B17 and B18 through the chapter's own measures on the GPU runs at their deciding depths; the
-    initialisation half is this run's `init` (the GPU study trains only). Also a line per other depth."""
+    """B17 and B18 through the chapter's own measures on the GPU runs at their deciding depths, each with the
+    pairs it was judged on; the initialisation half is this run's `init` (the GPU study trains only). Also a line
+    per other depth."""
     outcome = study.experiment("placement_depth")
     entropy, findings, notes = corpus.unigram_entropy_nats, {}, []
     depths = sorted({r["tag"]["depth"] for r in outcome["runs"]})
@@ -79,12 +84,13 @@ def _gpu_placement_findings(study, init, settings, margin, b17_rule, b18_rule, c
         training = gpu_training(outcome, depth, entropy)
         if claim == "B17":
             numbers = b17_measures(init, training, settings, margin)
-            findings[claim] = b17_finding(
+            finding = b17_finding(
                 numbers, deepest=init.deepest, deep=depth, margin=margin, **b17_rule, corpus_sha256=corpus.sha256
             )
         else:
             numbers = b18_measures(init, training, margin)
-            findings[claim] = b18_finding(numbers, deep=depth, deepest=init.deepest, margin=margin, **b18_rule)
+            finding = b18_finding(numbers, deep=depth, deepest=init.deepest, margin=margin, **b18_rule)
+        findings[claim] = (finding, complete_seeds(paired_at(outcome, depth)))
         others = [
             f"at {d} blocks "
             + interval_text(b18_measures(init, gpu_training(outcome, d, entropy), margin)["pair"], NATS_PER_BYTE)
@@ -103,7 +109,7 @@ def _gpu_placement_findings(study, init, settings, margin, b17_rule, b18_rule, c
     return findings, notes
 
 
-def _gpu_ablation_finding(study, corpus, margin) -> tuple[Finding | None, list[str]]:
+def _gpu_ablation_finding(study, corpus, margin) -> tuple[tuple[Finding, int] | None, list[str]]:
     outcome = study.experiment("ablation")
     ablation = ablation_study(gpu_ablation(outcome, corpus.unigram_entropy_nats), margin)
     why = f" ({GPU_ABSENT_WHY})" if ablation.absent else ""
@@ -113,7 +119,7 @@ def _gpu_ablation_finding(study, corpus, margin) -> tuple[Finding | None, list[s
     s = outcome["settings"]
     finding = b19_finding(ablation, depth=s["depth"], steps=s["steps"], seeds=s["seeds"], margin=margin)
     notes = [f"B19 on GPU: {', '.join(ablation.absent)} not run{why}."] if ablation.absent else []
-    return finding, notes
+    return (finding, complete_seeds(outcome["runs"])), notes
 
 
 def depth_claims(
@@ -127,41 +133,39 @@ def depth_claims(
     b18_rule: dict,
     corpus,
     where: str,
+    registered: Mapping[str, int] | None = None,
 ) -> tuple[dict[str, Finding], str]:
-    """B17, B18 and B19 weighed: the newest committed GPU study's runs through this chapter's own measures and
-    findings, each combined with this run's finding (`cpu_findings`) by `gpu_study.weigh`. Returns the findings to
-    record (this run's, unchanged, for a claim the study did not measure) and the markdown to show."""
+    """B17, B18 and B19 answered by the scale rule: every committed GPU study's runs through this chapter's own
+    measures and findings, beside this run's finding (`cpu_findings`). `registered`: claim -> the pairs a GPU study
+    must reach to answer (default: the GPU design's, `gpu_study.registered_pairs`). Returns the findings to record
+    (this run's, unchanged, for a claim no study measured) and the markdown to show."""
     from normlab.analysis.shared import gpu_study
 
     if not studies:
         return with_headlines(cpu_findings), gpu_study.none_committed("placement_depth", studies)
-    gpu_findings, notes, sentences = {}, [], []
-    study_of = {}
+    registered = gpu_study.registered_pairs() if registered is None else registered
+    runs = {claim: [gpu_study.this_build(where, finding)] for claim, finding in cpu_findings.items()}
+    notes, sentences = [], []
     for experiment in ("placement_depth", "ablation"):
-        study = gpu_study.latest_with(studies, experiment)
-        if study is None:
+        found = gpu_study.studies_with(studies, experiment)
+        if not found:
             sentences.append(gpu_study.none_committed(experiment, studies))
-            continue
-        if experiment == "placement_depth":
-            found, said = _gpu_placement_findings(study, init, settings, margin, b17_rule, b18_rule, corpus)
-        else:
-            finding, said = _gpu_ablation_finding(study, corpus, margin)
-            found = {} if finding is None else {"B19": finding}
-        gpu_findings.update(found)
-        study_of.update(dict.fromkeys(found, study))
-        notes += said
+        for study in found:
+            if experiment == "placement_depth":
+                measured, said = _gpu_placement_findings(study, init, settings, margin, b17_rule, b18_rule, corpus)
+            else:
+                one, said = _gpu_ablation_finding(study, corpus, margin)
+                measured = {} if one is None else {"B19": one}
+            notes += [f"{study.source}: {line}" for line in said] if len(found) > 1 else said
+            for claim, (finding, pairs) in measured.items():
+                run = gpu_study.gpu_run(study, finding, pairs=pairs, registered=registered.get(claim))
+                runs[claim].append(run)
     combined, sides = dict(cpu_findings), {}
-    for claim, gpu in gpu_findings.items():
-        mine = cpu_findings[claim]
-        cpu_side = gpu_study.Side(
-            where, mine, gpu_study.interval_power(mine.evidence.get(POWER_EVIDENCE[claim])), False
-        )
-        gpu_side = gpu_study.Side.of_study(
-            study_of[claim], gpu, gpu_study.interval_power(gpu.evidence.get(POWER_EVIDENCE[claim]))
-        )
-        combined[claim] = gpu_study.weigh(cpu_side, gpu_side)
-        sides[claim] = (cpu_side, gpu_side, combined[claim])
-    parts = [gpu_study.side_by_side(sides)] if sides else []
+    for claim, each in runs.items():
+        if len(each) > 1:
+            combined[claim] = scale_rule.answer(each)
+            sides[claim] = (each, combined[claim])
+    parts = [scale_rule.side_by_side(sides)] if sides else []
     parts += [" ".join(notes + sentences)] if notes or sentences else []
     return with_headlines(combined), "\n\n".join(parts)
 

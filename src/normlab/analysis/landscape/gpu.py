@@ -1,18 +1,17 @@
-"""The GPU study beside this run: a committed GPU study's runs judged by this chapter's own V2-V4 rules, and
-combined with this run's findings by the shared rule (`landscape_gpu_claims`).
+"""The GPU study beside this run: each committed GPU study's runs judged by this chapter's own V2-V4 rules, shown
+beside this run's findings, and one verdict made of them by the one rule for several runs
+(`normlab.analysis.shared.scale_rule`, in `landscape_gpu_claims`).
 """
 
 from __future__ import annotations
 
 import math
-
-import numpy as np
+from collections.abc import Mapping
 
 from normlab.analysis.landscape.curse_of_depth import depth_claim
 from normlab.analysis.landscape.method import Landscape
 from normlab.analysis.landscape.placement import placement_claim, placement_measures
 from normlab.analysis.landscape.qk_norm import final_logits, qk_claim
-from normlab.study.findings import Finding
 
 GPU_EXPERIMENTS = {"V2": "placements", "V3": "width", "V4": "depth_scaling"}  # normlab.gpt.experiments' names
 V1_NEEDS = ("rms-authors", "dyt-authors", "layer")  # V1's primary pair and its LayerNorm caveat
@@ -69,32 +68,6 @@ def gpu_landscape(outcome: dict, corpus, *, loss_margin: float, usable_tolerance
     )
 
 
-def placement_power(finding: Finding) -> float | None:
-    """V2's power: the half-width of the 95% t-interval over seeds of the weaker output-normalising placement's
-    growth relative to pre-LN's, over the threshold it is judged against; None with fewer than two finite seeds."""
-    from normlab.analysis.shared.parity import t975
-
-    evidence = finding.evidence
-    means = evidence["relative_growth_mean"]
-    finite = {p: m for p, m in means.items() if m is not None and math.isfinite(m)}
-    if not finite or not finding.threshold:
-        return None
-    worse = max(finite, key=finite.get)
-    ratios = np.array(evidence["growth"][worse], dtype=float) / np.array(evidence["growth"]["pre"], dtype=float)
-    ratios = ratios[np.isfinite(ratios)]
-    if len(ratios) < 2:
-        return None
-    half_width = t975(len(ratios) - 1) * float(np.std(ratios, ddof=1)) / math.sqrt(len(ratios))
-    return half_width / finding.threshold
-
-
-def depth_power(finding: Finding) -> float | None:
-    """V4's power: the paired interval of the later-half share's change, half-width over its margin."""
-    from normlab.analysis.shared.gpu_study import interval_power
-
-    return interval_power(finding.evidence.get("share_change"))
-
-
 def v1_not_on_gpu(outcome: dict | None) -> str:
     """Why the GPU study cannot weigh V1: what of the chapter's design its width experiment lacks."""
     if outcome is None:
@@ -121,45 +94,47 @@ def landscape_gpu_claims(
     max_relative_growth: float,
     curse_share: float,
     qk_min_seeds: int,
+    registered: Mapping[str, int] | None = None,
 ) -> tuple[dict, str]:
-    """V2, V3 and V4 weighed: each GPU experiment's runs judged by this chapter's own `placement_claim`, `qk_claim`
-    and `depth_claim` with the margins stated before measuring, then combined with this run's finding by the shared
-    rule (`gpu_study.weigh`). `cpu`: this run's findings by claim (V1 to V4). Returns the findings to record (V1
+    """V2, V3 and V4 answered by the scale rule: each committed GPU study's runs judged by this chapter's own
+    `placement_claim`, `qk_claim` and `depth_claim` with the margins stated before measuring, beside this run's
+    finding. `cpu`: this run's findings by claim (V1 to V4). `registered`: claim -> the seeds a GPU study must reach
+    to answer (default: the GPU design's, `gpu_study.registered_pairs`). Returns the findings to record (V1
     unchanged: the GPU study does not train its design, and the text says why) and the markdown to show."""
     from normlab.analysis.shared import gpu_study as G
+    from normlab.analysis.shared import scale_rule
 
     if not studies:
         return dict(cpu), G.none_committed(GPU_EXPERIMENTS["V2"], studies)
-    found = {claim: G.latest_with(studies, name) for claim, name in GPU_EXPERIMENTS.items()}
+    registered = G.registered_pairs() if registered is None else registered
     combined, sides, notes = dict(cpu), {}, []
-    for claim, study in found.items():
-        if study is None:
+    for claim, name in GPU_EXPERIMENTS.items():
+        found = G.studies_with(studies, name)
+        if not found:
             names = ", ".join(s.source for s in studies)
             notes.append(
-                f"{claim}: not measured on GPU: the committed study ({names}) lacks the `{GPU_EXPERIMENTS[claim]}` "
+                f"{claim}: not measured on GPU: the committed study ({names}) lacks the `{name}` "
                 "experiment (listed as missing), so this run's verdict stands."
             )
             continue
-        gpu = gpu_landscape(
-            study.experiment(GPU_EXPERIMENTS[claim]), corpus, loss_margin=loss_margin, usable_tolerance=usable_tolerance
-        )
-        if claim == "V2":
-            measures = placement_measures(gpu)
-            finding = placement_claim(
-                gpu, measures, pre_growth_needed=pre_growth_needed, max_relative_growth=max_relative_growth
-            )
-            powers = (placement_power(cpu[claim]), placement_power(finding))
-        elif claim == "V3":
-            finding = qk_claim(gpu, final_logits(gpu), min_seeds=qk_min_seeds)
-            powers = (None, None)  # this run decides V3, the GPU may add a caveat
-        else:
-            finding = depth_claim(gpu, curse_share=curse_share)
-            powers = (depth_power(cpu[claim]), depth_power(finding))
-        cpu_side = G.Side(where, cpu[claim], powers[0], False)
-        gpu_side = G.Side.of_study(study, finding, powers[1])
-        sides[claim] = (cpu_side, gpu_side, G.weigh(cpu_side, gpu_side))
-        combined[claim] = sides[claim][2]
-    width = found["V3"]
-    notes.insert(0, f"V1: not measured on GPU: {v1_not_on_gpu(width and width.experiment('width'))}.")
-    table = G.side_by_side(sides) if sides else ""
+        runs = [G.this_build(where, cpu[claim])]
+        for study in found:
+            outcome = study.experiment(name)
+            gpu = gpu_landscape(outcome, corpus, loss_margin=loss_margin, usable_tolerance=usable_tolerance)
+            if claim == "V2":
+                measures = placement_measures(gpu)
+                finding = placement_claim(
+                    gpu, measures, pre_growth_needed=pre_growth_needed, max_relative_growth=max_relative_growth
+                )
+            elif claim == "V3":
+                finding = qk_claim(gpu, final_logits(gpu), min_seeds=qk_min_seeds)
+            else:
+                finding = depth_claim(gpu, curse_share=curse_share)
+            pairs = G.complete_seeds(outcome["runs"])
+            runs.append(G.gpu_run(study, finding, pairs=pairs, registered=registered.get(claim)))
+        combined[claim] = scale_rule.answer(runs)
+        sides[claim] = (runs, combined[claim])
+    width = G.studies_with(studies, GPU_EXPERIMENTS["V3"])
+    notes.insert(0, f"V1: not measured on GPU: {v1_not_on_gpu(width[0].experiment('width') if width else None)}.")
+    table = scale_rule.side_by_side(sides) if sides else ""
     return combined, "\n\n".join(part for part in (table, " ".join(notes)) if part)

@@ -1,24 +1,23 @@
-"""Weighing a committed GPU study (`data/gpu-study*.json`, written by `python -m normlab.study.gpu`) beside this run.
+"""A committed GPU study (`data/gpu-study*.json`, written by `python -m normlab.study.gpu`) beside this run.
 
-A chapter applies its own verdict function to the GPU study's runs and to its own, and `weigh` makes one verdict
-of the two:
+A chapter applies its own verdict function to the GPU study's runs and to its own, and the one rule for several
+runs (`normlab.analysis.shared.scale_rule`) makes one verdict of them: the largest scale that meets its registered
+pairs answers (the GPU study where its runs for the claim reach the pairs the GPU design registers,
+`registered_pairs`; else this build's run), never the narrower interval; both runs are shown, and where their
+verdicts differ, in either direction, the verdict carries a "depends on scale" caveat naming both. `gpu_run` and
+`this_build` make the two runs the rule weighs.
 
-- **power**, concretely: the half-width of the 95% interval the verdict turns on, divided by the margin it is
-  judged against (smaller is more powerful). The run with the smaller ratio decides; on a tie, the GPU run (the
-  larger models) decides.
-- the other run's own verdict is shown beside it; where it is "does not hold", a deciding "holds" becomes "holds
-  with caveats" (and the sentence says which run adds the caveat).
-
-Each chapter weighs its own claims with this module's `weigh`: `normlab.analysis.quality.committed_gpu`,
+Each chapter weighs its own claims this way: `normlab.analysis.quality.committed_gpu`,
 `normlab.analysis.depth.committed_gpu` and `normlab.analysis.landscape.gpu`.
 
 With no committed study, or one that lacks the chapter's experiment (a run cut short lists it as missing), the
 chapter's own finding stands unchanged and the page says so in one sentence.
 
-A study run as N shards (`python -m normlab.study.gpu --shard I/N`, one file each) is merged here into one sample
-(`merge_shards`), the runs in the order one unsharded run lists them. The shards of one profile must all be present
-and agree on commit, corpus and each experiment's design; shards that repeat a shard or a run are refused, naming
-the files.
+Several committed studies: the shard files of one design and one code (profile, commit, fingerprint, corpus and
+shard count alike) are merged into one sample (`merge_shards`), the runs in the order one unsharded run lists them;
+studies from other code or another design are kept apart and shown side by side (`studies_with`), never one
+silently replacing another. The shards of one group must all be present and agree on each experiment's design;
+shards that repeat a shard or a run are refused, naming the files.
 
 A committed file is refused, with a `LedgerError` naming it and the fix, when it is not valid JSON (truncated),
 has another schema or an unknown profile, lacks a key, names a commit this repository does not have, or was
@@ -26,20 +25,21 @@ trained on other corpus bytes than this run's. A `tiny` study (the entry point's
 the tests, which accept it by setting `NORMLAB_ACCEPT_TINY_STUDY=1`.
 
 A study is checked against this tree's code (`normlab.runtime.code_identity`): where the code it trained with has
-changed since, or cannot be identified, its `code_caveat` says so, and every verdict it decides or qualifies carries
-that caveat (a chapter passes it on its `Side`).
+changed since, or cannot be identified, its `code_caveat` says so, and every verdict it answers or puts a "depends
+on scale" caveat on carries that caveat (`gpu_run` passes it to the rule).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
-from normlab.runtime.code_identity import GPU_STUDY_CODE, check_code
+from normlab.analysis.shared.scale_rule import Run
+from normlab.runtime.code_identity import FINGERPRINT_KEY, GPU_STUDY_CODE, CodeCheck, check_code
 from normlab.study import paths
 from normlab.study.findings import Finding
 from normlab.study.results import LedgerError, read_json_object
@@ -86,12 +86,20 @@ class GpuStudy:
     def experiment(self, name: str) -> dict | None:
         return self.document["experiments"].get(name)
 
+    @cached_property
+    def code_check(self) -> CodeCheck:
+        return check_code(self.document, GPU_STUDY_CODE)
+
     @property
     def code_caveat(self) -> str | None:
         """'gpu-study.json: measured at 12a0522; since then 3 files of the GPT testbed changed, …', or None when it
         trained with this tree's code."""
-        caveat = check_code(self.document, GPU_STUDY_CODE).caveat
+        caveat = self.code_check.caveat
         return None if caveat is None else f"{self.source}: {caveat}"
+
+    @property
+    def code_identified(self) -> bool:
+        return self.code_check.unidentified is None
 
 
 def load(path: str | Path, *, known=commit_known) -> GpuStudy:
@@ -137,6 +145,7 @@ def merge_shards(shards: list[GpuStudy]) -> GpuStudy:
     names = ", ".join(s.source for s in shards)
     _differ(shards, "profile", lambda s: s.document["profile"])
     _differ(shards, "code (git_commit)", lambda s: s.document["git_commit"])
+    _differ(shards, f"code ({FINGERPRINT_KEY})", lambda s: s.document.get(FINGERPRINT_KEY))
     _differ(shards, "corpus", lambda s: s.document["corpus"].get("sha256"))
     _differ(shards, "shard count", lambda s: s.document["shard"]["count"])
     count = shards[0].document["shard"]["count"]
@@ -203,16 +212,27 @@ def merge_shards(shards: list[GpuStudy]) -> GpuStudy:
     return GpuStudy(document=merged, source=" + ".join(s.source for s in shards))
 
 
+def _code_and_design(study: GpuStudy) -> str:
+    """What shards must share to be one sample: profile, code (commit and fingerprint), corpus and shard count."""
+    d = study.document
+    key = [d["profile"], d["git_commit"], d.get(FINGERPRINT_KEY), (d["corpus"] or {}).get("sha256")]
+    return json.dumps([*key, d["shard"]["count"]], sort_keys=True)
+
+
 def _merged(studies: list[GpuStudy]) -> list[GpuStudy]:
-    """Whole studies as they are, and the shard files of each profile merged into one."""
+    """Whole studies as they are, and the shard files of one design and one code merged into one sample; shards of
+    other code or another design form their own sample, shown beside the others."""
     whole = [s for s in studies if not s.document.get("shard")]
     shards = [s for s in studies if s.document.get("shard")]
-    profiles = dict.fromkeys(s.document["profile"] for s in shards)
-    return whole + [merge_shards([s for s in shards if s.document["profile"] == p]) for p in profiles]
+    groups: dict[str, list[GpuStudy]] = {}
+    for shard in shards:
+        groups.setdefault(_code_and_design(shard), []).append(shard)
+    return whole + [merge_shards(group) for group in groups.values()]
 
 
 def committed(data_dir: str | Path | None = None, *, corpus_sha256: str | None = None, known=commit_known) -> list:
-    """Every committed study (shards merged), newest first; with `corpus_sha256`, refuse one trained on other
+    """Every committed study (shards of one design and code merged), in file-name order, never newest first: which
+    answers a claim is the rule's (`scale_rule`), not the date's; with `corpus_sha256`, refuse one trained on other
     bytes."""
     folder = study_dir() if data_dir is None else Path(data_dir)
     studies = _merged([load(p, known=known) for p in sorted(folder.glob("gpu-study*.json"))])
@@ -225,107 +245,70 @@ def committed(data_dir: str | Path | None = None, *, corpus_sha256: str | None =
                     f"{corpus_sha256[:16]}…: the two are not the same text, so their verdicts cannot be weighed "
                     f"together; write the carry on this machine (`make gpu-carry`) and {_FIX}"
                 )
-    return sorted(studies, key=lambda s: s.document["started"], reverse=True)
+    return sorted(studies, key=lambda s: s.source)
 
 
-def latest_with(studies: list[GpuStudy], experiment: str) -> GpuStudy | None:
-    """The newest study that finished `experiment`."""
-    return next((s for s in studies if s.experiment(experiment) is not None), None)
+def studies_with(studies: list[GpuStudy], experiment: str) -> list[GpuStudy]:
+    """Every study that finished `experiment`, in the order given: each is weighed, none replaces another."""
+    return [s for s in studies if s.experiment(experiment) is not None]
 
 
-# ---- weighing ---------------------------------------------------------------------------------------------
+# ---- the runs the rule weighs ----------------------------------------------------------------------------
+
+# The GPU study's experiment behind each claim a chapter weighs (normlab.gpt.experiments' names).
+WEIGHED = {
+    "A9": "quality",
+    "B7": "quality",
+    "B17": "placement_depth",
+    "B18": "placement_depth",
+    "B19": "ablation",
+    "V2": "placements",
+    "V3": "width",
+    "V4": "depth_scaling",
+}
+LANDSCAPE_EXPERIMENTS = ("placements", "width", "depth_scaling")  # sized by the profile's `landscape` entry
 
 
-def interval_power(paired: dict | None) -> float | None:
-    """A paired interval's half-width over its margin; None without one."""
-    if not paired or not paired.get("margin"):
-        return None
-    return float(paired["half_width"]) / float(paired["margin"])
+def registered_pairs(profile: str = "gpu") -> dict[str, int]:
+    """Claim -> the pairs (seeds) the GPU design registers for it (`normlab.gpt.experiments.PROFILES`, whose
+    quality and landscape entries are the chapters' gpu profiles, `normlab.gpt.gpu_sizes`): a study whose runs
+    for a claim reach them answers it. A registered design file can pass its own mapping to the chapters instead."""
+    from normlab.gpt.experiments import PROFILES
+
+    sizes = PROFILES[profile]
+    return {
+        claim: int(sizes["landscape" if name in LANDSCAPE_EXPERIMENTS else name]["seeds"])
+        for claim, name in WEIGHED.items()
+    }
 
 
-@dataclass(frozen=True)
-class Side:
-    """One run's own verdict on a claim, with the power it was reached with."""
-
-    where: str
-    finding: Finding
-    power: float | None
-    on_gpu: bool
-    caveat: str | None = None  # the run's code_caveat: its code is not this tree's, or cannot be identified
-
-    @classmethod
-    def of_study(cls, study: GpuStudy, finding: Finding, power: float | None) -> Side:
-        """The GPU study's side, labelled with the study and carrying its code caveat."""
-        return cls(study.label, finding, power, True, caveat=study.code_caveat)
+def complete_seeds(runs: list[dict]) -> int:
+    """How many seeds every model of a design was trained at (a pair, or a set of variants, is only whole where
+    each of its models has that seed): the pairs a study has for a claim."""
+    by_label: dict[str, set] = {}
+    for run in runs:
+        tag = run["tag"]
+        by_label.setdefault(str(tag.get("label", tag.get("norm"))), set()).add(tag["seed"])
+    return len(set.intersection(*by_label.values())) if by_label else 0
 
 
-def weigh(cpu: Side, gpu: Side | None) -> Finding:
-    """One finding from the chapter's verdict on this run and on the GPU study (module docstring: the rule)."""
-    if gpu is None:
-        return cpu.finding
-    gpu_decides = gpu.power is not None and (cpu.power is None or gpu.power <= cpu.power)
-    deciding, other = (gpu, cpu) if gpu_decides else (cpu, gpu)
-    decided = deciding.finding
-    caveat = decided.verdict == "holds" and other.finding.verdict == "does not hold"
-    verdict = "holds with caveats" if caveat else decided.verdict
-
-    def power_text(side: Side) -> str:
-        return "no interval" if side.power is None else f"interval half-width {side.power:.2f}× the margin"
-
-    text = (
-        f"On {deciding.where}, which decides ({power_text(deciding)}, against {power_text(other)} on "
-        f"{other.where}): {decided.summary} On {other.where} alone the verdict would be '{other.finding.verdict}'."
+def gpu_run(study: GpuStudy, finding: Finding, *, pairs: int, registered: int | None) -> Run:
+    """The GPU study's run on a claim, labelled with the study, carrying its code caveat, its pairs and the pairs
+    the design registers for it to answer."""
+    return Run(
+        study.label,
+        finding,
+        scale=1,
+        pairs=pairs,
+        registered_pairs=registered,
+        caveat=study.code_caveat,
+        identified=study.code_identified,
     )
-    if caveat:
-        text += f" The result on {other.where} adds the caveat."
-    evidence = dict(
-        decided.evidence,
-        decided_on=deciding.where,
-        by_run={
-            side.where: {
-                "verdict": side.finding.verdict,
-                "key_number": side.finding.key_number,
-                "threshold": side.finding.threshold,
-                "spread": side.finding.spread,
-                "power": side.power,
-                "summary": side.finding.summary,
-            }
-            for side in (cpu, gpu)
-        },
-    )
-    rule = (
-        (decided.rule or "") + " Runs: the run whose interval is narrower relative to the margin decides (the GPU "
-        "study on a tie); its 'holds' becomes 'holds with caveats' where the other run's own verdict is 'does not hold'."
-    ).strip()
-    # the code caveat of each run that decided the verdict or added its caveat
-    shaping = [deciding, *([other] if caveat else [])]
-    caveats = tuple(dict.fromkeys([*decided.caveats, *(side.caveat for side in shaping if side.caveat)]))
-    # one side's headline does not tell the combined verdict: the chapter writes it from this finding
-    return replace(decided, verdict=verdict, summary=text, evidence=evidence, rule=rule, headline=None, caveats=caveats)
 
 
-def _cell(value) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "—"
-    return f"{value:.3g}" if isinstance(value, float) else str(value)
-
-
-def side_by_side(claims: dict[str, tuple[Side, Side | None, Finding]]) -> str:
-    """A markdown table: per claim, each run's own verdict, key number, power, and the combined verdict."""
-    lines = [
-        "| claim | run | its own verdict | key number | threshold | power (half-width / margin) | combined |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for claim, (cpu, gpu, combined) in claims.items():
-        for side in (cpu, gpu):
-            if side is None:
-                continue
-            f = side.finding
-            lines.append(
-                f"| {claim} | {side.where} | {f.verdict} | {_cell(f.key_number)} | {_cell(f.threshold)} | "
-                f"{_cell(side.power)} | {combined.verdict if side is cpu else ''} |"
-            )
-    return "\n".join(lines)
+def this_build(where: str, finding: Finding) -> Run:
+    """This build's run on a claim: the smaller scale, which answers where no GPU study meets its pairs."""
+    return Run(where, finding, scale=0)
 
 
 def none_committed(experiment: str, studies: list[GpuStudy]) -> str:

@@ -57,7 +57,7 @@ def bandwidth_figure(cases: pd.DataFrame):
 def gpu_ratio_figure(gpu_sweep: pd.DataFrame, gpu_runs: list):
     """The GPU runs' LN/RMS ratios: one row of panels per run, one column per dtype (fig-speed-gpu-ratio).
 
-    `gpu_runs` are the `Measured` runs behind the frame, the deciding one first; its hardware and every run's
+    `gpu_runs` are the `Measured` runs behind the frame, the first-ranked one first; its hardware and every run's
     commit go in the title.
     """
     if gpu_sweep.empty:

@@ -1,22 +1,24 @@
-"""Which hardware decides: one verdict from the same rule applied to this run and to the GPU runs.
+"""Which run answers: one verdict from the same rule applied to this run and to the GPU runs.
 
-The articles' speed claims are about GPUs. Each claim function takes this
-run's cases and, optionally, a GPU run (`gpu`, a `provenance.Measured`: this
-run if it ran on a GPU, else a committed one). It judges the claim on each
-hardware by the same rule, and `weigh` makes one verdict of them: the GPU's
-decides where it could test the claim; a "holds" there becomes "holds with
-caveats" if another hardware's own verdict is "does not hold". The summary
-names the hardware behind every number. With no GPU run, the CPU decides alone. Where a committed run that decides
-the verdict, or turns its "holds" into "holds with caveats", measured code this tree has since changed (its
-`caveat`), the verdict carries that caveat to every page that shows it.
+The articles' speed claims are about GPUs. Each claim function takes this run's cases and, optionally, GPU runs
+(`gpu`, `provenance.Measured`s: this run if it ran on a GPU, else every committed one). It judges the claim on
+each run by the same rule, and `weigh` makes one verdict of them by the one rule for several runs
+(`normlab.analysis.shared.scale_rule`): a GPU run answers where it could measure the claim's cases (its own verdict
+is not "not testable here", which in this chapter means no case of the claim was timed there), else this run; of
+several GPU runs, the one whose code can be identified, then the one whose code this tree still has, then the
+first by file name (`gpu_evidence`'s order), never the newest and never the narrower spread. The answering run's
+verdict stands; where another run's own verdict differs, in either direction, it carries a "depends on scale"
+caveat naming both (at one scale, "differs between runs at one scale"). Every run is kept in the evidence
+(`by_run`) and the summary names the hardware behind every number. A committed run whose code this tree has since
+changed, or cannot identify (its `caveat`), carries that caveat to every page that shows a verdict it answers or
+puts a caveat on. Two bench files are never pooled, even from one code: a case's time is the median of one
+run's repeats, and the harness defines no median across files, so each is its own run, shown beside the others.
 `deciding_machine` and `other_machines` say the same in the opening page's sentences.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import replace
-
+from normlab.analysis.shared import scale_rule
 from normlab.bench.provenance import Measured
 from normlab.runtime.environment import machine_name
 from normlab.study.findings import Finding
@@ -31,11 +33,13 @@ def as_measured(source) -> Measured:
 
 
 def gpu_evidence(live: Measured, committed: list[Measured]) -> list[Measured]:
-    """The GPU runs the verdicts weigh, the deciding one first: this run if it ran on a GPU, else every committed GPU
-    run, the most recently measured first (a later run may time more backends; the others check it)."""
+    """The GPU runs the verdicts weigh, in the order the rule ranks them at one scale: this run if it ran on a GPU,
+    else every committed GPU run, those whose code can be identified first, then those whose code this tree still
+    has, then by file name. None is dropped: each is shown, and the first that could measure a claim answers it."""
     if live.on_gpu:
         return [live]
-    return sorted((m for m in committed if m.on_gpu), key=lambda m: m.started, reverse=True)
+    gpus = [m for m in committed if m.on_gpu]
+    return sorted(gpus, key=lambda m: (not m.code_identified, m.caveat is not None, m.source))
 
 
 def where(m: Measured) -> str:
@@ -48,7 +52,8 @@ def where(m: Measured) -> str:
 
 
 def sources(df, gpu) -> list[Measured]:
-    """This run, then the GPU runs to weigh (`gpu`: one `Measured`, a list of them, deciding one first, or None)."""
+    """This run, then the GPU runs to weigh (`gpu`: one `Measured`, or a list of them in `gpu_evidence`'s order, or
+    None)."""
     live = as_measured(df)
     gpus = [] if gpu is None else [gpu] if isinstance(gpu, Measured) else list(gpu)
     return [live] + [m for m in gpus if m is not live and m.frame is not live.frame]
@@ -60,74 +65,23 @@ def _key(m: Measured, parts) -> str:
     return m.hardware if twins == 1 else f"{m.hardware} [{m.source}]"
 
 
-def weigh(parts: list[tuple[Measured, Finding]]) -> Finding:
-    """One verdict from the same rule applied on each hardware.
+def _run(m: Measured, finding: Finding, parts) -> scale_rule.Run:
+    return scale_rule.Run(
+        where(m),
+        finding,
+        scale=1 if m.on_gpu else 0,
+        measured=finding.verdict != scale_rule.UNTESTED,
+        caveat=None if m.caveat is None else f"{m.source} ({m.hardware}): {m.caveat}",
+        identified=m.code_identified,
+        key=_key(m, parts),
+    )
 
-    The first GPU run's verdict decides where it could test the claim (the articles' speed claims are about GPUs);
-    otherwise the first run that could. A "holds" becomes "holds with caveats" where another run's own verdict
-    (this run's, or another GPU run's) is "does not hold". Key number, threshold and spread are the deciding run's.
-    """
-    if len(parts) == 1:
-        m, f = parts[0]
-        if m.hardware == "this run":
-            return f
-        return replace(
-            f,
-            summary=f"On {where(m)}: {f.summary}",
-            evidence=dict(f.evidence, decided_on=_key(m, parts)),
-            caveats=code_caveats(f, [m]),
-        )
-    testable = [(m, f) for m, f in parts if f.verdict != "not testable here"] or parts
-    deciding, decided = next(((m, f) for m, f in testable if m.on_gpu), testable[0])
-    others = [(m, f) for m, f in parts if m is not deciding]
-    against = [m for m, f in others if f.verdict == "does not hold"]
-    verdict = "holds with caveats" if decided.verdict == "holds" and against else decided.verdict
-    text = [f"On {where(deciding)}, which decides: {decided.summary}"]
-    # the other runs in one clause each (their full sentences stay in the evidence and on the chapter's GPU section)
-    text += [
-        f"On {where(m)} alone the verdict would be '{f.verdict}'"
-        + (
-            "."
-            if f.key_number is None
-            else f" (key number {f.key_number:.3g} vs {f.threshold:.3g}"
-            + ("" if f.spread is None else f", spread {f.spread:.2g}")
-            + ")."
-        )
-        for m, f in others
-    ]
-    if verdict != decided.verdict:
-        text.append(f"The result on {' and '.join(where(m) for m in against)} adds the caveat.")
-    evidence = dict(
-        decided.evidence,
-        decided_on=_key(deciding, parts),
-        by_hardware={
-            _key(m, parts): {
-                "source": m.source,
-                "verdict": f.verdict,
-                "key_number": f.key_number,
-                "threshold": f.threshold,
-                "spread": f.spread,
-                "summary": f.summary,
-                "evidence": f.evidence,
-            }
-            for m, f in parts
-        },
-    )
-    rule = (
-        (decided.rule or "") + " Hardware: the newest GPU run decides where it could test the claim; its 'holds' "
-        "becomes 'holds with caveats' where another run's own verdict (CPU or GPU) is 'does not hold'."
-    ).strip()
-    return Finding(
-        verdict,
-        " ".join(text),
-        evidence,
-        key_number=decided.key_number,
-        threshold=decided.threshold,
-        spread=decided.spread,
-        rule=rule,
-        caveats=code_caveats(decided, [deciding, *(against if verdict != decided.verdict else [])]),
-        **KeyNumber.of(decided).fields(),
-    )
+
+def weigh(parts: list[tuple[Measured, Finding]]) -> Finding:
+    """One verdict from the same rule applied on each run, this run first (the module docstring: the rule)."""
+    if len(parts) == 1 and parts[0][0].hardware == "this run":
+        return parts[0][1]
+    return scale_rule.answer([_run(m, f, parts) for m, f in parts])
 
 
 def code_caveats(finding: Finding, weighed: list[Measured]) -> tuple[str, ...]:
@@ -138,31 +92,29 @@ def code_caveats(finding: Finding, weighed: list[Measured]) -> tuple[str, ...]:
 
 
 def deciding_machine(finding: Finding) -> str:
-    """The machine whose run decided a weighed verdict, for a sentence: 'the NVIDIA H200 (gpu-bench.json)' for a
-    committed run, else this build's machine."""
+    """The machine whose run answered a weighed verdict, for a sentence: 'the NVIDIA H200 (gpu-bench.json, commit
+    12a0522)' for a committed run, else this build's machine."""
     decided = finding.evidence.get("decided_on")
-    if not decided:
+    answered = (finding.evidence.get("by_run") or {}).get(decided) or {}
+    return _machine(answered.get("where"))
+
+
+def _machine(where: str | None) -> str:
+    """A run's `where` as a sentence names it: "this build's Xeon (2 cores)" or 'the NVIDIA H200 (gpu-bench.json, …)'."""
+    where = str(where or "this run")
+    if where == "this run":
         return f"this build's {machine_name()}"
-    source = ((finding.evidence.get("by_hardware") or {}).get(decided) or {}).get("source")
-    return _machine(str(decided), source)
-
-
-def _machine(key: str, source: str | None) -> str:
-    """A `by_hardware` key as a sentence names it: "this build's Xeon (2 cores)" or 'the NVIDIA H200 (gpu-bench.json)'."""
-    name = re.sub(r"\s*\[.*\]$", "", key)
-    if source in (None, "this run"):
-        return f"this build's {machine_name() if name == 'this run' else name}"
-    return f"the {name} ({source})"
+    return where.replace("this run's ", "this build's ", 1)
 
 
 def other_machines(finding: Finding) -> str:
-    """'0.10% on this build's Xeon (2 cores); 0.2% on the NVIDIA H200 (gpu-bench-2.json)': the key number of every run
-    weighed beside the deciding one, each named by the machine it was measured on; '' when no other run has one."""
-    per_hardware = finding.evidence.get("by_hardware") or {}
+    """'0.10% on this build's Xeon (2 cores); 0.2% on the NVIDIA H200 (gpu-bench-2.json, …)': the key number of every
+    run weighed beside the answering one, each named by the machine it was measured on; '' when no other run has one."""
+    per_run = finding.evidence.get("by_run") or {}
     decided = finding.evidence.get("decided_on")
     key = KeyNumber.of(finding)
     return "; ".join(
-        f"{key.format(part['key_number'])} on {_machine(name, part.get('source'))}"
-        for name, part in per_hardware.items()
+        f"{key.format(part['key_number'])} on {_machine(part.get('where'))}"
+        for name, part in per_run.items()
         if name != decided and part.get("key_number") is not None
     )

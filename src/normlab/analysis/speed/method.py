@@ -20,7 +20,7 @@ def measurement_text(run: SpeedRun, agreement: pd.DataFrame) -> str:
         f"{len(agreement)} same-path pairs agree within their spread (the {{ref}}`same-path table "
         "<tab-speed-same-path>`). "
         + (
-            f"The verdicts also weigh {len(run.gpu_runs)} GPU run(s), decided on {gpu.hardware}, "
+            f"The verdicts also weigh {len(run.gpu_runs)} GPU run(s), first answered by {gpu.hardware}, "
             f"{'this run' if gpu is run.live else gpu.source} (commit {gpu.commit}; {{ref}}`speed-gpu`)."
             if gpu is not None
             else "No GPU run is committed, so the verdicts rest on this run alone."

@@ -25,14 +25,21 @@ def gpu_runs_text(gpu_runs: list, live: Measured) -> str:
     for m in gpu_runs:
         timed_there = report.measured(m.frame)
         backends = ", ".join(sorted(timed_there["backend"].dropna().unique()))
-        role = "decides the verdicts" if m is gpu_runs[0] else "checks them"
+        role = (
+            "answers each claim whose cases it measured"
+            if m is gpu_runs[0]
+            else "shown beside it; answers only a claim the runs above could not measure"
+        )
         lines.append(
             f"- **{run_name(m, live)}** ({role}): measured on {m.label}. Backends timed: {backends}. "
             f"{len(timed_there)} cases timed, **{m.unstable_count} left unstable** after re-measuring and "
             "excluded from every summary and verdict (listed, folded, at the end of this section)."
-            + (f" **Stale code:** {m.caveat}; every verdict it decides or qualifies says so." if m.caveat else "")
+            + (f" **Stale code:** {m.caveat}; every verdict it answers or qualifies says so." if m.caveat else "")
         )
-    return "GPU runs weighed by the verdicts, the newest first:\n\n" + "\n".join(lines)
+    return (
+        "GPU runs weighed by the verdicts, in the order the rule ranks them (code that can be identified first, "
+        "then code this tree still has, then by file name; never the newest):\n\n" + "\n".join(lines)
+    )
 
 
 def gpu_frames(gpu_runs: list, live: Measured) -> tuple[pd.DataFrame, pd.DataFrame]:

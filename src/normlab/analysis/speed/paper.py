@@ -182,7 +182,7 @@ def a8_b6(df, model_level: dict | None = None, *, gpu=None) -> tuple[Finding, Fi
                 "gpu_per_implementation": saving_ranges(training_ratios(m.frame)),
             }
         )
-    # the newest GPU run's numbers at the top level; every GPU run's in gpu_runs
+    # the first-ranked GPU run's numbers at the top level (`hardware.gpu_evidence`); every GPU run's in gpu_runs
     evidence_gpu = dict(gpu_runs[0], gpu_runs=gpu_runs) if gpu_runs else {}
     speedups_measured = [None if s is None else 1 / (1 - s) - 1 for _, s, _ in parts]
     in_range = any(x is not None for x in speedups_measured) and all(

@@ -40,7 +40,7 @@ class SpeedRun:
     unstable: list  # one line per case left unstable
     timed: pd.DataFrame  # the cases that were timed
     live: Measured  # this run, with its hardware
-    gpu_runs: list  # the GPU runs to weigh, the deciding one first (empty: this run decides alone)
+    gpu_runs: list  # the GPU runs to weigh, in `hardware.gpu_evidence`'s order (empty: this run answers alone)
 
     @property
     def gpu(self) -> Measured | None:
