@@ -56,7 +56,7 @@ from normlab.analysis.gain import (
 )
 from normlab.analysis.shared.runs import training_devices
 from normlab.gpt.corpus import load_corpus
-from normlab.study import Results
+from normlab.study import Results, design
 from normlab.study.present import claims_box, table, verdict_table
 from normlab.study.prose import percent, state
 
@@ -73,13 +73,16 @@ started = time.perf_counter()
 
 # %% tags=["remove-cell"]
 # The thresholds the prose states, passed to the analyses.
-FORWARD_CHANGE = 0.01  # relative loss change below which the forward pass "barely changes"
-EXPONENT_TOLERANCE = 0.15  # on each fitted power of a
-TOL = 0.10  # relative tolerance for the equilibrium formulas
-ANGLE_TOLERANCE = 1e-9  # radians between Li & Arora's two runs
-MARGIN = 0.02  # nats per byte for the paired decay sweep; reason in the text
-SLOPE_TOLERANCE = 0.05  # on the QK-norm law's slopes (-1 for the gradient, -2 for the angular update)
-INVARIANCE_TOLERANCE = 1e-10  # float64 |Δ logit| and paired |Δ loss| that count as "unchanged"
+# relative loss change below which the forward pass "barely changes"
+FORWARD_CHANGE = design.value("B15", "forward_change")
+EXPONENT_TOLERANCE = design.value("B15", "exponent_tolerance")  # on each fitted power of a
+TOL = design.value("B15", "tol")  # relative tolerance for the equilibrium formulas
+ANGLE_TOLERANCE = design.value("B15", "angle_tolerance")  # radians between Li & Arora's two runs
+MARGIN = design.value("B15", "margin")  # nats per byte for the paired decay sweep; reason in the text
+# on the QK-norm law's slopes (-1 for the gradient, -2 for the angular update)
+SLOPE_TOLERANCE = design.value("B15", "slope_tolerance")
+# float64 |Δ logit| and paired |Δ loss| that count as "unchanged"
+INVARIANCE_TOLERANCE = design.value("B15", "invariance_tolerance")
 state(forward_change=percent(FORWARD_CHANGE), exponent_tolerance=EXPONENT_TOLERANCE, tol=percent(TOL), margin=MARGIN)
 state(angle_tolerance=ANGLE_TOLERANCE, slope_tolerance=SLOPE_TOLERANCE, invariance_tolerance=INVARIANCE_TOLERANCE)
 

@@ -36,7 +36,7 @@ from IPython.display import Markdown
 from normlab.analysis.quality import figures, introduction, profiles
 from normlab.analysis.shared.runs import training_devices
 from normlab.gpt.corpus import load_corpus
-from normlab.study import Results
+from normlab.study import Results, design
 from normlab.study.present import claims_box, table, verdict_table
 from normlab.study.prose import percent, state
 from normlab.study.results import load_evidence
@@ -69,11 +69,14 @@ table(introduction.corpus_table(corpus.describe()), caption="The training corpus
 #
 # > A9: "Accuracy is almost unchanged: mean-centring is not decisive for training stability or final quality."
 #
-# **Margin, stated before measuring: {glue:text}`margin` nats per byte.** The smallest quality difference between norm
-# variants that the literature treats as real is Narang et al. 2021's T5-base comparison, RMSNorm 1.821 against vanilla
-# LayerNorm 1.838 final loss (0.017 nats; quoted from a transcription of their table, not checked against the paper).
-# "Almost unchanged" must exclude a difference of that size, so the whole band around the paired difference RMSNorm
-# − LayerNorm has to fall inside ±{glue:text}`margin` nats. A9's pairs grew after looks (see the verdict below), so the
+# **Margin, stated before measuring: {glue:text}`margin` nats per byte.** Its basis: the smallest quality difference
+# between norm variants that the literature treats as real is Narang et al. 2021's T5-base comparison, RMSNorm 1.821
+# against vanilla LayerNorm 1.838 final loss (0.017 nats per *token*, T5's unit; quoted from a transcription of their
+# table, not checked against the paper). At about 4 bytes a token that is about 0.004 nats per byte, so the margin is a
+# practical equivalence band about five times that difference, not a bound that excludes it (an earlier text said it
+# "must exclude" 0.017, which lies inside it; the registered design, `data/design.toml`, logs the corrected basis, the
+# value unchanged). The whole band around the paired difference RMSNorm − LayerNorm has to fall inside
+# ±{glue:text}`margin` nats per byte. A9's pairs grew after looks (see the verdict below), so the
 # band is an anytime-valid confidence sequence (Lai 1976), not a t-interval. A band wider than the margin cannot say
 # "no difference", and the verdict is then *not testable here*.
 #
@@ -85,7 +88,7 @@ table(introduction.corpus_table(corpus.describe()), caption="The training corpus
 # %% tags=["remove-cell"]
 from normlab.analysis.quality import loss_parity, training
 
-MARGIN = 0.02  # nats per byte; reason in the text above, fixed before any run
+MARGIN = design.value("A9", "margin")  # nats per byte; reason in the text above, fixed before any run
 state(margin=MARGIN)
 runs = training.train_pairs(settings, devices)
 parity = loss_parity.loss_parity(runs, MARGIN)
@@ -151,7 +154,7 @@ Markdown(trend.sentence)
 # %% tags=["remove-cell"]
 from normlab.analysis.quality import resuming
 
-RESUME_TOLERANCE = 1e-6  # nats: float32 rounding, far below any loss difference the chapter reads
+RESUME_TOLERANCE = design.value("A9", "resume_tolerance")  # nats: float32 rounding, far below any difference read
 state(resume_tolerance=RESUME_TOLERANCE)
 resume = resuming.resume_check(settings, device, corpus, tolerance=RESUME_TOLERANCE)
 
@@ -177,7 +180,7 @@ Markdown(resuming.resume_paragraph(resume))
 # %% tags=["remove-cell"]
 from normlab.analysis.quality import step_time
 
-VISIBLE = 0.95
+VISIBLE = design.value("B7", "visible")
 state(visible=VISIBLE, visible_shorter=percent(1 - VISIBLE))
 timings, speed = step_time.step_times(settings, corpus, device)
 
@@ -235,7 +238,10 @@ _ = results.record_evidence("B6", b6_summary, b6_evidence, section="quality-spee
 #
 # "Per-token information": we evaluate each trained RMSNorm model with the all-ones component removed before
 # every norm (what LayerNorm would discard) and compare the loss on the same batches, as a paired difference
-# over seeds with the same ±{glue:text}`margin`-nat margin. LayerNorm is blind to that component by construction.
+# over seeds with the same ±{glue:text}`margin`-nat-per-byte margin. LayerNorm is blind to that component by
+# construction. **Threshold, stated before measuring:** the common offset (b) counts as *large* when it carries at least
+# {glue:text}`offset_large` of the stream's energy after the last block, and more than at the embeddings; a quarter is
+# far above the 1/width share of one random direction.
 # {numref}`fig-quality-stream` shows the three measures along the stream: compare the panels, since (b) can be
 # large while (a) stays small.
 
@@ -256,7 +262,8 @@ table(
 )
 
 # %% tags=["remove-cell"]
-OFFSET_LARGE = 0.25
+OFFSET_LARGE = design.value("B5", "offset_large")  # a share of the stream's energy, stated above
+state(offset_large=percent(OFFSET_LARGE))
 offsets = residual_stream.offset_measures(tables, depth, MARGIN)
 real = load_evidence("realmodels", "B5", results_dir)
 b5 = residual_stream.b5_finding(
@@ -293,7 +300,9 @@ _ = b5.record(results, "B5", "quality-stream")
 # %% tags=["remove-cell"]
 from normlab.analysis.quality import extra_dimension
 
-TOGETHER = dict(correlation=0.3, sign_share=0.75)  # "drift together", as stated above
+TOGETHER = dict(
+    correlation=design.value("B16", "together_correlation"), sign_share=design.value("B16", "together_sign_share")
+)
 state(together_correlation=TOGETHER["correlation"], together_sign_share=percent(TOGETHER["sign_share"]))
 drift = extra_dimension.write_mean_drift(tables.drift)
 real16 = load_evidence("realmodels", "B16", results_dir)

@@ -14,9 +14,10 @@ import functools
 import importlib
 import math
 import numbers
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import tomllib
 
 from normlab.study import paths
 from normlab.study.claims import parse_claims
@@ -137,12 +138,16 @@ def _numbers(value) -> list[float]:
 
 def _same(registered, constant) -> bool:
     if isinstance(registered, dict):
-        return isinstance(constant, dict) and registered.keys() == constant.keys() and all(
-            _same(registered[k], constant[k]) for k in registered
+        return (
+            isinstance(constant, dict)
+            and registered.keys() == constant.keys()
+            and all(_same(registered[k], constant[k]) for k in registered)
         )
     if isinstance(registered, tuple):
-        return isinstance(constant, (tuple, list)) and len(constant) == len(registered) and all(
-            _same(a, b) for a, b in zip(registered, constant)
+        return (
+            isinstance(constant, (tuple, list))
+            and len(constant) == len(registered)
+            and all(_same(a, b) for a, b in zip(registered, constant))
         )
     if isinstance(constant, bool) or not isinstance(constant, numbers.Real):
         return False
@@ -173,7 +178,7 @@ def _number_value(raw, where: str):
 
 def _parse_claim(claim_id: str, table: dict, path: Path) -> tuple[dict, dict]:
     where = f"{path}: claim {claim_id}"
-    fixed = {key: _text(table, key, where, f"add {key} = \"...\" to [claims.{claim_id}]") for key in CLAIM_FIELDS}
+    fixed = {key: _text(table, key, where, f'add {key} = "..." to [claims.{claim_id}]') for key in CLAIM_FIELDS}
     raw_thresholds = table.get("thresholds") or {}
     if not raw_thresholds:
         raise DesignError(
@@ -190,7 +195,7 @@ def _parse_claim(claim_id: str, table: dict, path: Path) -> tuple[dict, dict]:
         if profile not in PROFILES or isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise DesignError(f"{where}: pairs.{profile} = {count!r}; profiles are {PROFILES}, counts positive ints")
     if pairs and not table.get("pairs_setting"):
-        raise DesignError(f"{where} registers pairs without pairs_setting = \"<chapter>:<profile key>\"")
+        raise DesignError(f'{where} registers pairs without pairs_setting = "<chapter>:<profile key>"')
     return (
         dict(
             fixed,
@@ -214,14 +219,19 @@ def _resolve(claim_id: str, name: str, raw: dict, claims_raw: dict, unit: str, p
         if (target_id, target_name) in seen:
             raise DesignError(f"{where}: same_as forms a loop")
         other = _resolve(
-            target_id, target_name, target, claims_raw, claims_raw[target_id].get("unit", unit), path,
+            target_id,
+            target_name,
+            target,
+            claims_raw,
+            claims_raw[target_id].get("unit", unit),
+            path,
             (*seen, (claim_id, name)),
         )
         return Threshold(name, other.value, other.unit, other.basis, other.source, f"{target_id}.{target_name}")
     if "value" not in raw:
-        raise DesignError(f"{where} has no value; add value = ... (or same_as = \"OTHER_ID\")")
+        raise DesignError(f'{where} has no value; add value = ... (or same_as = "OTHER_ID")')
     basis = _text(raw, "basis", where, "say why this value, in the threshold's unit")
-    source = _text(raw, "source", where, "name the paper and section, or write \"chosen: <the reason>\"")
+    source = _text(raw, "source", where, 'name the paper and section, or write "chosen: <the reason>"')
     return Threshold(name, _number_value(raw["value"], where), raw.get("unit", unit), basis, source)
 
 
@@ -244,7 +254,8 @@ def parse(path: Path, claim_ids: set[str] | None = None) -> Design:
     for claim_id, table in claims_raw.items():
         fields, raw_thresholds = _parse_claim(claim_id, table, path)
         thresholds = {
-            name: _resolve(claim_id, name, raw, claims_raw, fields["unit"], path) for name, raw in raw_thresholds.items()
+            name: _resolve(claim_id, name, raw, claims_raw, fields["unit"], path)
+            for name, raw in raw_thresholds.items()
         }
         claims[claim_id] = ClaimDesign(claim_id, thresholds=thresholds, **fields)
     changes = document.get("change") or []
@@ -277,6 +288,11 @@ def value(claim_id: str, name: str):
 def values(claim_id: str, *names: str) -> dict:
     """Several registered thresholds of one claim as keyword arguments."""
     return load().values(claim_id, *names)
+
+
+def looks(claim_id: str) -> tuple[int, ...]:
+    """The pair counts at which a claim's interval was read before its sample size was final (empty: fixed ahead)."""
+    return load().claim(claim_id).looks
 
 
 def check_constant(claim_id: str, name: str, constant) -> None:
