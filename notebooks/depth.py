@@ -175,7 +175,7 @@ Markdown(post_ln_decay.b18_paragraph(b18, b18_numbers, **depths))
 # **B19** (the parts interlock; replacing one means re-validating the rest). The LLaMA style against one swap at a time
 # and one double swap (norm and placement together), at depth 4 (cpu profile), as pairs over seeds. If the parts
 # interlock, the double swap's effect is not the sum of the single ones: the interaction Δ(double) − Δ(norm) −
-# Δ(placement), computed per seed, is judged against the ±{glue:text}`margin`-nat margin by an anytime-valid
+# Δ(placement), computed per seed, is judged against the ±{glue:text}`margin`-nat-per-byte margin by an anytime-valid
 # confidence sequence (Lai 1976), since its seeds grew after looks (see the verdict below). Interaction beyond the margin:
 # holds with caveats (one pair of parts tested); inside: does not hold (the effects add up); wider: not testable here.
 # Each single swap's paired effect ({numref}`fig-depth-ablation`), and whether it diverges at the stress learning rate,
@@ -189,7 +189,7 @@ b19 = interlock.b19_finding(
     ablation, depth=P["ablation_depth"], steps=P["ablation_steps"], seeds=P["ablation_seeds"], margin=MARGIN
 )
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Ablation of the LLaMA style: paired final-loss change of each swap against the LLaMA-style run of the same seed (dots: seeds; bar: mean and 95% interval). The green band is the ±{glue:text}`margin`-nat margin.", "name": "fig-depth-ablation"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Ablation of the LLaMA style: paired final-loss change of each swap against the LLaMA-style run of the same seed (dots: seeds; bar: mean and 95% interval). The green band is the ±{glue:text}`margin`-nat-per-byte margin.", "name": "fig-depth-ablation"}}
 figures.ablation_effects(ablation.swaps, MARGIN)
 plt.show()
 

@@ -136,7 +136,7 @@ Markdown(method.overview(study))
 # the mean gradient reaching the blocks' matrices. **Rule for the diagnosis (fixed before measuring):** a DyT layer is
 # *saturated* when at least **{glue:text}`saturated_share`** of its inputs sit there in every seed at the end of
 # training; the sentence names the final DyT layer as the failing part when it is saturated, and reads DyT with an
-# RMSNorm final norm against the same {glue:text}`loss_margin`-nat margin.
+# RMSNorm final norm against the same {glue:text}`loss_margin`-nat-per-byte margin.
 
 # %% tags=["remove-cell"]
 SATURATED_SHARE = design.value("V1", "saturated_share")
@@ -305,7 +305,7 @@ for claim, section in (("V2", "landscape-placement"), ("V3", "landscape-qk"), ("
 # ## The landscape at a glance
 #
 # {numref}`fig-landscape-summary` puts every variant beside the LLaMA-style baseline at its own scale: the paired
-# final-loss difference with its 95% interval (left; the shaded band is the ±{glue:text}`loss_margin`-nat margin), the
+# final-loss difference with its 95% interval (left; the shaded band is the ±{glue:text}`loss_margin`-nat-per-byte margin), the
 # training step time relative to the baseline, all timed at the small scale in alternation (middle), and the usable
 # learning-rate range on the grid (right). DyT appears twice, both paired with RMSNorm under the authors' AdamW: by the
 # authors' recipe, and with an RMSNorm final norm. LayerNorm Scaling was run at one learning rate only, so it has no
@@ -315,7 +315,7 @@ for claim, section in (("V2", "landscape-placement"), ("V3", "landscape-qk"), ("
 timings = at_a_glance.step_times(P, corpus, device)
 summary = at_a_glance.summary_frame(study, timings)
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Every variant against LLaMA-style pre-LN RMSNorm. Left: paired final-loss difference with its 95% interval, at the scale where the variant was tested (shaded: the ±{glue:text}`loss_margin`-nat margin). Middle: median step-time ratio at the small scale (bars: interquartile range of the per-repeat ratio). Right: usable learning-rate range on the grid (grey: the baseline's at that scale).", "name": "fig-landscape-summary"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Every variant against LLaMA-style pre-LN RMSNorm. Left: paired final-loss difference with its 95% interval, at the scale where the variant was tested (shaded: the ±{glue:text}`loss_margin`-nat-per-byte margin). Middle: median step-time ratio at the small scale (bars: interquartile range of the per-repeat ratio). Right: usable learning-rate range on the grid (grey: the baseline's at that scale).", "name": "fig-landscape-summary"}}
 figures.summary(summary, at_a_glance.baseline_ranges(study), LOSS_MARGIN)
 plt.show()
 

@@ -97,7 +97,7 @@ parity = loss_parity.loss_parity(runs, MARGIN)
 figures.loss_curves(parity.curves, corpus.unigram_entropy_nats, parity.initial_loss)
 plt.show()
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Paired differences RMSNorm − LayerNorm (one dot per seed) with the mean and its 95% interval, against the ±{glue:text}`margin`-nat margin (green band) stated before the runs. 'No difference' needs the whole interval inside the band.", "name": "fig-quality-paired"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Paired differences RMSNorm − LayerNorm (one dot per seed) with the mean and its 95% interval, against the ±{glue:text}`margin`-nat-per-byte margin (green band) stated before the runs. 'No difference' needs the whole interval inside the band.", "name": "fig-quality-paired"}}
 figures.paired_differences(parity.final_pair, parity.curve_pair, MARGIN)
 plt.show()
 
@@ -120,7 +120,7 @@ Markdown(loss_parity.parity_paragraph(parity))
 # **Rule, stated before measuring.** We compare the largest rung with the smallest: the change in the mean difference,
 # with a Welch 95% interval from the two rungs' own intervals. If that interval excludes zero, the difference *shrinks*
 # when the largest rung's is nearer zero, and otherwise *grows*. If it includes zero and every rung's interval lies
-# inside the ±{glue:text}`margin`-nat margin, the difference *stays within the margin*. Otherwise this run *cannot
+# inside the ±{glue:text}`margin`-nat-per-byte margin, the difference *stays within the margin*. Otherwise this run *cannot
 # tell*.
 
 # %% tags=["remove-cell"]
@@ -133,7 +133,7 @@ ladder = scale_ladder.ladder_table(
 )
 trend = scale_ladder.ladder_trend(ladder, MARGIN)
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Paired difference RMSNorm − LayerNorm in final validation loss (nats per byte) against the number of parameters (log axis): the mean and its 95% interval at each model size, one marker per hardware, against the ±{glue:text}`margin`-nat margin (green band). The red star is Narang et al. 2021's T5-base, about 220M parameters, with RMSNorm 0.017 lower (1.821 against 1.838; as transcribed in the issue, unverified). Their loss is T5's span-corruption loss per token, so the star shows the size of a difference the literature calls real, not a value to compare with ours.", "name": "fig-quality-ladder"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Paired difference RMSNorm − LayerNorm in final validation loss (nats per byte) against the number of parameters (log axis): the mean and its 95% interval at each model size, one marker per hardware, against the ±{glue:text}`margin`-nat-per-byte margin (green band). The red star is Narang et al. 2021's T5-base, about 220M parameters, with RMSNorm 0.017 lower (1.821 against 1.838; as transcribed in the issue, unverified). Their loss is T5's span-corruption loss per token, so the star shows the size of a difference the literature calls real, not a value to compare with ours.", "name": "fig-quality-ladder"}}
 figures.scale_ladder(ladder, MARGIN, scale_ladder.NARANG_T5_BASE)
 plt.show()
 

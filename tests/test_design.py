@@ -226,3 +226,130 @@ def test_the_checker_finds_a_typed_threshold_and_passes_a_design_read():
     )
     found = thresholds(_without_design_reads(typed), set())
     assert list(found) == [0.95] and re.match(r"VISIBLE = 0.95", found[0.95])
+
+
+GLUE = re.compile(r"\{glue:text\}`([\w-]+)`")
+# A cell that shows a result: a verdict paragraph, a table, a figure, or a recorded verdict.
+RESULT = re.compile(r"^(Markdown\(|verdict_table|table\(|display\()|\.record\(results", re.MULTILINE)
+
+
+def _design_reads(node) -> list[str]:
+    """The registered names a statement reads (`design.value("A9", "margin")` gives ["margin"])."""
+    return [
+        arg.value
+        for call in ast.walk(node)
+        if isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and isinstance(call.func.value, ast.Name)
+        and call.func.value.id == "design"
+        for arg in call.args[1:]
+        if isinstance(arg, ast.Constant)
+    ]
+
+
+def _stated_keys(tree, constants: dict[str, list[str]]) -> dict[str, set[str]]:
+    """Glue key (or a key prefix ending in '*') -> the design-read constants its state(...) call pastes."""
+    keys: dict[str, set[str]] = {}
+    for call in ast.walk(tree):
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "state"):
+            continue
+        for keyword in call.keywords:
+            used = {n.id for n in ast.walk(keyword.value) if isinstance(n, ast.Name)} & set(constants)
+            if keyword.arg:
+                names = [keyword.arg]
+            elif isinstance(keyword.value, ast.DictComp) and isinstance(keyword.value.key, ast.JoinedStr):
+                names = [keyword.value.key.values[0].value + "*"]  # **{f"visible_{k}": v ...}
+            else:
+                names = [name for constant in used for name in constants[constant]]  # **RULE: its registered names
+            for name in names:
+                keys.setdefault(name, set()).update(used)
+    return keys
+
+
+def unstated_thresholds(notebook) -> list[str]:
+    """Each design-read constant whose value no prose pastes before the first result that follows its first use."""
+    cells = notebook.cells
+    prose = []
+    for cell in cells:
+        text = cell.source if cell.cell_type == "markdown" else ""
+        text += cell.metadata.get("mystnb", {}).get("figure", {}).get("caption", "")
+        prose.append(set(GLUE.findall(text)))
+    constants, defined_in, keys = {}, {}, {}
+    for index, cell in enumerate(cells):
+        if cell.cell_type != "code":
+            continue
+        tree = ast.parse(cell.source)
+        for statement in tree.body:
+            reads = _design_reads(statement) if isinstance(statement, ast.Assign) else []
+            for target in statement.targets if reads else []:
+                for name in (n.id for n in ast.walk(target) if isinstance(n, ast.Name)):
+                    constants[name], defined_in[name] = reads, index
+        for key, used in _stated_keys(tree, constants).items():
+            keys.setdefault(key, set()).update(used)
+    problems = []
+    for name, start in defined_in.items():
+        stated = {key for key, used in keys.items() if name in used}
+        if not stated:
+            problems.append(f"{name} is never stated with state(...)")
+            continue
+        use = next(
+            (
+                index
+                for index in range(start, len(cells))
+                if cells[index].cell_type == "code"
+                for line in cells[index].source.splitlines()
+                if re.search(rf"\b{name}\b", line) and not re.match(rf"\s*(#|state\(|[\w, ]*\b{name}\b[\w, ]*=)", line)
+            ),
+            None,
+        )
+        if use is None:
+            continue
+        result = next(
+            (
+                index
+                for index in range(use, len(cells))
+                if cells[index].cell_type == "code"
+                and (RESULT.search(cells[index].source) or "figure" in cells[index].metadata.get("mystnb", {}))
+            ),
+            len(cells) - 1,
+        )
+
+        def pasted(key: str, index: int) -> bool:
+            return any(ref.startswith(key[:-1]) for ref in prose[index]) if key.endswith("*") else key in prose[index]
+
+        if not any(pasted(key, index) for key in stated for index in range(result + 1)):
+            problems.append(
+                f"{name} ({', '.join(sorted(stated))}): no prose pastes it before its result in cell {result}"
+            )
+    return problems
+
+
+@pytest.mark.parametrize("chapter", sorted(path.stem for path in NOTEBOOKS.glob("*.py")))
+def test_every_registered_threshold_is_on_the_page_before_its_result(chapter):
+    problems = unstated_thresholds(jupytext.read(NOTEBOOKS / f"{chapter}.py"))
+    assert not problems, (
+        f"{chapter}: state each threshold in the prose before the result it decides:\n  " + "\n  ".join(problems)
+    )
+
+
+LATE = """# %% [markdown]
+# The margin is {glue:text}`margin`.
+
+# %%
+MARGIN = design.value("A9", "margin")
+TOL = design.value("A1", "formula_tol")
+state(margin=MARGIN, tol=TOL)
+finding = judge(runs, MARGIN, TOL)
+
+# %%
+Markdown(finding.sentence)
+
+# %% [markdown]
+# Only now: {glue:text}`tol`.
+"""
+
+
+def test_the_order_check_finds_a_threshold_stated_only_after_its_result():
+    assert unstated_thresholds(jupytext.reads(LATE, fmt="py:percent")) == [
+        "TOL (tol): no prose pastes it before its result in cell 2"
+    ]
