@@ -29,6 +29,7 @@ def pairs_text(entry) -> str:
 
 def render_design(design: Design, claim_order: list[str]) -> str:
     lines = [
+        "(registered-design)=",
         "# The registered design",
         "",
         "Every verdict in this book is judged against a threshold registered in `data/design.toml`, with its unit, "
