@@ -353,3 +353,24 @@ def test_the_order_check_finds_a_threshold_stated_only_after_its_result():
     assert unstated_thresholds(jupytext.reads(LATE, fmt="py:percent")) == [
         "TOL (tol): no prose pastes it before its result in cell 2"
     ]
+
+
+def test_no_analysis_judges_against_a_typed_threshold():
+    """`threshold=` on a finding names what its verdict is judged against: it must be a registered value (or a
+    variable holding one), never a number typed in the analysis."""
+    typed = []
+    for path in sorted((ROOT / "src" / "normlab" / "analysis").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.keyword) and node.arg == "threshold":
+                # an index (ARTICLE_B6_RANGE[1]) picks a registered value; it is not one
+                indices = {
+                    id(n) for s in ast.walk(node.value) if isinstance(s, ast.Subscript) for n in ast.walk(s.slice)
+                }
+                literals = [
+                    n
+                    for n in ast.walk(node.value)
+                    if isinstance(n, ast.Constant) and type(n.value) in (int, float) and id(n) not in indices
+                ]
+                if literals:
+                    typed.append(f"{path.relative_to(ROOT)}:{node.value.lineno} threshold={ast.unparse(node.value)}")
+    assert not typed, "register each in data/design.toml and read it with design.value(...):\n  " + "\n  ".join(typed)

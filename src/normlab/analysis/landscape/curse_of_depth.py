@@ -82,7 +82,7 @@ def depth_claim(study: Landscape, *, curse_share: float, share_margin: float | N
             "corpus_sha256": study.corpus_sha256,
         },
         key_number=share_change["mean_difference"] if share_change else None,
-        threshold=0.0,
+        threshold=design.value("V4", "remedy_raises"),
         spread=share_change["sd_of_differences"] if share_change else None,
         rule=f"Curse present when pre-LN's later half carries <= {100 * curse_share:g}% of the drop-one loss (else not "
         "testable here); holds when 1/sqrt(l) raises that share (paired 95% interval above 0), with a caveat when its "

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from normlab.analysis.landscape.method import Landscape, verdict_lead
+from normlab.study import design
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import KeyNumber
 from normlab.study.present import significant
@@ -94,7 +95,7 @@ def qk_claim(study: Landscape, logit_rows: pd.DataFrame) -> Finding:
             "corpus_sha256": study.corpus_sha256,
         },
         key_number=gain_mean,
-        threshold=0.0,
+        threshold=design.value("V3", "wider_range"),
         spread=gain_sd,
         rule="Needs a failure without QK-norm on the grid (else not testable here); holds when QK-norm's highest "
         "usable LR is higher in every seed (caveat when QK-norm never fails on the grid, so the gain is a lower bound).",
