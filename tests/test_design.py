@@ -374,3 +374,14 @@ def test_no_analysis_judges_against_a_typed_threshold():
                 if literals:
                     typed.append(f"{path.relative_to(ROOT)}:{node.value.lineno} threshold={ast.unparse(node.value)}")
     assert not typed, "register each in data/design.toml and read it with design.value(...):\n  " + "\n  ".join(typed)
+
+
+def test_a_gpu_study_whose_pairs_differ_from_the_registered_ones_is_refused():
+    from normlab.gpt.experiments import PROFILES
+
+    registered = design.load()
+    depth = importlib.import_module("normlab.analysis.depth.profiles").PROFILES
+    assert registered.claim("B19").gpu_study_pairs == PROFILES["gpu"]["ablation"]["seeds"]
+    study = {**PROFILES["gpu"], "ablation": dict(PROFILES["gpu"]["ablation"], seeds=6)}
+    with pytest.raises(DesignError, match=r"B19: the GPU study's ablation.seeds is 6, but .* registers 12 pairs"):
+        registered.check_pairs("B19", depth, study)

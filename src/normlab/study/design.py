@@ -58,6 +58,8 @@ class ClaimDesign:
     pairs: dict[str, int] = field(default_factory=dict)
     pairs_setting: str | None = None
     looks: tuple[int, ...] = ()
+    gpu_study_pairs: int | None = None  # the pairs a committed GPU study must meet to answer the claim
+    gpu_study_setting: str | None = None  # their key in normlab.gpt.experiments.PROFILES["gpu"]
 
 
 @dataclass(frozen=True)
@@ -111,20 +113,27 @@ class Design:
                 "or judge against the registered value"
             )
 
-    def check_pairs(self, claim_id: str, chapter_profiles: dict) -> None:
-        """Refuse a chapter profile whose pairs differ from the registered ones, naming both."""
+    def check_pairs(self, claim_id: str, chapter_profiles: dict, gpu_study_profile: dict | None = None) -> None:
+        """Refuse a chapter profile (or the GPU study's design) whose pairs differ from the registered ones, naming
+        both."""
         entry = self.claim(claim_id)
-        if not entry.pairs_setting:
-            return
-        key = entry.pairs_setting.split(":", 1)[1]
-        for profile, registered in entry.pairs.items():
-            used = chapter_profiles[profile]
+        checks = []
+        if entry.pairs_setting:
+            key = entry.pairs_setting.split(":", 1)[1]
+            checks += [
+                (f"the {p} profile's {entry.pairs_setting}", chapter_profiles[p], key, n)
+                for p, n in entry.pairs.items()
+            ]
+        if entry.gpu_study_setting and gpu_study_profile is not None:
+            setting = entry.gpu_study_setting
+            checks.append((f"the GPU study's {setting}", gpu_study_profile, setting, entry.gpu_study_pairs))
+        for what, used, key, registered in checks:
             for part in key.split("."):
                 used = used[part]
             if used != registered:
                 raise DesignError(
-                    f"claim {claim_id}: the {profile} profile's {entry.pairs_setting} is {used}, but {self.path} "
-                    f"registers {registered} pairs; change one to match, and log a change made after a look"
+                    f"claim {claim_id}: {what} is {used}, but {self.path} registers {registered} pairs; change one "
+                    "to match, and log a change made after a look"
                 )
 
 
@@ -194,6 +203,8 @@ def _parse_claim(claim_id: str, table: dict, path: Path) -> tuple[dict, dict]:
     for profile, count in pairs.items():
         if profile not in PROFILES or isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise DesignError(f"{where}: pairs.{profile} = {count!r}; profiles are {PROFILES}, counts positive ints")
+    if (table.get("gpu_study_pairs") is None) != (table.get("gpu_study_setting") is None):
+        raise DesignError(f"{where}: gpu_study_pairs and gpu_study_setting go together; give both or neither")
     if pairs and not table.get("pairs_setting"):
         raise DesignError(f'{where} registers pairs without pairs_setting = "<chapter>:<profile key>"')
     return (
@@ -203,6 +214,8 @@ def _parse_claim(claim_id: str, table: dict, path: Path) -> tuple[dict, dict]:
             pairs=dict(pairs),
             pairs_setting=table.get("pairs_setting"),
             looks=tuple(table.get("looks", ())),
+            gpu_study_pairs=table.get("gpu_study_pairs"),
+            gpu_study_setting=table.get("gpu_study_setting"),
         ),
         raw_thresholds,
     )
@@ -301,12 +314,13 @@ def check_constant(claim_id: str, name: str, constant) -> None:
 
 def check_profiles(design: Design | None = None) -> None:
     """Refuse any chapter profile whose pairs differ from the registered ones."""
+    from normlab.gpt.experiments import PROFILES as GPU_STUDY
+
     design = design or load()
     for entry in design.claims.values():
-        if entry.pairs_setting:
-            chapter = entry.pairs_setting.split(":", 1)[0]
-            module = importlib.import_module(f"normlab.analysis.{chapter}.profiles")
-            design.check_pairs(entry.id, module.PROFILES)
+        chapter = entry.pairs_setting.split(":", 1)[0] if entry.pairs_setting else None
+        profiles = importlib.import_module(f"normlab.analysis.{chapter}.profiles").PROFILES if chapter else {}
+        design.check_pairs(entry.id, profiles, GPU_STUDY["gpu"])
 
 
 def check_runs(runs: list[dict], design: Design | None = None) -> None:

@@ -19,9 +19,11 @@ def shown_value(value) -> str:
 
 
 def pairs_text(entry) -> str:
-    if not entry.pairs:
+    if not entry.pairs and not entry.gpu_study_pairs:
         return "—"
     text = ", ".join(f"{profile} {entry.pairs[profile]}" for profile in PROFILES if profile in entry.pairs)
+    if entry.gpu_study_pairs:
+        text += f"; GPU study {entry.gpu_study_pairs}"
     if entry.looks:
         text += f" (read at {', '.join(map(str, entry.looks))} before the count was final)"
     return text
