@@ -25,7 +25,9 @@ def pairs_text(entry) -> str:
     if entry.gpu_study_pairs:
         text += f"; GPU study {entry.gpu_study_pairs}"
     if entry.looks:
-        text += f" (read at {', '.join(map(str, entry.looks))} before the count was final)"
+        text += (
+            f" (the cpu profile's interval was read at {', '.join(map(str, entry.looks))} before the count was final)"
+        )
     return text
 
 
