@@ -385,3 +385,24 @@ def test_a_gpu_study_whose_pairs_differ_from_the_registered_ones_is_refused():
     study = {**PROFILES["gpu"], "ablation": dict(PROFILES["gpu"]["ablation"], seeds=6)}
     with pytest.raises(DesignError, match=r"B19: the GPU study's ablation.seeds is 6, but .* registers 12 pairs"):
         registered.check_pairs("B19", depth, study)
+
+
+def test_the_ledger_refuses_a_design_lacking_a_unit_naming_the_claim_and_leaves_no_pages(tmp_path):
+    broken = tmp_path / "design.toml"
+    broken.write_text(design.DESIGN.read_text(encoding="utf-8").replace('unit = "nats per byte"\n', "", 1))
+    results, pages = tmp_path / "results", tmp_path / "pages"
+    results.mkdir()
+    run = {
+        "notebook": "geometry",
+        "profile": "smoke",
+        "hardware": {},
+        "versions": {},
+        "git_commit": "abc",
+        "started": "t0",
+        "finished": "t1",
+        "claims": [],
+    }
+    (results / "geometry.json").write_text(json.dumps(run))
+    with pytest.raises(LedgerError, match=r"claim A9 lacks 'unit'"):
+        ledger.build(results, pages, executed_dir=tmp_path / "ex", design_path=broken)
+    assert not (pages / "design.md").exists()
