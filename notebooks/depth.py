@@ -14,11 +14,13 @@
 # that the LLaMA-style parts (pre-LN + RMSNorm + SwiGLU + RoPE) interlock (B19).
 #
 # The result we hold the gradient measurements against is Xiong et al. 2020, *On Layer Normalization in the
-# Transformer Architecture* (ICML; arXiv:2002.04745). It is a statement **at initialisation**: by mean-field
-# analysis, the gradient of the weights near the output of a post-LN Transformer does not shrink with the number
-# of layers L, while for pre-LN it scales like O(1/√L) (their Theorem 1, for the last FFN matrix). Their analysis
-# assumes an initialisation without depth scaling; GPT-2's initialisation, which our GPT uses, shrinks the
-# projections that write into the trunk by 1/√(2L), and we measure both.
+# Transformer Architecture* (ICML; arXiv:2002.04745), Theorem 1. It is an **upper bound at initialisation**, under
+# Xavier initialisation: by mean-field analysis, the Frobenius norm of the gradient of the last FFN matrix is at most
+# O(d·√(ln d)) in a post-LN Transformer of width d, whatever the number of layers L, and at most O(d·√(ln d / L))
+# in pre-LN. A bound says how large the gradient can be, not how fast it falls. We measure under their Xavier
+# initialisation (every weight matrix Glorot-normal, no depth scaling; the embeddings N(0, {glue:text}`init_std`))
+# and under GPT-2's, which our GPT trains with: N(0, {glue:text}`init_std`), the projections that write into the
+# trunk shrunk by 1/√(2L).
 #
 # "RMSNorm is always paired with pre-LN" also no longer describes current models: OLMo 2 normalises after the
 # sublayer (x + RMSNorm(f(x))), Gemma 2 and 3 normalise both before and after it, and the Transformer of
@@ -64,25 +66,43 @@ claims_box(["B17", "B18", "B19"], overrides=overrides)
 # Four models, {pre, post} × {LayerNorm, RMSNorm}, at each depth, on the same batch of real text. Per block we
 # record the gradient norm of its weight matrices, the norm of the residual stream after it, and the mean cosine
 # similarity between different tokens of a sequence (1 means every token looks the same).
-# {numref}`fig-depth-xiong` sets the last block's gradient against depth under both initialisations: look for
-# the 1/√L slope in pre-LN on the left, and its disappearance on the right.
+# {numref}`fig-depth-xiong` sets the last block's gradient against depth under both initialisations, with the shape
+# of pre-LN's bound, ∝ 1/√L, drawn through pre-LN RMSNorm's shallowest point.
+#
+# **How the bound is tested, stated before the result.** At one width the bound's constant is unknown, so the bound
+# can only be tested for its shape in L. We set the constant at the shallowest depth L₀, where the bound passes
+# through the measured seed mean: bound(L) = g(L₀)·√(L₀/L) for pre-LN and g(L₀) for post-LN. The gradients *lie under
+# the bound* when, at every deeper depth, their seed mean is at most ×{glue:text}`bound_allowed` the bound
+# (a slack of {glue:text}`bound_slack_percent` for seed noise and for the lower-order terms the O(·) drops). One look
+# changed this test: it first compared the largest seed, and the cpu profile's initialisation then showed the largest
+# seed above the bound at the shallowest depth itself, where the bound passes through the mean; it now compares means,
+# with the slack unchanged. The fitted
+# exponent k of gradient ∝ L^k is shown as a description of the measured slope only: the bound does not predict it.
 
 # %% tags=["remove-cell"]
 from normlab.analysis.depth import initialisation
 
+# measured ÷ bound allowed up to 1 + this, at the deeper depths
+BOUND_SLACK = design.value("B17", "bound_slack")
+state(bound_allowed=1 + BOUND_SLACK, bound_slack_percent=percent(BOUND_SLACK))
 init = initialisation.initialisation_study(P, corpus)
 deepest = init.deepest
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Gradient of the last block's MLP output matrix at initialisation against depth, both axes logarithmic. Left: Xiong et al.'s unscaled initialisation, where pre-LN should follow the dashed 1/√L line and post-LN stay flat. Right: GPT-2's depth-scaled initialisation, which removes pre-LN's 1/√L.", "name": "fig-depth-xiong"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Gradient of the last block's MLP output matrix at initialisation against depth, both axes logarithmic. Left: Xiong et al.'s Xavier initialisation, with the dashed shape of pre-LN's bound (∝ 1/√L) through pre-LN RMSNorm's shallowest point; their bound for post-LN does not move with L. Right: GPT-2's depth-scaled initialisation.", "name": "fig-depth-xiong"}}
 figures.xiong_gradients(init.frame)
 plt.show()
 
 # %% tags=["remove-input"]
-caption = "Fitted exponent k of last-block gradient ∝ L^k (Xiong et al.: −0.5 for pre-LN, 0 for post-LN)"
+caption = "Under Xavier initialisation: the last block's W_down gradient against Xiong et al.'s bound, its constant set at the shallowest depth"
+table(initialisation.bound_table(init), caption=caption)
+
+# %% tags=["remove-input"]
+caption = "Fitted exponent k of last-block gradient ∝ L^k, a description of the measured slope (the bound's own shape is L^−0.5 for pre-LN, L^0 for post-LN)"
 table(initialisation.exponent_table(init), caption=caption)
 
 # %% [markdown]
-# Pre-LN's last-block gradient sits *above* post-LN's in level: in pre-LN the final norm divides by the trunk's norm,
+# Under GPT-2's initialisation (right), pre-LN's last-block gradient sits *above* post-LN's in level: in pre-LN the
+# final norm divides by the trunk's norm,
 # and with embeddings initialised at std {glue:text}`init_std` (GPT-2's choice; the projections that write into the
 # trunk start at {glue:text}`init_std`/√(2·depth), so the trunk does not grow with depth) that trunk is small, so the
 # final norm amplifies the gradient it passes back; in post-LN every block's output is already at unit RMS.
@@ -123,28 +143,34 @@ plt.show()
 # %% tags=["remove-input"]
 table(training_at_depth.no_warmup_table(training), caption=f"Without warm-up at depth {P['deep']}: which runs trained")
 
+# %% tags=["remove-input"]
+Markdown(training.left.paragraph())
+
 # %% [markdown]
 # ## Verdicts
 #
 # **B17** (pre-LN keeps the trunk an identity path, so gradients flow back undamped). Xiong et al. 2020's
-# statement, the one "undamped" leans on, is a bound at initialisation, and even there the last layer's gradient in
-# pre-LN shrinks as 1/√L: undamped describes the identity path of the trunk, not the size of every layer's
-# gradient. Three measurements:
+# statement, the one "undamped" leans on, is a bound at initialisation, and even there the bound on the last layer's
+# gradient in pre-LN shrinks as 1/√L: undamped describes the identity path of the trunk, not the size of every
+# layer's gradient. Four measurements:
 # (i) at the deepest initialised depth the pre-LN per-block gradient norms may differ by at most ×{glue:text}`spread_limit` from
 # block to block (key number, threshold {glue:text}`spread_limit`, under both initialisations); (ii) without warm-up,
 # pre-LN must train at least as often as post-LN at that depth; (iii) the paired final loss of pre-LN against post-LN
-# (RMSNorm) after training. (i) and (ii): holds; caveat when post-LN trains just as well, when pre-LN's paired
-# loss is no better, or when Xiong's exponents are not seen. Xiong's exponents count as seen when the fitted k lies
-# within ±{glue:text}`exponent_tolerance` of −0.5 for pre-LN and of 0 for post-LN.
+# (RMSNorm) after training; (iv) whether, under Xavier initialisation, the last layer's gradients lie under Xiong et
+# al.'s bound, tested as stated above (at most ×{glue:text}`bound_allowed` the bound through the shallowest depth,
+# for pre-LN and post-LN alike). (i) and (ii): holds; caveat when post-LN trains just as well, when pre-LN's paired
+# loss is no better, or when the gradients do not lie under the bound (or there is a single depth to test it on).
+# The fitted exponents are reported beside it, as a description.
 
 # %% tags=["remove-cell"]
 from normlab.analysis.depth import identity_path
 
-B17_RULE = design.values("B17", "spread_limit", "exponent_tolerance")  # as stated above
-state(**B17_RULE)
+B17_RULE = design.values("B17", "spread_limit", "bound_slack")  # as stated above
+state(spread_limit=B17_RULE["spread_limit"])
 depths = dict(deepest=deepest, deep=P["deep"])
 b17_numbers = identity_path.b17_measures(init, training, P, MARGIN)
 b17 = identity_path.b17_finding(b17_numbers, **depths, margin=MARGIN, **B17_RULE, corpus_sha256=corpus.sha256)
+b17 = training.left.judge(b17)  # a run that failed every attempt: named, and its pair left out
 
 # %% tags=["remove-input"]
 Markdown(identity_path.b17_paragraph(b17, b17_numbers, **depths))
@@ -165,7 +191,7 @@ from normlab.analysis.depth import post_ln_decay
 B18_RULE = design.values("B18", "ratio_drop", "cosine_rise")  # "worse" at initialisation, as stated above
 state(ratio_drop=percent(B18_RULE["ratio_drop"]), cosine_rise=B18_RULE["cosine_rise"])
 b18_numbers = post_ln_decay.b18_measures(init, training, MARGIN)
-b18 = post_ln_decay.b18_finding(b18_numbers, **depths, margin=MARGIN, **B18_RULE)
+b18 = training.left.judge(post_ln_decay.b18_finding(b18_numbers, **depths, margin=MARGIN, **B18_RULE))
 
 # %% tags=["remove-input"]
 Markdown(post_ln_decay.b18_paragraph(b18, b18_numbers, **depths))
@@ -186,8 +212,9 @@ from normlab.analysis.depth import interlock
 
 ablation = interlock.ablation_study(training, MARGIN)
 b19 = interlock.b19_finding(
-    ablation, depth=P["ablation_depth"], steps=P["ablation_steps"], seeds=P["ablation_seeds"], margin=MARGIN
+    ablation, depth=P["ablation_depth"], steps=P["ablation_steps"], seeds=training.ablation_left.pairs, margin=MARGIN
 )
+b19 = training.ablation_left.judge(b19)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Ablation of the LLaMA style: paired final-loss change of each swap against the LLaMA-style run of the same seed (dots: seeds; bar: mean and 95% interval). The green band is the ±{glue:text}`margin`-nat-per-byte margin.", "name": "fig-depth-ablation"}}
 figures.ablation_effects(ablation.swaps, MARGIN)
@@ -200,7 +227,7 @@ table(
 )
 
 # %% tags=["remove-input"]
-Markdown(interlock.b19_paragraph(b19, ablation))
+Markdown(training.ablation_left.paragraph() + interlock.b19_paragraph(b19, ablation))
 
 # %% [markdown]
 # (depth-gpu)=

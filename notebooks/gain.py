@@ -102,6 +102,7 @@ claims_box(["B15"], overrides=overrides)
 
 # %% tags=["remove-cell"]
 gpt, decay_runs = runs.train_models(P, devices)
+left = runs.sweep_left(decay_runs, P)  # a sweep run that failed every attempt: named, and its seed left out
 eval_batches = forward.validation_batches(corpus, P)
 forward_check = forward.forward_check(gpt, eval_batches, P["factors"], threshold=FORWARD_CHANGE)
 
@@ -240,7 +241,7 @@ plt.show()
 # %% tags=["remove-input"]
 table(
     weight_decay.decay_frame(sweep),
-    caption=f"Paired effect of decaying the gains ({P['seeds']} pairs; undecayed final gain RMS "
+    caption=f"Paired effect of decaying the gains ({left.pairs} pairs; undecayed final gain RMS "
     f"{sweep.final_gain_at(0.0):.3f})",
 )
 
@@ -260,9 +261,10 @@ table(
 
 # %% tags=["remove-cell"]
 b15 = verdict.b15_finding(forward_check, scaling, toy, sweep, qk, tolerance=TOL, corpus_sha256=corpus.sha256)
+b15 = left.judge(b15)
 
 # %% tags=["remove-input"]
-Markdown(verdict.b15_paragraph(b15, forward_check, scaling, toy, sweep, qk))
+Markdown(left.paragraph() + verdict.b15_paragraph(b15, forward_check, scaling, toy, sweep, qk))
 
 # %% tags=["remove-cell"]
 _ = b15.record(results, "B15", "gain-wd-gpt")

@@ -128,19 +128,37 @@ display(Markdown(stream.stream_paragraph(residual)))
 # ## Are the massive activations a constant? Sun et al.'s ablation
 #
 # B5 calls the common offset "a noise-like constant rather than per-token information". Sun et al. 2024 test
-# the massive activations for exactly that (checked against the paper's abstract and secondary summaries of
-# its intervention experiment, not against its tables): at the layer where they appear, set them to their mean
-# over many sequences, and the perplexity barely moves; set them to zero, and it explodes. Owen et al. 2025
+# the massive activations for exactly that (checked against the paper's abstract and Figure 1, secondary summaries
+# of its intervention experiment and the authors' released intervention code, not against its tables): at the layer
+# where they appear, set them to their mean over other sequences, and the perplexity barely moves; set them to zero,
+# and it explodes. Owen et al. 2025
 # (*A Refined Analysis of Massive Activations in LLMs*, abstract only) report models where zeroing them does no
 # such harm, so the outcome is a property of the model, not a law. We run the same test on SmolLM2. **An activation is
 # massive, by Sun et al.'s definition stated before measuring, when its magnitude is at least {glue:text}`massive_floor`
 # and at least {glue:text}`massive_ratio` times the median magnitude of its sequence's hidden state.** The edit is made
 # in the residual stream at the first depth where the stream section's largest |x| passes that rule; every later block
-# reads the edited stream. Three conditions on the loss chunks, paired by chunk: the activations left alone, set to
-# their mean (per channel, over all massive entries of all chunks), and set to zero. The margin is the chapter's
-# {glue:text}`margin` nats per token.
+# reads the edited stream. Three conditions on the loss chunks (their first {glue:text}`massive_length` tokens),
+# paired by chunk: the activations left alone, set to their mean, and set to zero.
+#
+# **The mean is Sun et al.'s: one per channel and per position, taken on other sequences than those scored.** It is
+# computed on the stream section's {glue:text}`massive_mean_chunks` chunks and then scored on the
+# {glue:text}`massive_scored_chunks` loss chunks. Both sets are disjoint windows of the same validation text, and the
+# split is fixed by their order in the text before anything is measured (the code refuses a chunk found in both).
+# Positions are keyed by role rather than by absolute index. The roles are the chunk's first token, the first
+# delimiter token after it (a period or a line break with only whitespace around it), and every other position. Sun
+# et al.'s Figure 1 puts LLaMA2-7B's massive activations on the starting token and on "the first period (.) or newline
+# token", and the authors' intervention hook writes one value at the starting token and another at the delimiter.
+# Our chunks are windows cut from running code, so the first delimiter sits at a different index in each one, and a
+# mean per index would mix it with ordinary tokens. A scored entry whose role and channel never held a massive
+# entry in the held-out chunks has no mean; it is left unchanged and counted below. Zero replaces every massive entry.
+# One difference from the authors' hook remains: it overwrites fixed channels at those positions, found beforehand
+# for each model, while here the rule marks the entries to replace in each scored chunk.
+# The margin is the chapter's {glue:text}`margin` nats per token.
 
 # %% tags=["remove-cell"]
+state(
+    massive_length=P["massive_length"], massive_mean_chunks=P["stream_chunks"], massive_scored_chunks=P["loss_chunks"]
+)
 ablation = massive.measure_massive_ablation(run, residual, MASSIVE, P["batch"], MARGIN, length=P["massive_length"])
 
 # %% tags=["remove-input"]

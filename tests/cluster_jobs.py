@@ -48,3 +48,19 @@ def build_other_corpus(folder: str | None) -> None:
     corpus._original_module_source = original
     corpus.module_source = original if folder is None else lambda name: Path(folder) / f"{name}.py"
     corpus.load_corpus.cache_clear()
+
+
+def kills_its_worker_once(marker: str, seed: int) -> dict:
+    """Ends its worker process abruptly (the OOM killer, a lost node) the first time it runs with this marker, then
+    trains with its weights kept."""
+    if not Path(marker).exists():
+        Path(marker).write_text("killed its worker once\n")
+        os._exit(1)
+    return kept_weights(seed)
+
+
+def kept_weights(seed: int) -> dict:
+    """The tiny training with its weights kept: the record holds their file's path, not the weights."""
+    out = train_job(model=TINY_MODEL, train={**TINY_TRAIN, "seed": seed}, keep_weights=True)
+    del out["median_step_time"]
+    return out

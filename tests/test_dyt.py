@@ -101,8 +101,9 @@ def test_bad_input_is_named():
 
 def test_authors_alpha_init_follows_their_llama_commands():
     assert authors_alpha_init(4096) == (0.8, 0.2) and authors_alpha_init(5120) == (0.6, 0.15)
-    assert authors_alpha_init(8192) == authors_alpha_init(6656) == (0.2, 0.05)
-    assert authors_alpha_init(6000) == (0.6, 0.15)  # the widest model they trained that is no wider
+    # their 34B and 70B are both 8192 wide: a 6656-wide model (LLaMA 1's 33B) sits below them, with 13B's values
+    assert authors_alpha_init(8192) == (0.2, 0.05) and sorted(AUTHORS_LLAMA_ALPHA) == [4096, 5120, 8192]
+    assert authors_alpha_init(6656) == authors_alpha_init(6000) == (0.6, 0.15)  # the widest no wider
     assert authors_alpha_init(64) == (0.8, 0.2)  # narrower than any of theirs: their narrowest model's values
     assert all(attention == 4 * other for attention, other in AUTHORS_LLAMA_ALPHA.values())
     with pytest.raises(ValueError, match="positive int width"):

@@ -17,7 +17,7 @@ from normlab.analysis.shared.paired import paired_or_none  # noqa: E402
 from normlab.analysis.shared.runs import training_devices  # noqa: E402
 
 MARGIN = 0.02
-B17_RULE = dict(spread_limit=10.0, exponent_tolerance=0.2)
+B17_RULE = dict(spread_limit=10.0, bound_slack=0.25)
 B18_RULE = dict(ratio_drop=0.10, cosine_rise=0.02)
 
 
@@ -82,7 +82,7 @@ def test_settings_for_validates_the_depths():
 
 def test_exponent_table_sets_both_initialisations_side_by_side():
     shown = initialisation.exponent_table(synthetic_init()).set_index("config")
-    assert shown.loc["pre-rms", "exponent, Xiong init"] == pytest.approx(-0.5)
+    assert shown.loc["pre-rms", "exponent, Xavier init"] == pytest.approx(-0.5)
     assert shown.loc["post-layer", "exponent, GPT-2 init"] == pytest.approx(0.0, abs=1e-12)
 
 
@@ -113,12 +113,15 @@ def test_b17_measures_reads_the_worst_pre_ln_block_ratio_and_its_seed_spread():
     assert m["pre_spread_sd"] == pytest.approx(math.sqrt(0.5))  # seeds alone: 2 and 3
     assert (m["pre_rate"], m["post_rate"]) == (1.0, 0.5)
     assert m["xiong_pre"] == pytest.approx(-0.5) and m["xiong_post"] == pytest.approx(0.0, abs=1e-12)
+    # the synthetic gradients follow the bound's shape exactly: ratio 1 at the deeper depth
+    assert m["bound_ratio_pre"] == pytest.approx(1.0) and m["bound_ratio_post"] == pytest.approx(1.0)
     assert m["drop"] == pytest.approx(0.004)
 
 
 def b17_numbers(**change):
     pair = paired_or_none([2.1, 2.2, 2.3], [2.0, 2.1, 2.21], MARGIN)  # pre-LN better by ~0.1: different
     base = dict(pre_spread=2.0, pre_rate=1.0, post_rate=0.5, pair=pair, xiong_pre=-0.5, xiong_post=0.0, gpt2_pre=0.0)
+    base |= dict(bound_ratio_pre=1.0, bound_ratio_post=1.1)
     return base | change
 
 
@@ -127,7 +130,12 @@ def test_b17_verdict_flips_at_the_spread_limit_and_takes_caveats():
     assert identity_path.b17_verdict(b17_numbers(pre_spread=10.5), **B17_RULE) == "does not hold"
     assert identity_path.b17_verdict(b17_numbers(pre_rate=0.4), **B17_RULE) == "does not hold"
     assert identity_path.b17_verdict(b17_numbers(post_rate=1.0), **B17_RULE) == "holds with caveats"
-    assert identity_path.b17_verdict(b17_numbers(xiong_pre=-0.2), **B17_RULE) == "holds with caveats"
+    # the fitted exponent is a description: far from −0.5 it moves nothing while the gradients lie under the bound
+    assert identity_path.b17_verdict(b17_numbers(xiong_pre=-0.2), **B17_RULE) == "holds"
+    assert identity_path.b17_verdict(b17_numbers(bound_ratio_pre=1.24), **B17_RULE) == "holds"
+    assert identity_path.b17_verdict(b17_numbers(bound_ratio_pre=1.26), **B17_RULE) == "holds with caveats"
+    assert identity_path.b17_verdict(b17_numbers(bound_ratio_post=1.3), **B17_RULE) == "holds with caveats"
+    assert identity_path.b17_verdict(b17_numbers(bound_ratio_pre=None), **B17_RULE) == "holds with caveats"
     assert identity_path.b17_verdict(b17_numbers(pair=None), **B17_RULE) == "holds with caveats"
 
 
@@ -137,7 +145,8 @@ def test_b17_finding_and_paragraph_name_the_numbers():
     assert finding.key_number == 2.0 and finding.threshold == 10.0 and finding.spread == 0.3
     assert "×2.00 (threshold ×10)" in finding.summary and "≤ ×10" in finding.rule
     text = identity_path.b17_paragraph(finding, m, deepest=4, deep=2)
-    assert "(threshold ×10)" in text
+    assert "(threshold ×10)" in text and "×1.00 (pre-LN) and ×1.10 (post-LN)" in text and "lie under it" in text
+    assert "As a description only, the fitted slopes are L^-0.50 (pre)" in text
     assert "pre-LN trained in 100% of runs and post-LN in 50%" in text and text.endswith("**B17 verdict: holds.**")
 
 
@@ -147,9 +156,30 @@ def test_b17_says_what_undamped_rests_on_without_moving_its_numbers():
     paragraph = identity_path.b17_paragraph(finding, m, deepest=4, deep=2)
     for text in (finding.summary, paragraph):
         assert "Xiong et al. 2020" in text and "bound at initialisation" in text and "shrinks as 1/√L" in text
+        assert "bound on the last layer's gradient" in text
     # the wording sits beside the measured numbers; the verdict and its key number are those of the rule
     assert finding.summary.index("×2.00") < finding.summary.index("'Undamped'")
     assert (finding.verdict, finding.key_number, finding.threshold, finding.spread) == ("holds", 2.0, 10.0, 0.3)
+
+
+def test_xiong_bound_sets_its_constant_at_the_shallowest_depth():
+    rows = [
+        dict(config=config, depth=depth, seed=seed, layer=depth, grad_mlp_down=value * (1.0 + 0.1 * seed))
+        for config, values in (("pre-rms", {2: 1.0, 8: 0.6}), ("post-rms", {2: 1.0, 8: 0.9}))
+        for depth, value in values.items()
+        for seed in (0, 1)
+    ]
+    bounds = initialisation.xiong_bound(pd.DataFrame(rows)).set_index(["config", "depth"])
+    # pre-LN's bound falls by √(2/8) = 0.5 from depth 2, where it passes through the seed mean 1.05
+    assert bounds.loc[("pre-rms", 8), "bound"] == pytest.approx(0.525)
+    assert bounds.loc[("pre-rms", 8), "ratio"] == pytest.approx(0.63 / 0.525)  # the seed mean, above the bound
+    assert bounds.loc[("post-rms", 8), "bound"] == pytest.approx(1.05)  # post-LN's does not move with depth
+    frame = pd.DataFrame(rows)
+    assert initialisation.worst_bound_ratio(initialisation.xiong_bound(frame), "post") == pytest.approx(0.945 / 1.05)
+    single = initialisation.xiong_bound(frame[frame["depth"] == 2])
+    assert initialisation.worst_bound_ratio(single, "pre") is None
+    with pytest.raises(ValueError, match="Theorem 1 bounds pre-LN and post-LN only"):
+        initialisation.xiong_bound(frame.assign(config="peri-rms"))
 
 
 def test_b18_measures_compare_post_ln_norms():
@@ -227,7 +257,7 @@ def test_b19_interaction_decides():
         interlock.Ablation(swaps={}, interaction=None, stress_diverged=pd.Series(dtype=bool), base=None)
     ) == ("not testable here")
     shown = interlock.swap_table(adds_up).set_index("swap")
-    assert shown.loc["rms→layer", "Δ vs LLaMA (nats)"] == pytest.approx(0.051)
+    assert shown.loc["rms→layer", "Δ vs LLaMA (nats per byte)"] == pytest.approx(0.051)
     assert bool(shown.loc["pre→post", "diverges at stress lr"]) and not shown.loc["rms→layer", "diverges at stress lr"]
     finding = interlock.b19_finding(interlocked, depth=1, steps=20, seeds=3, margin=MARGIN)
     assert (
@@ -251,7 +281,7 @@ def test_xiong_gradients_has_a_log_log_panel_per_initialisation_with_the_referen
     assert sorted(a.get_title() for a in fig.axes) == sorted(initialisation.INIT_NAMES.values())
     for axis in fig.axes:
         assert axis.get_xscale() == axis.get_yscale() == "log"
-        assert "∝ 1/√L" in [t.get_text() for t in axis.get_legend().get_texts()]
+        assert "bound's shape, ∝ 1/√L" in [t.get_text() for t in axis.get_legend().get_texts()]
 
 
 def test_depth_profile_draws_three_panels_at_the_deepest_depth():

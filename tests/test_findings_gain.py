@@ -414,7 +414,7 @@ def test_b15_paragraph_states_each_part_and_the_verdict_its_finding_records():
     assert text.startswith("3/4 parts hold.") and "not within ±10%" in text
     assert "RMS 0.500 against 1.000 undecayed" in text and text.endswith("**B15 verdict: holds with caveats.**")
     assert b15.summary.startswith("3/4 parts hold:") and b15.verdict == "holds with caveats"
-    assert (b15.meaning, b15.unit) == ("paired final-loss change under strong decay of the gain", "nats")
+    assert (b15.meaning, b15.unit) == ("paired final-loss change under strong decay of the gain", "nats per byte")
     diverged = weight_decay.DecaySweep({}, {}, pd.DataFrame(), pd.Series(dtype=float), None, False, False, 0.0, 0.02)
     finding = verdict.b15_finding(forward_check, scaling, toy, diverged, qk, tolerance=0.1, corpus_sha256="x")
     assert "the decay sweep diverged" in verdict.b15_paragraph(finding, forward_check, scaling, toy, diverged, qk)

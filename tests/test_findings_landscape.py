@@ -19,7 +19,7 @@ from normlab.analysis.landscape.at_a_glance import (
     step_times,
     summary_frame,
 )
-from normlab.analysis.landscape.curse_of_depth import depth_claim, depth_paragraph
+from normlab.analysis.landscape.curse_of_depth import V4_KEY, depth_claim, depth_paragraph
 from normlab.analysis.landscape.dyt import (
     alpha_sensitivity,
     dyt_claim,
@@ -46,10 +46,10 @@ from normlab.analysis.landscape.profiles import (
     profile_settings,
     small_variant,
 )
-from normlab.analysis.landscape.qk_norm import QK_COMPARED, final_logits, qk_claim
+from normlab.analysis.landscape.qk_norm import QK_COMPARED, final_logits, qk_claim, stable_range_table
 from normlab.analysis.landscape.runs import landscape_jobs, run_jobs
 from normlab.gpt.train import TrainConfig
-from normlab.study.key_numbers import DIMENSIONLESS
+from normlab.study.key_numbers import POINTS
 
 matplotlib.use("Agg")
 
@@ -291,15 +291,15 @@ def test_dyt_claim_names_the_failing_part_from_the_traces():
 
 def test_dyt_claim_writes_its_opening_page_sentence_and_key_number_meaning():
     worse = v1(make_runs(loss=v1_loss(0.1)))
-    assert (worse.meaning, worse.unit) == ("paired final loss, DyT − RMSNorm", "nats")
+    assert (worse.meaning, worse.unit) == ("paired final loss, DyT − RMSNorm", "nats per byte")
     assert worse.headline == (
-        "Dynamic Tanh by its authors' LLaMA recipe ends 0.100 nats worse than RMSNorm in paired final loss, beyond the "
-        "margin of +0.03 nats: its final DyT layer saturates, and with an RMSNorm final norm instead DyT ends "
-        "2.50e-04 nats worse than RMSNorm."
+        "Dynamic Tanh by its authors' LLaMA recipe ends 0.100 nats per byte worse than RMSNorm in paired final loss, "
+        "its 95% interval beyond the margin of +0.03 nats per byte: its final DyT layer saturates, and with an RMSNorm "
+        "final norm instead DyT ends 2.50e-04 nats per byte worse than RMSNorm."
     )
     # a threshold the traces never reach: no saturation, so the sentence ends on the verdict instead
     unsaturated = v1(make_runs(loss=v1_loss(0.1)), saturated_share=1.1)
-    ends_on_the_verdict = "beyond the margin of +0.03 nats: at this scale it does not match a norm without tuning."
+    ends_on_the_verdict = "its 95% interval beyond the margin of +0.03 nats per byte: at this scale it does not match a norm without tuning."
     assert unsaturated.headline.endswith(ends_on_the_verdict)
     no_interval = v1(make_runs(loss=v1_loss(0.0), diverged=lambda t: t["label"] == "dyt-authors" and t["seed"] == 1))
     assert no_interval.key_number is None and no_interval.headline is None
@@ -318,6 +318,18 @@ def test_alpha_sensitivity_finds_the_best_alpha_per_width():
     assert table["authors' α₀"].tolist() == [0.2, 0.2]
     assert table["DyT loss at the authors' α₀"][1] == pytest.approx(2.0 + 0.01 * math.log(4))
     assert table["α₀ values that diverged"].tolist() == [0, 0]
+
+
+def test_alpha_sensitivity_reads_rmsnorm_under_the_authors_adamw():
+    # RMSNorm under the study's optimiser 0.5 nats worse than under the authors' AdamW: the table must show the latter
+    base = v1_loss(0.0)
+    study = study_of(make_runs(loss=lambda t: base(t) + (0.5 if t["label"] == "rms" else 0.0)))
+    table = alpha_sensitivity(study)
+    assert table["RMSNorm loss, authors' AdamW"].tolist() == pytest.approx([2.0, 2.0])
+    widths = {
+        j["model"]["width"]: j["tag"]["label"] for j in landscape_jobs(settings()) if j["tag"]["label"] == "rms-authors"
+    }
+    assert set(widths) == set(settings()["alpha_widths"])  # trained at every width of the sweep
 
 
 def test_dyt_pairs_table_names_a_diverged_pair():
@@ -427,26 +439,57 @@ def test_placement_table_has_one_row_per_placement():
 # ---- V3 --------------------------------------------------------------------------------------------------
 
 
-def v3(diverges):
-    study = study_of(make_runs(diverged=diverges))
+def v3(diverges, P=None, min_seeds=5):
+    study = study_of(make_runs(diverged=diverges, P=P), P=P)
     rows = final_logits(study)
-    return qk_claim(study, rows), rows
+    return qk_claim(study, rows, min_seeds=min_seeds), rows
 
 
-def test_qk_claim_needs_a_failure_without_qk_norm_and_a_gain_with_it():
-    def rms_fails_high(t):
-        return t["label"] == "rms" and t["lr"] == 1e-1 and "width" not in t
+def rms_fails_high(t):
+    return t["label"] == "rms" and t["lr"] == 1e-1 and "width" not in t
 
+
+def test_qk_claim_needs_a_divergence_without_qk_norm_and_is_fragile_on_few_seeds():
     held, rows = v3(rms_fails_high)
     assert held.key_number == pytest.approx(1.0)  # log10(0.1 / 0.01)
-    assert (held.meaning, held.unit) == ("rise of the highest usable learning rate with QK-norm", "decades")
-    assert held.verdict == "holds with caveats"  # QK-norm never failed on the grid: the gain is a lower bound
-    assert "a gain of 1.00 decades over 1 seeds" in held.summary
+    assert held.meaning == "rise of the highest stable (non-diverging) learning rate with QK-norm"
+    assert held.verdict == "holds with caveats"  # one grid seed: no interval, the verdict says it is fragile
+    assert "fragile: 1 seeds, fewer than the 5 an interval needs here" in held.summary
+    assert "seed 0: without QK-norm stable up to 0.0100, diverges at 0.100" in held.summary
     assert rows["largest logit, QK-norm"].tolist() == pytest.approx([4.0, 40.0])
+    assert held.evidence["fragile"] and held.evidence["gain_interval"] is None
     both_fail, _ = v3(lambda t: t["label"] in ("rms", "rms+qk") and t["lr"] == 1e-1)
     assert both_fail.verdict == "does not hold" and both_fail.key_number == 0.0
     neither, _ = v3(None)
-    assert neither.verdict == "not testable here"
+    assert neither.verdict == "not testable here" and neither.evidence["fragile"] is None
+    with pytest.raises(ValueError, match="min_seeds must be an int >= 2"):
+        v3(None, min_seeds=1)
+
+
+def test_qk_claim_reads_the_interval_when_there_are_enough_seeds():
+    P = settings() | {"seeds": 5, "grid_seeds": 5}
+    held, _ = v3(rms_fails_high, P=P)
+    assert held.verdict == "holds with caveats"  # the gain's interval lies above 0; QK-norm never diverged
+    assert held.evidence["gain_interval"]["ci_low"] == pytest.approx(1.0) and held.evidence["fragile"] is None
+    # without QK-norm the model diverges at the top in seeds 0-2 only: the gain's interval spans 0
+    split, _ = v3(lambda t: rms_fails_high(t) and t["seed"] < 3, P=P)
+    assert split.verdict == "not testable here" and split.evidence["fragile"].endswith("spans 0")
+    few, _ = v3(lambda t: rms_fails_high(t) and t["seed"] < 1, P=settings() | {"grid_seeds": 2})
+    assert few.verdict == "not testable here" and few.evidence["fragile"].endswith("and the seeds disagree")
+
+
+def test_qk_claim_calls_a_loss_gap_no_failure():
+    # without QK-norm the top of the grid trains to a loss 1 nat worse but does not diverge: V3 has nothing to test
+    def loss(t):
+        return 3.0 if t["label"] == "rms" and t["lr"] == 1e-1 else 2.0
+
+    study = study_of(make_runs(loss=loss))
+    finding = qk_claim(study, final_logits(study), min_seeds=5)
+    assert finding.verdict == "not testable here"
+    assert "without QK-norm stable up to 0.100, no divergence on the grid" in finding.summary
+    assert finding.evidence["usable_range_rms"]["unusable_above"] == 1e-1  # a loss gap, read as unusable only
+    table = stable_range_table(study)
+    assert table["first diverging LR"].isna().all() and set(table["model"]) == {"no QK-norm", "QK-norm"}
 
 
 # ---- V4 --------------------------------------------------------------------------------------------------
@@ -471,9 +514,6 @@ def test_usable_ranges_are_judged_within_the_compared_variants():
         return 2.0 if tag["label"] == "rms+qk" or tag["lr"] == min(settings()["lr_grid"]) else 3.0
 
     study = study_of(make_runs(loss=loss))
-    outcome = qk_claim(study, final_logits(study))
-    assert outcome.verdict == "holds with caveats", outcome.summary
-    assert "with QK-norm 0.100 (no failure on the grid)" in outcome.summary
     qk = study.usable_range("small", "rms+qk", QK_COMPARED)
     assert qk["lr_high"] == max(settings()["lr_grid"])
     assert study.usable_range("small", "rms+qk", ("rms+qk", "dyt-rmsfinal"))["lr_high"] is None
@@ -484,10 +524,11 @@ def test_usable_ranges_are_judged_within_the_compared_variants():
 def test_depth_claim_reads_the_later_half_share():
     held = v4([0.9, 0.05, 0.03, 0.02], [0.5, 0.2, 0.15, 0.15])
     assert held.verdict == "holds" and held.threshold == 0.0
-    assert (held.meaning, held.unit) == (
-        "change in the later half's share of the drop-one loss under 1/√l",
-        DIMENSIONLESS,
-    )
+    assert (held.meaning, held.unit) == ("change in the later half's share of the drop-one loss under 1/√l", POINTS)
+    # a difference of two shares, written in percentage points, its interval too
+    assert V4_KEY.signed(held.key_number) == "+25 percentage points"  # later-half share from 5.5% to about 30%
+    assert "1/√l changes that share by +25 percentage points (95% CI +23..+26)" in held.summary
+    assert "and the final loss by 0 nats per byte." in held.summary
     assert held.key_number > 0
     assert "(curse threshold 0.35)" in held.summary
     assert "The curse shows at this scale (later half at or below 35%)" in depth_paragraph(held, curse_share=0.35)

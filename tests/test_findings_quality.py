@@ -281,6 +281,8 @@ def test_b16_key_number_is_the_one_that_decided_use():
         unused, drift, REAL_USES, GEOMETRY_OK, margin=MARGIN, correlation=0.3, sign_share=0.75
     )
     assert real.key_number == 0.3 and real.threshold == 0.05 and real.spread == pytest.approx(0.2 / 3.92)
+    # each key number in its own model's unit: our byte-level GPTs' loss per byte, SmolLM2's per token
+    assert (own.unit, real.unit) == ("nats per byte", "nats per token") and "SmolLM2" in real.meaning
     apart = extra_dimension.b16_finding(unused, drift, None, None, margin=MARGIN, correlation=0.6, sign_share=0.75)
     assert not apart.evidence["drift_together"] and "geometry evidence absent" in apart.summary
     text = extra_dimension.b16_paragraph(apart, unused, drift, None, None, correlation=0.6, sign_share=0.75)

@@ -150,11 +150,12 @@ def test_centring_added_text_and_table():
     assert list(result.top_norms["norm"]) == ["b", "c", "a"]  # by size, sign ignored
     paragraph = centring_added.centring_added_paragraph(result)
     assert (
-        interval_text(result.added, margin=False) in paragraph
+        interval_text(result.added, "nats per token", margin=False) in paragraph
         and "**different**" in paragraph
-        and "±0.01 margin" in paragraph
+        and "±0.01 nats per token margin" in paragraph
     )
-    assert "`b` (-0.0500)" in paragraph and "2 chunks of 16 tokens" in paragraph and "-0.0290 nats" in paragraph
+    assert "`b` (-0.0500)" in paragraph and "2 chunks of 16 tokens" in paragraph
+    assert "-0.0290 nats per token" in paragraph
     html = str(centring_added.loss_table(result, length=32))
     assert "outcome vs 0.01 margin" in html and "4 held-out chunks of 32 tokens" in html
 
@@ -169,21 +170,29 @@ def test_q4_finding_flips_with_the_minilm_cosine_threshold():
     assert (
         "0.9000" in changed.summary and "MRR 0.900→0.700" in changed.summary and "different vs ±0.01" in changed.summary
     )
-    assert "±0.01 nats" in changed.rule and "below 0.99" in changed.rule
+    assert "±0.01 nats per token" in changed.rule and "below 0.99" in changed.rule
     smollm2 = centring_added_result(0.2).added
     assert changed.spread == pytest.approx(smollm2["sd_of_differences"] / math.sqrt(smollm2["pairs"]))
-    assert (changed.meaning, changed.unit) == ("SmolLM2-135M's loss change, every RMSNorm → LayerNorm", "nats")
+    assert (changed.meaning, changed.unit) == (
+        "SmolLM2-135M's loss change, every RMSNorm → LayerNorm",
+        "nats per token",
+    )
+    low, high = smollm2["ci_low"], smollm2["ci_high"]
     assert changed.headline == (
         "In SmolLM2-135M, a trained RMSNorm LLM, replacing every RMSNorm by a LayerNorm with the same gain changes the "
-        "held-out loss by +0.202 nats, beyond the margin of ±0.01 nats: mean-centring matters in real trained models, "
-        "here and in MiniLM."
+        f"held-out loss by +0.202 nats per token (95% CI {low:+.4f}..{high:+.4f}), its interval wholly beyond the "
+        "margin of ±0.01 nats per token: mean-centring matters in real trained models, here and in MiniLM."
     )
     assert unchanged.headline.endswith(": centring matters in one of the two real models tested.")
     equivalent = centring_verdict.q4_finding(centring_added_result(0.0), minilm_result(0.995), 0.99, residual, {})
     assert equivalent.verdict == "does not hold"
-    assert "by +0.00150 nats, inside the margin of ±0.01 nats: centring makes no measurable" in equivalent.headline
+    assert "by +0.00150 nats per token (95% CI " in equivalent.headline
+    assert "its interval inside the margin of ±0.01 nats per token: centring makes no measurable" in equivalent.headline
     text, evidence = centring_verdict.b16_evidence(centring_added_result(0.2), minilm_result(0.9), residual)
-    assert "+0.2015 nats (different vs ±0.01)" in text and evidence["minilm_max_norm_input_along_ones_share"] == 0.04
+    assert (
+        "+0.2015 nats per token (different vs ±0.01)" in text
+        and evidence["minilm_max_norm_input_along_ones_share"] == 0.04
+    )
 
 
 def test_minilm_labels_table_and_paragraph():
@@ -309,7 +318,7 @@ def test_per_norm_minilm_and_time_figures():
 class TinyRun:
     """The two attributes of a SmolLM2Run that the centring map and the massive ablation read."""
 
-    def __init__(self, massive_value=5000.0):
+    def __init__(self, massive_value=5000.0, held_out_value=None):
         transformers = pytest.importorskip("transformers")
         config = transformers.LlamaConfig(
             vocab_size=40,
@@ -325,8 +334,12 @@ class TinyRun:
         with torch.no_grad():
             self.model.model.embed_tokens.weight.add_(0.05)  # a common offset, so the two norms differ
             self.model.model.embed_tokens.weight[5, 3] = massive_value
+            self.model.model.embed_tokens.weight[4, 3] = massive_value if held_out_value is None else held_out_value
         self.loss_chunks = torch.randint(6, 40, (4, 9), generator=torch.Generator().manual_seed(3))
         self.loss_chunks[:, 0] = 5  # every chunk opens with the token that carries the massive activation
+        # The chunks the means are taken on: other sequences, opening with token 4 (the same value unless told).
+        self.stream_chunks = torch.randint(6, 40, (3, 12), generator=torch.Generator().manual_seed(4))
+        self.stream_chunks[:, 0] = 4
 
 
 def tiny_trunk(max_abs_at_1, over_at_1):
@@ -347,19 +360,28 @@ RULE = massive.MassiveRule(ratio=1000, floor=100)
 
 
 def test_massive_ablation_on_a_tiny_llama_finds_the_planted_activation():
-    result = massive.measure_massive_ablation(TinyRun(), tiny_trunk(5000.0, 4000.0), RULE, batch=2, margin=0.01)
+    result = massive.measure_massive_ablation(
+        TinyRun(), tiny_trunk(5000.0, 4000.0), RULE, batch=2, margin=0.01, roles=massive.PositionRoles()
+    )
     assert result.found and result.depth == 1
     assert result.entries == 4 == result.first_token and result.channels == [3]
-    assert result.mean_values[3] == pytest.approx(result.largest, rel=1e-3)  # the same value in every chunk
+    assert result.held_out_chunks == 3 and result.held_out_entries[massive.FIRST_TOKEN] == 3
+    assert list(result.mean_values) == [massive.FIRST_TOKEN] and result.unmatched == 0
+    # the same value in every chunk, held out or scored
+    assert result.mean_values[massive.FIRST_TOKEN][3] == pytest.approx(result.largest, rel=1e-3)
     assert max(abs(d) for d in result.changes[massive.MEAN]["differences"]) < 1e-3
     assert abs(result.changes[massive.ZERO]["mean_difference"]) > 10 * abs(
         result.changes[massive.MEAN]["mean_difference"]
     )
     html = str(massive.massive_table(result))
-    assert massive.ZERO in html and "4 held-out chunks of 9 tokens" in html and "after block 1" in html
+    assert massive.ZERO in html and "4 scored chunks of 9 tokens" in html and "after block 1" in html
     paragraph = massive.massive_paragraph(result)
-    assert "after block 1: 4 entries" in paragraph and "100% of them on the first token" in paragraph
-    assert "channels 3 (+5" in paragraph and interval_text(result.changes[massive.ZERO], margin=False) in paragraph
+    assert "after block 1: in the 4 scored chunks, 4 entries (100% on the first token) in channels 3" in paragraph
+    assert "3 held-out chunks (3 entries), by position role: first token: channel 3 +5" in paragraph
+    assert (
+        interval_text(result.changes[massive.ZERO], margin=False) in paragraph and "stay as they are" not in paragraph
+    )
+    assert "means come from 3 other chunks" in html
     evidence = result.evidence()
     assert evidence["massive_entries"] == 4 and evidence["loss_change_set_to_zero"]["outcome"] in (
         "different",
@@ -367,8 +389,33 @@ def test_massive_ablation_on_a_tiny_llama_finds_the_planted_activation():
     )
 
 
+def test_massive_ablation_writes_the_held_out_means_not_the_scored_chunks_own():
+    run = TinyRun(5000.0, held_out_value=3000.0)
+    result = massive.measure_massive_ablation(
+        run, tiny_trunk(5000.0, 4000.0), RULE, batch=2, margin=0.01, roles=massive.PositionRoles()
+    )
+    held_out_mean = result.mean_values[massive.FIRST_TOKEN][3]
+    assert held_out_mean == pytest.approx(3000.0, rel=0.01) and result.largest == pytest.approx(5000.0, rel=0.01)
+    same = massive.measure_massive_ablation(
+        TinyRun(), tiny_trunk(5000.0, 4000.0), RULE, batch=2, margin=0.01, roles=massive.PositionRoles()
+    )
+    # Scored chunks identical, only the held-out value moved: the edit now changes the loss, as a 3000 put where a
+    # 5000 was must, while the mean of the same value changes nothing.
+    assert run.loss_chunks.equal(TinyRun().loss_chunks)
+    assert abs(result.changes[massive.MEAN]["mean_difference"]) > 100 * max(
+        abs(d) for d in same.changes[massive.MEAN]["differences"]
+    )
+    run.stream_chunks = run.loss_chunks[:2]  # means taken on chunks that are then scored: refused
+    with pytest.raises(ValueError, match="same sequence"):
+        massive.measure_massive_ablation(
+            run, tiny_trunk(5000.0, 4000.0), RULE, batch=2, margin=0.01, roles=massive.PositionRoles()
+        )
+
+
 def test_massive_ablation_without_a_passing_depth_says_so():
-    result = massive.measure_massive_ablation(TinyRun(50.0), tiny_trunk(50.0, 60.0), RULE, batch=4, margin=0.01)
+    result = massive.measure_massive_ablation(
+        TinyRun(50.0), tiny_trunk(50.0, 60.0), RULE, batch=4, margin=0.01, roles=massive.PositionRoles()
+    )
     assert not result.found and result.depth == 1 and result.entries == 0  # depth 1: the larger ratio of 60 and 6
     assert result.changes[massive.ZERO]["mean_difference"] == 0.0
     paragraph = massive.massive_paragraph(result)
@@ -402,7 +449,9 @@ def test_massive_reading_follows_the_two_outcomes():
 def test_new_evidence_joins_q4_and_b5_without_changing_their_records():
     residual, run = two_block_stream(), TinyRun()
     mapping = centring_map.measure_centring_map(run, chunks=2, batch=2, tolerance=1e-4)
-    ablation = massive.measure_massive_ablation(run, tiny_trunk(5000.0, 4000.0), RULE, batch=2, margin=0.01)
+    ablation = massive.measure_massive_ablation(
+        run, tiny_trunk(5000.0, 4000.0), RULE, batch=2, margin=0.01, roles=massive.PositionRoles()
+    )
     plain = centring_verdict.q4_finding(centring_added_result(0.2), minilm_result(0.9), 0.99, residual, {})
     extended = centring_verdict.q4_finding(
         centring_added_result(0.2), minilm_result(0.9), 0.99, residual, {}, mapping=mapping, massive=ablation

@@ -192,9 +192,7 @@ def test_the_quality_chapter_weighs_a_committed_study_with_its_own_rule(tiny, tm
 # ---- the depth chapter (B17, B18, B19) ------------------------------------------------------------------------
 
 DEPTH_CORPUS = SimpleNamespace(unigram_entropy_nats=5.0, sha256="c" * 64)
-DEPTH_RULES = dict(
-    b17_rule=dict(spread_limit=10.0, exponent_tolerance=0.2), b18_rule=dict(ratio_drop=0.1, cosine_rise=0.02)
-)
+DEPTH_RULES = dict(b17_rule=dict(spread_limit=10.0, bound_slack=0.25), b18_rule=dict(ratio_drop=0.1, cosine_rise=0.02))
 
 
 def _run(tag: dict, final: float) -> dict:

@@ -22,7 +22,14 @@ from normlab.study.findings import Finding
 from test_findings_landscape import CORPUS, make_runs, study_of
 from test_gpu_study import _study, _write, carry  # noqa: F401  (carry: the fixture, used by name)
 
-RULES = dict(loss_margin=0.03, usable_tolerance=0.25, pre_growth_needed=2.0, max_relative_growth=0.5, curse_share=0.35)
+RULES = dict(
+    loss_margin=0.03,
+    usable_tolerance=0.25,
+    pre_growth_needed=2.0,
+    max_relative_growth=0.5,
+    curse_share=0.35,
+    qk_min_seeds=5,
+)
 WHERE = "this run"
 
 
@@ -33,7 +40,7 @@ def cpu_findings(runs) -> dict:
     return {
         "V1": Finding("not testable here", "V1 on this run.", {}, None, 0.03, None),
         "V2": placement_claim(study, placement, pre_growth_needed=2.0, max_relative_growth=0.5),
-        "V3": qk_claim(study, final_logits(study)),
+        "V3": qk_claim(study, final_logits(study), min_seeds=5),
         "V4": depth_claim(study, curse_share=0.35),
     }
 

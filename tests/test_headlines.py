@@ -11,6 +11,7 @@ from normlab.analysis.depth.post_ln_decay import B18_KEY, b18_headline
 from normlab.analysis.ecosystem.verdicts import B1_KEY, b1_headline
 from normlab.analysis.jacobians.update_parts import B12_KEY, b12_headline
 from normlab.analysis.quality.loss_parity import A9_KEY, a9_headline
+from normlab.analysis.realmodels.centring_verdict import Q4_KEY, q4_headline
 from normlab.analysis.realmodels.forward_time import Q5_KEY, q5_headline
 from normlab.analysis.speed.memory_bound import Q2_KEY, q2_headline
 from normlab.analysis.speed.partial import Q3_KEY, q3_headline
@@ -39,7 +40,10 @@ def fused_q2(key, verdict):
         "Test CPU (2 cores)": {"key_number": 0.001, "source": "this run"},
         "NVIDIA H200 [gpu-bench.json]": {"key_number": key, "source": "gpu-bench.json"},
     }
-    return finding("Q2", verdict, key, 0.1, 0.02, decided_on="NVIDIA H200 [gpu-bench.json]", by_hardware=by_hardware)
+    fused = {"triton": {"median": key, "sd": 0.01, "points": 8}, "compile": {"median": key, "sd": 0.01, "points": 4}}
+    return finding(
+        "Q2", verdict, key, 0.1, 0.02, decided_on="NVIDIA H200 [gpu-bench.json]", by_hardware=by_hardware, fused=fused
+    )
 
 
 @pytest.mark.parametrize("verdict", VERDICTS)
@@ -54,11 +58,21 @@ def test_every_headline_states_its_number_and_threshold_in_their_unit_for_any_ve
     assert write(finding(claim_id, verdict, 0.5, None)) is None
 
 
-def test_q2_names_the_deciding_machine_and_the_span_of_the_runs_weighed():
+def test_q2_names_the_machine_and_the_cases_of_each_number():
     q2 = q2_headline(fused_q2(0.059, "holds"))
-    assert "differ by 5.9% of LayerNorm's time on the NVIDIA H200" in q2
-    assert "on the NVIDIA H200 (a median; 0.10%–5.9% across the 2 runs weighed)" in q2  # smallest to largest
-    assert q2.endswith("under the 10% this book counts as an advantage: not the 10–50% that article A quotes.")
+    # the H200's number stands with the H200, the CPU's with the CPU: no range mixes the two under one machine
+    assert q2 == (
+        "Once both norms are fused, RMSNorm and LayerNorm differ by 5.9% of LayerNorm's time on the NVIDIA H200 "
+        "(gpu-bench.json), the median over its 12 fused cases at the training batch, under the 10% this book counts "
+        "as an advantage: not the 10–50% that article A quotes. Beside it, and not deciding: 0.10% on this build's "
+        "Test CPU (2 cores)."
+    )
+    # this build's CPU decides (the GPU run could not test it): the CPU's number is named as the CPU's
+    cpu = fused_q2(0.059, "holds")
+    cpu.evidence["decided_on"], cpu.key_number = "Test CPU (2 cores)", 0.001
+    cpu_first = q2_headline(cpu)
+    assert "differ by 0.10% of LayerNorm's time on this build's Test CPU (2 cores), the median over its 12" in cpu_first
+    assert cpu_first.endswith("Beside it, and not deciding: 5.9% on the NVIDIA H200 (gpu-bench.json).")
     q2 = q2_headline(fused_q2(0.15, "does not hold"))
     assert "differ by 15% of LayerNorm's time" in q2 and "over the 10%" in q2 and "real advantage" in q2
 
@@ -70,10 +84,46 @@ def test_without_a_deciding_gpu_run_the_sentence_names_this_build_s_machine():
     assert f"take 3.0% of SmolLM2-135M's prefill time on this build's {machine_name()}, below the 7%" in q5
 
 
-def test_sentences_in_nats():
+def test_sentences_in_nats_per_byte():
     a9 = a9_headline(finding("A9", "not testable here", 0.0257, 0.02, 0.007))
-    assert "differ by at most 0.0257 nats" in a9 and "beyond the margin of ±0.02 nats" in a9
+    assert "differ by at most 0.0257 nats per byte" in a9 and "beyond the margin of ±0.02 nats per byte" in a9
     assert "too few pairs" in a9
+
+
+def test_a9_names_the_model_sizes_and_hardware_it_was_measured_at():
+    ladder = {"rungs": [{"parameters": 15_104}, {"parameters": 234_624}, {"parameters": 669_312}]}
+    measured = dict(parameters=234_624, hardware="Test CPU (2 cores)", scale_ladder=dict(ladder, trend="grows"))
+    a9 = a9_headline(finding("A9", "holds", 0.015, 0.02, 0.004, **measured))
+    assert "(the paired 95% confidence sequence) at 0.23 million parameters on Test CPU (2 cores), inside" in a9
+    assert a9.endswith(
+        ": equal quality at this scale, as article A says. Across the scale ladder, 0.015–0.67 million parameters, "
+        "the difference grows."
+    )
+    undecided = a9_headline(finding("A9", "holds", 0.015, 0.02, 0.004, **dict(measured, scale_ladder=ladder)))
+    assert undecided.endswith("0.015–0.67 million parameters, this run cannot tell how the difference moves.")
+    on_gpu = a9_headline(finding("A9", "holds", 0.015, 0.02, 0.004, parameters=6_570_000, hardware="NVIDIA H200"))
+    assert "at 6.6 million parameters on NVIDIA H200, inside" in on_gpu and "ladder" not in on_gpu
+
+
+def test_q4_reads_the_interval_its_verdict_reads_not_the_mean():
+    # mean inside the margin, interval across it: the verdict's SmolLM2 half is undecided, and the sentence says so
+    straddling = dict(smollm2_ci=[-0.004, 0.014], smollm2_outcome="inconclusive")
+    q4 = q4_headline(Finding("holds with caveats", "s", straddling, 0.005, 0.01, 0.002, **Q4_KEY.fields()))
+    assert "by +0.00500 nats per token (95% CI -0.0040..+0.0140), its interval across the margin of ±0.01" in q4
+    assert "inside" not in q4
+    beyond = dict(smollm2_ci=[0.012, 0.02], smollm2_outcome="different")
+    q4 = q4_headline(Finding("holds", "s", beyond, 0.016, 0.01, 0.002, **Q4_KEY.fields()))
+    assert "its interval wholly beyond the margin of ±0.01 nats per token" in q4
+
+
+def test_per_token_and_per_byte_findings_write_their_own_units():
+    per_byte = a9_headline(finding("A9", "holds", 0.015, 0.02, 0.004))
+    per_token = q4_headline(Finding("holds", "s", {}, 0.2, 0.01, 0.01, **Q4_KEY.fields()))
+    assert "0.0150 nats per byte" in per_byte and "per token" not in per_byte
+    assert "+0.200 nats per token" in per_token and "per byte" not in per_token
+    # the unit is the finding's: the same writer, handed a finding in another unit, writes that unit
+    relabelled = Finding("holds", "s", {}, 0.015, 0.02, 0.004, meaning="m", unit="nats per token")
+    assert "0.0150 nats per token" in a9_headline(relabelled)
 
 
 def test_the_comparison_word_follows_the_numbers_not_the_verdict():
@@ -85,10 +135,20 @@ def test_the_comparison_word_follows_the_numbers_not_the_verdict():
 
 def test_b17_and_b18_sentences_say_what_their_verdicts_rest_on():
     b17 = b17_headline(
-        finding("B17", "holds with caveats", 4.33, 10.0, 0.37, deepest_init_depth=32, exponent_pre_xiong_init=-0.47)
+        finding(
+            "B17",
+            "holds with caveats",
+            4.33,
+            10.0,
+            0.37,
+            deepest_init_depth=32,
+            exponent_pre_xiong_init=-0.47,
+            under_xiong_bound=False,
+        )
     )
     assert "at depth 32 stay within ×4.33 of one another (inside the limit of ×10); the essay's 'undamped'" in b17
-    assert "shrinks as 1/√L (measured here: L^-0.47)" in b17 and "2020's bound at initialisation" in b17
+    assert "shrinks as 1/√L; under Xavier initialisation the measured gradients do not lie under it" in b17
+    assert "(fitted slope, a description: L^-0.47)" in b17 and "2020's bound at initialisation" in b17
     beyond = b17_headline(finding("B17", "does not hold", 12.0, 10.0, 0.3))
     assert "(beyond the limit of ×10); the essay's" in beyond and "warm-up" not in beyond
     rates = dict(pre_trained_rate_no_warmup=0.0, post_trained_rate_no_warmup=0.5)
@@ -97,7 +157,14 @@ def test_b17_and_b18_sentences_say_what_their_verdicts_rest_on():
         "(inside the limit of ×10), but without warm-up pre-LN trained in 0% of runs and post-LN in 50%;" in untrained
     )
     b18 = b18_headline(finding("B18", "not testable here", -0.0136, 0.02, 0.044))
-    assert "minus LayerNorm's is -0.0136 nats (spread 0.0440 nats)" in b18 and "no published study" in b18
+    assert "minus LayerNorm's is -0.0136 nats per byte (spread 0.0440 nats per byte)" in b18
+    assert "no published study" in b18
+    pair = {"ci_low": -0.061, "ci_high": -0.031}  # RMSNorm better beyond the margin: the claim of "worse" fails
+    better = b18_headline(finding("B18", "does not hold", -0.046, 0.02, 0.007, paired_post_rms_minus_layer=pair))
+    assert (
+        "-0.0460 nats per byte (spread 0.00700 nats per byte), 95% CI -0.0610..-0.0310, not beyond the margin" in better
+    )
+    assert "inside" not in better
 
 
 def test_b12_keeps_the_structure_apart_from_the_printed_formula():

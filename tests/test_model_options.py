@@ -365,3 +365,21 @@ def test_decay_on_every_parameter_is_the_authors_single_group():
         TrainConfig(weight_decay_on="everything")
     with pytest.raises(ValueError, match="gain_weight_decay"):
         TrainConfig(weight_decay_on="all", gain_weight_decay=0.05)
+
+
+def test_xavier_init_draws_glorot_matrices_without_depth_scaling():
+    torch.manual_seed(0)
+    gpt2 = GPT(tiny(depth=4))
+    torch.manual_seed(0)
+    xavier = GPT(tiny(depth=4, init="xavier"))
+    for name, module in xavier.named_modules():
+        if isinstance(module, torch.nn.Linear):
+            fan_out, fan_in = module.weight.shape
+            expected = math.sqrt(2.0 / (fan_in + fan_out))  # the same for a projection into the trunk: no 1/sqrt(2L)
+            assert float(module.weight.detach().std()) == pytest.approx(expected, rel=0.2), name
+    down = dict(gpt2.named_parameters())["blocks.0.mlp.down.weight"]
+    assert float(down.detach().std()) < 0.02  # GPT-2's default still scales that projection by 1/sqrt(2*depth)
+    torch.testing.assert_close(xavier.token_embedding.weight, gpt2.token_embedding.weight, rtol=0, atol=0)
+    assert "init" not in tiny().to_dict() and tiny(init="xavier").to_dict()["init"] == "xavier"
+    with pytest.raises(ValueError, match="GPTConfig.init='he' is not known; choose one of 'gpt2', 'xavier'"):
+        tiny(init="he")

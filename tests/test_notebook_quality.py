@@ -30,6 +30,8 @@ def test_quality_notebook_smoke(smoke_book):
     ladder = a9["scale_ladder"]
     sizes = [rung["parameters"] for rung in ladder["rungs"]]
     assert len(sizes) == 3 and sizes == sorted(sizes) and a9["width"] in [rung["width"] for rung in ladder["rungs"]]
+    # the scale A9's sentence names: the chapter's own size is a rung of its ladder, its loss in nats per byte
+    assert a9["parameters"] in sizes and a9["hardware"] and claims["A9"]["unit"] == "nats per byte"
     assert all(r["hardware"] for r in ladder["rungs"])
     bounded = [r for r in ladder["rungs"] if r["ci_low"] is not None and r["ci_high"] is not None]
     assert all(r["ci_low"] <= r["mean_difference"] <= r["ci_high"] for r in bounded)

@@ -52,6 +52,9 @@ def test_evidence_is_finite_and_carries_provenance(run):
     assert len(b5["along_ones_share_by_layer"]) == blocks + 1 == len(b5["max_abs_by_layer"])
     assert 0 <= b5["max_along_ones_share"] <= 1
     assert "norm_time_share_prefill_pct" in claims["A8"]["evidence"]
+    ablation = b5["massive_activation_ablation"]  # Sun et al.'s means: held-out chunks, per position role
+    assert ablation["held_out_chunks"] >= 1 and ablation["chunks"] >= 2
+    assert set(ablation["held_out_entries_by_position_role"]) == {"first token", "first delimiter", "other positions"}
 
 
 def test_page_shows_no_plumbing(run):

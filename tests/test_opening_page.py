@@ -5,12 +5,13 @@ chapters' headline writers are tested in tests/test_headlines.py.
 """
 
 import json
+import re
 from types import SimpleNamespace
 
 from normlab.runtime import code_identity as C
 from normlab.study import ledger
 from normlab.study.claims import parse_claims
-from normlab.study.key_numbers import DIMENSIONLESS, FACTOR, SHARE
+from normlab.study.key_numbers import DIMENSIONLESS, FACTOR, POINTS, SHARE
 from normlab.study.pages import opening
 from normlab.study.pages.ledger_page import first_sentences, key_cell, render_ledger
 from normlab.study.results import verdicts
@@ -138,11 +139,35 @@ def test_the_ledger_gives_each_key_number_its_recorded_unit_and_meaning():
     assert "| 5.9% vs 10%: *\\|median share of LayerNorm's time RMSNorm saves\\|, both fused* | 2.0% |" in rows["Q2"]
     assert "| 0 families vs 0.5 families: *named families* |" in rows["A11"]
     assert "| ×4.33 vs ×10: *largest ratio* | 0.370 |" in rows["B17"]  # a ratio's spread is a plain number
+    # a change of a share (V4), recorded as a difference of fractions, is written in percentage points
+    share_change = record("V4", "holds", 0.031, 0.0, 0.004, meaning="change in the later half's share", unit=POINTS)
+    assert key_cell(share_change) == "3.1 percentage points vs 0 percentage points: *change in the later half's share*"
     tiny = record("A1", "holds", 2.71e-14, 1e-12, 8.8e-15, meaning="max abs difference")
     assert (
         key_cell(tiny) == "2.71e-14 vs 1e-12: *max abs difference*"
     )  # a pure number, and a round threshold stays round
     assert key_cell(record("A1", "not testable here", None, None)) == "—"
+
+
+def test_a_per_byte_and_a_per_token_loss_each_keep_their_own_unit_on_the_opening_page_and_the_ledger():
+    from normlab.analysis.quality.loss_parity import A9_KEY, a9_headline
+    from normlab.analysis.realmodels.centring_verdict import Q4_KEY, q4_headline
+    from normlab.study.findings import Finding
+
+    a9 = Finding("holds", "A9.", {}, 0.015, 0.02, 0.004, **A9_KEY.fields())
+    q4 = Finding("holds", "Q4.", {}, 0.2, 0.01, 0.01, **Q4_KEY.fields())
+    runs = [
+        run("quality", record("A9", "holds", 0.015, 0.02, 0.004, unit=a9.unit, headline=a9_headline(a9))),
+        run("realmodels", record("Q4", "holds", 0.2, 0.01, 0.01, unit=q4.unit, headline=q4_headline(q4))),
+    ]
+    by_claim = {s.rsplit("{ref}`", 1)[1].split(" ")[0]: s for s in sentences(*runs)}
+    assert "0.0150 nats per byte" in by_claim["A9"] and "±0.02 nats per byte" in by_claim["A9"]
+    assert "+0.200 nats per token" in by_claim["Q4"] and "±0.01 nats per token" in by_claim["Q4"]
+    page = opening.render_intro(CLAIMS, runs, prose="# Title\n", figure="v.png")
+    assert re.findall(r"\bnats\b(?! per (?:byte|token))", page) == []  # no loss on the page says "nats" alone
+    rows = {line.split(" | ")[0][2:]: line for line in render_ledger(CLAIMS, runs).splitlines() if line[:2] == "| "}
+    assert "| 0.0150 nats per byte vs 0.02 nats per byte:" in rows["A9"]
+    assert "| 0.200 nats per token vs 0.01 nats per token:" in rows["Q4"]
 
 
 def test_summaries_are_cut_at_the_second_sentence():

@@ -20,6 +20,7 @@ from normlab.analysis.quality import loss_parity, profiles, scale_ladder, traini
 from normlab.analysis.shared.parity import t975  # noqa: E402
 from normlab.analysis.shared.runs import train_job  # noqa: E402
 from normlab.gpt.model import GPT, GPTConfig  # noqa: E402
+from normlab.runtime.jobs import load_weights  # noqa: E402
 
 MARGIN = 0.02
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "quality.py"
@@ -192,7 +193,8 @@ def test_a_batched_share_returns_what_train_job_returns_for_the_same_model(one_t
         model=training.model_config(settings, "rms"), train=training.train_config(settings, 1), keep_weights=True
     )
     assert set(alone) - {"history"} <= set(together[1])
-    assert alone["state_dict"]["token_embedding.weight"].dtype == torch.float64
+    weights = {name: load_weights(run["weights_path"]) for name, run in (("together", together[1]), ("alone", alone))}
+    assert weights["alone"]["token_embedding.weight"].dtype == torch.float64
     # In float64, because the batched products and vmap's norm reduce in another order, and in float32 AdamW can
     # turn that into a whole step on a weight whose gradient is near zero. The bound of tests/test_batched.py's
     # docstring, S·lr·n·u₆₄/ε, at this share's S = 10 steps and its learning rate (≤ 3e-2): 10 · 3e-2 · 10³ ·
@@ -200,7 +202,7 @@ def test_a_batched_share_returns_what_train_job_returns_for_the_same_model(one_t
     assert settings["lr"] <= 3e-2
     assert together[1]["final_val_loss"] == pytest.approx(alone["final_val_loss"], abs=1e-9)
     assert [s for s, _ in together[1]["val"]] == [s for s, _ in alone["val"]]
-    torch.testing.assert_close(together[1]["state_dict"], alone["state_dict"], rtol=0, atol=1e-8)
+    torch.testing.assert_close(weights["together"], weights["alone"], rtol=0, atol=1e-8)
 
 
 def test_train_pairs_gives_the_same_pairs_with_either_trainer(monkeypatch, one_thread):
@@ -219,7 +221,7 @@ def test_train_pairs_gives_the_same_pairs_with_either_trainer(monkeypatch, one_t
     assert in_place == [4, 2] and list(batched) == list(pool)
     for key, run in pool.items():
         assert batched[key]["final_val_loss"] == pytest.approx(run["final_val_loss"], abs=1e-5), key
-        assert "state_dict" not in batched[key]
+        assert "weights_path" not in batched[key]
 
 
 @pytest.mark.parametrize("trainer", ["pool", "batched"])

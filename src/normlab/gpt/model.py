@@ -49,6 +49,9 @@ TRUNK_IDENTITY_PLACEMENTS = ("pre", "peri", "post-sublayer")
 MLPS = ("swiglu", "gelu")
 POSITIONS = ("rope", "learned")
 INIT_STD = 0.02  # GPT-2's standard deviation for every initialised weight
+# gpt2: N(0, INIT_STD), the projections into the trunk scaled by 1/sqrt(2*depth); xavier: Glorot-normal weight
+# matrices with no depth scaling, the initialisation Xiong et al. 2020 analyse (embeddings N(0, INIT_STD) in both).
+INITS = ("gpt2", "xavier")
 
 
 def _choice(name: str, value, options) -> None:
@@ -82,6 +85,7 @@ class GPTConfig:
     dyt_bias: bool = True  # DyT's β; their LLaMA code has none
     dyt_alpha_attention: float | None = None  # α₀ of the norm in front of attention (norm1); None: dyt_alpha
     final_norm_kind: str | None = None  # the final norm's kind ("rms", "layer", "dyt"); None: the same as norm
+    init: str = "gpt2"  # how the weight matrices are drawn, one of INITS
 
     def __post_init__(self):
         for name in ("vocab_size", "context", "width", "depth", "heads"):
@@ -98,6 +102,7 @@ class GPTConfig:
         _choice("mlp", self.mlp, MLPS)
         _choice("positions", self.positions, POSITIONS)
         _choice("norm_backend", self.norm_backend, BACKENDS)
+        _choice("init", self.init, INITS)
         if self.positions == "rope" and self.head_dim % 2:
             raise ValueError(
                 f"RoPE rotates channel pairs, so the head size width/heads={self.head_dim} must be even; "
@@ -189,7 +194,7 @@ class GPTConfig:
         return self.norm == "dyt" if self.embedding_scale is None else self.embedding_scale
 
     def to_dict(self) -> dict:
-        """The fields as a dict. The DyT recipe options are written only when set: a configuration that does not
+        """The fields as a dict. The DyT recipe options and `init` are written only when set: a configuration that does not
         use them then serialises, and checkpoints, exactly as it did before they existed (the training loop's
         golden numbers and older checkpoints compare these dicts key for key)."""
         out = asdict(self)
@@ -199,7 +204,7 @@ class GPTConfig:
         return out
 
 
-_LATE_DEFAULTS = {"dyt_bias": True, "dyt_alpha_attention": None, "final_norm_kind": None}
+_LATE_DEFAULTS = {"dyt_bias": True, "dyt_alpha_attention": None, "final_norm_kind": None, "init": "gpt2"}
 
 
 def _divisors_near(width: int, heads: int) -> list[int]:
@@ -371,9 +376,12 @@ class GPT(nn.Module):
         # so the residual stream's variance does not grow with depth at initialisation.
         generator = torch.Generator().manual_seed(self._init_seed ^ zlib.crc32(name.encode()))
         if isinstance(module, nn.Linear):
-            residual = getattr(module, "is_residual_projection", False)
-            std = INIT_STD / math.sqrt(2 * self.cfg.depth) if residual else INIT_STD
-            nn.init.normal_(module.weight, mean=0.0, std=std, generator=generator)
+            if self.cfg.init == "xavier":
+                nn.init.xavier_normal_(module.weight, generator=generator)
+            else:
+                residual = getattr(module, "is_residual_projection", False)
+                std = INIT_STD / math.sqrt(2 * self.cfg.depth) if residual else INIT_STD
+                nn.init.normal_(module.weight, mean=0.0, std=std, generator=generator)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):

@@ -45,8 +45,7 @@ DEFAULT_ALPHA_INIT = 0.5
 AUTHORS_LLAMA_ALPHA = {
     4096: (0.8, 0.2),  # LLaMA2 7B
     5120: (0.6, 0.15),  # 13B
-    6656: (0.2, 0.05),  # 34B
-    8192: (0.2, 0.05),  # 70B
+    8192: (0.2, 0.05),  # 34B and 70B: both 8192 wide (LLaMA 2's 34B is not LLaMA 1's 6656-wide 33B)
 }
 
 

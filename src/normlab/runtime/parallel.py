@@ -17,7 +17,8 @@ which is safe with torch's thread pools where "fork" can deadlock.
 
 Results come back in job order, whatever order the workers finish in. A job
 that fails is sent again, up to `retries` more times; one that fails every
-time is missing, and never stops the others. With `missing="raise"` (the
+time is missing, and never stops the others; a local worker that dies (os._exit,
+the OOM killer) costs the jobs it held one attempt, in a fresh pool. With `missing="raise"` (the
 default) the call then raises `MissingRuns`, naming each missing job, once
 every other job has finished; with `missing="keep"` it returns, with a
 `MissingRun` in each missing job's place.
@@ -29,10 +30,18 @@ import json
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, Executor, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 
-from normlab.runtime.jobs import DEVICE_VARIABLE, JobSettings, run_job, study_corpus_sha256, worker_device
+from normlab.runtime.jobs import (
+    DEVICE_VARIABLE,
+    JobSettings,
+    note_machines,
+    run_job,
+    study_corpus_sha256,
+    weights_folder,
+    worker_device,
+)
 from normlab.runtime.progress import terminal_progress
 
 __all__ = ["JobResults", "MissingRun", "MissingRuns", "default_workers", "run_parallel", "worker_device"]
@@ -53,13 +62,14 @@ class MissingRun:
 
 
 class JobResults(list):
-    """The jobs' results in job order, with `provenance` (where each ran; None where missing) and `missing`
-    (the jobs that failed every attempt, by name)."""
+    """The jobs' results in job order, with `provenance` (where each ran; None where missing), `missing`
+    (the jobs that failed every attempt, by name) and `where` they were sent."""
 
-    def __init__(self, results, names, provenance):
+    def __init__(self, results, names, provenance, where: str = "in this machine's pool"):
         super().__init__(results)
         self.names = list(names)
         self.provenance = list(provenance)
+        self.where = where  # "on the cluster", "in this machine's pool" or "in this process", for the pages
 
     @property
     def missing(self) -> dict[str, MissingRun]:
@@ -116,6 +126,36 @@ def _local_pool(workers: int, devices: Sequence[str] | None) -> Executor:
     )
 
 
+class _RenewingPool(Executor):
+    """This machine's pool, started afresh when one of its workers dies (os._exit, the kernel's OOM killer).
+
+    A dead worker breaks a ProcessPoolExecutor: every job it still held fails with BrokenProcessPool, and it takes
+    no more. The pool cannot say which job killed the worker, so each job the broken pool held counts one failed
+    attempt and is sent again, to the fresh pool, like any failed job.
+    """
+
+    def __init__(self, start: Callable[[], Executor]):
+        self._start = start
+        self._pool = start()
+        self._pool_of: dict[Future, Executor] = {}
+
+    def submit(self, fn, /, *args, **kwargs):
+        future = self._pool.submit(fn, *args, **kwargs)
+        self._pool_of[future] = self._pool
+        return future
+
+    def settle(self, future: Future) -> None:
+        """Note that `future` is done; start a fresh pool if it broke the current one (the other jobs of a broken
+        pool fail the same way, and are then sent to the fresh one)."""
+        pool = self._pool_of.pop(future, None)
+        if pool is self._pool and not future.cancelled() and isinstance(future.exception(), BrokenExecutor):
+            self._pool.shutdown(wait=False)
+            self._pool = self._start()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
 def _job_name(desc: str, index: int, job: dict) -> str:
     text = repr(job)
     return f"{desc} #{index} {text if len(text) <= 160 else text[:157] + '...'}"
@@ -156,7 +196,11 @@ def run_parallel(
         raise ValueError(f"missing must be 'raise' or 'keep', got {missing!r}")
     names = list(names) if names is not None else [_job_name(desc, i, job) for i, job in enumerate(jobs)]
     if len(names) != len(jobs) or len(set(names)) != len(names):
-        raise ValueError(f"names must give each of the {len(jobs)} jobs its own name, got {len(names)} names")
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        raise ValueError(
+            f"names must give each of the {len(jobs)} jobs its own name, got {len(names)} names"
+            + (f", with {', '.join(map(repr, repeated))} more than once" if repeated else "")
+        )
     if not jobs:
         return JobResults([], [], [])
     corpus_sha256 = corpus_sha256 or study_corpus_sha256()
@@ -176,31 +220,31 @@ def run_parallel(
                 from normlab.runtime.cluster import cluster_executor
 
                 executor = cluster_executor(executor, gpu=bool(devices))
-            settings = JobSettings(threads_per_worker, "cuda:0" if devices else "cpu", corpus_sha256)
-            return _gather(executor, function, jobs, names, settings, retries, missing, desc)
+            settings = JobSettings(threads_per_worker, "cuda:0" if devices else "cpu", corpus_sha256, weights_folder())
+            return _gather(executor, function, jobs, names, settings, retries, missing, desc, "on the cluster")
         workers = min(len(devices) if devices else (workers or default_workers()), len(jobs))
         if workers == 1 and not devices:
             # threads None: a job run in place keeps the caller's thread setting
-            return _gather(
-                _InPlace(), function, jobs, names, JobSettings(None, None, corpus_sha256), retries, missing, desc
-            )
-        with _local_pool(workers, devices) as pool:
+            settings = JobSettings(None, None, corpus_sha256, weights_folder())
+            return _gather(_InPlace(), function, jobs, names, settings, retries, missing, desc, "in this process")
+        with _RenewingPool(lambda: _local_pool(workers, devices)) as pool:
             return _gather(
                 pool,
                 function,
                 jobs,
                 names,
-                JobSettings(threads_per_worker, None, corpus_sha256),
+                JobSettings(threads_per_worker, None, corpus_sha256, weights_folder()),
                 retries,
                 missing,
                 desc,
+                "in this machine's pool",
             )
     finally:
         if client is not None:
             client.close()
 
 
-def _gather(executor, function, jobs, names, settings, retries, missing, desc) -> JobResults:
+def _gather(executor, function, jobs, names, settings, retries, missing, desc, where) -> JobResults:
     results: list = [None] * len(jobs)
     provenance: list = [None] * len(jobs)
     errors: list[list[str]] = [[] for _ in jobs]
@@ -213,6 +257,8 @@ def _gather(executor, function, jobs, names, settings, retries, missing, desc) -
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
                 index = pending.pop(future)
+                if isinstance(executor, _RenewingPool):
+                    executor.settle(future)
                 try:
                     outcome = future.result()
                 except Exception as error:
@@ -231,7 +277,8 @@ def _gather(executor, function, jobs, names, settings, retries, missing, desc) -
         raise
     finally:
         bar.close()
-    gathered = JobResults(results, names, provenance)
+    note_machines(provenance)
+    gathered = JobResults(results, names, provenance, where)
     if gathered.missing and missing == "raise":
         raise MissingRuns(desc, gathered)
     return gathered

@@ -6,7 +6,11 @@ Every verdict names its key number's unit, so that a page can show it without kn
   bare: it is written as the plain number;
 - `SHARE` ("%") for a share, recorded as a fraction and written as a percent;
 - `FACTOR` ("×") for a factor, written "×1.7";
-- any other unit is a word written after the number ("nats", "passes", "decades").
+- `POINTS` ("percentage points") for a change of a share, recorded as a difference of fractions and written as
+  "+3.1 percentage points";
+- a loss in `NATS_PER_BYTE` (the byte-level GPTs this book trains) or `NATS_PER_TOKEN` (a real model's tokenizer):
+  the two are not comparable, about 4 bytes to a token, so a loss never says "nats" alone;
+- any other unit is a word written after the number ("passes", "decades").
 
 A record without a unit (a results file written before units were recorded) is written as the plain number.
 """
@@ -20,16 +24,20 @@ from normlab.study.present import significant
 DIMENSIONLESS = "1"
 SHARE = "%"
 FACTOR = "×"
+POINTS = "percentage points"
+NATS_PER_BYTE = "nats per byte"
+NATS_PER_TOKEN = "nats per token"
 
 
 def format_value(value, unit: str | None, *, trim: bool = False) -> str:
     """`value` in `unit`; `trim` drops trailing zeros, for thresholds stated as round numbers."""
     if value is None:
         return "—"
-    if unit != SHARE and float(value).is_integer() and abs(value) < 1e6:
+    percent = unit in (SHARE, POINTS)
+    if not percent and float(value).is_integer() and abs(value) < 1e6:
         shown = str(int(value))  # a count (parameters, ops, families) or a round threshold
     else:
-        shown = significant(100 * float(value), 2) if unit == SHARE else significant(value)
+        shown = significant(100 * float(value), 2) if percent else significant(value)
     if trim and "." in shown:
         mantissa, _, exponent = shown.partition("e")
         shown = mantissa.rstrip("0").rstrip(".") + (f"e{exponent}" if exponent else "")
@@ -75,7 +83,7 @@ class KeyNumber:
         return format_value(value, self.unit, trim=True)
 
     def signed(self, value) -> str:
-        """The value with its sign: '+0.012 nats', '-0.012 nats', '0 nats'."""
+        """The value with its sign: '+0.012 nats per byte', '-0.012 nats per byte', '0 nats per byte'."""
         text = self.format(value)
         return text if text.startswith(("-", "—")) or float(value) == 0 else f"+{text}"
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from normlab.runtime.code_identity import FINGERPRINT_KEY, loaded_source
 from normlab.runtime.environment import git_commit, hardware, versions
+from normlab.runtime.jobs import jobs_by_machine, machines_since
 from normlab.study import paths
 from normlab.study.claims import Claim
 
@@ -72,7 +73,7 @@ def _check_key_number_stated(claim_id: str, meaning, unit, headline) -> None:
     fix = (
         "pass them on the chapter's Finding, e.g. `Finding(..., **KeyNumber(meaning, unit).fields())` with "
         "normlab.study.key_numbers (DIMENSIONLESS for a pure number, SHARE for a fraction shown as a percent, "
-        "FACTOR for a ratio shown as ×)"
+        "FACTOR for a ratio shown as ×, POINTS for a change of a share, NATS_PER_BYTE or NATS_PER_TOKEN for a loss)"
     )
     if not isinstance(meaning, str) or not meaning.strip():
         raise ValueError(
@@ -96,6 +97,7 @@ class Results:
         self.results_dir = Path(results_dir)
         self.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.claims: list[dict] = []
+        self._jobs_before = jobs_by_machine()  # the machines' job counts before this chapter's jobs
 
     def record(
         self,
@@ -193,6 +195,8 @@ class Results:
             "overrides": _to_json(self.overrides),
             "hardware": hardware(),
             "versions": versions(),
+            # every machine this chapter's parallel jobs ran on (host, hardware with the cpp build, torch, jobs)
+            "machines": _to_json(machines_since(self._jobs_before)),
             "git_commit": git_commit(),
             "started": self.started,
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),

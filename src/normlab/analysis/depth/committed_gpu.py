@@ -14,6 +14,7 @@ from normlab.analysis.depth.post_ln_decay import b18_finding, b18_headline, b18_
 from normlab.analysis.depth.training_at_depth import TrainingStudy, job_outcome
 from normlab.analysis.shared.paired import interval_text
 from normlab.study.findings import Finding
+from normlab.study.key_numbers import NATS_PER_BYTE
 
 # The paired interval each verdict turns on, by its key in the finding's evidence: its half-width over the margin is
 # the run's power (`gpu_study.weigh`). B17's only interval is the pre − post loss pair.
@@ -85,7 +86,8 @@ def _gpu_placement_findings(study, init, settings, margin, b17_rule, b18_rule, c
             numbers = b18_measures(init, training, margin)
             findings[claim] = b18_finding(numbers, deep=depth, deepest=init.deepest, margin=margin, **b18_rule)
         others = [
-            f"at {d} blocks {interval_text(b18_measures(init, gpu_training(outcome, d, entropy), margin)['pair'])}"
+            f"at {d} blocks "
+            + interval_text(b18_measures(init, gpu_training(outcome, d, entropy), margin)["pair"], NATS_PER_BYTE)
             for d in depths
             if d != depth and claim == "B18"
         ]

@@ -12,15 +12,17 @@ import seaborn as sns
 
 
 def xiong_gradients(init: pd.DataFrame):
-    """Last block's MLP output gradient against depth, log-log, one panel per initialisation, with a 1/√L
-    reference line through pre-LN RMSNorm's shallowest point."""
+    """Last block's MLP output gradient against depth, log-log, one panel per initialisation, with the shape of
+    Xiong et al.'s pre-LN bound (∝ 1/√L) through pre-LN RMSNorm's shallowest point."""
     last = init[init["layer"] == init["depth"]]
     fig, ax = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     for axis, (name, part) in zip(ax, last.groupby("init")):
         sns.lineplot(data=part, x="depth", y="grad_mlp_down", hue="config", marker="o", errorbar=("pi", 100), ax=axis)
         reference = part[part["config"] == "pre-rms"].groupby("depth")["grad_mlp_down"].mean()
         d0 = reference.index.min()
-        axis.plot(reference.index, reference.loc[d0] * np.sqrt(d0 / reference.index), "k--", label="∝ 1/√L")
+        axis.plot(
+            reference.index, reference.loc[d0] * np.sqrt(d0 / reference.index), "k--", label="bound's shape, ∝ 1/√L"
+        )
         axis.set(
             xscale="log", yscale="log", xlabel="depth L (blocks)", ylabel="‖∂loss/∂W_down‖, last block", title=name
         )

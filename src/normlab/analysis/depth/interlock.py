@@ -16,9 +16,9 @@ from normlab.analysis.shared.paired import interval_text, paired_or_none
 from normlab.analysis.shared.sequential import looks_text, sequence_difference
 from normlab.study import design
 from normlab.study.findings import Finding
-from normlab.study.key_numbers import KeyNumber
+from normlab.study.key_numbers import NATS_PER_BYTE, KeyNumber
 
-B19_KEY = KeyNumber("norm × placement interaction in paired final loss", "nats")
+B19_KEY = KeyNumber("norm × placement interaction in paired final loss", NATS_PER_BYTE)
 
 SINGLE_SWAPS = ["rms→layer", "swiglu→gelu", "rope→learned", "pre→post"]
 
@@ -91,7 +91,7 @@ def swap_table(ablation: Ablation) -> pd.DataFrame:
         [
             {
                 "swap": s,
-                "Δ vs LLaMA (nats)": p["mean_difference"] if p else math.nan,
+                f"Δ vs LLaMA ({NATS_PER_BYTE})": p["mean_difference"] if p else math.nan,
                 "95% CI low": p["ci_low"] if p else math.nan,
                 "95% CI high": p["ci_high"] if p else math.nan,
                 "outcome": p["outcome"] if p else "diverged",
@@ -114,7 +114,7 @@ def b19_verdict(ablation: Ablation) -> str:
 
 def interaction_text(ablation: Ablation) -> str:
     if ablation.interaction is not None:
-        return interval_text(ablation.interaction)
+        return interval_text(ablation.interaction, NATS_PER_BYTE)
     missing = ablation.interaction_absent
     return f"not computable ({', '.join(missing)} not run)" if missing else "not computable (a run diverged)"
 
@@ -145,7 +145,7 @@ def b19_finding(ablation: Ablation, *, depth: int, steps: int, seeds: int, margi
     return Finding(
         b19_verdict(ablation),
         f"Interaction of the norm and placement swaps at depth {depth}: {interaction_text(ablation)}; single swaps "
-        f"vs LLaMA style: {singles} nats.{absent_text(ablation)}",
+        f"vs LLaMA style: {singles} {NATS_PER_BYTE}.{absent_text(ablation)}",
         {
             "depth": depth,
             "steps": steps,
@@ -163,5 +163,5 @@ def b19_finding(ablation: Ablation, *, depth: int, steps: int, seeds: int, margi
         spread=pair_spread(interaction),
         **B19_KEY.fields(),
         rule=f"Paired interaction Δ(norm+placement) − Δ(norm) − Δ(placement), its 95% confidence sequence (anytime-valid: "
-        f"the seeds grew after looks): beyond ±{margin:g} nats holds with caveats (one pair of parts tested); inside does not hold; wider: not testable here.",
+        f"the seeds grew after looks): beyond ±{B19_KEY.limit(margin)} holds with caveats (one pair of parts tested); inside does not hold; wider: not testable here.",
     )

@@ -8,9 +8,9 @@ from normlab.analysis.depth.training_at_depth import TrainingStudy, final_losses
 from normlab.analysis.shared.paired import interval_text, paired_or_none
 from normlab.analysis.shared.parity import equivalence_verdict
 from normlab.study.findings import Finding
-from normlab.study.key_numbers import KeyNumber
+from normlab.study.key_numbers import NATS_PER_BYTE, KeyNumber
 
-B18_KEY = KeyNumber("paired final loss, post-LN RMSNorm − post-LN LayerNorm", "nats")
+B18_KEY = KeyNumber("paired final loss, post-LN RMSNorm − post-LN LayerNorm", NATS_PER_BYTE)
 
 # B18 has no published measurement to hold ours against.
 B18_UNSOURCED = (
@@ -64,7 +64,7 @@ def b18_paragraph(b18: Finding, measures: dict, *, deep: int, deepest: int) -> s
     """B18's verdict paragraph: the measured numbers, and the verdict as `b18` records it."""
     m = measures
     return (
-        f"Paired final loss, post-RMSNorm − post-LayerNorm at depth {deep}: {interval_text(m['pair'])}. At initialisation "
+        f"Paired final loss, post-RMSNorm − post-LayerNorm at depth {deep}: {interval_text(m['pair'], NATS_PER_BYTE)}. At initialisation "
         f"(depth {deepest}): first/last-block gradient ratio {m['ratio_rms']:.3f} (RMSNorm) vs {m['ratio_ln']:.3f} "
         f"(LayerNorm); last-layer token cosine {m['cos_rms']:.3f} vs {m['cos_ln']:.3f}. {B18_UNSOURCED}\n\n"
         f"**B18 verdict: {b18.verdict}.**"
@@ -77,7 +77,7 @@ def b18_finding(
     m, pair = measures, measures["pair"]
     return Finding(
         b18_verdict(m, ratio_drop=ratio_drop, cosine_rise=cosine_rise),
-        f"Post-LN at depth {deep}: paired final loss RMSNorm − LayerNorm {interval_text(pair)}; at init (depth {deepest}) "
+        f"Post-LN at depth {deep}: paired final loss RMSNorm − LayerNorm {interval_text(pair, NATS_PER_BYTE)}; at init (depth {deepest}) "
         f"first/last gradient ratio {m['ratio_rms']:.3f} vs {m['ratio_ln']:.3f}, last-layer token cosine "
         f"{m['cos_rms']:.3f} vs {m['cos_ln']:.3f}. " + B18_UNSOURCED,
         {
@@ -95,7 +95,8 @@ def b18_finding(
         threshold=margin,
         spread=pair_spread(pair),
         **B18_KEY.fields(),
-        rule=f"Paired post-LN final loss RMSNorm − LayerNorm: beyond +{margin:g} nats (and worse at init) holds; "
+        rule=f"Paired post-LN final loss RMSNorm − LayerNorm: interval beyond +{B18_KEY.limit(margin)} (and worse at "
+        "init) holds; "
         f"interval inside ±{margin:g} does not hold; wider than the margin: not testable here.",
     )
 
@@ -105,16 +106,20 @@ def b18_headline(b18: Finding) -> str | None:
     k, t = b18.key_number, b18.threshold
     if k is None or t is None:
         return None
-    spread = "" if b18.spread is None else f" (spread {B18_KEY.format_spread(b18.spread)})"
-    margin = B18_KEY.limit(t)
+    key = KeyNumber.of(b18)
+    spread = "" if b18.spread is None else f" (spread {key.format_spread(b18.spread)})"
+    margin = key.limit(t)
+    # the verdict reads the paired interval, so the sentence names it where the finding carries it
+    pair = b18.evidence.get("paired_post_rms_minus_layer") or {}
+    interval = f", 95% CI {pair['ci_low']:+.4f}..{pair['ci_high']:+.4f}" if "ci_low" in pair else ""
     return (
-        f"With the norm on the trunk (post-LN), RMSNorm's paired final loss minus LayerNorm's is {B18_KEY.signed(k)}"
-        f"{spread}"
+        f"With the norm on the trunk (post-LN), RMSNorm's paired final loss minus LayerNorm's is {key.signed(k)}"
+        f"{spread}{interval}"
         + {
             "not testable here": f", too uncertain to judge against the margin of ±{margin}; no published "
             "study compares the two at depth, so this book's measurement is all there is.",
-            "does not hold": f", inside the margin of ±{margin}: RMSNorm's deep-signal decay is no worse.",
-            "holds": f", beyond the margin of ±{margin}: RMSNorm fares worse, as the essay says.",
-            "holds with caveats": f", beyond the margin of ±{margin} in training, but not at initialisation.",
+            "does not hold": f", not beyond the margin of +{margin}: RMSNorm's deep-signal decay is no worse.",
+            "holds": f", beyond the margin of +{margin}: RMSNorm fares worse, as the essay says.",
+            "holds with caveats": f", beyond the margin of +{margin} in training, but not at initialisation.",
         }.get(b18.verdict, ".")
     )

@@ -12,6 +12,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from normlab.analysis.depth.profiles import PAIRS
+from normlab.analysis.shared.missing_runs import PairsLeft, RunGaps, complete_rows, registered_pairs
 from normlab.analysis.shared.runs import flat_eval_every
 from normlab.gpt.model import GPTConfig
 from normlab.gpt.run_record import run_record
@@ -59,14 +61,16 @@ def run_grid(
     *,
     devices=None,
     desc: str = "depth runs",
-) -> pd.DataFrame:
-    """Train every entry of `grid` in parallel worker processes (`normlab.runtime.parallel.run_parallel`), one row per run.
+    names: list[str] | None = None,
+) -> tuple[pd.DataFrame, RunGaps]:
+    """Train every entry of `grid` in parallel worker processes (`normlab.runtime.parallel.run_parallel`), one row per
+    run that completed, with the runs that failed every attempt (named by `names`, one per entry).
 
     Entries are dicts with optional `label`, model overrides under `model` and train overrides under `train`;
     `base_model`/`base_train` are GPTConfig/TrainConfig keyword dicts.
     """
     from normlab.analysis.shared.runs import train_job
-    from normlab.runtime.parallel import run_parallel
+    from normlab.runtime.parallel import MissingRun, run_parallel
 
     if not grid:
         raise ValueError("grid is empty; give at least one run")
@@ -74,18 +78,22 @@ def run_grid(
         dict(model={**base_model, **entry.get("model", {})}, train={**base_train, **entry.get("train", {})})
         for entry in grid
     ]
-    outputs = run_parallel(train_job, jobs, devices=devices, desc=desc)
-    return pd.DataFrame(
+    outputs = run_parallel(train_job, jobs, devices=devices, desc=desc, names=names, missing="keep")
+    frame = pd.DataFrame(
         [
             {
+                "entry": index,
                 "label": entry.get("label", ""),
                 **entry.get("model", {}),
                 **entry.get("train", {}),
                 **job_outcome(out, unigram_entropy),
             }
-            for entry, out in zip(grid, outputs)
+            for index, (entry, out) in enumerate(zip(grid, outputs))
+            if not isinstance(out, MissingRun)
         ]
     )
+    lost = tuple(out.name for out in outputs if isinstance(out, MissingRun))
+    return frame, RunGaps(lost, getattr(outputs, "where", RunGaps.where))
 
 
 def train_grid(grid: list[dict], base_model: GPTConfig, base_train, corpus, *, progress=None) -> pd.DataFrame:
@@ -160,6 +168,9 @@ class TrainingStudy:
     paired: pd.DataFrame  # the paired runs of the four models at the training depth, with a `config` column
     no_warmup: pd.DataFrame  # one seed of each without warm-up, at each learning rate
     ablation: pd.DataFrame  # the LLaMA-style ablation, `setting` "base lr" or "stress lr"
+    # what runs that failed every attempt left of the paired runs (with the no-warm-up sweep) and of the ablation
+    left: PairsLeft = PairsLeft(RunGaps(), 0, 0)
+    ablation_left: PairsLeft = PairsLeft(RunGaps(), 0, 0)
 
 
 def training_study(settings: dict, corpus, devices=None) -> TrainingStudy:
@@ -179,16 +190,49 @@ def training_study(settings: dict, corpus, devices=None) -> TrainingStudy:
     grid, ablation_grid = training_grids(settings)
     # "stress" is not a TrainConfig field: strip it before the run, keep it on the row.
     everything = grid + [{**e, "train": {k: v for k, v in e["train"].items() if k != "stress"}} for e in ablation_grid]
-    runs = run_grid(everything, base_model, base_train, corpus.unigram_entropy_nats, devices=devices, desc="depth runs")
-    runs["setting"] = ["base lr"] * len(grid) + [
+    names = [run_name(entry) for entry in grid + ablation_grid]  # before the strip: "stress" names a run
+    runs, gaps = run_grid(
+        everything, base_model, base_train, corpus.unigram_entropy_nats, devices=devices, desc="depth runs", names=names
+    )
+    settings_of = ["base lr"] * len(grid) + [
         "stress lr" if e["train"].get("stress") else "base lr" for e in ablation_grid
     ]
-    main = runs.iloc[: len(grid)].copy()
-    ablation = runs.iloc[len(grid) :].copy()
+    runs["setting"] = [settings_of[i] for i in runs["entry"]]
+    main = runs[runs["entry"] < len(grid)].drop(columns="entry")
+    ablation = runs[runs["entry"] >= len(grid)].drop(columns="entry")
     main["config"] = main["placement"] + "-" + main["norm"]
-    return TrainingStudy(
-        paired=main[main["label"] == "paired"], no_warmup=main[main["label"] == "no warm-up"], ablation=ablation
+    # a pair (a seed's four models, or its LLaMA-style run and swaps) that lost a run is left out, as is a learning
+    # rate of the no-warm-up sweep that lost one of its four models
+    configs = [f"{p}-{n}" for p in ("pre", "post") for n in ("rms", "layer")]
+    paired = complete_rows(main[main["label"] == "paired"], "seed", "config", configs)
+    no_warmup = complete_rows(main[main["label"] == "no warm-up"], "lr", "config", configs)
+    base = ablation[ablation["setting"] == "base lr"]
+    ablation = pd.concat(
+        [complete_rows(base, "seed", "label", ABLATIONS), ablation[ablation["setting"] == "stress lr"]]
     )
+    main_lost = RunGaps(tuple(n for n in gaps.names if n in names[: len(grid)]), gaps.where)
+    ablation_lost = RunGaps(tuple(n for n in gaps.names if n in names[len(grid) :]), gaps.where)
+    return TrainingStudy(
+        paired=paired,
+        no_warmup=no_warmup,
+        ablation=ablation,
+        left=PairsLeft(main_lost, paired["seed"].nunique(), registered_pairs(settings["seeds"], PAIRS["seeds"])),
+        ablation_left=PairsLeft(
+            ablation_lost,
+            complete_rows(base, "seed", "label", ABLATIONS)["seed"].nunique(),
+            registered_pairs(settings["ablation_seeds"], PAIRS["ablation_seeds"]),
+        ),
+    )
+
+
+def run_name(entry: dict) -> str:
+    """How the page names a run of the grid if it goes missing: 'paired pre-rms seed 3', 'no warm-up post-layer lr
+    0.01', 'ablation swiglu→gelu seed 2' or 'ablation pre→post at the stress lr'."""
+    model, train = entry.get("model", {}), entry.get("train", {})
+    if entry["label"] in ("paired", "no warm-up"):
+        config = f"{model['placement']}-{model['norm']}"
+        return f"{entry['label']} {config} " + (f"seed {train['seed']}" if "seed" in train else f"lr {train['lr']:g}")
+    return f"ablation {entry['label']} " + ("at the stress lr" if train.get("stress") else f"seed {train['seed']}")
 
 
 def no_warmup_table(training: TrainingStudy) -> pd.DataFrame:

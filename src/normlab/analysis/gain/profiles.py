@@ -60,12 +60,13 @@ PROFILES = {
 }
 
 
+PAIRS = {"seeds": 5}  # the least pairs for a paired verdict outside the smoke profile
+
+
 def profile_settings(profile: str, overrides: dict | None = None) -> dict:
     """The chapter's sizes for one profile with `overrides` applied, checked: the paired decay sweep needs 5 pairs
     and an undecayed baseline."""
-    settings = lookup_profile(
-        PROFILES, profile, owner="the gain chapter", overrides=overrides, minimum_pairs={"seeds": 5}
-    )
+    settings = lookup_profile(PROFILES, profile, owner="the gain chapter", overrides=overrides, minimum_pairs=PAIRS)
     decays = settings["gain_decays"]
     if not decays or min(decays) < 0 or 0.0 not in decays:
         raise ValueError(f"gain_decays must be non-negative and include 0.0 (the baseline), got {decays!r}")

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from normlab.analysis.gain.profiles import model_settings
+from normlab.analysis.gain.profiles import PAIRS, model_settings
+from normlab.analysis.shared.missing_runs import CompletedRuns, PairsLeft, complete_pairs, completed, registered_pairs
 from normlab.analysis.shared.runs import flat_eval_every, train_job
 from normlab.gpt.model import GPT, GPTConfig
-from normlab.runtime.parallel import run_parallel
+from normlab.runtime.jobs import load_weights
+from normlab.runtime.parallel import MissingRun, MissingRuns, run_parallel
+
+PLACEMENTS = ("pre", "post")  # the two models kept for the forward scan
 
 
 def training_jobs(settings: dict) -> tuple[list[dict], list[tuple[float, int]]]:
@@ -45,13 +49,34 @@ def training_jobs(settings: dict) -> tuple[list[dict], list[tuple[float, int]]]:
     return jobs, decay_keys
 
 
+def run_names(settings: dict) -> list[str]:
+    """How the page names each training if it goes missing, in `training_jobs`' order."""
+    _, decay_keys = training_jobs(settings)
+    return [f"{p}-LN kept model" for p in PLACEMENTS] + [f"gain decay {wd:g} seed {seed}" for wd, seed in decay_keys]
+
+
 def train_models(settings: dict, devices=None) -> tuple[dict, dict]:
-    """Run every training in parallel workers: the trained pre-LN and post-LN GPTs, and the sweep's outputs."""
+    """Run every training in parallel workers: the trained pre-LN and post-LN GPTs, and the sweep's outputs
+    ({(gain decay, seed): run}, a `CompletedRuns`). A sweep run that failed every attempt leaves its seed out, and
+    the sweep's `gaps` name it; the forward scan cannot do without either kept model, so a missing one stops the
+    chapter (`MissingRuns`, naming it)."""
     jobs, decay_keys = training_jobs(settings)
-    outputs = run_parallel(train_job, jobs, devices=devices, desc="gain runs")
+    outputs = run_parallel(
+        train_job, jobs, devices=devices, desc="gain runs", names=run_names(settings), missing="keep"
+    )
+    if any(isinstance(out, MissingRun) for out in outputs[: len(PLACEMENTS)]):
+        raise MissingRuns("gain runs (the forward scan needs both kept models)", outputs)
     model_kw = model_settings(settings)
     gpt = {}
-    for placement, out in zip(("pre", "post"), outputs[:2]):
+    for placement, out in zip(PLACEMENTS, outputs[: len(PLACEMENTS)]):
         gpt[placement] = GPT(GPTConfig(**model_kw, placement=placement))
-        gpt[placement].load_state_dict(out["state_dict"])
-    return gpt, dict(zip(decay_keys, outputs[2:]))
+        gpt[placement].load_state_dict(load_weights(out["weights_path"]))
+    everything = completed(outputs, [*PLACEMENTS, *decay_keys])  # the kept models are complete by now
+    sweep = CompletedRuns({key: everything[key] for key in decay_keys if key in everything}, everything.gaps)
+    return gpt, complete_pairs(sweep, settings["gain_decays"])
+
+
+def sweep_left(decay_runs, settings: dict) -> PairsLeft:
+    """What missing runs left of the decay sweep: its complete seeds against the registered pairs."""
+    seeds = len({seed for _, seed in decay_runs})
+    return PairsLeft(decay_runs.gaps, seeds, registered_pairs(settings["seeds"], PAIRS["seeds"]))

@@ -13,9 +13,9 @@ from normlab.analysis.gain.weight_decay import DecaySweep
 from normlab.analysis.shared.paired import interval_text
 from normlab.study import decide
 from normlab.study.findings import Finding
-from normlab.study.key_numbers import KeyNumber
+from normlab.study.key_numbers import NATS_PER_BYTE, KeyNumber
 
-B15_KEY = KeyNumber("paired final-loss change under strong decay of the gain", "nats")
+B15_KEY = KeyNumber("paired final-loss change under strong decay of the gain", NATS_PER_BYTE)
 
 
 def b15_parts(forward: ForwardCheck, scaling: UpdateScaling, toy: ToyChecks, sweep: DecaySweep) -> dict:
@@ -43,7 +43,7 @@ def _sweep_text(sweep: DecaySweep) -> str:
         return "the decay sweep diverged"
     return (
         f"λ_g = {sweep.strongest:g} (ηλT = {sweep.timescales[sweep.strongest]:.0f}) changes the final loss by "
-        f"{interval_text(sweep.pairs[sweep.strongest])}"
+        f"{interval_text(sweep.pairs[sweep.strongest], NATS_PER_BYTE)}"
     )
 
 
@@ -121,7 +121,7 @@ def b15_finding(
         threshold=sweep.margin,
         spread=key_pair["sd_of_differences"] / math.sqrt(key_pair["pairs"]) if key_pair else None,
         rule="Four parts (forward invariance, Adam's linear scaling under the rescale symmetry, decay as a schedule on "
-        f"scale-invariant weights, paired sensitivity to gain decay at ηλT ≫ 1 beyond ±{sweep.margin:g} nats): all "
+        f"scale-invariant weights, paired sensitivity to gain decay at ηλT ≫ 1 beyond ±{B15_KEY.limit(sweep.margin)}): all "
         "hold → holds; two or three → with caveats.",
         meaning=B15_KEY.meaning,
         unit=B15_KEY.unit,
@@ -141,7 +141,7 @@ def b15_paragraph(
         f"{scaling.adam_exponent_sd:.2f}), SGD's as a^{scaling.sgd_exponent:.2f}. (3) Decay ≡ growing learning rate to "
         f"{toy.schedule_angle:.0e} rad on scale-invariant weights; equilibrium formulas "
         f"{'within' if parts['wd_as_schedule_scale_invariant'] else 'not within'} ±{tolerance:.0%}. "
-        f"(4) {_sweep_text(sweep)}; loss still fell {sweep.loss_drop:.4f} nats over the last 10% of steps. "
+        f"(4) {_sweep_text(sweep)}; loss still fell {sweep.loss_drop:.4f} {NATS_PER_BYTE} over the last 10% of steps. "
         f"With that decay the gains end at RMS "
         f"{sweep.final_gain_at(sweep.strongest):.3f} against {sweep.final_gain_at(0.0):.3f} undecayed: in pre-LN, "
         f"decay that has time to act shrinks what the next layer sees, a change of the function and not only of a "

@@ -37,13 +37,13 @@ def finite_final(run: dict) -> float:
 
 
 def decay_sweep(decay_runs: dict, settings: dict, *, margin: float) -> DecaySweep:
-    """Part (4) of B15: the paired final-loss change from decaying the gains, against `margin` (nats).
+    """Part (4) of B15: the paired final-loss change from decaying the gains, against `margin` (nats per byte).
 
     A decay whose runs diverged (the study's one meaning, `normlab.gpt.run_record`) is left out: `paired_or_none`
     gives no pair for it, and `strongest` is then the strongest decay left.
     """
     decays = [wd for wd in settings["gain_decays"] if wd > 0]
-    seeds = range(settings["seeds"])
+    seeds = sorted({seed for _, seed in decay_runs})  # the complete seeds: a missing run leaves its seed out
     final = {wd: [finite_final(decay_runs[(wd, s)]) for s in seeds] for wd in settings["gain_decays"]}
     pairs = {wd: pair for wd in decays if (pair := paired_or_none(final[0.0], final[wd], margin)) is not None}
     timescales = {wd: settings["lr"] * wd * settings["sweep_steps"] for wd in decays}
@@ -77,7 +77,7 @@ def decay_frame(sweep: DecaySweep) -> pd.DataFrame:
             {
                 "λ_g": wd,
                 "ηλT": sweep.timescales[wd],
-                "Δ loss (nats)": p["mean_difference"],
+                "Δ loss (nats per byte)": p["mean_difference"],
                 "95% CI low": p["ci_low"],
                 "95% CI high": p["ci_high"],
                 "outcome": p["outcome"],

@@ -55,7 +55,7 @@ def summary_frame(study: Landscape, timings: pd.DataFrame) -> pd.DataFrame:
         if scale in ("small", "deep"):
             rng = study.usable_range(scale, label, summary_pair(scale, label))
         else:
-            rng = {"lr_low": None, "lr_high": None, "diverges_at": None}
+            rng = {"lr_low": None, "lr_high": None, "unusable_above": None}
         ratios = []
         for r in range(P["timing_repeats"]):
             one = timings[timings.repeat == r].set_index("model").step_time

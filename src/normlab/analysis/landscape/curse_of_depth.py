@@ -13,11 +13,13 @@ from normlab.analysis.landscape.summaries import growth_ratio, later_half_share,
 from normlab.analysis.shared.paired import paired_or_none
 from normlab.study import design
 from normlab.study.findings import Finding
-from normlab.study.key_numbers import DIMENSIONLESS, KeyNumber
+from normlab.study.key_numbers import NATS_PER_BYTE, POINTS, KeyNumber
 from normlab.study.present import significant
 from normlab.study.results import decide
 
-V4_KEY = KeyNumber("change in the later half's share of the drop-one loss under 1/√l", DIMENSIONLESS)
+# the share is a fraction of the drop-one loss; its change under scaling is a difference of two shares, so it is
+# written in percentage points of that loss (a change from 30% to 33% is +3 percentage points)
+V4_KEY = KeyNumber("change in the later half's share of the drop-one loss under 1/√l", POINTS)
 
 
 def depth_claim(study: Landscape, *, curse_share: float, share_margin: float | None = None) -> Finding:
@@ -55,15 +57,18 @@ def depth_claim(study: Landscape, *, curse_share: float, share_margin: float | N
     else:
         verdict = "not testable here"
 
-    def shown(key: str, paired: dict | None) -> str:
-        return significant(paired[key]) if paired else "—"
+    def shown(key: str, paired: dict | None, write=significant) -> str:
+        return write(paired[key]) if paired else "—"
+
+    def points(value) -> str:  # an end of the interval, in the key number's percentage points
+        return V4_KEY.signed(value).removesuffix(f" {POINTS}")
 
     summary = (
         f"At depth {P['deepest']['depth']} the later half of pre-LN's blocks carries {significant(curse)} of the "
         f"drop-one loss (curse threshold {curse_share:g}); 1/√l changes that share by "
-        f"{shown('mean_difference', share_change)} (95% CI "
-        f"{shown('ci_low', share_change)}..{shown('ci_high', share_change)}) "
-        f"and the final loss by {shown('mean_difference', scaling_loss)} nats."
+        f"{shown('mean_difference', share_change, V4_KEY.signed)} (95% CI "
+        f"{shown('ci_low', share_change, points)}..{shown('ci_high', share_change, points)}) "
+        f"and the final loss by {shown('mean_difference', scaling_loss)} {NATS_PER_BYTE}."
     )
     return Finding(
         verdict,
@@ -86,7 +91,7 @@ def depth_claim(study: Landscape, *, curse_share: float, share_margin: float | N
         spread=share_change["sd_of_differences"] if share_change else None,
         rule=f"Curse present when pre-LN's later half carries <= {100 * curse_share:g}% of the drop-one loss (else not "
         "testable here); holds when 1/sqrt(l) raises that share (paired 95% interval above 0), with a caveat when its "
-        f"final loss is not within +{study.loss_margin} nats; does not hold when the interval lies below 0.",
+        f"final loss is not within +{study.loss_margin} {NATS_PER_BYTE}; does not hold when the interval lies below 0.",
         meaning=V4_KEY.meaning,
         unit=V4_KEY.unit,
     )
@@ -108,7 +113,7 @@ def depth_paragraph(v4: Finding, *, curse_share: float) -> str:
             if curse <= curse_share
             else "The curse does not show at this scale"
         )
-        + f"; dropping the first block alone costs {significant(first_block)} nats ({significant(100 * first_share)}% "
+        + f"; dropping the first block alone costs {significant(first_block)} {NATS_PER_BYTE} ({significant(100 * first_share)}% "
         "of the total), "
         f"{'so the share mostly measures how special the first block is; ' if first_share > 0.5 else ''}"
         f"{'scaling did not move the share by a measurable amount' if unmoved else 'scaling moved the share'}. "

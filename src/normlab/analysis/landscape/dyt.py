@@ -20,7 +20,7 @@ from normlab.analysis.shared.paired import interval_text
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.norms.dyt import authors_alpha_init
 from normlab.study.findings import Finding
-from normlab.study.key_numbers import KeyNumber
+from normlab.study.key_numbers import NATS_PER_BYTE, KeyNumber
 from normlab.study.present import significant
 from normlab.study.results import decide
 
@@ -56,7 +56,7 @@ DYT_PAIRS = {  # evidence key: (row name, baseline, variant), all at the small s
     "layer_minus_rms": ("LayerNorm − RMSNorm", "rms", "layer"),
 }
 TRACED = ("dyt-authors", "dyt-rmsfinal", "dyt")  # the DyT variants whose trace V1 reads and draws
-V1_KEY = KeyNumber("paired final loss, DyT − RMSNorm", "nats")
+V1_KEY = KeyNumber("paired final loss, DyT − RMSNorm", NATS_PER_BYTE)
 
 
 def dyt_pairs(study: Landscape) -> dict:
@@ -68,9 +68,13 @@ def dyt_pairs_table(pairs: dict) -> pd.DataFrame:
     return pd.DataFrame([paired_row(DYT_PAIRS[key][0], "small", paired) for key, paired in pairs.items()])
 
 
+BASELINE_UNDER_AUTHORS_ADAMW = "rms-authors"  # RMSNorm trained with DyT's optimiser: V1's pairs differ in the norm
+
+
 def alpha_sensitivity(study: Landscape) -> pd.DataFrame:
     """Per width: the authors' recipe's best α₀ (of the norms not in front of attention; that one's is 4×) and its
-    loss, its loss at the authors' α₀, RMSNorm's loss, and how many α₀ diverged (seed 0, reference learning rate)."""
+    loss, its loss at the authors' α₀, RMSNorm's loss under the same AdamW (the authors' baseline, so the two differ
+    in the norm alone), and how many α₀ diverged (seed 0, reference learning rate)."""
     P, F = study.settings, study.frame
     rows = []
     for width in P["alpha_widths"]:
@@ -85,7 +89,7 @@ def alpha_sensitivity(study: Landscape) -> pd.DataFrame:
         g = g[~g.diverged]
         base = F[
             (F.scale == "small")
-            & (F.label == "rms")
+            & (F.label == BASELINE_UNDER_AUTHORS_ADAMW)
             & (F.width == width)
             & (F.seed == 0)
             & (F.lr == P["small_train"]["lr"])
@@ -99,7 +103,7 @@ def alpha_sensitivity(study: Landscape) -> pd.DataFrame:
                 "best α₀": None if best is None else float(best.alpha),
                 "best DyT loss": None if best is None else float(best.final),
                 "DyT loss at the authors' α₀": float(default.iloc[0]) if len(default) else None,
-                "RMSNorm loss": float(base.final.iloc[0]),
+                "RMSNorm loss, authors' AdamW": float(base.final.iloc[0]),
                 "α₀ values that diverged": alphas_diverged,
             }
         )
@@ -351,17 +355,19 @@ def dyt_headline(v1: Finding) -> str | None:
     k, t, e = v1.key_number, v1.threshold, v1.evidence
     if k is None or t is None:
         return None
+    key = KeyNumber.of(v1)
+    # the verdict reads the paired interval against +margin (`non_inferiority`), so the sentence does too
+    interval = {"no worse": "below", "worse": "beyond", "undecided": "across"}[non_inferiority(e.get("dyt_minus_rms"))]
     sentence = (
-        f"Dynamic Tanh by its authors' LLaMA recipe ends {V1_KEY.format(abs(k))} {'worse' if k > 0 else 'better'} "
-        f"than RMSNorm in paired final loss, {'beyond' if k > t else 'inside'} the margin of "
-        f"+{V1_KEY.format(t, trim=True)}"
+        f"Dynamic Tanh by its authors' LLaMA recipe ends {key.format(abs(k))} {'worse' if k > 0 else 'better'} "
+        f"than RMSNorm in paired final loss, its 95% interval {interval} the margin of +{key.limit(t)}"
     )
     rmsfinal = e["dyt_rmsfinal_minus_rms"]
     if e["saturation"]["dyt-authors"]["saturated"] and rmsfinal and rmsfinal["mean_difference"] is not None:
         d = rmsfinal["mean_difference"]
         return (
             f"{sentence}: its final DyT layer saturates, and with an RMSNorm final norm instead DyT ends "
-            f"{V1_KEY.format(abs(d))} {'worse' if d > 0 else 'better'} than RMSNorm."
+            f"{key.format(abs(d))} {'worse' if d > 0 else 'better'} than RMSNorm."
         )
     return sentence + {
         "does not hold": ": at this scale it does not match a norm without tuning.",

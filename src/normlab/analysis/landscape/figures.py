@@ -47,12 +47,13 @@ def dyt(frame: pd.DataFrame, settings: dict, entropy: float):
         axes[1].plot(g.alpha, g.final, "o-", color=f"C{i}", label=f"DyT, width {width}")
         base = F[
             (F.scale == "small")
-            & (F.label == "rms")
+            & (F.label == "rms-authors")
             & (F.width == width)
             & (F.seed == 0)
             & (F.lr == P["small_train"]["lr"])
         ]
-        axes[1].axhline(float(base.final.iloc[0]), ls="--", color=f"C{i}", lw=1, label=f"RMSNorm, width {width}")
+        label = f"RMSNorm, authors' AdamW, width {width}"
+        axes[1].axhline(float(base.final.iloc[0]), ls="--", color=f"C{i}", lw=1, label=label)
     axes[1].set(
         xscale="log",
         xlabel="initial α of the norms not before attention (that one: 4×)",

@@ -120,6 +120,7 @@ def landscape_gpu_claims(
     pre_growth_needed: float,
     max_relative_growth: float,
     curse_share: float,
+    qk_min_seeds: int,
 ) -> tuple[dict, str]:
     """V2, V3 and V4 weighed: each GPU experiment's runs judged by this chapter's own `placement_claim`, `qk_claim`
     and `depth_claim` with the margins stated before measuring, then combined with this run's finding by the shared
@@ -149,8 +150,8 @@ def landscape_gpu_claims(
             )
             powers = (placement_power(cpu[claim]), placement_power(finding))
         elif claim == "V3":
-            finding = qk_claim(gpu, final_logits(gpu))
-            powers = (None, None)  # "higher in every seed" has no interval: this run decides, the GPU may add a caveat
+            finding = qk_claim(gpu, final_logits(gpu), min_seeds=qk_min_seeds)
+            powers = (None, None)  # this run decides V3, the GPU may add a caveat
         else:
             finding = depth_claim(gpu, curse_share=curse_share)
             powers = (depth_power(cpu[claim]), depth_power(finding))

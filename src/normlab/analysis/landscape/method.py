@@ -10,8 +10,9 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from normlab.analysis.landscape.profiles import SCALES, is_dyt
+from normlab.analysis.landscape.profiles import MAX_LOGIT_PROBED, SCALES, is_dyt
 from normlab.analysis.landscape.summaries import usable_flags, usable_lr_range
+from normlab.analysis.shared.missing_runs import RunGaps, not_testable
 from normlab.analysis.shared.paired import paired_or_none
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.study.findings import Finding
@@ -49,23 +50,35 @@ def finals(runs: list[dict]) -> list[float]:
 
 def range_summary(ranges: dict, label: str) -> dict:
     """The usable learning-rate range of `label` over its grid seeds: the narrowest (lowest top, lowest bottom),
-    and the lowest learning rate at which any seed failed above its range."""
+    and the lowest learning rate at which any seed was unusable above its range (a loss gap or a divergence)."""
     highs = [v["lr_high"] for (lab, _), v in ranges.items() if lab == label and v["lr_high"]]
     lows = [v["lr_low"] for (lab, _), v in ranges.items() if lab == label and v["lr_low"]]
     fails = [v["fails_at"] for (lab, _), v in ranges.items() if lab == label]
     return {
         "lr_low": min(lows) if lows else None,
         "lr_high": min(highs) if highs else None,
-        "diverges_at": min([f for f in fails if f is not None], default=None),
+        "unusable_above": min([f for f in fails if f is not None], default=None),
         "decades": math.log10(min(highs) / min(lows)) if highs and lows else 0.0,
     }
 
 
+# The runs each claim's verdict rests on: (scale, labels), None for every label of the scale. A claim that lost one
+# of them to a job failing every attempt is not testable here: the chapter registers no fewer pairs than it designs.
+CLAIM_RUNS = {"V1": ("small", None), "V2": ("deep", None), "V3": ("small", MAX_LOGIT_PROBED), "V4": ("deepest", None)}
+
+
 class Landscape:
-    """The chapter's runs, with the margins stated before measuring, and the lookups its analyses share."""
+    """The chapter's runs, with the margins stated before measuring, and the lookups its analyses share.
+
+    `runs` may hold the place of a run that failed every attempt (`missing`, its name, beside its `tag` and
+    `model`, as `runs.run_jobs` leaves it): such runs are kept apart in `missing`, pairs that lost one are compared on
+    the seeds both sides have, a grid seed that lost one has no usable range, and `judge` makes each claim that rests
+    on one not testable here, naming it."""
 
     def __init__(self, settings: dict, runs: list[dict], corpus, *, loss_margin: float, usable_tolerance: float):
         self.settings = settings
+        self.missing = [r for r in runs if "missing" in r]
+        runs = [r for r in runs if "missing" not in r]
         self.runs = runs
         self.entropy = corpus.unigram_entropy_nats
         self.corpus_sha256 = corpus.sha256
@@ -74,13 +87,39 @@ class Landscape:
         self.frame = frame_of(runs)
         self._ranges: dict = {}
 
+    def gaps(self, claim_id: str) -> RunGaps:
+        """The missing runs `claim_id`'s verdict rests on (`CLAIM_RUNS`)."""
+        scale, labels = CLAIM_RUNS[claim_id]
+        lost = [
+            r for r in self.missing if r["tag"]["scale"] == scale and (labels is None or r["tag"]["label"] in labels)
+        ]
+        return RunGaps(tuple(r["missing"] for r in lost), lost[0]["where"] if lost else RunGaps.where)
+
+    def judge(self, claim_id: str, finding: Finding) -> Finding:
+        """`finding`, not testable here and naming them where runs it rests on are missing; else unchanged."""
+        gaps = self.gaps(claim_id)
+        if not gaps:
+            return finding
+        return not_testable(finding, gaps, "runs it rests on failed, and its design registers every pair it trains")
+
+    def missing_paragraph(self) -> str:
+        """The page's sentence on the runs that failed every attempt; '' when none did."""
+        lost = RunGaps(tuple(r["missing"] for r in self.missing), self.missing[0]["where"] if self.missing else "")
+        return lost.paragraph(
+            "Pairs that lost a run are compared on the seeds both sides have, a grid seed that lost a run has no "
+            "usable range, and each claim resting on a missing run is not testable here."
+        )
+
     def pick(self, scale: str, label: str, lr=None, width=None, alpha=None) -> list[dict]:
         """The runs of one variant at one learning rate, width and α₀ (defaults: the scale's reference learning
         rate and width, the variant's own α₀), by seed."""
+        return self._pick(self.runs, scale, label, lr, width, alpha)
+
+    def _pick(self, runs: list[dict], scale: str, label: str, lr=None, width=None, alpha=None) -> list[dict]:
         lr = self.settings[f"{scale}_train"]["lr"] if lr is None else lr
         width = self.settings[scale]["width"] if width is None else width
         keep = []
-        for r in self.runs:
+        for r in runs:
             t = r["tag"]
             if (
                 t["scale"] == scale
@@ -95,6 +134,8 @@ class Landscape:
     def versus(self, scale: str, baseline: str, variant: str, **kw) -> dict | None:
         """Paired final-loss difference variant − baseline over seeds; None where a run diverged."""
         a, b = self.pick(scale, baseline, **kw), self.pick(scale, variant, **kw)
+        lost = {r["tag"]["seed"] for label in (baseline, variant) for r in self._pick(self.missing, scale, label, **kw)}
+        a, b = ([r for r in side if r["tag"]["seed"] not in lost] for side in (a, b))  # the complete pairs
         if [r["tag"]["seed"] for r in a] != [r["tag"]["seed"] for r in b]:
             raise RuntimeError(f"{variant} and {baseline} are not paired by seed")
         return paired_or_none(finals(a), finals(b), self.loss_margin)
@@ -117,12 +158,39 @@ class Landscape:
         part = part[part.reference_alpha]
         best = float(part.loc[~part.diverged, "final"].min())
         out = {}
+        lost = {  # the grid points of `part` that failed every attempt
+            (r["tag"]["label"], r["tag"]["seed"])
+            for r in self.missing
+            if r["tag"]["scale"] == scale
+            and r["tag"]["label"] in compared
+            and r["tag"]["seed"] in seeds
+            and r["model"]["width"] == self.settings[scale]["width"]
+            and r["tag"].get("reference_alpha", True)
+        }
         for (label, seed), g in part.groupby(["label", "seed"]):
+            if (label, seed) in lost:
+                continue  # a grid with a hole has no contiguous usable range
             g = g.sort_values("lr")
             flags = usable_flags(g.final.tolist(), g.diverged.tolist(), best, self.usable_tolerance)
             out[(label, seed)] = usable_lr_range(g.lr.tolist(), flags)
         self._ranges[key] = out
         return out
+
+    def stable_ranges(self, scale: str, labels: Sequence[str]) -> dict:
+        """Per (label, seed) over the scale's grid seeds: the contiguous stretch of learning rates at which the run
+        did not diverge (the study's run record: a non-finite loss or gradient, or a final loss above the initial
+        one), and the first learning rate above it that diverged (`fails_at`). No loss bar: a run that trained
+        worse but did not diverge is stable."""
+        F = self.frame
+        seeds = range(self.settings["grid_seeds" if scale == "small" else "deep_grid_seeds"])
+        part = F[
+            (F.scale == scale) & F.label.isin(labels) & (F.width == self.settings[scale]["width"]) & F.seed.isin(seeds)
+        ]
+        part = part[part.reference_alpha]
+        return {
+            (label, seed): usable_lr_range(g.sort_values("lr").lr.tolist(), (~g.sort_values("lr").diverged).tolist())
+            for (label, seed), g in part.groupby(["label", "seed"])
+        }
 
     def usable_range(self, scale: str, label: str, compared: Sequence[str]) -> dict:
         """`range_summary` of one variant on its scale's grid, judged within the variants `compared`."""

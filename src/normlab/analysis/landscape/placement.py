@@ -59,7 +59,7 @@ def placement_table(measures: dict) -> pd.DataFrame:
                 else placement_vs_pre[p]["mean_difference"],
                 "usable LR from": deep_range[p]["lr_low"],
                 "usable LR to": deep_range[p]["lr_high"],
-                "diverges at": deep_range[p]["diverges_at"],
+                "first unusable LR above": deep_range[p]["unusable_above"],
             }
             for p in PLACEMENTS
         ]

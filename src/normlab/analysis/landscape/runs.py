@@ -41,6 +41,7 @@ from normlab.analysis.landscape.profiles import (
     is_dyt,
     small_variant,
 )
+from normlab.analysis.shared.missing_runs import RunGaps
 from normlab.gpt.corpus import load_corpus
 from normlab.gpt.experiments import drop_one_losses
 from normlab.gpt.model import GPT, GPTConfig
@@ -48,7 +49,7 @@ from normlab.gpt.run_record import run_record
 from normlab.gpt.train import TrainConfig
 from normlab.gpt.train import train as train_model
 from normlab.norms.dyt import authors_alpha_init
-from normlab.runtime.parallel import run_parallel, worker_device
+from normlab.runtime.parallel import MissingRun, run_parallel, worker_device
 
 
 def _train_probed(mcfg: GPTConfig, tcfg: TrainConfig, corpus, every: int, probe) -> tuple:
@@ -179,7 +180,8 @@ def landscape_jobs(settings: dict, device: str = "cpu") -> list[dict]:
         jobs += _grid_jobs(settings, device, "small", label, model, grid, settings["grid_seeds"], **options)
     for width in settings["alpha_widths"]:
         if width != small_width:
-            jobs.append(_job(settings, device, "small", "rms", {"norm": "rms", "width": width}))
+            # V1's α₀ sweep is read against RMSNorm under the same AdamW (the authors' baseline) at each width
+            jobs.append(_job(settings, device, "small", "rms-authors", {"norm": "rms", "width": width}))
         for alpha in settings["alphas"]:
             reference = alpha == authors_alpha_init(width)[1]
             if width != small_width or not reference:
@@ -211,9 +213,22 @@ def landscape_jobs(settings: dict, device: str = "cpu") -> list[dict]:
     return jobs
 
 
+def run_name(job: dict, settings: dict) -> str:
+    """How the page names a run if it goes missing: 'small dyt-authors lr 0.003 seed 2', with its width and α₀
+    where they are not the scale's own."""
+    tag, model = job["tag"], job["model"]
+    name = f"{tag['scale']} {tag['label']} lr {tag['lr']:g} seed {tag['seed']}"
+    if model["width"] != settings[tag["scale"]]["width"]:
+        name += f" width {model['width']}"
+    if not tag.get("reference_alpha", True):
+        name += f" α₀ {model['dyt_alpha']:g}"
+    return name
+
+
 def run_jobs(jobs: list[dict], settings: dict) -> list[dict]:
     """Run every job in parallel worker processes, longest first (so that no core idles at the end waiting on
-    one deep run), and return the records in the jobs' order."""
+    one deep run), and return the records in the jobs' order. A run that failed every attempt leaves, in its place,
+    its `tag`, `model`, `missing` (its name) and `where` it failed, for `method.Landscape`."""
     order = sorted(range(len(jobs)), key=lambda i: -SCALE_COST[jobs[i]["tag"]["scale"]])
     outputs = run_parallel(
         landscape_run,
@@ -221,10 +236,15 @@ def run_jobs(jobs: list[dict], settings: dict) -> list[dict]:
         workers=settings["workers"],
         devices=settings["devices"],
         desc="landscape runs",
+        names=[run_name(jobs[i], settings) for i in order],
+        missing="keep",
     )
+    where = getattr(outputs, "where", RunGaps.where)
     runs = [None] * len(jobs)
     for i, out in zip(order, outputs):
+        if isinstance(out, MissingRun):
+            out = {"tag": jobs[i]["tag"], "model": jobs[i]["model"], "missing": out.name, "where": where}
         runs[i] = out
-    if len({r["corpus_sha256"] for r in runs}) != 1:
+    if len({r["corpus_sha256"] for r in runs if "missing" not in r}) > 1:
         raise RuntimeError("runs saw different corpora")
     return runs

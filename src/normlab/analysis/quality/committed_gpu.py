@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from normlab.analysis.quality import loss_parity, step_time
+from normlab.analysis.quality.training import parameter_count
 from normlab.analysis.shared.gpu_study import Side, interval_power, latest_with, none_committed, side_by_side, weigh
 from normlab.study.findings import Finding
 
@@ -31,7 +32,9 @@ def quality_claims(studies, a9: Finding, b7: Finding, cpu: dict) -> tuple[Findin
         "pairs": s["seeds"],
         "width": s["width"],
         "depth": s["depth"],
+        "parameters": parameter_count(s),
         "device": study.hardware,
+        "hardware": study.hardware,
         "margin_nats": cpu["margin"],
         "initial_val_loss": parity.initial_loss,
         "final_val_loss": parity.final_loss,

@@ -9,9 +9,13 @@ import pandas as pd
 
 from normlab.analysis.shared.paired import interval_text
 from normlab.study.findings import Finding
-from normlab.study.key_numbers import KeyNumber
+from normlab.study.key_numbers import NATS_PER_BYTE, NATS_PER_TOKEN, KeyNumber
 
-B16_KEY = KeyNumber("paired loss change when the all-ones dimension is removed", "nats")
+B16_KEY = KeyNumber("paired loss change when the all-ones dimension is removed", NATS_PER_BYTE)
+# when SmolLM2's paired test decides "used" (ours did not), the key number is SmolLM2's, per token of its tokenizer
+B16_REAL_KEY = KeyNumber(
+    "SmolLM2-135M's paired loss change when its common-offset dimension is removed", NATS_PER_TOKEN
+)
 
 
 def write_mean_drift(drift: pd.DataFrame) -> dict:
@@ -85,7 +89,7 @@ def b16_paragraph(
     )
     return (
         f"Removing the all-ones component from the trained RMSNorm models changes the loss by "
-        f"{interval_text(m['info_pair'])}: {use}. The blocks' write means correlate at r = {drift['correlation']:.2f} "
+        f"{interval_text(m['info_pair'], NATS_PER_BYTE)}: {use}. The blocks' write means correlate at r = {drift['correlation']:.2f} "
         f"with {100 * drift['sign_agreement']:.0f}% sharing a sign "
         f"({'they drift together' if together else 'no common drift'}). {geometry_text} "
         + (
@@ -116,16 +120,18 @@ def b16_finding(
             key_number=real16["evidence"]["smollm2_loss_change_centring_added_nats"],
             threshold=real16["evidence"]["margin_nats"],
             spread=(real_ci[1] - real_ci[0]) / (2 * 1.96),
+            **B16_REAL_KEY.fields(),
         )
     else:
         key = dict(
             key_number=pair["mean_difference"],
             threshold=margin,
             spread=pair["sd_of_differences"] / math.sqrt(pair["pairs"]),
+            **B16_KEY.fields(),
         )
     return Finding(
         b16_verdict(measures, real16, geometry),
-        f"Removing the all-ones component from trained RMSNorm models changes the loss by {interval_text(pair)}; "
+        f"Removing the all-ones component from trained RMSNorm models changes the loss by {interval_text(pair, NATS_PER_BYTE)}; "
         f"block write means correlate at r = {drift['correlation']:.2f} ({100 * drift['sign_agreement']:.0f}% same sign); "
         + ("geometry evidence absent; " if geometry_ok is None else "geometry evidence combined; ")
         + (
@@ -147,7 +153,7 @@ def b16_finding(
             "used": m["uses_info"] or real_model_uses_offset(real16),
         },
         **key,
-        **B16_KEY.fields(),
-        rule=f"Geometry's extra dimension and a paired loss change beyond ±{margin:g} nats when it is removed: holds; "
+        rule=f"Geometry's extra dimension and a paired loss change beyond ±{margin:g} {NATS_PER_BYTE} when it is removed "
+        f"(or SmolLM2's, beyond the real-model chapter's margin in {NATS_PER_TOKEN}): holds; "
         "the dimension without use: holds with caveats; geometry absent: training alone, said so.",
     )

@@ -13,14 +13,16 @@ import numpy as np
 import pandas as pd
 
 from normlab.analysis.quality.profiles import NORMS
+from normlab.analysis.quality.training import hardware_label, parameter_count
 from normlab.analysis.shared.paired import interval_text, paired_difference
 from normlab.analysis.shared.parity import equivalence_verdict
 from normlab.analysis.shared.sequential import looks_text, sequence_difference
 from normlab.study import design
 from normlab.study.findings import Finding
-from normlab.study.key_numbers import KeyNumber, within
+from normlab.study.key_numbers import NATS_PER_BYTE, KeyNumber, within
+from normlab.study.present import significant
 
-A9_KEY = KeyNumber("farthest end of the 95% confidence sequence of final loss, RMSNorm − LayerNorm", "nats")
+A9_KEY = KeyNumber("farthest end of the 95% confidence sequence of final loss, RMSNorm − LayerNorm", NATS_PER_BYTE)
 
 # The pair counts at which the cpu profile's A9 interval was read (git history of quality/profiles.py): 6, then 12
 # after an inconclusive interval, then 24 after another. The confidence sequence stays valid under these looks, and
@@ -85,19 +87,22 @@ def final_loss_verdict(parity: LossParity) -> tuple[str, str]:
     """A9's verdict from the paired final loss, and the interval in words (a diverged run: does not hold)."""
     if parity.final_pair is None:
         return "does not hold", f"{len(parity.diverged)} run(s) diverged: {parity.diverged}"
-    return equivalence_verdict(parity.final_pair), interval_text(parity.final_pair)
+    return equivalence_verdict(parity.final_pair), interval_text(parity.final_pair, NATS_PER_BYTE)
 
 
 def common_evidence(corpus, settings: dict, device: str, margin: float, parity: LossParity) -> dict:
-    """The numbers every paired verdict of the chapter carries: the corpus, the sizes, and how far training got."""
+    """The numbers every paired verdict of the chapter carries: the corpus, the sizes (`parameters`: the LayerNorm
+    model's, the scale a sentence names), the hardware, and how far training got."""
     return {
         "corpus_sha256": corpus.sha256,
         "python": corpus.python_version,
         "steps": settings["steps"],
-        "pairs": settings["seeds"],
+        "pairs": len(parity.final["layer"]),  # the complete pairs: fewer than the design's where runs are missing
         "width": settings["width"],
         "depth": settings["depth"],
+        "parameters": parameter_count(settings),
         "device": device,
+        "hardware": hardware_label(device),
         "margin_nats": margin,
         "initial_val_loss": parity.initial_loss,
         "final_val_loss": parity.final_loss,
@@ -110,8 +115,8 @@ def common_evidence(corpus, settings: dict, device: str, margin: float, parity: 
 def parity_paragraph(parity: LossParity) -> str:
     verdict, text = final_loss_verdict(parity)
     return (
-        f"Over the last 10% of the steps the validation loss still fell by {parity.last_drop:.4f} nats on average "
-        f"(from {parity.initial_loss:.2f} at the start to {parity.final_loss:.3f}), so the runs had flattened.\n\n"
+        f"Over the last 10% of the steps the validation loss still fell by {parity.last_drop:.4f} {NATS_PER_BYTE} on "
+        f"average (from {parity.initial_loss:.2f} at the start to {parity.final_loss:.3f}), so the runs had flattened.\n\n"
         f"**A9 verdict: {verdict}.** Final validation loss, RMSNorm − LayerNorm: {text}."
         + (f"\n\n{looks_paragraph(parity.final_fixed_n)}" if parity.final_fixed_n else "")
     )
@@ -125,7 +130,7 @@ def looks_paragraph(fixed_n: dict) -> str:
         'that way says "no difference" too often when the true difference lies at the margin, so the verdict is read '
         "off an anytime-valid 95% confidence sequence (Lai 1976), which keeps its coverage however many looks are "
         "taken, at the price of a wider band. The t-interval, valid only had the pairs been fixed before any look, "
-        f"would have been {interval_text(fixed_n, margin=False)}."
+        f"would have been {interval_text(fixed_n, NATS_PER_BYTE, margin=False)}."
     )
 
 
@@ -137,7 +142,7 @@ def a9_finding(parity: LossParity, margin: float, common: dict, resume: dict, la
     return Finding(
         verdict,
         f"Final validation loss RMSNorm − LayerNorm = {text}, after {common['steps']} steps (loss still fell "
-        f"{parity.last_drop:.4f} nats over the last 10%).",
+        f"{parity.last_drop:.4f} {NATS_PER_BYTE} over the last 10%).",
         {
             **common,
             "paired_final_loss": pair,
@@ -154,23 +159,53 @@ def a9_finding(parity: LossParity, margin: float, common: dict, resume: dict, la
         spread=pair["sd_of_differences"] / math.sqrt(pair["pairs"]) if pair else None,
         **A9_KEY.fields(),
         rule=f"Holds when the whole 95% confidence sequence (anytime-valid: the pairs grew after looks) of the paired "
-        f"final-loss difference lies inside ±{margin:g} nats; not testable when it is wider than that; does not hold "
-        "when it lies outside.",
+        f"final-loss difference lies inside ±{A9_KEY.limit(margin)}; not testable when it is wider than that; does not "
+        "hold when it lies outside.",
     )
 
 
+def millions(parameters: float) -> str:
+    """A model size in millions of parameters, to two significant figures: '0.23'."""
+    return significant(parameters / 1e6, 2)
+
+
+def a9_scale(a9: Finding) -> str:
+    """Where A9's number comes from, read off its evidence: ' at 0.23 million parameters on <hardware>'; '' for what a
+    record does not carry."""
+    e = a9.evidence
+    where = f" at {millions(e['parameters'])} million parameters" if e.get("parameters") else ""
+    return where + (f" on {e['hardware']}" if e.get("hardware") else "")
+
+
+def a9_ladder(a9: Finding) -> str:
+    """' Across the scale ladder, 0.015–0.67 million parameters, the difference grows.' from the ladder A9 carries as
+    evidence; '' without one."""
+    ladder = a9.evidence.get("scale_ladder") or {}
+    sizes = [rung["parameters"] for rung in ladder.get("rungs", ())]
+    if len(sizes) < 2:
+        return ""
+    trend = ladder.get("trend")
+    moves = (
+        "this run cannot tell how the difference moves" if trend in (None, "cannot tell") else f"the difference {trend}"
+    )
+    return f" Across the scale ladder, {millions(min(sizes))}–{millions(max(sizes))} million parameters, {moves}."
+
+
 def a9_headline(a9: Finding) -> str | None:
-    """The opening page's sentence on A9, from the (weighed) finding; None without a key number or threshold."""
+    """The opening page's sentence on A9, from the (weighed) finding, in its key number's unit and naming the model
+    size and hardware it was measured at (and the scale ladder's span); None without a key number or threshold."""
     k, t = a9.key_number, a9.threshold
     if k is None or t is None:
         return None
+    key = KeyNumber.of(a9)
     return (
         f"Trained in pairs, small GPTs with RMSNorm and with LayerNorm reach validation losses that differ by at most "
-        f"{A9_KEY.format(k)} (the paired 95% confidence sequence), {'inside' if within(k, t) else 'beyond'} the margin of "
-        f"±{A9_KEY.limit(t)} for no difference"
+        f"{key.format(k)} (the paired 95% confidence sequence){a9_scale(a9)}, "
+        f"{'inside' if within(k, t) else 'beyond'} the margin of ±{key.limit(t)} for no difference"
         + {
-            "holds": ": equal quality, as article A says.",
+            "holds": ": equal quality at this scale, as article A says.",
             "not testable here": ": too few pairs in this build to call them equal or different.",
             "does not hold": ": their quality differs.",
         }.get(a9.verdict, ".")
+        + a9_ladder(a9)
     )

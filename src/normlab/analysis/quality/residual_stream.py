@@ -12,8 +12,9 @@ from normlab.analysis.quality.training import model_config
 from normlab.analysis.shared.paired import interval_text, paired_difference
 from normlab.analysis.shared.stream import deepest_value, mean_projection_effect, stream_report
 from normlab.gpt.model import GPT, GPTConfig
+from normlab.runtime.jobs import load_weights
 from normlab.study.findings import Finding
-from normlab.study.key_numbers import SHARE, KeyNumber
+from normlab.study.key_numbers import NATS_PER_BYTE, SHARE, KeyNumber
 
 B5_KEY = KeyNumber("share of the residual stream's energy in the common offset, last block", SHARE)
 
@@ -38,7 +39,7 @@ def stream_measurements(runs: dict[tuple[str, int], dict], settings: dict, corpu
     for (norm, seed), run in runs.items():
         cfg = GPTConfig(**model_config(settings, norm))
         trained = GPT(cfg).to(device)
-        trained.load_state_dict(run["state_dict"])
+        trained.load_state_dict(load_weights(run["weights_path"]))
         torch.manual_seed(seed)  # the run's own initial weights, rebuilt: the stream at initialisation
         for stage, model in {"trained": trained, "init": GPT(cfg).to(device)}.items():
             rows, drift = stream_report(model, probe)
@@ -130,7 +131,7 @@ def b5_paragraph(b5: Finding, measures: dict, real: dict | None, *, offset_large
         f"common offset holds {m['offset_last']:.3f} of the energy (sd over seeds {m['offset_sd']:.3f}; embeddings "
         f"{m['offset_first']:.3f}), {m['without_top']:.3f} without the largest channel; (c) the largest |x| is "
         f"{m['massive']:.1f}× the median. Removing the all-ones component before every norm changes the loss by "
-        f"{interval_text(m['info_pair'])} (LayerNorm models: {m['layer_increase_max_abs']:.1e}, blind by "
+        f"{interval_text(m['info_pair'], NATS_PER_BYTE)} (LayerNorm models: {m['layer_increase_max_abs']:.1e}, blind by "
         f"construction).\n\n"
         f"**Rule.** B5 holds when (b) is large (≥ {offset_large} of the energy, and more than at the embeddings) and "
         f"removing the mean leaves the loss unchanged within the margin, and a deep real model (the real-model "
@@ -149,7 +150,7 @@ def b5_finding(
         b5_verdict(measures, real, offset_large),
         f"After {depth} trained RMSNorm blocks the common offset (per-channel mean) holds {m['offset_last']:.2f} of "
         f"the energy (embeddings {m['offset_first']:.2f}; all-ones share {m['ones_last']:.3f}; largest |x|/median "
-        f"{m['massive']:.0f}); removing the all-ones component costs {interval_text(m['info_pair'])}. "
+        f"{m['massive']:.0f}); removing the all-ones component costs {interval_text(m['info_pair'], NATS_PER_BYTE)}. "
         + ("Real-model evidence absent." if real is None else "Real-model evidence combined."),
         {
             "offset_share_last": m["offset_last"],
@@ -171,6 +172,6 @@ def b5_finding(
         spread=m["offset_sd"],
         **B5_KEY.fields(),
         rule=f"(b) common-offset share ≥ {offset_large:g} and above the embeddings, the all-ones component carrying "
-        f"no information (paired loss change inside ±{margin:g} nats), and a deep real model agreeing; shallow models "
+        f"no information (paired loss change inside ±{margin:g} {NATS_PER_BYTE}), and a deep real model agreeing; shallow models "
         "alone: with caveats.",
     )

@@ -7,13 +7,13 @@ import math
 from dataclasses import dataclass
 
 import pandas as pd
-import torch
 
 from normlab.analysis.quality.loss_parity import LossParity, loss_parity
-from normlab.analysis.quality.training import model_config, train_many
+from normlab.analysis.quality.profiles import NORMS
+from normlab.analysis.quality.training import hardware_label, parameter_count, train_many
+from normlab.analysis.shared.missing_runs import RunGaps
 from normlab.analysis.shared.parity import t975
-from normlab.gpt.model import GPT, GPTConfig
-from normlab.runtime.environment import hardware
+from normlab.study.key_numbers import NATS_PER_BYTE
 
 # Narang et al. 2021, "Do Transformer Modifications Transfer Across Implementations and Applications?" (EMNLP
 # 2021, arXiv:2102.11972), main results table, T5-base: RMS Norm's final loss 1.821 against the vanilla
@@ -33,18 +33,6 @@ LADDER_COLUMNS = ("label", "parameters", "mean_difference", "ci_low", "ci_high",
 def rung_settings(settings: dict, rung: dict) -> dict:
     """The chapter's settings with one ladder rung's model size and pairs (its steps too, if the rung sets them)."""
     return {**settings, **rung}
-
-
-def parameter_count(settings: dict) -> int:
-    """Parameters of the LayerNorm model of this size (RMSNorm's has no norm biases: width·(2·depth+1) fewer)."""
-    with torch.random.fork_rng(devices=[]):  # counting builds a model; it must not move the caller's RNG
-        return sum(p.numel() for p in GPT(GPTConfig(**model_config(settings, "layer"))).parameters())
-
-
-def hardware_label(device: str) -> str:
-    """'<CPU model> (<n> cores)' or the GPU's name: the label a ladder point carries."""
-    info = hardware()
-    return info["gpu"] if device.startswith("cuda") and info["gpu"] else f"{info['cpu']} ({info['cpu_cores']} cores)"
 
 
 def ladder_point(settings: dict, parity: LossParity, hardware_name: str) -> dict:
@@ -73,9 +61,14 @@ def ladder_point(settings: dict, parity: LossParity, hardware_name: str) -> dict
     }
 
 
-def scale_ladder_runs(settings: dict, devices: list[str] | None, margin: float) -> list[dict]:
+LADDER_GAPS = "Each rung is compared on its complete pairs, and a rung left with fewer than two is left out."
+
+
+def scale_ladder_runs(settings: dict, devices: list[str] | None, margin: float) -> tuple[list[dict], RunGaps]:
     """Train every ladder rung of the profile as pairs (same seeds, initial weights and batches per pair) and
-    return one `ladder_point` per rung. The chapter's own size is not among them: its pairs are already trained.
+    return one `ladder_point` per rung, with the runs missing from any rung (`RunGaps`). The chapter's own size is
+    not among them: its pairs are already trained. A rung left with fewer than two complete pairs has no interval,
+    and is left out.
 
     Budget (cpu profile, 2 cores, the pool: two single-threaded trainings at a time). Median step times measured
     alone at load average ~10, LayerNorm / RMSNorm: width 128 depth 5 (1.06M) 0.89 / 0.75 s, width 112 depth 4
@@ -86,8 +79,13 @@ def scale_ladder_runs(settings: dict, devices: list[str] | None, margin: float) 
     # the largest rung's jobs first, so that the small ones fill the workers' idle time at the end
     rungs = sorted((rung_settings(settings, rung) for rung in settings["ladder"]), key=parameter_count, reverse=True)
     trained = train_many(rungs, devices, keep_weights=False)
-    points = [ladder_point(s, loss_parity(runs, margin), hardware_label(device)) for s, runs in zip(rungs, trained)]
-    return sorted(points, key=lambda point: point["parameters"])
+    points = [
+        ladder_point(s, loss_parity(runs, margin), hardware_label(device))
+        for s, runs in zip(rungs, trained)
+        if len(runs) >= 2 * len(NORMS)
+    ]
+    gaps = sum((runs.gaps for runs in trained), RunGaps())
+    return sorted(points, key=lambda point: point["parameters"]), gaps
 
 
 def _checked_extra_point(point: dict, index: int) -> dict:
@@ -154,8 +152,8 @@ def ladder_trend(table: pd.DataFrame, margin: float) -> LadderTrend:
     else:
         outcome = "stays within the margin" if all_inside else "cannot tell"
     span = f"from {small['parameters'] / 1e3:,.0f}k to {large['parameters'] / 1e3:,.0f}k parameters"
-    moved_text = f"it moved by {change:+.4f} nats (95% CI {low:+.4f}..{high:+.4f})"
-    inside_text = f"every rung's interval lies inside ±{margin:g} nats"
+    moved_text = f"it moved by {change:+.4f} {NATS_PER_BYTE} (95% CI {low:+.4f}..{high:+.4f})"
+    inside_text = f"every rung's interval lies inside ±{margin:g} {NATS_PER_BYTE}"
     if outcome in ("shrinks", "grows"):
         tail = f", and {inside_text}" if all_inside else ""
         sentence = f"As the model grows {span}, the difference **{outcome}**: {moved_text}{tail}."
@@ -168,7 +166,7 @@ def ladder_trend(table: pd.DataFrame, margin: float) -> LadderTrend:
         sentence = (
             f"As the model grows {span}, this run **cannot tell** whether the difference shrinks or grows: {moved_text}, "
             f"and the interval at {widest['label']} ({widest['ci_low']:+.4f}..{widest['ci_high']:+.4f}) is not inside "
-            f"±{margin:g} nats; more pairs per rung would decide it."
+            f"±{margin:g} {NATS_PER_BYTE}; more pairs per rung would decide it."
         )
     return LadderTrend(outcome, change, low, high, all_inside, sentence)
 
@@ -192,7 +190,7 @@ def ladder_display(table: pd.DataFrame) -> pd.DataFrame:
             "model": table["label"],
             "parameters": table["parameters"].map(lambda p: f"{p / 1e3:,.0f}k"),
             "pairs": table["pairs"].astype(int).astype(str),
-            "RMSNorm − LayerNorm (nats)": table["mean_difference"].map(lambda v: f"{v:+.4f}"),
+            f"RMSNorm − LayerNorm ({NATS_PER_BYTE})": table["mean_difference"].map(lambda v: f"{v:+.4f}"),
             "95% interval": [f"{lo:+.4f}..{hi:+.4f}" for lo, hi in zip(table.ci_low, table.ci_high)],
             "measured on": table["hardware"],
         }

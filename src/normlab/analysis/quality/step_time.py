@@ -15,7 +15,7 @@ from normlab.gpt.model import GPTConfig
 from normlab.gpt.train import compare_step_times
 from normlab.study import decide
 from normlab.study.findings import Finding
-from normlab.study.key_numbers import DIMENSIONLESS, KeyNumber
+from normlab.study.key_numbers import DIMENSIONLESS, NATS_PER_BYTE, KeyNumber
 
 B7_KEY = KeyNumber("ratio of step times, RMSNorm / LayerNorm", DIMENSIONLESS)
 
@@ -57,7 +57,7 @@ def b7_finding(
     ratio = speed["ratio"]
     medians = timings.groupby("model").step_time.describe(percentiles=[0.25, 0.5, 0.75])
     text = (
-        f"curves: {interval_text(pair)}; step time RMSNorm/LayerNorm "
+        f"curves: {interval_text(pair, NATS_PER_BYTE)}; step time RMSNorm/LayerNorm "
         f"{ratio:.3f} ± {speed['spread']:.3f} (visible if ≤ {visible})"
     )
     return Finding(
@@ -79,7 +79,7 @@ def b7_finding(
         key_number=ratio,
         threshold=visible,
         spread=speed["spread"],
-        rule=f"Both halves: the paired whole-curve loss difference inside ±{margin:g} nats, and the median step-time "
+        rule=f"Both halves: the paired whole-curve loss difference inside ±{margin:g} {NATS_PER_BYTE}, and the median step-time "
         f"ratio ≤ {visible:g}; one half alone gives 'holds with caveats'.",
         meaning=B7_KEY.meaning,
         unit=B7_KEY.unit,
@@ -93,7 +93,7 @@ def b7_paragraph(b7: Finding, *, repeats: int, device: str) -> str:
     pair, ratio = e["paired_curve_loss"], e["step_time_ratio_rms_over_layer"]
     return (
         f"**B7 verdict: {b7.verdict}.** Mean validation loss over the curve, RMSNorm − "
-        f"LayerNorm: {interval_text(pair)}. "
+        f"LayerNorm: {interval_text(pair, NATS_PER_BYTE)}. "
         f"RMSNorm's step takes {ratio:.3f}× LayerNorm's (spread {e['step_time_ratio_spread']:.3f}, {repeats} "
         f"rounds) with backend `{e['backend']}` on {device}: {'visibly' if e['visible'] else 'not visibly'} "
         f"shorter. B7 holds only if both halves do; one half alone gives 'holds with caveats'."

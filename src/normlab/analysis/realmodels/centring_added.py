@@ -17,6 +17,7 @@ from normlab.analysis.realmodels.variants import chunk_losses, first_token_apart
 from normlab.analysis.shared.paired import interval_text, paired_difference
 from normlab.norms.huggingface import find_norms
 from normlab.runtime.progress import terminal_progress
+from normlab.study.key_numbers import NATS_PER_TOKEN
 from normlab.study.present import table
 
 
@@ -112,10 +113,10 @@ def loss_table(result: CentringAdded, length: int):
 
 def centring_added_paragraph(result: CentringAdded) -> str:
     return (
-        f"Adding centring everywhere changes the loss by {interval_text(result.added, margin=False)}: "
-        f"**{result.added['outcome']}** against the ±{result.margin} margin. Leaving the first token uncentred gives "
-        f"{interval_text(result.added_apart, margin=False)}. One norm at a time ({{numref}}`fig-realmodels-per-norm`, "
+        f"Adding centring everywhere changes the loss by {interval_text(result.added, NATS_PER_TOKEN, margin=False)}: "
+        f"**{result.added['outcome']}** against the ±{result.margin} {NATS_PER_TOKEN} margin. Leaving the first token uncentred gives "
+        f"{interval_text(result.added_apart, NATS_PER_TOKEN, margin=False)}. One norm at a time ({{numref}}`fig-realmodels-per-norm`, "
         f"{result.sweep_chunks} chunks of {result.sweep_length} tokens), the largest effects come "
         + ", ".join(f"`{r.norm}` ({r.loss_change:+.4f})" for r in result.top_norms.itertuples())
-        + f"; the sum of the single-norm effects is {result.sweep['loss_change'].sum():+.4f} nats."
+        + f"; the sum of the single-norm effects is {result.sweep['loss_change'].sum():+.4f} {NATS_PER_TOKEN}."
     )

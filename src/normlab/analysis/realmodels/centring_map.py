@@ -37,6 +37,7 @@ from normlab.analysis.realmodels.centring_added import CentringAdded
 from normlab.analysis.realmodels.load import SmolLM2Run
 from normlab.analysis.realmodels.variants import installed, variant_modules
 from normlab.norms.huggingface import find_norms, norm_kind
+from normlab.study.key_numbers import NATS_PER_TOKEN
 from normlab.study.present import significant
 
 ASSUMPTIONS = (
@@ -236,7 +237,7 @@ def centring_map_paragraph(result: CentringMap, added: CentringAdded) -> str:
         )
     return measured + (
         f"That is within the {tolerance:g} tolerance for float32 rounding, so the "
-        f"{added.added['mean_difference']:+.4f} nats of the LayerNorm swap are exactly the cost of removing the mean "
+        f"{added.added['mean_difference']:+.4f} {NATS_PER_TOKEN} of the LayerNorm swap are exactly the cost of removing the mean "
         "direction from everything written into "
         "SmolLM2's residual stream: they measure how much the trained model uses that direction."
     )

@@ -17,10 +17,13 @@ from normlab.analysis.realmodels.massive import MassiveAblationResult
 from normlab.analysis.realmodels.stream import StreamSummary
 from normlab.analysis.shared.paired import interval_text
 from normlab.study.findings import Finding
-from normlab.study.key_numbers import KeyNumber
+from normlab.study.key_numbers import NATS_PER_TOKEN, KeyNumber
 from normlab.study.present import significant
 
-Q4_KEY = KeyNumber("SmolLM2-135M's loss change, every RMSNorm → LayerNorm", "nats")
+Q4_KEY = KeyNumber("SmolLM2-135M's loss change, every RMSNorm → LayerNorm", NATS_PER_TOKEN)
+
+# how Q4's SmolLM2 half reads its paired interval against ±margin (`paired.interval_outcome`), in its sentence
+INTERVAL_READING = {"different": "wholly beyond", "equivalent": "inside", "inconclusive": "across"}
 
 
 def smollm2_matters(smollm2: dict) -> bool | None:
@@ -61,7 +64,7 @@ def q4_finding(
     smol, mini = smollm2_matters(a), minilm["cosine_median"] < cosine_threshold
     summary = (
         f"SmolLM2-135M: replacing every RMSNorm by a LayerNorm with the same gain changes the held-out loss by "
-        f"{interval_text(a, margin=False)} ({a['outcome']} vs ±{added.margin}); MiniLM without centring keeps a median embedding "
+        f"{interval_text(a, NATS_PER_TOKEN, margin=False)} ({a['outcome']} vs ±{added.margin}); MiniLM without centring keeps a median embedding "
         f"cosine of {minilm['cosine_median']:.4f} and MRR {ret['original']['mrr']:.3f}→"
         f"{ret['without centring']['mrr']:.3f}."
     )
@@ -92,8 +95,8 @@ def q4_finding(
     if massive is not None:
         evidence["massive_activation_ablation"] = massive.evidence()
     rule = (
-        f"Centring matters if SmolLM2's paired loss interval lies wholly outside ±{added.margin} nats or MiniLM's "
-        f"median embedding cosine falls below {cosine_threshold}: both = holds, one = holds with caveats, neither = "
+        f"Centring matters if SmolLM2's paired loss interval lies wholly outside ±{Q4_KEY.limit(added.margin)} or "
+        f"MiniLM's median embedding cosine falls below {cosine_threshold}: both = holds, one = holds with caveats, neither = "
         "does not hold, SmolLM2 inconclusive and MiniLM unchanged = not testable here."
     )
     q4 = Finding(
@@ -117,12 +120,14 @@ def q4_headline(q4: Finding) -> str | None:
     k, t = q4.key_number, q4.threshold
     if k is None or t is None:
         return None
-    change = Q4_KEY.format(k)
-    signed = change if change.startswith(("-", "—")) or k == 0 else f"+{change}"
+    key = KeyNumber.of(q4)
+    # the verdict reads SmolLM2's paired interval against the margin, not its mean: so does the sentence
+    ci, outcome = q4.evidence.get("smollm2_ci"), q4.evidence.get("smollm2_outcome")
+    interval = f" (95% CI {ci[0]:+.4f}..{ci[1]:+.4f})" if ci else ""
+    reading = f"its interval {INTERVAL_READING[outcome]}" if outcome in INTERVAL_READING else "against"
     return (
         f"In SmolLM2-135M, a trained RMSNorm LLM, replacing every RMSNorm by a LayerNorm with the same gain changes "
-        f"the held-out loss by {signed}, {'inside' if abs(k) <= abs(t) else 'beyond'} the margin of "
-        f"±{Q4_KEY.format(t, trim=True)}"
+        f"the held-out loss by {key.signed(k)}{interval}, {reading} the margin of ±{key.limit(t)}"
         + {
             "holds": ": mean-centring matters in real trained models, here and in MiniLM.",
             "holds with caveats": ": centring matters in one of the two real models tested.",
@@ -137,7 +142,7 @@ def b16_evidence(added: CentringAdded, minilm: dict, stream: StreamSummary) -> t
     top = added.top_norms
     text = (
         f"Real models: removing SmolLM2's common-offset dimension (adding centring) changes its loss by "
-        f"{a['mean_difference']:+.4f} nats ({a['outcome']} vs ±{added.margin}), with at most "
+        f"{a['mean_difference']:+.4f} {NATS_PER_TOKEN} ({a['outcome']} vs ±{added.margin}), with at most "
         f"{significant(stream.max_share)} of a token's energy in that dimension; restoring it in MiniLM (removing "
         f"centring) leaves a median embedding cosine of {minilm['cosine_median']:.4f}."
     )

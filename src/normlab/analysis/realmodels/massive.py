@@ -2,25 +2,29 @@
 
 Sun et al. 2024 (*Massive Activations in Large Language Models*, arXiv 2402.17762) call an activation
 massive when its magnitude exceeds about 100 and about 1,000 times the median magnitude of its hidden state;
-such activations sit in a few fixed channels, mostly on the first token and on delimiters. Their test: at the
-layer where they appear, set them to their mean over many sequences, and the loss barely moves; set them to
-zero, and the model breaks. They are then constants the model relies on, like a bias, not per-token
-information.
+such activations sit in a few fixed channels, on the starting token and on the first period or newline token
+(their Figure 1, LLaMA2-7B). Their test: at the layer where they appear, set them to their mean, taken over other
+sequences and kept apart per position (their released hook writes one value on the starting token and another on
+the delimiter), and the loss barely moves; set them to zero, and the model breaks. They are then constants the model
+relies on, like a bias, not per-token information.
 
-`MassiveRule` says which entries of a hidden state are massive. `MassiveRecorder` watches one module's output
-(a decoder layer's: the residual stream after it) and averages the massive entries per channel;
-`MassiveAblation` rewrites that output, replacing each massive entry by a value for its channel (the
-recorded mean, or zero). The rule is applied to each sequence's own hidden state, so batching does not change
-which entries count. `first_massive_depth` picks the depth where the massive activations first appear from
-per-depth statistics of the stream.
+`MassiveRule` says which entries of a hidden state are massive; `PositionRoles` gives each position its role
+(the first token, the first delimiter after it, any other position), from the token ids. `MassiveRecorder`
+watches one module's output (a decoder layer's: the residual stream after it) and averages the massive entries
+per role and channel; `MassiveAblation` rewrites that output, replacing each massive entry by a value for its
+role and channel (the recorded means, or zero). The rule is applied to each sequence's own hidden state, so
+batching does not change which entries count. `first_massive_depth` picks the depth where the massive
+activations first appear from per-depth statistics of the stream.
 
 The chapter's section "Are the massive activations a constant? Sun et al.'s ablation" runs that test on SmolLM2
-(`measure_massive_ablation`, from the first depth where the stream section finds massive activations), and
-`b5_evidence` writes the stream's part of B5 (judged in the quality chapter) with the ablation's numbers.
+(`measure_massive_ablation`: means from the stream section's chunks, scored on the loss chunks, from the first
+depth where the stream section finds massive activations), and `b5_evidence` writes the stream's part of B5
+(judged in the quality chapter) with the ablation's numbers.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 
@@ -56,6 +60,46 @@ class MassiveRule:
         return (magnitude >= self.ratio * median) & (magnitude >= self.floor)
 
 
+FIRST_TOKEN, FIRST_DELIMITER, OTHER_POSITIONS = "first token", "first delimiter", "other positions"
+ROLES = (FIRST_TOKEN, FIRST_DELIMITER, OTHER_POSITIONS)  # the index of each is its role number
+
+
+def is_delimiter(text: str) -> bool:
+    """Sun et al.'s delimiters: a period or a line break, with nothing but whitespace around it."""
+    core = text.strip()
+    return core == "." or (core == "" and "\n" in text)
+
+
+@dataclass(frozen=True)
+class PositionRoles:
+    """Each position's role in its sequence: 0 the first token, 1 the first delimiter token after it, 2 any other.
+
+    Roles rather than absolute positions: the chunks are windows cut from running text, so the first delimiter
+    sits at a different index in each, and one mean per index would mix it with ordinary tokens.
+    """
+
+    delimiter_ids: frozenset[int] = frozenset()
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer) -> PositionRoles:
+        texts = tokenizer.batch_decode([[token] for token in range(len(tokenizer))])
+        return cls(frozenset(token for token, text in enumerate(texts) if is_delimiter(text)))
+
+    def of(self, ids: torch.Tensor) -> torch.Tensor:
+        """The role number of every position of `ids` (batch, tokens), as a long tensor of the same shape."""
+        if ids.dim() != 2:
+            raise ValueError(f"expected (batch, tokens) token ids, got shape {tuple(ids.shape)}")
+        roles = torch.full(ids.shape, ROLES.index(OTHER_POSITIONS), dtype=torch.long, device=ids.device)
+        roles[:, 0] = ROLES.index(FIRST_TOKEN)
+        if self.delimiter_ids and ids.shape[1] > 1:
+            delimiters = torch.tensor(sorted(self.delimiter_ids), device=ids.device)
+            later = torch.isin(ids[:, 1:], delimiters)
+            rows = later.any(dim=1).nonzero().squeeze(1)
+            first = later.int().argmax(dim=1)  # argmax returns the first of equal maxima
+            roles[rows, first[rows] + 1] = ROLES.index(FIRST_DELIMITER)
+        return roles
+
+
 def _hidden_of(output):
     """A decoder layer returns its hidden state (transformers 5) or a tuple that starts with it (4.x)."""
     return output[0] if isinstance(output, tuple) else output
@@ -66,41 +110,83 @@ def _with_hidden(output, hidden):
 
 
 class _OutputHook:
-    def __init__(self, module: nn.Module, rule: MassiveRule):
-        self.module, self.rule, self._handle = module, rule, None
+    """Watches `module`'s output. With `ids_from` (the model's token embedding) it also reads each forward's token
+    ids, so that `roles` can tell the first delimiter apart; without it only the first token has a role of its own."""
+
+    def __init__(
+        self,
+        module: nn.Module,
+        rule: MassiveRule,
+        roles: PositionRoles | None = None,
+        ids_from: nn.Module | None = None,
+    ):
+        roles = roles if roles is not None else PositionRoles()
+        if roles.delimiter_ids and ids_from is None:
+            raise ValueError(
+                "roles that tell delimiters apart need the token ids: pass ids_from=model.get_input_embeddings()"
+            )
+        self.module, self.rule, self.roles, self.ids_from = module, rule, roles, ids_from
+        self._handles, self._ids = [], None
 
     def __enter__(self):
-        self._handle = self.module.register_forward_hook(self._hook)
+        if self.ids_from is not None:
+            self._handles.append(self.ids_from.register_forward_pre_hook(self._read_ids))
+        self._handles.append(self.module.register_forward_hook(self._hook))
         return self
 
     def __exit__(self, *exc):
-        self._handle.remove()
-        self._handle = None
+        for handle in self._handles:
+            handle.remove()
+        self._handles, self._ids = [], None
+
+    def _read_ids(self, module, args):
+        self._ids = args[0]
+
+    def _roles_of(self, hidden: torch.Tensor) -> torch.Tensor:
+        if self.ids_from is None:
+            return self.roles.of(torch.zeros(hidden.shape[:2], dtype=torch.long, device=hidden.device))
+        if self._ids is None or tuple(self._ids.shape) != tuple(hidden.shape[:2]):
+            shape = None if self._ids is None else tuple(self._ids.shape)
+            raise ValueError(
+                f"the token ids read from ids_from have shape {shape}, the hidden state {tuple(hidden.shape)}: "
+                "pass the embedding of the model whose layer is watched"
+            )
+        return self.roles.of(self._ids)
 
     def _hook(self, module, args, output):
         raise NotImplementedError
 
 
 class MassiveRecorder(_OutputHook):
-    """Per channel: how many entries of `module`'s output are massive, their sum, and how many sit on the
-    first token; over every forward while the context is open."""
+    """Per role and channel: how many entries of `module`'s output are massive and their sum; over every forward
+    while the context is open."""
 
-    def __init__(self, module: nn.Module, rule: MassiveRule):
-        super().__init__(module, rule)
-        self.sums: torch.Tensor | None = None
-        self.counts: torch.Tensor | None = None
-        self.first_token = 0
+    def __init__(
+        self,
+        module: nn.Module,
+        rule: MassiveRule,
+        roles: PositionRoles | None = None,
+        ids_from: nn.Module | None = None,
+    ):
+        super().__init__(module, rule, roles, ids_from)
+        self.sums: torch.Tensor | None = None  # (roles, width)
+        self.counts: torch.Tensor | None = None  # (roles, width)
         self.sequences = 0
         self.largest = 0.0
 
     def _hook(self, module, args, output):
         hidden = _hidden_of(output).detach()
         mask = self.rule.mask(hidden)
+        roles = self._roles_of(hidden)
         values = torch.where(mask, hidden, torch.zeros_like(hidden)).double()
-        sums, counts = values.sum(dim=(0, 1)), mask.sum(dim=(0, 1))
+        width = hidden.shape[-1]
+        sums = torch.zeros(len(ROLES), width, dtype=torch.float64, device=hidden.device)
+        counts = torch.zeros(len(ROLES), width, dtype=torch.long, device=hidden.device)
+        index = roles.reshape(-1)
+        sums.index_add_(0, index, values.reshape(-1, width))
+        counts.index_add_(0, index, mask.reshape(-1, width).long())
         self.sums = sums if self.sums is None else self.sums + sums
         self.counts = counts if self.counts is None else self.counts + counts
-        self.first_token += int(mask[:, 0].sum())
         self.sequences += hidden.shape[0]
         if mask.any():
             self.largest = max(self.largest, float(hidden.abs()[mask].max()))
@@ -115,36 +201,91 @@ class MassiveRecorder(_OutputHook):
         return int(self.counts.sum())
 
     @property
+    def role_entries(self) -> dict[str, int]:
+        """How many massive entries sit at each role."""
+        self._check()
+        return {role: int(self.counts[i].sum()) for i, role in enumerate(ROLES)}
+
+    @property
+    def first_token(self) -> int:
+        return self.role_entries[FIRST_TOKEN]
+
+    @property
     def channels(self) -> list[int]:
         """The channels holding at least one massive entry, most entries first."""
         self._check()
-        order = sorted(range(self.counts.numel()), key=lambda c: (-int(self.counts[c]), c))
-        return [c for c in order if self.counts[c] > 0]
+        per_channel = self.counts.sum(dim=0)
+        order = sorted(range(per_channel.numel()), key=lambda c: (-int(per_channel[c]), c))
+        return [c for c in order if per_channel[c] > 0]
 
     def mean_values(self) -> torch.Tensor:
-        """Per channel, the mean of its massive entries over every token and sequence seen (0 where none)."""
+        """(roles, width): per role and channel, the mean of its massive entries over every sequence seen; NaN where
+        that role never held a massive entry in that channel (an ablation leaves such entries unchanged)."""
         self._check()
-        return torch.where(self.counts > 0, self.sums / self.counts.clamp_min(1), torch.zeros_like(self.sums))
+        nan = torch.full_like(self.sums, math.nan)
+        return torch.where(self.counts > 0, self.sums / self.counts.clamp_min(1), nan)
+
+    def role_means(self) -> dict[str, dict[int, float]]:
+        """The finite means by role, then channel (most entries first): what the chapter reports."""
+        means = self.mean_values()
+        return {
+            role: {c: float(means[i, c]) for c in self.channels if self.counts[i, c] > 0}
+            for i, role in enumerate(ROLES)
+            if self.counts[i].sum() > 0
+        }
 
 
 class MassiveAblation(_OutputHook):
-    """While open, every massive entry of `module`'s output is replaced by `values[channel]` (width,)."""
+    """While open, every massive entry of `module`'s output is replaced by a value for its channel: `values` holds
+    one per channel (width,), for every position alike, or one per role and channel (roles, width). A NaN value
+    leaves its entries unchanged; `replaced` and `unmatched` count the entries each way."""
 
-    def __init__(self, module: nn.Module, rule: MassiveRule, values: torch.Tensor):
-        super().__init__(module, rule)
-        if values.dim() != 1:
-            raise ValueError(f"values must hold one number per channel, got shape {tuple(values.shape)}")
+    def __init__(
+        self,
+        module: nn.Module,
+        rule: MassiveRule,
+        values: torch.Tensor,
+        roles: PositionRoles | None = None,
+        ids_from: nn.Module | None = None,
+    ):
+        super().__init__(module, rule, roles, ids_from)
+        if values.dim() == 1:
+            values = values.unsqueeze(0).expand(len(ROLES), -1)
+        if values.dim() != 2 or values.shape[0] != len(ROLES):
+            raise ValueError(
+                f"values must hold one number per channel (width,) or per role and channel ({len(ROLES)}, width), "
+                f"got shape {tuple(values.shape)}"
+            )
         self.values = values
         self.replaced = 0
+        self.unmatched = 0
 
     def _hook(self, module, args, output):
         hidden = _hidden_of(output)
-        if hidden.shape[-1] != self.values.numel():
-            raise ValueError(f"values has {self.values.numel()} channels, the hidden state {hidden.shape[-1]}")
+        if hidden.shape[-1] != self.values.shape[-1]:
+            raise ValueError(f"values has {self.values.shape[-1]} channels, the hidden state {hidden.shape[-1]}")
         mask = self.rule.mask(hidden)
-        self.replaced += int(mask.sum())
-        fill = self.values.to(device=hidden.device, dtype=hidden.dtype).expand_as(hidden)
-        return _with_hidden(output, torch.where(mask, fill, hidden))
+        table = self.values.to(device=hidden.device, dtype=hidden.dtype)
+        fill = table[self._roles_of(hidden)]  # (batch, tokens, width): each position's role's row
+        known = ~torch.isnan(fill)
+        self.replaced += int((mask & known).sum())
+        self.unmatched += int((mask & ~known).sum())
+        return _with_hidden(output, torch.where(mask & known, fill, hidden))
+
+
+def check_disjoint(held_out: torch.Tensor, scored: torch.Tensor) -> None:
+    """The means must come from other sequences than those scored: no chunk of `held_out` may equal one of
+    `scored` (both (chunks, tokens) ids) over the tokens both have."""
+    if held_out.shape[0] == 0:
+        raise ValueError("no held-out chunks to take the means from: the profile needs stream_chunks >= 1")
+    common = min(held_out.shape[1], scored.shape[1])
+    shared = (held_out[:, None, :common] == scored[None, :, :common]).all(dim=-1)
+    if shared.any():
+        pairs = [tuple(p) for p in shared.nonzero().tolist()]
+        raise ValueError(
+            f"held-out chunk and scored chunk {pairs[0]} are the same sequence ({len(pairs)} such pairs): cut the "
+            "mean chunks and the scored chunks from disjoint parts of the text"
+        )
 
 
 def first_massive_depth(
@@ -171,15 +312,22 @@ class MassiveAblationResult:
     rule: MassiveRule
     depth: int  # the stream after this many blocks (the output of block depth - 1) is edited
     found: bool  # a depth passed the rule; else the depth with the largest max/median ratio is edited
-    entries: int  # massive entries over all loss chunks
-    first_token: int  # how many of them sit on the first token of their chunk
+    entries: int  # massive entries over all scored chunks
+    role_entries: dict[str, int]  # how many of them sit at each position role
     channels: list[int]  # the channels that hold them, most entries first
-    mean_values: dict[int, float]  # per such channel, the mean the "set to their mean" variant writes
+    held_out_chunks: int  # the chunks the means were taken on, none of them scored
+    held_out_entries: dict[str, int]  # massive entries per role in the held-out chunks
+    mean_values: dict[str, dict[int, float]]  # per role, then channel: the held-out mean "set to their mean" writes
+    unmatched: int  # scored entries whose role and channel held no massive entry in the held-out chunks: unchanged
     largest: float
-    losses: dict[str, list[float]]  # per condition, the loss of each chunk
+    losses: dict[str, list[float]]  # per condition, the loss of each scored chunk
     length: int  # tokens per chunk
     changes: dict[str, dict]  # per edited condition, paired_difference against the model left alone
     margin: float
+
+    @property
+    def first_token(self) -> int:
+        return self.role_entries[FIRST_TOKEN]
 
     def evidence(self) -> dict:
         return {
@@ -189,8 +337,15 @@ class MassiveAblationResult:
             "depth_passed_rule": self.found,
             "massive_entries": self.entries,
             "massive_entries_on_first_token": self.first_token,
+            "massive_entries_by_position_role": dict(self.role_entries),
             "channels": self.channels,
-            "mean_values": {str(c): v for c, v in self.mean_values.items()},
+            "means_from": "held-out chunks (the stream section's), per position role and channel",
+            "held_out_chunks": self.held_out_chunks,
+            "held_out_entries_by_position_role": dict(self.held_out_entries),
+            "mean_values_by_position_role": {
+                role: {str(c): v for c, v in means.items()} for role, means in self.mean_values.items()
+            },
+            "entries_without_held_out_mean": self.unmatched,
             "largest_massive_abs": self.largest,
             "loss_left_alone": statistics.fmean(self.losses[AS_TRAINED]),
             **{
@@ -205,36 +360,61 @@ class MassiveAblationResult:
         }
 
 
-def measure_massive_ablation(
-    run: SmolLM2Run, stream: StreamSummary, rule: MassiveRule, batch: int, margin: float, length: int | None = None
-) -> MassiveAblationResult:
-    """Sun et al.'s test on the loss chunks (their first `length` tokens; all by default): the massive entries of
-    the stream at the depth where they first appear (by `rule`, from the stream section's statistics) left alone,
-    set to their per-channel mean over the chunks, and set to zero; the losses paired by chunk."""
+def edited_depth(stream: StreamSummary, rule: MassiveRule) -> tuple[int, bool]:
+    """The depth whose output is edited, and whether it passed `rule`: the first depth where the stream section
+    finds massive activations, else (a short cut of the model) the depth where the stream comes closest."""
     trunk = stream.trunk
     depth = first_massive_depth(list(trunk["depth"]), list(trunk["max_abs"]), list(trunk["max_over_median"]), rule)
-    found = depth is not None
-    if not found:  # no depth passes (a short cut of the model): edit where the stream comes closest
-        deep = trunk[trunk["depth"] >= 1]
-        depth = int(deep.loc[deep["max_over_median"].idxmax(), "depth"])
-    block, chunks = run.model.model.layers[depth - 1], run.loss_chunks[:, :length]
-    with MassiveRecorder(block, rule) as recorder:
-        losses = {AS_TRAINED: chunk_losses(run.model, chunks, batch)}
-    means = recorder.mean_values()
-    for condition, values in ((MEAN, means), (ZERO, torch.zeros_like(means))):
-        with MassiveAblation(block, rule, values):
-            losses[condition] = chunk_losses(run.model, chunks, batch)
+    if depth is not None:
+        return depth, True
+    deep = trunk[trunk["depth"] >= 1]
+    return int(deep.loc[deep["max_over_median"].idxmax(), "depth"]), False
+
+
+def measure_massive_ablation(
+    run: SmolLM2Run,
+    stream: StreamSummary,
+    rule: MassiveRule,
+    batch: int,
+    margin: float,
+    length: int | None = None,
+    roles: PositionRoles | None = None,
+) -> MassiveAblationResult:
+    """Sun et al.'s test: the massive entries of the stream at the depth where they first appear (by `rule`, from
+    the stream section's statistics) are averaged per position role and channel on the held-out chunks (the
+    stream section's), then, on the loss chunks, left alone, set to those means and set to zero; the losses are
+    paired by chunk. Both sets of chunks are cut to the scored chunks' first `length` tokens (all by default).
+    `roles` defaults to the delimiters of the run's tokenizer."""
+    roles = roles if roles is not None else PositionRoles.from_tokenizer(run.tokenizer)
+    depth, found = edited_depth(stream, rule)
+    scored = run.loss_chunks[:, :length]
+    held_out = run.stream_chunks[:, : scored.shape[1]]  # the same length: the rule's median depends on it
+    check_disjoint(held_out, scored)
+    block, embedding = run.model.model.layers[depth - 1], run.model.get_input_embeddings()
+    watch = dict(rule=rule, roles=roles, ids_from=embedding)
+    with MassiveRecorder(block, **watch) as held:
+        chunk_losses(run.model, held_out, batch)
+    with MassiveRecorder(block, **watch) as recorder:
+        losses = {AS_TRAINED: chunk_losses(run.model, scored, batch)}
+    means = held.mean_values()
+    with MassiveAblation(block, values=means, **watch) as at_mean:
+        losses[MEAN] = chunk_losses(run.model, scored, batch)
+    with MassiveAblation(block, values=torch.zeros(means.shape[-1]), **watch):
+        losses[ZERO] = chunk_losses(run.model, scored, batch)
     return MassiveAblationResult(
         rule=rule,
         depth=depth,
         found=found,
         entries=recorder.entries,
-        first_token=recorder.first_token,
+        role_entries=recorder.role_entries,
         channels=recorder.channels,
-        mean_values={c: float(means[c]) for c in recorder.channels},
+        held_out_chunks=int(held_out.shape[0]),
+        held_out_entries=held.role_entries,
+        mean_values=held.role_means(),
+        unmatched=at_mean.unmatched,
         largest=recorder.largest,
         losses=losses,
-        length=int(chunks.shape[1]),
+        length=int(scored.shape[1]),
         changes={c: paired_difference(losses[AS_TRAINED], losses[c], margin) for c in (MEAN, ZERO)},
         margin=margin,
     )
@@ -258,8 +438,9 @@ def massive_table(result: MassiveAblationResult):
     return table(
         pd.DataFrame(rows),
         digits=3,
-        caption=f"SmolLM2 loss on {len(result.losses[AS_TRAINED])} held-out chunks of {result.length} tokens "
-        f"with the massive activations of the stream after block {result.depth} edited, paired by chunk.",
+        caption=f"SmolLM2 loss on {len(result.losses[AS_TRAINED])} scored chunks of {result.length} tokens "
+        f"with the massive activations of the stream after block {result.depth} edited, paired by chunk; the means "
+        f"come from {result.held_out_chunks} other chunks, per position role and channel.",
     )
 
 
@@ -277,27 +458,57 @@ def massive_reading(mean_outcome: str, zero_outcome: str) -> str:
     return "The intervals are too wide to say whether the model treats them as constants."
 
 
+def _role_shares(counts: dict[str, int]) -> str:
+    total = sum(counts.values())
+    return ", ".join(f"{counts[role] / total:.0%} on the {role}" for role in ROLES if counts[role]) or "none"
+
+
+def _means_text(result: MassiveAblationResult) -> str:
+    """`first token: channel 507 +24012, channel 247 +2054; ...`, the roles and channels that have a mean."""
+    parts = [
+        f"{role}: " + ", ".join(f"channel {c} {v:+.0f}" for c, v in list(means.items())[:4])
+        for role, means in result.mean_values.items()
+    ]
+    return "; ".join(parts) if parts else "none, as no held-out chunk has a massive entry there"
+
+
 def massive_paragraph(result: MassiveAblationResult) -> str:
     r, mean, zero = result, result.changes[MEAN], result.changes[ZERO]
     if not r.found or r.entries == 0:
-        edited = (
-            "nothing is replaced and the edited models equal the original"
-            if r.entries == 0
-            else f"only {r.entries} entries pass it in the loss chunks"
-        )
+        if r.found:
+            where = (
+                f"The stream section's chunks pass the rule after block {r.depth}, but no entry of the scored chunks "
+                "does there, so nothing is replaced and the edited models equal the original"
+            )
+        else:
+            edited = (
+                "nothing is replaced and the edited models equal the original"
+                if r.entries == 0
+                else f"only {r.entries} entries pass it in the loss chunks"
+            )
+            where = (
+                f"In this profile's cut of the model no depth holds an activation over {r.rule.floor:g} and "
+                f"{r.rule.ratio:g} times the median. At depth {r.depth}, where the stream comes closest, {edited}"
+            )
         return (
-            f"In this profile's cut of the model no depth holds an activation over {r.rule.floor:g} and "
-            f"{r.rule.ratio:g} times the median. At depth {r.depth}, where the stream comes closest, {edited} "
-            f"(changes {mean['mean_difference']:+.4f} and {zero['mean_difference']:+.4f} nats): the test needs the "
-            "full model, the cpu or gpu profile."
+            f"{where} (changes {mean['mean_difference']:+.4f} and {zero['mean_difference']:+.4f} nats): the test "
+            "needs the full model, the cpu or gpu profile."
         )
-    channels = ", ".join(f"{c} ({r.mean_values[c]:+.0f})" for c in r.channels[:4])
+    unmatched = (
+        f" {r.unmatched} of the scored entries sit at a role and channel with no massive entry in the held-out "
+        "chunks, so no mean to set them to: they stay as they are."
+        if r.unmatched
+        else ""
+    )
     return (
-        f"The massive activations first appear in the stream after block {r.depth}: {r.entries} entries over all "
-        f"chunks, {r.first_token / r.entries:.0%} of them on the first token, in channels {channels} (their mean "
-        f"values; the largest |x| is {significant(r.largest)}). Set to their mean over the chunks, they change the "
-        f"loss by {interval_text(mean, margin=False)} (**{mean['outcome']}** against ±{r.margin}); set to zero, by "
-        f"{interval_text(zero, margin=False)} (**{zero['outcome']}**). {massive_reading(mean['outcome'], zero['outcome'])}"
+        f"The massive activations first appear in the stream after block {r.depth}: in the {len(r.losses[AS_TRAINED])} "
+        f"scored chunks, {r.entries} entries ({_role_shares(r.role_entries)}) in channels "
+        f"{', '.join(str(c) for c in r.channels[:4])}; the largest |x| is {significant(r.largest)}. Their means on the "
+        f"{r.held_out_chunks} held-out chunks ({sum(r.held_out_entries.values())} entries), by position role: "
+        f"{_means_text(r)}. Set to those means, they change the loss by {interval_text(mean, margin=False)} "
+        f"(**{mean['outcome']}** against ±{r.margin} nats per token); set to zero, by "
+        f"{interval_text(zero, margin=False)} (**{zero['outcome']}**).{unmatched} "
+        f"{massive_reading(mean['outcome'], zero['outcome'])}"
     )
 
 

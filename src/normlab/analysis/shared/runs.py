@@ -8,7 +8,7 @@ device the worker was pinned to (`normlab.runtime.parallel.worker_device`).
 Its record is `normlab.gpt.run_record.run_record` (the study's one meaning of
 "diverged", and `final_drop`, how much the loss still fell over the last 10%
 of the steps), plus the step time, the requested history columns and, if
-asked, the weights (`job_record`). `final_drop` needs an evaluation at 90% of
+asked, the path of a file holding the weights (`job_record`). `final_drop` needs an evaluation at 90% of
 the run, which `flat_eval_every` arranges.
 """
 
@@ -23,6 +23,7 @@ from normlab.gpt.model import GPTConfig
 from normlab.gpt.run_record import run_record
 from normlab.gpt.train import TrainConfig, train
 from normlab.runtime.cluster import configured_scheduler
+from normlab.runtime.jobs import save_weights
 from normlab.runtime.parallel import worker_device
 
 
@@ -52,7 +53,7 @@ def train_job(model: dict, train: dict, *, keep_weights: bool = False, history_c
 
     Keys: final_val_loss, initial_val_loss, final_drop, diverged, steps_done, median_step_time, val (list of
     (step, val_loss)), history (the requested per-step columns; "prefix*" takes every column so named), corpus_sha256, and with
-    `keep_weights` the trained state_dict (on CPU).
+    `keep_weights` weights_path: the file holding the trained state_dict (`normlab.runtime.jobs.load_weights`).
     """
     corpus = load_corpus()
     device = train.get("device") or worker_device()
@@ -64,7 +65,8 @@ def train_job(model: dict, train: dict, *, keep_weights: bool = False, history_c
 
 def job_record(result, *, keep_weights: bool = False, history_columns=("loss",)) -> dict:
     """`run_record(result)` with the median step time, the requested history columns and, with `keep_weights`,
-    the trained state_dict (on CPU): the record every chapter job returns, pool or batched."""
+    the path of the trained state_dict: the record every chapter job returns, pool or batched. The weights go to a
+    file (`normlab.runtime.jobs.save_weights`), not through the result's pickle."""
     out = {
         **run_record(result),
         "median_step_time": result.median_step_time() if result.history_rows else math.nan,
@@ -75,7 +77,7 @@ def job_record(result, *, keep_weights: bool = False, history_columns=("loss",))
         },
     }
     if keep_weights:
-        out["state_dict"] = {k: v.detach().cpu() for k, v in result.model.state_dict().items()}
+        out["weights_path"] = save_weights(result.model.state_dict())
     return out
 
 

@@ -9,7 +9,7 @@ caveats" if another hardware's own verdict is "does not hold". The summary
 names the hardware behind every number. With no GPU run, the CPU decides alone. Where a committed run that decides
 the verdict, or turns its "holds" into "holds with caveats", measured code this tree has since changed (its
 `caveat`), the verdict carries that caveat to every page that shows it.
-`deciding_machine` and `machines_span` say the same in the opening page's sentences.
+`deciding_machine` and `other_machines` say the same in the opening page's sentences.
 """
 
 from __future__ import annotations
@@ -138,18 +138,31 @@ def code_caveats(finding: Finding, weighed: list[Measured]) -> tuple[str, ...]:
 
 
 def deciding_machine(finding: Finding) -> str:
-    """The machine whose run decided a weighed verdict, for a sentence: 'the NVIDIA H200', else this build's machine."""
+    """The machine whose run decided a weighed verdict, for a sentence: 'the NVIDIA H200 (gpu-bench.json)' for a
+    committed run, else this build's machine."""
     decided = finding.evidence.get("decided_on")
-    if decided:
-        return "the " + re.sub(r"\s*\[.*\]$", "", str(decided))
-    return f"this build's {machine_name()}"
+    if not decided:
+        return f"this build's {machine_name()}"
+    source = ((finding.evidence.get("by_hardware") or {}).get(decided) or {}).get("source")
+    return _machine(str(decided), source)
 
 
-def machines_span(finding: Finding) -> str:
-    """'0.093%–5.9% across the 3 runs weighed; ' from the key numbers of each hardware weighed, or '' for fewer than 2."""
+def _machine(key: str, source: str | None) -> str:
+    """A `by_hardware` key as a sentence names it: "this build's Xeon (2 cores)" or 'the NVIDIA H200 (gpu-bench.json)'."""
+    name = re.sub(r"\s*\[.*\]$", "", key)
+    if source in (None, "this run"):
+        return f"this build's {machine_name() if name == 'this run' else name}"
+    return f"the {name} ({source})"
+
+
+def other_machines(finding: Finding) -> str:
+    """'0.10% on this build's Xeon (2 cores); 0.2% on the NVIDIA H200 (gpu-bench-2.json)': the key number of every run
+    weighed beside the deciding one, each named by the machine it was measured on; '' when no other run has one."""
     per_hardware = finding.evidence.get("by_hardware") or {}
-    keys = [float(part["key_number"]) for part in per_hardware.values() if part.get("key_number") is not None]
-    if len(keys) < 2:
-        return ""
+    decided = finding.evidence.get("decided_on")
     key = KeyNumber.of(finding)
-    return f"{key.format(min(keys))}–{key.format(max(keys))} across the {len(keys)} runs weighed; "
+    return "; ".join(
+        f"{key.format(part['key_number'])} on {_machine(name, part.get('source'))}"
+        for name, part in per_hardware.items()
+        if name != decided and part.get("key_number") is not None
+    )

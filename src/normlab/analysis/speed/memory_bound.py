@@ -7,7 +7,7 @@ import math
 import pandas as pd
 
 from normlab.analysis.speed.arithmetic import fused_pairs, fusion
-from normlab.analysis.speed.hardware import deciding_machine, machines_span, sources, weigh
+from normlab.analysis.speed.hardware import deciding_machine, other_machines, sources, weigh
 from normlab.analysis.speed.passes import composite_census
 from normlab.analysis.speed.ratio import describe_ranges, pct, saving_ranges, training_ratios
 from normlab.analysis.speed.runs import unstable_cases
@@ -145,15 +145,20 @@ def q2_headline(q2: Finding) -> str | None:
     k, t = q2.key_number, q2.threshold
     if k is None or t is None:
         return None
-    span = machines_span(q2)
+    key = KeyNumber.of(q2)
+    # each number names the machine (and the cases) it comes from: the deciding run's in front, the others after it
+    cases = sum(part.get("points", 0) for part in (q2.evidence.get("fused") or {}).values())
+    over = f"over its {cases} fused cases at the training batch" if cases else "over its fused cases"
+    others = other_machines(q2)
     return (
-        f"Once both norms are fused, RMSNorm and LayerNorm differ by {Q2_KEY.format(k)} of LayerNorm's time on "
-        f"{deciding_machine(q2)} (a median{'; ' + span.rstrip('; ') if span else ''}), "
-        f"{'under' if within(k, t) else 'over'} the {Q2_KEY.limit(t)} this book counts as an advantage"
+        f"Once both norms are fused, RMSNorm and LayerNorm differ by {key.format(k)} of LayerNorm's time on "
+        f"{deciding_machine(q2)}, the median {over}, "
+        f"{'under' if within(k, t) else 'over'} the {key.limit(t)} this book counts as an advantage"
         + {
             "holds": ": not the 10–50% that article A quotes.",
             "does not hold": ": fusion leaves RMSNorm a real advantage.",
         }.get(q2.verdict, ".")
+        + (f" Beside it, and not deciding: {others}." if others else "")
     )
 
 

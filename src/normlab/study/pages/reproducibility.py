@@ -21,6 +21,37 @@ def instruction_set(run: dict) -> str:
     return text
 
 
+def other_machines_of(run: dict) -> list[dict]:
+    """The machines a chapter's jobs ran on (its results' `machines`) whose hardware, C++ kernel build or torch
+    differ from those of the machine that ran its notebook; none for a file from before machines were listed."""
+    own = (run["hardware"], run["versions"].get("torch"))
+    return [m for m in run.get("machines") or [] if (m.get("hardware"), m.get("torch")) != own]
+
+
+def machines_section(runs: list[dict]) -> list[str]:
+    """The table of the machines that ran some of a chapter's jobs and differ from its own; none when none do."""
+    rows = [(run["notebook"], machine) for run in runs for machine in other_machines_of(run)]
+    if not rows:
+        return []
+    lines = [
+        "## Jobs run on other machines",
+        "",
+        "Some chapters sent their trainings to a cluster (`NORMLAB_SCHEDULER`), and some of those jobs ran on "
+        "machines that differ from the one that ran the chapter's notebook, listed above. A result can differ in its "
+        "last bits between such machines: other kernels, or the C++ kernel built for another CPU.",
+        "",
+        "| notebook | host | hardware | instruction set | torch | jobs |",
+        "|---|---|---|---|---|---|",
+    ]
+    for notebook, machine in rows:
+        hardware = machine.get("hardware") or {}
+        lines.append(
+            f"| {notebook} | {cell(str(machine.get('host')))} | {cell(machine_name(hardware))} "
+            f"| {cell(instruction_set({'hardware': hardware}))} | {machine.get('torch')} | {machine.get('jobs')} |"
+        )
+    return [*lines, ""]
+
+
 def render_reproducibility(runs: list[dict], *, warning: str | None = None, other_machines: list[str] = ()) -> str:
     """other_machines: the section comparing this build with the committed builds (builds.CrossMachine.render)."""
     lines = [
@@ -49,6 +80,7 @@ def render_reproducibility(runs: list[dict], *, warning: str | None = None, othe
         "or `make book PROFILE=smoke` for a quick preview; `make book FORCE=<chapter>` re-runs one chapter. "
         "The corpus and every seed are fixed in the notebooks.",
         "",
+        *machines_section(runs),
         *other_machines,
     ]
     return "\n".join(lines).rstrip() + "\n"
