@@ -25,12 +25,12 @@ import matplotlib.pyplot as plt
 from IPython.display import Markdown
 
 from normlab.analysis.ecosystem import classify, family_norms, figures, verdicts
-from normlab.study import Results
+from normlab.study import Results, design
 from normlab.study.present import claims_box, verdict_table
 from normlab.study.present import table as html_table
 from normlab.study.prose import percent, state
 
-ALMOST_ALL = 0.9  # B1's "almost all": a share of the listed families released after 2019
+ALMOST_ALL = design.value("B1", "almost_all")  # B1's "almost all": a share of the families released after 2019
 state(almost_all=percent(ALMOST_ALL))
 results = Results("ecosystem", profile, results_dir)
 families = family_norms.read_families("data/model_families.csv")  # read from source code: the same in every profile

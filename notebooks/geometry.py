@@ -46,7 +46,7 @@ from normlab.analysis.geometry import (
     parameters,
     settings,
 )
-from normlab.study import Results
+from normlab.study import Results, design
 from normlab.study.present import claims_box, table, verdict_table
 from normlab.study.prose import percent, state
 
@@ -54,8 +54,9 @@ sns.set_theme(style="whitegrid", context="notebook")
 sizes = settings.chapter_settings(profile, overrides)  # batch and sweep sizes; on the CPU: precision, not timing
 d, generator = sizes["d"], torch.Generator().manual_seed(0)
 results = Results("geometry", profile, results_dir, overrides)
-FORMULA_TOL, INVARIANCE_TOL, REPEATS = 1e-12, 1e-9, 3
-VISIBLE_CHANGE = {"float32": 1e-3, "bfloat16": 0.1}
+FORMULA_TOL, INVARIANCE_TOL = design.value("A1", "formula_tol"), design.value("A4", "invariance_tol")
+REPEATS = 3  # timed repeats of each check, for the spread of run times (not a threshold)
+VISIBLE_CHANGE = design.value("A4", "visible_change")
 state(formula_tol=FORMULA_TOL, invariance_tol=INVARIANCE_TOL, **{f"visible_{k}": v for k, v in VISIBLE_CHANGE.items()})
 
 # %% tags=["remove-input"]
@@ -92,7 +93,7 @@ table(
 # {glue:text}`formula_tol` (FORMULA_TOL).
 
 # %% tags=["remove-cell"]
-A3_RULE = dict(uncentred=0.1)  # as stated above
+A3_RULE = design.values("A3", "uncentred")  # as stated above
 state(**A3_RULE)
 a3 = formulas.a3_no_centring(formula_check, FORMULA_TOL, **A3_RULE, repeats=REPEATS)
 for claim_id, finding in (
@@ -137,7 +138,7 @@ plt.show()
 # hyperplane $\mathbf 1^\top y = 0$.
 
 # %% tags=["remove-cell"]
-A4_RULE = dict(shift_regime=1e4, shift_sensitive=0.1)  # as stated above
+A4_RULE = design.values("A4", "shift_regime", "shift_sensitive")  # as stated above
 state(
     **A4_RULE,
     eps_free=invariance.EPS_FREE,
@@ -195,7 +196,7 @@ table(
 )
 
 # %% tags=["remove-cell"]
-A6_RULE = dict(negligible_share=0.01)  # as stated above
+A6_RULE = design.values("A6", "negligible_share")  # as stated above
 state(negligible_share=percent(A6_RULE["negligible_share"]))
 parameters.a6_parameter_saving(memory, **A6_RULE).record(results, "A6", "geometry-parameters")
 
@@ -257,7 +258,7 @@ table(
 )
 
 # %% tags=["remove-cell"]
-Q1_RULE = dict(eps=1e-6, agreement=2, visible_rms=1.0, float32_tol=1e-6)  # as stated above
+Q1_RULE = design.values("Q1", "eps", "agreement", "visible_rms", "float32_tol")  # as stated above
 state(**Q1_RULE)
 placed = eps_placement.placement_findings(placement, measured, formula_check, FORMULA_TOL, **Q1_RULE, repeats=REPEATS)
 placed.q1.record(results, "Q1", "geometry-eps-placement")
@@ -281,8 +282,9 @@ Markdown(placed.paragraph)
 # output on mean-dominated inputs (c = 100, s ≤ 1) lies more than {glue:text}`offset_dominated` along 1.
 
 # %% tags=["remove-cell"]
-B11_EPS = 1e-5
-B11_RULE = dict(rms_negligible=1e-4, ln_takes_over=0.25, ln_negligible=1e-3, offset_dominated=0.99)  # as stated above
+B11_EPS = design.value("B11", "eps")
+# as stated above
+B11_RULE = design.values("B11", "rms_negligible", "ln_takes_over", "ln_negligible", "offset_dominated")
 state(b11_eps=B11_EPS, rms_negligible=B11_RULE["rms_negligible"], ln_negligible=B11_RULE["ln_negligible"])
 state(ln_takes_over=percent(B11_RULE["ln_takes_over"]), offset_dominated=percent(B11_RULE["offset_dominated"]))
 b11 = mean_dominated.sweep_mean_dominated(d, sizes["points"], B11_EPS, generator)

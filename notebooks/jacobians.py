@@ -43,7 +43,7 @@ import torch
 from IPython.display import Markdown
 
 from normlab.analysis.jacobians import figures, profiles
-from normlab.study import Results
+from normlab.study import Results, design
 from normlab.study.present import claims_box, verdict_table
 from normlab.study.prose import state
 from normlab.study.results import load_evidence
@@ -54,10 +54,13 @@ sns.set_theme(style="whitegrid", context="notebook")
 torch.manual_seed(0)
 results = Results("jacobians", profile, results_dir, overrides)
 
-MACHINE_TOL = 1e-12  # relative max error below which a closed form "holds to machine precision"
-WRONG_TOL = 1e-2  # relative max error above which a printed form is "wrong", not merely rounded
-EPS_TYPICAL = 1e-6  # LLaMA's RMSNorm eps, used where a realistic eps is needed
-EPS_CHECK = 1e-2  # a deliberately large eps, so eps-aware forms are tested where eps matters
+# relative max error below which a closed form "holds to machine precision"
+MACHINE_TOL = design.value("B3", "machine_tol")
+# relative max error above which a printed form is "wrong", not merely rounded
+WRONG_TOL = design.value("B12", "wrong_tol")
+EPS_TYPICAL = design.value("B12", "eps_typical")  # LLaMA's RMSNorm eps, used where a realistic eps is needed
+# a deliberately large eps, so eps-aware forms are tested where eps matters
+EPS_CHECK = design.value("B12", "eps_check")
 state(machine_tol=MACHINE_TOL, wrong_tol=WRONG_TOL, eps_typical=EPS_TYPICAL, eps_check=EPS_CHECK)
 
 # %% tags=["remove-input"]
@@ -298,8 +301,9 @@ figures.gain_fit_figure(fit.trajectory, fit.slopes, fit.pearson)
 plt.show()
 
 # %% tags=["remove-cell"]
-CORRELATION_TOL = 0.05  # |g − Pearson r| above this means g is not literally a correlation coefficient
-FIT_TOL = 1e-8  # gradient descent must reach the least-squares slope to this absolute error
+# |g − Pearson r| above this means g is not literally a correlation coefficient
+CORRELATION_TOL = design.value("B14", "correlation_tol")
+FIT_TOL = design.value("B14", "fit_tol")  # gradient descent must reach the least-squares slope to this absolute error
 state(fit_tol=FIT_TOL, correlation_tol=CORRELATION_TOL)
 b14 = gain_fit.b14_finding(fit, MACHINE_TOL, FIT_TOL, CORRELATION_TOL)
 _ = b14.record(results, "B14", "jacobians-b14")

@@ -46,7 +46,7 @@ from normlab.analysis.landscape import (
 )
 from normlab.gpt.corpus import load_corpus
 from normlab.gpt.model import GPTConfig
-from normlab.study import Results
+from normlab.study import Results, design
 from normlab.study.present import claims_box, table, verdict_table
 from normlab.study.prose import percent, state
 
@@ -91,8 +91,8 @@ claims_box(["V1", "V2", "V3", "V4"], overrides=overrides)
 #   bar would have judged QK-norm against a model V3 is no part of, so the bar is now each claim's own.
 
 # %% tags=["remove-cell"]
-LOSS_MARGIN = 0.03
-USABLE_TOLERANCE = 0.25
+LOSS_MARGIN = design.value("V1", "margin")
+USABLE_TOLERANCE = design.value("V1", "usable_tolerance")
 state(loss_margin=LOSS_MARGIN, usable_tolerance=USABLE_TOLERANCE)
 trained = runs.run_jobs(runs.landscape_jobs(P, device), P)
 study = method.Landscape(P, trained, corpus, loss_margin=LOSS_MARGIN, usable_tolerance=USABLE_TOLERANCE)
@@ -113,7 +113,7 @@ Markdown(method.overview(study) + "\n\n" + study.missing_paragraph())
 # - **no β**: their DyT layer holds only α and γ (`fms_fsdp/models/llama.py`, `LayerNormParameterized`);
 # - **α₀ by position and width**: one value for the norm in front of attention and one for the MLP norms and the
 #   final norm (`--attn_alpha_init_value`, `--ffn_alpha_init_value`, `--dec_alpha_init_value` in their README's
-#   commands: 0.8 and 0.2 at width 4096, down to 0.2 and 0.05 at 8192). They give none below width 4096, so the
+#   commands: `0.8` and `0.2` at width 4096, down to `0.2` and `0.05` at 8192). They give none below width 4096, so the
 #   models here take their narrowest model's 0.8 and 0.2, and a sweep moves both together at the same 4 : 1 ratio;
 # - **the embeddings times a learnable scalar** initialised to √width (`shared_scale`);
 # - **AdamW with weight decay 0.1 on every parameter**, α, γ and that scalar included (`main_training_llama.py`
@@ -137,10 +137,10 @@ Markdown(method.overview(study) + "\n\n" + study.missing_paragraph())
 # the mean gradient reaching the blocks' matrices. **Rule for the diagnosis (fixed before measuring):** a DyT layer is
 # *saturated* when at least **{glue:text}`saturated_share`** of its inputs sit there in every seed at the end of
 # training; the sentence names the final DyT layer as the failing part when it is saturated, and reads DyT with an
-# RMSNorm final norm against the same {glue:text}`loss_margin`-nat margin.
+# RMSNorm final norm against the same {glue:text}`loss_margin`-nat-per-byte margin.
 
 # %% tags=["remove-cell"]
-SATURATED_SHARE = 0.5
+SATURATED_SHARE = design.value("V1", "saturated_share")
 state(saturated_share=percent(SATURATED_SHARE), earlier_alpha=GPTConfig.dyt_alpha)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Left: final validation loss at the reference learning rate, one line per seed joining its paired runs; 'authors' recipe' is DyT as in the authors' LLaMA code, 'authors' AdamW' RMSNorm under the same optimiser, 'study's recipe' the earlier DyT with β and one α₀, 'DyT plain' the same without the embedding scale. Middle: the authors' recipe's final loss against the initial α of the norms not in front of attention (that one starts at 4×), on two widths; RMSNorm's under the same AdamW (the authors' baseline) as a dashed line per width. Right: final loss over the learning-rate grid (mean over grid seeds; a missing point diverged).", "name": "fig-landscape-dyt"}}
@@ -210,7 +210,7 @@ table(
 )
 
 # %% tags=["remove-cell"]
-V2_RULE = dict(pre_growth_needed=2.0, max_relative_growth=0.5)
+V2_RULE = design.values("V2", "pre_growth_needed", "max_relative_growth")
 state(**V2_RULE)
 v2 = study.judge("V2", placement.placement_claim(study, measures, **V2_RULE))
 
@@ -245,7 +245,7 @@ figures.qk(study.runs, P["lr_grid"])
 plt.show()
 
 # %% tags=["remove-cell"]
-QK_MIN_SEEDS = 5  # design: V3.min_seeds (grid seeds for an interval on the gain in highest stable LR)
+QK_MIN_SEEDS = design.value("V3", "min_seeds")  # grid seeds for an interval on the gain in highest stable LR
 state(qk_min_seeds=QK_MIN_SEEDS, qk_grid_seeds=P["grid_seeds"])
 logit_rows = qk_norm.final_logits(study)
 v3 = study.judge("V3", qk_norm.qk_claim(study, logit_rows, min_seeds=QK_MIN_SEEDS))
@@ -277,16 +277,19 @@ Markdown(qk_norm.qk_paragraph(v3))
 # block is replaced by the identity. **Rule (fixed before measuring):** the curse is present when the later half of the
 # blocks accounts for at most {glue:text}`curse_share` of the total loss increase (an even split is half); the remedy
 # works when scaling raises that share (paired 95% interval above 0) without a final loss worse by more than the
-# {glue:text}`loss_margin`-nat margin.
+# {glue:text}`loss_margin`-nat-per-byte margin. The share change (a fraction of the drop-one loss) has its own margin,
+# {glue:text}`share_margin`: a smaller change would not make the later layers "useful again". It sizes the pairs a
+# decision would need; the verdict reads the interval against 0.
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Left: loss increase when each block is dropped (mean over seeds). Middle: hidden-state RMS after each block at the end of training. Right: final validation loss per seed, paired.", "name": "fig-landscape-depth"}}
 figures.depth({label: study.pick("deepest", label) for label in ("pre", "1/√l")}, P["seeds"])
 plt.show()
 
 # %% tags=["remove-cell"]
-V4_RULE = dict(curse_share=0.35)
-state(curse_share=percent(V4_RULE["curse_share"]))
-v4 = study.judge("V4", curse_of_depth.depth_claim(study, **V4_RULE))
+V4_RULE = design.values("V4", "curse_share")
+V4_SHARE_MARGIN = design.value("V4", "share_margin")
+state(curse_share=percent(V4_RULE["curse_share"]), share_margin=V4_SHARE_MARGIN)
+v4 = study.judge("V4", curse_of_depth.depth_claim(study, **V4_RULE, share_margin=V4_SHARE_MARGIN))
 
 # %% tags=["remove-input"]
 Markdown(curse_of_depth.depth_paragraph(v4, **V4_RULE))
@@ -323,7 +326,7 @@ for claim, section in (("V2", "landscape-placement"), ("V3", "landscape-qk"), ("
 # ## The landscape at a glance
 #
 # {numref}`fig-landscape-summary` puts every variant beside the LLaMA-style baseline at its own scale: the paired
-# final-loss difference with its 95% interval (left; the shaded band is the ±{glue:text}`loss_margin`-nat margin), the
+# final-loss difference with its 95% interval (left; the shaded band is the ±{glue:text}`loss_margin`-nat-per-byte margin), the
 # training step time relative to the baseline, all timed at the small scale in alternation (middle), and the usable
 # learning-rate range on the grid (right). DyT appears twice, both paired with RMSNorm under the authors' AdamW: by the
 # authors' recipe, and with an RMSNorm final norm. LayerNorm Scaling was run at one learning rate only, so it has no
@@ -333,7 +336,7 @@ for claim, section in (("V2", "landscape-placement"), ("V3", "landscape-qk"), ("
 timings = at_a_glance.step_times(P, corpus, device)
 summary = at_a_glance.summary_frame(study, timings)
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Every variant against LLaMA-style pre-LN RMSNorm. Left: paired final-loss difference with its 95% interval, at the scale where the variant was tested (shaded: the ±{glue:text}`loss_margin`-nat margin). Middle: median step-time ratio at the small scale (bars: interquartile range of the per-repeat ratio). Right: usable learning-rate range on the grid (grey: the baseline's at that scale).", "name": "fig-landscape-summary"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Every variant against LLaMA-style pre-LN RMSNorm. Left: paired final-loss difference with its 95% interval, at the scale where the variant was tested (shaded: the ±{glue:text}`loss_margin`-nat-per-byte margin). Middle: median step-time ratio at the small scale (bars: interquartile range of the per-repeat ratio). Right: usable learning-rate range on the grid (grey: the baseline's at that scale).", "name": "fig-landscape-summary"}}
 figures.summary(summary, at_a_glance.baseline_ranges(study), LOSS_MARGIN)
 plt.show()
 

@@ -36,7 +36,7 @@ from IPython.display import Markdown
 from normlab.analysis.quality import figures, introduction, profiles
 from normlab.analysis.shared.runs import training_devices
 from normlab.gpt.corpus import load_corpus
-from normlab.study import Results
+from normlab.study import Results, design
 from normlab.study.present import claims_box, table, verdict_table
 from normlab.study.prose import percent, state
 from normlab.study.results import load_evidence
@@ -69,11 +69,14 @@ table(introduction.corpus_table(corpus.describe()), caption="The training corpus
 #
 # > A9: "Accuracy is almost unchanged: mean-centring is not decisive for training stability or final quality."
 #
-# **Margin, stated before measuring: {glue:text}`margin` nats per byte.** The smallest quality difference between norm
-# variants that the literature treats as real is Narang et al. 2021's T5-base comparison, RMSNorm 1.821 against vanilla
-# LayerNorm 1.838 final loss (0.017 nats; quoted from a transcription of their table, not checked against the paper).
-# "Almost unchanged" must exclude a difference of that size, so the whole band around the paired difference RMSNorm
-# − LayerNorm has to fall inside ±{glue:text}`margin` nats. A9's pairs grew after looks (see the verdict below), so the
+# **Margin, stated before measuring: {glue:text}`margin` nats per byte.** Its basis: the smallest quality difference
+# between norm variants that the literature treats as real is Narang et al. 2021's T5-base comparison, RMSNorm 1.821
+# against vanilla LayerNorm 1.838 final loss (0.017 nats per *token*, T5's unit; quoted from a transcription of their
+# table, not checked against the paper). At about 4 bytes a token that is about 0.004 nats per byte, so the margin is a
+# practical equivalence band about five times that difference, not a bound that excludes it (an earlier text said it
+# "must exclude" 0.017, which lies inside it; the registered design, `data/design.toml`, logs the corrected basis, the
+# value unchanged). The whole band around the paired difference RMSNorm − LayerNorm has to fall inside
+# ±{glue:text}`margin` nats per byte. A9's pairs grew after looks (see the verdict below), so the
 # band is an anytime-valid confidence sequence (Lai 1976), not a t-interval. A band wider than the margin cannot say
 # "no difference", and the verdict is then *not testable here*.
 #
@@ -86,7 +89,7 @@ table(introduction.corpus_table(corpus.describe()), caption="The training corpus
 from normlab.analysis.quality import loss_parity, training
 from normlab.analysis.shared import missing_runs
 
-MARGIN = 0.02  # nats per byte; reason in the text above, fixed before any run
+MARGIN = design.value("A9", "margin")  # nats per byte; reason in the text above, fixed before any run
 state(margin=MARGIN)
 runs = training.train_pairs(settings, devices)
 parity = loss_parity.loss_parity(runs, MARGIN)
@@ -99,7 +102,7 @@ left = missing_runs.PairsLeft(
 figures.loss_curves(parity.curves, corpus.unigram_entropy_nats, parity.initial_loss)
 plt.show()
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Paired differences RMSNorm − LayerNorm (one dot per seed) with the mean and its 95% interval, against the ±{glue:text}`margin`-nat margin (green band) stated before the runs. 'No difference' needs the whole interval inside the band.", "name": "fig-quality-paired"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Paired differences RMSNorm − LayerNorm (one dot per seed) with the mean and its 95% interval, against the ±{glue:text}`margin`-nat-per-byte margin (green band) stated before the runs. 'No difference' needs the whole interval inside the band.", "name": "fig-quality-paired"}}
 figures.paired_differences(parity.final_pair, parity.curve_pair, MARGIN)
 plt.show()
 
@@ -122,7 +125,7 @@ Markdown(left.paragraph() + loss_parity.parity_paragraph(parity))
 # **Rule, stated before measuring.** We compare the largest rung with the smallest: the change in the mean difference,
 # with a Welch 95% interval from the two rungs' own intervals. If that interval excludes zero, the difference *shrinks*
 # when the largest rung's is nearer zero, and otherwise *grows*. If it includes zero and every rung's interval lies
-# inside the ±{glue:text}`margin`-nat margin, the difference *stays within the margin*. Otherwise this run *cannot
+# inside the ±{glue:text}`margin`-nat-per-byte margin, the difference *stays within the margin*. Otherwise this run *cannot
 # tell*.
 
 # %% tags=["remove-cell"]
@@ -135,7 +138,7 @@ ladder = scale_ladder.ladder_table(
 )
 trend = scale_ladder.ladder_trend(ladder, MARGIN)
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Paired difference RMSNorm − LayerNorm in final validation loss (nats per byte) against the number of parameters (log axis): the mean and its 95% interval at each model size, one marker per hardware, against the ±{glue:text}`margin`-nat margin (green band). The red star is Narang et al. 2021's T5-base, about 220M parameters, with RMSNorm 0.017 lower (1.821 against 1.838; as transcribed in the issue, unverified). Their loss is T5's span-corruption loss per token, so the star shows the size of a difference the literature calls real, not a value to compare with ours.", "name": "fig-quality-ladder"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Paired difference RMSNorm − LayerNorm in final validation loss (nats per byte) against the number of parameters (log axis): the mean and its 95% interval at each model size, one marker per hardware, against the ±{glue:text}`margin`-nat-per-byte margin (green band). The red star is Narang et al. 2021's T5-base, about 220M parameters, with RMSNorm 0.017 lower (1.821 against 1.838; as transcribed in the issue, unverified). Their loss is T5's span-corruption loss per token, so the star shows the size of a difference the literature calls real, not a value to compare with ours.", "name": "fig-quality-ladder"}}
 figures.scale_ladder(ladder, MARGIN, scale_ladder.NARANG_T5_BASE)
 plt.show()
 
@@ -156,7 +159,7 @@ Markdown(ladder_gaps.paragraph(scale_ladder.LADDER_GAPS) + trend.sentence)
 # %% tags=["remove-cell"]
 from normlab.analysis.quality import resuming
 
-RESUME_TOLERANCE = 1e-6  # nats: float32 rounding, far below any loss difference the chapter reads
+RESUME_TOLERANCE = design.value("A9", "resume_tolerance")  # nats: float32 rounding, far below any difference read
 state(resume_tolerance=RESUME_TOLERANCE)
 resume = resuming.resume_check(settings, device, corpus, tolerance=RESUME_TOLERANCE)
 
@@ -182,7 +185,7 @@ Markdown(resuming.resume_paragraph(resume))
 # %% tags=["remove-cell"]
 from normlab.analysis.quality import step_time
 
-VISIBLE = 0.95
+VISIBLE = design.value("B7", "visible")
 state(visible=VISIBLE, visible_shorter=percent(1 - VISIBLE))
 timings, speed = step_time.step_times(settings, corpus, device)
 
@@ -246,7 +249,8 @@ _ = results.record_evidence("B6", b6_summary, b6_evidence, section="quality-spee
 #
 # "Per-token information": we evaluate each trained RMSNorm model with the all-ones component removed before
 # every norm (what LayerNorm would discard) and compare the loss on the same batches, as a paired difference
-# over seeds with the same ±{glue:text}`margin`-nat margin. LayerNorm is blind to that component by construction.
+# over seeds with the same ±{glue:text}`margin`-nat-per-byte margin. LayerNorm is blind to that component by
+# construction.
 # {numref}`fig-quality-stream` shows the three measures along the stream: compare the panels, since (b) can be
 # large while (a) stays small.
 #
@@ -272,7 +276,7 @@ table(
 )
 
 # %% tags=["remove-cell"]
-OFFSET_LARGE = 0.25  # design: B5.offset_large; share of the stream's energy held by the common offset (b)
+OFFSET_LARGE = design.value("B5", "offset_large")  # share of the stream's energy held by the common offset (b)
 state(offset_large=OFFSET_LARGE)
 offsets = residual_stream.offset_measures(tables, depth, MARGIN)
 real = load_evidence("realmodels", "B5", results_dir)
@@ -311,7 +315,9 @@ _ = b5.record(results, "B5", "quality-stream")
 # %% tags=["remove-cell"]
 from normlab.analysis.quality import extra_dimension
 
-TOGETHER = dict(correlation=0.3, sign_share=0.75)  # "drift together", as stated above
+TOGETHER = dict(
+    correlation=design.value("B16", "together_correlation"), sign_share=design.value("B16", "together_sign_share")
+)
 state(together_correlation=TOGETHER["correlation"], together_sign_share=percent(TOGETHER["sign_share"]))
 drift = extra_dimension.write_mean_drift(tables.drift)
 real16 = load_evidence("realmodels", "B16", results_dir)

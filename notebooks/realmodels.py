@@ -54,7 +54,7 @@ from normlab.analysis.realmodels import (
     profiles,
     stream,
 )
-from normlab.study import Results
+from normlab.study import Results, design
 from normlab.study.present import claims_box, verdict_table
 from normlab.study.prose import percent, state
 
@@ -66,11 +66,15 @@ results = Results("realmodels", profile, results_dir, overrides)
 started = time.perf_counter()
 
 # Stated before measuring (reasons in the text):
-MARGIN = 0.01  # nats per token: loss change that counts as "no difference" when centring is added
-COSINE_THRESHOLD = 0.99  # MiniLM: median cosine to the original below this = the embeddings changed
-SHARE_THRESHOLD = 0.07  # Q5: the low end of the 7%-64% speed-up
-MASSIVE = massive.MassiveRule(ratio=1000, floor=100)  # Sun et al.'s definition of a massive activation
-MAP_TOLERANCE = 1e-4  # largest logit difference / largest logit that counts as float32 rounding
+# nats per token: loss change that counts as "no difference" when centring is added
+MARGIN = design.value("Q4", "margin")
+# MiniLM: median cosine to the original below this = the embeddings changed
+COSINE_THRESHOLD = design.value("Q4", "cosine_threshold")
+SHARE_THRESHOLD = design.value("Q5", "share_threshold")  # Q5: the low end of the 7%-64% speed-up
+# Sun et al.'s definition of a massive activation
+MASSIVE = massive.MassiveRule(ratio=design.value("B5", "massive_ratio"), floor=design.value("B5", "massive_floor"))
+# largest logit difference / largest logit that counts as float32 rounding
+MAP_TOLERANCE = design.value("Q4", "map_tolerance")
 state(margin=MARGIN, perplexity_change=f"{math.expm1(MARGIN):.0%}", cosine_threshold=COSINE_THRESHOLD)
 state(share_threshold=percent(SHARE_THRESHOLD), massive_ratio=MASSIVE.ratio, massive_floor=MASSIVE.floor)
 state(map_tolerance=MAP_TOLERANCE)

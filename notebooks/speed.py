@@ -38,19 +38,19 @@ from IPython.display import Markdown, display
 
 from normlab.analysis.speed import figures, method, on_gpu, page, ratio, runs, settings
 from normlab.bench import report, timing
-from normlab.study import Results
+from normlab.study import Results, design
 from normlab.study.present import claims_box, table, verdict_line, verdict_table
 from normlab.study.prose import percent, state
 from normlab.study.results import load_evidence
 
 warnings.filterwarnings("ignore", message=".*TF32.*")  # torch's notice on CPU-only machines, not about these numbers
 bench_profile = settings.bench_profile(profile, overrides)
-# Thresholds the verdicts use (stated here, before measuring; applied in normlab.analysis.speed)
-EQUAL_TIME = 0.10  # |1 - t_rms/t_ln| below this: "the same speed" (A5, Q2)
-EXTRA_PASS = 0.5  # LN needs "one more pass" if its best effective passes exceed RMS's by at least this (A7, B8)
-WELFORD_EQUAL = 0.5  # Welford LN "one pass like RMS" if their effective passes differ by less than this (B9)
-MEMORY_BOUND = 0.5  # an op is bandwidth bound if it reaches at least this fraction of copy bandwidth (A10)
-WORTH_IT = 0.05  # pRMSNorm "saves time" if it cuts full RMSNorm's time by at least this (Q3)
+# Thresholds the verdicts use, from the registered design and stated in the prose below before any result
+EQUAL_TIME = design.value("A5", "equal_time")  # |1 - t_rms/t_ln| below this: "the same speed" (A5, Q2)
+EXTRA_PASS = design.value("A7", "extra_pass")  # LN's best effective passes exceed RMS's by this: "one more" (A7, B8)
+WELFORD_EQUAL = design.value("B9", "welford_equal")  # Welford LN within this many passes of RMS: "one pass" (B9)
+MEMORY_BOUND = design.value("A10", "memory_bound")  # at least this fraction of copy bandwidth: bandwidth bound (A10)
+WORTH_IT = design.value("Q3", "worth_it")  # pRMSNorm "saves time" if it cuts RMSNorm's time by this share (Q3)
 settings.check_thresholds(EQUAL_TIME, EXTRA_PASS, WELFORD_EQUAL, MEMORY_BOUND, WORTH_IT)
 state(equal_time=percent(EQUAL_TIME), extra_pass=EXTRA_PASS, welford_equal=WELFORD_EQUAL, memory_bound=MEMORY_BOUND)
 state(worth_it=percent(WORTH_IT), unstable_sd=percent(timing.UNSTABLE_RELATIVE_SD))
@@ -59,6 +59,20 @@ sns.set_theme(style="whitegrid", context="notebook")
 
 # %% tags=["remove-input"]
 claims_box(["A5", "A7", "A8", "A10", "B6", "B8", "B9", "B10", "Q2", "Q3"], overrides=overrides)
+
+# %% [markdown]
+# **Thresholds, fixed before measuring** (registered in `data/design.toml`, with their basis):
+#
+# - *the same speed* (A5, Q2): RMSNorm's time within {glue:text}`equal_time` of LayerNorm's, |1 − t_RMS / t_LN|, a
+#   fraction of LayerNorm's time;
+# - *one more pass* (A7, B8): LayerNorm's best effective passes over memory exceed RMSNorm's by at least
+#   {glue:text}`extra_pass` passes;
+# - *one pass like RMSNorm* (B9): Welford LayerNorm's effective passes within {glue:text}`welford_equal` passes of
+#   RMSNorm's;
+# - *bandwidth bound* (A10): an op reaches at least {glue:text}`memory_bound` of a same-size copy's bandwidth (a
+#   fraction of copy bandwidth);
+# - *saves time* (Q3): pRMSNorm cuts full RMSNorm's time by at least {glue:text}`worth_it`, a fraction of RMSNorm's
+#   time.
 
 # %% tags=["remove-cell"]
 results = Results("speed", profile, results_dir, overrides)

@@ -25,6 +25,7 @@ from pathlib import Path
 import jupytext
 import pytest
 
+from normlab.study import design
 from normlab.study.prose import number_text, percent, state
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
@@ -81,11 +82,35 @@ def thresholds(code: str, analysis: set[str]) -> dict[float, str]:
         for node in ast.walk(statement):
             if isinstance(node, ast.Call) and called_name(node) in analysis:
                 values.extend(keyword.value for keyword in node.keywords if keyword.arg is not None)
+        line = ast.get_source_segment(code, statement).splitlines()[0]
         for value in values:
             for node in ast.walk(value):
                 if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-                    found.setdefault(float(node.value), ast.get_source_segment(code, statement).splitlines()[0])
+                    found.setdefault(float(node.value), line)
+        for number in design_numbers(statement):
+            found.setdefault(number, line)
     return found
+
+
+def design_numbers(statement: ast.stmt) -> list[float]:
+    """The registered values a statement reads from the design (`design.value("A9", "margin")`, `design.values(...)`):
+    thresholds too, though no literal in the chapter writes them."""
+    numbers = []
+    for node in ast.walk(statement):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("value", "values")
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "design"
+            and all(isinstance(arg, ast.Constant) and isinstance(arg.value, str) for arg in node.args)
+        ):
+            claim, *names = (arg.value for arg in node.args)
+            for name in names:
+                registered = design.value(claim, name)
+                parts = registered.values() if isinstance(registered, dict) else registered
+                numbers.extend(float(v) for v in (parts if isinstance(parts, (tuple, type({}.values()))) else [parts]))
+    return numbers
 
 
 def typed_numbers(text: str) -> list[tuple[float, str]]:

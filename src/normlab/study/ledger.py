@@ -10,7 +10,8 @@ nothing here knows a claim's evidence.
 
 The ledger refuses, with exit status 2 and a message naming the file and the fix, anything that would publish a
 wrong or stale verdict: a results file that is not valid JSON or lacks a key, an unknown claim ID or verdict, two
-verdicts for one ID, or results from different profiles or commits (unless --allow-mixed, and then every
+verdicts for one ID, a design (data/design.toml) that lacks a claim's unit, basis or pairs, or whose thresholds or
+pairs disagree with what a chapter used, or results from different profiles or commits (unless --allow-mixed, and then every
 generated page says so). Pages are written only after every check has passed, each by an atomic rename, so a
 refused build leaves the previous pages as they were.
 """
@@ -23,8 +24,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from normlab.study import builds, paths
+from normlab.study import builds, design, paths
 from normlab.study.claims import parse_claims
+from normlab.study.pages.design_page import render_design
 from normlab.study.pages.ledger_page import render_ledger
 from normlab.study.pages.opening import committed_gpu_runs, render_intro
 from normlab.study.pages.reproducibility import render_reproducibility
@@ -59,9 +61,11 @@ def build(
     intro_path: Path | None = None,
     data_dir: Path | None = None,
     builds_dir: Path | None = None,
+    design_path: Path | None = None,
     allow_mixed: bool = False,
 ) -> dict:
-    """Check every results file, then write ledger.md, intro.md, reproducibility.md and the summary figure.
+    """Check every results file against the contract and the registered design, then write ledger.md, design.md,
+    intro.md, reproducibility.md and the summary figure.
 
     Folders default to paths.* looked up at call time (tests point them elsewhere).
     """
@@ -89,6 +93,14 @@ def build(
                 )
     warning = check_consistent(runs, allow_mixed=allow_mixed)
     table = verdicts(claims, runs)
+    # The registered design: a claim lacking a unit, a basis or its pairs, a chapter profile whose pairs differ from
+    # it, or a verdict judged against a threshold it does not hold is refused, naming the claim and both values.
+    try:
+        registered = design.parse(Path(design_path or design.DESIGN), {c.id for c in claims})
+        design.check_profiles(registered)
+        design.check_runs(runs, registered)
+    except design.DesignError as error:
+        raise LedgerError(str(error)) from None
     # The committed builds are inputs of these pages: a new one changes the reproducibility page and the opening's.
     try:
         machines = builds.cross_machine(
@@ -104,6 +116,7 @@ def build(
         summary_figure(claims, runs, Path(staged_figure))
         pages = {
             pages_dir / "ledger.md": render_ledger(claims, runs, warning=warning).encode(),
+            pages_dir / "design.md": render_design(registered, [c.id for c in claims]).encode(),
             pages_dir / "reproducibility.md": render_reproducibility(
                 runs, warning=warning, other_machines=machines.render()
             ).encode(),

@@ -72,7 +72,7 @@ INPUTS: dict[str, list[str]] = {
     "speed": ["data/gpu-bench*.json", "data/paper_speed.md", "results:quality", "results:realmodels"],
     "landscape": ["data/model_families.csv", "results:ecosystem", "results:realmodels", "data/gpu-study*.json"],
 }
-COMMON_INPUTS = ["data/claims.md"]
+COMMON_INPUTS = ["data/claims.md", "data/design.toml"]  # every chapter reads its thresholds from the design
 # The module holding each chapter's sizes per profile (`PROFILES`), read to check --set before any chapter runs;
 # imported by name, since the chapters sit on a floor above the runner. A chapter not listed has no sizes to set.
 PROFILE_TABLES = {

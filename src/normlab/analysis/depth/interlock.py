@@ -14,6 +14,7 @@ import pandas as pd
 from normlab.analysis.depth.training_at_depth import TrainingStudy, final_losses, pair_spread
 from normlab.analysis.shared.paired import interval_text, paired_or_none
 from normlab.analysis.shared.sequential import looks_text, sequence_difference
+from normlab.study import design
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import NATS_PER_BYTE, KeyNumber
 
@@ -29,7 +30,7 @@ INTERACTION_SWAPS = ("rms→layer", "pre→post", DOUBLE_SWAP)  # with the LLaMA
 
 # The seed counts at which the cpu profile's interaction was read (git history of depth/profiles.py): 5, then 14
 # after an inconclusive interval; tests/test_looks_coverage.py simulates exactly these looks.
-B19_LOOKS = (5, 14)
+B19_LOOKS = design.looks("B19")  # (5, 14), registered in data/design.toml
 
 
 @dataclass

@@ -4,6 +4,7 @@ the surveyed families."""
 from __future__ import annotations
 
 from normlab.analysis.ecosystem.classify import transformers_version
+from normlab.study import design
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import SHARE, KeyNumber
 from normlab.study.results import decide
@@ -32,7 +33,7 @@ def a11_named_families(table, table_again) -> Finding:
         f"LLaMA, Mistral and Gemma measure as {', '.join(kind[m] for m in A11_NAMED)} in transformers {version}.",
         {"kinds": {m: kind[m] for m in A11_NAMED}, "transformers": version},
         key_number=not_rms,
-        threshold=0.5,
+        threshold=design.value("A11", "none_other"),
         spread=float(abs(not_rms - not_rms_again)),
         **A11_KEY.fields(),
         rule="Holds if none of the three named families measures as anything but RMSNorm (key number: how many do).",

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from normlab.norms.modules import LayerNorm, RMSNorm
+from normlab.study import design
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import KeyNumber
 from normlab.study.results import decide
@@ -97,7 +98,7 @@ def a6_parameter_saving(memory: ParameterMemory, negligible_share: float) -> Fin
         f"for the backward of a {memory.tokens}×{d} float32 batch.",
         {"parameters": counts, "saved_for_backward_bytes": saved, "share_of_block_weights_d768": share},
         key_number=counts["torch.nn.LayerNorm"] - counts["torch.nn.RMSNorm"],
-        threshold=0,
+        threshold=design.value("A6", "no_extra_parameters"),
         spread=0.0,
         **A6_KEY.fields(),
         rule="Holds if LayerNorm holds 2d parameters and RMSNorm d (key number: the difference, d; a count does not "

@@ -11,6 +11,7 @@ import numpy as np
 from normlab.analysis.landscape.method import Landscape, measured, verdict_lead
 from normlab.analysis.landscape.summaries import growth_ratio, later_half_share, non_inferiority
 from normlab.analysis.shared.paired import paired_or_none
+from normlab.study import design
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import NATS_PER_BYTE, POINTS, KeyNumber
 from normlab.study.present import significant
@@ -21,15 +22,17 @@ from normlab.study.results import decide
 V4_KEY = KeyNumber("change in the later half's share of the drop-one loss under 1/√l", POINTS)
 
 
-def depth_claim(study: Landscape, *, curse_share: float) -> Finding:
+def depth_claim(study: Landscape, *, curse_share: float, share_margin: float | None = None) -> Finding:
     """V4: the curse is present when pre-LN's later half carries at most `curse_share` of the drop-one loss; the
     remedy works when 1/√l raises that share (paired 95% interval above 0), with a caveat when its final loss is
-    not within the study's loss margin; it does not hold when the interval lies below 0."""
+    not within the study's loss margin; it does not hold when the interval lies below 0. `share_margin` (the
+    registered design's, by default) sizes the share change's "pairs needed" only."""
+    share_margin = design.value("V4", "share_margin") if share_margin is None else share_margin
     P = study.settings
     plain, scaled = study.pick("deepest", "pre"), study.pick("deepest", "1/√l")
     share_plain = [later_half_share(r["drop_one"]) if r["drop_one"] else math.nan for r in plain]
     share_scaled = [later_half_share(r["drop_one"]) if r["drop_one"] else math.nan for r in scaled]
-    share_change = paired_or_none(share_plain, share_scaled, 0.05)
+    share_change = paired_or_none(share_plain, share_scaled, share_margin)
     scaling_loss = study.versus("deepest", "pre", "1/√l")
     curse = float(np.nanmean(share_plain))
     first_block = float(np.mean([r["drop_one"][0] for r in plain if r["drop_one"]]))
@@ -84,7 +87,7 @@ def depth_claim(study: Landscape, *, curse_share: float) -> Finding:
             "corpus_sha256": study.corpus_sha256,
         },
         key_number=share_change["mean_difference"] if share_change else None,
-        threshold=0.0,
+        threshold=design.value("V4", "remedy_raises"),
         spread=share_change["sd_of_differences"] if share_change else None,
         rule=f"Curse present when pre-LN's later half carries <= {100 * curse_share:g}% of the drop-one loss (else not "
         "testable here); holds when 1/sqrt(l) raises that share (paired 95% interval above 0), with a caveat when its "

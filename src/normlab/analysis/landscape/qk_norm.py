@@ -13,6 +13,7 @@ import pandas as pd
 
 from normlab.analysis.landscape.method import Landscape, verdict_lead
 from normlab.analysis.shared.parity import t975
+from normlab.study import design
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import KeyNumber
 from normlab.study.present import significant
@@ -162,7 +163,7 @@ def qk_claim(study: Landscape, logit_rows: pd.DataFrame, *, min_seeds: int) -> F
             "corpus_sha256": study.corpus_sha256,
         },
         key_number=gain_mean,
-        threshold=0.0,
+        threshold=design.value("V3", "wider_range"),
         spread=gain_sd,
         rule="Failure means divergence (a non-finite loss or gradient, or a final loss above the initial one). Needs "
         "a divergence without QK-norm on the grid (else not testable here); with at least "

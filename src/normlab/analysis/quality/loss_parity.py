@@ -17,6 +17,7 @@ from normlab.analysis.quality.training import hardware_label, parameter_count
 from normlab.analysis.shared.paired import interval_text, paired_difference
 from normlab.analysis.shared.parity import equivalence_verdict
 from normlab.analysis.shared.sequential import looks_text, sequence_difference
+from normlab.study import design
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import NATS_PER_BYTE, KeyNumber, within
 from normlab.study.present import significant
@@ -26,7 +27,7 @@ A9_KEY = KeyNumber("farthest end of the 95% confidence sequence of final loss, R
 # The pair counts at which the cpu profile's A9 interval was read (git history of quality/profiles.py): 6, then 12
 # after an inconclusive interval, then 24 after another. The confidence sequence stays valid under these looks, and
 # tests/test_looks_coverage.py simulates exactly them.
-A9_LOOKS = (6, 12, 24)
+A9_LOOKS = design.looks("A9")  # (6, 12, 24), registered in data/design.toml
 
 
 @dataclass

@@ -11,7 +11,7 @@ from normlab.analysis.speed.passes import composite_census
 from normlab.analysis.speed.ratio import training_ratios
 from normlab.bench import report
 from normlab.bench.provenance import Measured
-from normlab.study import decide
+from normlab.study import decide, design
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import SHARE, KeyNumber
 
@@ -96,7 +96,7 @@ def _a5(df: pd.DataFrame, equal_time: float, one_op=None, memory_bound=None) -> 
         key_number=fused_gap
         if fused_gap is not None
         else (float(min(ln_ops) - max(rms_ops)) if ln_ops and rms_ops else None),
-        threshold=equal_time if fused_gap is not None else 1.0,
+        threshold=equal_time if fused_gap is not None else design.value("A5", "one_more_op"),
         spread=gap_sd if fused_gap is not None else 0.0,
         rule="Holds if LN's composite has more ops; a caveat if, where both are fused, the median saving is below the "
         "equal-time threshold (the arithmetic does not show in the time). Key number: the fused median saving, or, "

@@ -11,7 +11,7 @@ import pandas as pd
 
 from normlab.analysis.speed.hardware import code_caveats, sources, where
 from normlab.analysis.speed.ratio import describe_ranges, pct, saving_ranges, training_ratios
-from normlab.study import decide
+from normlab.study import decide, design
 from normlab.study.findings import Finding, finite_or_none
 from normlab.study.key_numbers import SHARE, KeyNumber
 from normlab.study.present import verdict_line
@@ -20,8 +20,10 @@ from normlab.study.present import verdict_line
 # arXiv:1910.07467. The abstract's range (checked against the abstract's text):
 # RMSNorm "reduces the running time by 7%~64% on different models".
 PAPER_SAVING_RANGE = (0.07, 0.64)
-ARTICLE_A8_RANGE = (0.10, 0.50)  # article A: "according to the original paper, 10% to 50% faster"
-ARTICLE_B6_RANGE = (0.07, 0.64)  # article B: "about 7%~64%"
+ARTICLE_A8_RANGE = design.value("A8", "stated_range")  # article A: "according to the original paper, 10% to 50% faster"
+A8_ROWS_SHARE = design.value("A8", "rows_share")  # "according to the paper": at least this share of its rows
+B6_ROUNDING = design.value("B6", "rounding")  # the abstract's whole percents against the rows' one decimal
+ARTICLE_B6_RANGE = design.value("B6", "stated_range")  # article B: "about 7%~64%"
 A8_KEY = KeyNumber("share of the paper's RMSNorm rows within 10–50% as speed-ups", SHARE)
 B6_KEY = KeyNumber("top of RMSNorm's own rows in the paper, share of time saved", SHARE)
 
@@ -219,13 +221,13 @@ def a8_b6(df, model_level: dict | None = None, *, gpu=None) -> tuple[Finding, Fi
             f"{describe_ranges(evidence_gpu['gpu_per_implementation'])})"
         )
     a8 = Finding(
-        decide(share_speedup >= 0.5, caveat=not in_range),
+        decide(share_speedup >= A8_ROWS_SHARE, caveat=not in_range),
         f"The paper's RMSNorm rows save 6.9%-40.8% of LayerNorm's time ({share_saving:.0%} of 7 rows within 10-50% as savings, "
         f"{share_speedup:.0%} as speed-ups, since a 40.8% saving is 1.69x as fast); {measured_text}; Narang et al.'s T5-base: "
         f"{narang['speedup'] - 1:+.1%} steps/s.",
         evidence,
         key_number=share_speedup,
-        threshold=0.5,
+        threshold=A8_ROWS_SHARE,
         spread=0.0,
         rule="Citation: at least half the paper's RMSNorm rows within 10-50% as speed-ups; 'holds' also needs every "
         "measured speed-up (this run's, and the GPU run's where one is weighed) within 10-50%. The paper rows are "
@@ -235,7 +237,9 @@ def a8_b6(df, model_level: dict | None = None, *, gpu=None) -> tuple[Finding, Fi
     a8.caveats = code_caveats(a8, elsewhere)  # every GPU run's speed-up takes part in A8's "holds"
     rms_top = max(savings)
     b6 = Finding(
-        decide(abs(PAPER_SAVING_RANGE[0] - min(savings)) < 0.01, caveat=rms_top < ARTICLE_B6_RANGE[1] - 0.01),
+        decide(
+            abs(PAPER_SAVING_RANGE[0] - min(savings)) < B6_ROUNDING, caveat=rms_top < ARTICLE_B6_RANGE[1] - B6_ROUNDING
+        ),
         f"7%-64% is the abstract's range, but RMSNorm's own rows span {min(savings):.1%}-{rms_top:.1%}: the 63.9% is pRMSNorm "
         f"(Table 8), and these are whole-model time savings (a 64% saving is 2.8x as fast); {measured_text}; Narang et al.'s "
         f"T5-base: loss {narang['loss_rms']} vs {narang['loss_vanilla']}, {narang['speedup'] - 1:+.1%} steps/s.",

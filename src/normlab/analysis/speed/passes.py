@@ -10,7 +10,7 @@ import pandas as pd
 
 from normlab.analysis.speed.hardware import sources, weigh
 from normlab.bench import report
-from normlab.study import decide
+from normlab.study import decide, design
 from normlab.study.findings import Finding, finite_or_none
 from normlab.study.key_numbers import KeyNumber
 
@@ -157,7 +157,7 @@ def _b9(df: pd.DataFrame, welford_equal: float, chunked_df: pd.DataFrame | None 
             "welford_equal_threshold": welford_equal,
         },
         key_number=key if timed else (float(min(ln_red) - max(rms_red)) if ln_red and rms_red else None),
-        threshold=welford_equal if timed else 1.0,
+        threshold=welford_equal if timed else design.value("B9", "one_more_op"),
         # a traced op count is the same on every call (spread 0); a timed pass count has no repeat spread recorded here
         spread=None if timed else 0.0,
         rule="Holds if the traces show 2 reductions for LN and 1 for RMS and (when timed) Welford's passes are within "

@@ -8,11 +8,11 @@ from normlab.analysis.speed.hardware import sources, weigh
 from normlab.analysis.speed.ratio import describe_ranges, pct, saving_ranges
 from normlab.analysis.speed.runs import unstable_cases
 from normlab.bench import report
-from normlab.study import decide
+from normlab.study import decide, design
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import SHARE, KeyNumber
 
-FEW_PERCENT = (0.01, 0.10)  # article B's "a few percent" (B10), read as 1%-10%
+FEW_PERCENT = design.value("B10", "few_percent")  # article B's "a few percent" (B10), read as 1%-10%
 B10_KEY = KeyNumber("median share of LayerNorm's latency RMSNorm saves at 1–16 rows", SHARE)
 
 

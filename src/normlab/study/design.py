@@ -1,0 +1,335 @@
+"""The registered design (data/design.toml): every claim's quantity, unit, thresholds with their basis, test, pairs
+per profile and the run that answers it, plus the log of changes made after results were seen.
+
+Chapters take their constants from it (`value("A9", "margin")`, `values("B17", "spread_limit", ...)`), so that
+a threshold has one source; `check_constant` refuses a chapter constant that disagrees with it, and
+`check_recorded` lets the ledger refuse a verdict judged against a threshold the design does not hold. `load`
+refuses, naming the claim, a file whose entry lacks a unit, a threshold's basis or source, or its pairs where the
+claim trains, and an ID that data/claims.md does not list.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import math
+import numbers
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tomllib
+
+from normlab.study import paths
+from normlab.study.claims import parse_claims
+
+DESIGN = paths.ROOT / "data" / "design.toml"
+PROFILES = ("smoke", "cpu", "gpu")
+CLAIM_FIELDS = ("chapter", "quantity", "unit", "test", "answered_by")
+THRESHOLD_FIELDS = ("value", "basis", "source")
+CHANGE_FIELDS = ("date", "claim", "field", "old", "new", "why", "look")
+# a recorded threshold equal to a registered one within float rounding of a typed decimal
+RELATIVE_TOLERANCE = 1e-9
+
+
+class DesignError(ValueError):
+    """A design file, or a constant checked against it, that the build must not use; the message names the claim."""
+
+
+@dataclass(frozen=True)
+class Threshold:
+    name: str
+    value: float | tuple | dict
+    unit: str
+    basis: str
+    source: str
+    same_as: str | None = None  # "ID.NAME" where this threshold reuses another claim's
+
+
+@dataclass(frozen=True)
+class ClaimDesign:
+    id: str
+    chapter: str
+    quantity: str
+    unit: str
+    test: str
+    answered_by: str
+    thresholds: dict[str, Threshold]
+    trains: bool = False
+    pairs: dict[str, int] = field(default_factory=dict)
+    pairs_setting: str | None = None
+    looks: tuple[int, ...] = ()
+    gpu_study_pairs: int | None = None  # the pairs a committed GPU study must meet to answer the claim
+    gpu_study_setting: str | None = None  # their key in normlab.gpt.experiments.PROFILES["gpu"]
+
+
+@dataclass(frozen=True)
+class Design:
+    claims: dict[str, ClaimDesign]
+    changes: list[dict]
+    path: Path
+
+    def claim(self, claim_id: str) -> ClaimDesign:
+        if claim_id not in self.claims:
+            raise DesignError(f"claim {claim_id!r} is not in {self.path}; add a [claims.{claim_id}] table")
+        return self.claims[claim_id]
+
+    def threshold(self, claim_id: str, name: str) -> Threshold:
+        entry = self.claim(claim_id)
+        if name not in entry.thresholds:
+            raise DesignError(
+                f"claim {claim_id} has no threshold {name!r} in {self.path} (it has: "
+                f"{', '.join(sorted(entry.thresholds)) or 'none'}); add [claims.{claim_id}.thresholds.{name}] with "
+                "value, basis and source"
+            )
+        return entry.thresholds[name]
+
+    def value(self, claim_id: str, name: str):
+        """The registered value: a float, a (low, high) tuple, or a dict of floats."""
+        return self.threshold(claim_id, name).value
+
+    def values(self, claim_id: str, *names: str) -> dict:
+        """Several of one claim's values as keyword arguments, e.g. `values("B17", "spread_limit", ...)`."""
+        return {name: self.value(claim_id, name) for name in names}
+
+    def check_constant(self, claim_id: str, name: str, constant) -> None:
+        """Refuse a chapter constant that is not the registered value, naming both."""
+        registered = self.value(claim_id, name)
+        if not _same(registered, constant):
+            raise DesignError(
+                f"claim {claim_id}: the chapter judges {name} against {constant!r}, but {self.path} registers "
+                f"{registered!r}; read it with design.value({claim_id!r}, {name!r}), or change the design and log "
+                "the change in a [[change]] table"
+            )
+
+    def check_recorded(self, claim_id: str, threshold: float | None) -> None:
+        """Refuse a verdict's recorded threshold that is none of its claim's registered values, naming both."""
+        if threshold is None:
+            return
+        registered = sorted({number for t in self.claim(claim_id).thresholds.values() for number in _numbers(t.value)})
+        if not any(_same(number, threshold) for number in registered):
+            raise DesignError(
+                f"claim {claim_id}'s verdict was judged against {threshold!r}, which {self.path} does not register "
+                f"(its values: {', '.join(f'{n:g}' for n in registered) or 'none'}); register it with its basis, "
+                "or judge against the registered value"
+            )
+
+    def check_pairs(self, claim_id: str, chapter_profiles: dict, gpu_study_profile: dict | None = None) -> None:
+        """Refuse a chapter profile (or the GPU study's design) whose pairs differ from the registered ones, naming
+        both."""
+        entry = self.claim(claim_id)
+        checks = []
+        if entry.pairs_setting:
+            key = entry.pairs_setting.split(":", 1)[1]
+            checks += [
+                (f"the {p} profile's {entry.pairs_setting}", chapter_profiles[p], key, n)
+                for p, n in entry.pairs.items()
+            ]
+        if entry.gpu_study_setting and gpu_study_profile is not None:
+            setting = entry.gpu_study_setting
+            checks.append((f"the GPU study's {setting}", gpu_study_profile, setting, entry.gpu_study_pairs))
+        for what, used, key, registered in checks:
+            for part in key.split("."):
+                used = used[part]
+            if used != registered:
+                raise DesignError(
+                    f"claim {claim_id}: {what} is {used}, but {self.path} registers {registered} pairs; change one "
+                    "to match, and log a change made after a look"
+                )
+
+
+def _numbers(value) -> list[float]:
+    if isinstance(value, dict):
+        return [float(v) for v in value.values()]
+    if isinstance(value, tuple):
+        return [float(v) for v in value]
+    return [float(value)]
+
+
+def _same(registered, constant) -> bool:
+    if isinstance(registered, dict):
+        return (
+            isinstance(constant, dict)
+            and registered.keys() == constant.keys()
+            and all(_same(registered[k], constant[k]) for k in registered)
+        )
+    if isinstance(registered, tuple):
+        return (
+            isinstance(constant, (tuple, list))
+            and len(constant) == len(registered)
+            and all(_same(a, b) for a, b in zip(registered, constant))
+        )
+    if isinstance(constant, bool) or not isinstance(constant, numbers.Real):
+        return False
+    return math.isclose(float(registered), float(constant), rel_tol=RELATIVE_TOLERANCE, abs_tol=1e-300)
+
+
+def _text(table: dict, key: str, where: str, fix: str) -> str:
+    value = table.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise DesignError(f"{where} lacks {key!r} (got {value!r}); {fix}")
+    return value.strip()
+
+
+def _number_value(raw, where: str):
+    def number(item):
+        if isinstance(item, bool) or not isinstance(item, numbers.Real) or not math.isfinite(float(item)):
+            raise DesignError(f"{where}: value {item!r} is not a finite number")
+        return item
+
+    if isinstance(raw, dict):
+        return {str(k): number(v) for k, v in raw.items()}
+    if isinstance(raw, list):
+        if len(raw) != 2 or float(number(raw[0])) > float(number(raw[1])):
+            raise DesignError(f"{where}: a range must be [low, high], got {raw!r}")
+        return tuple(raw)
+    return number(raw)
+
+
+def _parse_claim(claim_id: str, table: dict, path: Path) -> tuple[dict, dict]:
+    where = f"{path}: claim {claim_id}"
+    fixed = {key: _text(table, key, where, f'add {key} = "..." to [claims.{claim_id}]') for key in CLAIM_FIELDS}
+    raw_thresholds = table.get("thresholds") or {}
+    if not raw_thresholds:
+        raise DesignError(
+            f"{where} has no threshold or margin; add [claims.{claim_id}.thresholds.NAME] with value, basis and source"
+        )
+    trains = bool(table.get("trains", False))
+    pairs = table.get("pairs") or {}
+    if trains and sorted(pairs) != sorted(PROFILES):
+        raise DesignError(
+            f"{where} trains models but registers pairs for {sorted(pairs) or 'no profile'}; "
+            f"add pairs = {{ smoke = N, cpu = N, gpu = N }} to [claims.{claim_id}]"
+        )
+    for profile, count in pairs.items():
+        if profile not in PROFILES or isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise DesignError(f"{where}: pairs.{profile} = {count!r}; profiles are {PROFILES}, counts positive ints")
+    if (table.get("gpu_study_pairs") is None) != (table.get("gpu_study_setting") is None):
+        raise DesignError(f"{where}: gpu_study_pairs and gpu_study_setting go together; give both or neither")
+    if pairs and not table.get("pairs_setting"):
+        raise DesignError(f'{where} registers pairs without pairs_setting = "<chapter>:<profile key>"')
+    return (
+        dict(
+            fixed,
+            trains=trains,
+            pairs=dict(pairs),
+            pairs_setting=table.get("pairs_setting"),
+            looks=tuple(table.get("looks", ())),
+            gpu_study_pairs=table.get("gpu_study_pairs"),
+            gpu_study_setting=table.get("gpu_study_setting"),
+        ),
+        raw_thresholds,
+    )
+
+
+def _resolve(claim_id: str, name: str, raw: dict, claims_raw: dict, unit: str, path: Path, seen=()) -> Threshold:
+    where = f"{path}: claim {claim_id}, threshold {name}"
+    if "same_as" in raw:
+        target_id, _, target_name = str(raw["same_as"]).partition(".")
+        target_name = target_name or name
+        target = (claims_raw.get(target_id, {}).get("thresholds") or {}).get(target_name)
+        if target is None:
+            raise DesignError(f"{where}: same_as = {raw['same_as']!r} names no registered threshold")
+        if (target_id, target_name) in seen:
+            raise DesignError(f"{where}: same_as forms a loop")
+        other = _resolve(
+            target_id,
+            target_name,
+            target,
+            claims_raw,
+            claims_raw[target_id].get("unit", unit),
+            path,
+            (*seen, (claim_id, name)),
+        )
+        return Threshold(name, other.value, other.unit, other.basis, other.source, f"{target_id}.{target_name}")
+    if "value" not in raw:
+        raise DesignError(f'{where} has no value; add value = ... (or same_as = "OTHER_ID")')
+    basis = _text(raw, "basis", where, "say why this value, in the threshold's unit")
+    source = _text(raw, "source", where, 'name the paper and section, or write "chosen: <the reason>"')
+    return Threshold(name, _number_value(raw["value"], where), raw.get("unit", unit), basis, source)
+
+
+def parse(path: Path, claim_ids: set[str] | None = None) -> Design:
+    """Read and check a design file; every refusal names the claim and the fix."""
+    path = Path(path)
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as error:
+        raise DesignError(f"{path}: not valid TOML ({error})") from None
+    claims_raw = document.get("claims") or {}
+    known = claim_ids if claim_ids is not None else {c.id for c in parse_claims(paths.CLAIMS)}
+    unknown = sorted(set(claims_raw) - known)
+    if unknown:
+        raise DesignError(f"{path}: unknown claim ID(s) {', '.join(unknown)}; the IDs are those of data/claims.md")
+    missing = sorted(known - set(claims_raw))
+    if missing:
+        raise DesignError(f"{path}: no entry for claim(s) {', '.join(missing)}; add a [claims.ID] table for each")
+    claims = {}
+    for claim_id, table in claims_raw.items():
+        fields, raw_thresholds = _parse_claim(claim_id, table, path)
+        thresholds = {
+            name: _resolve(claim_id, name, raw, claims_raw, fields["unit"], path)
+            for name, raw in raw_thresholds.items()
+        }
+        claims[claim_id] = ClaimDesign(claim_id, thresholds=thresholds, **fields)
+    changes = document.get("change") or []
+    for index, change in enumerate(changes):
+        for key in CHANGE_FIELDS:
+            _text(change, key, f"{path}: change {index + 1}", f"each [[change]] needs {', '.join(CHANGE_FIELDS)}")
+        if change["claim"] not in known:
+            raise DesignError(f"{path}: change {index + 1} names unknown claim {change['claim']!r}")
+    return Design(claims, [dict(change) for change in changes], path)
+
+
+@functools.lru_cache(maxsize=4)
+def _cached(path: str, mtime: float) -> Design:
+    return parse(Path(path))
+
+
+def load(path: Path | None = None) -> Design:
+    """The committed design, read once per file version."""
+    path = Path(path or DESIGN)
+    if not path.exists():
+        raise DesignError(f"{path}: the registered design is missing; restore data/design.toml from git")
+    return _cached(str(path), path.stat().st_mtime)
+
+
+def value(claim_id: str, name: str):
+    """A registered threshold of the committed design: `MARGIN = design.value("A9", "margin")`."""
+    return load().value(claim_id, name)
+
+
+def values(claim_id: str, *names: str) -> dict:
+    """Several registered thresholds of one claim as keyword arguments."""
+    return load().values(claim_id, *names)
+
+
+def looks(claim_id: str) -> tuple[int, ...]:
+    """The pair counts at which a claim's interval was read before its sample size was final (empty: fixed ahead)."""
+    return load().claim(claim_id).looks
+
+
+def check_constant(claim_id: str, name: str, constant) -> None:
+    load().check_constant(claim_id, name, constant)
+
+
+def check_profiles(design: Design | None = None) -> None:
+    """Refuse any chapter profile whose pairs differ from the registered ones."""
+    from normlab.gpt.experiments import PROFILES as GPU_STUDY
+
+    design = design or load()
+    for entry in design.claims.values():
+        chapter = entry.pairs_setting.split(":", 1)[0] if entry.pairs_setting else None
+        profiles = importlib.import_module(f"normlab.analysis.{chapter}.profiles").PROFILES if chapter else {}
+        design.check_pairs(entry.id, profiles, GPU_STUDY["gpu"])
+
+
+def check_runs(runs: list[dict], design: Design | None = None) -> None:
+    """Refuse any results file whose verdict was judged against a threshold the design does not hold."""
+    design = design or load()
+    for run in runs:
+        for record in run["claims"]:
+            if record.get("verdict") is not None:
+                try:
+                    design.check_recorded(record["id"], record.get("threshold"))
+                except DesignError as error:
+                    raise DesignError(f"{run.get('_file', run['notebook'])}: {error}") from None

@@ -1,0 +1,89 @@
+"""The design page: the registered design (data/design.toml) as the book shows it, every claim's quantity, unit,
+test, pairs and answering run, its thresholds with their basis and source, and the log of changes made after
+results were seen."""
+
+from __future__ import annotations
+
+from normlab.study.design import PROFILES, Design
+from normlab.study.pages.markdown import cell
+from normlab.study.prose import number_text
+
+
+def shown_value(value) -> str:
+    """A registered value as the prose writes it: `0.02`, `0.01–0.1`, `float32 0.001, bfloat16 0.1`."""
+    if isinstance(value, dict):
+        return ", ".join(f"{key} {number_text(number)}" for key, number in value.items())
+    if isinstance(value, tuple):
+        return "–".join(number_text(number) for number in value)
+    return number_text(value)
+
+
+def pairs_text(entry) -> str:
+    if not entry.pairs and not entry.gpu_study_pairs:
+        return "—"
+    text = ", ".join(f"{profile} {entry.pairs[profile]}" for profile in PROFILES if profile in entry.pairs)
+    if entry.gpu_study_pairs:
+        text += f"; GPU study {entry.gpu_study_pairs}"
+    if entry.looks:
+        text += (
+            f" (the cpu profile's interval was read at {', '.join(map(str, entry.looks))} before the count was final)"
+        )
+    return text
+
+
+def render_design(design: Design, claim_order: list[str]) -> str:
+    lines = [
+        "(registered-design)=",
+        "# The registered design",
+        "",
+        "Every verdict in this book is judged against a threshold registered in `data/design.toml`, with its unit, "
+        "its basis in that unit and its source. The chapters read their constants from that file, and the ledger "
+        "refuses a verdict judged against a value it does not hold. *Pairs* are the paired seeds (or repeats, or "
+        "text chunks) per profile; *answered by* names the run whose verdict the book reports: the largest scale "
+        "that meets its registered pairs.",
+        "",
+        "## Claims",
+        "",
+        "| claim | chapter | quantity | unit | test | pairs | answered by |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for claim_id in claim_order:
+        entry = design.claim(claim_id)
+        lines.append(
+            f"| {claim_id} | {entry.chapter} | {cell(entry.quantity)} | {cell(entry.unit)} | {cell(entry.test)} | "
+            f"{cell(pairs_text(entry))} | {cell(entry.answered_by)} |"
+        )
+    lines += [
+        "",
+        "## Thresholds",
+        "",
+        "| claim | threshold | value | unit | basis | source |",
+        "|---|---|---|---|---|---|",
+    ]
+    for claim_id in claim_order:
+        for threshold in design.claim(claim_id).thresholds.values():
+            if threshold.same_as:
+                basis, source = f"the same as {threshold.same_as.replace('.', '’s ')}", ""
+            else:
+                basis, source = threshold.basis, threshold.source
+            lines.append(
+                f"| {claim_id} | `{threshold.name}` | {cell(shown_value(threshold.value))} | {cell(threshold.unit)} | "
+                f"{cell(basis)} | {cell(source)} |"
+            )
+    lines += [
+        "",
+        "## Changes after results were seen",
+        "",
+        "Each change made to the design after a look at the data, with the look that prompted it. Values not listed "
+        "here were fixed in the chapters' code before their first run.",
+        "",
+        "| date | claim | what | old | new | why | prompted by |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for change in design.changes:
+        lines.append(
+            "| "
+            + " | ".join(cell(change[key]) for key in ("date", "claim", "field", "old", "new", "why", "look"))
+            + " |"
+        )
+    return "\n".join(lines) + "\n"
