@@ -266,20 +266,16 @@ WEIGHED = {
     "V3": "width",
     "V4": "depth_scaling",
 }
-LANDSCAPE_EXPERIMENTS = ("placements", "width", "depth_scaling")  # sized by the profile's `landscape` entry
 
 
-def registered_pairs(profile: str = "gpu") -> dict[str, int]:
-    """Claim -> the pairs (seeds) the GPU design registers for it (`normlab.gpt.experiments.PROFILES`, whose
-    quality and landscape entries are the chapters' gpu profiles, `normlab.gpt.gpu_sizes`): a study whose runs
-    for a claim reach them answers it. A registered design file can pass its own mapping to the chapters instead."""
-    from normlab.gpt.experiments import PROFILES
+def registered_pairs() -> dict[str, int]:
+    """Claim -> the pairs (seeds) the registered design (`data/design.toml`, `gpu_study_pairs`) requires of a GPU
+    study for it to answer the claim; the design's own check holds them equal to the GPU study's sizes
+    (`normlab.gpt.experiments.PROFILES["gpu"]`)."""
+    from normlab.study import design
 
-    sizes = PROFILES[profile]
-    return {
-        claim: int(sizes["landscape" if name in LANDSCAPE_EXPERIMENTS else name]["seeds"])
-        for claim, name in WEIGHED.items()
-    }
+    registered = design.load()
+    return {claim: int(registered.claim(claim).gpu_study_pairs) for claim in WEIGHED}
 
 
 def complete_seeds(runs: list[dict]) -> int:
