@@ -239,7 +239,7 @@ Markdown(training.ablation_left.paragraph() + interlock.b19_paragraph(b19, ablat
 # since the GPU study only trains. Its ablation has no SwiGLU or RoPE swaps (they change the model's shapes, and it
 # trains models of one shape together), which the interaction does not need. Which run answers each claim was fixed
 # before either ran: the GPU study, where its runs for the claim reach the pairs its design registers, else this run;
-# never the run with the narrower interval against the ±{glue:text}`margin`-nat margin. Both runs are shown in the
+# never the run with the narrower interval against the margin of ±{glue:text}`margin` nats per byte. Both runs are shown in the
 # table below, and where their own verdicts differ, in either direction, the verdict carries a "depends on scale"
 # caveat naming both. The verdicts above are this run's; the verdict table below records the answered ones.
 

@@ -72,17 +72,14 @@ corpus = load_corpus()
 started = time.perf_counter()
 
 # %% tags=["remove-cell"]
-# The thresholds the prose states, passed to the analyses.
-# relative loss change below which the forward pass "barely changes"
-FORWARD_CHANGE = design.value("B15", "forward_change")
+# The thresholds the prose states (registered in data/design.toml, with units and bases), passed to the analyses.
+FORWARD_CHANGE = design.value("B15", "forward_change")  # relative loss change: the forward pass "barely changes"
 EXPONENT_TOLERANCE = design.value("B15", "exponent_tolerance")  # on each fitted power of a
-TOL = design.value("B15", "tol")  # relative tolerance for the equilibrium formulas
+TOL = design.value("B15", "tol")  # relative, for the equilibrium formulas
 ANGLE_TOLERANCE = design.value("B15", "angle_tolerance")  # radians between Li & Arora's two runs
-MARGIN = design.value("B15", "margin")  # nats per byte for the paired decay sweep; reason in the text
-# on the QK-norm law's slopes (-1 for the gradient, -2 for the angular update)
-SLOPE_TOLERANCE = design.value("B15", "slope_tolerance")
-# float64 |Δ logit| and paired |Δ loss| that count as "unchanged"
-INVARIANCE_TOLERANCE = design.value("B15", "invariance_tolerance")
+MARGIN = design.value("B15", "margin")  # nats per byte, for the paired decay sweep
+SLOPE_TOLERANCE = design.value("B15", "slope_tolerance")  # on the QK-norm law's slopes (-1 and -2)
+INVARIANCE_TOLERANCE = design.value("B15", "invariance_tolerance")  # float64 |Δ logit| and |Δ loss|: "unchanged"
 state(forward_change=percent(FORWARD_CHANGE), exponent_tolerance=EXPONENT_TOLERANCE, tol=percent(TOL), margin=MARGIN)
 state(angle_tolerance=ANGLE_TOLERANCE, slope_tolerance=SLOPE_TOLERANCE, invariance_tolerance=INVARIANCE_TOLERANCE)
 
@@ -234,7 +231,7 @@ Markdown(qk_norm.qk_text(qk))
 # %% tags=["remove-cell"]
 sweep = weight_decay.decay_sweep(decay_runs, P, margin=MARGIN)
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Left: paired final-loss change from decaying the gains, one dot per seed, mean and 95% interval, against the ±{glue:text}`margin`-nat-per-byte margin (green); ηλT above each label. Right: RMS of the gains over training for each decay coefficient (band: seeds).", "name": "fig-gain-decay"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Left: paired final-loss change from decaying the gains, one dot per seed, mean and 95% interval, against the margin of ±{glue:text}`margin` nats per byte (green); ηλT above each label. Right: RMS of the gains over training for each decay coefficient (band: seeds).", "name": "fig-gain-decay"}}
 figures.decay_figure(sweep.pairs, sweep.timescales, sweep.gain_paths, MARGIN)
 plt.show()
 
@@ -254,14 +251,15 @@ table(
 # ±{glue:text}`exponent_tolerance` of 1; (3) decay as a learning-rate schedule where weights are scale invariant (Li &
 # Arora to {glue:text}`angle_tolerance` rad and the equilibrium formulas within ±{glue:text}`tol` in their own setting);
 # (4) sensitivity: at the strongest decay (ηλT ≫ 1), the paired final-loss change lies beyond the
-# ±{glue:text}`margin`-nat-per-byte margin. All four: holds; two or three: holds with caveats; fewer: does not hold. If the
+# margin of ±{glue:text}`margin` nats per byte. All four: holds; two or three: holds with caveats; fewer: does not hold. If the
 # sweep's interval is wider than the margin, part (4) counts as failed and the summary says it was not testable. The key
 # number is the strongest decay's paired loss change, against the margin. The QK-norm section does not vote: it says
 # where the claim's premise, exact scale invariance, holds, and the summary reports it beside the verdict.
 
 # %% tags=["remove-cell"]
-b15 = verdict.b15_finding(forward_check, scaling, toy, sweep, qk, tolerance=TOL, corpus_sha256=corpus.sha256)
-b15 = left.judge(b15)
+b15 = left.judge(
+    verdict.b15_finding(forward_check, scaling, toy, sweep, qk, tolerance=TOL, corpus_sha256=corpus.sha256)
+)
 
 # %% tags=["remove-input"]
 Markdown(left.paragraph() + verdict.b15_paragraph(b15, forward_check, scaling, toy, sweep, qk))

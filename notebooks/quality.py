@@ -208,7 +208,7 @@ Markdown(step_time.b7_paragraph(b7, repeats=speed["repeats"], device=device))
 # ### The committed GPU study (A9, B7)
 #
 # A GPU study committed under `data/` trains the same pairs wider, deeper and longer (16 pairs or more). The same rules
-# judge its pairs, against the same ±{glue:text}`margin`-nat margin. Which run answers was fixed before either ran: the
+# judge its pairs, against the same margin, ±{glue:text}`margin` nats per byte. Which run answers was fixed before either ran: the
 # GPU study, where its runs reach the pairs its design registers, else this run; never the run with the narrower
 # interval. Both runs are shown in the table below, and where their own verdicts differ, in either direction, the
 # verdict carries a "depends on scale" caveat naming both. Several committed studies are merged into one sample only

@@ -22,7 +22,7 @@ def test_equivalence_verdict_follows_the_interval():
     assert equivalence_verdict(outside) == "does not hold"
     wide = paired_difference([1.0, 1.1, 1.2, 1.3, 1.4], [1.1, 1.0, 1.3, 1.2, 1.45], margin=0.02)
     assert equivalence_verdict(wide) == "not testable here"
-    assert "pairs" in interval_text(wide) and "margin ±0.02" in interval_text(inside)
+    assert "pairs" in interval_text(wide, "nats") and "margin ±0.02" in interval_text(inside, "nats")
 
 
 def test_ratio_with_spread_is_the_median_of_paired_ratios():
@@ -116,7 +116,7 @@ def test_paired_or_none_has_one_rule_for_a_comparison_that_cannot_be_made():
 
 def test_interval_text_is_one_format_with_or_without_the_margin_reading():
     wide = paired_difference([1.0, 1.1, 1.2, 1.3, 1.4], [1.1, 1.0, 1.3, 1.2, 1.45], margin=0.02)
-    full, bare = interval_text(wide), interval_text(wide, "nats", margin=False)
+    full, bare = interval_text(wide, "nats"), interval_text(wide, "nats", margin=False)
     assert full.startswith(bare.removesuffix(", 5 pairs)")) and "margin ±0.02, 5 pairs)" in full
     assert "would be needed to decide" in full and bare == "+0.0100 nats (95% CI -0.1172..+0.1372, 5 pairs)"
-    assert interval_text(None) == NOT_COMPARABLE
+    assert interval_text(None, "nats per byte") == NOT_COMPARABLE

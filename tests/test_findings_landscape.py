@@ -265,7 +265,7 @@ def test_dyt_claim_flips_at_the_loss_margin():
     worse = v1(make_runs(loss=v1_loss(0.1)))
     assert (
         worse.verdict == "does not hold"
-        and "final loss +0.1002 nats (95% CI +0.0971..+0.1034, 2 pairs)" in worse.summary
+        and "final loss +0.1002 nats per byte (95% CI +0.0971..+0.1034, 2 pairs)" in worse.summary
     )
     assert dyt_paragraph(worse).startswith("**Verdict (V1): does not hold.** " + worse.summary)
     assert "the authors' recipe ends at 2.10 nats per byte and learned context" in dyt_paragraph(worse)
@@ -276,7 +276,7 @@ def test_dyt_claim_names_the_failing_part_from_the_traces():
     worse = v1(make_runs(loss=v1_loss(0.1)))
     assert "The part of the authors' recipe that fails is its final DyT layer: it saturates" in worse.summary
     assert "with 100% of its inputs" in worse.summary and "at least 50% from step 10 on" in worse.summary
-    assert "with an RMSNorm final norm, DyT in the blocks is within the +0.03-nat margin" in worse.summary
+    assert "with an RMSNorm final norm, DyT in the blocks is within the margin (+0.03 nats per byte)" in worse.summary
     assert "reaching the blocks' matrices in the authors' recipe is 0 in seed 0, 0 in seed 1" in dyt_paragraph(worse)
     ev = worse.evidence
     assert ev["saturation"]["dyt-authors"]["layer"] == "final_norm"
@@ -356,19 +356,19 @@ def test_dyt_diagnosis_names_each_branch():
     )
     assert "at least 50% from step 40 on" in sentence
     assert (
-        "DyT in the blocks is within the +0.03-nat margin of RMSNorm (+0.0100 nats (95% CI +0.0000..+0.0200, 4 pairs))"
+        "DyT in the blocks is within the margin (+0.03 nats per byte) of RMSNorm (+0.0100 nats per byte (95% CI +0.0000..+0.0200, 4 pairs))"
         in sentence
     )
     assert sentence.endswith("its last DyT layer (the last block's) ends with 10%–20% of its inputs saturated.")
     worse = dyt_diagnosis(saturates, rmsfinal, paired(0.3, 0.2, 0.4), margin=0.03, threshold=0.5)
-    assert "still worse than RMSNorm beyond the +0.03-nat margin" in worse and "blocks' DyT layers fail too" in worse
+    assert "still worse than RMSNorm beyond the margin of +0.03 nats per byte" in worse and "blocks' DyT layers fail too" in worse
     calm = dyt_diagnosis(rests, rmsfinal, paired(0.01, 0.0, 0.02), margin=0.03, threshold=0.5)
     assert calm.startswith("The authors' final DyT layer does not saturate: at most 2.0% of its inputs")
-    assert "within the +0.03-nat margin" in calm
+    assert "within the margin (+0.03 nats per byte)" in calm
     calm_worse = dyt_diagnosis(rests, rmsfinal, paired(0.3, 0.2, 0.4), margin=0.03, threshold=0.5)
     assert "does not saturate" in calm_worse and "still worse than RMSNorm" in calm_worse
     undecided = dyt_diagnosis(saturates, rmsfinal, paired(0.03, 0.01, 0.05), margin=0.03, threshold=0.5)
-    assert "neither within the +0.03-nat margin of RMSNorm nor beyond it" in undecided
+    assert "neither within the margin (+0.03 nats per byte) of RMSNorm nor beyond it" in undecided
     diverged = dyt_diagnosis(saturates, onset(0, 0, False, seeds=0), None, margin=0.03, threshold=0.5)
     assert diverged.endswith("a run diverged, so there is no paired interval.")
 
@@ -545,7 +545,7 @@ def test_depth_claim_reads_the_later_half_share():
 def test_overview_says_whether_the_loss_flattened_against_the_margin():
     flat = overview(study_of(make_runs(final_drop=0.001)))
     assert f"{len(landscape_jobs(settings()))} runs on corpus SHA-256 `ffffffffffff…`; 0 diverged" in flat
-    assert "the loss has flattened against the 0.03-nat margin" in flat
+    assert "the loss has flattened against the margin of 0.03 nats per byte" in flat
     falling = overview(study_of(make_runs(final_drop=0.05)))
     assert "not quite flattened" in falling
 

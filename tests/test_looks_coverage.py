@@ -19,8 +19,9 @@ from normlab.analysis.depth import interlock
 from normlab.analysis.quality import loss_parity
 from normlab.analysis.shared.paired import paired_difference
 from normlab.analysis.shared.parity import equivalence_verdict
+from normlab.study import design
 
-MARGIN = 0.02
+MARGIN = design.value("A9", "margin")  # the registered margin, which B19 shares (a test below checks)
 A9_SD, B19_SD = 0.0224, 0.0249
 STUDIES = 2_000  # per procedure under the confidence sequence: the minimum
 NAIVE_STUDIES = 20_000  # the t-interval's rates lie near 5%: this many give a standard error of about 0.16%
@@ -81,6 +82,7 @@ def test_b19_confidence_sequence_keeps_both_wrong_verdicts_below_five_percent_un
     rates = verdict_rates(interlock.B19_LOOKS, B19_SD, b19_verdict, STUDIES, seed=19)
     print(f"B19 under its looks, confidence sequence: {rates}")
     assert interlock.B19_LOOKS == (5, 14)
+    assert design.value("B19", "margin") == MARGIN
     assert rates.get("holds with caveats", 0.0) <= 0.05 and rates.get("does not hold", 0.0) <= 0.05
 
 

@@ -13,7 +13,7 @@ from normlab.analysis.depth.training_at_depth import TrainingStudy, final_losses
 from normlab.analysis.shared.paired import interval_text, paired_or_none
 from normlab.study import decide
 from normlab.study.findings import Finding
-from normlab.study.key_numbers import FACTOR, KeyNumber
+from normlab.study.key_numbers import FACTOR, NATS_PER_BYTE, KeyNumber
 from normlab.study.present import significant
 
 B17_KEY = KeyNumber("largest ratio of pre-LN per-block gradient norms at the deepest depth", FACTOR)
@@ -111,9 +111,9 @@ def b17_paragraph(b17: Finding, measures: dict, *, deepest: int, deep: int) -> s
     return (
         f"Pre-LN per-block gradients at depth {deepest} differ by at most ×{m['pre_spread']:.2f} (threshold "
         f"×{b17.threshold:g}). Without warm-up at depth {deep}, pre-LN trained in {m['pre_rate']:.0%} of runs and "
-        f"post-LN in {m['post_rate']:.0%}. Paired final loss, pre-LN − post-LN (RMSNorm): {interval_text(m['pair'])}. "
+        f"post-LN in {m['post_rate']:.0%}. Paired final loss, pre-LN − post-LN (RMSNorm): {interval_text(m['pair'], NATS_PER_BYTE)}. "
         f"{bound_sentence(m, b17.evidence['bound_slack'])} Over the last 10% of the paired runs the loss "
-        f"still fell {m['drop']:.4f} nats. {B17_UNDAMPED}\n\n"
+        f"still fell {m['drop']:.4f} nats per byte. {B17_UNDAMPED}\n\n"
         f"**B17 verdict: {b17.verdict}.**"
     )
 
@@ -133,7 +133,7 @@ def b17_finding(
         b17_verdict(m, spread_limit=spread_limit, bound_slack=bound_slack),
         f"Pre-LN per-block gradient norms at depth {deepest} differ by at most ×{m['pre_spread']:.2f} (threshold "
         f"×{spread_limit:g}); without warm-up at depth {deep} pre-LN trained in {m['pre_rate']:.0%} of runs vs "
-        f"post-LN {m['post_rate']:.0%}; paired pre − post final loss {interval_text(m['pair'])}. "
+        f"post-LN {m['post_rate']:.0%}; paired pre − post final loss {interval_text(m['pair'], NATS_PER_BYTE)}. "
         + bound_sentence(m, bound_slack)
         + " "
         + B17_UNDAMPED,

@@ -217,14 +217,14 @@ def dyt_diagnosis(
     if rmsfinal_vs_rms is None:
         second = "with an RMSNorm final norm a run diverged, so there is no paired interval"
     elif outcome == "no worse":
-        second = f"{lead} within the +{margin}-nat margin of RMSNorm ({interval_text(rmsfinal_vs_rms, margin=False)})"
+        second = f"{lead} within the margin (+{margin} nats per byte) of RMSNorm ({interval_text(rmsfinal_vs_rms, NATS_PER_BYTE, margin=False)})"
     elif outcome == "worse":
         second = (
-            f"{lead} still worse than RMSNorm beyond the +{margin}-nat margin ({interval_text(rmsfinal_vs_rms, margin=False)}), so the "
+            f"{lead} still worse than RMSNorm beyond the margin of +{margin} nats per byte ({interval_text(rmsfinal_vs_rms, NATS_PER_BYTE, margin=False)}), so the "
             "blocks' DyT layers fail too"
         )
     else:
-        second = f"{lead} neither within the +{margin}-nat margin of RMSNorm nor beyond it ({interval_text(rmsfinal_vs_rms, margin=False)})"
+        second = f"{lead} neither within the margin (+{margin} nats per byte) of RMSNorm nor beyond it ({interval_text(rmsfinal_vs_rms, NATS_PER_BYTE, margin=False)})"
     if rmsfinal["seeds"]:
         second += (
             f", and its last DyT layer (the last block's) ends with "
@@ -293,7 +293,7 @@ def dyt_claim(study: Landscape, pairs: dict, alphas: pd.DataFrame, probes: dict,
     )
     summary = (
         (
-            f"DyT by the authors' LLaMA recipe − RMSNorm under the same AdamW, final loss {interval_text(primary, margin=False)}: "
+            f"DyT by the authors' LLaMA recipe − RMSNorm under the same AdamW, final loss {interval_text(primary, NATS_PER_BYTE, margin=False)}: "
             f"{v1_outcome} against a +{margin} margin; best α₀ "
             + ", ".join(f"{significant(a, 2)} at width {w}" for w, a in zip(P["alpha_widths"], best_alphas))
             + ". "

@@ -225,7 +225,7 @@ def overview(study: Landscape) -> str:
         + ". "
         f"{len(runs)} runs on corpus SHA-256 `{runs[0]['corpus_sha256'][:12]}…`; {int(F.diverged.sum())} diverged. "
         f"Over the last 10% of their steps the runs' validation loss still fell by a median of "
-        f"{significant(still_falling)} nats: the loss has "
+        f"{significant(still_falling)} nats per byte: the loss has "
         f"{'flattened' if still_falling < study.loss_margin else 'not quite flattened'} "
-        f"against the {study.loss_margin:g}-nat margin."
+        f"against the margin of {study.loss_margin:g} nats per byte."
     )

@@ -119,7 +119,7 @@ def scale_ladder(table: pd.DataFrame, margin: float, reference: dict):
         zorder=3,
         label=reference["label"],
     )
-    ax.axhspan(-margin, margin, color="green", alpha=0.15, label=f"±{margin:g}-nat margin")
+    ax.axhspan(-margin, margin, color="green", alpha=0.15, label=f"margin ±{margin:g} nats/byte")
     ax.axhline(0, c="k", lw=0.8)
     ax.set_xscale("log")
     ax.set(xlabel="parameters (LayerNorm model)", ylabel="RMSNorm − LayerNorm final loss (nats)")

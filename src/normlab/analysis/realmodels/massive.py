@@ -36,6 +36,7 @@ from normlab.analysis.realmodels.load import SmolLM2Run
 from normlab.analysis.realmodels.stream import StreamSummary
 from normlab.analysis.realmodels.variants import chunk_losses
 from normlab.analysis.shared.paired import interval_text, paired_difference
+from normlab.study.key_numbers import NATS_PER_TOKEN
 from normlab.study.present import significant, table
 
 
@@ -505,9 +506,9 @@ def massive_paragraph(result: MassiveAblationResult) -> str:
         f"scored chunks, {r.entries} entries ({_role_shares(r.role_entries)}) in channels "
         f"{', '.join(str(c) for c in r.channels[:4])}; the largest |x| is {significant(r.largest)}. Their means on the "
         f"{r.held_out_chunks} held-out chunks ({sum(r.held_out_entries.values())} entries), by position role: "
-        f"{_means_text(r)}. Set to those means, they change the loss by {interval_text(mean, margin=False)} "
+        f"{_means_text(r)}. Set to those means, they change the loss by {interval_text(mean, NATS_PER_TOKEN, margin=False)} "
         f"(**{mean['outcome']}** against ±{r.margin} nats per token); set to zero, by "
-        f"{interval_text(zero, margin=False)} (**{zero['outcome']}**).{unmatched} "
+        f"{interval_text(zero, NATS_PER_TOKEN, margin=False)} (**{zero['outcome']}**).{unmatched} "
         f"{massive_reading(mean['outcome'], zero['outcome'])}"
     )
 

@@ -106,7 +106,7 @@ def paired_or_none(
     a: Sequence[float], b: Sequence[float], margin: float, compare: Callable[..., dict] = paired_difference
 ) -> dict | None:
     """`compare(a, b, margin)` (the t-interval, or `sequential.sequence_difference`), or None when a run diverged (a
-    non-finite value) or fewer than two pairs exist: the caller reports that (`interval_text(None)`) instead of
+    non-finite value) or fewer than two pairs exist: the caller reports that (`interval_text(None, unit)`) instead of
     averaging a non-finite loss."""
     a, b = list(a), list(b)
     if len(a) != len(b):
@@ -116,7 +116,7 @@ def paired_or_none(
     return compare(a, b, margin)
 
 
-def interval_text(paired: dict | None, unit: str = "nats", *, margin: bool = True) -> str:
+def interval_text(paired: dict | None, unit: str, *, margin: bool = True) -> str:
     """'+0.0031 nats (95% CI -0.0042..+0.0104, margin ±0.02, 6 pairs)', plus the pairs needed when inconclusive;
     with `margin=False`, for a caller that states its own reading of the margin, the interval and pairs alone. A
     result naming its `interval` (a confidence sequence) is written under that name, and when undecided says that
