@@ -81,13 +81,13 @@ claims_box(["V1", "V2", "V3", "V4"], overrides=overrides)
 #   variant "matches" the baseline when the 95% paired interval of (variant − baseline) lies entirely below
 #   +{glue:text}`loss_margin` (non-inferiority), and is "worse" when it lies entirely at or above
 #   +{glue:text}`loss_margin`.
-# - **Usable learning rate**: a run that did not diverge and ended within **{glue:text}`usable_tolerance` nats** of the
+# - **Usable learning rate**: a run that did not diverge and ended within **{glue:text}`usable_tolerance` nats per byte** of the
 #   best run among the variants a claim compares, at that scale: with and without QK-norm for V3, the four placements
-#   for V2, DyT's two recipes and RMSNorm for V1 (a loss {glue:text}`usable_tolerance` nats worse is a visibly weaker
+#   for V2, DyT's two recipes and RMSNorm for V1 (a loss {glue:text}`usable_tolerance` nats per byte worse is a visibly weaker
 #   model, but one that trained). The usable range is the contiguous stretch of grid points that are usable; "first
 #   unusable" is the grid point above it that is not, by a loss gap or a divergence. Usable is a measure of quality,
 #   not of stability: V3, a claim about divergence, reads divergence alone. This rule first read "the best run at that scale": once DyT with
-#   an RMSNorm final norm, under the authors' AdamW, was added and trained 0.2 nats better than any other variant, that
+#   an RMSNorm final norm, under the authors' AdamW, was added and trained 0.2 nats per byte better than any other variant, that
 #   bar would have judged QK-norm against a model V3 is no part of, so the bar is now each claim's own.
 
 # %% tags=["remove-cell"]
@@ -237,7 +237,7 @@ Markdown(placement.placement_paragraph(v2, pre_growth_needed=V2_RULE["pre_growth
 # name, and the verdict follows the seeds' agreement and says it is *fragile* (this run has {glue:text}`qk_grid_seeds`;
 # on the cpu profile, as many grid seeds as an interval needs would need as many seeds of every variant at every
 # scale, beyond its budget). This rule replaces an earlier one, set before the earlier runs, under which a run failed
-# when it was not *usable* (a loss {glue:text}`usable_tolerance` nats above the best): that called a loss gap a
+# when it was not *usable* (a loss {glue:text}`usable_tolerance` nats per byte above the best): that called a loss gap a
 # divergence.
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Largest attention logit through training, without (solid) and with (dashed) QK-norm, one line per learning rate (seed 0); the curve of a diverged run ends where it diverged.", "name": "fig-landscape-qk"}}

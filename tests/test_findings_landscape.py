@@ -361,7 +361,10 @@ def test_dyt_diagnosis_names_each_branch():
     )
     assert sentence.endswith("its last DyT layer (the last block's) ends with 10%–20% of its inputs saturated.")
     worse = dyt_diagnosis(saturates, rmsfinal, paired(0.3, 0.2, 0.4), margin=0.03, threshold=0.5)
-    assert "still worse than RMSNorm beyond the margin of +0.03 nats per byte" in worse and "blocks' DyT layers fail too" in worse
+    assert (
+        "still worse than RMSNorm beyond the margin of +0.03 nats per byte" in worse
+        and "blocks' DyT layers fail too" in worse
+    )
     calm = dyt_diagnosis(rests, rmsfinal, paired(0.01, 0.0, 0.02), margin=0.03, threshold=0.5)
     assert calm.startswith("The authors' final DyT layer does not saturate: at most 2.0% of its inputs")
     assert "within the margin (+0.03 nats per byte)" in calm

@@ -379,7 +379,8 @@ def test_massive_ablation_on_a_tiny_llama_finds_the_planted_activation():
     assert "after block 1: in the 4 scored chunks, 4 entries (100% on the first token) in channels 3" in paragraph
     assert "3 held-out chunks (3 entries), by position role: first token: channel 3 +5" in paragraph
     assert (
-        interval_text(result.changes[massive.ZERO], "nats per token", margin=False) in paragraph and "stay as they are" not in paragraph
+        interval_text(result.changes[massive.ZERO], "nats per token", margin=False) in paragraph
+        and "stay as they are" not in paragraph
     )
     assert "means come from 3 other chunks" in html
     evidence = result.evidence()

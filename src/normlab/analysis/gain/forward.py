@@ -54,7 +54,7 @@ def forward_text(check: ForwardCheck) -> str:
     return (
         f"Scaling one location's gains by 0.5 or 2 changes the loss by up to {check.by_location.max():.1%} (at "
         f"{worst[1]}, {worst[0]}); the forward pass is {'barely' if check.holds else 'clearly'} affected. With the "
-        f"next linear layer scaled by 1/a as well, the loss changes by at most {check.symmetry_max:.1e} nats (float32 "
+        f"next linear layer scaled by 1/a as well, the loss changes by at most {check.symmetry_max:.1e} nats per byte (float32 "
         f"rounding): that is the symmetry pre-LN has."
     )
 

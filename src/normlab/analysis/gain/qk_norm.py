@@ -191,7 +191,7 @@ def qk_text(law: QKLaw) -> str:
     worst = law.contrast[law.contrast["factor"] != 1.0].groupby("location")["gain_alone"].max()
     forward = _rounding_text(law.invariance_max, "by at most {:.0e}", "not at all")
     cosine = _rounding_text(law.orthogonality_max, "≤ {:.0e}", "= 0")
-    paired = _rounding_text(law.trajectory_gap, "to within {:.0e} nats", "exactly")
+    paired = _rounding_text(law.trajectory_gap, "to within {:.0e} nats per byte", "exactly")
     pair = _rounding_text(law.pair_max, "by at most {:.0e}", "not at all")
     return (
         f"The law {'holds' if law.holds else 'does not hold'} within its tolerances. Scaling W_q and W_k by a moves "

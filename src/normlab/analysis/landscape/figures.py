@@ -188,7 +188,7 @@ def depth(runs_by_label: dict[str, list[dict]], seeds: int):
         axes[2].plot([0, 1], pair, "o-", alpha=0.7, label=f"seed {seed}")
     axes[0].set_yscale("symlog", linthresh=1e-3)
     axes[0].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    axes[0].set(xlabel="block dropped", ylabel="loss increase (nats)", title="drop-one contribution")
+    axes[0].set(xlabel="block dropped", ylabel="loss increase (nats/byte)", title="drop-one contribution")
     axes[1].set(yscale="log", xlabel="block (0 = embeddings)", ylabel="hidden RMS", title="hidden growth")
     axes[2].set(
         xticks=[0, 1], xticklabels=["pre-LN", "1/√l"], ylabel="final validation loss", title="paired final loss"

@@ -43,6 +43,6 @@ def resume_check(settings: dict, device: str, corpus, steps: int = 20, tolerance
 
 def resume_paragraph(resume: dict) -> str:
     return (
-        f"Largest |loss difference| between the uninterrupted and the resumed run: {resume['difference']:.3g} nats; "
+        f"Largest |loss difference| between the uninterrupted and the resumed run: {resume['difference']:.3g} nats per byte; "
         f"steps complete and in order: {'yes' if resume['matches'] else '**no**'}."
     )
