@@ -177,8 +177,8 @@ def test_the_ledger_refuses_a_verdict_against_an_unregistered_threshold_and_writ
     (results / "geometry.json").write_text(json.dumps(run))
     ledger.build(results, pages, executed_dir=tmp_path / "ex")
     page = (pages / "design.md").read_text()
-    assert "# The registered design" in page and "| A9 | `margin` | 0.02 | nats per byte |" in page
-    assert "Changes after results were seen" in page and "| 2026-12-01 | A9 | pairs.cpu | 12 | 24 |" in page
+    assert "# The registered design" in page and "- `margin` = 0.02 (nats per byte): " in page
+    assert "Changes after results were seen" in page and "**2026-12-01, A9, pairs.cpu:** 12 → 24. Why: " in page
     run["claims"][0]["threshold"] = 1e-6
     (results / "geometry.json").write_text(json.dumps(run))
     with pytest.raises(LedgerError, match=r"geometry.json: claim A1's verdict was judged against 1e-06"):

@@ -5,7 +5,6 @@ results were seen."""
 from __future__ import annotations
 
 from normlab.study.design import PROFILES, Design
-from normlab.study.pages.markdown import cell
 from normlab.study.prose import number_text
 
 
@@ -16,6 +15,11 @@ def shown_value(value) -> str:
     if isinstance(value, tuple):
         return "–".join(number_text(number) for number in value)
     return number_text(value)
+
+
+def _clause(text) -> str:
+    """A registered text as a clause that the page ends with its own full stop."""
+    return str(text).rstrip().rstrip(".")
 
 
 def pairs_text(entry) -> str:
@@ -42,48 +46,34 @@ def render_design(design: Design, claim_order: list[str]) -> str:
         "text chunks) per profile; *answered by* names the run whose verdict the book reports: the largest scale "
         "that meets its registered pairs.",
         "",
-        "## Claims",
+        "## Claims and their thresholds",
         "",
-        "| claim | chapter | quantity | unit | test | pairs | answered by |",
-        "|---|---|---|---|---|---|---|",
     ]
     for claim_id in claim_order:
         entry = design.claim(claim_id)
-        lines.append(
-            f"| {claim_id} | {entry.chapter} | {cell(entry.quantity)} | {cell(entry.unit)} | {cell(entry.test)} | "
-            f"{cell(pairs_text(entry))} | {cell(entry.answered_by)} |"
-        )
-    lines += [
-        "",
-        "## Thresholds",
-        "",
-        "| claim | threshold | value | unit | basis | source |",
-        "|---|---|---|---|---|---|",
-    ]
-    for claim_id in claim_order:
-        for threshold in design.claim(claim_id).thresholds.values():
+        lines += [
+            f"**{claim_id}** ({entry.chapter}): {_clause(entry.quantity)}, in {entry.unit}.",
+            "",
+            f"- Test: {_clause(entry.test)}.",
+            f"- Pairs: {pairs_text(entry)}; answered by {_clause(entry.answered_by)}.",
+        ]
+        for threshold in entry.thresholds.values():
             if threshold.same_as:
-                basis, source = f"the same as {threshold.same_as.replace('.', '’s ')}", ""
+                reason = f"the same as {threshold.same_as.replace('.', '’s ')}."
             else:
-                basis, source = threshold.basis, threshold.source
-            lines.append(
-                f"| {claim_id} | `{threshold.name}` | {cell(shown_value(threshold.value))} | {cell(threshold.unit)} | "
-                f"{cell(basis)} | {cell(source)} |"
-            )
+                reason = f"{_clause(threshold.basis)}. Source: {_clause(threshold.source)}."
+            lines.append(f"- `{threshold.name}` = {shown_value(threshold.value)} ({threshold.unit}): {reason}")
+        lines.append("")
     lines += [
-        "",
         "## Changes after results were seen",
         "",
         "Each change made to the design after a look at the data, with the look that prompted it. Values not listed "
         "here were fixed in the chapters' code before their first run.",
         "",
-        "| date | claim | what | old | new | why | prompted by |",
-        "|---|---|---|---|---|---|---|",
     ]
     for change in design.changes:
         lines.append(
-            "| "
-            + " | ".join(cell(change[key]) for key in ("date", "claim", "field", "old", "new", "why", "look"))
-            + " |"
+            f"- **{change['date']}, {change['claim']}, {change['field']}:** {change['old']} → {change['new']}. "
+            f"Why: {_clause(change['why'])}. Prompted by: {_clause(change['look'])}."
         )
     return "\n".join(lines) + "\n"
