@@ -118,5 +118,9 @@ def test_interval_text_is_one_format_with_or_without_the_margin_reading():
     wide = paired_difference([1.0, 1.1, 1.2, 1.3, 1.4], [1.1, 1.0, 1.3, 1.2, 1.45], margin=0.02)
     full, bare = interval_text(wide, "nats"), interval_text(wide, "nats", margin=False)
     assert full.startswith(bare.removesuffix(", 5 pairs)")) and "margin ±0.02, 5 pairs)" in full
-    assert "would be needed to decide" in full and bare == "+0.0100 nats (95% CI -0.1172..+0.1372, 5 pairs)"
+    assert (
+        "undecided at these pairs" in full
+        and "needed" not in full
+        and bare == "+0.0100 nats (95% CI -0.1172..+0.1372, 5 pairs)"
+    )
     assert interval_text(None, "nats per byte") == NOT_COMPARABLE

@@ -81,7 +81,6 @@ def decay_frame(sweep: DecaySweep) -> pd.DataFrame:
                 "95% CI low": p["ci_low"],
                 "95% CI high": p["ci_high"],
                 "outcome": p["outcome"],
-                "pairs needed": p["pairs_needed"],
                 "final gain RMS": sweep.final_gain_at(wd),
             }
             for wd, p in sweep.pairs.items()

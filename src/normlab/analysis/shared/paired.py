@@ -117,7 +117,7 @@ def paired_or_none(
 
 
 def interval_text(paired: dict | None, unit: str, *, margin: bool = True) -> str:
-    """'+0.0031 nats (95% CI -0.0042..+0.0104, margin ±0.02, 6 pairs)', plus the pairs needed when inconclusive;
+    """'+0.0031 nats (95% CI -0.0042..+0.0104, margin ±0.02, 6 pairs)', plus why it is undecided when inconclusive;
     with `margin=False`, for a caller that states its own reading of the margin, the interval and pairs alone. A
     result naming its `interval` (a confidence sequence) is written under that name, and when undecided says that
     more pairs may be added.
@@ -131,12 +131,13 @@ def interval_text(paired: dict | None, unit: str, *, margin: bool = True) -> str
     parts.append(f"{paired['pairs']} pairs")
     text = f"{paired['mean_difference']:+.4f} {unit} ({', '.join(parts)})"
     if margin and paired["outcome"] == INCONCLUSIVE:
-        needed = paired.get("pairs_needed")
+        # No "pairs needed" from the observed mean: sizing a second look on it is the optional stopping that the
+        # registered design (data/design.toml) rules out for a fixed-size interval.
         text += (
-            f"; about {needed} pairs would be needed to decide"
-            if needed
-            else "; undecided: the sequence stays valid if pairs are added and it is read again"
+            "; undecided: the sequence stays valid if pairs are added and it is read again"
             if "interval" in paired
+            else "; undecided at these pairs"
+            if abs(paired["mean_difference"]) < paired["margin"]
             else "; the mean difference lies at or beyond the margin: more pairs could show a difference, none could show "
             "equivalence"
         )
