@@ -91,9 +91,11 @@ def table(frame, *, digits: int = 3, index: bool = False, caption: str | None = 
     formatted = frame.copy()
     for column in formatted.columns:
         formatted[column] = [
-            significant(v, digits)
-            if isinstance(v, numbers.Real) and not isinstance(v, bool)
-            else ("—" if v is None else v)
+            ("—" if v is None else v)
+            if not isinstance(v, numbers.Real) or isinstance(v, bool)
+            else str(int(v))  # a count, a depth or a year reads as one: 16, not 16.0
+            if isinstance(v, numbers.Integral)
+            else significant(v, digits)
             for v in formatted[column]
         ]
     styled = formatted.to_html(index=index, escape=True, border=0, classes="normlab-table")

@@ -63,7 +63,7 @@ def stable_range_table(study: Landscape) -> pd.DataFrame:
     return pd.DataFrame(
         [
             {
-                "seed": seed,
+                "seed": int(seed),
                 "model": names[label],
                 "stable from": r["lr_low"],
                 "stable to": r["lr_high"],
@@ -133,9 +133,9 @@ def qk_claim(study: Landscape, logit_rows: pd.DataFrame, *, min_seeds: int) -> F
     seed_text = "; ".join(
         f"seed {seed}: without QK-norm {_range_text(a)}, with it {_range_text(b)}" for seed, (a, b) in per_seed.items()
     )
-    interval_said = (
+    interval_said = (  # below min_seeds the verdict reads no interval, so the sentence prints none
         ""
-        if interval is None
+        if interval is None or len(gains) < min_seeds
         else f", 95% interval {significant(interval['ci_low'])} to {significant(interval['ci_high'])}"
     )
     summary = (
