@@ -21,7 +21,8 @@ import os
 import statistics
 import time
 
-from normlab.analysis import quality as Q
+from normlab.analysis.quality.profiles import NORMS, settings_for
+from normlab.analysis.quality.training import model_config, train_config
 from normlab.analysis.shared.runs import train_job
 from normlab.runtime.jobs import worker_device
 from normlab.runtime.parallel import run_parallel
@@ -30,8 +31,8 @@ WORKERS = 2
 
 
 def training_jobs(count: int, steps: int) -> list[dict]:
-    s = {**Q.settings_for("smoke"), "steps": steps, "warmup_steps": max(1, steps // 10)}
-    return [dict(model=Q.model_config(s, Q.NORMS[i % 2]), train=Q.train_config(s, i // 2)) for i in range(count)]
+    s = {**settings_for("smoke"), "steps": steps, "warmup_steps": max(1, steps // 10)}
+    return [dict(model=model_config(s, NORMS[i % 2]), train=train_config(s, i // 2)) for i in range(count)]
 
 
 def timed(function, jobs, **where) -> tuple[float, list]:
