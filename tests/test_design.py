@@ -160,18 +160,9 @@ def test_a_recorded_threshold_the_design_does_not_hold_is_refused_naming_both():
 
 
 def test_the_ledger_refuses_a_verdict_against_an_unregistered_threshold_and_writes_the_design_page(tmp_path):
-    from test_study import A1_KEY
+    from test_study import _run
 
-    run = {
-        "notebook": "geometry",
-        "profile": "smoke",
-        "hardware": {"cpu": "test cpu", "cpu_cores": 2, "gpu": None},
-        "versions": {"python": "3.11", "torch": "x", "triton": None},
-        "git_commit": "abc",
-        "started": "t0",
-        "finished": "t1",
-        "claims": [dict(id="A1", verdict="holds", summary="s", evidence={}, section="sec", threshold=1e-12, **A1_KEY)],
-    }
+    run = _run("geometry", "holds", threshold=1e-12)
     results, pages = tmp_path / "results", tmp_path / "pages"
     results.mkdir()
     (results / "geometry.json").write_text(json.dumps(run))
