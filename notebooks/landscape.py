@@ -47,6 +47,7 @@ from normlab.analysis.landscape import (
 from normlab.gpt.corpus import load_corpus
 from normlab.gpt.model import GPTConfig
 from normlab.study import Results, design
+from normlab.study.key_numbers import POINTS, format_value
 from normlab.study.present import claims_box, table, verdict_table
 from normlab.study.prose import percent, state
 
@@ -277,9 +278,9 @@ Markdown(qk_norm.qk_paragraph(v3))
 # block is replaced by the identity. **Rule (fixed before measuring):** the curse is present when the later half of the
 # blocks accounts for at most {glue:text}`curse_share` of the total loss increase (an even split is half); the remedy
 # works when scaling raises that share (paired 95% interval above 0) without a final loss worse by more than the
-# {glue:text}`loss_margin`-nat-per-byte margin. The share change (a fraction of the drop-one loss) has its own margin,
-# {glue:text}`share_margin`: a smaller change would not make the later layers "useful again". It sizes the pairs a
-# decision would need; the verdict reads the interval against 0.
+# {glue:text}`loss_margin`-nat-per-byte margin. The share change, in percentage points of the drop-one loss, has its own
+# margin, {glue:text}`share_margin`: a smaller change would not make the later layers "useful again". The verdict reads
+# the interval against 0; the margin only tells the reader how large a change would matter.
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Left: loss increase when each block is dropped (mean over seeds). Middle: hidden-state RMS after each block at the end of training. Right: final validation loss per seed, paired.", "name": "fig-landscape-depth"}}
 figures.depth({label: study.pick("deepest", label) for label in ("pre", "1/√l")}, P["seeds"])
@@ -288,7 +289,7 @@ plt.show()
 # %% tags=["remove-cell"]
 V4_RULE = design.values("V4", "curse_share")
 V4_SHARE_MARGIN = design.value("V4", "share_margin")
-state(curse_share=percent(V4_RULE["curse_share"]), share_margin=V4_SHARE_MARGIN)
+state(curse_share=percent(V4_RULE["curse_share"]), share_margin=format_value(V4_SHARE_MARGIN, POINTS, trim=True))
 v4 = study.judge("V4", curse_of_depth.depth_claim(study, **V4_RULE, share_margin=V4_SHARE_MARGIN))
 
 # %% tags=["remove-input"]

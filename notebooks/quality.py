@@ -81,7 +81,8 @@ table(introduction.corpus_table(corpus.describe()), caption="The training corpus
 # "no difference", and the verdict is then *not testable here*.
 #
 # For A9 the measure is the final validation loss; for B7's "curves almost on top of each other", the
-# validation loss averaged over every evaluation after the start (the whole curve), with the same margin.
+# validation loss averaged over every evaluation after the start (the whole curve), with the same margin and, since
+# it comes from the same runs and so from the same looks, the same kind of confidence sequence.
 # {numref}`fig-quality-curves` shows the curves; {numref}`fig-quality-paired` the paired differences against the
 # margin, which is where the verdict is read.
 
@@ -102,7 +103,7 @@ left = missing_runs.PairsLeft(
 figures.loss_curves(parity.curves, corpus.unigram_entropy_nats, parity.initial_loss)
 plt.show()
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Paired differences RMSNorm − LayerNorm (one dot per seed) with the mean and its 95% interval, against the ±{glue:text}`margin`-nat-per-byte margin (green band) stated before the runs. 'No difference' needs the whole interval inside the band.", "name": "fig-quality-paired"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Paired differences RMSNorm − LayerNorm (one dot per seed) with the mean and its 95% confidence sequence (anytime-valid: the pairs grew after looks), against the ±{glue:text}`margin`-nat-per-byte margin (green band) stated before the runs. 'No difference' needs the whole band around the mean inside the green band.", "name": "fig-quality-paired"}}
 figures.paired_differences(parity.final_pair, parity.curve_pair, MARGIN)
 plt.show()
 
@@ -249,8 +250,9 @@ _ = results.record_evidence("B6", b6_summary, b6_evidence, section="quality-spee
 #
 # "Per-token information": we evaluate each trained RMSNorm model with the all-ones component removed before
 # every norm (what LayerNorm would discard) and compare the loss on the same batches, as a paired difference
-# over seeds with the same ±{glue:text}`margin`-nat-per-byte margin. LayerNorm is blind to that component by
-# construction.
+# over seeds with the same ±{glue:text}`margin`-nat-per-byte margin. These are A9's models, whose number grew after
+# A9's looks, so the difference is read off the same kind of anytime-valid confidence sequence. LayerNorm is blind to
+# that component by construction.
 # {numref}`fig-quality-stream` shows the three measures along the stream: compare the panels, since (b) can be
 # large while (a) stays small.
 #

@@ -10,9 +10,11 @@ from normlab.analysis.depth.training_at_depth import job_outcome
 from normlab.analysis.shared.paired import NOT_COMPARABLE, interval_text, paired_difference, paired_or_none
 from normlab.analysis.shared.parity import equivalence_verdict, ratio_with_spread
 from normlab.analysis.shared.runs import flat_eval_every
+from normlab.analysis.shared.sequential import sequence_difference
 from normlab.analysis.shared.stream import find_numbers
 from normlab.gpt.residual_stream import layer_statistics, outlier_statistics
 from normlab.gpt.run_record import diverged, final_drop, run_record
+from normlab.study.findings import Finding
 
 
 def test_equivalence_verdict_follows_the_interval():
@@ -124,3 +126,13 @@ def test_interval_text_is_one_format_with_or_without_the_margin_reading():
         and bare == "+0.0100 nats (95% CI -0.1172..+0.1372, 5 pairs)"
     )
     assert interval_text(None, "nats per byte") == NOT_COMPARABLE
+
+
+def test_interval_text_reads_an_unbounded_sequence_before_and_after_json():
+    # three pairs: the confidence sequence is still infinite; a finding's evidence holds its ends as None
+    unbounded = sequence_difference([1.0, 1.1, 1.2], [1.001, 1.101, 1.2], margin=0.02)
+    recorded = Finding("not testable here", "", {"pair": unbounded}).evidence["pair"]
+    assert recorded["ci_low"] is None and recorded["ci_high"] is None
+    for paired in (unbounded, recorded):
+        text = interval_text(paired, "nats per byte")
+        assert "95% confidence sequence not yet bounded" in text and "3 pairs" in text

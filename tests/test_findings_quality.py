@@ -105,12 +105,12 @@ def test_a9_says_which_runs_diverged():
 
 
 def test_b7_needs_both_halves():
-    equal = step_time.curves_verdict(loss_parity.loss_parity(EQUAL, MARGIN))
+    equal = step_time.curves_verdict(loss_parity.loss_parity(EQUAL_SIX, MARGIN))
     assert step_time.b7_verdict(equal, 0.90, 0.95) == "holds"
     assert step_time.b7_verdict(equal, 0.99, 0.95) == "holds with caveats"
-    worse = step_time.curves_verdict(loss_parity.loss_parity(WORSE, MARGIN))
+    worse = step_time.curves_verdict(loss_parity.loss_parity(WORSE_SIX, MARGIN))
     assert step_time.b7_verdict(worse, 0.90, 0.95) == "does not hold"
-    wide = make_runs([2.0, 2.1, 2.2], [2.0, 2.2, 2.1])  # differences 0, +0.1, −0.1: wider than the margin
+    wide = make_runs([2.0, 2.1, 2.2] * 2, [2.0, 2.2, 2.1] * 2)  # differences 0, +0.1, −0.1: wider than the margin
     assert step_time.b7_verdict(step_time.curves_verdict(loss_parity.loss_parity(wide, MARGIN)), 0.90, 0.95) == (
         "not testable here"
     )
@@ -123,7 +123,13 @@ def test_b7_paragraph_shows_the_verdict_and_numbers_its_finding_records():
     )
     slow = {"ratio": 0.99, "spread": 0.01, "repeats": 3}
     b7 = step_time.b7_finding(
-        loss_parity.loss_parity(EQUAL, MARGIN), timings, slow, visible=0.95, margin=MARGIN, backend="auto", common={}
+        loss_parity.loss_parity(EQUAL_SIX, MARGIN),
+        timings,
+        slow,
+        visible=0.95,
+        margin=MARGIN,
+        backend="auto",
+        common={},
     )
     text = step_time.b7_paragraph(b7, repeats=slow["repeats"], device="cpu")
     assert text.startswith("**B7 verdict: holds with caveats.**") and b7.verdict == "holds with caveats"
@@ -137,7 +143,13 @@ def test_b7_finding_turns_on_the_step_time_ratio():
     )
     speed = {"ratio": 0.85, "spread": 0.02, "repeats": 3}
     finding = step_time.b7_finding(
-        loss_parity.loss_parity(EQUAL, MARGIN), timings, speed, visible=0.95, margin=MARGIN, backend="auto", common={}
+        loss_parity.loss_parity(EQUAL_SIX, MARGIN),
+        timings,
+        speed,
+        visible=0.95,
+        margin=MARGIN,
+        backend="auto",
+        common={},
     )
     assert finding.verdict == "holds" and finding.key_number == 0.85 and finding.threshold == 0.95
     assert finding.evidence["median_step_s_rms"] == pytest.approx(0.85) and "0.850 ± 0.020" in finding.summary
@@ -158,10 +170,10 @@ def test_resume_paragraph_flags_a_mismatch():
 
 
 def stream_tables(offset_last, rms_removed_shift, depth=2):
-    """Trained RMSNorm and LayerNorm models over three seeds with chosen common-offset share after the last
-    block (0.1 at the embeddings) and a chosen loss shift when the all-ones component is removed."""
+    """Trained RMSNorm and LayerNorm models, one seed per entry of `rms_removed_shift`, with chosen common-offset share
+    after the last block (0.1 at the embeddings) and a chosen loss shift when the all-ones component is removed."""
     rows, projection, drift = [], [], []
-    for seed in range(3):
+    for seed in range(len(rms_removed_shift)):
         for norm in ("rms", "layer"):
             for stage in ("trained", "init"):
                 for layer in range(depth + 1):
@@ -172,7 +184,7 @@ def stream_tables(offset_last, rms_removed_shift, depth=2):
                             "stage": stage,
                             "layer": layer,
                             "ones_share": 0.01,
-                            "offset_share": offset_last + 0.01 * seed if layer == depth else 0.1,
+                            "offset_share": offset_last + 0.01 * (seed % 3) if layer == depth else 0.1,
                             "offset_share_without_top": 0.5 * offset_last,
                             "top_channel_share": 0.2,
                             "massive_ratio": 10.0,
@@ -195,15 +207,17 @@ def stream_tables(offset_last, rms_removed_shift, depth=2):
     return residual_stream.StreamTables(pd.DataFrame(rows), pd.DataFrame(drift), pd.DataFrame(projection))
 
 
-UNUSED = [0.001, 0.0, -0.001]  # inside ±0.02: the offset carries no information
-USED = [0.10, 0.11, 0.12]  # beyond the margin: the model uses it
+# six seeds: B5's and B16's confidence sequence (A9's runs, A9's looks) is finite only from five pairs
+UNUSED = [0.001, 0.0, -0.001] * 2  # inside ±0.02: the offset carries no information
+USED = [0.10, 0.11, 0.12] * 2  # beyond the margin: the model uses it
 DEEP_REAL = {"summary": "SmolLM2: large offset.", "evidence": {"shared_mean_share_by_layer": [0.1, 0.3, 0.6]}}
 
 
 def test_offset_measures_reads_the_last_block_and_the_embeddings():
     m = residual_stream.offset_measures(stream_tables(0.5, UNUSED), depth=2, margin=MARGIN)
     assert m["offset_last"] == pytest.approx(0.51) and m["offset_first"] == pytest.approx(0.1)
-    assert m["offset_sd"] == pytest.approx(0.01) and m["no_info"] and not m["uses_info"]
+    assert m["offset_sd"] == pytest.approx(0.01 * math.sqrt(0.8)) and m["no_info"] and not m["uses_info"]
+    assert m["info_pair"]["interval"] == "95% confidence sequence"
     assert m["layer_increase_max_abs"] == 0.0
 
 

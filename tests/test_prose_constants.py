@@ -11,7 +11,7 @@ passed by keyword to the chapter's analysis (a call on a name imported from `nor
 
 A typed number counts in any of the forms a page writes it: `0.02`, `1e-6`, `10⁻⁶`, `2 × 10⁻⁵`, `$10^{-4}$`,
 `$2 \\times 10^{-5}$`, `1,000`, and a percentage (`75%` is 0.75). Two forms are not a threshold and pass: a percentage
-that names an interval's level (`95% interval`: the paired-interval module's fixed t table), and a whole number below
+that names an interval's level (`95% interval`, `95% confidence sequence`: the paired modules' fixed level), and a whole number below
 10 not written as a factor (`Gemma 2`, `2 layers`; `2×` counts).
 """
 
@@ -43,7 +43,7 @@ NUMBER = re.compile(
     r"(?P<percent>\s?%)?"
     r"(?![\w.]\d)"
 )
-INTERVAL_LEVEL = re.compile(r"\s*(?:confidence\s+)?interval")
+INTERVAL_LEVEL = re.compile(r"\s*(?:confidence\s+)?(?:interval|sequence)")
 FACTOR = re.compile(r"\s?×")
 
 
@@ -209,7 +209,7 @@ def test_the_checker_finds_every_planted_number():
 def test_the_checker_passes_pasted_and_unrelated_numbers():
     pasted = PLANTED.split("# %% [markdown]")[-1]
     assert typed_thresholds(jupytext.reads("# %%\nMARGIN = 0.02\n# %% [markdown]" + pasted, fmt="py:percent")) == []
-    assert typed_numbers("a 95% interval, a 95 % confidence interval, Gemma 2") == []
+    assert typed_numbers("a 95% interval, a 95 % confidence interval, a 95% confidence sequence, Gemma 2") == []
     # A lower-case name is a setting and a display call's argument is layout; neither is a threshold.
     assert thresholds("seeds = 95\nP = settings_for(profile)\ntable(frame, digits=4)\n", {"judging"}) == {}
 

@@ -26,7 +26,7 @@ def depth_claim(study: Landscape, *, curse_share: float, share_margin: float | N
     """V4: the curse is present when pre-LN's later half carries at most `curse_share` of the drop-one loss; the
     remedy works when 1/√l raises that share (paired 95% interval above 0), with a caveat when its final loss is
     not within the study's loss margin; it does not hold when the interval lies below 0. `share_margin` (the
-    registered design's, by default) sizes the share change's "pairs needed" only."""
+    registered design's, by default) is the share change's margin in its record; the verdict does not read it."""
     share_margin = design.value("V4", "share_margin") if share_margin is None else share_margin
     P = study.settings
     plain, scaled = study.pick("deepest", "pre"), study.pick("deepest", "1/√l")

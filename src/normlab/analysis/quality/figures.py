@@ -21,8 +21,9 @@ def loss_curves(curves: pd.DataFrame, unigram_entropy: float, initial_loss: floa
 
 
 def paired_differences(final_pair: dict | None, curve_pair: dict | None, margin: float):
-    """The per-seed paired differences, their mean and 95% interval, for the final loss and the whole curve,
-    against the ±margin band. With no pairs (a run diverged), only the band."""
+    """The per-seed paired differences, their mean and the band each pair carries (`half_width`: the confidence
+    sequence, for both), for the final loss and the whole curve, against the ±margin band. With no pairs (a run
+    diverged), only the band."""
     fig, ax = plt.subplots(figsize=(7, 2.6))
     if final_pair is not None:
         for row, (_label, pair) in enumerate((("final loss (A9)", final_pair), ("whole curve (B7)", curve_pair))):

@@ -2,7 +2,8 @@
 differences of the final and the whole-curve validation loss, and A9's verdict.
 
 A9's pairs grew after looks (`A9_LOOKS`), so its verdict is read off an anytime-valid confidence sequence
-(`normlab.analysis.shared.sequential`), not off the t-interval, which is kept beside it for comparison only."""
+(`normlab.analysis.shared.sequential`), not off the t-interval, which is kept beside it for comparison only. B7's
+whole-curve difference comes from the same runs, so it is read off the same kind of sequence."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ class LossParity:
     diverged: list[tuple[str, int]]
     final_pair: dict | None  # paired RMSNorm − LayerNorm final loss, confidence sequence; None when a run diverged
     final_fixed_n: dict | None  # the same difference's t-interval: valid only for pairs fixed before any look
-    curve_pair: dict | None  # the same for the whole-curve mean
+    curve_pair: dict | None  # the same confidence sequence for the whole-curve mean (B7)
     last_drop: float  # how much the loss still fell over the last 10% of the steps, mean over runs
     initial_loss: float
     final_loss: float
@@ -62,7 +63,7 @@ def loss_parity(runs: dict[tuple[str, int], dict], margin: float) -> LossParity:
     else:
         final_pair = final_loss_pair(final["layer"], final["rms"], margin)
         final_fixed_n = paired_difference(final["layer"], final["rms"], margin)
-        curve_pair = paired_difference(curve["layer"], curve["rms"], margin)
+        curve_pair = sequence_difference(curve["layer"], curve["rms"], margin)  # B7: A9's runs, so A9's looks
     drops = pd.DataFrame([{"norm": n, "seed": s, "drop": r["final_drop"]} for (n, s), r in runs.items()])
     return LossParity(
         curves=curves,

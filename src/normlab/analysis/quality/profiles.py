@@ -40,8 +40,8 @@ PROFILES = {
         ladder=(dict(width=16, depth=1, heads=2, seeds=2), dict(width=48, depth=2, heads=4, seeds=2)),
     ),
     # 2 cores: 24 pairs x 600 steps, two single-threaded trainings at a time (about 50 s of wall time a pair on a
-    # quiet machine). The spare CPU budget goes here, to A9: at 6 pairs it was -0.0068 nats (-0.0257..+0.0120)
-    # against a +-0.02 margin, about 10 pairs needed; at 12, +0.0091 (-0.0064..+0.0246), about 22 needed.
+    # quiet machine). The pairs grew from 6 to 12 to 24 after inconclusive looks (data/design.toml's change log), so
+    # A9, B5, B7 and B16 read them off a confidence sequence that stays valid under those looks.
     "cpu": dict(
         width=64,
         depth=4,

@@ -74,7 +74,6 @@ def q4_finding(
         "smollm2_outcome": a["outcome"],
         "margin_nats": added.margin,
         "chunks": a["pairs"],
-        "pairs_needed": a["pairs_needed"],
         "base_loss": statistics.fmean(added.base_losses),
         "loss_change_first_token_uncentred": apart["mean_difference"],
         "ci_first_token_uncentred": [apart["ci_low"], apart["ci_high"]],

@@ -9,7 +9,9 @@ logic, read off the interval:
 - "equivalent":   the whole interval lies inside (-margin, +margin);
 - "different":    the whole interval lies outside the margin on one side;
 - "inconclusive": anything else. An interval wider than the margin cannot
-  decide equivalence at all; `pairs_needed` says how many pairs would.
+  decide equivalence at all. No "pairs needed" is given: sized from the
+  observed mean, it would invite the optional stopping that the registered
+  design (data/design.toml) rules out for a fixed-size interval.
 
 Every chapter pairs through this module: `paired_difference` computes,
 `paired_or_none` is its one rule for a comparison that cannot be made (None
@@ -54,25 +56,6 @@ def interval_outcome(low: float, high: float, margin: float) -> str:
     return INCONCLUSIVE
 
 
-def pairs_needed(sd: float, margin: float, expected_difference: float = 0.0) -> int | None:
-    """Pairs needed for the 95% interval's half-width to fit between |expected_difference| and the margin.
-
-    None when the expected difference is already at or past the margin (no
-    number of pairs shows equivalence then).
-    """
-    room = margin - abs(expected_difference)
-    if room <= 0:
-        return None
-    if sd == 0:
-        return 2
-    n = 2
-    while t975(n - 1) * sd / math.sqrt(n) >= room:
-        n += 1
-        if n > 100_000:
-            return None
-    return n
-
-
 def paired_difference(a: Sequence[float], b: Sequence[float], margin: float) -> dict:
     """Mean of b - a over pairs, its 95% t-interval, and the equivalence verdict against `margin` (> 0)."""
     check_margin(margin)
@@ -94,7 +77,6 @@ def paired_difference(a: Sequence[float], b: Sequence[float], margin: float) -> 
         "margin": margin,
         "outcome": outcome,
         "interval_fits_margin": 2 * half < 2 * margin,
-        "pairs_needed": pairs_needed(sd, margin, mean) if outcome == INCONCLUSIVE else None,
         "differences": diffs,
     }
 
@@ -125,7 +107,8 @@ def interval_text(paired: dict | None, unit: str, *, margin: bool = True) -> str
     if paired is None:
         return NOT_COMPARABLE
     name, low, high = paired.get("interval", "95% CI"), paired["ci_low"], paired["ci_high"]
-    bounded = math.isfinite(low) and math.isfinite(high)
+    # a recorded result has been through JSON, where an unbounded sequence's infinite ends became None
+    bounded = all(end is not None and math.isfinite(end) for end in (low, high))
     parts = [f"{name} {low:+.4f}..{high:+.4f}" if bounded else f"{name} not yet bounded"]
     parts += [f"margin ±{paired['margin']:g}"] if margin else []
     parts.append(f"{paired['pairs']} pairs")

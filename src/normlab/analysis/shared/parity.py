@@ -114,7 +114,7 @@ def ratio_with_spread(
 def equivalence_verdict(paired: dict) -> str:
     """The verdict a "no difference" claim gets from `paired.paired_difference`: holds only when the whole
     interval lies inside the margin; does not hold when it lies wholly outside; otherwise the run could not
-    tell (interval wider than the margin, or straddling it): not testable here, with `pairs_needed` beside it."""
+    tell (interval wider than the margin, or straddling it): not testable here."""
     outcome = paired["outcome"]
     if outcome == "equivalent":
         return "holds"

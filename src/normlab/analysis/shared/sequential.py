@@ -79,9 +79,6 @@ def sequence_difference(a: Sequence[float], b: Sequence[float], margin: float) -
         "method": "anytime-valid confidence sequence (Lai 1976, normal mixture over the standardised effect, "
         f"tau^2 = {MIXTURE_VARIANCE:g})",
         "interval_fits_margin": half < margin,
-        # No "pairs needed": sized from the observed mean it would invite the optional stopping this module survives,
-        # and from the spread alone it says nothing about a mean near the margin. More pairs may be added and read.
-        "pairs_needed": None,
         "differences": diffs,
     }
 
