@@ -27,7 +27,8 @@
 # Zhang & Sennrich's own experiments was post-norm. The verdicts below come from what we measure.
 
 # %% tags=["parameters", "remove-cell"]
-profile, overrides = "smoke", {}  # overrides: settings that replace the profile's (`make book SET=...`)
+profile = "smoke"
+overrides = {}  # settings that replace the profile sizes (from `make book SET`)
 results_dir = "build/results"
 
 # %% tags=["remove-cell"]

@@ -31,11 +31,11 @@
 #   assumptions (their text was not checked here); the measurements test them directly.
 
 # %% tags=["parameters", "remove-cell"]
-profile, overrides = "smoke", {}  # overrides: settings that replace the profile's (`make book SET=...`)
+profile = "smoke"
+overrides = {}  # settings that replace the profile sizes (from `make book SET`)
 results_dir = "build/results"
 
 # %% tags=["remove-cell"]
-import time
 import warnings
 
 import matplotlib.pyplot as plt
@@ -69,7 +69,6 @@ torch.set_num_threads(1)
 sns.set_theme(style="whitegrid")
 results = Results("gain", profile, results_dir, overrides)
 corpus = load_corpus()
-started = time.perf_counter()
 
 # %% tags=["remove-cell"]
 # The thresholds the prose states (registered in data/design.toml, with units and bases), passed to the analyses.
@@ -272,4 +271,3 @@ verdict_table(results)
 
 # %% tags=["remove-cell"]
 results.save()
-elapsed = time.perf_counter() - started

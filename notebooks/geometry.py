@@ -27,7 +27,8 @@
 # Each spread comes from three such draws (REPEATS).
 
 # %% tags=["parameters", "remove-cell"]
-profile, overrides = "smoke", {}  # overrides: settings that replace the profile's (`make book SET=...`)
+profile = "smoke"
+overrides = {}  # settings that replace the profile sizes (from `make book SET`)
 results_dir = "build/results"
 
 # %% tags=["remove-cell"]

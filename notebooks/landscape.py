@@ -21,7 +21,8 @@
 # is **not refuted** by that: each verdict says what small scale can and cannot show.
 
 # %% tags=["parameters", "remove-cell"]
-profile, overrides = "smoke", {}  # overrides: settings that replace the profile's (`make book SET=...`)
+profile = "smoke"
+overrides = {}  # settings that replace the profile sizes (from `make book SET`)
 results_dir = "build/results"
 
 # %% tags=["remove-cell"]

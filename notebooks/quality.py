@@ -22,7 +22,8 @@
 # same initial value in every parameter they share and the same batches, so a pair differs only in the norm.
 
 # %% tags=["parameters", "remove-cell"]
-profile, overrides = "smoke", {}  # overrides: settings that replace the profile's (`make book SET=...`)
+profile = "smoke"
+overrides = {}  # settings that replace the profile sizes (from `make book SET`)
 results_dir = "build/results"
 
 # %% tags=["remove-cell"]

@@ -51,3 +51,18 @@ def test_chapter_reads_prose_first(chapter):
         f"{chapter}: {markdown} markdown lines against {code} code lines; move logic to normlab.analysis"
     )
     assert longest <= LONGEST_CODE_CELL, f"{chapter}: a code cell of {longest} lines (at most {LONGEST_CODE_CELL})"
+
+
+@pytest.mark.parametrize("notebook", sorted(NOTEBOOKS.glob("*.py")), ids=lambda p: p.stem)
+def test_papermill_reads_every_parameter_of_the_parameters_cell(notebook, caplog):
+    # papermill parses the cell line by line; a line it cannot parse (a tuple assignment, an '=' in a comment) is a
+    # warning on every run's terminal, and that parameter is reported "unknown" when the runner passes it
+    from papermill.translators import PythonTranslator
+
+    starts = notebook.read_text().split("\n# %%")
+    parameter_cells = [cell.split("\n", 1)[1] for cell in starts if '"parameters"' in cell.split("\n", 1)[0]]
+    assert len(parameter_cells) == 1, f"{notebook.name}: one cell tagged parameters"
+    source = parameter_cells[0]
+    names = {parameter.name for parameter in PythonTranslator.inspect({"source": source})}
+    assignments = [line.split("=")[0].strip() for line in source.splitlines() if "=" in line]
+    assert "Unable to parse" not in caplog.text and names == set(assignments) >= {"profile", "results_dir"}

@@ -156,6 +156,23 @@ def test_b7_finding_turns_on_the_step_time_ratio():
     assert finding.summary.startswith("Curves coincide")
 
 
+def test_b7_key_number_is_the_half_that_decided():
+    timings = pd.DataFrame(
+        {"model": ["layer", "rms"] * 3, "repeat": [0, 0, 1, 1, 2, 2], "step_time": [1.0, 0.9, 1.0, 0.8, 1.0, 0.85]}
+    )
+    speed = {"ratio": 0.85, "spread": 0.02, "repeats": 3}
+    wide = loss_parity.loss_parity(make_runs([2.0, 2.1, 2.2] * 2, [2.0, 2.2, 2.1] * 2), MARGIN)
+    undecided = step_time.b7_finding(wide, timings, speed, visible=0.95, margin=MARGIN, backend="auto", common={})
+    pair = wide.curve_pair
+    assert undecided.verdict == "not testable here" and undecided.threshold == MARGIN
+    assert undecided.key_number == pytest.approx(max(abs(pair["ci_low"]), abs(pair["ci_high"])))
+    assert undecided.spread == pytest.approx(pair["sd_of_differences"] / math.sqrt(6))
+    assert (undecided.unit, undecided.meaning.split(" of ")[0]) == ("nats per byte", "farthest end")
+    coinciding = loss_parity.loss_parity(EQUAL_SIX, MARGIN)
+    decided = step_time.b7_finding(coinciding, timings, speed, visible=0.95, margin=MARGIN, backend="auto", common={})
+    assert (decided.key_number, decided.threshold, decided.unit) == (0.85, 0.95, DIMENSIONLESS)
+
+
 def test_step_time_evidence_converts_the_ratio_to_a_speedup():
     summary, evidence = step_time.step_time_evidence(
         loss_parity.loss_parity(EQUAL_SIX, MARGIN), {"ratio": 0.8, "spread": 0.01}, backend="auto", device="cpu"

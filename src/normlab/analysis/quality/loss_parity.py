@@ -84,6 +84,17 @@ def final_loss_pair(layer: list[float], rms: list[float], margin: float) -> dict
     return sequence_difference(layer, rms, margin)
 
 
+def farthest_end_key(pair: dict | None) -> dict:
+    """An equivalence verdict's key number, the end of `pair`'s band farthest from 0, with the mean's standard error
+    as its spread; both None when a run diverged and no number decided."""
+    if pair is None:
+        return {"key_number": None, "spread": None}
+    return {
+        "key_number": max(abs(pair["ci_low"]), abs(pair["ci_high"])),
+        "spread": pair["sd_of_differences"] / math.sqrt(pair["pairs"]),
+    }
+
+
 def final_loss_verdict(parity: LossParity) -> tuple[str, str]:
     """A9's verdict from the paired final loss, and the interval in words (a diverged run: does not hold)."""
     if parity.final_pair is None:
@@ -155,9 +166,8 @@ def a9_finding(parity: LossParity, margin: float, common: dict, resume: dict, la
             "resume_matches": resume["matches"],
             **({"scale_ladder": ladder} if ladder is not None else {}),
         },
-        key_number=max(abs(pair["ci_low"]), abs(pair["ci_high"])) if pair else None,
+        **farthest_end_key(pair),
         threshold=margin,
-        spread=pair["sd_of_differences"] / math.sqrt(pair["pairs"]) if pair else None,
         **A9_KEY.fields(),
         rule=f"Holds when the whole 95% confidence sequence (anytime-valid: the pairs grew after looks) of the paired "
         f"final-loss difference lies inside ±{A9_KEY.limit(margin)}; not testable when it is wider than that; does not "
