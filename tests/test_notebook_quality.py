@@ -38,7 +38,15 @@ def test_quality_notebook_smoke(smoke_book):
     assert ladder["trend"] in ("shrinks", "grows", "stays within the margin", "cannot tell")
     b7 = claims["B7"]["evidence"]
     assert 0.2 < b7["step_time_ratio_rms_over_layer"] < 5 and b7["step_time_ratio_spread"] >= 0
-    assert claims["B7"]["key_number"] == b7["step_time_ratio_rms_over_layer"]
+    # B7's key number is the half that decided: the step-time ratio once the curves coincide, else the end of the
+    # curves' confidence sequence farthest from 0 (None at the smoke profile's 3 pairs, where it has no finite end)
+    curves = b7["paired_curve_loss"]
+    if b7["curves_half"] == "holds":
+        assert claims["B7"]["key_number"] == b7["step_time_ratio_rms_over_layer"]
+    elif curves["ci_low"] is None:
+        assert claims["B7"]["key_number"] is None and curves["interval"] == "95% confidence sequence"
+    else:
+        assert claims["B7"]["key_number"] == max(abs(curves["ci_low"]), abs(curves["ci_high"]))
     b5 = claims["B5"]["evidence"]
     # LayerNorm cannot see the mean, so removing it changes nothing there.
     assert abs(b5["projection_loss_increase_layer"]) < 1e-4

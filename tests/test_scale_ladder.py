@@ -142,6 +142,23 @@ def test_a_ladder_point_carries_the_paired_interval_and_the_size():
     assert rung["parameters"] == rms + 24 * (2 * 2 + 1)
 
 
+def test_the_chapters_own_rung_shows_the_confidence_sequence_its_pairs_need():
+    # A9's pairs grew after looks: its rung carries the sequence, wider than the t-interval, and the Welch change
+    # still uses its standard error, not the sequence's half-width divided by a t quantile
+    settings = {**profiles.settings_for("cpu"), "width": 24, "depth": 2, "heads": 4}
+    parity = loss_parity.loss_parity(paired_runs([0.010, 0.014, 0.008, 0.012, 0.011, 0.009]), MARGIN)
+    looked = scale_ladder.ladder_point(settings, parity, "test CPU", after_looks=True)
+    fixed = scale_ladder.ladder_point(settings, parity, "test CPU")
+    assert (looked["interval"], fixed["interval"]) == ("95% confidence sequence", scale_ladder.T_INTERVAL)
+    assert looked["ci_low"] == pytest.approx(parity.final_pair["ci_low"]) and looked["ci_low"] < fixed["ci_low"]
+    assert looked["standard_error"] == pytest.approx(fixed["standard_error"])
+    other = point(1e6, 0.05, 0.03, pairs=3)
+    change = {rung["interval"]: scale_ladder.ladder_trend(table(rung, other), MARGIN) for rung in (looked, fixed)}
+    assert change["95% confidence sequence"].change_low == pytest.approx(change[scale_ladder.T_INTERVAL].change_low)
+    shown = scale_ladder.ladder_display(table(looked, other))
+    assert shown["band"].tolist() == ["95% confidence sequence", scale_ladder.T_INTERVAL]
+
+
 def test_a_rung_with_a_diverged_run_is_refused_with_the_fix():
     runs = paired_runs([0.01, 0.02])
     runs[("rms", 1)]["diverged"] = True
@@ -296,5 +313,5 @@ def test_the_caption_says_the_reference_point_is_unverified_and_what_it_measures
 def test_the_table_shows_sizes_intervals_and_hardware():
     shown = scale_ladder.ladder_display(table(point(26352, -0.0123, 0.004), point(1056512, 0.002, 0.01, pairs=3)))
     assert shown["parameters"].tolist() == ["26k", "1,057k"]
-    assert shown["95% interval"].iloc[0] == "-0.0163..-0.0083" and shown["measured on"].iloc[1] == "test CPU (2 cores)"
+    assert shown["95% band"].iloc[0] == "-0.0163..-0.0083" and shown["measured on"].iloc[1] == "test CPU (2 cores)"
     assert isinstance(shown, pd.DataFrame)

@@ -123,7 +123,7 @@ def scale_ladder(table: pd.DataFrame, margin: float, reference: dict):
     ax.axhspan(-margin, margin, color="green", alpha=0.15, label=f"margin ±{margin:g} nats/byte")
     ax.axhline(0, c="k", lw=0.8)
     ax.set_xscale("log")
-    ax.set(xlabel="parameters (LayerNorm model)", ylabel="RMSNorm − LayerNorm final loss (nats)")
+    ax.set(xlabel="parameters (LayerNorm model)", ylabel="RMSNorm − LayerNorm final loss (nats per byte)")
     ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.22))
     fig.tight_layout()
     return fig

@@ -27,6 +27,7 @@ NARANG_T5_BASE = {
 }
 
 
+T_INTERVAL = "95% t-interval"  # a rung's band when its pairs were fixed before any look
 LADDER_COLUMNS = ("label", "parameters", "mean_difference", "ci_low", "ci_high", "half_width", "pairs", "hardware")
 
 
@@ -35,11 +36,13 @@ def rung_settings(settings: dict, rung: dict) -> dict:
     return {**settings, **rung}
 
 
-def ladder_point(settings: dict, parity: LossParity, hardware_name: str) -> dict:
-    """One rung: the paired final-loss difference RMSNorm − LayerNorm with its interval, and the model's size."""
-    # The t-interval: the rungs' pairs were set before any of them was read, and the ladder describes how the difference
-    # moves with size; A9's own verdict, whose pairs grew after looks, is read off its confidence sequence instead.
-    pair = parity.final_fixed_n
+def ladder_point(settings: dict, parity: LossParity, hardware_name: str, *, after_looks: bool = False) -> dict:
+    """One rung: the paired final-loss difference RMSNorm − LayerNorm with its interval, and the model's size.
+
+    A rung whose pairs were set before any of them was read gets its t-interval. The chapter's own size (A9's pairs,
+    which grew after looks: `after_looks`) gets the confidence sequence A9's verdict reads, so the ladder never shows
+    that size a narrower band than its verdict could use."""
+    pair = parity.final_pair if after_looks else parity.final_fixed_n
     if pair is None:
         raise ValueError(
             f"ladder rung width={settings['width']} depth={settings['depth']}: run(s) {parity.diverged} diverged, "
@@ -56,6 +59,8 @@ def ladder_point(settings: dict, parity: LossParity, hardware_name: str) -> dict
         "ci_low": pair["ci_low"],
         "ci_high": pair["ci_high"],
         "half_width": pair["half_width"],
+        "interval": pair.get("interval", T_INTERVAL),
+        "standard_error": pair["sd_of_differences"] / math.sqrt(pair["pairs"]),
         "last_drop": parity.last_drop,
         "hardware": hardware_name,
     }
@@ -127,7 +132,14 @@ class LadderTrend:
 
 
 def _standard_error(row) -> float:
-    return row["half_width"] / t975(row["pairs"] - 1)
+    # this run's rungs record it (a confidence sequence's half-width is no t multiple of it); a committed rung's
+    # t-interval gives it back
+    recorded = row.get("standard_error")
+    return (
+        float(recorded)
+        if recorded is not None and math.isfinite(recorded)
+        else row["half_width"] / t975(row["pairs"] - 1)
+    )
 
 
 def ladder_trend(table: pd.DataFrame, margin: float) -> LadderTrend:
@@ -191,7 +203,8 @@ def ladder_display(table: pd.DataFrame) -> pd.DataFrame:
             "parameters": table["parameters"].map(lambda p: f"{p / 1e3:,.0f}k"),
             "pairs": table["pairs"].astype(int).astype(str),
             f"RMSNorm − LayerNorm ({NATS_PER_BYTE})": table["mean_difference"].map(lambda v: f"{v:+.4f}"),
-            "95% interval": [f"{lo:+.4f}..{hi:+.4f}" for lo, hi in zip(table.ci_low, table.ci_high)],
+            "95% band": [f"{lo:+.4f}..{hi:+.4f}" for lo, hi in zip(table.ci_low, table.ci_high)],
+            "band": table["interval"].fillna(T_INTERVAL) if "interval" in table else T_INTERVAL,
             "measured on": table["hardware"],
         }
     )

@@ -30,7 +30,8 @@ def pairs_text(entry) -> str:
         text += f"; GPU study {entry.gpu_study_pairs}"
     if entry.looks:
         text += (
-            f" (the cpu profile's interval was read at {', '.join(map(str, entry.looks))} before the count was final)"
+            f" (the cpu profile's runs were looked at after {', '.join(map(str, entry.looks))} pairs before their number "
+            "was final, so the claim is read off a confidence sequence)"
         )
     return text
 
