@@ -156,13 +156,15 @@ Markdown(ladder_gaps.paragraph(scale_ladder.LADDER_GAPS) + trend.sentence)
 # ### Interrupting and resuming
 #
 # A run stopped mid-way and resumed from its checkpoint must give the same numbers as one that never stopped. The same
-# means every step present and in order, and no step's loss more than {glue:text}`resume_tolerance` nats from the other
-# run's.
+# means every step present and in order, and no step's loss more than {glue:text}`resume_tolerance` nats per byte from
+# the other run's.
 
 # %% tags=["remove-cell"]
 from normlab.analysis.quality import resuming
 
-RESUME_TOLERANCE = design.value("A9", "resume_tolerance")  # nats: float32 rounding, far below any difference read
+RESUME_TOLERANCE = design.value(
+    "A9", "resume_tolerance"
+)  # nats per byte: float32 rounding, far below any difference read
 state(resume_tolerance=RESUME_TOLERANCE)
 resume = resuming.resume_check(settings, device, corpus, tolerance=RESUME_TOLERANCE)
 

@@ -117,59 +117,43 @@ def test_b7_needs_both_halves():
     assert step_time.b7_verdict("diverged", 0.90, 0.95) == "does not hold"
 
 
+def b7_of(parity, step_times, ratio, spread):
+    """B7's finding on `parity`, with three timing rounds: LayerNorm at 1 s, RMSNorm at `step_times`."""
+    rounds = [
+        (norm, repeat, 1.0 if norm == "layer" else rms)
+        for repeat, rms in enumerate(step_times)
+        for norm in profiles.NORMS
+    ]
+    timings = pd.DataFrame(rounds, columns=["model", "repeat", "step_time"])
+    speed = {"ratio": ratio, "spread": spread, "repeats": 3}
+    return step_time.b7_finding(parity, timings, speed, visible=0.95, margin=MARGIN, backend="auto", common={})
+
+
 def test_b7_paragraph_shows_the_verdict_and_numbers_its_finding_records():
-    timings = pd.DataFrame(
-        {"model": ["layer", "rms"] * 3, "repeat": [0, 0, 1, 1, 2, 2], "step_time": [1.0, 1.0, 1.0, 0.98, 1.0, 0.99]}
-    )
-    slow = {"ratio": 0.99, "spread": 0.01, "repeats": 3}
-    b7 = step_time.b7_finding(
-        loss_parity.loss_parity(EQUAL_SIX, MARGIN),
-        timings,
-        slow,
-        visible=0.95,
-        margin=MARGIN,
-        backend="auto",
-        common={},
-    )
-    text = step_time.b7_paragraph(b7, repeats=slow["repeats"], device="cpu")
+    b7 = b7_of(loss_parity.loss_parity(EQUAL_SIX, MARGIN), [1.0, 0.98, 0.99], ratio=0.99, spread=0.01)
+    text = step_time.b7_paragraph(b7, repeats=3, device="cpu")
     assert text.startswith("**B7 verdict: holds with caveats.**") and b7.verdict == "holds with caveats"
     assert "0.990× LayerNorm's (spread 0.010, 3 rounds) with backend `auto` on cpu: not visibly shorter" in text
     assert (b7.meaning, b7.unit) == ("ratio of step times, RMSNorm / LayerNorm", DIMENSIONLESS)
 
 
 def test_b7_finding_turns_on_the_step_time_ratio():
-    timings = pd.DataFrame(
-        {"model": ["layer", "rms"] * 3, "repeat": [0, 0, 1, 1, 2, 2], "step_time": [1.0, 0.9, 1.0, 0.8, 1.0, 0.85]}
-    )
-    speed = {"ratio": 0.85, "spread": 0.02, "repeats": 3}
-    finding = step_time.b7_finding(
-        loss_parity.loss_parity(EQUAL_SIX, MARGIN),
-        timings,
-        speed,
-        visible=0.95,
-        margin=MARGIN,
-        backend="auto",
-        common={},
-    )
+    finding = b7_of(loss_parity.loss_parity(EQUAL_SIX, MARGIN), [0.9, 0.8, 0.85], ratio=0.85, spread=0.02)
     assert finding.verdict == "holds" and finding.key_number == 0.85 and finding.threshold == 0.95
     assert finding.evidence["median_step_s_rms"] == pytest.approx(0.85) and "0.850 ± 0.020" in finding.summary
     assert finding.summary.startswith("Curves coincide")
 
 
 def test_b7_key_number_is_the_half_that_decided():
-    timings = pd.DataFrame(
-        {"model": ["layer", "rms"] * 3, "repeat": [0, 0, 1, 1, 2, 2], "step_time": [1.0, 0.9, 1.0, 0.8, 1.0, 0.85]}
-    )
-    speed = {"ratio": 0.85, "spread": 0.02, "repeats": 3}
     wide = loss_parity.loss_parity(make_runs([2.0, 2.1, 2.2] * 2, [2.0, 2.2, 2.1] * 2), MARGIN)
-    undecided = step_time.b7_finding(wide, timings, speed, visible=0.95, margin=MARGIN, backend="auto", common={})
+    undecided = b7_of(wide, [0.9, 0.8, 0.85], ratio=0.85, spread=0.02)
     pair = wide.curve_pair
     assert undecided.verdict == "not testable here" and undecided.threshold == MARGIN
     assert undecided.key_number == pytest.approx(max(abs(pair["ci_low"]), abs(pair["ci_high"])))
     assert undecided.spread == pytest.approx(pair["sd_of_differences"] / math.sqrt(6))
     assert (undecided.unit, undecided.meaning.split(" of ")[0]) == ("nats per byte", "farthest end")
     coinciding = loss_parity.loss_parity(EQUAL_SIX, MARGIN)
-    decided = step_time.b7_finding(coinciding, timings, speed, visible=0.95, margin=MARGIN, backend="auto", common={})
+    decided = b7_of(coinciding, [0.9, 0.8, 0.85], ratio=0.85, spread=0.02)
     assert (decided.key_number, decided.threshold, decided.unit) == (0.85, 0.95, DIMENSIONLESS)
 
 

@@ -82,14 +82,11 @@ def b16_paragraph(
         )
     else:
         geometry_text = f"Geometry chapter: {geometry['summary']}"
-    use = (
-        "the models use it"
-        if m["uses_info"]
-        else ("they do not use it" if m["no_info"] else "undecided at this number of pairs")
-    )
+    # undecided, the interval's own text says so
+    use = ": the models use it" if m["uses_info"] else (": they do not use it" if m["no_info"] else "")
     return (
         f"Removing the all-ones component from the trained RMSNorm models changes the loss by "
-        f"{interval_text(m['info_pair'], NATS_PER_BYTE)}: {use}. The blocks' write means correlate at r = {drift['correlation']:.2f} "
+        f"{interval_text(m['info_pair'], NATS_PER_BYTE)}{use}. The blocks' write means correlate at r = {drift['correlation']:.2f} "
         f"with {100 * drift['sign_agreement']:.0f}% sharing a sign "
         f"({'they drift together' if together else 'no common drift'}). {geometry_text} "
         + (

@@ -196,15 +196,18 @@ def ladder_evidence(table: pd.DataFrame, trend: LadderTrend) -> dict:
 
 
 def ladder_display(table: pd.DataFrame) -> pd.DataFrame:
-    """The ladder as the page shows it."""
+    """The ladder as the page shows it, each band named (a committed rung's is a t-interval)."""
+    bands = table["interval"].fillna(T_INTERVAL) if "interval" in table else [T_INTERVAL] * len(table)
     return pd.DataFrame(
         {
             "model": table["label"],
             "parameters": table["parameters"].map(lambda p: f"{p / 1e3:,.0f}k"),
             "pairs": table["pairs"].astype(int).astype(str),
             f"RMSNorm − LayerNorm ({NATS_PER_BYTE})": table["mean_difference"].map(lambda v: f"{v:+.4f}"),
-            "95% band": [f"{lo:+.4f}..{hi:+.4f}" for lo, hi in zip(table.ci_low, table.ci_high)],
-            "band": table["interval"].fillna(T_INTERVAL) if "interval" in table else T_INTERVAL,
+            "95% band": [
+                f"{lo:+.4f}..{hi:+.4f} ({kind.removeprefix('95% ')})"
+                for lo, hi, kind in zip(table.ci_low, table.ci_high, bands)
+            ],
             "measured on": table["hardware"],
         }
     )
