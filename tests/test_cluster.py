@@ -72,6 +72,8 @@ def test_a_worker_with_other_corpus_bytes_refuses_naming_both_hashes(client, tmp
     for name in corpus_module.STDLIB_MODULES:
         (tmp_path / f"{name}.py").write_bytes(corpus_module.module_source(name).read_bytes() + b"# another Python\n")
     ours = corpus_module.load_corpus().sha256
+    # a worker an earlier test killed may still be restarting: one that joins after client.run keeps its own corpus
+    client.wait_for_workers(n_workers=2, timeout=60)
     client.run(build_other_corpus, str(tmp_path))
     try:
         # no corpus named: the job carries the study corpus this process loaded
