@@ -249,4 +249,4 @@ def final_losses(frame: pd.DataFrame, **match) -> list[float]:
 
 def pair_spread(pair: dict | None) -> float | None:
     """The standard error of a paired mean difference, None without pairs."""
-    return pair["sd_of_differences"] / math.sqrt(pair["pairs"]) if pair else None
+    return pair["standard_error"] if pair else None

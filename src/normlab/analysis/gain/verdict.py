@@ -3,8 +3,6 @@ the paragraph that shows it (`b15_paragraph`), which reads the parts and the ver
 
 from __future__ import annotations
 
-import math
-
 from normlab.analysis.gain.effective_update import UpdateScaling
 from normlab.analysis.gain.exact_toy import ToyChecks, equilibrium_row
 from normlab.analysis.gain.forward import ForwardCheck
@@ -119,7 +117,7 @@ def b15_finding(
         evidence,
         key_number=key_pair["mean_difference"] if key_pair else None,
         threshold=sweep.margin,
-        spread=key_pair["sd_of_differences"] / math.sqrt(key_pair["pairs"]) if key_pair else None,
+        spread=key_pair["standard_error"] if key_pair else None,
         rule="Four parts (forward invariance, Adam's linear scaling under the rescale symmetry, decay as a schedule on "
         f"scale-invariant weights, paired sensitivity to gain decay at ηλT ≫ 1 beyond ±{B15_KEY.limit(sweep.margin)}): all "
         "hold → holds; two or three → with caveats.",

@@ -3,8 +3,6 @@ keeps, combined with the geometry and real-model chapters' evidence, and B16's v
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
 from normlab.analysis.shared.paired import interval_text
@@ -121,10 +119,7 @@ def b16_finding(
         )
     else:
         key = dict(
-            key_number=pair["mean_difference"],
-            threshold=margin,
-            spread=pair["sd_of_differences"] / math.sqrt(pair["pairs"]),
-            **B16_KEY.fields(),
+            key_number=pair["mean_difference"], threshold=margin, spread=pair["standard_error"], **B16_KEY.fields()
         )
     return Finding(
         b16_verdict(measures, real16, geometry),

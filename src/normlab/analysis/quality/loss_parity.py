@@ -7,7 +7,6 @@ whole-curve difference comes from the same runs, so it is read off the same kind
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,10 +88,7 @@ def farthest_end_key(pair: dict | None) -> dict:
     as its spread; both None when a run diverged and no number decided."""
     if pair is None:
         return {"key_number": None, "spread": None}
-    return {
-        "key_number": max(abs(pair["ci_low"]), abs(pair["ci_high"])),
-        "spread": pair["sd_of_differences"] / math.sqrt(pair["pairs"]),
-    }
+    return {"key_number": max(abs(pair["ci_low"]), abs(pair["ci_high"])), "spread": pair["standard_error"]}
 
 
 def final_loss_verdict(parity: LossParity) -> tuple[str, str]:

@@ -60,7 +60,7 @@ def ladder_point(settings: dict, parity: LossParity, hardware_name: str, *, afte
         "ci_high": pair["ci_high"],
         "half_width": pair["half_width"],
         "interval": pair.get("interval", T_INTERVAL),
-        "standard_error": pair["sd_of_differences"] / math.sqrt(pair["pairs"]),
+        "standard_error": pair["standard_error"],
         "last_drop": parity.last_drop,
         "hardware": hardware_name,
     }

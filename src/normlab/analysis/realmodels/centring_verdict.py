@@ -8,7 +8,6 @@ part of B16 (judged in the quality chapter).
 
 from __future__ import annotations
 
-import math
 import statistics
 
 from normlab.analysis.realmodels.centring_added import CentringAdded
@@ -104,7 +103,7 @@ def q4_finding(
         evidence,
         key_number=a["mean_difference"],
         threshold=a["margin"],
-        spread=a["sd_of_differences"] / math.sqrt(a["pairs"]),
+        spread=a["standard_error"],
         rule=rule,
         meaning=Q4_KEY.meaning,
         unit=Q4_KEY.unit,

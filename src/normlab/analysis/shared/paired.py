@@ -74,6 +74,7 @@ def paired_difference(a: Sequence[float], b: Sequence[float], margin: float) -> 
         "ci_high": high,
         "half_width": half,
         "sd_of_differences": sd,
+        "standard_error": sd / math.sqrt(n),  # of the mean difference: the run-to-run spread a key number carries
         "margin": margin,
         "outcome": outcome,
         "interval_fits_margin": 2 * half < 2 * margin,

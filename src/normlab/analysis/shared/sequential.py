@@ -73,6 +73,7 @@ def sequence_difference(a: Sequence[float], b: Sequence[float], margin: float) -
         "ci_high": mean + half,
         "half_width": half,
         "sd_of_differences": sd,
+        "standard_error": sd / math.sqrt(n),
         "margin": margin,
         "outcome": outcome,
         "interval": SEQUENCE_NAME,
