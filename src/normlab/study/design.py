@@ -27,6 +27,8 @@ PROFILES = ("smoke", "cpu", "gpu")
 CLAIM_FIELDS = ("chapter", "quantity", "unit", "test", "answered_by")
 THRESHOLD_FIELDS = ("value", "basis", "source")
 CHANGE_FIELDS = ("date", "claim", "field", "old", "new", "why", "look")
+CONFIRMATION_FIELDS = ("registered", "decides", "pilot", "pilot_sd", "alpha", "power", "true_difference", "test")
+PILOT_FIELDS = ("first_seed", "pairs", "build", "record", "evidence")
 # a recorded threshold equal to a registered one within float rounding of a typed decimal
 RELATIVE_TOLERANCE = 1e-9
 
@@ -46,6 +48,30 @@ class Threshold:
 
 
 @dataclass(frozen=True)
+class Confirmation:
+    """A confirmation registered before it ran: the pilot (the runs taken so far, by seed, whose looks are spent),
+    the spread it recorded per claim, and the fixed-N test on fresh seeds that alone decides `decides`. Its pairs are
+    the owning claim's cpu pairs; `normlab.analysis.shared.confirmation.registered` checks them against the power
+    computation (`normlab.study.sample_size`)."""
+
+    owner: str  # the claim whose [claims.ID.confirmation] table holds it, whose runs it trains
+    registered: str  # the date it was registered, before any confirmatory run
+    decides: tuple[str, ...]  # the claims its fixed-N interval decides, each sized for
+    also_read: tuple[str, ...]  # claims read on the same runs, not sized for
+    pilot_seeds: tuple[int, ...]
+    pilot_build: str  # the committed build folder whose results file holds the pilot's runs
+    pilot_record: str  # that folder's results file
+    pilot_evidence: dict[str, str]  # per claim decided: the evidence key of its paired result in that file
+    pilot_sd: dict[str, float]  # per claim decided: sd of the pilot's paired differences, in the claim's unit
+    alpha: float
+    power: float
+    true_difference: float  # the difference at which `power` is registered
+    test: str
+    seeds: tuple[int, ...]  # the fresh seeds, first_seed .. first_seed + pairs − 1
+    setting: str  # "<chapter>:<profile key>" of the first seed
+
+
+@dataclass(frozen=True)
 class ClaimDesign:
     id: str
     chapter: str
@@ -60,6 +86,7 @@ class ClaimDesign:
     looks: tuple[int, ...] = ()
     gpu_study_pairs: int | None = None  # the pairs a committed GPU study must meet to answer the claim
     gpu_study_setting: str | None = None  # their key in normlab.gpt.experiments.PROFILES["gpu"]
+    confirmation: Confirmation | None = None  # where the claim's pilot is followed by a registered confirmation
 
 
 @dataclass(frozen=True)
@@ -67,6 +94,15 @@ class Design:
     claims: dict[str, ClaimDesign]
     changes: list[dict]
     path: Path
+
+    def confirmations(self) -> list[Confirmation]:
+        return [entry.confirmation for entry in self.claims.values() if entry.confirmation is not None]
+
+    def confirmation_of(self, claim_id: str) -> Confirmation | None:
+        """The confirmation that decides `claim_id`, or on whose runs it is read; None without one."""
+        self.claim(claim_id)
+        found = [c for c in self.confirmations() if claim_id in c.decides or claim_id in c.also_read]
+        return found[0] if found else None
 
     def claim(self, claim_id: str) -> ClaimDesign:
         if claim_id not in self.claims:
@@ -207,6 +243,7 @@ def _parse_claim(claim_id: str, table: dict, path: Path) -> tuple[dict, dict]:
         raise DesignError(f"{where}: gpu_study_pairs and gpu_study_setting go together; give both or neither")
     if pairs and not table.get("pairs_setting"):
         raise DesignError(f'{where} registers pairs without pairs_setting = "<chapter>:<profile key>"')
+    confirmation = _parse_confirmation(claim_id, table, where)
     return (
         dict(
             fixed,
@@ -216,8 +253,71 @@ def _parse_claim(claim_id: str, table: dict, path: Path) -> tuple[dict, dict]:
             looks=tuple(table.get("looks", ())),
             gpu_study_pairs=table.get("gpu_study_pairs"),
             gpu_study_setting=table.get("gpu_study_setting"),
+            confirmation=confirmation,
         ),
         raw_thresholds,
+    )
+
+
+def _seed_range(table: dict, where: str) -> tuple[int, ...]:
+    first, pairs = table.get("first_seed"), table.get("pairs")
+    for name, value in (("first_seed", first), ("pairs", pairs)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "first_seed" else 1):
+            raise DesignError(f"{where}: {name} = {value!r}; give a non-negative first seed and a positive count")
+    return tuple(range(first, first + pairs))
+
+
+def _parse_confirmation(claim_id: str, table: dict, where: str) -> Confirmation | None:
+    """The claim's [claims.ID.confirmation] table, checked; None without one. Seeds shared with the pilot are
+    refused here, naming them: a confirmation on the pilot's runs would be another look, not a confirmation."""
+    raw = table.get("confirmation")
+    if raw is None:
+        return None
+    where = f"{where}, confirmation"
+    missing = [key for key in CONFIRMATION_FIELDS if key not in raw]
+    if missing:
+        raise DesignError(
+            f"{where} lacks {', '.join(missing)}; a confirmation registers {', '.join(CONFIRMATION_FIELDS)}"
+        )
+    pilot = raw["pilot"]
+    if not isinstance(pilot, dict) or any(key not in pilot for key in PILOT_FIELDS):
+        raise DesignError(f"{where}: pilot must be a table with {', '.join(PILOT_FIELDS)}")
+    pairs = (table.get("pairs") or {}).get("cpu")
+    if not table.get("trains") or pairs is None:
+        raise DesignError(f"{where}: a confirmation needs the claim's trained pairs (trains = true, pairs.cpu)")
+    if "first_seed" not in raw or "setting" not in raw:
+        raise DesignError(f'{where}: give first_seed (the fresh seeds start there) and setting = "<chapter>:<key>"')
+    seeds = _seed_range({"first_seed": raw["first_seed"], "pairs": pairs}, where)
+    pilot_seeds = _seed_range(pilot, f"{where}, pilot")
+    shared = sorted(set(seeds) & set(pilot_seeds))
+    if shared:
+        raise DesignError(
+            f"{where}: its seeds {seeds[0]}..{seeds[-1]} overlap the pilot's at {', '.join(map(str, shared))}; a "
+            "confirmation trains fresh seeds: move first_seed past the pilot's last seed"
+        )
+    decides = tuple(raw["decides"])
+    sd = raw["pilot_sd"]
+    for name, per_claim in (("pilot_sd", sd), ("pilot.evidence", pilot["evidence"])):
+        if not isinstance(per_claim, dict) or sorted(per_claim) != sorted(decides):
+            raise DesignError(f"{where}: {name} must give one entry per claim it decides ({', '.join(decides)})")
+    if claim_id not in decides:
+        raise DesignError(f"{where}: decides must include {claim_id}, whose runs it trains")
+    return Confirmation(
+        owner=claim_id,
+        registered=str(raw["registered"]),
+        decides=decides,
+        also_read=tuple(raw.get("also_read", ())),
+        pilot_seeds=pilot_seeds,
+        pilot_build=str(pilot["build"]),
+        pilot_record=str(pilot["record"]),
+        pilot_evidence={key: str(value) for key, value in pilot["evidence"].items()},
+        pilot_sd={key: float(value) for key, value in sd.items()},
+        alpha=float(raw["alpha"]),
+        power=float(raw["power"]),
+        true_difference=float(raw["true_difference"]),
+        test=str(raw["test"]),
+        seeds=seeds,
+        setting=str(raw["setting"]),
     )
 
 
@@ -271,6 +371,7 @@ def parse(path: Path, claim_ids: set[str] | None = None) -> Design:
             for name, raw in raw_thresholds.items()
         }
         claims[claim_id] = ClaimDesign(claim_id, thresholds=thresholds, **fields)
+    _check_confirmations(claims, known, path)
     changes = document.get("change") or []
     for index, change in enumerate(changes):
         for key in CHANGE_FIELDS:
@@ -278,6 +379,23 @@ def parse(path: Path, claim_ids: set[str] | None = None) -> Design:
         if change["claim"] not in known:
             raise DesignError(f"{path}: change {index + 1} names unknown claim {change['claim']!r}")
     return Design(claims, [dict(change) for change in changes], path)
+
+
+def _check_confirmations(claims: dict[str, ClaimDesign], known: set[str], path: Path) -> None:
+    """Every claim a confirmation names exists, and none is decided or read by two confirmations."""
+    owners: dict[str, str] = {}
+    for entry in claims.values():
+        confirmation = entry.confirmation
+        if confirmation is None:
+            continue
+        for claim_id in (*confirmation.decides, *confirmation.also_read):
+            if claim_id not in known:
+                raise DesignError(f"{path}: claim {entry.id}'s confirmation names unknown claim {claim_id!r}")
+            if claim_id in owners:
+                raise DesignError(
+                    f"{path}: claim {claim_id} is named by the confirmations of both {owners[claim_id]} and {entry.id}"
+                )
+            owners[claim_id] = entry.id
 
 
 @functools.lru_cache(maxsize=4)
@@ -301,6 +419,11 @@ def value(claim_id: str, name: str):
 def values(claim_id: str, *names: str) -> dict:
     """Several registered thresholds of one claim as keyword arguments."""
     return load().values(claim_id, *names)
+
+
+def confirmation_of(claim_id: str) -> Confirmation | None:
+    """The registered confirmation deciding `claim_id` (or on whose runs it is read); None without one."""
+    return load().confirmation_of(claim_id)
 
 
 def looks(claim_id: str) -> tuple[int, ...]:

@@ -37,12 +37,13 @@ PROFILES = {
         stress_lrs=[3e-2],
         seeds=2,
         ablation_seeds=2,
+        ablation_first_seed=1000,
         ablation_depth=1,
         ablation_steps=20,
     ),
-    # 2 cores: pre/post x RMS/Layer at depth 12 (5 pairs), a no-warm-up sweep, the ablation; ~120 runs. The ablation
-    # has 14 seeds: B19's interaction at 5 pairs was −0.0045 nats (−0.039..+0.030) and needed about 15 to decide,
-    # and its depth-4 runs are the cheapest in the chapter; B18's pairs would need ~900, beyond any CPU budget.
+    # 2 cores: pre/post x RMS/Layer at depth 12 (5 pairs), a no-warm-up sweep, the ablation. The ablation is B19's
+    # registered confirmation: 23 fresh seeds (1000-1022), sized from the pilot's spread (seeds 0-13, grown from 5
+    # after a look; data/design.toml), whose committed build is shown beside it and decides nothing.
     "cpu": dict(
         init_depths=[2, 4, 8, 16, 32],
         init_width=48,
@@ -58,7 +59,8 @@ PROFILES = {
         warmup=30,
         stress_lrs=[1e-2, 3e-2],
         seeds=5,
-        ablation_seeds=14,
+        ablation_seeds=23,
+        ablation_first_seed=1000,
         ablation_depth=4,
         ablation_steps=300,
     ),
@@ -78,6 +80,7 @@ PROFILES = {
         stress_lrs=[3e-3, 1e-2],
         seeds=8,
         ablation_seeds=8,
+        ablation_first_seed=0,  # the GPU design's seeds were fixed before any look
         ablation_depth=8,
         ablation_steps=1000,
     ),

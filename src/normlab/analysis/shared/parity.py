@@ -12,46 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-# Two-sided 95% quantiles of Student's t, t_{0.975}(df), for df = 1..30 (standard table values).
-_T975 = (
-    12.706,
-    4.303,
-    3.182,
-    2.776,
-    2.571,
-    2.447,
-    2.365,
-    2.306,
-    2.262,
-    2.228,
-    2.201,
-    2.179,
-    2.160,
-    2.145,
-    2.131,
-    2.120,
-    2.110,
-    2.101,
-    2.093,
-    2.086,
-    2.080,
-    2.074,
-    2.069,
-    2.064,
-    2.060,
-    2.056,
-    2.052,
-    2.048,
-    2.045,
-    2.042,
-)
-
-
-def t975(df: float) -> float:
-    """t_{0.975} for (possibly fractional, Welch) degrees of freedom: rounded down (conservative); 1.96 past 30."""
-    if df < 1:
-        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
-    return _T975[int(df) - 1] if df <= 30 else 1.96
+from normlab.study.sample_size import t975  # noqa: F401  (the one t table; re-exported for the chapters)
 
 
 def _mean_var(values: Sequence[float]) -> tuple[float, float]:
