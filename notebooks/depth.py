@@ -202,18 +202,31 @@ Markdown(post_ln_decay.b18_paragraph(b18, b18_numbers, **depths))
 # **B19** (the parts interlock; replacing one means re-validating the rest). The LLaMA style against one swap at a time
 # and one double swap (norm and placement together), at depth 4 (cpu profile), as pairs over seeds. If the parts
 # interlock, the double swap's effect is not the sum of the single ones: the interaction Δ(double) − Δ(norm) −
-# Δ(placement), computed per seed, is judged against the ±{glue:text}`margin`-nat-per-byte margin by an anytime-valid
-# confidence sequence (Lai 1976), since its seeds grew after looks (see the verdict below). Interaction beyond the margin:
-# holds with caveats (one pair of parts tested); inside: does not hold (the effects add up); wider: not testable here.
+# Δ(placement), computed per seed, is judged against the ±{glue:text}`margin`-nat-per-byte margin by its 95% t-interval.
+# The first 14 seeds grew after a look, so they are now a *pilot*, shown from its committed build under the confidence
+# sequence its looks require; the seeds trained here are the registered *confirmation*, sized from the pilot's spread
+# alone before any of them ran, and only they decide (see the verdict below). Interaction beyond the margin: holds with
+# caveats (one pair of parts tested); inside: does not hold (the effects add up); wider: not testable here.
 # Each single swap's paired effect ({numref}`fig-depth-ablation`), and whether it diverges at the stress learning rate,
 # is shown.
 
 # %% tags=["remove-cell"]
 from normlab.analysis.depth import interlock
+from normlab.analysis.shared import confirmation
 
+# the gpu profile trains the GPU design, whose seeds were fixed before any run: no pilot, no confirmation
+confirmed = profile in confirmation.CONFIRMED_PROFILES
+registered = confirmation.registered("B19", profile) if confirmed else None  # refuses an N its inputs do not give
+if registered:
+    confirmation.check_profile(registered, P, profile)
 ablation = interlock.ablation_study(training, MARGIN)
 b19 = interlock.b19_finding(
-    ablation, depth=P["ablation_depth"], steps=P["ablation_steps"], seeds=training.ablation_left.pairs, margin=MARGIN
+    ablation,
+    depth=P["ablation_depth"],
+    steps=P["ablation_steps"],
+    seeds=training.ablation_left.pairs,
+    margin=MARGIN,
+    registered=registered,
 )
 b19 = training.ablation_left.judge(b19)
 
@@ -228,7 +241,11 @@ table(
 )
 
 # %% tags=["remove-input"]
-Markdown(training.ablation_left.paragraph() + interlock.b19_paragraph(b19, ablation))
+Markdown(training.ablation_left.paragraph() + interlock.b19_paragraph(b19, ablation, registered))
+
+# %% tags=["remove-input"]
+caption = "The pilot beside the registered confirmation: only the confirmation decides"
+table(confirmation.side_by_side(registered, {"B19": ablation.interaction}), caption=caption) if registered else None
 
 # %% [markdown]
 # (depth-gpu)=

@@ -1,8 +1,10 @@
 """Verdicts, B19 (the parts interlock; replacing one means re-validating the rest): the LLaMA style against one
 swap at a time and one double swap, and the interaction of norm and placement.
 
-B19's seeds grew after looks (`B19_LOOKS`), so the interaction is judged by an anytime-valid confidence sequence
-(`normlab.analysis.shared.sequential`); the single swaps, which decide nothing, keep their t-intervals."""
+The seeds trained here are B19's registered confirmation (`normlab.analysis.shared.confirmation`): fresh seeds in a
+number fixed before they ran, whose 95% t-interval of the interaction alone decides. The pilot (seeds 0-13, which
+grew after a look, `B19_LOOKS`) is shown beside it from its committed build, under the confidence sequence its looks
+require."""
 
 from __future__ import annotations
 
@@ -12,8 +14,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from normlab.analysis.depth.training_at_depth import TrainingStudy, final_losses, pair_spread
+from normlab.analysis.shared import confirmation
 from normlab.analysis.shared.paired import interval_text, paired_or_none
-from normlab.analysis.shared.sequential import looks_text, sequence_difference
+from normlab.analysis.shared.sequential import looks_text
 from normlab.study import design
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import NATS_PER_BYTE, KeyNumber
@@ -28,8 +31,8 @@ DOUBLE_SWAP = "rms→layer + pre→post"
 
 INTERACTION_SWAPS = ("rms→layer", "pre→post", DOUBLE_SWAP)  # with the LLaMA style: the 2x2 the interaction reads
 
-# The seed counts at which the cpu profile's interaction was read (git history of depth/profiles.py): 5, then 14
-# after an inconclusive interval; tests/test_looks_coverage.py simulates exactly these looks.
+# The seed counts at which the pilot's interaction was read (git history of depth/profiles.py): 5, then 14 after an
+# inconclusive interval; tests/test_looks_coverage.py simulates these looks and the two-stage procedure.
 B19_LOOKS = design.looks("B19")  # (5, 14), registered in data/design.toml
 
 
@@ -75,13 +78,10 @@ def ablation_study(training: TrainingStudy, margin: float) -> Ablation:
 
 
 def interaction_pair(llama, norm_swap, placement_swap, double_swap, margin: float) -> dict | None:
-    """Per seed, Δ(double) − Δ(norm) − Δ(placement) = (double + llama) − (norm + placement), under B19's confidence
-    sequence; None when a run diverged."""
+    """Per seed, Δ(double) − Δ(norm) − Δ(placement) = (double + llama) − (norm + placement), with its 95%
+    t-interval (the confirmation's seeds were fixed before they ran); None when a run diverged."""
     return paired_or_none(
-        [a + b for a, b in zip(norm_swap, placement_swap)],
-        [d + l for d, l in zip(double_swap, llama)],
-        margin,
-        sequence_difference,
+        [a + b for a, b in zip(norm_swap, placement_swap)], [d + l for d, l in zip(double_swap, llama)], margin
     )
 
 
@@ -124,25 +124,54 @@ def absent_text(ablation: Ablation) -> str:
     return f" Not run here: {', '.join(ablation.absent)}." if ablation.absent else ""
 
 
-def b19_paragraph(b19: Finding, ablation: Ablation) -> str:
-    """B19's verdict paragraph: the interaction, the swaps not run, and the verdict as `b19` records it."""
-    return (
+def diverged_names(ablation: Ablation) -> list[str]:
+    """'swiglu→gelu seed 1004' for each diverged run of the ablation at the base learning rate."""
+    base = ablation.base
+    if base is None or "diverged" not in base:
+        return []
+    return [f"{row.label} seed {row.seed}" for row in base[base["diverged"].astype(bool)].itertuples()]
+
+
+def b19_paragraph(b19: Finding, ablation: Ablation, registered: confirmation.RegisteredConfirmation | None) -> str:
+    """B19's verdict paragraph: the interaction, the swaps not run, and the verdict as `b19` records it; with the
+    confirmation, the pilot's looks and how the confirmation was sized."""
+    text = (
         f"Interaction of the norm and placement swaps: {interaction_text(ablation)}.{absent_text(ablation)}"
-        f"\n\n**B19 verdict: {b19.verdict}.**\n\n*The looks taken.* The interaction's seeds were not fixed in "
-        f"advance: on the cpu profile it was read at {looks_text(B19_LOOKS, 'seeds')}, and seeds were added after the "
-        "first came out inconclusive. So it is judged by an anytime-valid 95% confidence sequence (Lai 1976), which "
-        "keeps its coverage however many looks are taken, not by a t-interval, which would not."
+        f"{confirmation.resolution_sentence(b19, NATS_PER_BYTE)}\n\n**B19 verdict: {b19.verdict}.**"
+    )
+    if registered is None:
+        return text
+    return (
+        f"{text}\n\n*The pilot's looks.* The pilot's seeds were not fixed in advance: its interaction was read at "
+        f"{looks_text(B19_LOOKS, 'seeds')}, and seeds were added after the first came out inconclusive, so it is read "
+        "off an anytime-valid 95% confidence sequence (Lai 1976), valid under its looks but wide. "
+        f"{confirmation.design_paragraph(registered)}"
     )
 
 
-def b19_finding(ablation: Ablation, *, depth: int, steps: int, seeds: int, margin: float) -> Finding:
+def b19_finding(
+    ablation: Ablation,
+    *,
+    depth: int,
+    steps: int,
+    seeds: int,
+    margin: float,
+    registered: confirmation.RegisteredConfirmation | None = None,
+) -> Finding:
+    """B19 from the interaction's interval; with the `registered` confirmation (this build's seeds), one left
+    incomplete (a run missing or diverged) decides nothing, and the pilot's sequence is recorded beside it."""
     interaction = ablation.interaction
     singles = ", ".join(
         f"{s} {p['mean_difference']:+.3f}" if p else f"{s} diverged"
         for s, p in ablation.swaps.items()
         if s in SINGLE_SWAPS
     )
-    return Finding(
+    sample = (
+        f"the registered confirmation's {registered.pairs} fresh seeds (the pilot decides nothing)"
+        if registered
+        else "seeds fixed before any run"
+    )
+    finding = Finding(
         b19_verdict(ablation),
         f"Interaction of the norm and placement swaps at depth {depth}: {interaction_text(ablation)}; single swaps "
         f"vs LLaMA style: {singles} {NATS_PER_BYTE}.{absent_text(ablation)}",
@@ -151,7 +180,7 @@ def b19_finding(ablation: Ablation, *, depth: int, steps: int, seeds: int, margi
             "steps": steps,
             "seeds": seeds,
             "interaction": interaction,
-            "looks_seeds": list(B19_LOOKS),
+            **(confirmation.evidence(registered, "B19", registered.pilot_pair("B19")) if registered else {}),
             "swaps": dict(ablation.swaps),
             "stress_diverged": {s: bool(d) for s, d in ablation.stress_diverged.items()},
             "absent_swaps": list(ablation.absent),
@@ -162,6 +191,12 @@ def b19_finding(ablation: Ablation, *, depth: int, steps: int, seeds: int, margi
         threshold=margin,
         spread=pair_spread(interaction),
         **B19_KEY.fields(),
-        rule=f"Paired interaction Δ(norm+placement) − Δ(norm) − Δ(placement), its 95% confidence sequence (anytime-valid: "
-        f"the seeds grew after looks): beyond ±{B19_KEY.limit(margin)} holds with caveats (one pair of parts tested); inside does not hold; wider: not testable here.",
+        rule=f"Paired interaction Δ(norm+placement) − Δ(norm) − Δ(placement), the 95% t-interval of {sample}: beyond "
+        f"±{B19_KEY.limit(margin)} holds with caveats (one pair of parts tested); inside does not hold; otherwise, or "
+        "with a run missing or diverged, not testable here.",
+    )
+    if registered is None:
+        return finding
+    return confirmation.decided(
+        finding, pairs=seeds, registered_pairs=registered.pairs, diverged=diverged_names(ablation)
     )

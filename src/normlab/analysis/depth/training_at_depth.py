@@ -120,6 +120,13 @@ def train_grid(grid: list[dict], base_model: GPTConfig, base_train, corpus, *, p
     return pd.DataFrame(rows)
 
 
+def ablation_seed_range(settings: dict) -> range:
+    """The ablation's seeds: `ablation_seeds` of them from `ablation_first_seed` (B19's confirmation starts past its
+    pilot's seeds)."""
+    first = settings.get("ablation_first_seed", 0)
+    return range(first, first + settings["ablation_seeds"])
+
+
 def training_grids(settings: dict) -> tuple[list[dict], list[dict]]:
     """The runs to train: the paired runs and the no-warm-up sweep of the four models at the training depth;
     and the LLaMA-style ablation (paired seeds at the base learning rate, one seed at the stress one)."""
@@ -142,7 +149,7 @@ def training_grids(settings: dict) -> tuple[list[dict], list[dict]]:
             "model": {**LLAMA, **swap, "depth": settings["ablation_depth"]},
             "train": {"seed": seed, "steps": steps, "eval_every": flat_eval_every(steps), "warmup_steps": steps // 10},
         }
-        for seed in range(settings["ablation_seeds"])
+        for seed in ablation_seed_range(settings)
         for label, swap in ABLATIONS.items()
     ]
     ablation += [
@@ -220,7 +227,7 @@ def training_study(settings: dict, corpus, devices=None) -> TrainingStudy:
         ablation_left=PairsLeft(
             ablation_lost,
             complete_rows(base, "seed", "label", ABLATIONS)["seed"].nunique(),
-            registered_pairs(settings["ablation_seeds"], PAIRS["ablation_seeds"]),
+            settings["ablation_seeds"],  # B19's confirmation decides on every registered seed, never on fewer
         ),
     )
 

@@ -20,24 +20,26 @@ def loss_curves(curves: pd.DataFrame, unigram_entropy: float, initial_loss: floa
     return fig
 
 
-def paired_differences(final_pair: dict | None, curve_pair: dict | None, margin: float):
-    """The per-seed paired differences, their mean and the band each pair carries (`half_width`: the confidence
-    sequence, for both), for the final loss and the whole curve, against the ±margin band. With no pairs (a run
-    diverged), only the band."""
-    fig, ax = plt.subplots(figsize=(7, 2.6))
-    if final_pair is not None:
-        for row, (_label, pair) in enumerate((("final loss (A9)", final_pair), ("whole curve (B7)", curve_pair))):
-            ax.scatter(pair["differences"], [row] * pair["pairs"], color="grey", s=12, zorder=2)
-            ax.errorbar(
-                [pair["mean_difference"]],
-                [row],
-                xerr=[[pair["half_width"]], [pair["half_width"]]],
-                fmt="o",
-                capsize=6,
-                color="C0",
-                zorder=3,
-            )
-        ax.set(yticks=[0, 1], yticklabels=["final loss (A9)", "whole curve (B7)"])
+def paired_differences(rows: list[tuple[str, dict | None]], margin: float):
+    """One row per (label, paired result): the per-seed differences, their mean and the band the result carries
+    (`half_width`: a t-interval for the confirmation, the confidence sequence for the pilot), against the ±margin
+    band. A row whose result is None (a run diverged) shows only its label."""
+    fig, ax = plt.subplots(figsize=(7, 0.75 * len(rows) + 1.2))
+    for row, (label, pair) in enumerate(rows):
+        if pair is None:
+            continue
+        pilot = label.startswith("pilot")
+        ax.scatter(pair["differences"], [row] * pair["pairs"], color="grey", s=10, alpha=0.6 if pilot else 1, zorder=2)
+        ax.errorbar(
+            [pair["mean_difference"]],
+            [row],
+            xerr=[[pair["half_width"]], [pair["half_width"]]],
+            fmt="o",
+            capsize=6,
+            color="C1" if pilot else "C0",
+            zorder=3,
+        )
+    ax.set(yticks=range(len(rows)), yticklabels=[label for label, _ in rows], ylim=(len(rows) - 0.5, -0.5))
     ax.axvspan(-margin, margin, color="green", alpha=0.15)
     ax.axvline(0, c="k", lw=0.8)
     ax.set(xlabel="RMSNorm − LayerNorm validation loss (nats per byte)")

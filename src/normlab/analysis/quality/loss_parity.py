@@ -1,9 +1,10 @@
 """Section "Loss parity (A9) and coinciding curves (B7, first half)": the paired RMSNorm − LayerNorm
 differences of the final and the whole-curve validation loss, and A9's verdict.
 
-A9's pairs grew after looks (`A9_LOOKS`), so its verdict is read off an anytime-valid confidence sequence
-(`normlab.analysis.shared.sequential`), not off the t-interval, which is kept beside it for comparison only. B7's
-whole-curve difference comes from the same runs, so it is read off the same kind of sequence."""
+The runs trained here are A9's registered confirmation (`normlab.analysis.shared.confirmation`): fresh seeds in a
+number fixed before they ran, so their 95% t-interval is valid and alone decides. The pilot (seeds 0-23, whose pairs
+grew after looks, `A9_LOOKS`) is shown beside it from its committed build, under the confidence sequence its looks
+require, and decides nothing. B7's whole-curve difference comes from the same runs."""
 
 from __future__ import annotations
 
@@ -14,19 +15,22 @@ import pandas as pd
 
 from normlab.analysis.quality.profiles import NORMS
 from normlab.analysis.quality.training import hardware_label, parameter_count
+from normlab.analysis.shared import confirmation
 from normlab.analysis.shared.paired import interval_text, paired_difference
 from normlab.analysis.shared.parity import equivalence_verdict
-from normlab.analysis.shared.sequential import looks_text, sequence_difference
-from normlab.study import design
+from normlab.analysis.shared.sequential import looks_text
+from normlab.study import design, sample_size
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import NATS_PER_BYTE, KeyNumber, within
 from normlab.study.present import significant
 
-A9_KEY = KeyNumber("farthest end of the 95% confidence sequence of final loss, RMSNorm − LayerNorm", NATS_PER_BYTE)
+A9_KEY = KeyNumber(
+    "farthest end of the confirmation's 95% t-interval of final loss, RMSNorm − LayerNorm", NATS_PER_BYTE
+)
 
-# The pair counts at which the cpu profile's A9 interval was read (git history of quality/profiles.py): 6, then 12
-# after an inconclusive interval, then 24 after another. The confidence sequence stays valid under these looks, and
-# tests/test_looks_coverage.py simulates exactly them.
+# The pair counts at which the pilot's A9 interval was read (git history of quality/profiles.py): 6, then 12 after an
+# inconclusive interval, then 24 after another. Those runs are now the pilot; tests/test_looks_coverage.py simulates
+# both the looks and the two-stage procedure that replaced them.
 A9_LOOKS = design.looks("A9")  # (6, 12, 24), registered in data/design.toml
 
 
@@ -36,9 +40,8 @@ class LossParity:
     final: dict[str, list[float]]  # final validation loss per seed, per norm
     curve: dict[str, list[float]]  # validation loss averaged over every evaluation after the start
     diverged: list[tuple[str, int]]
-    final_pair: dict | None  # paired RMSNorm − LayerNorm final loss, confidence sequence; None when a run diverged
-    final_fixed_n: dict | None  # the same difference's t-interval: valid only for pairs fixed before any look
-    curve_pair: dict | None  # the same confidence sequence for the whole-curve mean (B7)
+    final_pair: dict | None  # paired RMSNorm − LayerNorm final loss, 95% t-interval; None when a run diverged
+    curve_pair: dict | None  # the same for the whole-curve mean (B7)
     last_drop: float  # how much the loss still fell over the last 10% of the steps, mean over runs
     initial_loss: float
     final_loss: float
@@ -58,11 +61,10 @@ def loss_parity(runs: dict[tuple[str, int], dict], margin: float) -> LossParity:
     final = {norm: [runs[(norm, s)]["final_val_loss"] for s in seeds] for norm in NORMS}
     curve = {norm: [float(np.mean([v for st, v in runs[(norm, s)]["val"] if st > 0])) for s in seeds] for norm in NORMS}
     if diverged:
-        final_pair = final_fixed_n = curve_pair = None
+        final_pair = curve_pair = None
     else:
         final_pair = final_loss_pair(final["layer"], final["rms"], margin)
-        final_fixed_n = paired_difference(final["layer"], final["rms"], margin)
-        curve_pair = sequence_difference(curve["layer"], curve["rms"], margin)  # B7: A9's runs, so A9's looks
+        curve_pair = paired_difference(curve["layer"], curve["rms"], margin)  # B7: A9's runs
     drops = pd.DataFrame([{"norm": n, "seed": s, "drop": r["final_drop"]} for (n, s), r in runs.items()])
     return LossParity(
         curves=curves,
@@ -70,7 +72,6 @@ def loss_parity(runs: dict[tuple[str, int], dict], margin: float) -> LossParity:
         curve=curve,
         diverged=diverged,
         final_pair=final_pair,
-        final_fixed_n=final_fixed_n,
         curve_pair=curve_pair,
         last_drop=float(drops["drop"].mean()),
         initial_loss=float(curves[curves.step == 0].val_loss.mean()),
@@ -79,8 +80,9 @@ def loss_parity(runs: dict[tuple[str, int], dict], margin: float) -> LossParity:
 
 
 def final_loss_pair(layer: list[float], rms: list[float], margin: float) -> dict:
-    """A9's paired difference RMSNorm − LayerNorm of final losses, per seed, under its confidence sequence."""
-    return sequence_difference(layer, rms, margin)
+    """A9's paired difference RMSNorm − LayerNorm of final losses, per seed, with its 95% t-interval: the pairs are
+    the confirmation's, fixed before they ran."""
+    return paired_difference(layer, rms, margin)
 
 
 def farthest_end_key(pair: dict | None) -> dict:
@@ -91,10 +93,16 @@ def farthest_end_key(pair: dict | None) -> dict:
     return {"key_number": max(abs(pair["ci_low"]), abs(pair["ci_high"])), "spread": pair["standard_error"]}
 
 
+def diverged_names(parity: LossParity) -> list[str]:
+    """'rms seed 1003' for each diverged run."""
+    return [f"{norm} seed {seed}" for norm, seed in parity.diverged]
+
+
 def final_loss_verdict(parity: LossParity) -> tuple[str, str]:
-    """A9's verdict from the paired final loss, and the interval in words (a diverged run: does not hold)."""
+    """A9's verdict from the paired final loss, and the interval in words. A diverged run leaves the confirmation
+    incomplete: not testable here, naming the runs (`confirmation.decided` says so on the finding)."""
     if parity.final_pair is None:
-        return "does not hold", f"{len(parity.diverged)} run(s) diverged: {parity.diverged}"
+        return "not testable here", f"{len(parity.diverged)} run(s) diverged: {', '.join(diverged_names(parity))}"
     return equivalence_verdict(parity.final_pair), interval_text(parity.final_pair, NATS_PER_BYTE)
 
 
@@ -120,42 +128,91 @@ def common_evidence(corpus, settings: dict, device: str, margin: float, parity: 
     }
 
 
-def parity_paragraph(parity: LossParity) -> str:
+def parity_paragraph(parity: LossParity, registered: confirmation.RegisteredConfirmation | None) -> str:
+    """The section's verdict paragraph. With the `registered` confirmation, the verdict as it decides (incomplete:
+    not testable), and the account of the pilot's looks and of the confirmation that replaced them."""
     verdict, text = final_loss_verdict(parity)
-    return (
+    flattened = (
         f"Over the last 10% of the steps the validation loss still fell by {parity.last_drop:.4f} {NATS_PER_BYTE} on "
-        f"average (from {parity.initial_loss:.2f} at the start to {parity.final_loss:.3f}), so the runs had flattened.\n\n"
-        f"**A9 verdict: {verdict}.** Final validation loss, RMSNorm − LayerNorm: {text}."
-        + (f"\n\n{looks_paragraph(parity.final_fixed_n)}" if parity.final_fixed_n else "")
+        f"average (from {parity.initial_loss:.2f} at the start to {parity.final_loss:.3f}), so the runs had flattened."
     )
-
-
-def looks_paragraph(fixed_n: dict) -> str:
-    """The disclosure of A9's looks, with the t-interval that the looks invalidate, for comparison."""
+    if registered is None:
+        return f"{flattened}\n\n**A9 verdict: {verdict}.** Final validation loss, RMSNorm − LayerNorm: {text}."
+    reason = confirmation.incomplete(len(parity.final["rms"]), registered.pairs, diverged_names(parity))
+    incomplete = f"; the confirmation is incomplete ({reason}) and does not decide on fewer pairs than registered"
     return (
-        f"*The looks taken.* This verdict's pairs were not fixed in advance: on the cpu profile the interval was read "
-        f"at {looks_text(A9_LOOKS)}, and pairs were added each time it came out inconclusive. A 95% t-interval read "
-        'that way says "no difference" too often when the true difference lies at the margin, so the verdict is read '
-        "off an anytime-valid 95% confidence sequence (Lai 1976), which keeps its coverage however many looks are "
-        "taken, at the price of a wider band. The t-interval, valid only had the pairs been fixed before any look, "
-        f"would have been {interval_text(fixed_n, NATS_PER_BYTE, margin=False)}."
+        f"{flattened}\n\n**A9 verdict: {confirmation.NOT_TESTABLE if reason else verdict}.** Final validation loss, "
+        f"RMSNorm − LayerNorm, on the confirmation: {text}{incomplete if reason else ''}. At {registered.pairs} pairs "
+        f"and the pilot's spread this design resolves a margin of ±{registered.resolvable_margin('A9'):.4f} "
+        f"{NATS_PER_BYTE} at 90% power.\n\n{looks_paragraph()} {confirmation.design_paragraph(registered)}"
     )
 
 
-def a9_finding(parity: LossParity, margin: float, common: dict, resume: dict, ladder: dict | None = None) -> Finding:
-    """A9 holds when the whole 95% confidence sequence of the paired final-loss difference lies inside ±margin. The scale
-    ladder (`ladder_evidence`), when given, is recorded beside it as evidence; the verdict is this size's."""
+def figure_rows(parity: LossParity, registered: confirmation.RegisteredConfirmation | None) -> list:
+    """The paired-differences figure's rows: with a confirmation, each claim's pilot above its confirmation."""
+    if registered is None:
+        return [("final loss (A9)", parity.final_pair), ("whole curve (B7)", parity.curve_pair)]
+    return [
+        ("pilot: final loss (A9)", registered.pilot_pair("A9")),
+        ("confirmation: final loss (A9)", parity.final_pair),
+        ("pilot: whole curve (B7)", registered.pilot_pair("B7")),
+        ("confirmation: whole curve (B7)", parity.curve_pair),
+    ]
+
+
+CLUSTER_WORKERS = 32  # a cluster size to price, the README's example: one single-threaded Dask worker per core
+
+
+def literature_paragraph(
+    registered: confirmation.RegisteredConfirmation, literature: float, wall_seconds: float, workers: int
+) -> str:
+    """How many pairs a margin as fine as the literature's difference would need at the pilot's spread, and what
+    they would cost, from this build's measured wall time for the confirmation on `workers` workers."""
+    pairs = sample_size.confirmation_pairs(registered.design.pilot_sd["A9"], literature, registered.design.power)
+    per_pair = wall_seconds * workers / registered.pairs  # CPU-seconds a pair cost here, both of its trainings
+    here = confirmation.cost_hours(pairs, per_pair, workers)
+    cluster = confirmation.cost_hours(pairs, per_pair, CLUSTER_WORKERS)
+    return (
+        f"*How fine could it go?* A margin of ±{literature:g} {NATS_PER_BYTE}, the literature's own difference, would "
+        f"need {pairs} pairs at the pilot's spread for the same power. The confirmation's {registered.pairs} pairs "
+        f"took {wall_seconds / 60:.1f} minutes on {workers} workers here ({per_pair:.0f} CPU-seconds a pair), so "
+        f"{pairs} pairs would take about {here:.1f} hours on this machine, or {cluster:.1f} hours on a Dask cluster of "
+        f"{CLUSTER_WORKERS} such single-threaded workers."
+    )
+
+
+def looks_paragraph() -> str:
+    """The disclosure of the pilot's looks, which is why the pilot cannot decide."""
+    return (
+        f"*The pilot's looks.* The pilot's pairs were not fixed in advance: on the cpu profile its interval was read "
+        f"at {looks_text(A9_LOOKS)}, and pairs were added each time it came out inconclusive. Read that way a 95% "
+        't-interval says "no difference" too often, so the pilot is read off an anytime-valid 95% confidence sequence '
+        "(Lai 1976), valid under its looks but wide; it stayed undecided."
+    )
+
+
+def a9_finding(
+    parity: LossParity,
+    margin: float,
+    common: dict,
+    resume: dict,
+    ladder: dict | None = None,
+    registered: confirmation.RegisteredConfirmation | None = None,
+) -> Finding:
+    """A9 holds when the whole 95% t-interval of the paired final-loss difference lies inside ±margin. With the
+    `registered` confirmation (this build's runs), one with fewer complete, non-diverged pairs than registered decides
+    nothing (`confirmation.decided`), and the pilot's sequence is recorded beside it; without (a GPU study's pairs,
+    fixed in advance) the interval alone decides. The scale ladder (`ladder_evidence`), when given, is evidence."""
     verdict, text = final_loss_verdict(parity)
     pair = parity.final_pair
-    return Finding(
+    finding = Finding(
         verdict,
         f"Final validation loss RMSNorm − LayerNorm = {text}, after {common['steps']} steps (loss still fell "
         f"{parity.last_drop:.4f} {NATS_PER_BYTE} over the last 10%).",
         {
             **common,
             "paired_final_loss": pair,
-            "paired_final_loss_t_interval": parity.final_fixed_n,
-            "looks_pairs": list(A9_LOOKS),
+            **(confirmation.evidence(registered, "A9", registered.pilot_pair("A9")) if registered else {}),
             "final_loss_layer": parity.final["layer"],
             "final_loss_rms": parity.final["rms"],
             "resume_max_abs_loss_difference": resume["difference"],
@@ -165,10 +222,22 @@ def a9_finding(parity: LossParity, margin: float, common: dict, resume: dict, la
         **farthest_end_key(pair),
         threshold=margin,
         **A9_KEY.fields(),
-        rule=f"Holds when the whole 95% confidence sequence (anytime-valid: the pairs grew after looks) of the paired "
-        f"final-loss difference lies inside ±{A9_KEY.limit(margin)}; not testable when it is wider than that; does not "
-        "hold when it lies outside.",
+        rule=f"Holds when the whole 95% t-interval of the {sample_name(registered)} (paired final-loss difference) lies "
+        f"inside ±{A9_KEY.limit(margin)}; does not hold when it lies wholly outside; not testable otherwise, or when a "
+        "run is missing or diverged.",
     )
+    if registered is None:
+        return finding
+    return confirmation.decided(
+        finding, pairs=len(parity.final["rms"]), registered_pairs=registered.pairs, diverged=diverged_names(parity)
+    )
+
+
+def sample_name(registered: confirmation.RegisteredConfirmation | None) -> str:
+    """What the deciding interval is over: 'registered confirmation's 19 fresh pairs (the pilot decides nothing)'."""
+    if registered is None:
+        return "pairs, fixed before any run"
+    return f"registered confirmation's {registered.pairs} fresh pairs (the pilot decides nothing)"
 
 
 def millions(parameters: float) -> str:
@@ -207,7 +276,7 @@ def a9_headline(a9: Finding) -> str | None:
     key = KeyNumber.of(a9)
     return (
         f"Trained in pairs, small GPTs with RMSNorm and with LayerNorm reach validation losses that differ by at most "
-        f"{key.format(k)} (the paired 95% confidence sequence){a9_scale(a9)}, "
+        f"{key.format(k)} (the registered confirmation's paired 95% interval){a9_scale(a9)}, "
         f"{'inside' if within(k, t) else 'beyond'} the margin of ±{key.limit(t)} for no difference"
         + {
             "holds": ": equal quality at this scale, as article A says.",

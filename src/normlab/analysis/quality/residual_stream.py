@@ -9,8 +9,7 @@ import pandas as pd
 import torch
 
 from normlab.analysis.quality.training import model_config
-from normlab.analysis.shared.paired import interval_text
-from normlab.analysis.shared.sequential import sequence_difference
+from normlab.analysis.shared.paired import interval_text, paired_difference
 from normlab.analysis.shared.stream import deepest_value, mean_projection_effect, stream_report
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.runtime.jobs import load_weights
@@ -76,8 +75,8 @@ def offset_measures(tables: StreamTables, depth: int, margin: float) -> dict:
     first = rms_trained[rms_trained.layer == 0].set_index("seed")
     rms_proj = tables.projection[tables.projection.norm == "rms"].sort_values("seed")
     layer_proj = tables.projection[tables.projection.norm == "layer"]
-    # a confidence sequence: these are A9's models, whose number grew after A9's looks (data/design.toml, B5)
-    info_pair = sequence_difference(rms_proj.loss.tolist(), rms_proj.loss_mean_removed.tolist(), margin)
+    # a t-interval: these are A9's confirmation models, whose number was fixed before they ran (data/design.toml, B5)
+    info_pair = paired_difference(rms_proj.loss.tolist(), rms_proj.loss_mean_removed.tolist(), margin)
     return {
         "offset_last": float(last.offset_share.mean()),
         "offset_first": float(first.offset_share.mean()),

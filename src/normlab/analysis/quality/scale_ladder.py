@@ -36,13 +36,11 @@ def rung_settings(settings: dict, rung: dict) -> dict:
     return {**settings, **rung}
 
 
-def ladder_point(settings: dict, parity: LossParity, hardware_name: str, *, after_looks: bool = False) -> dict:
-    """One rung: the paired final-loss difference RMSNorm − LayerNorm with its interval, and the model's size.
-
-    A rung whose pairs were set before any of them was read gets its t-interval. The chapter's own size (A9's pairs,
-    which grew after looks: `after_looks`) gets the confidence sequence A9's verdict reads, so the ladder never shows
-    that size a narrower band than its verdict could use."""
-    pair = parity.final_pair if after_looks else parity.final_fixed_n
+def ladder_point(settings: dict, parity: LossParity, hardware_name: str) -> dict:
+    """One rung: the paired final-loss difference RMSNorm − LayerNorm with its 95% t-interval (every rung's pairs,
+    the chapter's own size's included, A9's confirmation, were set before any of them was read), and the model's
+    size."""
+    pair = parity.final_pair
     if pair is None:
         raise ValueError(
             f"ladder rung width={settings['width']} depth={settings['depth']}: run(s) {parity.diverged} diverged, "

@@ -6,9 +6,16 @@ from __future__ import annotations
 
 import pandas as pd
 
-from normlab.analysis.quality.loss_parity import LossParity, farthest_end_key, final_loss_verdict
+from normlab.analysis.quality.loss_parity import (
+    LossParity,
+    diverged_names,
+    farthest_end_key,
+    final_loss_verdict,
+    sample_name,
+)
 from normlab.analysis.quality.profiles import NORMS
 from normlab.analysis.quality.training import model_config
+from normlab.analysis.shared import confirmation
 from normlab.analysis.shared.paired import interval_text
 from normlab.analysis.shared.parity import equivalence_verdict, ratio_with_spread
 from normlab.gpt.model import GPTConfig
@@ -19,7 +26,7 @@ from normlab.study.key_numbers import DIMENSIONLESS, NATS_PER_BYTE, KeyNumber
 
 B7_KEY = KeyNumber("ratio of step times, RMSNorm / LayerNorm", DIMENSIONLESS)
 B7_CURVES_KEY = KeyNumber(
-    "farthest end of the 95% confidence sequence of the whole-curve loss, RMSNorm − LayerNorm", NATS_PER_BYTE
+    "farthest end of the confirmation's 95% t-interval of the whole-curve loss, RMSNorm − LayerNorm", NATS_PER_BYTE
 )
 
 
@@ -53,7 +60,7 @@ def b7_verdict(curves: str, ratio: float, visible: float) -> str:
 
 
 def b7_key(curves: str, pair: dict | None, speed: dict, *, visible: float, margin: float) -> dict:
-    """The number B7's verdict turned on, with its threshold and spread: the curves' sequence against the margin when
+    """The number B7's verdict turned on, with its threshold and spread: the curves' interval against the margin when
     the curves half did not hold (then the verdict is that half's), else the step-time ratio against `visible`."""
     if curves == "holds":
         return dict(key_number=speed["ratio"], threshold=visible, spread=speed["spread"], **B7_KEY.fields())
@@ -61,8 +68,18 @@ def b7_key(curves: str, pair: dict | None, speed: dict, *, visible: float, margi
 
 
 def b7_finding(
-    parity: LossParity, timings: pd.DataFrame, speed: dict, *, visible: float, margin: float, backend: str, common: dict
+    parity: LossParity,
+    timings: pd.DataFrame,
+    speed: dict,
+    *,
+    visible: float,
+    margin: float,
+    backend: str,
+    common: dict,
+    registered: confirmation.RegisteredConfirmation | None = None,
 ) -> Finding:
+    """B7 from both halves; with the `registered` confirmation (this build's runs), one left incomplete decides
+    nothing (`confirmation.decided`), and the pilot's curve sequence is recorded beside it."""
     curves = curves_verdict(parity)
     pair = parity.curve_pair
     ratio = speed["ratio"]
@@ -71,12 +88,13 @@ def b7_finding(
         f"{interval_text(pair, NATS_PER_BYTE)}; step time RMSNorm/LayerNorm "
         f"{ratio:.3f} ± {speed['spread']:.3f} (visible if ≤ {visible})"
     )
-    return Finding(
+    finding = Finding(
         b7_verdict(curves, ratio, visible),
         f"Curves {curves if curves != 'holds' else 'coincide'}: {text}.",
         {
             **common,
             "paired_curve_loss": pair,
+            **(confirmation.evidence(registered, "B7", registered.pilot_pair("B7")) if registered else {}),
             "curves_half": curves,
             "step_time_ratio_rms_over_layer": ratio,
             "step_time_ratio_spread": speed["spread"],
@@ -88,8 +106,14 @@ def b7_finding(
             "narang_2021_t5_steps_per_s": {"rmsnorm": 3.68, "vanilla": 3.50},
         },
         **b7_key(curves, pair, speed, visible=visible, margin=margin),
-        rule=f"Both halves: the 95% confidence sequence of the paired whole-curve loss difference inside ±{margin:g} "
-        f"{NATS_PER_BYTE}, and the median step-time ratio ≤ {visible:g}; the curves alone give 'holds with caveats'.",
+        rule=f"Both halves: the 95% t-interval of the {sample_name(registered)} (paired whole-curve loss difference) "
+        f"inside ±{margin:g} {NATS_PER_BYTE}, and the median step-time ratio ≤ {visible:g}; the curves alone give "
+        "'holds with caveats'.",
+    )
+    if registered is None:
+        return finding
+    return confirmation.decided(
+        finding, pairs=len(parity.curve["rms"]), registered_pairs=registered.pairs, diverged=diverged_names(parity)
     )
 
 
@@ -100,7 +124,7 @@ def b7_paragraph(b7: Finding, *, repeats: int, device: str) -> str:
     pair, ratio = e["paired_curve_loss"], e["step_time_ratio_rms_over_layer"]
     return (
         f"**B7 verdict: {b7.verdict}.** Mean validation loss over the curve, RMSNorm − "
-        f"LayerNorm: {interval_text(pair, NATS_PER_BYTE)}. "
+        f"LayerNorm: {interval_text(pair, NATS_PER_BYTE)}.{confirmation.resolution_sentence(b7, NATS_PER_BYTE)} "
         f"RMSNorm's step takes {ratio:.3f}× LayerNorm's (spread {e['step_time_ratio_spread']:.3f}, {repeats} "
         f"rounds) with backend `{e['backend']}` on {device}: {'visibly' if e['visible'] else 'not visibly'} "
         f"shorter. B7 holds only if both halves do; coinciding curves alone give 'holds with caveats', and curves "

@@ -68,6 +68,12 @@ def train_pairs(settings: dict, devices: list[str] | None, *, keep_weights: bool
     return train_many([settings], devices, keep_weights=keep_weights)[0]
 
 
+def seed_range(settings: dict) -> range:
+    """The seeds a size trains: `seeds` of them from `first_seed` (A9's confirmation starts past its pilot's)."""
+    first = settings.get("first_seed", 0)
+    return range(first, first + settings["seeds"])
+
+
 def run_names(keys: list[tuple[str, int]]) -> str:
     """'rms seed 3', or 'rms seed 0, layer seed 0' for a batched share: how the pages name a missing job."""
     return ", ".join(f"{norm} seed {seed}" for norm, seed in keys)
@@ -79,7 +85,7 @@ def train_many(sizes: list[dict], devices: list[str] | None, *, keep_weights: bo
     jobs, owners = [], []  # owners[j]: (which settings, the (norm, seed) keys job j trains)
     batched = sizes[0]["trainer"] == "batched" and not devices
     for index, settings in enumerate(sizes):
-        keys = [(norm, seed) for seed in range(settings["seeds"]) for norm in NORMS]
+        keys = [(norm, seed) for seed in seed_range(settings) for norm in NORMS]
         if batched:
             # one norm per worker where it divides so: members of one config form one stack, one batched product
             members, workers = sorted(keys), min(default_workers(), len(keys))
@@ -110,7 +116,7 @@ def train_many(sizes: list[dict], devices: list[str] | None, *, keep_weights: bo
         else:
             runs[index].update(zip(keys, output if batched else [output]))
     where = getattr(outputs, "where", RunGaps.where)
-    order = [[(norm, seed) for seed in range(s["seeds"]) for norm in NORMS] for s in sizes]
+    order = [[(norm, seed) for seed in seed_range(s) for norm in NORMS] for s in sizes]
     return [
         complete_pairs(
             CompletedRuns({key: found[key] for key in keys if key in found}, RunGaps(tuple(gone), where)), NORMS

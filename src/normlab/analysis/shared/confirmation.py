@@ -19,6 +19,8 @@ import json
 import math
 from dataclasses import dataclass, replace
 
+import pandas as pd
+
 from normlab.analysis.shared.paired import interval_text
 from normlab.analysis.shared.sequential import sequence_difference
 from normlab.study import design, paths
@@ -36,8 +38,8 @@ class RegisteredConfirmation:
     design: Confirmation
     margin: float  # the decided claims' shared margin, in their unit
     unit: str
-    required: dict[str, int]  # per claim decided, the pairs its registered inputs give
-    pairs: int  # registered: the largest of `required`
+    required: dict[str, int]  # per claim decided, the pairs its registered inputs give (the cpu profile's design)
+    pairs: int  # registered for the profile: at cpu the largest of `required`; at smoke the pipeline check's few
 
     @property
     def seeds(self) -> tuple[int, ...]:
@@ -86,9 +88,14 @@ def pilot_evidence(confirmation: Confirmation, claim_id: str) -> dict:
     return found
 
 
-def registered(claim_id: str, loaded: design.Design | None = None) -> RegisteredConfirmation:
-    """The confirmation deciding `claim_id`, checked against its registered inputs; a DesignError naming both numbers
-    where they disagree."""
+CONFIRMED_PROFILES = ("smoke", "cpu")  # the gpu profile trains the GPU design, fixed before any run: no pilot
+
+
+def registered(claim_id: str, profile: str = "cpu", loaded: design.Design | None = None) -> RegisteredConfirmation:
+    """The confirmation deciding `claim_id` on `profile` ("cpu", or "smoke", which runs the same procedure at a few
+    pairs), checked against its registered inputs; a DesignError naming both numbers where they disagree."""
+    if profile not in CONFIRMED_PROFILES:
+        raise ValueError(f"profile {profile!r} has no confirmation; the confirmed profiles are {CONFIRMED_PROFILES}")
     loaded = loaded or design.load()
     confirmation = loaded.confirmation_of(claim_id)
     if confirmation is None:
@@ -122,7 +129,7 @@ def registered(claim_id: str, loaded: design.Design | None = None) -> Registered
             f"±{margin:g}, alpha {ALPHA:g}, power {confirmation.power:g} at a true difference of "
             f"{confirmation.true_difference:g}) give {max(required.values())} ({computed}); register that number"
         )
-    return RegisteredConfirmation(confirmation, margin, owner.unit, required, pairs)
+    return RegisteredConfirmation(confirmation, margin, owner.unit, required, owner.pairs[profile])
 
 
 def check_profile(confirmation: RegisteredConfirmation, settings: dict, profile: str) -> None:
@@ -180,6 +187,17 @@ def evidence(confirmation: RegisteredConfirmation, claim_id: str, pilot: dict) -
     }
 
 
+def resolution_sentence(finding: Finding, unit: str) -> str:
+    """' At 19 pairs and the pilot's spread this design resolves a margin of ±0.0196 nats per byte at 90% power.'"""
+    e = finding.evidence
+    if "resolvable_margin_90_power" not in e:
+        return ""
+    return (
+        f" At {e['confirmation_pairs']} pairs and the pilot's spread this design resolves a margin of "
+        f"±{e['resolvable_margin_90_power']:.4f} {unit} at 90% power."
+    )
+
+
 def seeds_text(seeds) -> str:
     return f"seeds {seeds[0]}–{seeds[-1]}"
 
@@ -204,28 +222,31 @@ def design_paragraph(confirmation: RegisteredConfirmation) -> str:
     )
 
 
-def side_by_side(confirmation: RegisteredConfirmation, claim_id: str, pilot: dict, confirmed: dict | None) -> list:
-    """Rows for the page's table: the pilot's sequence beside the confirmation's interval, and which decides."""
+def side_by_side(confirmation: RegisteredConfirmation, results: dict[str, dict | None]) -> pd.DataFrame:
+    """Rows for the page's table, per claim decided: the pilot's sequence beside the confirmation's interval
+    (`results[claim]`, None when a run diverged), and which of the two decides."""
     unit = confirmation.unit
-    rows = [
-        {
-            "run": "pilot",
-            "seeds": seeds_text(confirmation.design.pilot_seeds),
-            "band": "95% confidence sequence (valid under its looks)",
-            "result": interval_text(pilot, unit, margin=False),
-            "decides": "no",
-        }
-    ]
-    rows.append(
-        {
-            "run": "confirmation",
-            "seeds": seeds_text(confirmation.seeds),
-            "band": "95% t-interval (pairs fixed in advance)",
-            "result": interval_text(confirmed, unit, margin=False),
-            "decides": "yes",
-        }
-    )
-    return rows
+    rows = []
+    for claim, confirmed in results.items():
+        rows.append(
+            {
+                "claim": claim,
+                "run": f"pilot, {seeds_text(confirmation.design.pilot_seeds)}",
+                "band": "95% confidence sequence (valid under its looks)",
+                "result": interval_text(confirmation.pilot_pair(claim), unit, margin=False),
+                "decides": "no",
+            }
+        )
+        rows.append(
+            {
+                "claim": claim,
+                "run": f"confirmation, {seeds_text(confirmation.seeds)}",
+                "band": "95% t-interval (pairs fixed in advance)",
+                "result": interval_text(confirmed, unit, margin=False),
+                "decides": "yes",
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def cost_hours(pairs: int, cpu_seconds_per_pair: float, workers: int) -> float:
