@@ -24,10 +24,12 @@ from normlab.analysis.quality import (  # noqa: E402
     step_time,
 )
 from normlab.analysis.quality import figures as F  # noqa: E402
+from normlab.analysis.shared import confirmation
 from normlab.analysis.shared.paired import paired_difference  # noqa: E402
 from normlab.analysis.shared.runs import training_devices  # noqa: E402
 
 MARGIN = 0.02
+RESUME = {"difference": 0.0, "matches": True}
 
 
 def make_runs(layer_final, rms_final, diverged=()):
@@ -87,10 +89,14 @@ def test_a9_verdict_flips_when_the_interval_leaves_the_margin():
     inside = loss_parity.a9_finding(loss_parity.loss_parity(EQUAL_SIX, MARGIN), MARGIN, common, resume)
     outside = loss_parity.a9_finding(loss_parity.loss_parity(WORSE_SIX, MARGIN), MARGIN, common, resume)
     assert inside.verdict == "holds" and outside.verdict == "does not hold"
-    # three pairs this close would do for a t-interval, not for the sequence, which has no bound yet
+    # three pairs this close fit a t-interval inside the margin; under the registered confirmation they are too few
     too_few = loss_parity.loss_parity(EQUAL, MARGIN)
-    assert too_few.final_fixed_n["outcome"] == "equivalent"
-    assert loss_parity.final_loss_verdict(too_few)[0] == "not testable here"
+    assert loss_parity.final_loss_verdict(too_few)[0] == "holds"
+    registered = confirmation.registered("A9")
+    judged = loss_parity.a9_finding(too_few, MARGIN, common, resume, registered=registered)
+    assert judged.verdict == "not testable here" and f"3 complete pairs of the {registered.pairs} registered" in (
+        judged.summary
+    )
     pair = loss_parity.loss_parity(WORSE_SIX, MARGIN).final_pair
     assert outside.key_number == pytest.approx(max(abs(pair["ci_low"]), abs(pair["ci_high"])))
     assert outside.threshold == MARGIN and f"{pair['mean_difference']:+.4f}" in outside.summary
@@ -100,8 +106,30 @@ def test_a9_verdict_flips_when_the_interval_leaves_the_margin():
 def test_a9_says_which_runs_diverged():
     parity = loss_parity.loss_parity(make_runs([2.0, 2.1], [2.0, 2.1], diverged={("rms", 1)}), MARGIN)
     finding = loss_parity.a9_finding(parity, MARGIN, {"steps": 20}, {"difference": 0.0, "matches": True})
-    assert finding.verdict == "does not hold" and "1 run(s) diverged" in finding.summary
-    assert finding.key_number is None and "diverged" in loss_parity.parity_paragraph(parity)
+    assert finding.verdict == "does not hold" and "1 run(s) diverged: rms seed 1" in finding.summary
+    assert finding.key_number is None and "diverged" in loss_parity.parity_paragraph(parity, None)
+
+
+def test_a9_under_its_confirmation_a_diverged_run_decides_nothing():
+    parity = loss_parity.loss_parity(make_runs([2.0, 2.1], [2.0, 2.1], diverged={("rms", 1)}), MARGIN)
+    registered = confirmation.registered("A9", "smoke")
+    finding = loss_parity.a9_finding(parity, MARGIN, {"steps": 20}, RESUME, registered=registered)
+    assert finding.verdict == "not testable here" and "confirmation is incomplete" in finding.summary
+    assert "1 run diverged: rms seed 1" in finding.evidence["confirmation_incomplete"]
+    paragraph = loss_parity.parity_paragraph(parity, registered)
+    assert "**A9 verdict: not testable here.**" in paragraph and "does not decide on fewer pairs" in paragraph
+
+
+def test_a9_records_its_pilot_and_the_margin_its_confirmation_resolves():
+    registered = confirmation.registered("A9")
+    finding = loss_parity.a9_finding(
+        loss_parity.loss_parity(EQUAL_SIX, MARGIN), MARGIN, {"steps": 20}, RESUME, registered=registered
+    )
+    e = finding.evidence
+    assert e["pilot_seeds"] == [0, 23] and e["confirmation_seeds"] == [1000, 1018]
+    assert e["pilot"]["interval"] == "95% confidence sequence" and e["pilot"]["pairs"] == 24
+    assert e["confirmation_power"] >= 0.9 and e["resolvable_margin_90_power"] < MARGIN
+    assert "registered confirmation's 19 fresh pairs" in finding.rule
 
 
 def test_b7_needs_both_halves():
@@ -127,6 +155,22 @@ def b7_of(parity, step_times, ratio, spread):
     timings = pd.DataFrame(rounds, columns=["model", "repeat", "step_time"])
     speed = {"ratio": ratio, "spread": spread, "repeats": 3}
     return step_time.b7_finding(parity, timings, speed, visible=0.95, margin=MARGIN, backend="auto", common={})
+
+
+def test_b7_under_its_confirmation_needs_every_registered_pair():
+    parity = loss_parity.loss_parity(EQUAL_SIX, MARGIN)
+    timings = pd.DataFrame([(n, 0, 1.0) for n in profiles.NORMS], columns=["model", "repeat", "step_time"])
+    b7 = step_time.b7_finding(
+        parity,
+        timings,
+        {"ratio": 0.9, "spread": 0.01, "repeats": 1},
+        visible=0.95,
+        margin=MARGIN,
+        backend="auto",
+        common={},
+        registered=confirmation.registered("B7"),
+    )
+    assert b7.verdict == "not testable here" and "6 complete pairs of the 19 registered" in b7.summary
 
 
 def test_b7_paragraph_shows_the_verdict_and_numbers_its_finding_records():
@@ -218,7 +262,7 @@ def test_offset_measures_reads_the_last_block_and_the_embeddings():
     m = residual_stream.offset_measures(stream_tables(0.5, UNUSED), depth=2, margin=MARGIN)
     assert m["offset_last"] == pytest.approx(0.51) and m["offset_first"] == pytest.approx(0.1)
     assert m["offset_sd"] == pytest.approx(0.01 * math.sqrt(0.8)) and m["no_info"] and not m["uses_info"]
-    assert m["info_pair"]["interval"] == "95% confidence sequence"
+    assert "interval" not in m["info_pair"]  # a t-interval: the confirmation's models were fixed before they ran
     assert m["layer_increase_max_abs"] == 0.0
 
 

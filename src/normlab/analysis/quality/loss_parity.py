@@ -99,10 +99,10 @@ def diverged_names(parity: LossParity) -> list[str]:
 
 
 def final_loss_verdict(parity: LossParity) -> tuple[str, str]:
-    """A9's verdict from the paired final loss, and the interval in words. A diverged run leaves the confirmation
-    incomplete: not testable here, naming the runs (`confirmation.decided` says so on the finding)."""
+    """A9's verdict from the paired final loss, and the interval in words: a diverged run, does not hold. Under a
+    confirmation a diverged run leaves it incomplete instead, and `confirmation.decided` makes that not testable."""
     if parity.final_pair is None:
-        return "not testable here", f"{len(parity.diverged)} run(s) diverged: {', '.join(diverged_names(parity))}"
+        return "does not hold", f"{len(parity.diverged)} run(s) diverged: {', '.join(diverged_names(parity))}"
     return equivalence_verdict(parity.final_pair), interval_text(parity.final_pair, NATS_PER_BYTE)
 
 
