@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from normlab.study.design import PROFILES, Design
 from normlab.study.prose import number_text
+from normlab.study.sample_size import confirmation_pairs, pass_probability
 
 
 def shown_value(value) -> str:
@@ -30,10 +31,49 @@ def pairs_text(entry) -> str:
         text += f"; GPU study {entry.gpu_study_pairs}"
     if entry.looks:
         text += (
-            f" (the cpu profile's runs were looked at after {', '.join(map(str, entry.looks))} pairs before their number "
-            "was final, so the claim is read off a confidence sequence)"
+            f" (the pilot's runs were looked at after {', '.join(map(str, entry.looks))} pairs before their number was "
+            "final, so they decide nothing: the cpu pairs are a confirmation registered before it ran, see below)"
         )
     return text
+
+
+def confirmation_lines(design: Design) -> list[str]:
+    """The confirmations section: each one's pilot, inputs, the pairs those inputs give, and its fresh seeds."""
+    lines = [
+        "## Confirmations",
+        "",
+        "A claim whose pairs grew after looks keeps those runs as a *pilot*: shown, never pooled, deciding nothing. A "
+        "*confirmation* registered before it ran decides instead: its pairs are the fewest whose 95% t-interval lies "
+        "inside the margin with the registered power at the registered true difference, computed by "
+        "`normlab.study.sample_size.confirmation_pairs` from the pilot's spread alone (never its mean), on seeds no "
+        "earlier run used. The chapter refuses a registered number other than this computation gives.",
+        "",
+    ]
+    for c in design.confirmations():
+        margin = design.value(c.owner, "margin")
+        unit = design.claim(c.owner).unit
+        pairs = design.claim(c.owner).pairs["cpu"]
+        sizes = "; ".join(
+            f"{claim}: pilot spread (sd of the paired differences) {sd:g} {unit} → "
+            f"{confirmation_pairs(sd, margin, c.power, c.true_difference)} pairs; at the registered {pairs}, power "
+            f"{pass_probability(pairs, sd, margin, c.true_difference):.3f} at {c.true_difference:g} and "
+            f"{pass_probability(pairs, sd, margin, margin / 2):.3f} at half the margin (which would need "
+            f"{confirmation_pairs(sd, margin, c.power, margin / 2)} pairs for power {c.power:g})"
+            for claim, sd in c.pilot_sd.items()
+        )
+        read = f"; read on the same runs: {', '.join(c.also_read)}" if c.also_read else ""
+        lines += [
+            f"**{c.owner}**, registered {c.registered}: decides {', '.join(c.decides)}{read}.",
+            "",
+            f"- Pilot: seeds {c.pilot_seeds[0]}–{c.pilot_seeds[-1]} ({len(c.pilot_seeds)} pairs), committed build "
+            f"`{c.pilot_build}/{c.pilot_record}`.",
+            f"- Inputs: margin ±{margin:g} {unit}, α = {c.alpha:g}, power {c.power:g} at a true difference of "
+            f"{c.true_difference:g}. {sizes}.",
+            f"- Confirmation: {pairs} pairs, fresh seeds {c.seeds[0]}–{c.seeds[-1]} (`{c.setting}`). "
+            f"Test: {_clause(c.test)}.",
+            "",
+        ]
+    return lines
 
 
 def render_design(design: Design, claim_order: list[str]) -> str:
@@ -65,6 +105,7 @@ def render_design(design: Design, claim_order: list[str]) -> str:
                 reason = f"{_clause(threshold.basis)}. Source: {_clause(threshold.source)}."
             lines.append(f"- `{threshold.name}` = {shown_value(threshold.value)} ({threshold.unit}): {reason}")
         lines.append("")
+    lines += confirmation_lines(design)
     lines += [
         "## Changes after results were seen",
         "",
