@@ -7,7 +7,13 @@ import pytest
 import torch
 
 from normlab.analysis.depth.training_at_depth import job_outcome
-from normlab.analysis.shared.paired import NOT_COMPARABLE, interval_text, paired_difference, paired_or_none
+from normlab.analysis.shared.paired import (
+    NOT_COMPARABLE,
+    interval_text,
+    paired_difference,
+    paired_or_none,
+    resolvable_margin,
+)
 from normlab.analysis.shared.parity import equivalence_verdict, ratio_with_spread
 from normlab.analysis.shared.runs import flat_eval_every
 from normlab.analysis.shared.sequential import sequence_difference
@@ -119,7 +125,9 @@ def test_paired_or_none_has_one_rule_for_a_comparison_that_cannot_be_made():
 def test_interval_text_is_one_format_with_or_without_the_margin_reading():
     wide = paired_difference([1.0, 1.1, 1.2, 1.3, 1.4], [1.1, 1.0, 1.3, 1.2, 1.45], margin=0.02)
     full, bare = interval_text(wide, "nats"), interval_text(wide, "nats", margin=False)
-    assert full.startswith(bare.removesuffix(", 5 pairs)")) and "margin ±0.02, 5 pairs)" in full
+    assert full.startswith(bare.removesuffix(", 5 pairs)")) and "margin ±0.02, finest margin at 90% power ±" in full
+    finest = resolvable_margin(wide)  # what these 5 pairs at this spread could decide: far wider than ±0.02
+    assert finest > 0.02 and f"±{finest:.3g}, 5 pairs)" in full
     assert (
         "undecided at these pairs" in full
         and "needed" not in full

@@ -101,7 +101,7 @@ def test_a_profile_whose_pairs_differ_is_refused_naming_both_counts():
     quality = importlib.import_module("normlab.analysis.quality.profiles")
     profiles = {p: dict(quality.PROFILES[p]) for p in design.PROFILES}
     profiles["cpu"]["seeds"] = 30
-    with pytest.raises(DesignError, match=r"A9: the cpu profile's quality:seeds is 30, but .* registers 24"):
+    with pytest.raises(DesignError, match=r"A9: the cpu profile's quality:seeds is 30, but .* registers 19"):
         design.load().check_pairs("A9", profiles)
 
 

@@ -13,6 +13,7 @@ from matplotlib.collections import PathCollection  # noqa: E402
 
 from normlab.analysis.depth import figures as F  # noqa: E402
 from normlab.analysis.depth import identity_path, initialisation, interlock, post_ln_decay, profiles, training_at_depth  # noqa: E402
+from normlab.analysis.shared import confirmation
 from normlab.analysis.shared.paired import paired_or_none  # noqa: E402
 from normlab.analysis.shared.runs import training_devices  # noqa: E402
 
@@ -264,7 +265,16 @@ def test_b19_interaction_decides():
         finding.key_number == pytest.approx(interlocked.interaction["mean_difference"]) and finding.threshold == MARGIN
     )
     assert "rms→layer +0.051" in finding.summary and finding.evidence["stress_diverged"]["llama"] is False
-    assert "**B19 verdict: holds with caveats.**" in interlock.b19_paragraph(finding, interlocked)
+    assert "**B19 verdict: holds with caveats.**" in interlock.b19_paragraph(finding, interlocked, None)
+    registered = confirmation.registered("B19", "smoke")
+    confirmed = interlock.b19_finding(interlocked, depth=1, steps=20, seeds=3, margin=MARGIN, registered=registered)
+    assert confirmed.verdict == "holds with caveats" and confirmed.evidence["pilot"]["pairs"] == 14
+    paragraph = interlock.b19_paragraph(confirmed, interlocked, registered)
+    assert "*The pilot's looks.*" in paragraph and "fresh seeds 1000–1001" in paragraph
+    short = interlock.b19_finding(
+        interlocked, depth=1, steps=20, seeds=3, margin=MARGIN, registered=confirmation.registered("B19")
+    )
+    assert short.verdict == "not testable here" and "3 complete pairs of the 23 registered" in short.summary
 
 
 # ---------------------------------------------------------------- figures
@@ -324,7 +334,7 @@ def test_the_ablation_skips_swaps_a_run_did_not_train_and_names_them():
     }
     kept_b19 = interlock.b19_finding(kept, depth=1, steps=20, seeds=3, margin=MARGIN)
     assert kept_b19.verdict == "holds with caveats" == interlock.b19_verdict(kept)
-    assert "Not run here: swiglu→gelu, rope→learned." in interlock.b19_paragraph(kept_b19, kept)
+    assert "Not run here: swiglu→gelu, rope→learned." in interlock.b19_paragraph(kept_b19, kept, None)
     no_double = runs[runs["label"] != interlock.DOUBLE_SWAP]
     lost = interlock.ablation_study(
         training_at_depth.TrainingStudy(paired=None, no_warmup=None, ablation=no_double), MARGIN

@@ -377,14 +377,28 @@ def test_loss_curves_draws_a_line_per_norm_and_the_entropy():
 
 def test_paired_differences_shows_both_rows_against_the_band():
     parity = loss_parity.loss_parity(WORSE, MARGIN)
-    fig = F.paired_differences(parity.final_pair, parity.curve_pair, MARGIN)
+    fig = F.paired_differences(loss_parity.figure_rows(parity, None), MARGIN)
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["final loss (A9)", "whole curve (B7)"]
     (band,) = ax.patches  # the margin, drawn by axvspan
     assert band.get_x() == pytest.approx(-MARGIN) and band.get_width() == pytest.approx(2 * MARGIN)
     assert len([c for c in ax.collections if isinstance(c, PathCollection)]) == 2  # the seeds, per row
-    empty = F.paired_differences(None, None, MARGIN).axes[0]
+    empty = F.paired_differences([("final loss (A9)", None)], MARGIN).axes[0]
     assert not empty.collections and "RMSNorm − LayerNorm" in empty.get_xlabel()
+
+
+def test_paired_differences_puts_each_pilot_above_its_confirmation():
+    parity = loss_parity.loss_parity(WORSE, MARGIN)
+    ax = F.paired_differences(loss_parity.figure_rows(parity, confirmation.registered("A9")), MARGIN).axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == [
+        "pilot: final loss (A9)",
+        "confirmation: final loss (A9)",
+        "pilot: whole curve (B7)",
+        "confirmation: whole curve (B7)",
+    ]
+    seeds = [c for c in ax.collections if isinstance(c, PathCollection)]
+    assert [len(c.get_offsets()) for c in seeds] == [24, 3, 24, 3]  # the pilot's 24 pairs beside these 3
 
 
 def test_step_times_titles_the_ratio():

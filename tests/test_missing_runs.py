@@ -46,7 +46,7 @@ def a9_of(runs, settings) -> tuple:
 
 def test_a_missing_run_leaves_its_pair_out_and_is_named(monkeypatch):
     lose_runs(monkeypatch, {("rms", 2)})
-    settings = {**profiles.settings_for("smoke"), "trainer": "pool", "seeds": 4}
+    settings = {**profiles.settings_for("smoke"), "trainer": "pool", "seeds": 4, "first_seed": 0}
     runs = training.train_pairs(settings, None, keep_weights=False)
     assert list(runs) == [(norm, seed) for seed in (0, 1, 3) for norm in profiles.NORMS]
     assert runs.gaps.names == ("rms seed 2",)
@@ -55,7 +55,7 @@ def test_a_missing_run_leaves_its_pair_out_and_is_named(monkeypatch):
 
 def test_with_the_registered_pairs_met_the_verdict_comes_from_the_complete_pairs_with_a_caveat(monkeypatch, tmp_path):
     lose_runs(monkeypatch, {("rms", 3), ("layer", 3)})
-    settings = {**profiles.settings_for("smoke"), "trainer": "pool", "seeds": 9}
+    settings = {**profiles.settings_for("smoke"), "trainer": "pool", "seeds": 9, "first_seed": 0}
     runs = training.train_pairs(settings, None, keep_weights=False)
     a9, left = a9_of(runs, settings)
     whole = loss_parity.a9_finding(loss_parity.loss_parity(runs, MARGIN), MARGIN, {"steps": 1}, RESUME)  # unjudged
@@ -70,7 +70,7 @@ def test_with_the_registered_pairs_met_the_verdict_comes_from_the_complete_pairs
 
 def test_below_the_registered_pairs_the_verdict_is_not_testable_here(monkeypatch):
     lose_runs(monkeypatch, {("layer", 1)})
-    settings = {**profiles.settings_for("smoke"), "trainer": "pool", "seeds": 5}
+    settings = {**profiles.settings_for("smoke"), "trainer": "pool", "seeds": 5, "first_seed": 0}
     runs = training.train_pairs(settings, None, keep_weights=False)
     a9, left = a9_of(runs, settings)
     assert (left.pairs, left.registered) == (4, 5)
@@ -89,7 +89,7 @@ def test_a_batched_share_that_fails_names_each_run_it_held(monkeypatch):
     monkeypatch.setattr(training, "batched_share", fake_share)
     monkeypatch.setattr(training, "default_workers", lambda: 2)
     monkeypatch.setattr(training, "run_parallel", lambda f, jobs, **kw: run_parallel(f, jobs, workers=1, **kw))
-    settings = {**profiles.settings_for("smoke"), "trainer": "batched", "seeds": 2}
+    settings = {**profiles.settings_for("smoke"), "trainer": "batched", "seeds": 2, "first_seed": 0}
     runs = training.train_pairs(settings, None, keep_weights=False)
     assert runs.gaps.names == ("rms seed 0, rms seed 1",) and not runs  # one norm per share: no pair is complete
 

@@ -132,7 +132,7 @@ def smallest_margin(pairs: int, sd: float, power: float = 0.9) -> float:
     low, high = 0.0, sd
     while pass_probability(pairs, sd, high) < power:
         high *= 2
-    for _ in range(60):  # bisection to float precision of the margin
+    for _ in range(40):  # bisection to 1e-12 of the spread: far below the three digits a sentence prints
         middle = (low + high) / 2
         low, high = (middle, high) if pass_probability(pairs, sd, middle) < power else (low, middle)
     return high

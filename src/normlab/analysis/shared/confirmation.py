@@ -43,7 +43,8 @@ class RegisteredConfirmation:
 
     @property
     def seeds(self) -> tuple[int, ...]:
-        return self.design.seeds
+        """This profile's fresh seeds: the registered first seed and the profile's pairs."""
+        return tuple(range(self.design.seeds[0], self.design.seeds[0] + self.pairs))
 
     @property
     def first_seed(self) -> int:
@@ -174,7 +175,7 @@ def evidence(confirmation: RegisteredConfirmation, claim_id: str, pilot: dict) -
     c = confirmation.design
     return {
         "confirmation_registered": c.registered,
-        "confirmation_seeds": [c.seeds[0], c.seeds[-1]],
+        "confirmation_seeds": [confirmation.seeds[0], confirmation.seeds[-1]],
         "confirmation_pairs": confirmation.pairs,
         "confirmation_required_pairs": confirmation.required,
         "confirmation_power": confirmation.power(claim_id),
@@ -215,7 +216,7 @@ def design_paragraph(confirmation: RegisteredConfirmation) -> str:
         f"*The confirmation.* The pilot ({seeds_text(c.pilot_seeds)}, {len(c.pilot_seeds)} pairs, the committed "
         f"build `{c.pilot_build}`) was looked at until its pairs ran out of looks; it is shown, never pooled. On "
         f"{c.registered}, before any confirmatory run, the design registered a confirmation on fresh "
-        f"{seeds_text(c.seeds)}: {confirmation.pairs} pairs, the fewest that give a 95% t-interval inside "
+        f"{seeds_text(confirmation.seeds)}: {confirmation.pairs} pairs, the fewest that give a 95% t-interval inside "
         f"±{confirmation.margin:g} {unit} with probability {c.power:g} when the true difference is "
         f"{c.true_difference:g}, computed from the pilot's spread alone, never its mean ({sizes}). Only the "
         f"confirmation decides: {c.test.rstrip('.')}."

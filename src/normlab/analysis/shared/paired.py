@@ -26,6 +26,9 @@ import math
 from collections.abc import Callable, Sequence
 
 from normlab.analysis.shared.parity import t975
+from normlab.study.sample_size import smallest_margin
+
+RESOLVING_POWER = 0.9  # the power at which a sentence states the finest margin its pairs could decide
 
 EQUIVALENT, DIFFERENT, INCONCLUSIVE = "equivalent", "different", "inconclusive"
 
@@ -99,6 +102,21 @@ def paired_or_none(
     return compare(a, b, margin)
 
 
+def resolvable_margin(paired: dict) -> float | None:
+    """The narrowest margin a fixed-N t-interval of these pairs resolves at 90% power, at their observed spread;
+    None for a confidence sequence (its width is not a fixed-N design's) or without a spread."""
+    sd, pairs = paired.get("sd_of_differences"), paired.get("pairs", 0)
+    if "interval" in paired or not sd or not math.isfinite(sd) or pairs < 2:
+        return None
+    return smallest_margin(int(pairs), float(sd), RESOLVING_POWER)
+
+
+def resolvable_text(paired: dict) -> list[str]:
+    """['finest margin at 90% power ±0.0196'], or [] where `resolvable_margin` is None."""
+    finest = resolvable_margin(paired)
+    return [] if finest is None else [f"finest margin at 90% power ±{finest:.3g}"]
+
+
 def interval_text(paired: dict | None, unit: str, *, margin: bool = True) -> str:
     """'+0.0031 nats (95% CI -0.0042..+0.0104, margin ±0.02, 6 pairs)', plus why it is undecided when inconclusive;
     with `margin=False`, for a caller that states its own reading of the margin, the interval and pairs alone. A
@@ -111,7 +129,7 @@ def interval_text(paired: dict | None, unit: str, *, margin: bool = True) -> str
     # a recorded result has been through JSON, where an unbounded sequence's infinite ends became None
     bounded = all(end is not None and math.isfinite(end) for end in (low, high))
     parts = [f"{name} {low:+.4f}..{high:+.4f}" if bounded else f"{name} not yet bounded"]
-    parts += [f"margin ±{paired['margin']:g}"] if margin else []
+    parts += [f"margin ±{paired['margin']:g}", *resolvable_text(paired)] if margin else []
     parts.append(f"{paired['pairs']} pairs")
     text = f"{paired['mean_difference']:+.4f} {unit} ({', '.join(parts)})"
     if margin and paired["outcome"] == INCONCLUSIVE:
