@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from normlab.analysis.shared.paired import interval_text
+from normlab.analysis.shared.paired import RESOLVING_POWER, interval_text
 from normlab.analysis.shared.sequential import sequence_difference
 from normlab.study import design, paths
 from normlab.study.design import Confirmation, DesignError
@@ -29,7 +29,6 @@ from normlab.study.findings import Finding
 from normlab.study.sample_size import ALPHA, confirmation_pairs, pass_probability, smallest_margin
 
 NOT_TESTABLE = "not testable here"
-RESOLVING_POWER = 0.9  # the power at which "the smallest margin this build could decide" is stated
 SD_TOLERANCE = 1e-4  # relative: the registered pilot spread is the recorded one, rounded to a few digits
 
 
