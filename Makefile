@@ -30,7 +30,7 @@ $(INSTALLED): requirements.lock pyproject.toml
 	touch $@
 
 # ruff (lint and format, configured in pyproject.toml) over everything that is Python.
-LINTED := src tests notebooks scripts book/_ext
+LINTED := src tests notebooks scripts book/_ext noxfile.py
 
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check $(LINTED)
