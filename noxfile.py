@@ -2,7 +2,7 @@
 
     nox -s kernels                                   # the whole matrix (`make test-torch-range`)
     nox -s "kernels-3.11(torch='2.6.0')"             # one cell (`.ci/run` runs the oldest this way)
-    nox -s matrix_table                              # the table of what the cells recorded
+    nox -s matrix_table                              # data/torch-range.json and the README's table, from the cells
 
 The matrix is src/normlab/norms/torch_range.toml: its Pythons × its torch releases. nox, not tox, because
 the matrix is read from that file in plain Python and parametrised in two decorators; tox would need the releases
@@ -180,10 +180,12 @@ def kernels(session: nox.Session, torch: str) -> None:
 
 @nox.session(python=False)
 def matrix_table(session: nox.Session) -> None:
-    """Print the matrix as the cells recorded it: torch × Python → passed/failed, with times."""
-    import sys
+    """Gather the cells' records into data/torch-range.json and write the README's table from it."""
+    from normlab.study import torch_matrix
 
-    sys.path.insert(0, str(ROOT / "src"))
-    from normlab.norms import torch_range
-
-    print(torch_range.matrix_table(torch_range.read_records(RESULTS)))
+    matrix = torch_matrix.gather(RESULTS)
+    torch_matrix.MATRIX_FILE.write_text(json.dumps(matrix, indent=1) + "\n")
+    readme = ROOT / "README.md"
+    block = torch_matrix.readme_block(matrix)
+    readme.write_text(torch_matrix.replace_block(readme.read_text(), block))
+    session.log(block)
