@@ -133,13 +133,23 @@ def kernels(session: nox.Session, torch: str) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     record_path = RESULTS / f"python{session.python}-torch{torch}.json"
     record_path.unlink(missing_ok=True)
-    record: dict = {"python": session.python, "torch_requested": torch, "outcome": "failed"}
+    commit = session.run("git", "-C", str(ROOT), "rev-parse", "--short=9", "HEAD", external=True, silent=True).strip()
+    dirty = session.run(
+        "git", "-C", str(ROOT), "status", "--porcelain", "--", *SOURCES, "tests", external=True, silent=True
+    )
+    record: dict = {
+        "python": session.python,
+        "torch_requested": torch,
+        "outcome": "failed",
+        "git_commit": commit + ("+changes" if dirty.strip() else ""),  # what the wheel and the tests were made from
+    }
     started = time.perf_counter()
     workdir = Path(tempfile.mkdtemp(prefix=f"normlab-torch-{torch}-"))
     try:
         WHEELHOUSE.mkdir(parents=True, exist_ok=True)
         _pip(session, "download", "-q", "-d", str(WHEELHOUSE), f"torch=={torch}")
-        _pip(session, "install", "-q", "--no-index", "--find-links", str(WHEELHOUSE), f"torch=={torch}")
+        # --no-compile: byte-compiling torch's thousands of modules took minutes here; Python compiles what it imports.
+        _pip(session, "install", "-q", "--no-compile", "--no-index", "--find-links", str(WHEELHOUSE), f"torch=={torch}")
         # The CPU build (the lock's, from this machine's disk) names no Triton: take the lock's, as `make install`.
         paired_triton = _torch_triton_requirement(session) or f"triton=={LOCK['triton']}"
         _pip(session, "download", "-q", "-d", str(WHEELHOUSE), paired_triton)

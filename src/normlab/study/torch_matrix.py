@@ -72,15 +72,27 @@ def total_minutes(matrix: dict) -> float:
     return sum(r["seconds"] for r in matrix["cells"]) / 60
 
 
+def cell_commits(matrix: dict) -> str:
+    """'commit 1a2b3c4d5' or 'commits 1a2b3c4d5 (2.6.0 on 3.11), ...': what the cells' wheels were built from."""
+    commits = sorted({r.get("git_commit") or "unknown" for r in matrix["cells"]})
+    if len(commits) == 1:
+        return f"commit `{commits[0]}`"
+    named = []
+    for commit in commits:
+        cells = [f"{r['torch_requested']}/{r['python']}" for r in matrix["cells"] if r.get("git_commit") == commit]
+        named.append(f"`{commit}` ({', '.join(cells)})")
+    return "commits " + "; ".join(named)
+
+
 def readme_block(matrix: dict) -> str:
     """The README's block: the range, the table, and what the whole run took."""
     header, rows = table_rows(matrix)
     lines = [
         BEGIN,
         f"Tested: {torch_versions.tested_range()} (`src/normlab/norms/torch_range.toml`). `make test-torch-range` ran "
-        f"every cell in {total_minutes(matrix):.0f} min on {matrix['gathered'][:10]} (commit "
-        f"`{(matrix['git_commit'] or 'unknown')[:9]}`, {matrix['machine']}, one cell at a time; each time includes "
-        "building and installing the wheel and torch from the local wheelhouse):",
+        f"every cell, {total_minutes(matrix):.0f} min of cells in all, by {matrix['gathered'][:10]} ({cell_commits(matrix)}; "
+        f"{matrix['machine']}, shared with other work; each time includes building normlab's wheel and installing "
+        "torch from the local wheelhouse):",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
