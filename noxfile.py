@@ -50,6 +50,7 @@ KERNEL_TESTS = (
     "tests/test_cpp_backend_setup.py",
     "tests/test_cpu_kernel.py",
     "tests/test_triton_kernels.py",
+    "tests/test_direct_launch_device.py",
     "tests/test_torch_compat.py",
 )
 # What the tests need beside normlab[triton]: transformers for the Hugging Face patch, at the lock's version.
