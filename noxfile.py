@@ -176,7 +176,7 @@ def kernels(session: nox.Session, torch: str) -> None:
             session.error(f"normlab was imported from {where.strip()}, not from the wheel in this environment")
         junit = workdir / "junit.xml"
         try:
-            session.run("pytest", "-q", "-rs", "-p", "no:cacheprovider", f"--junitxml={junit}", *KERNEL_TESTS, env=env)
+            session.run("pytest", "-q", "-rfEs", "-p", "no:cacheprovider", f"--junitxml={junit}", *KERNEL_TESTS, env=env)
             record["outcome"] = "passed"
         finally:
             if junit.exists():
