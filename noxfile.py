@@ -53,9 +53,10 @@ KERNEL_TESTS = (
     "tests/test_direct_launch_device.py",
     "tests/test_torch_compat.py",
 )
-# What the tests need beside normlab[triton]: transformers for the Hugging Face patch, at the lock's version.
+# What the tests need beside normlab[triton]: transformers for the Hugging Face patch, and accelerate for its
+# loading with a device_map, at the lock's versions.
 LOCK = dict(line.split("==", 1) for line in (ROOT / "requirements.lock").read_text().splitlines() if "==" in line)
-TEST_REQUIREMENTS = ("pytest", f"transformers=={LOCK['transformers']}")
+TEST_REQUIREMENTS = ("pytest", *(f"{name}=={LOCK[name]}" for name in ("transformers", "accelerate")))
 
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_venv = "no"  # every cell starts from an empty environment
@@ -176,7 +177,9 @@ def kernels(session: nox.Session, torch: str) -> None:
             session.error(f"normlab was imported from {where.strip()}, not from the wheel in this environment")
         junit = workdir / "junit.xml"
         try:
-            session.run("pytest", "-q", "-rfEs", "-p", "no:cacheprovider", f"--junitxml={junit}", *KERNEL_TESTS, env=env)
+            session.run(
+                "pytest", "-q", "-rfEs", "-p", "no:cacheprovider", f"--junitxml={junit}", *KERNEL_TESTS, env=env
+            )
             record["outcome"] = "passed"
         finally:
             if junit.exists():
