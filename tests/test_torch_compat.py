@@ -53,3 +53,35 @@ def test_release_reads_local_and_prerelease_versions():
     assert torch_versions.release("2.10.0") > torch_versions.release("2.9.1")  # numerically, not as strings
     with pytest.raises(ValueError, match="not a torch version"):
         torch_versions.release("nightly")
+
+
+@pytest.mark.parametrize("triton_release", ["3.2", "3.6"])
+def test_the_interpreter_s_numpy_2_4_patch_takes_either_triton_signature(monkeypatch, triton_release):
+    """Triton 3.2 (torch 2.6's) patches its tensor class with `_patch_lang_tensor(tensor)`, Triton 3.6 with
+    `_patch_lang_tensor(tensor, scope)`; under NumPy >= 2.4 (the floor) normlab's fix must wrap either, so that a
+    loop bound held as a 1-element array converts to an int."""
+    pytest.importorskip("triton")
+    import numpy as np
+    from triton.runtime import interpreter
+
+    from normlab.norms.backends.triton import _runtime
+
+    class Scope:
+        def set_attr(self, obj, name, value):
+            setattr(obj, name, value)
+
+    class StandInTensor:
+        def __init__(self, value):
+            self.handle = type("Handle", (), {"data": np.array([value], dtype=np.int32)})()
+
+    originals = []
+    if triton_release == "3.2":
+        original, extra = (lambda tensor: originals.append(tensor)), ()
+    else:
+        original, extra = (lambda tensor, scope: originals.append(tensor)), (Scope(),)
+    monkeypatch.setattr(interpreter, "_patch_lang_tensor", original)
+    _runtime.patch_interpreter_for_numpy_2_4()
+    assert interpreter._patch_lang_tensor is not original, "NumPy >= 2.4 needs the patch"
+    interpreter._patch_lang_tensor(StandInTensor, *extra)
+    assert originals == [StandInTensor], "Triton's own patching still runs"
+    assert list(range(StandInTensor(5))) == [0, 1, 2, 3, 4]
