@@ -4,6 +4,7 @@ kernel (no GPU here), a tensor that reports cuda:1 while device 0 is current."""
 import contextlib
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from normlab.norms.backends.triton import direct_launch
@@ -60,6 +61,7 @@ class StandInKernel:
         self.launches.append((self.driver.current, launch_args[3], launch_args[4]))  # current, stream, function
 
 
+@pytest.mark.skipif(direct_launch.knobs is None, reason="Triton < 3.4 launches through kernel[grid] (tested below)")
 def test_kernels_compile_key_and_launch_on_the_tensors_device(monkeypatch):
     driver = StandInDriver()
     monkeypatch.setattr(direct_launch, "driver", SimpleNamespace(active=driver))

