@@ -106,7 +106,8 @@ def _torch_triton_requirement(session: nox.Session) -> str | None:
         "import importlib.metadata as m\n"
         "print(next((r.split(';')[0].strip() for r in m.requires('torch') or [] if r.startswith('triton')), ''))"
     )
-    return session.run("python", "-c", probe, silent=True).strip().splitlines()[-1] or None
+    printed = session.run("python", "-c", probe, silent=True).strip().splitlines()
+    return printed[-1] if printed else None
 
 
 def _build_wheel(session: nox.Session, workdir: Path) -> Path:
