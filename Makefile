@@ -12,7 +12,7 @@ SET ?=
 MIXED ?=
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install test test-portable lint book notebooks ledger gpu-bench gpu-carry gpu-study gpu-check gpu-session compile-check clean
+.PHONY: install test test-portable test-torch-range test-torch-oldest lint book notebooks ledger gpu-bench gpu-carry gpu-study gpu-check gpu-session compile-check clean
 
 install: $(INSTALLED)
 
@@ -30,7 +30,7 @@ $(INSTALLED): requirements.lock pyproject.toml
 	touch $@
 
 # ruff (lint and format, configured in pyproject.toml) over everything that is Python.
-LINTED := src tests notebooks scripts book/_ext
+LINTED := src tests notebooks scripts book/_ext noxfile.py
 
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check $(LINTED)
@@ -54,6 +54,21 @@ test-portable: $(INSTALLED)
 		ATEN_CPU_CAPABILITY=$$capability TORCHINDUCTOR_CACHE_DIR=$${TMPDIR:-/tmp}/normlab-inductor-$$capability \
 			$(PY) -m pytest -n 2 -q $(PORTABLE_TESTS) || exit 1; \
 	done
+
+# The kernel tests on every torch release × Python of src/normlab/norms/torch_range.toml, each cell in a fresh virtual
+# environment with that torch first and normlab's wheel installed beside it (noxfile.py); then data/torch-range.json
+# and the README's table from the cells' records, also when a cell failed. The README gives its time. The first run
+# downloads the torch wheels (CUDA builds, several GB each: the registry has no CPU build but the lock's) into
+# $$NORMLAB_WHEELHOUSE (default ~/.cache/normlab/torch-wheels), which later runs reuse.
+NOX := $(VENV)/bin/nox --no-color
+CI_CELL := $(shell $(PYTHON) -c "import tomllib; c = tomllib.load(open('src/normlab/norms/torch_range.toml', 'rb'))['ci']; print(f\"kernels-{c['python']}(torch='{c['torch']}')\")")
+
+test-torch-range: $(INSTALLED)
+	$(NOX) -s kernels; status=$$?; $(NOX) -s matrix_table && exit $$status
+
+# One cell, torch_range.toml's `ci` (the oldest torch): what .ci/run runs after make test.
+test-torch-oldest: $(INSTALLED)
+	$(NOX) -s "$(CI_CELL)"
 
 notebooks: $(INSTALLED)
 	$(PY) -m normlab.study.run --profile $(PROFILE) $(if $(FORCE),--force-chapters "$(FORCE)") $(if $(SET),--set "$(SET)")

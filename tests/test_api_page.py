@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 import normlab
-from normlab.norms import huggingface
+from normlab.norms import huggingface, torch_versions
 from normlab.norms.backends import features
-from normlab.study import paths
+from normlab.study import paths, torch_matrix
 from smoke_book import VENV_BIN
 
 PUBLIC = [
@@ -81,6 +81,15 @@ def test_the_feature_table_is_the_code_s_table(api_page):
         for column, cell in zip(header[2:], row[2:]):
             has = norm_names[column] in entry.norms if column in norm_names else column in features.RMS_FEATURES[row[0]]
             assert cell == ("✓" if has else "—"), (row[0], column, cell)
+
+
+def test_the_torch_range_is_the_matrix_configuration_and_its_results(api_page):
+    text = html.unescape(re.sub(r"<[^>]+>", "", api_page))
+    assert f"Tested: {torch_versions.tested_range()}." in re.sub(r"\s+", " ", text)
+    table = re.search(r'<table class="normlab-torch-range.*?</table>', api_page, re.S).group(0)
+    header, *rows = [_cells(row) for row in re.findall(r"<tr\b.*?</tr>", table, re.S)]
+    assert (header, rows) == torch_matrix.table_rows(torch_matrix.read_matrix())
+    assert [row[0] for row in rows] == sorted(torch_versions.RANGE["torch"], key=torch_versions.release)
 
 
 def test_each_casting_mode_has_an_example(api_page):

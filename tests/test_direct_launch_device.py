@@ -4,6 +4,7 @@ kernel (no GPU here), a tensor that reports cuda:1 while device 0 is current."""
 import contextlib
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from normlab.norms.backends.triton import direct_launch
@@ -60,6 +61,7 @@ class StandInKernel:
         self.launches.append((self.driver.current, launch_args[3], launch_args[4]))  # current, stream, function
 
 
+@pytest.mark.skipif(direct_launch.knobs is None, reason="Triton < 3.4 launches through kernel[grid] (tested below)")
 def test_kernels_compile_key_and_launch_on_the_tensors_device(monkeypatch):
     driver = StandInDriver()
     monkeypatch.setattr(direct_launch, "driver", SimpleNamespace(active=driver))
@@ -86,3 +88,17 @@ def test_kernels_compile_key_and_launch_on_the_tensors_device(monkeypatch):
 
     launcher((1,), on_device(0), 8, num_warps=4, BLOCK=16)  # a tensor on the current device: no switch
     assert kernel.compiles == [1, 0] and all(asked == current for asked, current in driver.streams)
+
+
+def test_a_triton_without_knobs_launches_every_call_through_the_kernel_as_written(monkeypatch):
+    """Triton < 3.4 (3.2 pairs with torch 2.6) has no `triton.knobs`, and its compiled kernels' launchers take
+    other arguments: every call goes through `kernel[grid](...)`, never the direct C launcher."""
+    driver = StandInDriver()
+    monkeypatch.setattr(direct_launch, "driver", SimpleNamespace(active=driver))
+    monkeypatch.setattr(direct_launch, "knobs", None)
+    kernel = StandInKernel(driver)
+    launcher = direct_launch.DirectLauncher(kernel)
+    for _ in range(3):
+        launcher((1,), on_device(0), 8, num_warps=4, BLOCK=16)
+    assert kernel.compiles == [0, 0, 0] and kernel.launches == [], "each call went through kernel[grid]"
+    assert launcher.compiled_for(on_device(0), 8, num_warps=4, BLOCK=16) is None

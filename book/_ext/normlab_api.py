@@ -2,6 +2,8 @@
 
 - The `normlab-backend-features` directive renders `normlab.norms.backends.features.BACKEND_FEATURES` as a table,
   so the page lists exactly what the dispatch and its refusals use.
+- The `normlab-torch-range` directive renders the tested torch range from `src/normlab/norms/torch_range.toml` and
+  the matrix's committed results (data/torch-range.json) as a sentence and a table, as the README's block says it.
 - normlab's docstrings are plain text, not reStructuredText (they write `x**2` and indent freely), so autodoc shows
   each one as written, in a literal block, rather than letting docutils misread it (and warn, which -W makes fatal).
 """
@@ -55,6 +57,42 @@ class BackendFeatures(Directive):
         return [table]
 
 
+def _table(header: list[str], rows: list[list[str]], as_code_column: int, css_class: str) -> nodes.table:
+    table = nodes.table(classes=[css_class])
+    group = nodes.tgroup(cols=len(header))
+    table += group
+    group.extend(nodes.colspec(colwidth=1) for _ in header)
+
+    def row(cells, code=False):
+        line = nodes.row()
+        for index, text in enumerate(cells):
+            content = nodes.literal(text=text) if code and index == as_code_column else nodes.Text(text)
+            line += nodes.entry("", nodes.paragraph("", "", content))
+        return line
+
+    group += nodes.thead("", row(header))
+    group += nodes.tbody("", *(row(cells, code=True) for cells in rows))
+    return table
+
+
+class TorchRange(Directive):
+    has_content = False
+
+    def run(self):
+        from normlab.norms import torch_versions
+        from normlab.study import torch_matrix
+
+        matrix = torch_matrix.read_matrix()
+        sentence = (
+            f"Tested: {torch_versions.tested_range()}. normlab refuses at import a torch older than "
+            f"{torch_versions.OLDEST}, naming this range. Each cell below installed that torch first, then normlab's "
+            f"wheel beside it (which left that torch in place), and ran the kernel tests; measured on "
+            f"{matrix['gathered'][:10]} ({matrix['machine']})."
+        )
+        header, rows = torch_matrix.table_rows(matrix)
+        return [nodes.paragraph(text=sentence), _table(header, rows, as_code_column=0, css_class="normlab-torch-range")]
+
+
 def _docstring_as_written(app, what, name, obj, options, lines):
     if name.startswith("normlab") and lines:
         text = [line.rstrip() for line in lines]
@@ -63,5 +101,6 @@ def _docstring_as_written(app, what, name, obj, options, lines):
 
 def setup(app):
     app.add_directive("normlab-backend-features", BackendFeatures)
+    app.add_directive("normlab-torch-range", TorchRange)
     app.connect("autodoc-process-docstring", _docstring_as_written)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

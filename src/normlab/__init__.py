@@ -11,10 +11,15 @@ Three products, one floor each, every floor importing only from the floors below
 
 from importlib import metadata
 
-from normlab.norms.dyt import DyT, dyt, dyt_reference
-from normlab.norms.functional import BACKENDS, layer_norm, rms_norm
-from normlab.norms.modules import LayerNorm, RMSNorm
-from normlab.norms.reference import layer_norm_reference, rms_norm_reference
+from normlab.norms import torch_versions as _torch_versions
+
+# Before anything below touches torch: an older torch is one line naming the range, not an error from deep inside.
+_torch_versions.require_supported_torch()
+
+from normlab.norms.dyt import DyT, dyt, dyt_reference  # noqa: E402
+from normlab.norms.functional import BACKENDS, layer_norm, rms_norm  # noqa: E402
+from normlab.norms.modules import LayerNorm, RMSNorm  # noqa: E402
+from normlab.norms.reference import layer_norm_reference, rms_norm_reference  # noqa: E402
 
 __all__ = [
     "BACKENDS",

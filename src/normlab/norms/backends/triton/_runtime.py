@@ -45,7 +45,7 @@ def warps_for(elements_per_program: int) -> int:
 
 
 def patch_interpreter_for_numpy_2_4() -> None:
-    """Let Triton 3.6's interpreter run loops with runtime bounds under NumPy >= 2.4.
+    """Let Triton's interpreter (3.2 to 3.6) run loops with runtime bounds under NumPy >= 2.4.
 
     The interpreter holds scalars as 1-element arrays and converts them with
     int(array), which NumPy 2.4 turned into a TypeError, so `for i in range(0, N, C)`
@@ -64,9 +64,17 @@ def patch_interpreter_for_numpy_2_4() -> None:
     if original is None or getattr(original, "normlab_shim", False):
         return
 
-    def patched(tensor, scope):
-        original(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).reshape(-1)[0]))
+    def index(self):
+        return int(np.asarray(self.handle.data).reshape(-1)[0])
+
+    def patched(tensor, *scope):
+        # Triton 3.6 passes a scope that undoes its patches after the launch; Triton 3.2 (torch 2.6's) sets the
+        # attributes on the class itself and passes none.
+        original(tensor, *scope)
+        if scope:
+            scope[0].set_attr(tensor, "__index__", index)
+        else:
+            tensor.__index__ = index
 
     patched.normlab_shim = True
     interpreter._patch_lang_tensor = patched

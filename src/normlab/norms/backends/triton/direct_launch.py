@@ -18,8 +18,10 @@ Triton's `native_specialize_impl` costs microseconds per tensor, so the key come
 generated per kernel, one inline expression per parameter. An argument that is neither a tensor nor a
 number (None, say) falls back to `kernel[grid](...)`.
 
-In Triton's interpreter (TRITON_INTERPRET=1), and whenever a launch hook is installed (profilers
-such as proton want JITFunction.run's metadata), it calls `kernel[grid](...)` as written.
+In Triton's interpreter (TRITON_INTERPRET=1), whenever a launch hook is installed (profilers
+such as proton want JITFunction.run's metadata), and on a Triton older than 3.4 (no `triton.knobs`: torch 2.6
+pairs with Triton 3.2, whose compiled kernels' launchers take other arguments), it calls `kernel[grid](...)` as
+written: the same kernels, with JITFunction.run's host cost. The direct path is checked on a GPU with Triton 3.6.
 
 A kernel runs on its first tensor argument's device, not the current one (as Liger's launches do under
 `torch.cuda.device(x.device)`): a model on cuda:1 while cuda:0 is current compiles, keys and launches
@@ -32,8 +34,12 @@ import contextlib
 import operator
 
 import torch
-from triton import knobs
 from triton.runtime.driver import driver
+
+try:
+    from triton import knobs
+except ImportError:  # Triton < 3.4: launches go through JITFunction.run (see the module docstring)
+    knobs = None
 
 from normlab.norms.backends.triton._runtime import kernels_interpreted
 
@@ -68,7 +74,7 @@ class DirectLauncher:
         return None if entry is None else entry[3]
 
     def __call__(self, grid, *args, num_warps, **constexprs):
-        if self.interpreted or _launch_hooks_installed():
+        if self.interpreted or knobs is None or _launch_hooks_installed():
             return self.kernel[grid](*args, num_warps=num_warps, **constexprs)
         current = driver.active.get_current_device()
         device = _device_of(args, current)
