@@ -90,6 +90,8 @@ PROFILES = {
             small=dict(width=16, depth=2, heads=2, context=16),
             small_train=dict(steps=10, batch_size=4, warmup_steps=2, lr=1e-2),
             lr_grid=[1e-2, 1e-1],
+            qk_lr_grid=[1e-2, 1e-1, 1.0],
+            qk_seeds=2,
             seeds=2,
             grid_seeds=1,
             deep_grid_seeds=1,
