@@ -283,7 +283,8 @@ def placements(settings: dict, device: str) -> Experiment:
 
 
 def depth_scaling(settings: dict, device: str) -> Experiment:
-    variants = {"pre": {"depth_scaling": False}, "1/√l": {"depth_scaling": True}}
+    # LayerNorm Scaling without GPT-2's scaled initialisation, as Sun et al. apply it (arXiv 2502.05795, footnote 1)
+    variants = {"pre": {"depth_scaling": False}, "1/√l": {"depth_scaling": True, "init": "unscaled"}}
     batches = _landscape_batches(settings, "deepest", variants, [], 0, device, stream_statistics=True, drop_one=True)
     return Experiment("depth_scaling", CLAIMS["depth_scaling"], settings, batches)
 

@@ -134,7 +134,9 @@ def check_qk_grid(profile: str, settings: dict) -> None:
     low, high = design.value("V3", "lr_range")
     step = design.value("V3", "lr_step")
     mean_step = math.log10(grid[-1] / grid[0]) / (len(grid) - 1)
-    if not (math.isclose(grid[0], low) and math.isclose(grid[-1], high) and math.isclose(mean_step, step, rel_tol=0.05)):
+    if not (
+        math.isclose(grid[0], low) and math.isclose(grid[-1], high) and math.isclose(mean_step, step, rel_tol=0.05)
+    ):
         raise ValueError(
             f"profile {profile!r}: qk_lr_grid {grid} is not the registered V3 grid ({low:g} to {high:g} in steps of "
             f"{step:g} decades, data/design.toml); change one to match and log the change"
