@@ -366,7 +366,9 @@ def dyt_headline(v1: Finding) -> str | None:
     key = KeyNumber.of(v1)
     # the verdict reads the paired interval against +margin (`non_inferiority`), so the sentence does too
     interval = {"no worse": "below", "worse": "beyond", "undecided": "across"}[non_inferiority(e.get("dyt_minus_rms"))]
-    scale = f"At {e['parameters'] / 1000:,.0f}k parameters and {e['train']['steps']} steps, " if "parameters" in e else ""
+    scale = (
+        f"At {e['parameters'] / 1000:,.0f}k parameters and {e['train']['steps']} steps, " if "parameters" in e else ""
+    )
     sentence = (
         f"{scale}Dynamic Tanh by its authors' LLaMA recipe ends {key.format(abs(k))} {'worse' if k > 0 else 'better'} "
         f"than RMSNorm in paired final loss, its 95% interval {interval} the margin of +{key.limit(t)}"
