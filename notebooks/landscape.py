@@ -157,7 +157,7 @@ Markdown(method.overview(study) + "\n\n" + study.missing_paragraph())
 SATURATED_SHARE = design.value("V1", "saturated_share")
 state(saturated_share=percent(SATURATED_SHARE), earlier_alpha=GPTConfig.dyt_alpha)
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Left: final validation loss at the reference learning rate, one line per seed joining its paired runs; 'authors' recipe' is DyT as in the authors' LLaMA code, 'authors' AdamW' RMSNorm under the same optimiser, 'study's recipe' the earlier DyT with β and one α₀, 'DyT plain' the same without the embedding scale. Middle: the authors' recipe's final loss against the initial α of the norms not in front of attention (that one starts at 4×), on two widths; RMSNorm's under the same AdamW (the authors' baseline) as a dashed line per width. Right: final loss over the learning-rate grid (mean over grid seeds; a missing point diverged).", "name": "fig-landscape-dyt"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Left: final validation loss at the reference learning rate, one line per seed joining its paired runs; 'authors' recipe' is DyT as in the authors' LLaMA code, 'authors' AdamW' RMSNorm under the same optimiser, 'study's recipe' the earlier DyT with β and one α₀, 'DyT plain' the same without the embedding scale. Middle: the authors' recipe's final loss against the initial α of the norms not in front of attention (the one in front of attention starts four times higher), on two widths; RMSNorm's under the same AdamW (the authors' baseline) as a dashed line per width. Right: final loss over the learning-rate grid (mean over grid seeds; a missing point diverged).", "name": "fig-landscape-dyt"}}
 figures.dyt(study.frame, P, study.entropy)
 plt.show()
 

@@ -699,6 +699,19 @@ def test_dyt_figure_draws_three_panels():
     assert right.get_title() == "learning-rate grid" and len(right.lines) == len(figures.V1_GRID) + 1
 
 
+def test_the_chapter_reads_its_paired_seeds_when_v3s_wide_grid_trains_more():
+    # the cpu profile trains RMSNorm on 5 seeds (V3's wide grid) beside 3 of every other variant: the V1 figure,
+    # pairs and summary must read the design's paired seeds, not every seed a run has (a cpu run failed on this)
+    P = settings() | {"qk_seeds": 3}
+    study = study_of(make_runs(P=P), P=P)
+    assert {r["tag"]["seed"] for r in study.runs if r["tag"]["label"] == "rms"} == {0, 1, 2}
+    fig = figures.dyt(study.frame, P, study.entropy)
+    assert len(fig.axes[0].lines) == P["seeds"] + 1
+    assert study.versus("small", "rms", "layer")["pairs"] == P["seeds"]
+    assert dyt_pairs(study)["dyt_minus_rms"]["pairs"] == P["seeds"]
+    assert len(summary_frame(study, fake_timings(P))) == len(SUMMARY_VARIANTS)
+
+
 def test_dyt_trace_figure_draws_each_variant():
     study = study_of(make_runs())
     fig = figures.dyt_trace(traced_runs(study))
