@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from normlab.analysis.landscape.curse_of_depth import depth_claim
-from normlab.analysis.landscape.gpu import gpu_landscape, landscape_gpu_claims
+from normlab.analysis.landscape.gpu import _trains_wide_grid, gpu_landscape, landscape_gpu_claims
 from normlab.analysis.landscape.placement import placement_claim, placement_measures
 from normlab.analysis.landscape.profiles import profile_settings
 from normlab.analysis.landscape.qk_norm import final_logits, qk_claim
@@ -28,6 +28,8 @@ RULES = dict(
     max_relative_growth=0.5,
     curse_share=0.35,
     qk_min_seeds=5,
+    qk_sensitivity_margin=0.03,
+    share_margin=0.05,
 )
 WHERE = "this run"
 
@@ -39,7 +41,7 @@ def cpu_findings(runs) -> dict:
     return {
         "V1": Finding("not testable here", "V1 on this run.", {}, None, 0.03, None),
         "V2": placement_claim(study, placement, pre_growth_needed=2.0, max_relative_growth=0.5),
-        "V3": qk_claim(study, final_logits(study), min_seeds=5),
+        "V3": qk_claim(study, final_logits(study), min_seeds=5, sensitivity_margin=0.03),
         "V4": depth_claim(study, curse_share=0.35),
     }
 
@@ -202,6 +204,21 @@ def test_the_tiny_study_feeds_the_chapter_and_v1_names_what_it_lacks(carry, tmp_
     gpu = gpu_landscape(document["experiments"]["depth_scaling"], corpus, loss_margin=0.03, usable_tolerance=0.25)
     own = depth_claim(gpu, curse_share=0.35)
     assert weighed["V4"].evidence["by_run"][study.label]["verdict"] == own.verdict
-    assert "| V3 |" in text and "V2: not measured on GPU" in text
+    # the study's width experiment trains no wide learning-rate grid, so V3's registered protocol is not weighed on it
+    assert "V3: not weighed on GPU" in text and "V2: not measured on GPU" in text
+    assert weighed["V3"] is cpu["V3"]
     assert "V1: not measured on GPU: its width experiment trains no RMSNorm under the authors' AdamW" in text
     assert "DyT by the authors' recipe" in text
+
+
+def test_a_gpu_width_experiment_counts_for_v3_only_with_the_whole_wide_grid():
+    settings = {"qk_lr_grid": [0.01, 1.0], "qk_seeds": 2}
+    runs = [
+        {"tag": {"label": label, "lr": lr, "seed": s}}
+        for label in ("rms", "rms+qk")
+        for lr in (0.01, 1.0)
+        for s in (0, 1)
+    ]
+    assert _trains_wide_grid({"settings": settings, "runs": runs})
+    assert not _trains_wide_grid({"settings": settings, "runs": runs[1:]})
+    assert not _trains_wide_grid({"settings": {}, "runs": runs})

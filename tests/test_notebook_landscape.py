@@ -33,11 +33,14 @@ def test_landscape_notebook_smoke(smoke_book):
         len(g) == 2 for g in v2["growth"].values()
     )
     v3 = claims["V3"]
-    assert v3["key_number"] == sum(v3["evidence"]["gain_decades_per_seed"]) / len(
-        v3["evidence"]["gain_decades_per_seed"]
-    )
-    # The largest attention logit is tracked through training for every LR of the grid.
+    # V3 under Wortsman et al.'s protocol: the key number is the paired reduction of LR sensitivity over the wide grid
+    reduction, sensitivity = v3["evidence"]["sensitivity_reduction"], v3["evidence"]["lr_sensitivity"]
+    assert v3["key_number"] == reduction["mean_difference"] and reduction["pairs"] == len(sensitivity["rms"]) == 2
+    assert v3["threshold"] == 0.03 and v3["spread"] == reduction["standard_error"]
+    assert v3["evidence"]["qk_lr_grid"] == [1e-2, 1e-1, 1.0]
+    # The largest attention logit is tracked through training for every LR of the wide grid.
     assert all(row["largest logit, QK-norm"] is not None for row in v3["evidence"]["final_max_logit"])
+    assert claims["V4"]["threshold"] == 0.05 and claims["V4"]["evidence"]["scaled_variant"]["init"] == "unscaled"
     v4 = claims["V4"]["evidence"]
     assert all(0 <= s <= 1 for s in v4["later_half_share_plain"] + v4["later_half_share_scaled"])
     # The executed page: the figures are labelled and nothing leaks a warning or a machine path.

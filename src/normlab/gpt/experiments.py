@@ -90,6 +90,8 @@ PROFILES = {
             small=dict(width=16, depth=2, heads=2, context=16),
             small_train=dict(steps=10, batch_size=4, warmup_steps=2, lr=1e-2),
             lr_grid=[1e-2, 1e-1],
+            qk_lr_grid=[1e-2, 1e-1, 1.0],
+            qk_seeds=2,
             seeds=2,
             grid_seeds=1,
             deep_grid_seeds=1,
@@ -281,7 +283,8 @@ def placements(settings: dict, device: str) -> Experiment:
 
 
 def depth_scaling(settings: dict, device: str) -> Experiment:
-    variants = {"pre": {"depth_scaling": False}, "1/√l": {"depth_scaling": True}}
+    # LayerNorm Scaling without GPT-2's scaled initialisation, as Sun et al. apply it (arXiv 2502.05795, footnote 1)
+    variants = {"pre": {"depth_scaling": False}, "1/√l": {"depth_scaling": True, "init": "unscaled"}}
     batches = _landscape_batches(settings, "deepest", variants, [], 0, device, stream_statistics=True, drop_one=True)
     return Experiment("depth_scaling", CLAIMS["depth_scaling"], settings, batches)
 

@@ -18,6 +18,10 @@ LANDSCAPE = dict(
     small=dict(width=256, depth=6, heads=4, context=128),
     small_train=dict(steps=400, batch_size=8, warmup_steps=40, lr=3e-3),
     lr_grid=[1e-3, 3e-3, 1e-2, 3e-2, 1e-1],
+    # V3 under Wortsman et al.'s protocol: the design's wide grid (lr_range 1.5e-3..1.5, half-decade steps) on
+    # qk_seeds seeds, without and with QK-norm
+    qk_lr_grid=[1.5e-3, 5e-3, 1.5e-2, 5e-2, 1.5e-1, 5e-1, 1.5],
+    qk_seeds=5,
     seeds=4,
     grid_seeds=2,
     deep_grid_seeds=2,

@@ -50,8 +50,10 @@ MLPS = ("swiglu", "gelu")
 POSITIONS = ("rope", "learned")
 INIT_STD = 0.02  # GPT-2's standard deviation for every initialised weight
 # gpt2: N(0, INIT_STD), the projections into the trunk scaled by 1/sqrt(2*depth); xavier: Glorot-normal weight
-# matrices with no depth scaling, the initialisation Xiong et al. 2020 analyse (embeddings N(0, INIT_STD) in both).
-INITS = ("gpt2", "xavier")
+# matrices with no depth scaling, the initialisation Xiong et al. 2020 analyse (embeddings N(0, INIT_STD) in both);
+# unscaled: N(0, INIT_STD) on every weight matrix, the projections into the trunk included (GPT-2's without its
+# 1/sqrt(2*depth)), as Sun et al. 2025 (arXiv 2502.05795, abstract footnote 1) apply LayerNorm Scaling.
+INITS = ("gpt2", "xavier", "unscaled")
 
 
 def _choice(name: str, value, options) -> None:
@@ -379,7 +381,7 @@ class GPT(nn.Module):
             if self.cfg.init == "xavier":
                 nn.init.xavier_normal_(module.weight, generator=generator)
             else:
-                residual = getattr(module, "is_residual_projection", False)
+                residual = getattr(module, "is_residual_projection", False) and self.cfg.init == "gpt2"
                 std = INIT_STD / math.sqrt(2 * self.cfg.depth) if residual else INIT_STD
                 nn.init.normal_(module.weight, mean=0.0, std=std, generator=generator)
             if module.bias is not None:

@@ -22,11 +22,23 @@ from normlab.study.results import decide
 V4_KEY = KeyNumber("change in the later half's share of the drop-one loss under 1/√l", POINTS)
 
 
+def share_verdict(curse: float, share_change: dict | None, *, curse_share: float, share_margin: float, loss_ok: bool):
+    """V4's rule: not testable without the curse (pre-LN's later half above `curse_share`) or an interval; holds
+    when the paired interval of the share change lies above +`share_margin` (caveat when the final loss is not
+    within the loss margin), does not hold when it lies entirely below +`share_margin`, otherwise not testable."""
+    if share_change is None or not math.isfinite(curse) or curse > curse_share:
+        return "not testable here"
+    if share_change["ci_low"] > share_margin:
+        return decide(True, caveat=not loss_ok)
+    if share_change["ci_high"] < share_margin:
+        return "does not hold"
+    return "not testable here"
+
+
 def depth_claim(study: Landscape, *, curse_share: float, share_margin: float | None = None) -> Finding:
     """V4: the curse is present when pre-LN's later half carries at most `curse_share` of the drop-one loss; the
-    remedy works when 1/√l raises that share (paired 95% interval above 0), with a caveat when its final loss is
-    not within the study's loss margin; it does not hold when the interval lies below 0. `share_margin` (the
-    registered design's, by default) is the share change's margin in its record; the verdict does not read it."""
+    remedy (LayerNorm Scaling without GPT-2's scaled initialisation, as Sun et al. apply it) works when it raises
+    that share by more than `share_margin` (the registered design's, by default): `share_verdict`."""
     share_margin = design.value("V4", "share_margin") if share_margin is None else share_margin
     P = study.settings
     plain, scaled = study.pick("deepest", "pre"), study.pick("deepest", "1/√l")
@@ -48,14 +60,9 @@ def depth_claim(study: Landscape, *, curse_share: float, share_margin: float | N
     growth_plain = float(np.nanmean([growth_ratio(r["stream_rms"]) for r in plain]))
     growth_scaled = float(np.nanmean([growth_ratio(r["stream_rms"]) for r in scaled]))
     loss_ok = non_inferiority(scaling_loss) == "no worse"
-    if share_change is None or not math.isfinite(curse) or curse > curse_share:
-        verdict = "not testable here"
-    elif share_change["ci_low"] > 0:
-        verdict = decide(True, caveat=not loss_ok)
-    elif share_change["ci_high"] < 0:
-        verdict = "does not hold"
-    else:
-        verdict = "not testable here"
+    verdict = share_verdict(curse, share_change, curse_share=curse_share, share_margin=share_margin, loss_ok=loss_ok)
+    spans = share_change is not None and share_change["ci_low"] <= share_margin <= share_change["ci_high"]
+    fragile = f"fragile: the interval spans the +{100 * share_margin:g}-point margin" if spans else None
 
     def shown(key: str, paired: dict | None, write=significant) -> str:
         return write(paired[key]) if paired else "—"
@@ -67,8 +74,10 @@ def depth_claim(study: Landscape, *, curse_share: float, share_margin: float | N
         f"At depth {P['deepest']['depth']} the later half of pre-LN's blocks carries {significant(curse)} of the "
         f"drop-one loss (curse threshold {curse_share:g}); 1/√l changes that share by "
         f"{shown('mean_difference', share_change, V4_KEY.signed)} (95% CI "
-        f"{shown('ci_low', share_change, points)}..{shown('ci_high', share_change, points)}) "
-        f"and the final loss by {shown('mean_difference', scaling_loss)} {NATS_PER_BYTE}."
+        f"{shown('ci_low', share_change, points)}..{shown('ci_high', share_change, points)}, margin "
+        f"+{100 * share_margin:g}) and the final loss by {shown('mean_difference', scaling_loss)} {NATS_PER_BYTE}"
+        + (f" ({fragile})" if fragile else "")
+        + "."
     )
     return Finding(
         verdict,
@@ -79,6 +88,11 @@ def depth_claim(study: Landscape, *, curse_share: float, share_margin: float | N
             "later_half_share_plain": share_plain,
             "later_half_share_scaled": share_scaled,
             "share_change": share_change,
+            "share_margin": share_margin,
+            "fragile": fragile,
+            "scaled_variant": {k: v for k, v in scaled[0]["model"].items() if k in ("depth_scaling", "init")}
+            if scaled
+            else None,
             "final_loss_scaled_minus_plain": scaling_loss,
             "growth_plain": growth_plain,
             "growth_scaled": growth_scaled,
@@ -87,11 +101,14 @@ def depth_claim(study: Landscape, *, curse_share: float, share_margin: float | N
             "corpus_sha256": study.corpus_sha256,
         },
         key_number=share_change["mean_difference"] if share_change else None,
-        threshold=design.value("V4", "remedy_raises"),
-        spread=share_change["sd_of_differences"] if share_change else None,
+        threshold=share_margin,
+        spread=share_change["standard_error"] if share_change else None,
         rule=f"Curse present when pre-LN's later half carries <= {100 * curse_share:g}% of the drop-one loss (else not "
-        "testable here); holds when 1/sqrt(l) raises that share (paired 95% interval above 0), with a caveat when its "
-        f"final loss is not within +{study.loss_margin} {NATS_PER_BYTE}; does not hold when the interval lies below 0.",
+        "testable here); LayerNorm Scaling is 1/sqrt(l) on every norm's output without GPT-2's scaled "
+        "initialisation (Sun et al.); holds when the paired 95% interval of the share change lies above "
+        f"+{100 * share_margin:g} percentage points, with a caveat when its final loss is not within "
+        f"+{study.loss_margin} {NATS_PER_BYTE}; does not hold when it lies entirely below +{100 * share_margin:g} "
+        "points; otherwise not testable here (fragile).",
         meaning=V4_KEY.meaning,
         unit=V4_KEY.unit,
     )
@@ -105,7 +122,8 @@ def depth_paragraph(v4: Finding, *, curse_share: float) -> str:
     curse = float(np.nanmean([measured(share) for share in e["later_half_share_plain"]]))
     first_block, first_share = measured(e["first_block_drop_loss"]), measured(e["first_block_share"])
     share_change, model, train = e["share_change"], e["model"], e["train"]
-    unmoved = share_change and share_change["ci_low"] <= 0 <= share_change["ci_high"]
+    unmoved = bool(share_change) and share_change["ci_low"] <= 0 <= share_change["ci_high"]
+    below_margin = bool(share_change) and share_change["ci_high"] < e.get("share_margin", 0.0)
     return (
         verdict_lead("V4", v4)
         + (
@@ -116,7 +134,17 @@ def depth_paragraph(v4: Finding, *, curse_share: float) -> str:
         + f"; dropping the first block alone costs {significant(first_block)} {NATS_PER_BYTE} ({significant(100 * first_share)}% "
         "of the total), "
         f"{'so the share mostly measures how special the first block is; ' if first_share > 0.5 else ''}"
-        f"{'scaling did not move the share by a measurable amount' if unmoved else 'scaling moved the share'}. "
+        + (
+            "scaling did not move the share by a measurable amount"
+            if unmoved
+            else "scaling moved the share, "
+            + (
+                "by less than the margin"
+                if below_margin
+                else "by an amount the interval does not bound below the margin"
+            )
+        )
+        + ". "
         f"Hidden RMS grows {significant(measured(e['growth_plain']))}× from the first to the last block without scaling "
         f"and {significant(measured(e['growth_scaled']))}× with it. **What this scale can and cannot show:** Sun et al. "
         "found idle deep layers in models of 130M–7B parameters trained on billions of tokens; "

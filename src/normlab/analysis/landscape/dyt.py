@@ -86,6 +86,7 @@ def alpha_sensitivity(study: Landscape) -> pd.DataFrame:
             & (F.lr == P["small_train"]["lr"])
         ]
         alphas_diverged = int(g.diverged.sum())
+        swept = sorted(float(a) for a in g.alpha)
         g = g[~g.diverged]
         base = F[
             (F.scale == "small")
@@ -102,6 +103,8 @@ def alpha_sensitivity(study: Landscape) -> pd.DataFrame:
                 "authors' α₀": authors_alpha_init(width)[1],
                 "best α₀": None if best is None else float(best.alpha),
                 "best DyT loss": None if best is None else float(best.final),
+                "α₀ swept": ", ".join(significant(a, 2) for a in swept),
+                "optimum interior": best is not None and swept[0] < float(best.alpha) < swept[-1],
                 "DyT loss at the authors' α₀": float(default.iloc[0]) if len(default) else None,
                 "RMSNorm loss, authors' AdamW": float(base.final.iloc[0]),
                 "α₀ values that diverged": alphas_diverged,
@@ -295,7 +298,10 @@ def dyt_claim(study: Landscape, pairs: dict, alphas: pd.DataFrame, probes: dict,
         (
             f"DyT by the authors' LLaMA recipe − RMSNorm under the same AdamW, final loss {interval_text(primary, NATS_PER_BYTE, margin=False)}: "
             f"{v1_outcome} against a +{margin} margin; best α₀ "
-            + ", ".join(f"{significant(a, 2)} at width {w}" for w, a in zip(P["alpha_widths"], best_alphas))
+            + ", ".join(
+                f"{significant(a, 2)} at width {w}" + ("" if inside else " (at the sweep's edge, not an optimum)")
+                for w, a, inside in zip(P["alpha_widths"], best_alphas, alphas["optimum interior"])
+            )
             + ". "
         )
         if primary
@@ -306,6 +312,8 @@ def dyt_claim(study: Landscape, pairs: dict, alphas: pd.DataFrame, probes: dict,
     finals_by_label = {label: float(np.nanmean(finals(study.pick("small", label)))) for label in SMALL_VARIANTS}
     attention_alpha, other_alpha = authors_alpha_init(P["small"]["width"])
     evidence = {
+        "parameters": GPT(GPTConfig(**P["small"])).num_parameters(),
+        "alpha_optimum_interior": [bool(v) for v in alphas["optimum interior"]],
         "embedding_rms_at_init": probes["embedding_rms"],
         "scaled_embedding_rms_at_init": probes["scaled_embedding_rms"],
         "mean_final_loss": finals_by_label,
@@ -358,8 +366,11 @@ def dyt_headline(v1: Finding) -> str | None:
     key = KeyNumber.of(v1)
     # the verdict reads the paired interval against +margin (`non_inferiority`), so the sentence does too
     interval = {"no worse": "below", "worse": "beyond", "undecided": "across"}[non_inferiority(e.get("dyt_minus_rms"))]
+    scale = (
+        f"At {e['parameters'] / 1000:,.0f}k parameters and {e['train']['steps']} steps, " if "parameters" in e else ""
+    )
     sentence = (
-        f"Dynamic Tanh by its authors' LLaMA recipe ends {key.format(abs(k))} {'worse' if k > 0 else 'better'} "
+        f"{scale}Dynamic Tanh by its authors' LLaMA recipe ends {key.format(abs(k))} {'worse' if k > 0 else 'better'} "
         f"than RMSNorm in paired final loss, its 95% interval {interval} the margin of +{key.limit(t)}"
     )
     rmsfinal = e["dyt_rmsfinal_minus_rms"]

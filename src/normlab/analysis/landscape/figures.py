@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -33,6 +35,7 @@ def dyt(frame: pd.DataFrame, settings: dict, entropy: float):
         & (F.width == P["small"]["width"])
         & F.label.isin(list(V1_LABELS))
         & F.reference_alpha
+        & (F.seed < P["seeds"])  # V3's wide grid trains RMSNorm on more seeds; the paired seeds are the design's
     ]
     for seed, g in ref.groupby("seed"):
         g = g.set_index("label").loc[list(V1_LABELS)]
@@ -66,6 +69,7 @@ def dyt(frame: pd.DataFrame, settings: dict, entropy: float):
         & (F.width == P["small"]["width"])
         & F.reference_alpha
         & (F.seed < P["grid_seeds"])
+        & F.lr.isin(P["lr_grid"])
         & F.label.isin(V1_GRID)
     ]
     for label, g in grid.groupby("label"):
@@ -144,29 +148,64 @@ def placement(runs_by_placement: dict[str, list[dict]]):
     return fig
 
 
-def qk(runs: list[dict], lr_grid: list[float]):
-    """V3: the largest attention logit through training (seed 0), without (solid) and with (dashed) QK-norm."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+def qk(runs: list[dict], sensitivity: pd.DataFrame, lr_grid: list[float], seeds: int):
+    """V3. Left: Wortsman et al.'s curve, min(final loss, initial loss) over the wide grid, without (solid) and with
+    (dashed) QK-norm, thin per seed and thick the mean; a diverged run counts at its initial loss. Right: the largest
+    attention logit through training (seed 0), one colour per learning rate."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    styles = {"rms": ("-", "C0", "no QK-norm"), "rms+qk": ("--", "C3", "QK-norm")}
+    for label, (style, color, name) in styles.items():
+        curves = []
+        for seed in range(seeds):
+            point = {}
+            for r in runs:
+                t = r["tag"]
+                if t["scale"] == "small" and t["label"] == label and t["seed"] == seed and t["lr"] in lr_grid:
+                    final, initial = r["final_val_loss"], r["initial_val_loss"]
+                    ok = not r["diverged"] and math.isfinite(final)
+                    point[t["lr"]] = min(final, initial) if ok else initial
+            if len(point) == len(lr_grid):
+                curve = [point[lr] for lr in lr_grid]
+                curves.append(curve)
+                axes[0].plot(lr_grid, curve, style, color=color, lw=0.6, alpha=0.5)
+        if curves:
+            axes[0].plot(
+                lr_grid, np.mean(curves, axis=0), style, color=color, lw=2.2, marker="o", label=f"{name}, mean"
+            )
+    axes[0].set(
+        xscale="log",
+        xlabel="peak learning rate",
+        ylabel="min(final, initial) validation loss",
+        title="LR sensitivity curve (thin: one seed)",
+    )
+    axes[0].legend(fontsize=7)
     colors = {lr: f"C{i}" for i, lr in enumerate(lr_grid)}
     for label, style in (("rms", "-"), ("rms+qk", "--")):
         for r in runs:
             t = r["tag"]
-            if t["scale"] == "small" and t["label"] == label and t["seed"] == 0 and r["max_logit"]:
+            if (
+                t["scale"] == "small"
+                and t["label"] == label
+                and t["seed"] == 0
+                and r["max_logit"]
+                and t["lr"] in colors
+            ):
                 trace = pd.DataFrame(r["max_logit"])
-                ax.plot(
+                axes[1].plot(
                     trace.step,
                     trace.max_logit,
                     style,
                     color=colors[t["lr"]],
                     label=f"lr {significant(t['lr'], 2)}" if label == "rms" else None,
                 )
-    ax.set(
+    axes[1].set(
         yscale="log",
         xlabel="training step",
         ylabel="largest attention logit",
-        title="solid: no QK-norm, dashed: QK-norm",
+        title="seed 0; solid: no QK-norm, dashed: QK-norm",
     )
-    ax.legend(fontsize=7)
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
     return fig
 
 

@@ -22,6 +22,15 @@ V1_NAMES = {
 }
 
 
+def _trains_wide_grid(outcome: dict) -> bool:
+    """Whether a GPU width experiment trains V3's wide grid (`qk_lr_grid`) on its seeds, with and without QK-norm."""
+    grid, seeds = outcome["settings"].get("qk_lr_grid"), outcome["settings"].get("qk_seeds")
+    if not grid or not seeds:
+        return False
+    have = {(r["tag"]["label"], r["tag"]["lr"], r["tag"]["seed"]) for r in outcome["runs"]}
+    return all((label, lr, s) in have for label in ("rms", "rms+qk") for lr in grid for s in range(seeds))
+
+
 def gpu_runs(outcome: dict, entropy: float) -> list[dict]:
     """A GPU experiment's records (normlab.gpt.experiments) as `landscape_run` records: diverged as the study's one
     run record says (normlab.gpt.run_record), and trained when it did not diverge and ended below the unigram
@@ -94,6 +103,8 @@ def landscape_gpu_claims(
     max_relative_growth: float,
     curse_share: float,
     qk_min_seeds: int,
+    qk_sensitivity_margin: float,
+    share_margin: float | None = None,
     registered: Mapping[str, int] | None = None,
 ) -> tuple[dict, str]:
     """V2, V3 and V4 answered by the scale rule: each committed GPU study's runs judged by this chapter's own
@@ -117,6 +128,13 @@ def landscape_gpu_claims(
                 "experiment (listed as missing), so this run's verdict stands."
             )
             continue
+        if claim == "V3" and not any(_trains_wide_grid(s.experiment(name)) for s in found):
+            notes.append(
+                "V3: not weighed on GPU: the committed study's width experiment does not train the wide "
+                "learning-rate grid that V3's registered protocol needs (Wortsman et al.'s), so this run's verdict "
+                "stands."
+            )
+            continue
         runs = [G.this_build(where, cpu[claim])]
         for study in found:
             outcome = study.experiment(name)
@@ -127,9 +145,11 @@ def landscape_gpu_claims(
                     gpu, measures, pre_growth_needed=pre_growth_needed, max_relative_growth=max_relative_growth
                 )
             elif claim == "V3":
-                finding = qk_claim(gpu, final_logits(gpu), min_seeds=qk_min_seeds)
+                finding = qk_claim(
+                    gpu, final_logits(gpu), min_seeds=qk_min_seeds, sensitivity_margin=qk_sensitivity_margin
+                )
             else:
-                finding = depth_claim(gpu, curse_share=curse_share)
+                finding = depth_claim(gpu, curse_share=curse_share, share_margin=share_margin)
             pairs = G.complete_seeds(outcome["runs"])
             runs.append(G.gpu_run(study, finding, pairs=pairs, registered=registered.get(claim)))
         combined[claim] = scale_rule.answer(runs)
@@ -138,3 +158,37 @@ def landscape_gpu_claims(
     notes.insert(0, f"V1: not measured on GPU: {v1_not_on_gpu(width[0].experiment('width') if width else None)}.")
     table = scale_rule.side_by_side(sides) if sides else ""
     return combined, "\n\n".join(part for part in (table, " ".join(notes)) if part)
+
+
+# What each source trained, for the sentence on what would decide V2 and V4 (and whether it was checked).
+SOURCE_SCALES = {
+    "V2": "Kim et al. (Peri-LN) train models of 400M to 3.2B parameters on tens of billions of tokens, and OLMo 2 "
+    "models of 7B and 13B on trillions (from the papers' setups as the study's sources transcribe them, not checked "
+    "against the papers here)",
+    "V4": "Sun et al. train LLaMA models of 130M to 7B parameters on billions of tokens (the abstract of arXiv "
+    "2502.05795, checked against its arXiv HTML); their smallest, LLaMA-130M, has 12 blocks of width 768 (from memory "
+    "of the paper's setup, not checked)",
+}
+GPU_SCALE = {"V2": "deep", "V4": "deepest"}
+
+
+def gpu_design(claim: str, registered_seeds: int) -> str:
+    """What would decide `claim` (V2 or V4): the source's scale, and the GPU study's registered design for it
+    (`normlab.gpt.gpu_sizes.LANDSCAPE`: blocks, width, steps, seeds) with its estimated time on one H200 from the GPU
+    study's own sizing (`normlab.gpt.experiments.estimated_seconds`)."""
+    from normlab.gpt import experiments as E
+    from normlab.gpt import gpu_sizes
+
+    name = GPU_EXPERIMENTS[claim]
+    (experiment,) = E.experiments("gpu", only=[name])
+    sizes = gpu_sizes.LANDSCAPE
+    scale, train = sizes[GPU_SCALE[claim]], sizes[f"{GPU_SCALE[claim]}_train"]
+    models = sum(len(b.configs) for b in experiment.batches)
+    return (
+        f"**What would decide {claim}.** {SOURCE_SCALES[claim]}. That scale does not fit a cpu book. The GPU study "
+        f"registers the design that comes nearest on one lent H200 (`{name}` in `normlab.gpt.experiments`): "
+        f"{scale['depth']} blocks of width {scale['width']}, {train['steps']} steps of {train['batch_size']} × "
+        f"{scale['context']} bytes, {registered_seeds} seeds, {models} models trained together, estimated at "
+        f"{E.estimated_seconds(experiment):.0f} s on one H200 by the study's sizing (an assumed throughput, not a "
+        "measurement); the section on the GPU study below weighs it wherever one is committed under `data/`."
+    )

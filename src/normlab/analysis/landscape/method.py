@@ -122,7 +122,8 @@ class Landscape:
         for r in runs:
             t = r["tag"]
             if (
-                t["scale"] == scale
+                t["seed"] < self.settings["seeds"]  # V3's wide grid trains more seeds; the pairs are the design's
+                and t["scale"] == scale
                 and t["label"] == label
                 and t["lr"] == lr
                 and r["model"]["width"] == width
@@ -149,11 +150,13 @@ class Landscape:
             return self._ranges[key]
         F = self.frame
         seeds = range(self.settings["grid_seeds" if scale == "small" else "deep_grid_seeds"])
+        grid = self.settings["lr_grid" if scale == "small" else "deep_lr_grid"]
         part = F[
             (F.scale == scale)
             & F.label.isin(compared)
             & (F.width == self.settings[scale]["width"])
             & F.seed.isin(seeds)
+            & F.lr.isin(grid)
         ]
         part = part[part.reference_alpha]
         best = float(part.loc[~part.diverged, "final"].min())
@@ -176,15 +179,22 @@ class Landscape:
         self._ranges[key] = out
         return out
 
-    def stable_ranges(self, scale: str, labels: Sequence[str]) -> dict:
-        """Per (label, seed) over the scale's grid seeds: the contiguous stretch of learning rates at which the run
-        did not diverge (the study's run record: a non-finite loss or gradient, or a final loss above the initial
-        one), and the first learning rate above it that diverged (`fails_at`). No loss bar: a run that trained
-        worse but did not diverge is stable."""
+    def stable_ranges(self, scale: str, labels: Sequence[str], grid=None, seeds=None) -> dict:
+        """Per (label, seed) over the scale's grid seeds (or `seeds`) and grid (or `grid`): the contiguous stretch of
+        learning rates at which the run did not diverge (the study's run record: a non-finite loss or gradient, or a
+        final loss above the initial one), and the first learning rate above it that diverged (`fails_at`). No loss
+        bar: a run that trained worse but did not diverge is stable."""
         F = self.frame
-        seeds = range(self.settings["grid_seeds" if scale == "small" else "deep_grid_seeds"])
+        if seeds is None:
+            seeds = range(self.settings["grid_seeds" if scale == "small" else "deep_grid_seeds"])
+        if grid is None:
+            grid = self.settings["lr_grid" if scale == "small" else "deep_lr_grid"]
         part = F[
-            (F.scale == scale) & F.label.isin(labels) & (F.width == self.settings[scale]["width"]) & F.seed.isin(seeds)
+            (F.scale == scale)
+            & F.label.isin(labels)
+            & (F.width == self.settings[scale]["width"])
+            & F.seed.isin(seeds)
+            & F.lr.isin(grid)
         ]
         part = part[part.reference_alpha]
         return {

@@ -4,9 +4,12 @@
 
 from __future__ import annotations
 
+import math
+
 from normlab.gpt import gpu_sizes
 from normlab.norms.dyt import authors_alpha_init
 from normlab.runtime.profiles import lookup_profile
+from normlab.study import design
 
 PROFILES = {
     # seconds: proves the pipeline, not the claims
@@ -14,6 +17,8 @@ PROFILES = {
         small=dict(width=16, depth=2, heads=2, context=16),
         small_train=dict(steps=20, batch_size=4, warmup_steps=2, lr=1e-2),
         lr_grid=[1e-2, 1e-1],
+        qk_lr_grid=[1e-2, 1e-1, 1.0],
+        qk_seeds=2,
         seeds=2,
         grid_seeds=1,
         deep_grid_seeds=1,
@@ -28,7 +33,7 @@ PROFILES = {
         workers=None,
         devices=None,
     ),
-    # 2 CPU cores: sized for under 14 minutes on a quiet machine, both cores busy with one-thread runs (86 runs:
+    # 2 CPU cores: sized for under 14 minutes before V3's wide grid (2026-12-03) added 52 small runs on a quiet machine, both cores busy with one-thread runs (86 runs:
     # 68 measured about 7 minutes' worth; the DyT variants of V1 add 18 of the cheapest, small runs, about 25
     # seconds of one core each; a first sizing with 96 runs at 200-250 steps and 24 blocks measured about 15
     # minutes' worth)
@@ -36,6 +41,10 @@ PROFILES = {
         small=dict(width=64, depth=4, heads=4, context=64),
         small_train=dict(steps=200, batch_size=16, warmup_steps=20, lr=5e-3),
         lr_grid=[5e-3, 1.5e-2, 5e-2, 1.5e-1],
+        # V3 under Wortsman et al.'s protocol: half-decade steps from 1.5e-3 to 1.5 (the design's lr_range and
+        # lr_step), every point on qk_seeds seeds, without and with QK-norm only
+        qk_lr_grid=[1.5e-3, 5e-3, 1.5e-2, 5e-2, 1.5e-1, 5e-1, 1.5],
+        qk_seeds=5,
         seeds=3,
         grid_seeds=2,
         deep_grid_seeds=1,
@@ -112,6 +121,28 @@ SCALES = ("small", "deep", "deepest")
 SCALE_COST = {"small": 1, "deep": 3, "deepest": 6}  # relative run time, to start the longest runs first
 
 
+def check_qk_grid(profile: str, settings: dict) -> None:
+    """V3's wide grid: sorted, at least two seeds, and outside the smoke profile the design's `lr_range` end to end
+    in steps averaging its `lr_step` decades."""
+    grid, seeds = settings["qk_lr_grid"], settings["qk_seeds"]
+    if grid != sorted(grid) or len(set(grid)) != len(grid) or len(grid) < 2:
+        raise ValueError(f"profile {profile!r}: qk_lr_grid must be at least two increasing learning rates, got {grid}")
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 2:
+        raise ValueError(f"profile {profile!r}: qk_seeds must be an int >= 2 (a paired interval), got {seeds!r}")
+    if profile == "smoke":
+        return
+    low, high = design.value("V3", "lr_range")
+    step = design.value("V3", "lr_step")
+    mean_step = math.log10(grid[-1] / grid[0]) / (len(grid) - 1)
+    if not (
+        math.isclose(grid[0], low) and math.isclose(grid[-1], high) and math.isclose(mean_step, step, rel_tol=0.05)
+    ):
+        raise ValueError(
+            f"profile {profile!r}: qk_lr_grid {grid} is not the registered V3 grid ({low:g} to {high:g} in steps of "
+            f"{step:g} decades, data/design.toml); change one to match and log the change"
+        )
+
+
 def profile_settings(profile: str, overrides: dict | None = None) -> dict:
     """The profile's settings (a copy) with `overrides` applied, checked for what the chapter's design needs."""
     settings = lookup_profile(PROFILES, profile, owner="the landscape chapter", overrides=overrides)
@@ -123,6 +154,7 @@ def profile_settings(profile: str, overrides: dict | None = None) -> dict:
     for width in settings["alpha_widths"]:
         if authors_alpha_init(width)[1] not in settings["alphas"]:
             raise ValueError(f"profile {profile!r}: the authors' α₀ at width {width} must lie on alphas")
+    check_qk_grid(profile, settings)
     if profile != "smoke" and settings["deep"]["depth"] < 12:
         raise ValueError("V2 needs at least 12 blocks, where placement matters")
     return settings

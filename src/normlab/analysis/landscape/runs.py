@@ -168,13 +168,41 @@ def _grid_jobs(settings, device, scale, label, model, grid, grid_seeds, **option
     return out
 
 
+def qk_points(settings: dict) -> list[tuple[float, int]]:
+    """The (learning rate, seed) points at which V3's two variants train: the chapter's grid design (every seed at
+    the reference learning rate, the grid seeds elsewhere on the grid) joined with V3's wide grid (Wortsman et al.'s
+    protocol: every point on `qk_seeds` seeds), each point once, in the order of the grid design first."""
+    ref = settings["small_train"]["lr"]
+    points = [(ref, s) for s in range(settings["seeds"])]
+    points += [(lr, s) for lr in settings["lr_grid"] if lr != ref for s in range(settings["grid_seeds"])]
+    points += [(lr, s) for lr in settings["qk_lr_grid"] for s in range(settings["qk_seeds"])]
+    return list(dict.fromkeys(points))
+
+
 def landscape_jobs(settings: dict, device: str = "cpu") -> list[dict]:
     """Every training run of the chapter, as keyword arguments of `landscape_run`, in the chapter's order."""
     small_steps, small_width = settings["small_train"]["steps"], settings["small"]["width"]
     jobs = []
     for label in SMALL_VARIANTS:
         model = small_variant(label, small_width)
-        probed = label in MAX_LOGIT_PROBED or is_dyt(label)
+        if label in MAX_LOGIT_PROBED:
+            # the largest attention logit is read on seed 0 alone (the figure and the table), so only seed 0 is
+            # trained in probed segments; probing does not change a run (the quality chapter tests resuming)
+            jobs += [
+                _job(
+                    settings,
+                    device,
+                    "small",
+                    label,
+                    model,
+                    lr=lr,
+                    seed=s,
+                    probe_every=small_steps // 10 if s == 0 else 0,
+                )
+                for lr, s in qk_points(settings)
+            ]
+            continue
+        probed = is_dyt(label)
         options = dict(probe_every=small_steps // 10 if probed else 0, **({"trace_dyt": True} if is_dyt(label) else {}))
         grid = [settings["small_train"]["lr"]] if label in REFERENCE_LR_ONLY else settings["lr_grid"]
         jobs += _grid_jobs(settings, device, "small", label, model, grid, settings["grid_seeds"], **options)
@@ -204,13 +232,64 @@ def landscape_jobs(settings: dict, device: str = "cpu") -> list[dict]:
                 device,
                 "deepest",
                 "1/√l" if scaled else "pre",
-                dict(depth_scaling=scaled),
+                # Sun et al. apply LayerNorm Scaling without GPT-2's scaled initialisation (abstract, footnote 1)
+                dict(depth_scaling=True, init="unscaled") if scaled else dict(depth_scaling=False),
                 seed=s,
                 drop_one=True,
             )
             for s in range(settings["seeds"])
         ]
     return jobs
+
+
+def _alpha_points(settings: dict, runs: list[dict], width: int) -> list[tuple[float, float | None]]:
+    """(α₀, final loss or None where the run diverged or is missing) of the authors' recipe at `width`, seed 0 and
+    the reference learning rate, sorted by α₀."""
+    ref = settings["small_train"]["lr"]
+    points = {}
+    for r in runs:
+        t = r["tag"]
+        if t["label"] == "dyt-authors" and t["seed"] == 0 and t["lr"] == ref and r["model"]["width"] == width:
+            ok = "missing" not in r and not r["diverged"]
+            points[float(r["model"]["dyt_alpha"])] = r["final_val_loss"] if ok else None
+    return sorted(points.items())
+
+
+def alpha_extension_jobs(settings: dict, runs: list[dict], device: str, *, step: float, floor: float) -> list[dict]:
+    """V1's α₀ sweep extended (the design's `alpha_step`, `alpha_floor`): at each width whose best α₀ (seed 0, the
+    reference learning rate) is the lowest swept, one run at that α₀ / `step`, unless that falls below `floor`."""
+    jobs = []
+    for width in settings["alpha_widths"]:
+        points = _alpha_points(settings, runs, width)
+        trained = [(alpha, loss) for alpha, loss in points if loss is not None]
+        if not trained:
+            continue
+        best = min(trained, key=lambda point: point[1])[0]
+        lowest = points[0][0]
+        below = lowest / step
+        if best == lowest and below >= floor * (1 - 1e-9):
+            model = {**small_variant("dyt-authors", width, below), "width": width}
+            jobs.append(_job(settings, device, "small", "dyt-authors", model, reference_alpha=False))
+    return jobs
+
+
+def extend_alpha_sweep(settings: dict, runs: list[dict], device: str, *, step: float, floor: float) -> list[dict]:
+    """Train `alpha_extension_jobs` round after round until every width's best α₀ is interior or the floor is
+    reached; returns the new runs (both widths of a round train in parallel)."""
+    added: list[dict] = []
+    while jobs := alpha_extension_jobs(settings, runs + added, device, step=step, floor=floor):
+        added += run_jobs(jobs, settings)
+    return added
+
+
+def alpha_optimum(settings: dict, runs: list[dict], width: int) -> dict:
+    """The sweep at `width`: the α₀ values swept, the best, and whether it is interior (a swept value on each
+    side of it)."""
+    points = _alpha_points(settings, runs, width)
+    trained = [(alpha, loss) for alpha, loss in points if loss is not None]
+    best = min(trained, key=lambda point: point[1])[0] if trained else None
+    alphas = [alpha for alpha, _ in points]
+    return {"alphas": alphas, "best": best, "interior": best is not None and alphas[0] < best < alphas[-1]}
 
 
 def run_name(job: dict, settings: dict) -> str:
