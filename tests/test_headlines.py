@@ -136,20 +136,25 @@ def test_the_comparison_word_follows_the_numbers_not_the_verdict():
 
 
 def test_b17_and_b18_sentences_say_what_their_verdicts_rest_on():
-    b17 = b17_headline(
-        finding(
-            "B17",
-            "holds with caveats",
-            4.33,
-            10.0,
-            0.37,
-            deepest_init_depth=32,
-            exponent_pre_xiong_init=-0.47,
-            under_xiong_bound=False,
-        )
+    evidence = dict(
+        deepest_init_depth=32,
+        exponent_pre_xiong_init=-0.47,
+        scale="width 48, depths 2–32, 2 seeds at initialisation",
+        pre_ln_gradient_max_over_min_xavier=10.99,
+        fragile_xavier=True,
+        within_slack_above_pinned_bound=True,
+        bound_ratio_pre_xavier=1.08,
+        bound_ratio_post_xavier=1.16,
+        bound_slack=0.25,
+        bound_pinned_depth=2,
     )
-    assert "at depth 32 stay within ×4.33 of one another (inside the limit of ×10); the essay's 'undamped'" in b17
-    assert "shrinks as 1/√L; under Xavier initialisation the measured gradients do not lie under it" in b17
+    b17 = b17_headline(finding("B17", "holds with caveats", 1.29, 10.0, 0.04, **evidence))
+    assert b17.startswith("At initialisation (width 48, depths 2–32, 2 seeds at initialisation), under GPT-2's")
+    assert "at depth 32 differ by at most ×1.29 (inside the limit of ×10)" in b17
+    # Xavier's spread is named as Xavier's, and a spread beyond the limit is never said to stay within it
+    assert "under Xavier initialisation, Xiong et al.'s, they differ by ×11.0 (beyond the limit, fragile)" in b17
+    assert "stay within ×11" not in b17
+    assert "×1.16 of the bound's 1/√L curve pinned to the measurement at L₀ = 2, within the ×1.25 slack" in b17
     assert "(fitted slope, a description: L^-0.47)" in b17 and "2020's bound at initialisation" in b17
     beyond = b17_headline(finding("B17", "does not hold", 12.0, 10.0, 0.3))
     assert "(beyond the limit of ×10); the essay's" in beyond and "warm-up" not in beyond
@@ -161,6 +166,19 @@ def test_b17_and_b18_sentences_say_what_their_verdicts_rest_on():
     b18 = b18_headline(finding("B18", "not testable here", -0.0136, 0.02, 0.044))
     assert "minus LayerNorm's is -0.0136 nats per byte (spread 0.0440 nats per byte)" in b18
     assert "no published study" in b18
+    scaled = b18_headline(
+        finding(
+            "B18",
+            "not testable here",
+            -0.03,
+            0.02,
+            0.06,
+            scale="depth 12, width 32, 300 steps, 5 pairs",
+            decision_pairs=580,
+        )
+    )
+    assert "With the norm on the trunk (post-LN) (depth 12, width 32, 300 steps, 5 pairs), RMSNorm's" in scaled
+    assert "580 pairs would decide it at this scale, a design registered for the GPU study" in scaled
     pair = {"ci_low": -0.061, "ci_high": -0.031}  # RMSNorm better beyond the margin: the claim of "worse" fails
     better = b18_headline(finding("B18", "does not hold", -0.046, 0.02, 0.007, paired_post_rms_minus_layer=pair))
     assert (
