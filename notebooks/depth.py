@@ -206,7 +206,12 @@ b18_scale = (
     f"{b18_numbers['pair']['pairs'] if b18_numbers['pair'] else 0} pairs"
 )
 b18 = post_ln_decay.b18_finding(
-    b18_numbers, **depths, margin=MARGIN, **B18_RULE, scale=b18_scale, decision_pairs=b18_decision["pairs"]
+    b18_numbers,
+    **depths,
+    margin=MARGIN,
+    **B18_RULE,
+    scale=b18_scale,
+    decision=post_ln_decay.decision_scale(b18_decision),
 )
 b18 = training.left.judge(b18)
 

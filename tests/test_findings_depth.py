@@ -121,7 +121,7 @@ def test_b17_measures_reads_each_initialisation_apart_never_pooled():
     assert m["bound_ratio_pre"] == pytest.approx(1.0) and m["bound_ratio_post"] == pytest.approx(1.0)
     assert m["bound_pinned_depth"] == 2
     assert m["drop"] == pytest.approx(0.004)
-    assert m["scale"].startswith(f"width {settings['init_width']}, depths 1–4, 2 seeds at initialisation")
+    assert m["scale"].startswith(f"width {settings['init_width']}, depths 1–4, 2 seeds; trained at depth")
     finding = identity_path.b17_finding(m, deepest=4, deep=2, margin=MARGIN, **B17_RULE, corpus_sha256="x")
     # the recorded verdict is GPT-2's: Xavier's ×20.5 is beside it, with its own verdict
     assert finding.key_number == pytest.approx(2.5) and finding.evidence["verdict_xavier"] == "does not hold"

@@ -139,7 +139,7 @@ def test_b17_and_b18_sentences_say_what_their_verdicts_rest_on():
     evidence = dict(
         deepest_init_depth=32,
         exponent_pre_xiong_init=-0.47,
-        scale="width 48, depths 2–32, 2 seeds at initialisation",
+        scale="width 48, depths 2–32, 2 seeds",
         pre_ln_gradient_max_over_min_xavier=10.99,
         fragile_xavier=True,
         within_slack_above_pinned_bound=True,
@@ -149,7 +149,7 @@ def test_b17_and_b18_sentences_say_what_their_verdicts_rest_on():
         bound_pinned_depth=2,
     )
     b17 = b17_headline(finding("B17", "holds with caveats", 1.29, 10.0, 0.04, **evidence))
-    assert b17.startswith("At initialisation (width 48, depths 2–32, 2 seeds at initialisation), under GPT-2's")
+    assert b17.startswith("At initialisation (width 48, depths 2–32, 2 seeds), under GPT-2's")
     assert "at depth 32 differ by at most ×1.29 (inside the limit of ×10)" in b17
     # Xavier's spread is named as Xavier's, and a spread beyond the limit is never said to stay within it
     assert "under Xavier initialisation, Xiong et al.'s, they differ by ×11.0 (beyond the limit, fragile)" in b17
@@ -174,11 +174,11 @@ def test_b17_and_b18_sentences_say_what_their_verdicts_rest_on():
             0.02,
             0.06,
             scale="depth 12, width 32, 300 steps, 5 pairs",
-            decision_pairs=580,
+            decision="580 pairs at depth 12, width 32, 300 steps",
         )
     )
-    assert "With the norm on the trunk (post-LN) (depth 12, width 32, 300 steps, 5 pairs), RMSNorm's" in scaled
-    assert "580 pairs would decide it at this scale, a design registered for the GPU study" in scaled
+    assert "With the norm on the trunk (post-LN; depth 12, width 32, 300 steps, 5 pairs), RMSNorm's" in scaled
+    assert "; 580 pairs at depth 12, width 32, 300 steps would decide it, a design registered for the GPU" in scaled
     pair = {"ci_low": -0.061, "ci_high": -0.031}  # RMSNorm better beyond the margin: the claim of "worse" fails
     better = b18_headline(finding("B18", "does not hold", -0.046, 0.02, 0.007, paired_post_rms_minus_layer=pair))
     assert (

@@ -45,6 +45,10 @@ def _deepest_pre_spread(init: InitStudy, scaled: bool, seeds=None) -> float:
     return float(pre["max_over_min"].max())
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def scale_text(settings: dict, deepest: int) -> str | None:
     """The scale B17 was measured at, as the sentences name it; None where the settings do not say."""
     keys = ("init_depths", "init_width", "init_seeds", "deep", "width", "steps")
@@ -52,8 +56,8 @@ def scale_text(settings: dict, deepest: int) -> str | None:
         return None
     depths = settings["init_depths"]
     return (
-        f"width {settings['init_width']}, depths {min(depths)}–{deepest}, {len(settings['init_seeds'])} seeds at "
-        f"initialisation; training at depth {settings['deep']}, width {settings['width']}, {settings['steps']} steps"
+        f"width {settings['init_width']}, depths {min(depths)}–{deepest}, {_count(len(settings['init_seeds']), 'seed')}; "
+        f"trained at depth {settings['deep']}, width {settings['width']}, {settings['steps']} steps"
     )
 
 

@@ -85,7 +85,7 @@ def b18_finding(
     ratio_drop: float,
     cosine_rise: float,
     scale: str | None = None,
-    decision_pairs: int | None = None,
+    decision: str | None = None,
 ) -> Finding:
     m, pair = measures, measures["pair"]
     return Finding(
@@ -104,7 +104,7 @@ def b18_finding(
             "init_worse": b18_init_worse(m, ratio_drop=ratio_drop, cosine_rise=cosine_rise),
             "margin_nats": margin,
             "scale": scale,
-            "decision_pairs": decision_pairs,
+            "decision": decision,
         },
         key_number=pair["mean_difference"] if pair else None,
         threshold=margin,
@@ -129,13 +129,11 @@ def b18_headline(b18: Finding) -> str | None:
     # the verdict reads the paired interval, so the sentence names it where the finding carries it
     pair = b18.evidence.get("paired_post_rms_minus_layer") or {}
     interval = f", 95% CI {pair['ci_low']:+.4f}..{pair['ci_high']:+.4f}" if "ci_low" in pair else ""
-    scale = f" ({b18.evidence['scale']})" if b18.evidence.get("scale") else ""
-    needed = b18.evidence.get("decision_pairs")
-    decide_text = (
-        f"; {needed} pairs would decide it at this scale, a design registered for the GPU study" if needed else ""
-    )
+    scale = f"; {b18.evidence['scale']}" if b18.evidence.get("scale") else ""
+    needed = b18.evidence.get("decision")
+    decide_text = f"; {needed} would decide it, a design registered for the GPU study" if needed else ""
     return (
-        f"With the norm on the trunk (post-LN){scale}, RMSNorm's paired final loss minus LayerNorm's is "
+        f"With the norm on the trunk (post-LN{scale}), RMSNorm's paired final loss minus LayerNorm's is "
         f"{key.signed(k)}{spread}{interval}"
         + {
             "not testable here": f", too uncertain to judge against the margin of ±{margin}{decide_text}; no "
@@ -217,6 +215,12 @@ def b18_decision(decision: dict, margin: float, root: Path) -> dict:
         "cpu_hours": pairs * float(d["cpu_seconds_per_pair"]) / 2 / 3600,
         "margin": margin,
     }
+
+
+def decision_scale(decision: dict) -> str:
+    """'580 pairs at depth 12, width 32, 300 steps': the registered decision in a phrase."""
+    m, t = decision["model"], decision["train"]
+    return f"{decision['pairs']} pairs at depth {m['depth']}, width {m['width']}, {t['steps']} steps"
 
 
 def decision_paragraph(decision: dict, *, deep: int) -> str:
