@@ -11,7 +11,7 @@ from normlab.analysis.depth.post_ln_decay import B18_KEY, b18_headline
 from normlab.analysis.ecosystem.verdicts import B1_KEY, b1_headline
 from normlab.analysis.jacobians.update_parts import B12_KEY, b12_headline
 from normlab.analysis.quality.loss_parity import A9_KEY, a9_headline
-from normlab.analysis.realmodels.centring_verdict import Q4_KEY, q4_headline
+from normlab.analysis.realmodels.centring_verdict import Q4_KEY, q4_headline, q4_scale
 from normlab.analysis.realmodels.forward_time import Q5_KEY, q5_headline
 from normlab.analysis.speed.memory_bound import Q2_KEY, q2_headline
 from normlab.analysis.speed.partial import Q3_KEY, q3_headline
@@ -116,6 +116,33 @@ def test_q4_reads_the_interval_its_verdict_reads_not_the_mean():
     beyond = dict(smollm2_ci=[0.012, 0.02], smollm2_outcome="different")
     q4 = q4_headline(Finding("holds", "s", beyond, 0.016, 0.01, 0.002, **Q4_KEY.fields()))
     assert "its interval wholly beyond the margin of ±0.01 nats per token" in q4
+
+
+def test_q4_names_both_models_scale_and_claims_nothing_beyond_them():
+    evidence = dict(
+        smollm2_ci=[-0.1829, 0.0771],
+        smollm2_outcome="inconclusive",
+        smollm2_matters=None,
+        minilm_matters=True,
+        minilm_cosine_median=0.9712,
+        minilm_cosine_threshold=0.99,
+        minilm_retrieval={"original": {"mrr": 0.435}, "without centring": {"mrr": 0.437}},
+        chunks=12,
+        minilm_pairs=200,
+    )
+    evidence["scale"] = q4_scale(evidence)
+    q4 = q4_headline(Finding("holds with caveats", "s", evidence, -0.0529, 0.01, 0.04, **Q4_KEY.fields()))
+    assert "(95% CI -0.1829..+0.0771), its interval across the margin of ±0.01 nats per token" in q4
+    assert (
+        "median embedding cosine of 0.9712 to the original, below 0.99, and its retrieval MRR moves 0.435 → 0.437" in q4
+    )
+    assert "centring changes MiniLM's embeddings (SmolLM2's interval undecided)" in q4
+    assert "(SmolLM2-135M, 4-bit weights, 12 held-out chunks; all-MiniLM-L6-v2, 22M parameters, 200 sentence" in q4
+    assert "real trained models" not in q4 and "matters" not in q4
+    both = dict(evidence, smollm2_ci=[0.02, 0.05], smollm2_outcome="different", smollm2_matters=True)
+    q4 = q4_headline(Finding("holds", "s", both, 0.035, 0.01, 0.005, **Q4_KEY.fields()))
+    assert "wholly beyond the margin" in q4 and q4.endswith("which says nothing of larger ones.")
+    assert "real trained models" not in q4 and "here and in MiniLM" not in q4
 
 
 def test_per_token_and_per_byte_findings_write_their_own_units():

@@ -135,8 +135,16 @@ def b12_finding(
         "extra projection all match autograd to MACHINE_TOL; a caveat if the printed form is off by more than "
         "WRONG_TOL (the key number).",
     )
+    finding.scale = b12_scale(finding)
     finding.headline = b12_headline(finding)
     return finding
+
+
+def b12_scale(b12: Finding) -> str:
+    """Where the Jacobians were checked: the widths, in float64."""
+    dims = b12.evidence.get("dims") or []
+    widths = " and ".join(str(int(d)) for d in dims)
+    return f"at widths d = {widths}, in float64" if widths else "in float64"
 
 
 def b12_headline(b12: Finding) -> str | None:
