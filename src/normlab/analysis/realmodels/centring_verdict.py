@@ -177,3 +177,30 @@ def q4_headline(q4: Finding) -> str | None:
             + ".",
         }.get(q4.verdict, f" ({e['scale']})." if e.get("scale") else ".")
     )
+
+
+def b16_evidence(added: CentringAdded, minilm: dict, stream: StreamSummary) -> tuple[str, dict]:
+    """Both models' part of B16 (judged in the quality chapter): its sentence and numbers, no verdict."""
+    a, ret, shares = added.added, minilm["retrieval"], minilm["norm_input_along_ones_share"]
+    top = added.top_norms
+    text = (
+        f"Real models: removing SmolLM2's common-offset dimension (adding centring) changes its loss by "
+        f"{a['mean_difference']:+.4f} {NATS_PER_TOKEN} ({a['outcome']} vs ±{added.margin}), with at most "
+        f"{significant(stream.max_share)} of a token's energy in that dimension; restoring it in MiniLM (removing "
+        f"centring) leaves a median embedding cosine of {minilm['cosine_median']:.4f}."
+    )
+    evidence = {
+        "smollm2_loss_change_centring_added_nats": a["mean_difference"],
+        "smollm2_ci": [a["ci_low"], a["ci_high"]],
+        "smollm2_outcome": a["outcome"],
+        "margin_nats": added.margin,
+        "smollm2_max_along_ones_share": stream.max_share,
+        "smollm2_max_along_ones_share_first_token": stream.max_share_first,
+        "smollm2_loss_change_first_token_uncentred": added.added_apart["mean_difference"],
+        "largest_single_norm_effects": dict(zip(top["norm"], top["loss_change"])),
+        "minilm_cosine_median": minilm["cosine_median"],
+        "minilm_mrr_with_centring": ret["original"]["mrr"],
+        "minilm_mrr_without_centring": ret["without centring"]["mrr"],
+        "minilm_max_norm_input_along_ones_share": max(shares),
+    }
+    return text, evidence
