@@ -154,8 +154,8 @@ def b12_headline(b12: Finding) -> str | None:
         return None
     wrong = k > t
     return (
-        f"The essay's RMSNorm Jacobian (1/r)(I − x̂x̂ᵀ) is {'off by' if wrong else 'within'} a relative error of "
-        f"{B12_KEY.format(k)} against autograd, {'beyond' if wrong else 'inside'} the {B12_KEY.limit(t)} that marks "
+        f"The essay's RMSNorm Jacobian (1/r)(I − x̂x̂ᵀ), checked {b12.scale or b12_scale(b12)}, is "
+        f"{'off by' if wrong else 'within'} a relative error of {B12_KEY.format(k)} against autograd, {'beyond' if wrong else 'inside'} the {B12_KEY.limit(t)} that marks "
         "a formula as wrong"
         + (
             ": its structure, a projection scaled by 1/r, holds, but the formula as printed does not."
