@@ -279,6 +279,10 @@ def test_b5_reads_the_ablation_against_the_registered_margin_not_the_recorded_ou
     assert inside["mean"]["outcome"] == "equivalent" and outside["mean"]["outcome"] == "inconclusive"
     assert inside["zero"]["outcome"] == "different" and inside["depth"] == 12
     assert residual_stream.ablation_outcomes(real_model(), 0.01) is None
+    # nothing massive found or edited (the smoke profile's two blocks): both edits leave the model as it was, and a
+    # zero change is no evidence of a constant
+    for nothing in ({"massive_entries": 0}, {"depth_passed_rule": False}):
+        assert residual_stream.ablation_outcomes(real_model(ablation=sun_ablation() | nothing), 0.01) is None
     assert residual_stream.ablation_outcomes(None, 0.01) is None
 
 

@@ -109,10 +109,11 @@ ABLATION = "massive_activation_ablation"  # the real-model chapter's record of S
 def ablation_outcomes(real: dict | None, ablation_margin: float) -> dict | None:
     """Sun et al.'s ablation as the real-model chapter recorded it (SmolLM2's massive activations set to their mean,
     and to zero, paired by chunk), each interval judged here against the registered `ablation_margin` (nats per
-    token); None when the real-model chapter has not run or recorded no ablation."""
+    token); None when the real-model chapter has not run, recorded no ablation, or found no massive activation to
+    edit (a cut of the model too shallow for them: both edits then leave the model as it was)."""
     record = ((real or {}).get("evidence") or {}).get(ABLATION)
-    if not record:
-        return None
+    if not record or record.get("depth_passed_rule") is False or not record.get("massive_entries"):
+        return None  # no massive activation found, or none edited: the ablation tested nothing
     out = {}
     for name, key in (("mean", "loss_change_set_to_their_mean"), ("zero", "loss_change_set_to_zero")):
         change = record.get(key) or {}
