@@ -37,7 +37,7 @@ import warnings
 import matplotlib.pyplot as plt
 import seaborn as sns
 import torch
-from IPython.display import Markdown
+from IPython.display import Markdown, display
 
 from normlab.analysis.depth import figures, profiles
 from normlab.analysis.shared.runs import training_devices
@@ -147,7 +147,9 @@ plt.show()
 table(training_at_depth.no_warmup_table(training), caption=f"Without warm-up at depth {P['deep']}: which runs trained")
 
 # %% tags=["remove-input"]
-Markdown(training.left.paragraph())
+# the runs that failed every attempt, named; nothing at all (not an empty cell's repr) when none did
+if training.left.paragraph():
+    display(Markdown(training.left.paragraph()))
 
 # %% [markdown]
 # ## Verdicts

@@ -272,7 +272,7 @@ def _bound_clause(evidence: dict) -> str:
         f"; under Xavier the last layer's gradients reach at most ×{significant(max(pre, post), 3)} of the bound's "
         f"1/√L curve pinned to the measurement at L₀ = {pinned}, "
         + ("within" if kept else "beyond")
-        + (f" the ×{1 + slack:g} slack above it (a shape test)" if slack is not None else " the slack above it")
+        + (f" the ×{1 + slack:g} slack above it, a shape test" if slack is not None else " the slack above it")
     )
 
 
