@@ -148,8 +148,7 @@ table(training_at_depth.no_warmup_table(training), caption=f"Without warm-up at 
 
 # %% tags=["remove-input"]
 # the runs that failed every attempt, named; nothing at all (not an empty cell's repr) when none did
-if training.left.paragraph():
-    display(Markdown(training.left.paragraph()))
+_ = display(Markdown(training.left.paragraph())) if training.left.paragraph() else None
 
 # %% [markdown]
 # ## Verdicts
@@ -203,25 +202,12 @@ B18_RULE = design.values("B18", "ratio_drop", "cosine_rise")  # "worse" at initi
 state(ratio_drop=percent(B18_RULE["ratio_drop"]), cosine_rise=B18_RULE["cosine_rise"])
 b18_numbers = post_ln_decay.b18_measures(init, training, MARGIN)
 b18_decision = post_ln_decay.b18_decision(design.load().claim("B18").decision, MARGIN, paths.ROOT)
-b18_scale = (
-    f"depth {P['deep']}, width {P['width']}, {P['steps']} steps, "
-    f"{b18_numbers['pair']['pairs'] if b18_numbers['pair'] else 0} pairs"
-)
-b18 = post_ln_decay.b18_finding(
-    b18_numbers,
-    **depths,
-    margin=MARGIN,
-    **B18_RULE,
-    scale=b18_scale,
-    decision=post_ln_decay.decision_scale(b18_decision),
-)
-b18 = training.left.judge(b18)
+scale = dict(scale=post_ln_decay.run_scale(P, b18_numbers), decision=post_ln_decay.decision_scale(b18_decision))
+b18 = training.left.judge(post_ln_decay.b18_finding(b18_numbers, **depths, margin=MARGIN, **B18_RULE, **scale))
 
 # %% tags=["remove-input"]
 Markdown(
-    post_ln_decay.b18_paragraph(b18, b18_numbers, **depths)
-    + "\n\n"
-    + post_ln_decay.decision_paragraph(b18_decision, deep=P["deep"])
+    post_ln_decay.b18_paragraph(b18, b18_numbers, **depths) + "\n\n" + post_ln_decay.decision_paragraph(b18_decision)
 )
 
 # %% [markdown]

@@ -223,7 +223,13 @@ def decision_scale(decision: dict) -> str:
     return f"{decision['pairs']} pairs at depth {m['depth']}, width {m['width']}, {t['steps']} steps"
 
 
-def decision_paragraph(decision: dict, *, deep: int) -> str:
+def run_scale(settings: dict, measures: dict) -> str:
+    """The scale this run measured B18 at: 'depth 12, width 32, 300 steps, 5 pairs'."""
+    pairs = measures["pair"]["pairs"] if measures["pair"] else 0
+    return f"depth {settings['deep']}, width {settings['width']}, {settings['steps']} steps, {pairs} pairs"
+
+
+def decision_paragraph(decision: dict) -> str:
     """What would decide B18, from the checked decision (`b18_decision`), as the page states it."""
     d, m, t = decision, decision["model"], decision["train"]
     last = d["first_seed"] + d["pairs"] - 1
