@@ -37,13 +37,13 @@ import warnings
 import matplotlib.pyplot as plt
 import seaborn as sns
 import torch
-from IPython.display import Markdown
+from IPython.display import Markdown, display
 
 from normlab.analysis.depth import figures, profiles
 from normlab.analysis.shared.runs import training_devices
 from normlab.gpt.corpus import load_corpus
 from normlab.gpt.model import INIT_STD
-from normlab.study import Results, design
+from normlab.study import Results, design, paths
 from normlab.study.present import claims_box, table, verdict_table
 from normlab.study.prose import percent, state
 
@@ -71,10 +71,12 @@ claims_box(["B17", "B18", "B19"], overrides=overrides)
 # of pre-LN's bound, ∝ 1/√L, drawn through pre-LN RMSNorm's shallowest point.
 #
 # **How the bound is tested, stated before the result.** At one width the bound's constant is unknown, so the bound
-# can only be tested for its shape in L. We set the constant at the shallowest depth L₀, where the bound passes
-# through the measured seed mean: bound(L) = g(L₀)·√(L₀/L) for pre-LN and g(L₀) for post-LN. The gradients *lie under
-# the bound* when, at every deeper depth, their seed mean is at most ×{glue:text}`bound_allowed` the bound
-# (a slack of {glue:text}`bound_slack_percent` for seed noise and for the lower-order terms the O(·) drops). One look
+# can only be tested for its shape in L. We pin the bound's curve to the measured seed mean at the shallowest depth
+# L₀: bound(L) = g(L₀)·√(L₀/L) for pre-LN and g(L₀) for post-LN. The gradients *keep the bound's shape* when, at every
+# deeper depth, their seed mean is at most ×{glue:text}`bound_allowed` the pinned curve, that is within the slack
+# above it (a slack of {glue:text}`bound_slack_percent` for seed noise and for the lower-order terms the O(·) drops). A
+# ratio above 1 and inside the slack sits above the pinned curve: the test does not show the gradients under the bound,
+# only that they follow its shape within the slack. One look
 # changed this test: it first compared the largest seed, and the cpu profile's initialisation then showed the largest
 # seed above the bound at the shallowest depth itself, where the bound passes through the mean; it now compares means,
 # with the slack unchanged. The fitted
@@ -94,7 +96,7 @@ figures.xiong_gradients(init.frame)
 plt.show()
 
 # %% tags=["remove-input"]
-caption = "Under Xavier initialisation: the last block's W_down gradient against Xiong et al.'s bound, its constant set at the shallowest depth"
+caption = "Under Xavier initialisation: the last block's W_down gradient against the curve of Xiong et al.'s bound pinned to the measurement at the shallowest depth"
 table(initialisation.bound_table(init), caption=caption)
 
 # %% tags=["remove-input"]
@@ -145,7 +147,8 @@ plt.show()
 table(training_at_depth.no_warmup_table(training), caption=f"Without warm-up at depth {P['deep']}: which runs trained")
 
 # %% tags=["remove-input"]
-Markdown(training.left.paragraph())
+# the runs that failed every attempt, named; nothing at all (not an empty cell's repr) when none did
+_ = display(Markdown(training.left.paragraph())) if training.left.paragraph() else None
 
 # %% [markdown]
 # ## Verdicts
@@ -155,13 +158,17 @@ Markdown(training.left.paragraph())
 # gradient in pre-LN shrinks as 1/√L: undamped describes the identity path of the trunk, not the size of every
 # layer's gradient. Four measurements:
 # (i) at the deepest initialised depth the pre-LN per-block gradient norms may differ by at most ×{glue:text}`spread_limit` from
-# block to block (key number, threshold {glue:text}`spread_limit`, under both initialisations); (ii) without warm-up,
-# pre-LN must train at least as often as post-LN at that depth; (iii) the paired final loss of pre-LN against post-LN
-# (RMSNorm) after training; (iv) whether, under Xavier initialisation, the last layer's gradients lie under Xiong et
-# al.'s bound, tested as stated above (at most ×{glue:text}`bound_allowed` the bound through the shallowest depth,
-# for pre-LN and post-LN alike). (i) and (ii): holds; caveat when post-LN trains just as well, when pre-LN's paired
-# loss is no better, or when the gradients do not lie under the bound (or there is a single depth to test it on).
-# The fitted exponents are reported beside it, as a description.
+# block to block, **one verdict per initialisation**: the recorded one under GPT-2's depth-scaled initialisation, the
+# design's registered one, with which every model of this study trains (key number, threshold {glue:text}`spread_limit`),
+# and Xavier's, Xiong et al.'s, judged beside it by the same rule (the two are never pooled: a pooled maximum would be
+# Xavier's whenever Xavier's is the larger, as it once was, unlogged; see the design's change log); (ii) without warm-up,
+# pre-LN must train at least as often as post-LN at the training depth (these runs are GPT-2-initialised: both
+# verdicts read them); (iii) the paired final loss of pre-LN against post-LN (RMSNorm) after training; (iv) under
+# Xavier initialisation, the initialisation Theorem 1 is stated for, whether the last layer's gradients stay within the
+# slack above the bound's pinned curve, tested as stated above (at most ×{glue:text}`bound_allowed` the curve, for
+# pre-LN and post-LN alike). (i) and (ii): holds; caveat when post-LN trains just as well or pre-LN's paired loss is no
+# better, and, for Xavier's verdict, when the gradients leave the slack above the pinned curve (or there is a single
+# depth to test it on). The fitted exponents are reported beside it, as a description.
 
 # %% tags=["remove-cell"]
 from normlab.analysis.depth import identity_path
@@ -183,7 +190,9 @@ Markdown(identity_path.b17_paragraph(b17, b17_numbers, **depths))
 # (worse: higher by more than {glue:text}`cosine_rise`) at the deepest depth. Holds if RMSNorm is worse beyond the margin in training and
 # on one initialisation measure; does not hold if the paired interval lies inside the margin; not testable if
 # the interval is wider than the margin. No published study compares post-RMSNorm with post-LayerNorm at depth, so
-# this verdict rests on this book's measurement alone.
+# this verdict rests on this book's measurement alone. What would decide it (the pairs, at this chapter's depth,
+# width and steps, sized from the pilot's spread by a power calculation) is registered in the design before any run
+# of it, and stated after the verdict.
 
 
 # %% tags=["remove-cell"]
@@ -192,10 +201,14 @@ from normlab.analysis.depth import post_ln_decay
 B18_RULE = design.values("B18", "ratio_drop", "cosine_rise")  # "worse" at initialisation, as stated above
 state(ratio_drop=percent(B18_RULE["ratio_drop"]), cosine_rise=B18_RULE["cosine_rise"])
 b18_numbers = post_ln_decay.b18_measures(init, training, MARGIN)
-b18 = training.left.judge(post_ln_decay.b18_finding(b18_numbers, **depths, margin=MARGIN, **B18_RULE))
+b18_decision = post_ln_decay.b18_decision(design.load().claim("B18").decision, MARGIN, paths.ROOT)
+scale = dict(scale=post_ln_decay.run_scale(P, b18_numbers), decision=post_ln_decay.decision_scale(b18_decision))
+b18 = training.left.judge(post_ln_decay.b18_finding(b18_numbers, **depths, margin=MARGIN, **B18_RULE, **scale))
 
 # %% tags=["remove-input"]
-Markdown(post_ln_decay.b18_paragraph(b18, b18_numbers, **depths))
+Markdown(
+    post_ln_decay.b18_paragraph(b18, b18_numbers, **depths) + "\n\n" + post_ln_decay.decision_paragraph(b18_decision)
+)
 
 # %% [markdown]
 # (depth-b19)=

@@ -313,6 +313,7 @@ plt.show()
 
 # %% tags=["remove-cell"]
 q5 = forward_time.q5_finding(timing, SHARE_THRESHOLD, run.provenance)
+q5.scale = forward_time.q5_scale(q5)
 q5.headline = forward_time.q5_headline(q5)
 
 # %% tags=["remove-input"]

@@ -35,6 +35,7 @@ READERS = (
     "tests/test_notebook_realmodels.py",
     "tests/test_notebooks_dynamics.py",
     "tests/test_notebooks_math.py",
+    "tests/test_opening_sentences.py",
 )
 
 

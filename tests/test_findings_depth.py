@@ -22,7 +22,7 @@ B17_RULE = dict(spread_limit=10.0, bound_slack=0.25)
 B18_RULE = dict(ratio_drop=0.10, cosine_rise=0.02)
 
 
-def synthetic_profile(init_name):
+def synthetic_profile(init_name, block_one=2.0):
     """An `init_profile`-shaped frame with known answers: pre-LN gradients level except block 1 (×2 for seed 0,
     ×3 for seed 1), post-LN's growing with the block; the last block's W_down gradient ∝ L^-0.5 in pre-LN and
     flat in post-LN; RMSNorm's tokens more alike (cosine 0.5) than LayerNorm's (0.4)."""
@@ -35,14 +35,18 @@ def synthetic_profile(init_name):
                     row = dict(config=config, depth=depth, seed=seed, layer=layer, init=init_name)
                     row.update(residual_norm=1.0, token_cosine=0.5 if rms else 0.4)
                     if layer:
-                        grad = (2.0 + seed if layer == 1 else 1.0) if pre else float(layer)
+                        grad = (block_one + seed if layer == 1 else 1.0) if pre else float(layer)
                         row.update(grad_norm=grad, grad_mlp_down=depth**-0.5 if pre else 1.0)
                     rows.append(row)
     return pd.DataFrame(rows)
 
 
-def synthetic_init():
-    by_init = {scaled: synthetic_profile(initialisation.INIT_NAMES[scaled]) for scaled in (False, True)}
+def synthetic_init(xavier_block_one=2.0):
+    """Both initialisations; Xavier's (False) pre-LN block 1 at `xavier_block_one` (+ seed) to tell the two apart."""
+    by_init = {
+        scaled: synthetic_profile(initialisation.INIT_NAMES[scaled], 2.0 if scaled else xavier_block_one)
+        for scaled in (False, True)
+    }
     return initialisation.InitStudy(
         frame=pd.concat(by_init.values(), ignore_index=True),
         profiles=by_init,
@@ -106,53 +110,82 @@ def test_final_losses_and_pairs_refuse_a_diverged_run():
     assert training_at_depth.pair_spread(None) is None
 
 
-def test_b17_measures_reads_the_worst_pre_ln_block_ratio_and_its_seed_spread():
-    m = identity_path.b17_measures(
-        synthetic_init(), synthetic_training(), profiles.settings_for("smoke") | {"init_seeds": [0, 1]}, MARGIN
-    )
-    assert m["pre_spread"] == pytest.approx(2.5)  # seed means: block 1 at 2.5, the others at 1
-    assert m["pre_spread_sd"] == pytest.approx(math.sqrt(0.5))  # seeds alone: 2 and 3
+def test_b17_measures_reads_each_initialisation_apart_never_pooled():
+    settings = profiles.settings_for("smoke") | {"init_seeds": [0, 1]}
+    m = identity_path.b17_measures(synthetic_init(xavier_block_one=20.0), synthetic_training(), settings, MARGIN)
+    assert m["spread"]["gpt2"] == pytest.approx(2.5)  # seed means: block 1 at 2.5, the others at 1
+    assert m["spread"]["xavier"] == pytest.approx(20.5)  # Xavier's own, not carried into GPT-2's key
+    assert m["spread_sd"]["gpt2"] == pytest.approx(math.sqrt(0.5))  # seeds alone: 2 and 3
     assert (m["pre_rate"], m["post_rate"]) == (1.0, 0.5)
     assert m["xiong_pre"] == pytest.approx(-0.5) and m["xiong_post"] == pytest.approx(0.0, abs=1e-12)
-    # the synthetic gradients follow the bound's shape exactly: ratio 1 at the deeper depth
+    # the synthetic gradients follow the bound's shape exactly: ratio 1 at the deeper depth, pinned at depth 2
     assert m["bound_ratio_pre"] == pytest.approx(1.0) and m["bound_ratio_post"] == pytest.approx(1.0)
+    assert m["bound_pinned_depth"] == 2
     assert m["drop"] == pytest.approx(0.004)
+    assert m["scale"].startswith(f"width {settings['init_width']}, depths 1–4, 2 seeds; trained at depth")
+    finding = identity_path.b17_finding(m, deepest=4, deep=2, margin=MARGIN, **B17_RULE, corpus_sha256="x")
+    # the recorded verdict is GPT-2's: Xavier's ×20.5 is beside it, with its own verdict
+    assert finding.key_number == pytest.approx(2.5) and finding.evidence["verdict_xavier"] == "does not hold"
+    assert finding.verdict != "does not hold" and finding.scale == m["scale"]
+    assert finding.evidence["registered_init"] == initialisation.INIT_NAMES[True]
 
 
-def b17_numbers(**change):
+def b17_numbers(gpt2=2.0, xavier=2.0, **change):
     pair = paired_or_none([2.1, 2.2, 2.3], [2.0, 2.1, 2.21], MARGIN)  # pre-LN better by ~0.1: different
-    base = dict(pre_spread=2.0, pre_rate=1.0, post_rate=0.5, pair=pair, xiong_pre=-0.5, xiong_post=0.0, gpt2_pre=0.0)
-    base |= dict(bound_ratio_pre=1.0, bound_ratio_post=1.1)
+    base = dict(pre_rate=1.0, post_rate=0.5, pair=pair, xiong_pre=-0.5, xiong_post=0.0, gpt2_pre=0.0)
+    base |= dict(spread={"gpt2": gpt2, "xavier": xavier}, spread_sd={"gpt2": 0.3, "xavier": 0.3})
+    base |= dict(bound_ratio_pre=1.0, bound_ratio_post=1.1, bound_pinned_depth=2)
     return base | change
 
 
 def test_b17_verdict_flips_at_the_spread_limit_and_takes_caveats():
-    assert identity_path.b17_verdict(b17_numbers(), **B17_RULE) == "holds"
-    assert identity_path.b17_verdict(b17_numbers(pre_spread=10.5), **B17_RULE) == "does not hold"
-    assert identity_path.b17_verdict(b17_numbers(pre_rate=0.4), **B17_RULE) == "does not hold"
-    assert identity_path.b17_verdict(b17_numbers(post_rate=1.0), **B17_RULE) == "holds with caveats"
-    # the fitted exponent is a description: far from −0.5 it moves nothing while the gradients lie under the bound
-    assert identity_path.b17_verdict(b17_numbers(xiong_pre=-0.2), **B17_RULE) == "holds"
-    assert identity_path.b17_verdict(b17_numbers(bound_ratio_pre=1.24), **B17_RULE) == "holds"
-    assert identity_path.b17_verdict(b17_numbers(bound_ratio_pre=1.26), **B17_RULE) == "holds with caveats"
-    assert identity_path.b17_verdict(b17_numbers(bound_ratio_post=1.3), **B17_RULE) == "holds with caveats"
-    assert identity_path.b17_verdict(b17_numbers(bound_ratio_pre=None), **B17_RULE) == "holds with caveats"
-    assert identity_path.b17_verdict(b17_numbers(pair=None), **B17_RULE) == "holds with caveats"
+    verdict = identity_path.b17_verdict
+    assert verdict(b17_numbers(), **B17_RULE) == "holds"
+    assert verdict(b17_numbers(gpt2=10.5), **B17_RULE) == "does not hold"
+    assert verdict(b17_numbers(pre_rate=0.4), **B17_RULE) == "does not hold"
+    assert verdict(b17_numbers(post_rate=1.0), **B17_RULE) == "holds with caveats"
+    # the fitted exponent is a description: far from −0.5 it moves nothing
+    assert verdict(b17_numbers(xiong_pre=-0.2), **B17_RULE) == "holds"
+    assert verdict(b17_numbers(pair=None), **B17_RULE) == "holds with caveats"
+    # one verdict per initialisation: Xavier's spread never moves GPT-2's verdict, and GPT-2's never Xavier's
+    assert verdict(b17_numbers(xavier=10.99), **B17_RULE) == "holds"
+    assert verdict(b17_numbers(xavier=10.99), **B17_RULE, init="xavier") == "does not hold"
+    assert verdict(b17_numbers(gpt2=10.99), **B17_RULE, init="xavier") == "holds"
+    # the bound's shape test is Xavier's (Theorem 1 is stated for it): within the slack above the pinned curve or not
+    assert verdict(b17_numbers(bound_ratio_pre=1.24), **B17_RULE, init="xavier") == "holds"
+    assert verdict(b17_numbers(bound_ratio_pre=1.26), **B17_RULE, init="xavier") == "holds with caveats"
+    assert verdict(b17_numbers(bound_ratio_post=1.3), **B17_RULE, init="xavier") == "holds with caveats"
+    assert verdict(b17_numbers(bound_ratio_pre=None), **B17_RULE, init="xavier") == "holds with caveats"
+    assert verdict(b17_numbers(bound_ratio_pre=1.3), **B17_RULE) == "holds"
 
 
 def test_b17_finding_and_paragraph_name_the_numbers():
-    m = b17_numbers(pre_spread_sd=0.3, gpt2_post=0.0, drop=0.001)
+    m = b17_numbers(xavier=10.99, gpt2_post=0.0, drop=0.001, scale="width 48, depths 2–32")
+    m["spread_sd"] = {"gpt2": 0.3, "xavier": 0.6}  # Xavier's 10.99 within two sds of the limit: fragile
     finding = identity_path.b17_finding(m, deepest=4, deep=2, margin=MARGIN, **B17_RULE, corpus_sha256="x")
     assert finding.key_number == 2.0 and finding.threshold == 10.0 and finding.spread == 0.3
-    assert "×2.00 (threshold ×10)" in finding.summary and "≤ ×10" in finding.rule
+    assert "×2.00 under GPT-2's depth-scaled initialisation (inside ×10" in finding.summary
+    assert "×10.99 under Xavier initialisation (Xiong et al.'s) (beyond ×10" in finding.summary
+    assert "fragile" in finding.summary and finding.evidence["fragile_xavier"] is True
+    assert "≤ ×10" in finding.rule and finding.reads == ("spread_limit", "bound_slack", "margin")
     text = identity_path.b17_paragraph(finding, m, deepest=4, deep=2)
-    assert "(threshold ×10)" in text and "×1.00 (pre-LN) and ×1.10 (post-LN)" in text and "lie under it" in text
+    assert (
+        "×1.00 (pre-LN) and ×1.10 (post-LN) of the curve of Xiong et al.'s bound pinned to the measurement at L₀ = 2"
+        in text
+    )
+    assert "within the slack above the pinned curve" in text and "lie under" not in text
     assert "As a description only, the fitted slopes are L^-0.50 (pre)" in text
-    assert "pre-LN trained in 100% of runs and post-LN in 50%" in text and text.endswith("**B17 verdict: holds.**")
+    assert "pre-LN trained in 100% of runs and post-LN in 50%" in text
+    assert text.endswith(
+        "**B17 verdict, under GPT-2's initialisation (the study's registered one): holds.** Under Xavier "
+        "initialisation, beside it: does not hold."
+    )
+    beyond = identity_path.bound_sentence(b17_numbers(bound_ratio_post=1.3), 0.25)
+    assert "beyond the slack above the pinned curve" in beyond
 
 
 def test_b17_says_what_undamped_rests_on_without_moving_its_numbers():
-    m = b17_numbers(pre_spread_sd=0.3, gpt2_post=0.0, drop=0.001)
+    m = b17_numbers(gpt2_post=0.0, drop=0.001)
     finding = identity_path.b17_finding(m, deepest=4, deep=2, margin=MARGIN, **B17_RULE, corpus_sha256="x")
     paragraph = identity_path.b17_paragraph(finding, m, deepest=4, deep=2)
     for text in (finding.summary, paragraph):

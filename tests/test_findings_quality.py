@@ -266,28 +266,88 @@ def test_offset_measures_reads_the_last_block_and_the_embeddings():
     assert m["layer_increase_max_abs"] == 0.0
 
 
-def test_b5_verdict_flips_at_the_offset_threshold():
-    large = residual_stream.offset_measures(stream_tables(0.5, UNUSED), depth=2, margin=MARGIN)
-    small = residual_stream.offset_measures(stream_tables(0.2, UNUSED), depth=2, margin=MARGIN)
-    assert residual_stream.b5_verdict(large, DEEP_REAL, offset_large=0.25) == "holds"
-    assert residual_stream.b5_verdict(large, None, offset_large=0.25) == "holds with caveats"  # shallow models alone
-    assert residual_stream.b5_verdict(small, None, offset_large=0.25) == "does not hold"
-    assert residual_stream.b5_verdict(small, DEEP_REAL, offset_large=0.25) == "holds with caveats"
-    used = residual_stream.offset_measures(stream_tables(0.5, USED), depth=2, margin=MARGIN)
-    assert residual_stream.b5_verdict(used, DEEP_REAL, offset_large=0.25) == "does not hold"
+def sun_ablation(mean_ci=(-0.005, 0.005), zero_ci=(12.9, 15.9)):
+    """The real-model chapter's record of Sun et al.'s ablation: set to their mean, and to zero (nats per token)."""
+
+    def change(ci):
+        return {"mean_difference": sum(ci) / 2, "ci_low": ci[0], "ci_high": ci[1], "outcome": "as recorded"}
+
+    return {
+        "edited_depth": 12,
+        "massive_entries": 15,
+        "loss_change_set_to_their_mean": change(mean_ci),
+        "loss_change_set_to_zero": change(zero_ci),
+    }
 
 
-def test_b5_finding_and_paragraph_name_the_numbers():
-    m = residual_stream.offset_measures(stream_tables(0.5, UNUSED), depth=2, margin=MARGIN)
-    finding = residual_stream.b5_finding(m, DEEP_REAL, offset_large=0.25, margin=MARGIN, depth=2, corpus_sha256="x")
-    assert finding.key_number == pytest.approx(0.51) and finding.threshold == 0.25
-    assert "0.51 of the energy" in finding.summary and "Real-model evidence combined." in finding.summary
-    assert finding.evidence["realmodels_offset_share_deepest"] == 0.6 and finding.evidence["large"]
-    text = residual_stream.b5_paragraph(finding, m, DEEP_REAL, offset_large=0.25, depth=2)
-    assert "common-offset share 0.600" in text and "**B5 verdict: holds.**" in text
-    alone = residual_stream.b5_finding(m, None, offset_large=0.25, margin=MARGIN, depth=2, corpus_sha256="x")
-    text = residual_stream.b5_paragraph(alone, m, None, offset_large=0.25, depth=2)
-    assert "has not run" in text and text.endswith("**B5 verdict: holds with caveats.**")
+def real_model(deepest=0.6, ablation=None):
+    evidence = {"shared_mean_share_by_layer": [0.1, 0.3, deepest]}
+    if ablation is not None:
+        evidence["massive_activation_ablation"] = ablation
+    return {"summary": "SmolLM2: its stream.", "evidence": evidence}
+
+
+B5_RULE = dict(offset_large=0.25, ablation_margin=0.01)
+UNDECIDED = [0.0, 0.04, -0.04, 0.02, -0.02, 0.0]  # the removal's sequence straddles the margin: no constant shown
+
+
+def b5(offset, shifts, real):
+    m = residual_stream.offset_measures(stream_tables(offset, shifts), depth=2, margin=MARGIN)
+    return residual_stream.b5_verdict(residual_stream.b5_parts(m, real, **B5_RULE))
+
+
+def test_b5_rule_feeds_every_branch():
+    constant, per_token = sun_ablation(), sun_ablation(mean_ci=(0.05, 0.09))
+    # does not hold: per-token information, shown by our removal test or by the ablation, whatever the offset
+    assert b5(0.5, USED, real_model(ablation=constant)) == "does not hold"
+    assert b5(0.5, UNUSED, real_model(ablation=per_token)) == "does not hold"
+    # does not hold: the offset small in our models and in the deep real model alike (the page's "small")
+    assert b5(0.2, UNUSED, real_model(deepest=0.1, ablation=constant)) == "does not hold"
+    assert b5(0.2, UNUSED, None) == "does not hold"
+    # not testable here: neither test shows a constant (our interval undecided, the ablation's too or absent)
+    assert b5(0.5, UNDECIDED, real_model(ablation=sun_ablation(mean_ci=(-0.02, 0.005)))) == "not testable here"
+    assert b5(0.5, UNDECIDED, None) == "not testable here"
+    # holds: the deep real model's offset large and both tests show a constant
+    assert b5(0.5, UNUSED, real_model(ablation=constant)) == "holds"
+    assert b5(0.2, UNUSED, real_model(ablation=constant)) == "holds"  # "after dozens of layers": the deep model's
+    # holds with caveats: a constant shown by one test only, or the offset large only in our shallow models
+    assert b5(0.2, UNDECIDED, real_model(ablation=constant)) == "holds with caveats"  # fbce4a0's and 7a3a80b's case
+    assert b5(0.5, UNUSED, real_model()) == "holds with caveats"  # no ablation recorded
+    assert b5(0.5, UNUSED, None) == "holds with caveats"  # shallow models alone
+    assert b5(0.5, UNUSED, real_model(deepest=0.1, ablation=constant)) == "holds with caveats"
+
+
+def test_b5_reads_the_ablation_against_the_registered_margin_not_the_recorded_outcome():
+    inside = residual_stream.ablation_outcomes(real_model(ablation=sun_ablation(mean_ci=(-0.015, 0.015))), 0.02)
+    outside = residual_stream.ablation_outcomes(real_model(ablation=sun_ablation(mean_ci=(-0.015, 0.015))), 0.01)
+    assert inside["mean"]["outcome"] == "equivalent" and outside["mean"]["outcome"] == "inconclusive"
+    assert inside["zero"]["outcome"] == "different" and inside["depth"] == 12
+    assert residual_stream.ablation_outcomes(real_model(), 0.01) is None
+    # nothing massive found or edited (the smoke profile's two blocks): both edits leave the model as it was, and a
+    # zero change is no evidence of a constant
+    for nothing in ({"massive_entries": 0}, {"depth_passed_rule": False}):
+        assert residual_stream.ablation_outcomes(real_model(ablation=sun_ablation() | nothing), 0.01) is None
+    assert residual_stream.ablation_outcomes(None, 0.01) is None
+
+
+def test_b5_finding_and_paragraph_state_the_rule_they_apply():
+    m = residual_stream.offset_measures(stream_tables(0.2, UNDECIDED), depth=2, margin=MARGIN)
+    real = real_model(ablation=sun_ablation())
+    finding = residual_stream.b5_finding(m, real, **B5_RULE, margin=MARGIN, depth=2, corpus_sha256="x")
+    # the key number is the share "large" turns on at the claim's depth: the deep real model's
+    assert finding.key_number == pytest.approx(0.6) and finding.threshold == 0.25 and finding.spread is None
+    assert finding.evidence["offset_share_last"] == pytest.approx(0.21) and finding.verdict == "holds with caveats"
+    assert finding.reads == ("offset_large", "margin", "ablation_margin")
+    assert "set to their mean change the loss by +0.0000 nats per token (equivalent against ±0.01)" in finding.summary
+    text = residual_stream.b5_paragraph(finding, m, real, **B5_RULE, margin=MARGIN, depth=2)
+    assert "if the common offset is small (below 0.25 of the energy) in our trained models and in the deep real" in text
+    assert "Offset large in our 2-block models: no; in the deep real model: yes." in text
+    assert "A constant shown by our removal test: no; by the ablation: yes." in text
+    assert text.endswith("**B5 verdict: holds with caveats.**") and finding.rule in text
+    alone = residual_stream.b5_finding(m, None, **B5_RULE, margin=MARGIN, depth=2, corpus_sha256="x")
+    assert alone.key_number == pytest.approx(0.21) and alone.spread == pytest.approx(m["offset_sd"])
+    text = residual_stream.b5_paragraph(alone, m, None, **B5_RULE, margin=MARGIN, depth=2)
+    assert "has not run" in text and text.endswith("**B5 verdict: does not hold.**")
 
 
 def test_last_block_table_renames_the_measures():

@@ -11,7 +11,7 @@ from normlab.analysis.depth.post_ln_decay import B18_KEY, b18_headline
 from normlab.analysis.ecosystem.verdicts import B1_KEY, b1_headline
 from normlab.analysis.jacobians.update_parts import B12_KEY, b12_headline
 from normlab.analysis.quality.loss_parity import A9_KEY, a9_headline
-from normlab.analysis.realmodels.centring_verdict import Q4_KEY, q4_headline
+from normlab.analysis.realmodels.centring_verdict import Q4_KEY, q4_headline, q4_scale
 from normlab.analysis.realmodels.forward_time import Q5_KEY, q5_headline
 from normlab.analysis.speed.memory_bound import Q2_KEY, q2_headline
 from normlab.analysis.speed.partial import Q3_KEY, q3_headline
@@ -118,6 +118,33 @@ def test_q4_reads_the_interval_its_verdict_reads_not_the_mean():
     assert "its interval wholly beyond the margin of ±0.01 nats per token" in q4
 
 
+def test_q4_names_both_models_scale_and_claims_nothing_beyond_them():
+    evidence = dict(
+        smollm2_ci=[-0.1829, 0.0771],
+        smollm2_outcome="inconclusive",
+        smollm2_matters=None,
+        minilm_matters=True,
+        minilm_cosine_median=0.9712,
+        minilm_cosine_threshold=0.99,
+        minilm_retrieval={"original": {"mrr": 0.435}, "without centring": {"mrr": 0.437}},
+        chunks=12,
+        minilm_pairs=200,
+    )
+    evidence["scale"] = q4_scale(evidence)
+    q4 = q4_headline(Finding("holds with caveats", "s", evidence, -0.0529, 0.01, 0.04, **Q4_KEY.fields()))
+    assert "(95% CI -0.1829..+0.0771), its interval across the margin of ±0.01 nats per token" in q4
+    assert (
+        "median embedding cosine of 0.9712 to the original, below 0.99, and its retrieval MRR moves 0.435 → 0.437" in q4
+    )
+    assert "centring changes MiniLM's embeddings (SmolLM2's interval undecided)" in q4
+    assert "(SmolLM2-135M, 4-bit weights, 12 held-out chunks; all-MiniLM-L6-v2, 22M parameters, 200 sentence" in q4
+    assert "real trained models" not in q4 and "matters" not in q4
+    both = dict(evidence, smollm2_ci=[0.02, 0.05], smollm2_outcome="different", smollm2_matters=True)
+    q4 = q4_headline(Finding("holds", "s", both, 0.035, 0.01, 0.005, **Q4_KEY.fields()))
+    assert "wholly beyond the margin" in q4 and q4.endswith("which says nothing of larger ones.")
+    assert "real trained models" not in q4 and "here and in MiniLM" not in q4
+
+
 def test_per_token_and_per_byte_findings_write_their_own_units():
     per_byte = a9_headline(finding("A9", "holds", 0.015, 0.02, 0.004))
     per_token = q4_headline(Finding("holds", "s", {}, 0.2, 0.01, 0.01, **Q4_KEY.fields()))
@@ -136,20 +163,25 @@ def test_the_comparison_word_follows_the_numbers_not_the_verdict():
 
 
 def test_b17_and_b18_sentences_say_what_their_verdicts_rest_on():
-    b17 = b17_headline(
-        finding(
-            "B17",
-            "holds with caveats",
-            4.33,
-            10.0,
-            0.37,
-            deepest_init_depth=32,
-            exponent_pre_xiong_init=-0.47,
-            under_xiong_bound=False,
-        )
+    evidence = dict(
+        deepest_init_depth=32,
+        exponent_pre_xiong_init=-0.47,
+        scale="width 48, depths 2–32, 2 seeds",
+        pre_ln_gradient_max_over_min_xavier=10.99,
+        fragile_xavier=True,
+        within_slack_above_pinned_bound=True,
+        bound_ratio_pre_xavier=1.08,
+        bound_ratio_post_xavier=1.16,
+        bound_slack=0.25,
+        bound_pinned_depth=2,
     )
-    assert "at depth 32 stay within ×4.33 of one another (inside the limit of ×10); the essay's 'undamped'" in b17
-    assert "shrinks as 1/√L; under Xavier initialisation the measured gradients do not lie under it" in b17
+    b17 = b17_headline(finding("B17", "holds with caveats", 1.29, 10.0, 0.04, **evidence))
+    assert b17.startswith("At initialisation (width 48, depths 2–32, 2 seeds), under GPT-2's")
+    assert "at depth 32 differ by at most ×1.29 (inside the limit of ×10)" in b17
+    # Xavier's spread is named as Xavier's, and a spread beyond the limit is never said to stay within it
+    assert "under Xavier initialisation, Xiong et al.'s, they differ by ×11.0 (beyond the limit, fragile)" in b17
+    assert "stay within ×11" not in b17
+    assert "×1.16 of the bound's 1/√L curve pinned to the measurement at L₀ = 2, within the ×1.25 slack" in b17
     assert "(fitted slope, a description: L^-0.47)" in b17 and "2020's bound at initialisation" in b17
     beyond = b17_headline(finding("B17", "does not hold", 12.0, 10.0, 0.3))
     assert "(beyond the limit of ×10); the essay's" in beyond and "warm-up" not in beyond
@@ -161,6 +193,19 @@ def test_b17_and_b18_sentences_say_what_their_verdicts_rest_on():
     b18 = b18_headline(finding("B18", "not testable here", -0.0136, 0.02, 0.044))
     assert "minus LayerNorm's is -0.0136 nats per byte (spread 0.0440 nats per byte)" in b18
     assert "no published study" in b18
+    scaled = b18_headline(
+        finding(
+            "B18",
+            "not testable here",
+            -0.03,
+            0.02,
+            0.06,
+            scale="depth 12, width 32, 300 steps, 5 pairs",
+            decision="580 pairs at depth 12, width 32, 300 steps",
+        )
+    )
+    assert "With the norm on the trunk (post-LN; depth 12, width 32, 300 steps, 5 pairs), RMSNorm's" in scaled
+    assert "; 580 pairs at depth 12, width 32, 300 steps would decide it, a design registered for the GPU" in scaled
     pair = {"ci_low": -0.061, "ci_high": -0.031}  # RMSNorm better beyond the margin: the claim of "worse" fails
     better = b18_headline(finding("B18", "does not hold", -0.046, 0.02, 0.007, paired_post_rms_minus_layer=pair))
     assert (

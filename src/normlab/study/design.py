@@ -87,6 +87,9 @@ class ClaimDesign:
     gpu_study_pairs: int | None = None  # the pairs a committed GPU study must meet to answer the claim
     gpu_study_setting: str | None = None  # their key in normlab.gpt.experiments.PROFILES["gpu"]
     confirmation: Confirmation | None = None  # where the claim's pilot is followed by a registered confirmation
+    # what would decide a claim beyond this build's reach: a registered design for another machine ([claims.ID.decision],
+    # checked by the owning chapter's analysis against its pilot and the power calculation)
+    decision: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,18 @@ class Design:
                 f"claim {claim_id}'s verdict was judged against {threshold!r}, which {self.path} does not register "
                 f"(its values: {', '.join(f'{n:g}' for n in registered) or 'none'}); register it with its basis, "
                 "or judge against the registered value"
+            )
+
+    def check_reads(self, claim_id: str, reads) -> None:
+        """Refuse a verdict whose rule reads a quantity (a threshold, by name) that the claim does not register,
+        naming the claim and what it registers."""
+        registered = self.claim(claim_id).thresholds
+        unknown = [name for name in reads or () if name not in registered]
+        if unknown:
+            raise DesignError(
+                f"claim {claim_id}'s verdict reads {', '.join(repr(n) for n in unknown)}, which {self.path} does not "
+                f"register for it (it registers: {', '.join(sorted(registered)) or 'none'}); register it under "
+                f"[claims.{claim_id}.thresholds] with its basis and source, or read a registered one"
             )
 
     def check_pairs(self, claim_id: str, chapter_profiles: dict, gpu_study_profile: dict | None = None) -> None:
@@ -254,6 +269,7 @@ def _parse_claim(claim_id: str, table: dict, path: Path) -> tuple[dict, dict]:
             gpu_study_pairs=table.get("gpu_study_pairs"),
             gpu_study_setting=table.get("gpu_study_setting"),
             confirmation=confirmation,
+            decision=_parse_decision(table, where),
         ),
         raw_thresholds,
     )
@@ -265,6 +281,41 @@ def _seed_range(table: dict, where: str) -> tuple[int, ...]:
         if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "first_seed" else 1):
             raise DesignError(f"{where}: {name} = {value!r}; give a non-negative first seed and a positive count")
     return tuple(range(first, first + pairs))
+
+
+DECISION_FIELDS = (
+    "registered",
+    "runs_on",
+    "pilot",
+    "pilot_sd",
+    "alpha",
+    "power",
+    "true_difference",
+    "pairs",
+    "first_seed",
+    "model",
+    "train",
+    "test",
+)
+
+
+def _parse_decision(table: dict, where: str) -> dict | None:
+    """The claim's [claims.ID.decision] table with every field present; None without one. Its numbers are checked
+    by the chapter that owns the claim (the power calculation, the pilot's spread)."""
+    raw = table.get("decision")
+    if raw is None:
+        return None
+    missing = [key for key in DECISION_FIELDS if key not in raw]
+    if missing:
+        raise DesignError(
+            f"{where}, decision lacks {', '.join(missing)}; a decision registers {', '.join(DECISION_FIELDS)}"
+        )
+    pilot = raw["pilot"]
+    if raw["first_seed"] < pilot.get("first_seed", 0) + pilot.get("pairs", 0):
+        raise DesignError(
+            f"{where}, decision: first_seed {raw['first_seed']} overlaps the pilot's seeds; use fresh ones"
+        )
+    return dict(raw)
 
 
 def _parse_confirmation(claim_id: str, table: dict, where: str) -> Confirmation | None:
@@ -447,12 +498,14 @@ def check_profiles(design: Design | None = None) -> None:
 
 
 def check_runs(runs: list[dict], design: Design | None = None) -> None:
-    """Refuse any results file whose verdict was judged against a threshold the design does not hold."""
+    """Refuse any results file whose verdict was judged against a threshold the design does not hold, or whose rule
+    reads a quantity the design does not register for its claim."""
     design = design or load()
     for run in runs:
         for record in run["claims"]:
             if record.get("verdict") is not None:
                 try:
                     design.check_recorded(record["id"], record.get("threshold"))
+                    design.check_reads(record["id"], record.get("reads"))
                 except DesignError as error:
                     raise DesignError(f"{run.get('_file', run['notebook'])}: {error}") from None

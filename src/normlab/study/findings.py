@@ -44,6 +44,12 @@ class Finding:
     # what a reader must know before trusting the verdict, each a clause the pages show beside it (e.g. that the
     # committed file deciding it measured code this tree has since changed: normlab.runtime.code_identity)
     caveats: tuple[str, ...] = ()
+    # the registered design's thresholds the verdict's rule reads, by name (data/design.toml, [claims.ID.thresholds]):
+    # the ledger refuses a name the claim does not register (normlab.study.design.check_runs)
+    reads: tuple[str, ...] = ()
+    # the scale the key number was measured at (model size, depth, width, steps, pairs, machine), in words; the
+    # opening page's sentence names it
+    scale: str | None = None
 
     def __post_init__(self):
         # a number this run could not measure is None (shown as "—"), never NaN
@@ -67,4 +73,6 @@ class Finding:
             unit=self.unit,
             headline=self.headline,
             caveats=self.caveats,
+            reads=self.reads,
+            scale=self.scale,
         )

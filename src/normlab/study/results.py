@@ -115,6 +115,8 @@ class Results:
         unit: str | None = None,
         headline: str | None = None,
         caveats: tuple[str, ...] | list[str] = (),
+        reads: tuple[str, ...] | list[str] = (),
+        scale: str | None = None,
     ) -> dict:
         """Record the verdict of a claim this chapter owns.
 
@@ -129,7 +131,10 @@ class Results:
         and in which unit (`normlab.study.key_numbers`), so that the ledger can
         show it without knowing the claim; both are required. `headline` is the
         opening page's sentence, for the claims it leads with. `caveats` are
-        clauses every page showing the verdict shows beside it.
+        clauses every page showing the verdict shows beside it. `reads` names the
+        registered thresholds the rule reads (the ledger refuses one the design
+        does not register for the claim), and `scale` says what the key number
+        was measured at.
         """
         if verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, got {verdict!r}")
@@ -140,6 +145,8 @@ class Results:
                 raise ValueError(f"{name} for {claim_id} must be a finite number or None, got {value!r}")
         if isinstance(caveats, str):
             raise ValueError(f"caveats for {claim_id} must be a list of clauses, got one string {caveats!r}")
+        if isinstance(reads, str):
+            raise ValueError(f"reads for {claim_id} must be a list of threshold names, got one string {reads!r}")
         if spread is not None and float(spread) < 0:
             raise ValueError(f"spread for {claim_id} must be >= 0, got {spread!r}")
         entry = {
@@ -156,6 +163,8 @@ class Results:
             "unit": unit,
             "headline": headline,
             "caveats": [str(caveat) for caveat in caveats],
+            "reads": [str(name) for name in reads],
+            "scale": scale,
         }
         self.claims.append(entry)
         print(f"[{claim_id}] {verdict}: {summary}", file=sys.__stderr__)

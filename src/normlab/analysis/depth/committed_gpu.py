@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pandas as pd
 
-from normlab.analysis.depth.identity_path import b17_finding, b17_headline, b17_measures
+from normlab.analysis.depth.identity_path import b17_finding, b17_headline, b17_measures, scale_text
 from normlab.analysis.depth.initialisation import InitStudy
 from normlab.analysis.depth.interlock import ablation_study, b19_finding, interaction_text
 from normlab.analysis.depth.post_ln_decay import b18_finding, b18_headline, b18_measures
@@ -84,12 +84,25 @@ def _gpu_placement_findings(study, init, settings, margin, b17_rule, b18_rule, c
         training = gpu_training(outcome, depth, entropy)
         if claim == "B17":
             numbers = b17_measures(init, training, settings, margin)
+            gpu = outcome.get("settings") or {}
+            at_init = scale_text(settings, init.deepest)
+            numbers["scale"] = (
+                (at_init.split(";")[0] + "; " if at_init else "")
+                + f"training on the GPU study at depth {depth}, width {gpu.get('width', '?')}, "
+                f"{gpu.get('steps', '?')} steps"
+            )
             finding = b17_finding(
                 numbers, deepest=init.deepest, deep=depth, margin=margin, **b17_rule, corpus_sha256=corpus.sha256
             )
         else:
             numbers = b18_measures(init, training, margin)
-            finding = b18_finding(numbers, deep=depth, deepest=init.deepest, margin=margin, **b18_rule)
+            gpu = outcome.get("settings") or {}
+            pairs = numbers["pair"]["pairs"] if numbers["pair"] else 0
+            scale = (
+                f"the GPU study: depth {depth}, width {gpu.get('width', '?')}, {gpu.get('steps', '?')} steps, "
+                f"{pairs} pairs"
+            )
+            finding = b18_finding(numbers, deep=depth, deepest=init.deepest, margin=margin, **b18_rule, scale=scale)
         findings[claim] = (finding, complete_seeds(paired_at(outcome, depth)))
         others = [
             f"at {d} blocks "

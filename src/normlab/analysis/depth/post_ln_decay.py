@@ -3,10 +3,15 @@ post-RMSNorm − post-LayerNorm final loss and two measures at initialisation.""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from normlab.analysis.depth.initialisation import INIT_NAMES, InitStudy
 from normlab.analysis.depth.training_at_depth import TrainingStudy, final_losses, pair_spread
 from normlab.analysis.shared.paired import interval_text, paired_or_none
 from normlab.analysis.shared.parity import equivalence_verdict
+from normlab.gpt import experiments
+from normlab.study import sample_size
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import NATS_PER_BYTE, KeyNumber
 
@@ -72,7 +77,15 @@ def b18_paragraph(b18: Finding, measures: dict, *, deep: int, deepest: int) -> s
 
 
 def b18_finding(
-    measures: dict, *, deep: int, deepest: int, margin: float, ratio_drop: float, cosine_rise: float
+    measures: dict,
+    *,
+    deep: int,
+    deepest: int,
+    margin: float,
+    ratio_drop: float,
+    cosine_rise: float,
+    scale: str | None = None,
+    decision: str | None = None,
 ) -> Finding:
     m, pair = measures, measures["pair"]
     return Finding(
@@ -90,6 +103,8 @@ def b18_finding(
             "post_layer_token_cosine": m["cos_ln"],
             "init_worse": b18_init_worse(m, ratio_drop=ratio_drop, cosine_rise=cosine_rise),
             "margin_nats": margin,
+            "scale": scale,
+            "decision": decision,
         },
         key_number=pair["mean_difference"] if pair else None,
         threshold=margin,
@@ -98,6 +113,8 @@ def b18_finding(
         rule=f"Paired post-LN final loss RMSNorm − LayerNorm: interval beyond +{B18_KEY.limit(margin)} (and worse at "
         "init) holds; "
         f"interval inside ±{margin:g} does not hold; wider than the margin: not testable here.",
+        reads=("margin", "ratio_drop", "cosine_rise"),
+        scale=scale,
     )
 
 
@@ -112,14 +129,120 @@ def b18_headline(b18: Finding) -> str | None:
     # the verdict reads the paired interval, so the sentence names it where the finding carries it
     pair = b18.evidence.get("paired_post_rms_minus_layer") or {}
     interval = f", 95% CI {pair['ci_low']:+.4f}..{pair['ci_high']:+.4f}" if "ci_low" in pair else ""
+    scale = f"; {b18.evidence['scale']}" if b18.evidence.get("scale") else ""
+    needed = b18.evidence.get("decision")
+    decide_text = f"; {needed} would decide it, a design registered for the GPU study" if needed else ""
     return (
-        f"With the norm on the trunk (post-LN), RMSNorm's paired final loss minus LayerNorm's is {key.signed(k)}"
-        f"{spread}{interval}"
+        f"With the norm on the trunk (post-LN{scale}), RMSNorm's paired final loss minus LayerNorm's is "
+        f"{key.signed(k)}{spread}{interval}"
         + {
-            "not testable here": f", too uncertain to judge against the margin of ±{margin}; no published "
-            "study compares the two at depth, so this book's measurement is all there is.",
+            "not testable here": f", too uncertain to judge against the margin of ±{margin}{decide_text}; no "
+            "published study compares the two at depth, so this book's measurement is all there is.",
             "does not hold": f", not beyond the margin of +{margin}: RMSNorm's deep-signal decay is no worse.",
             "holds": f", beyond the margin of +{margin}: RMSNorm fares worse, as the essay says.",
             "holds with caveats": f", beyond the margin of +{margin} in training, but not at initialisation.",
         }.get(b18.verdict, ".")
+    )
+
+
+# ---- what would decide B18: the registered design ([claims.B18.decision]) --------------------------------------
+
+
+class DecisionError(ValueError):
+    """A registered decision whose numbers do not follow from its inputs; the message names both."""
+
+
+def pilot_spread(decision: dict, root: Path) -> float:
+    """The sd of the paired differences in the pilot build the decision names (its record and evidence key)."""
+    pilot = decision["pilot"]
+    path = root / pilot["build"] / pilot["record"]
+    document = json.loads(path.read_text(encoding="utf-8"))
+    record = next(c for c in document["claims"] if c["id"] == "B18")
+    return float(record["evidence"][pilot["evidence"]]["sd_of_differences"])
+
+
+def decision_batch_seconds(decision: dict, pairs: int) -> float:
+    """The GPU study's estimate (`normlab.gpt.experiments.estimated_seconds`: FLOPs at its assumed rate plus kernel
+    launches) for `pairs` post-LN RMSNorm/LayerNorm pairs at the decision's model and training sizes, trained as one
+    batch of one shape."""
+    sizes = {
+        **decision["model"],
+        **decision["train"],
+        "depths": [decision["model"]["depth"]],
+        "seeds": pairs,
+        "stress_lrs": [],
+        "no_warmup_depths": [],
+    }
+    batch = experiments.placement_depth(sizes, "cpu").batches[0]
+    keep = [i for i, tag in enumerate(batch.tags) if tag["placement"] == "post"]
+    post = experiments.Batch(
+        [batch.configs[i] for i in keep], [batch.seeds[i] for i in keep], batch.train, [batch.tags[i] for i in keep]
+    )
+    return experiments.estimated_seconds(experiments.Experiment("b18_decision", ("B18",), sizes, [post]))
+
+
+def b18_decision(decision: dict, margin: float, root: Path) -> dict:
+    """The registered decision checked against its inputs: the pilot's spread as its build recorded it, the pairs as
+    `sample_size.confirmation_pairs` gives them from that spread alone, and the GPU estimate as the study's sizing
+    gives it; any other number is refused, naming both. Also the pairs at a true difference of half the margin and
+    the margin the registered pairs resolve at the registered power."""
+    d = decision
+    recorded = pilot_spread(d, root)
+    if round(recorded, 6) != round(float(d["pilot_sd"]), 6):
+        raise DecisionError(
+            f"B18's decision registers pilot_sd {d['pilot_sd']}, but {d['pilot']['build']}/{d['pilot']['record']} "
+            f"records {recorded:.6f}; register the recorded spread"
+        )
+    sd, power = float(d["pilot_sd"]), float(d["power"])
+    pairs = sample_size.confirmation_pairs(sd, margin, power, float(d["true_difference"]))
+    if pairs != d["pairs"]:
+        raise DecisionError(
+            f"B18's decision registers {d['pairs']} pairs, but its inputs (sd {sd}, margin ±{margin:g}, power {power}, "
+            f"true difference {d['true_difference']}) give {pairs}; register {pairs}"
+        )
+    gpu = decision_batch_seconds(d, pairs)
+    if round(gpu) != round(float(d["gpu_seconds"])):
+        raise DecisionError(
+            f"B18's decision registers gpu_seconds {d['gpu_seconds']}, the study's sizing gives {gpu:.1f}"
+        )
+    return {
+        **d,
+        "pilot_sd": sd,
+        "pairs": pairs,
+        "pairs_at_half_margin": sample_size.confirmation_pairs(sd, margin, power, margin / 2),
+        "resolved_margin_at_pilot": sample_size.smallest_margin(d["pilot"]["pairs"], sd, power),
+        "gpu_seconds": gpu,
+        "cpu_hours": pairs * float(d["cpu_seconds_per_pair"]) / 2 / 3600,
+        "margin": margin,
+    }
+
+
+def decision_scale(decision: dict) -> str:
+    """'580 pairs at depth 12, width 32, 300 steps': the registered decision in a phrase."""
+    m, t = decision["model"], decision["train"]
+    return f"{decision['pairs']} pairs at depth {m['depth']}, width {m['width']}, {t['steps']} steps"
+
+
+def run_scale(settings: dict, measures: dict) -> str:
+    """The scale this run measured B18 at: 'depth 12, width 32, 300 steps, 5 pairs'."""
+    pairs = measures["pair"]["pairs"] if measures["pair"] else 0
+    return f"depth {settings['deep']}, width {settings['width']}, {settings['steps']} steps, {pairs} pairs"
+
+
+def decision_paragraph(decision: dict) -> str:
+    """What would decide B18, from the checked decision (`b18_decision`), as the page states it."""
+    d, m, t = decision, decision["model"], decision["train"]
+    last = d["first_seed"] + d["pairs"] - 1
+    return (
+        f"**What would decide B18.** At this chapter's scale (post-LN at depth {m['depth']}, width {m['width']}, "
+        f"{t['steps']} steps) the pilot's {d['pilot']['pairs']} pairs have a spread of {d['pilot_sd']:.4f} nats per "
+        f"byte (sd of the paired differences; its mean is no input). The fewest pairs whose 95% t-interval lies inside "
+        f"±{d['margin']:g} with power {d['power']:g} at a true difference of 0 (two one-sided tests at 2.5% a side, "
+        f"α {d['alpha']:g}) are **{d['pairs']}**; at a true difference of half the margin, {d['pairs_at_half_margin']}. "
+        f"The pilot's {d['pilot']['pairs']} pairs resolve only a margin of ±{d['resolved_margin_at_pilot']:.2f} at that "
+        f"power. On this 2-core CPU a pair costs about {d['cpu_seconds_per_pair']} core-seconds, so {d['pairs']} pairs "
+        f"are about {d['cpu_hours']:.1f} hours, far beyond this chapter's share of the cpu book; they are registered as "
+        f"the GPU study's design instead (`data/design.toml`, `[claims.B18.decision]`, registered {d['registered']}: "
+        f"seeds {d['first_seed']}–{last}, fresh; about {d['gpu_seconds']:.0f} s on one H200 by the study's estimate). "
+        f"No such run exists yet, so B18 stays undecided here."
     )

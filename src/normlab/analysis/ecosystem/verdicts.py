@@ -78,8 +78,19 @@ def b1_almost_all(table, table_again, almost_all: float) -> Finding:
         f"after {B1_AFTER_YEAR} are; named families all RMSNorm but a smaller share gives a caveat; a named family that "
         "is not gives 'does not hold'.",
     )
+    finding.scale = b1_scale(finding)
     finding.headline = b1_headline(finding)
     return finding
+
+
+def b1_scale(b1: Finding) -> str:
+    """What B1 counted: the listed families released after the cut-off year."""
+    count = b1.evidence.get("families_after_2019")
+    return (
+        f"the {count} model families released after {B1_AFTER_YEAR} that this book lists"
+        if count
+        else (f"the model families released after {B1_AFTER_YEAR} that this book lists")
+    )
 
 
 def b1_headline(b1: Finding) -> str | None:
@@ -88,7 +99,7 @@ def b1_headline(b1: Finding) -> str | None:
     if k is None or t is None:
         return None
     return (
-        f"Of the model families released after 2019 that this book lists, {B1_KEY.format(k)} use RMSNorm, "
+        f"Of {b1.scale or b1_scale(b1)}, {B1_KEY.format(k)} use RMSNorm, "
         f"{'short of' if k < t else 'above'} the {B1_KEY.limit(t)} that 'almost all' needs"
         + {
             "holds with caveats": ", although the families the essay names all do.",

@@ -135,8 +135,16 @@ def b12_finding(
         "extra projection all match autograd to MACHINE_TOL; a caveat if the printed form is off by more than "
         "WRONG_TOL (the key number).",
     )
+    finding.scale = b12_scale(finding)
     finding.headline = b12_headline(finding)
     return finding
+
+
+def b12_scale(b12: Finding) -> str:
+    """Where the Jacobians were checked: the widths, in float64."""
+    dims = b12.evidence.get("dims") or []
+    widths = " and ".join(str(int(d)) for d in dims)
+    return f"at widths d = {widths}, in float64" if widths else "in float64"
 
 
 def b12_headline(b12: Finding) -> str | None:
@@ -146,8 +154,8 @@ def b12_headline(b12: Finding) -> str | None:
         return None
     wrong = k > t
     return (
-        f"The essay's RMSNorm Jacobian (1/r)(I − x̂x̂ᵀ) is {'off by' if wrong else 'within'} a relative error of "
-        f"{B12_KEY.format(k)} against autograd, {'beyond' if wrong else 'inside'} the {B12_KEY.limit(t)} that marks "
+        f"The essay's RMSNorm Jacobian (1/r)(I − x̂x̂ᵀ), checked {b12.scale or b12_scale(b12)}, is "
+        f"{'off by' if wrong else 'within'} a relative error of {B12_KEY.format(k)} against autograd, {'beyond' if wrong else 'inside'} the {B12_KEY.limit(t)} that marks "
         "a formula as wrong"
         + (
             ": its structure, a projection scaled by 1/r, holds, but the formula as printed does not."

@@ -9,14 +9,18 @@ import pandas as pd
 import torch
 
 from normlab.analysis.quality.training import model_config
-from normlab.analysis.shared.paired import interval_text, paired_difference
+from normlab.analysis.shared.paired import interval_outcome, interval_text, paired_difference
 from normlab.analysis.shared.stream import deepest_value, mean_projection_effect, stream_report
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.runtime.jobs import load_weights
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import NATS_PER_BYTE, SHARE, KeyNumber
 
-B5_KEY = KeyNumber("share of the residual stream's energy in the common offset, last block", SHARE)
+B5_KEY = KeyNumber(
+    "share of the residual stream's energy in the common offset after the deepest block measured (SmolLM2's where it "
+    "ran, else this chapter's models)",
+    SHARE,
+)
 
 
 @dataclass
@@ -98,61 +102,169 @@ def real_offset(real: dict | None) -> tuple[str, float] | None:
     return deepest_value(real["evidence"], "shared_mean_share_by_layer", "offset_share_last") if real else None
 
 
-def b5_verdict(measures: dict, real: dict | None, offset_large: float) -> str:
-    """(b) large and the mean unused: holds only if a deep real model agrees (else with caveats); the mean used
-    or (b) small: does not hold, unless a deep real model shows the offset; undecided: not testable here."""
-    large = measures["offset_last"] >= offset_large and measures["offset_last"] > measures["offset_first"]
+ABLATION = "massive_activation_ablation"  # the real-model chapter's record of Sun et al.'s ablation, in B5's evidence
+
+
+def ablation_outcomes(real: dict | None, ablation_margin: float) -> dict | None:
+    """Sun et al.'s ablation as the real-model chapter recorded it (SmolLM2's massive activations set to their mean,
+    and to zero, paired by chunk), each interval judged here against the registered `ablation_margin` (nats per
+    token); None when the real-model chapter has not run, recorded no ablation, or found no massive activation to
+    edit (a cut of the model too shallow for them: both edits then leave the model as it was)."""
+    record = ((real or {}).get("evidence") or {}).get(ABLATION)
+    if not record or record.get("depth_passed_rule") is False or not record.get("massive_entries"):
+        return None  # no massive activation found, or none edited: the ablation tested nothing
+    out = {}
+    for name, key in (("mean", "loss_change_set_to_their_mean"), ("zero", "loss_change_set_to_zero")):
+        change = record.get(key) or {}
+        if change.get("ci_low") is None or change.get("ci_high") is None:
+            return None
+        out[name] = {**change, "outcome": interval_outcome(change["ci_low"], change["ci_high"], ablation_margin)}
+    out["depth"] = record.get("edited_depth")
+    out["entries"] = record.get("massive_entries")
+    return out
+
+
+def b5_parts(measures: dict, real: dict | None, offset_large: float, ablation_margin: float) -> dict:
+    """What B5's rule reads, each part named: the offset large in our trained models (≥ `offset_large` after the last
+    block and above the embeddings) and in the deep real model (its deepest layer ≥ `offset_large`); per-token
+    information shown by our removal test (the all-ones component's removal costs more than the margin) or by
+    Sun et al.'s ablation (the mean does not stand in for the massive activations); a constant shown by our removal
+    test (inside the margin) and by the ablation (the mean stands in, inside `ablation_margin`)."""
     deep = real_offset(real)
-    real_large = deep is not None and deep[1] >= offset_large
-    if measures["uses_info"] or not large:
-        return "does not hold" if (measures["uses_info"] or real is None or not real_large) else "holds with caveats"
-    if measures["no_info"]:
-        # Our models have a handful of blocks, not dozens: a full "holds" needs the real, deep model to agree.
-        return "holds" if real_large else "holds with caveats"
-    return "not testable here"
+    ablation = ablation_outcomes(real, ablation_margin)
+    mean_outcome = ablation["mean"]["outcome"] if ablation else None
+    return {
+        "large_ours": measures["offset_last"] >= offset_large and measures["offset_last"] > measures["offset_first"],
+        "large_real": deep is not None and deep[1] >= offset_large,
+        "per_token_ours": bool(measures["uses_info"]),
+        "per_token_real": mean_outcome == "different",
+        "constant_ours": bool(measures["no_info"]),
+        "constant_real": mean_outcome == "equivalent",
+        "real_offset": deep[1] if deep else None,
+        "ablation": ablation,
+    }
 
 
-def b5_paragraph(b5: Finding, measures: dict, real: dict | None, *, offset_large: float, depth: int) -> str:
-    """B5's verdict paragraph: the measured numbers, the rule against `offset_large`, and the verdict as `b5` records
-    it."""
+def b5_verdict(parts: dict) -> str:
+    """B5's registered rule (data/design.toml, [claims.B5] test), on `b5_parts`:
+
+    - does not hold: either test shows per-token information, or the offset is small in our models and in the deep
+      real model alike;
+    - not testable here: neither test shows a constant (our interval and the ablation's both undecided, or absent);
+    - holds: the deep real model's offset is large, and both tests show a constant;
+    - holds with caveats: otherwise (large in one of the two, a constant shown by one of the two tests)."""
+    p = parts
+    if p["per_token_ours"] or p["per_token_real"]:
+        return "does not hold"
+    if not (p["large_ours"] or p["large_real"]):
+        return "does not hold"
+    if not (p["constant_ours"] or p["constant_real"]):
+        return "not testable here"
+    if p["large_real"] and p["constant_ours"] and p["constant_real"]:
+        return "holds"
+    return "holds with caveats"
+
+
+B5_RULE_TEXT = (
+    "B5 does not hold if either test shows per-token information (removing the all-ones component from our models "
+    "costs more than ±{margin:g} nats per byte, or in SmolLM2 the massive activations' mean does not stand in for "
+    "them within ±{ablation_margin:g} nats per token), or if the common offset is small (below {offset_large:g} of "
+    "the energy) in our trained models and in the deep real model alike. It is not testable here if neither test "
+    "shows a constant. It holds if the deep real model's offset is large and both tests show a constant; otherwise "
+    "(the offset large in only one of the two, or a constant shown by only one test) it holds with caveats."
+)
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def b5_paragraph(
+    b5: Finding,
+    measures: dict,
+    real: dict | None,
+    *,
+    offset_large: float,
+    ablation_margin: float,
+    margin: float,
+    depth: int,
+) -> str:
+    """B5's verdict paragraph: the measured numbers, the registered rule, which of its parts each measurement meets,
+    and the verdict as `b5` records it."""
     m = measures
-    deep = real_offset(real)
+    parts = b5_parts(m, real, offset_large, ablation_margin)
     if real is None:
         real_text = (
             "The real-model chapter has not run, so the 'dozens of layers' part rests on this small model alone."
         )
-    elif deep is not None:
-        real_text = (
-            f"The real-model chapter records (deepest layer's common-offset share {deep[1]:.3f}): {real['summary']}"
-        )
     else:
-        real_text = f"The real-model chapter records (no common-offset share among its numbers, so not combined): {real['summary']}"
+        deep = parts["real_offset"]
+        shown = f"deepest layer's common-offset share {deep:.3f}" if deep is not None else "no common-offset share"
+        real_text = f"The real-model chapter records ({shown}): {real['summary']}"
+    ablation = parts["ablation"]
+    if ablation is None:
+        ablation_text = "Sun et al.'s ablation is not among the real-model chapter's numbers, so it decides nothing."
+    else:
+        mean, zero = ablation["mean"], ablation["zero"]
+        ablation_text = (
+            f"Sun et al.'s ablation in SmolLM2 (after block {ablation['depth']}): its massive activations set to their "
+            f"mean change the loss by {mean['mean_difference']:+.4f} nats per token (95% CI {mean['ci_low']:+.4f}.."
+            f"{mean['ci_high']:+.4f}, **{mean['outcome']}** against ±{ablation_margin:g}); set to zero, by "
+            f"{zero['mean_difference']:+.3g} (95% CI {zero['ci_low']:+.3g}..{zero['ci_high']:+.3g}, "
+            f"**{zero['outcome']}**)."
+        )
+    rule = B5_RULE_TEXT.format(margin=margin, ablation_margin=ablation_margin, offset_large=offset_large)
     return (
         f"In the trained RMSNorm models, after {depth} blocks: (a) the all-ones share is {m['ones_last']:.3f}; (b) the "
         f"common offset holds {m['offset_last']:.3f} of the energy (sd over seeds {m['offset_sd']:.3f}; embeddings "
         f"{m['offset_first']:.3f}), {m['without_top']:.3f} without the largest channel; (c) the largest |x| is "
         f"{m['massive']:.1f}× the median. Removing the all-ones component before every norm changes the loss by "
         f"{interval_text(m['info_pair'], NATS_PER_BYTE)} (LayerNorm models: {m['layer_increase_max_abs']:.1e}, blind by "
-        f"construction).\n\n"
-        f"**Rule.** B5 holds when (b) is large (≥ {offset_large} of the energy, and more than at the embeddings) and "
-        f"removing the mean leaves the loss unchanged within the margin, and a deep real model (the real-model "
-        f"chapter, run before this one) also shows a common-offset share ≥ {offset_large}; with our shallow models "
-        f"alone it holds at most with caveats. It does not hold if the offset is small or the network uses the mean. "
-        f"{real_text}\n\n**B5 verdict: {b5.verdict}.**"
+        f"construction). {real_text} {ablation_text}\n\n"
+        f"**Rule** (registered in data/design.toml). {rule}\n\n"
+        f"**What it meets.** Offset large in our {depth}-block models: {_yes(parts['large_ours'])}; in the deep real "
+        f"model: {_yes(parts['large_real'])}. Per-token information shown by our removal test: "
+        f"{_yes(parts['per_token_ours'])}; by the ablation: {_yes(parts['per_token_real'])}. A constant shown by our "
+        f"removal test: {_yes(parts['constant_ours'])}; by the ablation: {_yes(parts['constant_real'])}.\n\n"
+        f"**B5 verdict: {b5.verdict}.**"
     )
 
 
 def b5_finding(
-    measures: dict, real: dict | None, *, offset_large: float, margin: float, depth: int, corpus_sha256: str
+    measures: dict,
+    real: dict | None,
+    *,
+    offset_large: float,
+    ablation_margin: float,
+    margin: float,
+    depth: int,
+    corpus_sha256: str,
 ) -> Finding:
     m = measures
-    deep = real_offset(real)
+    parts = b5_parts(m, real, offset_large, ablation_margin)
+    deep = parts["real_offset"]
+    ablation = parts["ablation"]
+    # The key number is the share the rule's "large" turns on at the claim's depth ("after dozens of layers"): the
+    # deep real model's where the real-model chapter ran, else our shallow models'.
+    key, spread = (deep, None) if deep is not None else (m["offset_last"], m["offset_sd"])
+    ablation_sentence = (
+        "Sun et al.'s ablation not recorded."
+        if ablation is None
+        else f"In SmolLM2 its massive activations set to their mean change the loss by "
+        f"{ablation['mean']['mean_difference']:+.4f} nats per token ({ablation['mean']['outcome']} against "
+        f"±{ablation_margin:g}), set to zero by {ablation['zero']['mean_difference']:+.3g} "
+        f"({ablation['zero']['outcome']})."
+    )
     return Finding(
-        b5_verdict(measures, real, offset_large),
+        b5_verdict(parts),
         f"After {depth} trained RMSNorm blocks the common offset (per-channel mean) holds {m['offset_last']:.2f} of "
         f"the energy (embeddings {m['offset_first']:.2f}; all-ones share {m['ones_last']:.3f}; largest |x|/median "
         f"{m['massive']:.0f}); removing the all-ones component costs {interval_text(m['info_pair'], NATS_PER_BYTE)}. "
-        + ("Real-model evidence absent." if real is None else "Real-model evidence combined."),
+        + (
+            "Real-model evidence absent."
+            if real is None
+            else (f"SmolLM2's deepest layer: {deep:.3f}. " if deep is not None else "") + ablation_sentence
+        ),
         {
             "offset_share_last": m["offset_last"],
             "offset_share_embeddings": m["offset_first"],
@@ -163,16 +275,19 @@ def b5_finding(
             "projection_paired": m["info_pair"],
             "projection_loss_increase_layer": m["layer_increase_mean"],
             "realmodels_present": real is not None,
-            "realmodels_offset_share_deepest": deep[1] if deep else None,
-            "large": m["offset_last"] >= offset_large and m["offset_last"] > m["offset_first"],
+            "realmodels_offset_share_deepest": deep,
+            "key_from": "SmolLM2's deepest layer" if deep is not None else f"this chapter's {depth}-block models",
+            "massive_ablation": ablation,
+            "ablation_margin_nats_per_token": ablation_margin,
+            "rule_parts": {k: v for k, v in parts.items() if k not in ("ablation", "real_offset")},
+            "large": parts["large_ours"],
             "depth": depth,
             "corpus_sha256": corpus_sha256,
         },
-        key_number=m["offset_last"],
+        key_number=key,
         threshold=offset_large,
-        spread=m["offset_sd"],
+        spread=spread,
         **B5_KEY.fields(),
-        rule=f"(b) common-offset share ≥ {offset_large:g} and above the embeddings, the all-ones component carrying "
-        f"no information (paired loss change inside ±{margin:g} {NATS_PER_BYTE}), and a deep real model agreeing; shallow models "
-        "alone: with caveats.",
+        rule=B5_RULE_TEXT.format(margin=margin, ablation_margin=ablation_margin, offset_large=offset_large),
+        reads=("offset_large", "margin", "ablation_margin"),
     )

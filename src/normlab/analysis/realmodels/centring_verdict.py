@@ -88,6 +88,7 @@ def q4_finding(
         "minilm_matters": mini,
         "provenance": provenance,
     }
+    evidence["scale"] = q4_scale(evidence)
     if mapping is not None:
         evidence.update(centring_map_evidence(mapping))
     if massive is not None:
@@ -107,30 +108,74 @@ def q4_finding(
         rule=rule,
         meaning=Q4_KEY.meaning,
         unit=Q4_KEY.unit,
+        reads=("margin", "cosine_threshold"),
+        scale=evidence["scale"],
     )
     q4.headline = q4_headline(q4)
     return q4
 
 
+def q4_scale(evidence: dict) -> str:
+    """The scale Q4 was measured at: the two models, their sizes and how many chunks or sentence pairs."""
+    chunks, pairs = evidence.get("chunks"), evidence.get("minilm_pairs")
+    return (
+        "SmolLM2-135M, 4-bit weights"
+        + (f", {chunks} held-out chunks" if chunks else "")
+        + "; all-MiniLM-L6-v2, 22M parameters"
+        + (f", {pairs} sentence pairs" if pairs else "")
+    )
+
+
+def _minilm_clause(evidence: dict, cosine_threshold) -> str:
+    """MiniLM's half as measured: the median cosine against its threshold and retrieval's MRR (no interval)."""
+    cosine, retrieval = evidence.get("minilm_cosine_median"), evidence.get("minilm_retrieval") or {}
+    if cosine is None:
+        return ""
+    before, after = (retrieval.get(k, {}).get("mrr") for k in ("original", "without centring"))
+    mrr = (
+        f", and its retrieval MRR moves {before:.3f} → {after:.3f} (no interval)" if None not in (before, after) else ""
+    )
+    side = "below" if cosine < cosine_threshold else "not below"
+    return (
+        f"; in MiniLM, removing centring leaves a median embedding cosine of {significant(cosine, 4)} to the original, "
+        f"{side} {cosine_threshold:g}{mrr}"
+    )
+
+
 def q4_headline(q4: Finding) -> str | None:
     """The opening page's sentence on Q4, from the key number, threshold and verdict the finding records; None
-    without a key number or threshold."""
+    without a key number or threshold. It names the two models and their scale, reads SmolLM2's interval (not its
+    mean) against the margin, states MiniLM's numbers as measured, and claims nothing beyond these two small models."""
     k, t = q4.key_number, q4.threshold
     if k is None or t is None:
         return None
-    key = KeyNumber.of(q4)
+    key, e = KeyNumber.of(q4), q4.evidence
     # the verdict reads SmolLM2's paired interval against the margin, not its mean: so does the sentence
-    ci, outcome = q4.evidence.get("smollm2_ci"), q4.evidence.get("smollm2_outcome")
+    ci, outcome = e.get("smollm2_ci"), e.get("smollm2_outcome")
     interval = f" (95% CI {ci[0]:+.4f}..{ci[1]:+.4f})" if ci else ""
     reading = f"its interval {INTERVAL_READING[outcome]}" if outcome in INTERVAL_READING else "against"
+    threshold = e.get("minilm_cosine_threshold")
+    mini = _minilm_clause(e, threshold) if threshold is not None else ""
+    which = {
+        (True, True): "both",
+        (True, False): "SmolLM2's loss only",
+        (False, True): "MiniLM's embeddings only",
+        (None, True): "MiniLM's embeddings (SmolLM2's interval undecided)",
+    }.get((e.get("smollm2_matters"), e.get("minilm_matters")))
     return (
         f"In SmolLM2-135M, a trained RMSNorm LLM, replacing every RMSNorm by a LayerNorm with the same gain changes "
-        f"the held-out loss by {key.signed(k)}{interval}, {reading} the margin of ±{key.limit(t)}"
+        f"the held-out loss by {key.signed(k)}{interval}, {reading} the margin of ±{key.limit(t)}{mini}"
         + {
-            "holds": ": mean-centring matters in real trained models, here and in MiniLM.",
-            "holds with caveats": ": centring matters in one of the two real models tested.",
-            "does not hold": ": centring makes no measurable difference.",
-        }.get(q4.verdict, ".")
+            "holds": ": centring changes the outputs of both of these small models"
+            + (f" ({e['scale']})" if e.get("scale") else "")
+            + ", which says nothing of larger ones.",
+            "holds with caveats": (f": of these two small models, centring changes {which}" if which else ": centring")
+            + (f" ({e['scale']})" if e.get("scale") else "")
+            + ".",
+            "does not hold": ": centring makes no measurable difference in either small model"
+            + (f" ({e['scale']})" if e.get("scale") else "")
+            + ".",
+        }.get(q4.verdict, f" ({e['scale']})." if e.get("scale") else ".")
     )
 
 

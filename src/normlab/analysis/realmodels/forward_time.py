@@ -225,13 +225,23 @@ def q5_finding(result: TimingResult, threshold: float, provenance: dict) -> Find
     )
 
 
+def q5_scale(q5: Finding) -> str:
+    """The model, prompt length, rounds and threads, on this build's machine."""
+    e = q5.evidence
+    parts = [f"a {e['prompt_tokens']}-token prompt" if e.get("prompt_tokens") else None]
+    parts.append(f"{e['rounds']} rounds" if e.get("rounds") else None)
+    parts.append(f"{e['threads']} threads" if e.get("threads") else None)
+    detail = ", ".join(p for p in parts if p)
+    return f"on this build's {machine_name()}" + (f" ({detail})" if detail else "")
+
+
 def q5_headline(q5: Finding) -> str | None:
     """The opening page's sentence on Q5; None without a key number or threshold."""
     k, t = q5.key_number, q5.threshold
     if k is None or t is None:
         return None
     return (
-        f"The norms take {Q5_KEY.format(k)} of SmolLM2-135M's prefill time on this build's {machine_name()}, "
+        f"The norms take {Q5_KEY.format(k)} of SmolLM2-135M's prefill time {q5.scale or q5_scale(q5)}, "
         f"{'below' if k < t else 'above'} the {Q5_KEY.limit(t)} low end of the papers' whole-model savings"
         + {
             "holds": ", in decoding too.",

@@ -136,8 +136,16 @@ def _q2(df: pd.DataFrame, equal_time: float, one_op=None, memory_bound=None) -> 
 def q2(df, equal_time: float, *, memory_bound: float | None = None, gpu=None) -> Finding:
     """Q2 on each hardware (see `_q2`), weighed, with the opening page's sentence."""
     finding = weigh([(m, _q2(m.frame, equal_time, **fusion(m, memory_bound))) for m in sources(df, gpu)])
+    finding.scale = q2_scale(finding)
     finding.headline = q2_headline(finding)
     return finding
+
+
+def q2_scale(q2: Finding) -> str:
+    """The deciding machine and how many fused cases at the training batch the median is over."""
+    cases = sum(part.get("points", 0) for part in (q2.evidence.get("fused") or {}).values())
+    over = f"over its {cases} fused cases at the training batch" if cases else "over its fused cases"
+    return f"on {deciding_machine(q2)}, the median {over}"
 
 
 def q2_headline(q2: Finding) -> str | None:
@@ -147,12 +155,10 @@ def q2_headline(q2: Finding) -> str | None:
         return None
     key = KeyNumber.of(q2)
     # each number names the machine (and the cases) it comes from: the deciding run's in front, the others after it
-    cases = sum(part.get("points", 0) for part in (q2.evidence.get("fused") or {}).values())
-    over = f"over its {cases} fused cases at the training batch" if cases else "over its fused cases"
     others = other_machines(q2)
     return (
-        f"Once both norms are fused, RMSNorm and LayerNorm differ by {key.format(k)} of LayerNorm's time on "
-        f"{deciding_machine(q2)}, the median {over}, "
+        f"Once both norms are fused, RMSNorm and LayerNorm differ by {key.format(k)} of LayerNorm's time "
+        f"{q2_scale(q2)}, "
         f"{'under' if within(k, t) else 'over'} the {key.limit(t)} this book counts as an advantage"
         + {
             "holds": ": not the 10–50% that article A quotes.",

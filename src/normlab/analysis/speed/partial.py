@@ -51,6 +51,8 @@ def _q3(df: pd.DataFrame, worth_it: float, estimate_error: float) -> Finding:
             "saving_sd_by_backend": spreads,
             "worth_it_threshold": worth_it,
             "rms_estimate_relative_error": estimate_error,
+            "best_backend": best,
+            "widths": sorted(int(d) for d in set(per_width["d"])),
         },
         key_number=savings[best],
         threshold=worth_it,
@@ -64,8 +66,20 @@ def _q3(df: pd.DataFrame, worth_it: float, estimate_error: float) -> Finding:
 def q3(df, worth_it: float, estimate_error: float, *, gpu=None) -> Finding:
     """Q3 on each hardware (see `_q3`), weighed, with the opening page's sentence."""
     finding = weigh([(m, _q3(m.frame, worth_it, estimate_error)) for m in sources(df, gpu)])
+    finding.scale = q3_scale(finding)
     finding.headline = q3_headline(finding)
     return finding
+
+
+def q3_scale(q3: Finding) -> str:
+    """The deciding machine, the widths timed and the implementation the best saving comes from."""
+    widths = q3.evidence.get("widths") or []
+    best = q3.evidence.get("best_backend")
+    return (
+        f"on {deciding_machine(q3)}"
+        + (f", median over widths d = {', '.join(str(d) for d in widths)}" if widths else "")
+        + (f", in its {best} implementation" if best else "")
+    )
 
 
 def q3_headline(q3: Finding) -> str | None:
@@ -75,7 +89,7 @@ def q3_headline(q3: Finding) -> str | None:
         return None
     return (
         f"Partial RMSNorm, which estimates the RMS from a prefix of each row, saves at best {Q3_KEY.format(k)} of full "
-        f"RMSNorm's time on {deciding_machine(q3)}, {'short of' if k < t else 'above'} the {Q3_KEY.limit(t)} worth "
+        f"RMSNorm's time {q3_scale(q3)}, {'short of' if k < t else 'above'} the {Q3_KEY.limit(t)} worth "
         "having"
         + {
             "holds": ", in every implementation that has it.",

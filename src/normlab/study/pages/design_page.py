@@ -76,6 +76,19 @@ def confirmation_lines(design: Design) -> list[str]:
     return lines
 
 
+def decision_text(decision: dict) -> str:
+    """A registered design for another machine, the one that would decide the claim, in one item."""
+    d, m, t, pilot = decision, decision["model"], decision["train"], decision["pilot"]
+    last = d["first_seed"] + d["pairs"] - 1
+    return (
+        f"- What would decide it, registered {d['registered']} for the {d['runs_on'].upper()} study: {d['pairs']} pairs "
+        f"(seeds {d['first_seed']}–{last}) at depth {m['depth']}, width {m['width']}, {t['steps']} steps, sized from "
+        f"the pilot's spread alone ({pilot['pairs']} pairs of {pilot['build']}, sd {number_text(d['pilot_sd'])}) for "
+        f"power {number_text(d['power'])} at a true difference of {number_text(d['true_difference'])}, α "
+        f"{number_text(d['alpha'])}. Test: {_clause(d['test'])}."
+    )
+
+
 def render_design(design: Design, claim_order: list[str]) -> str:
     lines = [
         "(registered-design)=",
@@ -104,6 +117,8 @@ def render_design(design: Design, claim_order: list[str]) -> str:
             else:
                 reason = f"{_clause(threshold.basis)}. Source: {_clause(threshold.source)}."
             lines.append(f"- `{threshold.name}` = {shown_value(threshold.value)} ({threshold.unit}): {reason}")
+        if entry.decision:
+            lines.append(decision_text(entry.decision))
         lines.append("")
     lines += confirmation_lines(design)
     lines += [
