@@ -105,10 +105,7 @@ registered = confirmation.registered("A9", profile if confirmed else "cpu")  # r
 confirmation.check_profile(registered, settings, profile)
 LITERATURE = design.value("A9", "literature_difference")  # nats per byte: sizes a finer design, judges nothing
 state(
-    margin=MARGIN,
-    literature=LITERATURE,
-    confirmation_pairs=registered.pairs,
-    confirmation_seeds=f"{registered.seeds[0]}–{registered.seeds[-1]}",
+    margin=MARGIN, literature=LITERATURE, confirmation_pairs=registered.pairs, confirmation_seeds=registered.seeds_label
 )
 started = time.perf_counter()
 runs = training.train_pairs(settings, devices)
@@ -132,14 +129,20 @@ common = loss_parity.common_evidence(corpus, settings, device, MARGIN, parity)
 # %% tags=["remove-input"]
 Markdown(left.paragraph() + loss_parity.parity_paragraph(parity, mine_confirmation))
 
+# %% [markdown]
+# The table puts each claim's pilot beside its confirmation. The pilot's band is the wider confidence sequence its
+# looks require; the confirmation's is the t-interval of pairs fixed before they ran, and only it decides.
+
 # %% tags=["remove-input"]
 pilot_table = confirmation.side_by_side(registered, {"A9": parity.final_pair, "B7": parity.curve_pair})
 caption = "The pilot beside the registered confirmation: only the confirmation decides"
 table(pilot_table, caption=caption) if confirmed else Markdown("")
 
 # %% tags=["remove-input"]
-workers = len(devices or []) or default_workers()
-Markdown(loss_parity.literature_paragraph(registered, LITERATURE, training_seconds, workers) if confirmed else "")
+paragraph = loss_parity.literature_paragraph(
+    registered, LITERATURE, training_seconds, len(devices or []) or default_workers()
+)
+Markdown(paragraph if confirmed else "")
 
 # %% [markdown]
 # (quality-ladder)=

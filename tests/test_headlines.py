@@ -96,7 +96,10 @@ def test_a9_names_the_model_sizes_and_hardware_it_was_measured_at():
     ladder = {"rungs": [{"parameters": 15_104}, {"parameters": 234_624}, {"parameters": 669_312}]}
     measured = dict(parameters=234_624, hardware="Test CPU (2 cores)", scale_ladder=dict(ladder, trend="grows"))
     a9 = a9_headline(finding("A9", "holds", 0.015, 0.02, 0.004, **measured))
-    assert "(the paired 95% confidence sequence) at 0.23 million parameters on Test CPU (2 cores), inside" in a9
+    assert (
+        "(the registered confirmation's paired 95% interval) at 0.23 million parameters on Test CPU (2 cores), inside"
+        in a9
+    )
     assert a9.endswith(
         ": equal quality at this scale, as article A says. Across the scale ladder, 0.015–0.67 million parameters, "
         "the difference grows."

@@ -43,7 +43,7 @@ NUMBER = re.compile(
     r"(?P<percent>\s?%)?"
     r"(?![\w.]\d)"
 )
-INTERVAL_LEVEL = re.compile(r"\s*(?:confidence\s+)?(?:interval|sequence)")
+INTERVAL_LEVEL = re.compile(r"\s*(?:confidence\s+|t-)?(?:interval|sequence)")
 FACTOR = re.compile(r"\s?×")
 
 
@@ -210,6 +210,7 @@ def test_the_checker_passes_pasted_and_unrelated_numbers():
     pasted = PLANTED.split("# %% [markdown]")[-1]
     assert typed_thresholds(jupytext.reads("# %%\nMARGIN = 0.02\n# %% [markdown]" + pasted, fmt="py:percent")) == []
     assert typed_numbers("a 95% interval, a 95 % confidence interval, a 95% confidence sequence, Gemma 2") == []
+    assert typed_numbers("the confirmation's 95% t-interval") == []
     # A lower-case name is a setting and a display call's argument is layout; neither is a threshold.
     assert thresholds("seeds = 95\nP = settings_for(profile)\ntable(frame, digits=4)\n", {"judging"}) == {}
 

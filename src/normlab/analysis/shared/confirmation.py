@@ -46,6 +46,11 @@ class RegisteredConfirmation:
         return tuple(range(self.design.seeds[0], self.design.seeds[0] + self.pairs))
 
     @property
+    def seeds_label(self) -> str:
+        """'1000–1018': this profile's fresh seeds, as the page names them."""
+        return f"{self.seeds[0]}–{self.seeds[-1]}"
+
+    @property
     def first_seed(self) -> int:
         return self.design.seeds[0]
 
