@@ -138,6 +138,11 @@ pilot_table = confirmation.side_by_side(registered, {"A9": parity.final_pair, "B
 caption = "The pilot beside the registered confirmation: only the confirmation decides"
 table(pilot_table, caption=caption) if confirmed else Markdown("")
 
+# %% [markdown]
+# A margin of ±{glue:text}`margin` nats per byte is a practical band, well above the smallest difference the literature calls real.
+# A finer margin needs more pairs; the paragraph below prices one as fine as that difference, from the time this
+# build's confirmation took.
+
 # %% tags=["remove-input"]
 paragraph = loss_parity.literature_paragraph(
     registered, LITERATURE, training_seconds, len(devices or []) or default_workers()

@@ -218,7 +218,7 @@ def design_paragraph(confirmation: RegisteredConfirmation) -> str:
     )
     return (
         f"*The confirmation.* The pilot ({seeds_text(c.pilot_seeds)}, {len(c.pilot_seeds)} pairs, the committed "
-        f"build `{c.pilot_build}`) was looked at until its pairs ran out of looks; it is shown, never pooled. On "
+        f"build `{c.pilot_build}`) was read at each of its looks; it is shown, never pooled. On "
         f"{c.registered}, before any confirmatory run, the design registered a confirmation on fresh "
         f"{seeds_text(confirmation.seeds)}: {confirmation.pairs} pairs, the fewest that give a 95% t-interval inside "
         f"±{confirmation.margin:g} {unit} with probability {c.power:g} when the true difference is "
