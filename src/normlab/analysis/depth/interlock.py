@@ -195,8 +195,4 @@ def b19_finding(
         f"±{B19_KEY.limit(margin)} holds with caveats (one pair of parts tested); inside does not hold; otherwise, or "
         "with a run missing or diverged, not testable here.",
     )
-    if registered is None:
-        return finding
-    return confirmation.decided(
-        finding, pairs=seeds, registered_pairs=registered.pairs, diverged=diverged_names(ablation)
-    )
+    return confirmation.decided(finding, registered, pairs=seeds, diverged=diverged_names(ablation))

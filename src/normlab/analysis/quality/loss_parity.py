@@ -226,11 +226,7 @@ def a9_finding(
         f"inside ±{A9_KEY.limit(margin)}; does not hold when it lies wholly outside; not testable otherwise, or when a "
         "run is missing or diverged.",
     )
-    if registered is None:
-        return finding
-    return confirmation.decided(
-        finding, pairs=len(parity.final["rms"]), registered_pairs=registered.pairs, diverged=diverged_names(parity)
-    )
+    return confirmation.decided(finding, registered, pairs=len(parity.final["rms"]), diverged=diverged_names(parity))
 
 
 def sample_name(registered: confirmation.RegisteredConfirmation | None) -> str:

@@ -110,11 +110,7 @@ def b7_finding(
         f"inside ±{margin:g} {NATS_PER_BYTE}, and the median step-time ratio ≤ {visible:g}; the curves alone give "
         "'holds with caveats'.",
     )
-    if registered is None:
-        return finding
-    return confirmation.decided(
-        finding, pairs=len(parity.curve["rms"]), registered_pairs=registered.pairs, diverged=diverged_names(parity)
-    )
+    return confirmation.decided(finding, registered, pairs=len(parity.curve["rms"]), diverged=diverged_names(parity))
 
 
 def b7_paragraph(b7: Finding, *, repeats: int, device: str) -> str:

@@ -158,10 +158,13 @@ def incomplete(pairs: int, registered_pairs: int, diverged: list[str]) -> str | 
     return "; ".join(reasons) or None
 
 
-def decided(finding: Finding, *, pairs: int, registered_pairs: int, diverged: list[str]) -> Finding:
-    """`finding` as the confirmation decides it: unchanged when complete; otherwise "not testable here", saying
-    that the confirmation is incomplete and why, its numbers kept as the completed runs measured them."""
-    reason = incomplete(pairs, registered_pairs, diverged)
+def decided(finding: Finding, registered: RegisteredConfirmation | None, *, pairs: int, diverged: list[str]) -> Finding:
+    """`finding` as the `registered` confirmation decides it: unchanged when complete, or without a confirmation (a
+    design whose pairs were fixed before any run); otherwise "not testable here", saying that the confirmation is
+    incomplete and why, its numbers kept as the completed runs measured them."""
+    if registered is None:
+        return finding
+    reason = incomplete(pairs, registered.pairs, diverged)
     if reason is None:
         return finding
     return replace(
