@@ -15,9 +15,11 @@ verdict is then "not testable here", saying why, never decided on fewer pairs.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import pandas as pd
 
@@ -75,12 +77,18 @@ class RegisteredConfirmation:
         }
 
 
+@functools.lru_cache(maxsize=8)
+def _build_records(path: str) -> dict[str, dict]:
+    """A committed build's records by claim ID, read once: a chapter asks for its pilot several times per page."""
+    return {record["id"]: record for record in json.loads(Path(path).read_text(encoding="utf-8"))["claims"]}
+
+
 def pilot_evidence(confirmation: Confirmation, claim_id: str) -> dict:
     """The pilot's recorded paired result (with its per-seed differences) for `claim_id`, from the committed build."""
     path = paths.ROOT / confirmation.pilot_build / confirmation.pilot_record
     if not path.exists():
         raise DesignError(f"claim {claim_id}: the pilot's build {path} is missing; restore it from git")
-    records = {record["id"]: record for record in json.loads(path.read_text(encoding="utf-8"))["claims"]}
+    records = _build_records(str(path))
     key = confirmation.pilot_evidence[claim_id]
     found = (records.get(claim_id) or {}).get("evidence", {}).get(key)
     if not found or "differences" not in found:
