@@ -300,3 +300,21 @@ def test_intro_names_the_committed_gpu_runs_the_speed_chapter_weighs(tmp_path):
     _write_runs(results, [_run("speed", "holds", claim="A5")])
     with pytest.raises(LedgerError, match=r"gpu-bench-broken.json: not a readable GPU results file"):
         ledger.build(results, pages, executed_dir=tmp_path / "ex", data_dir=data)
+
+
+def test_a_table_shows_flags_as_yes_or_no_and_keeps_counts_and_numbers():
+    """Python's True/False (and numpy's, as a DataFrame holds them) must not reach a reader's page."""
+    import numpy as np
+    import pandas as pd
+
+    from normlab.study.present import table
+
+    frame = pd.DataFrame(
+        {"optimum interior": [True, False], "flag from numpy": np.array([False, True]), "runs": [3, 16]}
+    )
+    frame["loss"] = [2.4512, None]
+    cells = str(table(frame))
+    body = cells.split("<tbody>", 1)[1]
+    assert "True" not in body and "False" not in body
+    assert body.count(">yes<") == 2 and body.count(">no<") == 2
+    assert ">16<" in body and ">2.45<" in body

@@ -12,6 +12,8 @@ import html
 import math
 import numbers
 
+import numpy as np
+
 from normlab.study.claims import VERDICT_BADGES, parse_claims
 from normlab.study.results import is_fragile  # noqa: F401  (re-exported: chapters import it from here)
 
@@ -87,12 +89,14 @@ def claims_box(
 
 
 def table(frame, *, digits: int = 3, index: bool = False, caption: str | None = None) -> _HTML:
-    """A pandas DataFrame as an HTML table, numbers to `digits` significant figures."""
+    """A pandas DataFrame as an HTML table, numbers to `digits` significant figures, flags as yes/no."""
     formatted = frame.copy()
     for column in formatted.columns:
         formatted[column] = [
-            ("—" if v is None else v)
-            if not isinstance(v, numbers.Real) or isinstance(v, bool)
+            ("yes" if v else "no")
+            if isinstance(v, (bool, np.bool_))  # a reader is not shown Python's True/False
+            else ("—" if v is None else v)
+            if not isinstance(v, numbers.Real)
             else str(int(v))  # a count, a depth or a year reads as one: 16, not 16.0
             if isinstance(v, numbers.Integral)
             else significant(v, digits)

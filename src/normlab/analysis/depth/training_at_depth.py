@@ -243,7 +243,15 @@ def run_name(entry: dict) -> str:
 
 
 def no_warmup_table(training: TrainingStudy) -> pd.DataFrame:
-    return training.no_warmup[["config", "lr", "trained", "diverged", "final_val_loss"]].reset_index(drop=True)
+    """The runs without warm-up, with the page's column names."""
+    columns = {
+        "config": "placement and norm",
+        "lr": "peak learning rate",
+        "trained": "trained",
+        "diverged": "diverged",
+        "final_val_loss": "final validation loss (nats per byte)",
+    }
+    return training.no_warmup[list(columns)].rename(columns=columns).reset_index(drop=True)
 
 
 def final_losses(frame: pd.DataFrame, **match) -> list[float]:
