@@ -98,7 +98,7 @@ def readme_block(matrix: dict) -> str:
         BEGIN,
         f"Tested: {torch_versions.tested_range()} (`src/normlab/norms/torch_range.toml`). `make test-torch-range` ran "
         f"{cells_run(matrix)}, {total_minutes(matrix):.0f} min of cells in all, by {matrix['gathered'][:10]} ({cell_commits(matrix)}; "
-        f"{matrix['machine']}, shared with other work; each time includes building normlab's wheel and installing "
+        f"{matrix['machine']}; each time includes building normlab's wheel and installing "
         "torch from the local wheelhouse):",
         "",
         "| " + " | ".join(header) + " |",
