@@ -199,4 +199,13 @@ def test_the_built_opening_page_puts_sentences_then_counts_then_the_figure(tmp_p
     page = (tmp_path / "pages" / "intro.md").read_text()
     found, counts, figure = (page.index(s) for s in ("## What we found", "Of the 39 claims", "```{figure}"))
     assert found < page.index("- Once both norms are fused") < page.index("- Of the model families") < counts < figure
+    assert "Of the 39 claims, **2** hold and **37** are pending. " in page  # each count with its verb
     assert ":::{dropdown}" not in page
+
+
+def test_the_verdict_counts_read_as_a_sentence():
+    assert opening._verb("holds", 1) == "holds" and opening._verb("holds", 11) == "hold"
+    assert opening._verb("does not hold", 4) == "do not hold"
+    assert opening._verb("not testable here", 1) == "is not testable here"
+    assert opening._verb("not testable here", 3) == "are not testable here"
+    assert opening._counted(["a"]) == "a" and opening._counted(["a", "b", "c"]) == "a, b and c"

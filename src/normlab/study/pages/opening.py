@@ -77,6 +77,20 @@ def findings_sentences(table: dict[str, dict]) -> list[str]:
     return sentences
 
 
+# A verdict as the verb of its count's sentence: "11 hold", "1 holds", "3 are not testable here".
+_PLURAL = {"holds": "hold", "holds with caveats": "hold with caveats", "does not hold": "do not hold"}
+
+
+def _verb(verdict: str, count: int) -> str:
+    if verdict in _PLURAL:
+        return verdict if count == 1 else _PLURAL[verdict]
+    return f"{'is' if count == 1 else 'are'} {verdict}"
+
+
+def _counted(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
 def render_intro(
     claims: list[Claim],
     runs: list[dict],
@@ -96,7 +110,7 @@ def render_intro(
     judged = [slot["record"] for slot in table.values() if slot["record"]]
     fragile = [r["id"] for r in judged if is_fragile(r)]
     head, tail = split_intro(prose)
-    tally = ", ".join(f"**{counts[v]}** {v}" for v in (*VERDICTS, PENDING) if counts.get(v))
+    tally = _counted([f"**{counts[v]}** {_verb(v, counts[v])}" for v in (*VERDICTS, PENDING) if counts.get(v)])
     sentences = findings_sentences(table)
     lines = [
         head,
