@@ -3,6 +3,8 @@
 import json
 import math
 
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -10,6 +12,7 @@ from normlab.study import Results, decide, ledger, paths, run
 from normlab.study.claims import parse_claims
 from normlab.study.key_numbers import DIMENSIONLESS
 from normlab.study.pages.ledger_page import render_ledger
+from normlab.study.present import table
 from normlab.study.results import LedgerError, check_consistent, load_results, verdicts
 
 A1_KEY = {"meaning": "max abs difference, the formula vs F.layer_norm (float64)", "unit": DIMENSIONLESS}
@@ -304,11 +307,6 @@ def test_intro_names_the_committed_gpu_runs_the_speed_chapter_weighs(tmp_path):
 
 def test_a_table_shows_flags_as_yes_or_no_and_keeps_counts_and_numbers():
     """Python's True/False (and numpy's, as a DataFrame holds them) must not reach a reader's page."""
-    import numpy as np
-    import pandas as pd
-
-    from normlab.study.present import table
-
     frame = pd.DataFrame(
         {"optimum interior": [True, False], "flag from numpy": np.array([False, True]), "runs": [3, 16]}
     )

@@ -88,20 +88,22 @@ def claims_box(
     return _Markdown(f"{overrides_note(overrides)}:::{{admonition}} {title}\n:class: note\n\n{body}\n:::\n")
 
 
+def _cell(value, digits: int):
+    """One table cell as a reader should see it."""
+    if isinstance(value, (bool, np.bool_)):  # not Python's True/False
+        return "yes" if value else "no"
+    if not isinstance(value, numbers.Real):
+        return "—" if value is None else value
+    if isinstance(value, numbers.Integral):  # a count, a depth or a year reads as one: 16, not 16.0
+        return str(int(value))
+    return significant(value, digits)
+
+
 def table(frame, *, digits: int = 3, index: bool = False, caption: str | None = None) -> _HTML:
     """A pandas DataFrame as an HTML table, numbers to `digits` significant figures, flags as yes/no."""
     formatted = frame.copy()
     for column in formatted.columns:
-        formatted[column] = [
-            ("yes" if v else "no")
-            if isinstance(v, (bool, np.bool_))  # a reader is not shown Python's True/False
-            else ("—" if v is None else v)
-            if not isinstance(v, numbers.Real)
-            else str(int(v))  # a count, a depth or a year reads as one: 16, not 16.0
-            if isinstance(v, numbers.Integral)
-            else significant(v, digits)
-            for v in formatted[column]
-        ]
+        formatted[column] = [_cell(v, digits) for v in formatted[column]]
     styled = formatted.to_html(index=index, escape=True, border=0, classes="normlab-table")
     if caption:
         styled = styled.replace("<thead>", f"<caption>{html.escape(caption)}</caption><thead>", 1)
