@@ -21,12 +21,6 @@ _toc.yml; the run order follows from it and the `results:NAME` entries of
 INPUTS: a chapter runs after the chapters whose results it reads, otherwise in
 reading order.
 
-The chapters that time nothing (UNTIMED) run two at a time, each in its own
-runner process: their numbers do not depend on what else the machine does,
-and one's serial stretches (its kernel starting, its analysis) fill the core
-the other leaves idle. Every other chapter times something (training steps,
-kernels, a real model's forward pass) and runs alone.
-
 A chapter that fails or is interrupted leaves nothing the book can render:
 it executes into build/running/, and only a complete run is moved into
 build/executed/; otherwise its previous executed copy, stamp and results are
@@ -47,10 +41,8 @@ import hashlib
 import json
 import os
 import re
-import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,12 +85,6 @@ PROFILE_TABLES = {
     "speed": "normlab.analysis.speed.settings",
     "landscape": "normlab.analysis.landscape.profiles",
 }
-
-
-# The chapters none of whose numbers is a time (no step times, kernel timings or forward passes timed); see the
-# module's docstring. A chapter that starts timing something must leave this list.
-UNTIMED = ("ecosystem", "geometry", "jacobians", "depth", "gain")
-SIDE_BY_SIDE = 2  # untimed chapters at once: one per core of the 2-core machines the cpu book is sized for
 
 
 class NotebookFailed(RuntimeError):
@@ -697,27 +683,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # Always in run order, so evidence providers run before the chapters that read them.
     chosen = [name for name in valid if name in (args.notebooks or valid)]
-
-    def run_here(name: str) -> int:
-        try:
+    try:
+        for name in chosen:
             execute(name, args.profile, force=args.force or name in forced, overrides=overrides.get(name))
-        except (ValueError, NotebookFailed) as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2 if isinstance(error, ValueError) else 1
-        return 0
-
-    def start_runner(name: str) -> subprocess.Popen:
-        command = [sys.executable, "-m", "normlab.study.run", "--profile", args.profile, name]
-        if args.force or name in forced:
-            command += ["--force-chapters", name]
-        if args.set:
-            command += ["--set", args.set]
-        return subprocess.Popen(command, env={**os.environ, SINGLE_CHAPTER_VARIABLE: "1"})
-
-    single = os.environ.get(SINGLE_CHAPTER_VARIABLE) == "1"
-    code = run_chapters(chosen, run_here, None if single else start_runner)
-    if code:
-        return code
+    except (ValueError, NotebookFailed) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2 if isinstance(error, ValueError) else 1
     changed = restamp(chosen)
     if changed:
         print(
@@ -727,59 +698,6 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     return 0
-
-
-SINGLE_CHAPTER_VARIABLE = "NORMLAB_RUNNER_OF_ONE"  # set for a runner started for one chapter: it runs it in place
-
-
-def run_chapters(
-    chosen: list[str],
-    run_here: Callable[[str], int],
-    start_runner: Callable[[str], subprocess.Popen] | None,
-    *,
-    side_by_side: int = SIDE_BY_SIDE,
-    poll_seconds: float = 0.5,
-) -> int:
-    """Run `chosen` (in run order) and return the first failure's exit code, or 0.
-
-    With `start_runner`, the UNTIMED chapters go to runner processes, `side_by_side` at a time, each once the
-    chapters whose results it reads have finished; any other chapter waits until no runner is left and runs alone,
-    in this process (`run_here`). After a failure no chapter starts, and the running ones finish."""
-    side = [name for name in chosen if name in UNTIMED] if start_runner else []
-    if len(side) < 2:  # nothing to run beside anything
-        side = []
-    running: dict[str, subprocess.Popen] = {}
-    failed = 0
-
-    def settle(until) -> None:
-        nonlocal failed
-        while running and not until():
-            for name, process in list(running.items()):
-                code = process.poll()
-                if code is not None:
-                    del running[name]
-                    failed = failed or code
-            if running and not until():
-                time.sleep(poll_seconds)
-
-    try:
-        for name in chosen:
-            if failed:
-                break
-            if name in side:
-                upstream = [up for up in dependencies(name) if up in chosen]
-                settle(lambda: len(running) < side_by_side and not any(up in running for up in upstream))
-                if not failed:
-                    running[name] = start_runner(name)
-            else:
-                settle(lambda: False)
-                failed = failed or run_here(name)
-        settle(lambda: False)
-    except BaseException:
-        for process in running.values():  # Ctrl-C reached them too; let each leave nothing half-done behind
-            process.wait()
-        raise
-    return failed
 
 
 def restamp(names: list[str], executed_dir: Path | None = None, results_dir: Path | None = None) -> list[str]:
