@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from normlab.analysis.shared.stream import write_mean_agreement
-from normlab.gpt.model import GPT, GPTConfig, RotaryEmbedding
+from normlab.gpt.model import GPT, GPTConfig, RotaryEmbedding, rope_as_written
 from normlab.gpt.residual_stream import layer_statistics, ones_share, stream_statistics
 from normlab.norms.modules import LayerNorm, RMSNorm
 from tiny_gpt import ids, tiny
@@ -96,9 +96,7 @@ def test_rope_scores_depend_only_on_relative_position():
 
 
 def _rope_as_written(rope: RotaryEmbedding, x: torch.Tensor) -> torch.Tensor:
-    cos, sin = rope.cos[: x.shape[-2]].to(x.dtype), rope.sin[: x.shape[-2]].to(x.dtype)
-    first, second = x.chunk(2, dim=-1)
-    return x * cos + torch.cat([-second, first], dim=-1) * sin
+    return rope_as_written(x, rope.cos[: x.shape[-2]].to(x.dtype), rope.sin[: x.shape[-2]].to(x.dtype))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
