@@ -48,8 +48,9 @@ def _fails_on_two(x: int) -> int:
 
 def test_the_next_call_reuses_the_workers_and_an_interrupted_call_retires_them(tmp_path, monkeypatch):
     first = set(run_parallel(worker_pid, [dict(x=x) for x in range(4)], workers=2))
+    workers = set(parallel._pools[(2, ())]._pool._processes)  # one worker may take every job of a call
     second = set(run_parallel(worker_pid, [dict(x=x) for x in range(4)], workers=2))
-    assert len(first) == 2 and second == first  # no new processes for the second call
+    assert first <= workers and second <= workers  # no new processes for the second call
 
     marker = tmp_path / "go"
     real_wait = parallel.wait
@@ -63,7 +64,7 @@ def test_the_next_call_reuses_the_workers_and_an_interrupted_call_retires_them(t
     monkeypatch.setattr(parallel, "wait", real_wait)
     marker.write_text("go\n")  # the interrupted jobs may now end; the next call must not have waited on them
     after = set(run_parallel(worker_pid, [dict(x=x) for x in range(2)], workers=2))
-    assert after.isdisjoint(first)  # a fresh pool
+    assert after.isdisjoint(workers)  # a fresh pool
 
 
 def test_close_pools_stops_the_kept_workers():
