@@ -1,6 +1,7 @@
 """Jobs for tests/test_cluster.py, in a module of their own so that worker processes import them by name."""
 
 import os
+import time
 from pathlib import Path
 
 from normlab.analysis.shared.runs import train_job
@@ -72,8 +73,6 @@ def worker_pid(x: int) -> int:
 
 def waits_for(marker: str, x: int) -> int:
     """Runs until `marker` exists: a job still busy when its call is interrupted."""
-    import time
-
     while not Path(marker).exists():
         time.sleep(0.05)
     return x

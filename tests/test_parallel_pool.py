@@ -48,7 +48,9 @@ def _fails_on_two(x: int) -> int:
 
 def test_the_next_call_reuses_the_workers_and_an_interrupted_call_retires_them(tmp_path, monkeypatch):
     first = set(run_parallel(worker_pid, [dict(x=x) for x in range(4)], workers=2))
-    workers = set(parallel._pools[(2, ())]._pool._processes)  # one worker may take every job of a call
+    workers = set(
+        parallel._pools[parallel._pool_key(2, None)]._pool._processes
+    )  # one worker may take every job of a call
     second = set(run_parallel(worker_pid, [dict(x=x) for x in range(4)], workers=2))
     assert first <= workers and second <= workers  # no new processes for the second call
 

@@ -282,16 +282,15 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.shape
         qkv = self.qkv(x).view(B, T, 3, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
-        if self.q_norm is not None:
-            q, k, v = qkv
-            q, k = self.q_norm(q), self.k_norm(k)
-            if self.rope is not None:
-                q, k = self.rope(q), self.rope(k)
-        elif self.rope is not None:
+        if self.rope is not None and self.q_norm is None:
             q, k = self.rope(qkv[:2]).unbind(0)  # both in one rotation: elementwise, so the same bits as one by one
             v = qkv[2]
         else:
             q, k, v = qkv
+            if self.q_norm is not None:
+                q, k = self.q_norm(q), self.k_norm(k)
+            if self.rope is not None:
+                q, k = self.rope(q), self.rope(k)
         if self.track_max_logit:
             # SDPA never shows its logits, so they are recomputed here (only while tracking).
             with torch.no_grad():

@@ -164,15 +164,19 @@ class _RenewingPool(Executor):
 _pools: dict[tuple, _RenewingPool] = {}
 
 
+def _pool_key(workers: int, devices: Sequence[str] | None) -> tuple:
+    return workers, tuple(devices or ())
+
+
 def _kept_pool(workers: int, devices: Sequence[str] | None) -> _RenewingPool:
-    key = (workers, tuple(devices or ()))
+    key = _pool_key(workers, devices)
     if key not in _pools:
         _pools[key] = _RenewingPool(lambda: _local_pool(workers, devices))
     return _pools[key]
 
 
 def _retire_pool(workers: int, devices: Sequence[str] | None) -> None:
-    pool = _pools.pop((workers, tuple(devices or ())), None)
+    pool = _pools.pop(_pool_key(workers, devices), None)
     if pool is not None:
         pool.shutdown(wait=False, cancel_futures=True)
 
