@@ -8,7 +8,11 @@ operations, only the order in which programs walk the rows changed. dweight (and
 over rows in a different order, so they are held to the accuracy rule of tests/test_triton_kernels.py.
 
 On CPU this runs in Triton's interpreter with a fake SM count (4), so a program walks several tiles
-or rows; the digests are interpreter results and are only compared there. On a GPU (scripts/gpu_session.py
+or rows; the digests are interpreter results and are only compared there, and only where the file's
+`environment` (the torch, Triton and NumPy releases and the architecture: tests/golden.py) matches.
+They do not depend on the CPU model: the interpreter's arithmetic here is NumPy's IEEE sums, products,
+divisions and square roots, and `make test-portable` runs them again with ATen's and NumPy's
+portable kernels. On a GPU (scripts/gpu_session.py
 runs this file there, with pytest-xdist) the rest runs on CUDA tensors with the real compiler.
 """
 
@@ -24,11 +28,13 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+from golden import compare_only_where_recorded, environment
 from normlab import layer_norm_reference, rms_norm_reference
 from normlab.norms.backends.triton import launch, triton_layer_norm, triton_rms_norm, tuning
 
 DIGESTS = Path(__file__).resolve().parent / "data" / "triton_kernel_digests.json"
 BIT_IDENTICAL = ("y", "s", "dx", "dresidual")
+DIGESTS_DEPEND_ON = ("torch", "triton", "numpy", "machine")
 DEVICE = "cpu" if launch.INTERPRETED or not torch.cuda.is_available() else "cuda"
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # onchip_limit=0 forces the chunked kernels at every width.
@@ -140,8 +146,10 @@ def relative_error(actual, expected):
 @pytest.mark.skipif(DEVICE != "cpu", reason="the digests are of the interpreter's results")
 @pytest.mark.parametrize("case_id", list(case_ids()))
 def test_outputs_match_the_kernels_before_the_persistent_grid(case_id):
+    recorded = json.loads(DIGESTS.read_text())
+    compare_only_where_recorded(DIGESTS.name, recorded.get("environment"), DIGESTS_DEPEND_ON)
     outputs = outputs_of(case_id)
-    expected = json.loads(DIGESTS.read_text())[case_id]
+    expected = recorded["digests"][case_id]
     assert {name: digest(outputs[name]) for name in expected} == expected
     if "weight" not in inputs_of(case_id)[2]:
         return
@@ -281,7 +289,12 @@ def test_many_tiles_per_program_gradcheck_float64(path):
 if __name__ == "__main__" and "--write" in sys.argv:
     DIGESTS.write_text(
         json.dumps(
-            {c: {k: digest(v) for k, v in outputs_of(c).items() if k in BIT_IDENTICAL} for c in case_ids()},
+            {
+                "environment": environment(DIGESTS_DEPEND_ON),
+                "digests": {
+                    c: {k: digest(v) for k, v in outputs_of(c).items() if k in BIT_IDENTICAL} for c in case_ids()
+                },
+            },
             indent=0,
             sort_keys=True,
         )
