@@ -1,10 +1,11 @@
 """One GPU lease, fully used: every step a lent CUDA machine should run, in priority order, into $OUT.
 
-    python3 scripts/gpu_session.py [--part kernels|study|all] [--out DIR] [--dry-run]   (--part kernels by default)
+    python3 scripts/gpu_session.py [--part kernels|device|study|all] [--out DIR] [--dry-run]   (--part kernels by default)
                                    [--steps a,b] [--limit STEP=SECONDS] [--carry DIR]
 
 No make, no install: it runs on the machine's own Python (3.12, torch, triton, pytest), with src/ on the path.
-A lease is 15 minutes, at most 10 per call: run it as two calls, `--part kernels` (under 4 minutes) and then
+A lease is 15 minutes, at most 10 per call: run it as calls of at most 10 minutes each, `--part device` (under 4
+minutes; the one to run first where the question is how fast the kernels are), `--part kernels` (under 4) and
 `--part study` (under 10). Steps, each with its own time limit; one that fails or runs out of time does not
 stop the next:
 
@@ -14,14 +15,19 @@ stop the next:
             memcheck          scripts/gpu_memcheck.py: compute-sanitizer once at small shapes, or why it cannot
             sweep             scripts/gpu_sweep.py: the kernel variants side by side with a copy (the tuning table)
             bench             python -m normlab.bench --profile gpu: triton, torch, torch.compile, Liger; bf16, fp32
+  device    device            python -m normlab.bench.device: device time per call (CUDA-graph replay, L2 flushed
+                              between replays), host time per call on its own, each against a same-size copy_;
+                              triton, torch native, torch.compile, Liger; RMSNorm and LayerNorm, forward and
+                              forward+backward, bf16 and fp32, 8192 x 4096/8192/16384 first
   study     study             python -m normlab.study.gpu --profile gpu --budget-s: the training study
 
 What comes back: at most 8 files directly under DIR ($OUT, else build/gpu-session), no folders:
   summary.json       each step's exit status, seconds, limit and last line, rewritten after every step
-  correctness.jsonl, sweep.jsonl, bench.jsonl   one record per case, flushed as it is made
+  correctness.jsonl, sweep.jsonl, bench.jsonl, device.jsonl   one record per case, flushed as it is made
   gpu-bench.json     the bench's whole document (the shape of data/gpu-bench-N.json), when it finishes
   gpu-study.json     the study, rewritten after each experiment
   logs.tar.gz        every step's log and the test report, re-packed after every step
+(`--part all` is the kernels and the study; the device part is its own call, so that all 8 files still fit.)
 A step cut short keeps every record it wrote. Logs are written under /tmp first; the carried wheels
 (Liger-Kernel, from build/gpu-carry/: `make gpu-carry`) are unpacked to /tmp, never under DIR.
 
@@ -51,10 +57,18 @@ CARRY = REPO / "build" / "gpu-carry"
 SCRATCH = Path(tempfile.gettempdir()) / "normlab-gpu-session"
 BENCH_IMPLEMENTATIONS = ("triton", "torch", "compile", "liger")
 MAX_FILES = 8
-PARTS = {"kernels": ("correctness", "persistent-tests", "memcheck", "sweep", "bench"), "study": ("study",)}
+PARTS = {
+    "kernels": ("correctness", "persistent-tests", "memcheck", "sweep", "bench"),
+    "device": ("device",),
+    "study": ("study",),
+}
 PARTS["all"] = PARTS["kernels"] + PARTS["study"]
-# Seconds per step on one H200; the kernels part sums to 230 s (under 4 minutes), the study to 540 s.
-LIMITS = {"correctness": 45, "persistent-tests": 30, "memcheck": 20, "sweep": 75, "bench": 60, "study": 540}
+STEPS = PARTS["kernels"] + PARTS["device"] + PARTS["study"]  # every step --steps may name
+# Seconds per step on one H200; the kernels part sums to 230 s (under 4 minutes), the device part to 230 s, the study
+# to 540 s.
+LIMITS = {"correctness": 45, "persistent-tests": 30, "memcheck": 20, "sweep": 75, "bench": 60, "device": 230}
+LIMITS["study"] = 540
+DEVICE_MARGIN_S = 30  # the device bench starts no case this close to its step's limit
 STUDY_BUDGET_S = 480  # the study's own plan (its estimates), inside its step's limit
 
 
@@ -106,6 +120,16 @@ def steps(out: Path, logs: Path, dry_run: bool, carry: Path, limits: dict[str, f
         "sweep": [python, "scripts/gpu_sweep.py", "--out", str(out / "sweep.jsonl"), "--budget-s", str(sweep_budget)]
         + dry,
         "bench": bench,
+        "device": [
+            python,
+            "-m",
+            "normlab.bench.device",
+            "--out",
+            str(out / "device.jsonl"),
+            "--budget-s",
+            str(300.0 if dry_run else max(5.0, limits["device"] - DEVICE_MARGIN_S)),
+        ]
+        + dry,  # fmt: skip
         "study": study,
     }
     # A dry run's limits are loose (a small CPU shared with other work, and the interpreter) unless --limit set one.
@@ -195,18 +219,21 @@ def _limits(overrides: list[str]) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--part", choices=tuple(PARTS), default="kernels", help="kernels (< 4 min, the default), study (< 10), all"
+        "--part",
+        choices=tuple(PARTS),
+        default="kernels",
+        help="kernels (< 4 min, the default), device (< 4), study (< 10), all (kernels and study)",
     )
-    parser.add_argument("--steps", help=f"run only these steps, comma-separated, of: {', '.join(PARTS['all'])}")
+    parser.add_argument("--steps", help=f"run only these steps, comma-separated, of: {', '.join(STEPS)}")
     parser.add_argument("--limit", action="append", default=[], help="STEP=SECONDS, replacing a step's limit")
     parser.add_argument("--out", default=os.environ.get("OUT") or str(REPO / "build" / "gpu-session"))
     parser.add_argument("--carry", type=Path, default=CARRY, help="the corpus for the study (make gpu-carry)")
     parser.add_argument("--dry-run", action="store_true", help="every step at a tiny size on CPU (the interpreter)")
     args = parser.parse_args(argv)
     names = args.steps.split(",") if args.steps else list(PARTS[args.part])
-    unknown = [n for n in names if n not in PARTS["all"]]
+    unknown = [n for n in names if n not in STEPS]
     if unknown:
-        parser.error(f"unknown step(s) {', '.join(unknown)}; valid: {', '.join(PARTS['all'])}")
+        parser.error(f"unknown step(s) {', '.join(unknown)}; valid: {', '.join(STEPS)}")
     limits = _limits(args.limit)
     import torch
 
