@@ -257,6 +257,27 @@ display(on_gpu.gpu_small_batch_display(gpu_ratios, gpu))
 display(*on_gpu.gpu_device_time_display(gpu_runs, live))
 
 # %% [markdown]
+# (speed-gpu-host-time)=
+# ### Host time in the committed GPU runs
+#
+# A call's time is a fixed cost per call plus the bytes it moves over a bandwidth. Where the fixed cost is most of the
+# time, the call waits on the host (Python, dispatch, the launch), and a faster kernel would not make it faster. Each
+# verdict below that reads such cases says what share of their time is that fixed cost.
+
+# %% tags=["remove-input"]
+from normlab.analysis.speed import host_time
+
+display(
+    Markdown(host_time.fits_text(gpu_runs, live) or "No GPU run without device time is weighed here."),
+    page.table_or_note(
+        host_time.fits_frame(gpu_runs, live),
+        "No GPU run to fit.",
+        caption="GPU: per run, code path and direction, the fit t = a + bytes / b over the stable training-batch and "
+        "small-batch cases: a is the fixed cost per call, b the bandwidth the time grows with.",
+    ),
+)
+
+# %% [markdown]
 # The GPU's long-row (chunked) kernels and partial RMSNorm, which the pass and pRMSNorm verdicts use, and the
 # GPU cases left unstable, folded:
 
@@ -299,6 +320,8 @@ display(
 # %% tags=["remove-cell"]
 a7, b8 = passes.a7_b8(live, EXTRA_PASS, gpu=gpu_runs)
 b9 = passes.b9(live, WELFORD_EQUAL, gpu=gpu_runs)
+for claim, finding in (("A7", a7), ("B8", b8), ("B9", b9)):
+    host_time.annotate(finding, claim, gpu_runs)
 _ = a7.record(results, "A7", "speed-passes")
 _ = b8.record(results, "B8", "speed-passes")
 _ = b9.record(results, "B9", "speed-passes")
@@ -324,6 +347,7 @@ Markdown(verdict_line("A7, B8", a7) + "\n\n" + verdict_line("B9", b9))
 from normlab.analysis.speed import arithmetic
 
 a5 = arithmetic.a5(live, EQUAL_TIME, memory_bound=MEMORY_BOUND, gpu=gpu_runs)
+host_time.annotate(a5, "A5", gpu_runs, MEMORY_BOUND)
 _ = a5.record(results, "A5", "speed-compute")
 
 # %% tags=["remove-input"]
@@ -344,6 +368,8 @@ from normlab.analysis.speed import memory_bound
 
 a10 = memory_bound.a10(live, MEMORY_BOUND, gpu=gpu_runs)
 q2 = memory_bound.q2(live, EQUAL_TIME, memory_bound=MEMORY_BOUND, gpu=gpu_runs)
+host_time.annotate(a10, "A10", gpu_runs)
+host_time.annotate(q2, "Q2", gpu_runs, MEMORY_BOUND)
 _ = a10.record(results, "A10", "speed-bandwidth")
 _ = q2.record(results, "Q2", "speed-bandwidth")
 
@@ -374,6 +400,7 @@ table(small_batch.small_batch_frame(ratios), caption="Small-batch latency per im
 
 # %% tags=["remove-cell"]
 b10 = small_batch.b10(live, gpu=gpu_runs)
+host_time.annotate(b10, "B10", gpu_runs)
 _ = b10.record(results, "B10", "speed-small-batch")
 
 # %% tags=["remove-input"]
@@ -396,6 +423,7 @@ table(partial.partial_frame(stable_cases), caption="Full and partial RMSNorm, fo
 # %% tags=["remove-cell"]
 estimate_error = partial.partial_rms_estimate_error(4096, 0.0625)
 q3 = partial.q3(live, WORTH_IT, estimate_error, gpu=gpu_runs)
+host_time.annotate(q3, "Q3", gpu_runs)
 _ = q3.record(results, "Q3", "speed-partial")
 
 # %% tags=["remove-input"]
@@ -439,6 +467,8 @@ quality_part = load_evidence("quality", "B6", results_dir)
 realmodels_part = load_evidence("realmodels", "A8", results_dir) or load_evidence("realmodels", "B6", results_dir)
 model_level = paper.model_level_part(quality_part, realmodels_part)
 a8, b6 = paper.a8_b6(live, model_level, gpu=gpu_runs)
+host_time.annotate(a8, "A8", gpu_runs)
+host_time.annotate(b6, "B6", gpu_runs)
 _ = a8.record(results, "A8", "speed-paper")
 _ = b6.record(results, "B6", "speed-paper")
 

@@ -341,7 +341,7 @@ def run(out: str | Path, *, dry_run: bool = False, budget_s: float = 200.0, sett
     clock = time.perf_counter()
     counts = {"ok": 0, "skipped": 0, "error": 0, "not started": 0}
     with JsonLines(out) as stream:
-        l2 = torch.cuda.get_device_properties(device).L2_cache_size if device.type == "cuda" else None
+        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", None) if device.type == "cuda" else None
         stream.write({
             "type": "provenance", "schema": SCHEMA, "dry_run": dry_run, "device": str(device),
             "device_name": torch.cuda.get_device_name() if device.type == "cuda" else "cpu (dry run: measures nothing)",
