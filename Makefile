@@ -122,10 +122,11 @@ gpu-carry: $(INSTALLED)
 	$(PY) -m normlab.study.gpu --write-carry --carry build/gpu-carry
 	$(VENV)/bin/pip download --no-deps -d build/gpu-carry $$(grep '^liger-kernel==' requirements.lock)
 
-# Without a GPU: compile every Triton kernel variant for sm_90 (mixed precision and the sweep's variants included)
-# and report register spills.
+# Without a GPU (the per-variant register report: scripts/compile_kernels_sm90.py --sweep-variants).
+# The compiled schedule of every configuration the tuning table picks (d 64..65536, fp16/bf16/fp32/mixed): fails on
+# a persistent loop without overlap, a spill, or a configuration that does not fit (build/compile-schedule.json).
 compile-check: $(INSTALLED)
-	$(PY) scripts/compile_kernels_sm90.py --sweep-variants
+	$(PY) scripts/compile_kernels_sm90.py --schedule
 
 clean:
 	rm -rf build _build

@@ -31,7 +31,8 @@ import triton
 import triton.language as tl
 
 from normlab.norms.backends.triton.fused_add import load_summed, reload_summed
-from normlab.norms.backends.triton.tuning import program_span
+from normlab.norms.backends.triton.rms_kernels import WEIGHT_HELD_LIMIT
+from normlab.norms.backends.triton.tuning import pipeline_depth, program_span
 
 
 @triton.jit(do_not_specialize=["n_rows"])
@@ -62,8 +63,26 @@ def layer_forward_onchip(
     compute = MEAN.dtype.element_ty
     cols = tl.arange(0, BLOCK)
     col_ok = cols < N
+    w = tl.zeros([BLOCK], dtype=compute)
+    b = tl.zeros([BLOCK], dtype=compute)
+    if BLOCK <= WEIGHT_HELD_LIMIT:  # once per program, before the loop: not read again for every row
+        if HAS_WEIGHT:
+            w = tl.load(W + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)
+        if HAS_BIAS:
+            b = tl.load(B + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)
     first, last = program_span(n_rows, ROWS)
-    for tile in tl.range(first, last, num_stages=STAGES):
+    # Streams the pipeliner buffers: x, the residual, and the weight (and bias) where it is loaded per tile.
+    for tile in tl.range(
+        first,
+        last,
+        num_stages=pipeline_depth(
+            STAGES,
+            ROWS * BLOCK, X.dtype.element_ty, True, True,
+            ROWS * BLOCK, X.dtype.element_ty, HAS_RESIDUAL, True,
+            BLOCK, W.dtype.element_ty, HAS_WEIGHT, BLOCK > WEIGHT_HELD_LIMIT,
+            BLOCK, B.dtype.element_ty, HAS_BIAS, BLOCK > WEIGHT_HELD_LIMIT,
+        ),
+    ):  # fmt: skip
         rows = tile * ROWS + tl.arange(0, ROWS)
         row_ok = rows < n_rows
         mask = row_ok[:, None] & col_ok[None, :]
@@ -85,11 +104,16 @@ def layer_forward_onchip(
             s = reload_summed(X + rows64[:, None] * stride_x + cols[None, :], s_ptrs, mask, HAS_RESIDUAL)
             centred = tl.where(col_ok[None, :], s.to(compute) - mean[:, None], 0.0)
         y = centred * rstd[:, None]
-        # Weight and bias are loaded per tile, from L1/L2 (evict_last): held across the loop they spill at 16K.
+        # Above WEIGHT_HELD_LIMIT weight and bias are loaded per tile, from L2 (evict_last): held across the loop
+        # they spill at 16K.
         if HAS_WEIGHT:
-            y = y * tl.load(W + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)[None, :]
+            if BLOCK > WEIGHT_HELD_LIMIT:
+                w = tl.load(W + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)
+            y = y * w[None, :]
         if HAS_BIAS:
-            y = y + tl.load(B + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)[None, :]
+            if BLOCK > WEIGHT_HELD_LIMIT:
+                b = tl.load(B + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)
+            y = y + b[None, :]
         tl.store(
             Y + rows64[:, None] * N + cols[None, :], y.to(Y.dtype.element_ty), mask=mask, eviction_policy="evict_first"
         )
@@ -128,7 +152,7 @@ def layer_forward_chunked(
         r_row, s_row = R + row64 * stride_r, S + row64 * N
         if WELFORD:
             count, mean, m2 = zero, zero, zero
-            for start in tl.range(0, N, CHUNK, num_stages=STAGES):
+            for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
                 cols = start + tl.arange(0, CHUNK)
                 in_row = cols < N
                 s = load_summed(x_row + cols, r_row + cols, s_row + cols, in_row, HAS_RESIDUAL, True)
@@ -145,7 +169,7 @@ def layer_forward_chunked(
             variance = m2 / N
         else:
             total = tl.zeros([CHUNK], dtype=compute)
-            for start in tl.range(0, N, CHUNK, num_stages=STAGES):
+            for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
                 cols = start + tl.arange(0, CHUNK)
                 in_row = cols < N
                 s = load_summed(x_row + cols, r_row + cols, s_row + cols, in_row, HAS_RESIDUAL, True)
@@ -155,7 +179,7 @@ def layer_forward_chunked(
                 tl.debug_barrier()
             s_again = s_row if HAS_RESIDUAL else x_row
             squares = tl.zeros([CHUNK], dtype=compute)
-            for start in tl.range(0, N, CHUNK, num_stages=STAGES):
+            for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
                 cols = start + tl.arange(0, CHUNK)
                 in_row = cols < N
                 s = tl.load(s_again + cols, mask=in_row, other=0.0, eviction_policy="evict_last").to(compute)
@@ -168,7 +192,7 @@ def layer_forward_chunked(
         if HAS_RESIDUAL:
             tl.debug_barrier()  # the normalising pass reads back the s this program wrote
             x_row = s_row
-        for start in tl.range(0, N, CHUNK, num_stages=STAGES):
+        for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
             cols = start + tl.arange(0, CHUNK)
             in_row = cols < N
             s = tl.load(x_row + cols, mask=in_row, other=0.0, eviction_policy="evict_first").to(compute)
@@ -214,7 +238,17 @@ def layer_backward_onchip(
     dw_acc = tl.zeros([BLOCK], dtype=compute)
     db_acc = tl.zeros([BLOCK], dtype=compute)
     first, last = program_span(n_rows, ROWS)
-    for tile in tl.range(first, last, num_stages=STAGES):
+    # Streams the pipeliner buffers: s, dy, ds, and the weight where it is loaded per tile (RELOAD).
+    for tile in tl.range(
+        first,
+        last,
+        num_stages=pipeline_depth(
+            STAGES,
+            2 * ROWS * BLOCK, S.dtype.element_ty, True, True,
+            ROWS * BLOCK, S.dtype.element_ty, HAS_DS, True,
+            BLOCK, W.dtype.element_ty, HAS_WEIGHT, RELOAD,
+        ),
+    ):  # fmt: skip
         rows = tile * ROWS + tl.arange(0, ROWS)
         row_ok = rows < n_rows
         mask = row_ok[:, None] & col_ok[None, :]
@@ -293,7 +327,7 @@ def layer_backward_chunked(
         # Pass 1: mean(g) and mean(g * xhat); the row stays in L2 for pass 2.
         sum_g = tl.zeros([CHUNK], dtype=compute)
         sum_gx = tl.zeros([CHUNK], dtype=compute)
-        for start in tl.range(0, N, CHUNK, num_stages=STAGES):
+        for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
             cols = start + tl.arange(0, CHUNK)
             in_row = cols < N
             g = tl.load(dy_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last").to(compute)
@@ -306,7 +340,7 @@ def layer_backward_chunked(
         mean_g = tl.sum(sum_g, axis=0) / N
         mean_gx = tl.sum(sum_gx, axis=0) / N
         # Pass 2: dx, and this row's share of dweight and dbias.
-        for start in tl.range(0, N, CHUNK, num_stages=STAGES):
+        for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
             cols = start + tl.arange(0, CHUNK)
             in_row = cols < N
             dy = tl.load(dy_row + cols, mask=in_row, other=0.0, eviction_policy="evict_first").to(compute)
@@ -374,7 +408,7 @@ def layer_backward_chunked_grouped(
         rstd = tl.load(RSTD + rows, mask=row_ok, other=0.0)
         sum_g = tl.zeros([GROUP, CHUNK], dtype=compute)
         sum_gx = tl.zeros([GROUP, CHUNK], dtype=compute)
-        for start in tl.range(0, N, CHUNK, num_stages=STAGES):
+        for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
             cols = start + tl.arange(0, CHUNK)
             in_row = cols < N
             mask = row_ok[:, None] & in_row[None, :]
@@ -388,7 +422,7 @@ def layer_backward_chunked_grouped(
             sum_gx += g * xhat
         mean_g = tl.sum(sum_g, axis=1) / N
         mean_gx = tl.sum(sum_gx, axis=1) / N
-        for start in tl.range(0, N, CHUNK, num_stages=STAGES):
+        for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
             cols = start + tl.arange(0, CHUNK)
             in_row = cols < N
             mask = row_ok[:, None] & in_row[None, :]

@@ -33,7 +33,12 @@ import triton
 import triton.language as tl
 
 from normlab.norms.backends.triton.fused_add import load_summed, reload_summed
-from normlab.norms.backends.triton.tuning import program_span
+from normlab.norms.backends.triton.tuning import pipeline_depth, program_span
+
+
+# The widest row whose weight (and bias) an on-chip forward holds in registers across its row loop, loaded once
+# per program; wider rows load it per tile (from L2). The results are the same bits either way.
+WEIGHT_HELD_LIMIT: tl.constexpr = tl.constexpr(8192)
 
 
 @triton.jit
@@ -84,8 +89,22 @@ def rms_forward_onchip(
     compute = MS.dtype.element_ty
     cols = tl.arange(0, BLOCK)
     col_ok = cols < N
+    gain = tl.zeros([BLOCK], dtype=compute)
+    if HAS_WEIGHT and BLOCK <= WEIGHT_HELD_LIMIT:
+        # Once per program, before the loop: the weight is not read again for every row.
+        gain = offset + tl.load(W + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)
     first, last = program_span(n_rows, ROWS)
-    for tile in tl.range(first, last, num_stages=STAGES):
+    # Streams the pipeliner buffers: x, the residual, and the weight (and bias) where it is loaded per tile.
+    for tile in tl.range(
+        first,
+        last,
+        num_stages=pipeline_depth(
+            STAGES,
+            ROWS * BLOCK, X.dtype.element_ty, True, True,
+            ROWS * BLOCK, X.dtype.element_ty, HAS_RESIDUAL, True,
+            BLOCK, W.dtype.element_ty, HAS_WEIGHT, BLOCK > WEIGHT_HELD_LIMIT,
+        ),
+    ):  # fmt: skip
         rows = tile * ROWS + tl.arange(0, ROWS)
         row_ok = rows < n_rows
         mask = row_ok[:, None] & col_ok[None, :]
@@ -108,8 +127,9 @@ def rms_forward_onchip(
             s = s.to(compute)
         y = s * inv[:, None]
         if HAS_WEIGHT:
-            # Loaded per tile, from L1/L2 (evict_last): held across the loop it costs 32 registers a thread at 16K.
-            gain = offset + tl.load(W + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)
+            if BLOCK > WEIGHT_HELD_LIMIT:
+                # Loaded per tile, from L2 (evict_last): held across the loop it costs 32 registers a thread at 16K.
+                gain = offset + tl.load(W + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)
             y = y * gain[None, :]
         tl.store(
             Y + rows64[:, None] * N + cols[None, :], y.to(Y.dtype.element_ty), mask=mask, eviction_policy="evict_first"
@@ -147,7 +167,7 @@ def rms_forward_chunked(
         r_row, s_row = R + row64 * stride_r, S + row64 * N
         # Pass 1: sum of squares over the first K elements; over all N (stat_end) when s must be written.
         acc = tl.zeros([CHUNK], dtype=compute)
-        for start in tl.range(0, stat_end, CHUNK, num_stages=STAGES):
+        for start in tl.range(0, stat_end, CHUNK, num_stages=pipeline_depth(STAGES)):
             cols = start + tl.arange(0, CHUNK)
             in_row = cols < N
             s = load_summed(x_row + cols, r_row + cols, s_row + cols, in_row, HAS_RESIDUAL, True)
@@ -160,7 +180,7 @@ def rms_forward_chunked(
             tl.debug_barrier()  # pass 2 reads back the s this program just wrote
             x_row = s_row
         # Pass 2: normalise and scale; the row was read (or written) evict_last, so it comes from L2.
-        for start in tl.range(0, N, CHUNK, num_stages=STAGES):
+        for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
             cols = start + tl.arange(0, CHUNK)
             in_row = cols < N
             y = tl.load(x_row + cols, mask=in_row, other=0.0, eviction_policy="evict_first").to(compute) * inv
@@ -205,7 +225,17 @@ def rms_backward_onchip(
         gain = offset + tl.load(W + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)
     dw_acc = tl.zeros([BLOCK], dtype=compute)
     first, last = program_span(n_rows, ROWS)
-    for tile in tl.range(first, last, num_stages=STAGES):
+    # Streams the pipeliner buffers: s, dy, ds, and the weight where it is loaded per tile (RELOAD).
+    for tile in tl.range(
+        first,
+        last,
+        num_stages=pipeline_depth(
+            STAGES,
+            2 * ROWS * BLOCK, S.dtype.element_ty, True, True,
+            ROWS * BLOCK, S.dtype.element_ty, HAS_DS, True,
+            BLOCK, W.dtype.element_ty, HAS_WEIGHT, RELOAD,
+        ),
+    ):  # fmt: skip
         rows = tile * ROWS + tl.arange(0, ROWS)
         row_ok = rows < n_rows
         mask = row_ok[:, None] & col_ok[None, :]
@@ -274,7 +304,7 @@ def rms_backward_chunked(
         slope = _inverse_rms_slope(ms, inv, EPS_INSIDE)
         # Pass 1: c = sum(g * s); the row stays in L2 for pass 2.
         acc = tl.zeros([CHUNK], dtype=compute)
-        for start in tl.range(0, N, CHUNK, num_stages=STAGES):
+        for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
             cols = start + tl.arange(0, CHUNK)
             in_row = cols < N
             g = tl.load(dy_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last").to(compute)
@@ -284,7 +314,7 @@ def rms_backward_chunked(
             acc += g * tl.load(s_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last").to(compute)
         c_slope = tl.sum(acc, axis=0) * slope / K
         # Pass 2: dx, and this row's share of dweight.
-        for start in tl.range(0, N, CHUNK, num_stages=STAGES):
+        for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
             cols = start + tl.arange(0, CHUNK)
             in_row = cols < N
             s = tl.load(s_row + cols, mask=in_row, other=0.0, eviction_policy="evict_first").to(compute)
@@ -346,7 +376,7 @@ def rms_backward_chunked_grouped(
         inv = _inverse_rms(ms, eps, EPS_INSIDE)
         slope = _inverse_rms_slope(ms, inv, EPS_INSIDE)
         acc = tl.zeros([GROUP, CHUNK], dtype=compute)
-        for start in tl.range(0, N, CHUNK, num_stages=STAGES):
+        for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
             cols = start + tl.arange(0, CHUNK)
             mask = row_ok[:, None] & (cols < N)[None, :]
             g = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_last")
@@ -357,7 +387,7 @@ def rms_backward_chunked_grouped(
             s = tl.load(S + rows64 * stride_s + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_last")
             acc += g * s.to(compute)
         c_slope = tl.sum(acc, axis=1) * slope / K
-        for start in tl.range(0, N, CHUNK, num_stages=STAGES):
+        for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
             cols = start + tl.arange(0, CHUNK)
             in_row = cols < N
             mask = row_ok[:, None] & in_row[None, :]

@@ -33,6 +33,34 @@ from normlab.norms.backends.triton._runtime import multiprocessor_count, warps_f
 CHUNKED_PROGRAMS_PER_SM = 2
 
 
+# Shared memory a pipelined loop's buffers may take (sm_90: 227 KiB a CTA; the rest is the reductions' scratch).
+PIPELINE_SHARED_BUDGET = 200 * 1024
+
+
+@triton.constexpr_function
+def pipeline_depth(stages, *streams):
+    """Triton's num_stages for a row loop of STAGES (KernelConfig.stages): 1, no pipelining; 2, the next tile's
+    loads in flight while this one is reduced, normalised and stored.
+
+    The loops consume their loads at the top of the body, so Triton's num_stages=2 gives one buffer per stream,
+    issues the next copy after this tile's stores and waits for it (async_wait {num = 0}) before any work: no
+    overlap (scripts/compile_kernels_sm90.py --schedule reads it from the TTGIR). num_stages=3 gives two buffers
+    and an async_wait that leaves the next tile's copies in flight. So stages s > 1 compile as num_stages s + 1,
+    unless s buffers of the loop's streams would pass PIPELINE_SHARED_BUDGET: then 1 (the compile check reports
+    that loop as not overlapped). `streams`: per stream the loop loads, four values: its elements per tile, its
+    element type, and two flags, both true when the loop loads it. (One constexpr function: the sum of two
+    constexpr functions' results is a tensor in a jitted function, not a constant.)"""
+    value = lambda x: getattr(x, "value", x)  # noqa: E731
+    stages = value(stages)
+    stage_bytes = 0
+    for i in range(0, len(streams), 4):
+        elements, dtype, present, also = (value(v) for v in streams[i : i + 4])
+        if present and also:
+            stage_bytes += elements * dtype.primitive_bitwidth // 8
+    # A constexpr, so that it stays a constant when a jitted function assigns it to a name.
+    return tl.constexpr(1 if stages <= 1 or stages * stage_bytes > PIPELINE_SHARED_BUDGET else stages + 1)
+
+
 @triton.jit
 def program_span(n_items, PER_ITEM: tl.constexpr):
     """[first, last): the contiguous run of tiles of PER_ITEM rows (1 for a row) this program handles.
@@ -115,9 +143,12 @@ def launch_programs(work_items: int, device: torch.device, programs_per_sm: int)
 #         16384: bf16 99, fp32 128 (1 stage) -> 1.
 #   layer 4096: bf16 48-79 -> 3-5, fp32 64-79 -> 3; 8192: bf16 61 -> 2, fp32 92 -> 1; 16384: 113-128 -> 1.
 _FORWARD_PROGRAMS = {
-    "rms": {4096: (4, 3), 8192: (2, 2), 16384: (1, 1)},
-    "layer": {4096: (3, 3), 8192: (2, 1), 16384: (1, 1)},
+    "rms": {4096: (4, 3), 8192: (2, 1), 16384: (1, 1)},
+    "layer": {4096: (3, 2), 8192: (1, 1), 16384: (1, 1)},
 }
+# (Re-read from scripts/compile_kernels_sm90.py --schedule with the pipelined loops, two buffers a stream and the
+# weight held across the loop: rms fp32 8192 fused takes 128 KiB of buffers -> 1; layer fp32 4096 fused 80-87
+# registers -> 2; layer bf16 8192 93-99 registers at 16 warps -> 1.)
 # On-chip backward: 16 warps at every tile (half the values per thread of the forward), 64-126 registers:
 # 1 CTA per SM (rms fp32 1x4096, 64 registers, fits 2; not worth a table entry).
 _BACKWARD_PROGRAMS_PER_SM = 1
@@ -128,11 +159,31 @@ _BACKWARD_PROGRAMS_PER_SM = 1
 _CHUNKED_FORWARD_WARPS = {"rms": 8, "layer": 16}  # at chunk 4096; scaled with the chunk
 _CHUNKED_FORWARD_PROGRAMS = (2, 2)
 _CHUNKED_BACKWARD_PROGRAMS = (2, 1)
+# The tile below which launch._tile packs several rows (launch.TILE_ELEMENTS), and the warps a tile of it gets.
+_PACKED_TILE, _PACKED_WARPS = 4096, {"forward": 8, "backward": 16}
 
 
 def _stages(tile_elements: int, element_size: int) -> int:
-    # Up to 4 streams per stage (x, residual, weight, bias): 2 stages while one tile is at most 32 KiB.
-    return 2 if tile_elements * element_size <= 32 * 1024 else 1
+    # 2 (the next tile's loads in flight) everywhere: the kernels fall back to 1 where two buffers of their
+    # streams would not fit in shared memory (tuning.pipeline_depth), and the compile check reports it.
+    return 2
+
+
+def _row_warps(direction: str, tile_elements: int, element_size: int) -> int:
+    """Warps for an on-chip tile, such that a row's reduction is the same whatever the row count.
+
+    launch._tile packs 4096 // d rows into a tile, fewer when the batch has fewer rows, so the tile size (and
+    with it, before, the warps) changed with the batch, and with the warps the layout of a row across them:
+    a row of d elements spans min(warps, d * size / 512) warps (16-byte vectors, 32 threads a warp). Giving a
+    tile min(cap, tile * size / 512) warps, the row spans min(cap, d * size / 512) warps at any row count (the
+    tile is at least the row), so its summation order depends only on d and the dtype. The cap is the warps the
+    full packed tile had before (8 forward, 16 backward), so the large-batch launches keep their layout; tiles
+    of one row wider than the packed tile keep warps_for's choice (no row count enters them)."""
+    if tile_elements > _PACKED_TILE:
+        warps = warps_for(tile_elements)
+        return warps if direction == "forward" else min(16, 2 * warps)
+    vectors = max(1, tile_elements * element_size // (16 * 32))
+    return min(_PACKED_WARPS[direction], 1 << (vectors - 1).bit_length())
 
 
 def _by_size(pair: tuple[int, int], element_size: int) -> int:
@@ -148,7 +199,9 @@ def onchip_forward(kind: str, tile_elements: int, element_size: int) -> KernelCo
     table = _FORWARD_PROGRAMS[kind]
     programs = table[min((t for t in table if t >= tile_elements), default=max(table))]
     return KernelConfig(
-        warps_for(tile_elements), _stages(tile_elements, element_size), _by_size(programs, element_size)
+        _row_warps("forward", tile_elements, element_size),
+        _stages(tile_elements, element_size),
+        _by_size(programs, element_size),
     )
 
 
@@ -158,7 +211,9 @@ def onchip_backward(kind: str, tile_elements: int, element_size: int) -> KernelC
     if measured is not None:
         return measured
     return KernelConfig(
-        min(16, 2 * warps_for(tile_elements)), _stages(tile_elements, element_size), _BACKWARD_PROGRAMS_PER_SM
+        _row_warps("backward", tile_elements, element_size),
+        _stages(tile_elements, element_size),
+        _BACKWARD_PROGRAMS_PER_SM,
     )
 
 
@@ -176,7 +231,9 @@ def chunked_backward(kind: str, chunk: int, element_size: int) -> KernelConfig:
     measured = MEASURED.get((kind, "backward", "chunked", element_size, chunk))
     if measured is not None:
         return measured
-    programs = min(CHUNKED_PROGRAMS_PER_SM, _by_size(_CHUNKED_BACKWARD_PROGRAMS, element_size))
+    # layer bf16 with ds: 128 KiB of chunk buffers once the chunk loops keep a chunk in flight -> 1
+    pair = _CHUNKED_BACKWARD_PROGRAMS if kind == "rms" else (1, 1)
+    programs = min(CHUNKED_PROGRAMS_PER_SM, _by_size(pair, element_size))
     return KernelConfig(warps_for(chunk), _stages(chunk, element_size), programs)
 
 
