@@ -22,16 +22,18 @@ Entry points (for the speed study and other callers)
 * ``rms_norm_plan(eps, offset, eps_placement, partial, residual_in_fp32)`` / ``layer_norm_plan(eps,
   residual_in_fp32)``: a function of the tensors alone, ``plan(x, weight, residual)`` (``plan(x, weight, bias,
   residual)``), with every argument-derived constant resolved once; normlab.norms.functional keeps one per kind of
-  validated call (backend, dtypes, device, features) and calls it.
+  validated call (backend, dtypes, device, features) and calls it. The entry points above are a plan made and
+  called once.
 
 * ``launch.rms_forward(...)`` / ``launch.layer_forward(...)`` and the ``*_backward`` functions: the bare
   launchers without autograd, returning the saved statistics too; the cheapest thing to time.
   Outputs are always freshly allocated and contiguous.
 
-Eager calls skip the torch.library dispatcher (see ``custom_ops``: tens of µs per call); under
-torch.compile or torch.export the custom ops are what gets traced. With autograd, the eager Function
-returns only y (and s): the statistics stay on its ctx, and no zero gradient is materialised, so a
-backward is one row kernel and one reduction kernel (``reduce_kernels``), with no ATen work.
+One call path (``custom_ops.rms_norm_forward_call``): in eager mode a torch.autograd.Function that calls the
+launcher; under torch.compile or torch.export, or for a tensor that is not a plain one (FakeTensor, a tensor
+subclass), the registered custom op, whose fake impl compile sees. The eager Function keeps the statistics on its
+ctx and materialises no zero gradient, so a backward is one row kernel and one reduction kernel
+(``reduce_kernels``), with no ATen work.
 Compiled kernels are launched through ``direct_launch.DirectLauncher``: each specialisation is
 compiled once by JITFunction.run, and later calls go straight to its C launcher. Row counts are not
 specialised (``do_not_specialize``): a new batch size reuses the kernel. Row strides are, on purpose:
@@ -50,8 +52,6 @@ package is first imported). Otherwise a RuntimeError explains that.
 """
 
 from __future__ import annotations
-
-import torch
 
 try:
     import triton  # noqa: F401
@@ -75,21 +75,6 @@ __all__ = [
 ]
 
 
-def _common_dtype(x: torch.Tensor, residual: torch.Tensor | None, residual_in_fp32: bool):
-    # The kernels add in one dtype and store s in it: cast both to s's dtype (validation.sum_dtype) first.
-    if residual is None:
-        return x, residual
-    dtype = sum_dtype(x, residual, residual_in_fp32)
-    return launch._as(x, dtype), launch._as(residual, dtype)
-
-
-def _limits(onchip_limit, chunk):
-    return (
-        launch.ONCHIP_LIMIT if onchip_limit is None else int(onchip_limit),
-        launch.CHUNK if chunk is None else int(chunk),
-    )
-
-
 def triton_rms_norm(
     x,
     weight=None,
@@ -108,9 +93,8 @@ def triton_rms_norm(
     y has x's dtype; s has sum_dtype(x, residual, residual_in_fp32) (see normlab.norms.functional.rms_norm)."""
     eps = resolve_eps(eps, x)
     check_rms_args(x, weight, eps, residual, offset, eps_placement, partial)
-    return triton_rms_norm_prevalidated(
-        x, weight, eps, residual, offset, eps_placement, partial, residual_in_fp32, onchip_limit, chunk
-    )
+    plan = rms_norm_plan(eps, offset, eps_placement, partial, residual_in_fp32, onchip_limit, chunk)
+    return plan(x, weight, residual)
 
 
 def triton_rms_norm_prevalidated(
@@ -118,15 +102,8 @@ def triton_rms_norm_prevalidated(
 ):
     """triton_rms_norm for a caller that has already run resolve_eps and validation.check_rms_args on these arguments
     (normlab.norms.functional does): the same result without checking them a second time."""
-    out_dtype = x.dtype  # the launcher checks the device
-    x, residual = _common_dtype(x, residual, residual_in_fp32)
-    k = x.shape[-1] if partial == 1.0 else partial_size(x.shape[-1], partial)
-    y, s, _ = custom_ops.rms_norm_forward_call(
-        x, weight, residual, float(eps), float(offset), eps_placement == "inside", k, *_limits(onchip_limit, chunk)
-    )
-    # A mixed-dtype call computed y in s's dtype; y is x's (one rounding from fp32 either way).
-    y = launch._as(y, out_dtype)
-    return (y, s) if residual is not None else y
+    plan = rms_norm_plan(eps, offset, eps_placement, partial, residual_in_fp32, onchip_limit, chunk)
+    return plan(x, weight, residual)
 
 
 def triton_layer_norm(
@@ -144,46 +121,49 @@ def triton_layer_norm(
     """LayerNorm with the Triton kernels; returns y, or (y, x + residual) when `residual` is given (dtypes as triton_rms_norm)."""
     eps = resolve_eps(eps, x)
     check_layer_args(x, weight, bias, eps, residual)
-    return triton_layer_norm_prevalidated(x, weight, bias, eps, residual, residual_in_fp32, stats, onchip_limit, chunk)
+    return layer_norm_plan(eps, residual_in_fp32, stats, onchip_limit, chunk)(x, weight, bias, residual)
 
 
 def triton_layer_norm_prevalidated(
     x, weight, bias, eps, residual, residual_in_fp32=False, stats="welford", onchip_limit=None, chunk=None
 ):
     """triton_layer_norm for a caller that has already run resolve_eps and validation.check_layer_args."""
-    if stats not in launch.LAYER_STATS:
-        raise ValueError(f"stats must be one of {launch.LAYER_STATS}, got {stats!r}")
-    out_dtype = x.dtype  # the launcher checks the device
-    x, residual = _common_dtype(x, residual, residual_in_fp32)
-    y, s, _, _ = custom_ops.layer_norm_forward_call(
-        x, weight, bias, residual, float(eps), stats, *_limits(onchip_limit, chunk)
-    )
-    y = launch._as(y, out_dtype)
-    return (y, s) if residual is not None else y
+    return layer_norm_plan(eps, residual_in_fp32, stats, onchip_limit, chunk)(x, weight, bias, residual)
 
 
-def rms_norm_plan(eps, offset, eps_placement, partial, residual_in_fp32):
-    """triton_rms_norm_prevalidated as a function of (x, weight, residual), for calls already validated with these
-    arguments. Each call pays only for the dtype casts its tensors need, the autograd choice and the launch."""
+def _summed_dtype(x, residual, residual_in_fp32: bool):
+    # The kernels add in one dtype and store s in it: cast both to s's dtype (validation.sum_dtype) first.
+    dtype = sum_dtype(x, residual, residual_in_fp32)
+    return launch._as(x, dtype), launch._as(residual, dtype)
+
+
+def rms_norm_plan(eps, offset, eps_placement, partial, residual_in_fp32, onchip_limit=None, chunk=None):
+    """The validated call as a function of the tensors alone, plan(x, weight, residual): every argument-derived
+    constant resolved once; each call pays only for the dtype casts its tensors need and the call path
+    (custom_ops.rms_norm_forward_call: the autograd.Function in eager mode, the custom op under tracing).
+
+    onchip_limit and chunk default to launch.ONCHIP_LIMIT and launch.CHUNK as they are at each call (tests and the
+    speed study change them on the module)."""
     eps, offset, eps_inside = float(eps), float(offset), eps_placement == "inside"
     forward = custom_ops.rms_norm_forward_call
 
-    def width(x):  # partial RMS: the leading features the mean square is taken over
-        return x.shape[-1] if partial == 1.0 else partial_size(x.shape[-1], partial)
-
     def plan(x, weight, residual):
-        # the limits are read per call: tests and the speed study change them on the module
+        n = x.shape[-1]
+        k = n if partial == 1.0 else partial_size(n, partial)  # partial RMS: the leading features it is taken over
+        limit = launch.ONCHIP_LIMIT if onchip_limit is None else int(onchip_limit)
+        size = launch.CHUNK if chunk is None else int(chunk)
         if residual is None:  # no cast: y is allocated in x's dtype
-            return forward(x, weight, None, eps, offset, eps_inside, width(x), launch.ONCHIP_LIMIT, launch.CHUNK)[0]
+            return forward(x, weight, None, eps, offset, eps_inside, k, limit, size)[0]
         out_dtype = x.dtype
-        x, residual = _common_dtype(x, residual, residual_in_fp32)
-        y, s, _ = forward(x, weight, residual, eps, offset, eps_inside, width(x), launch.ONCHIP_LIMIT, launch.CHUNK)
+        x, residual = _summed_dtype(x, residual, residual_in_fp32)
+        y, s, _ = forward(x, weight, residual, eps, offset, eps_inside, k, limit, size)
+        # A mixed-dtype call computed y in s's dtype; y is x's (one rounding from fp32 either way).
         return launch._as(y, out_dtype), s
 
     return plan
 
 
-def layer_norm_plan(eps, residual_in_fp32, stats="welford"):
+def layer_norm_plan(eps, residual_in_fp32, stats="welford", onchip_limit=None, chunk=None):
     """triton_layer_norm_prevalidated as a function of (x, weight, bias, residual), as rms_norm_plan."""
     if stats not in launch.LAYER_STATS:
         raise ValueError(f"stats must be one of {launch.LAYER_STATS}, got {stats!r}")
@@ -191,11 +171,13 @@ def layer_norm_plan(eps, residual_in_fp32, stats="welford"):
     forward = custom_ops.layer_norm_forward_call
 
     def plan(x, weight, bias, residual):
+        limit = launch.ONCHIP_LIMIT if onchip_limit is None else int(onchip_limit)
+        size = launch.CHUNK if chunk is None else int(chunk)
         if residual is None:
-            return forward(x, weight, bias, None, eps, stats, launch.ONCHIP_LIMIT, launch.CHUNK)[0]
+            return forward(x, weight, bias, None, eps, stats, limit, size)[0]
         out_dtype = x.dtype
-        x, residual = _common_dtype(x, residual, residual_in_fp32)
-        y, s, _, _ = forward(x, weight, bias, residual, eps, stats, launch.ONCHIP_LIMIT, launch.CHUNK)
+        x, residual = _summed_dtype(x, residual, residual_in_fp32)
+        y, s, _, _ = forward(x, weight, bias, residual, eps, stats, limit, size)
         return launch._as(y, out_dtype), s
 
     return plan

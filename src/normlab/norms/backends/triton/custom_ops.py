@@ -11,17 +11,17 @@ Ops (all outputs freshly allocated; an empty tensor stands for "absent"):
     normlab::layer_norm_forward -> (y, s, mean, rstd)
     normlab::layer_norm_backward-> (dx, dweight, dbias)
 
-Eager calls skip the dispatcher. A custom op call costs tens of µs of Python
-(schema checks, redispatch through the autograd and backend keys, alias
-checks), more than the kernel itself below ~10^7 elements on a GPU.
-`rms_norm_forward_call` / `layer_norm_forward_call` therefore run the same
-launcher through a plain torch.autograd.Function (or directly, when no
-gradient is needed) and use the custom op only where something traces: under
-torch.compile or torch.export, a dispatch mode (FakeTensorMode, make_fx),
-functorch transforms, or tensor subclasses. Both routes call the same
-launchers with the same arguments, so results are bit-identical; the
-backward is the registered one's logic, and double backward fails the same
-way (through the backward op, which has no autograd formula).
+One call path, `rms_norm_forward_call` / `layer_norm_forward_call`: in eager mode a torch.autograd.Function
+(_RmsNorm, _LayerNorm) that calls the launcher, whose backward is the registered one's logic; under torch.compile
+or torch.export (torch.compiler.is_compiling()), or when a tensor is not a plain torch.Tensor / Parameter
+(FakeTensor, FunctionalTensor, other subclasses: make_fx, FakeTensorMode), the custom op. Both call the same
+launchers with the same arguments, so results are bit-identical, and double backward fails the same way
+(through the backward op, which has no autograd formula). Only public torch API decides the route. What it
+cannot see: a TorchDispatchMode over plain tensors (make_fx's "real" mode, FlopCounterMode) sees the launcher's
+allocations, not the op (make_fx's "real" mode fails in the interpreter; its "fake" and "symbolic" modes pass
+FakeTensors, which take the op); functorch transforms (vmap, grad, jvp) are refused by Function.apply with torch's
+message. (Through the op, as before issue 43, grad was refused with the same message, vmap ran, and jvp gave a
+zero tangent: the op has no jvp rule.)
 """
 
 from __future__ import annotations
@@ -193,111 +193,82 @@ def _layer_backward(ctx, dy, ds, _dmean, _drstd, backward=None):
 layer_norm_forward.register_autograd(_layer_backward, setup_context=_layer_setup_context)
 
 
-# ---------------------------------------------------------------- eager route
+# ---------------------------------------------------------------- the one call path
 
-# None is a plain argument too: absent optional tensors need no tracing.
+# Plain eager tensors; None stands for an absent optional tensor. Anything else (FakeTensor, FunctionalTensor,
+# another subclass) is being traced, and goes to the op.
 _PLAIN_TENSORS = frozenset((Tensor, torch.nn.Parameter, type(None)))
 
 
 def _traced(*tensors) -> bool:
-    """True when the custom op must be called: something above eager PyTorch wants to see it."""
-    if (
-        torch.compiler.is_compiling()
-        or torch._C._len_torch_dispatch_stack()
-        or torch._C._are_functorch_transforms_active()
-    ):
+    """True under torch.compile / torch.export, or when a tensor is not a plain eager one: then the op is called."""
+    if torch.compiler.is_compiling():
         return True
-    # Loops, not any(generator): this runs on every call, and a generator costs a µs of its own.
-    for t in tensors:
+    for t in tensors:  # a loop, not any(generator): this runs on every call
         if type(t) not in _PLAIN_TENSORS:
             return True
     return False
 
 
-def _needs_grad(*tensors) -> bool:
-    if not torch.is_grad_enabled():
-        return False
-    for t in tensors:
-        if t is not None and t.requires_grad:
-            return True
-    return False
-
-
-# The eager Functions return only y, or (y, s) with a residual: the statistics stay on ctx and no
-# gradient is materialised for them, nor for an s or y the loss does not use (set_materialize_grads
-# off), so a backward launches the row kernel and the partials reduction and nothing else.
-
-
 class _RmsNorm(torch.autograd.Function):
-    """normlab::rms_norm_forward with its registered autograd, without the dispatcher (eager only)."""
+    """normlab::rms_norm_forward and its registered autograd, called without the dispatcher (eager only).
 
-    # forward(ctx, ...) rather than a separate setup_context: with one, every apply() binds its
-    # arguments through inspect.signature, which costs more than the rest of the call.
+    Returns the op's (y, s, mean_square); s without a residual and mean_square are not differentiable, and no
+    gradient is materialised for them or for an output the loss does not use (set_materialize_grads off), so a
+    backward launches the row kernel and the partials reduction and nothing else. forward(ctx, ...) and no
+    setup_context: with one, every apply() binds its arguments through inspect.signature (~130 Python calls);
+    the scalars come as one tuple, since apply walks its arguments in Python.
+    The price: functorch transforms (vmap, grad, jvp) are refused by Function.apply with torch's own message."""
+
     @staticmethod
-    def forward(ctx, *inputs):
+    def forward(ctx, x, weight, residual, config):
         ctx.set_materialize_grads(False)
-        y, s, mean_square = launch.rms_forward(*inputs)
-        _rms_setup_context(ctx, inputs, (y, s, mean_square))
-        return (y, s) if ctx.has_residual else y
+        y, s, mean_square = launch.rms_forward(x, weight, residual, *config)
+        _rms_setup_context(ctx, (x, weight, residual, *config), (y, s, mean_square))
+        ctx.mark_non_differentiable(mean_square, *(() if ctx.has_residual else (s,)))
+        return y, s, mean_square
 
     @staticmethod
-    def backward(ctx, dy, ds=None):
+    def backward(ctx, dy, ds, _dmean_square):
         # create_graph=True: through the op, so double backward fails as the op's does
-        backward = None if torch.is_grad_enabled() else launch.rms_backward
-        return _rms_backward(ctx, dy, ds, None, backward)
+        grads = _rms_backward(ctx, dy, ds, None, None if torch.is_grad_enabled() else launch.rms_backward)
+        return grads[:3] + (None,)
 
 
 class _LayerNorm(torch.autograd.Function):
-    """normlab::layer_norm_forward with its registered autograd, without the dispatcher (eager only)."""
+    """normlab::layer_norm_forward and its registered autograd, without the dispatcher (eager only), as _RmsNorm."""
 
     @staticmethod
-    def forward(ctx, *inputs):
+    def forward(ctx, x, weight, bias, residual, config):
         ctx.set_materialize_grads(False)
-        y, s, mean, rstd = launch.layer_forward(*inputs)
-        _layer_setup_context(ctx, inputs, (y, s, mean, rstd))
-        return (y, s) if ctx.has_residual else y
+        y, s, mean, rstd = launch.layer_forward(x, weight, bias, residual, *config)
+        _layer_setup_context(ctx, (x, weight, bias, residual, *config), (y, s, mean, rstd))
+        ctx.mark_non_differentiable(mean, rstd, *(() if ctx.has_residual else (s,)))
+        return y, s, mean, rstd
 
     @staticmethod
-    def backward(ctx, dy, ds=None):
-        backward = None if torch.is_grad_enabled() else launch.layer_backward
-        return _layer_backward(ctx, dy, ds, None, None, backward)
-
-
-# torch.autograd.Function.apply is a Python wrapper around the C++ apply: it inspects the class for a
-# setup_context, checks for functorch transforms and rebuilds the argument tuple to unwrap functorch tensors
-# left over from a finished transform (several µs a call). The eager route runs only with no transform active
-# (_traced), so it calls the C++ apply itself and unwraps just its tensor arguments.
-_C_APPLY = torch._C._FunctionBase.__dict__["apply"]
-_unwrap_if_dead = torch._C._functorch.unwrap_if_dead
-_RMS_APPLY = _C_APPLY.__get__(None, _RmsNorm)
-_LAYER_APPLY = _C_APPLY.__get__(None, _LayerNorm)
-
-
-def _unwrapped(t):
-    return None if t is None else _unwrap_if_dead(t)
+    def backward(ctx, dy, ds, _dmean, _drstd):
+        grads = _layer_backward(ctx, dy, ds, None, None, None if torch.is_grad_enabled() else launch.layer_backward)
+        return grads[:4] + (None,)
 
 
 def rms_norm_forward_call(
     x, weight, residual, eps: float, offset: float, eps_inside: bool, k: int, onchip_limit: int, chunk: int
 ):
-    """normlab::rms_norm_forward's (y, s, mean_square): through the op when traced, else the same launcher directly.
+    """normlab::rms_norm_forward's (y, s, mean_square): the op when traced, else _RmsNorm (the same launcher).
 
-    With autograd the statistics stay on the Function's ctx: mean_square is None then, and so is s without a residual."""
-    args = (x, weight, residual, eps, offset, eps_inside, k, onchip_limit, chunk)
+    When autograd records the call, the statistics stay on the Function's ctx: mean_square is None then, and so is
+    s without a residual."""
     if _traced(x, weight, residual):
-        return torch.ops.normlab.rms_norm_forward(*args)
-    if _needs_grad(x, weight, residual):
-        out = _RMS_APPLY(_unwrap_if_dead(x), _unwrapped(weight), _unwrapped(residual), *args[3:])
-        return (*out, None) if residual is not None else (out, None, None)
-    return launch.rms_forward(*args)
+        return torch.ops.normlab.rms_norm_forward(x, weight, residual, eps, offset, eps_inside, k, onchip_limit, chunk)
+    # the scalars in one argument: Function.apply walks its arguments in Python (unwrap_dead_wrappers)
+    y, s, mean_square = _RmsNorm.apply(x, weight, residual, (eps, offset, eps_inside, k, onchip_limit, chunk))
+    return (y, s if residual is not None else None, None) if y.requires_grad else (y, s, mean_square)
 
 
 def layer_norm_forward_call(x, weight, bias, residual, eps: float, stats: str, onchip_limit: int, chunk: int):
     """normlab::layer_norm_forward's (y, s, mean, rstd), as rms_norm_forward_call (None for what autograd keeps)."""
-    args = (x, weight, bias, residual, eps, stats, onchip_limit, chunk)
     if _traced(x, weight, bias, residual):
-        return torch.ops.normlab.layer_norm_forward(*args)
-    if _needs_grad(x, weight, bias, residual):
-        out = _LAYER_APPLY(_unwrap_if_dead(x), _unwrapped(weight), _unwrapped(bias), _unwrapped(residual), *args[4:])
-        return (*out, None, None) if residual is not None else (out, None, None, None)
-    return launch.layer_forward(*args)
+        return torch.ops.normlab.layer_norm_forward(x, weight, bias, residual, eps, stats, onchip_limit, chunk)
+    y, s, mean, rstd = _LayerNorm.apply(x, weight, bias, residual, (eps, stats, onchip_limit, chunk))
+    return (y, s if residual is not None else None, None, None) if y.requires_grad else (y, s, mean, rstd)
