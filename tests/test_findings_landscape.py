@@ -325,13 +325,12 @@ def test_dyt_claim_writes_its_opening_page_sentence_and_key_number_meaning():
     parameters = GPT(GPTConfig(**settings()["small"])).num_parameters()
     assert worse.evidence["parameters"] == parameters
     assert worse.headline == (
-        f"At {parameters / 1000:,.0f}k parameters and 20 steps, Dynamic Tanh by its authors' LLaMA recipe ends 0.100 nats per byte worse than RMSNorm in paired final loss, "
-        "its 95% interval beyond the margin of +0.03 nats per byte: its final DyT layer saturates, and with an RMSNorm "
-        "final norm instead DyT ends 2.50e-04 nats per byte worse than RMSNorm."
+        f"Dynamic Tanh by its authors' recipe ends 0.100 nats per byte worse than RMSNorm at {parameters / 1000:,.0f}k "
+        "parameters, 20 steps, its interval beyond the +0.03 nats per byte margin: its final DyT layer saturates."
     )
     # a threshold the traces never reach: no saturation, so the sentence ends on the verdict instead
     unsaturated = v1(make_runs(loss=v1_loss(0.1)), saturated_share=1.1)
-    ends_on_the_verdict = "its 95% interval beyond the margin of +0.03 nats per byte: at this scale it does not match a norm without tuning."
+    ends_on_the_verdict = "its interval beyond the +0.03 nats per byte margin: untuned, it does not match RMSNorm."
     assert unsaturated.headline.endswith(ends_on_the_verdict)
     no_interval = v1(make_runs(loss=v1_loss(0.0), diverged=lambda t: t["label"] == "dyt-authors" and t["seed"] == 1))
     assert no_interval.key_number is None and no_interval.headline is None

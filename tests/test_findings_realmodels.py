@@ -179,22 +179,18 @@ def test_q4_finding_flips_with_the_minilm_cosine_threshold():
     )
     low, high = smollm2["ci_low"], smollm2["ci_high"]
     assert changed.headline == (
-        "In SmolLM2-135M, a trained RMSNorm LLM, replacing every RMSNorm by a LayerNorm with the same gain changes the "
-        f"held-out loss by +0.202 nats per token (95% CI {low:+.4f}..{high:+.4f}), its interval wholly beyond the "
-        "margin of ±0.01 nats per token; in MiniLM, removing centring leaves a median embedding cosine of 0.9000 to the "
-        "original, below 0.99, and its retrieval MRR moves 0.900 → 0.700 (no interval): centring changes the outputs "
-        "of both of these small models (SmolLM2-135M, 4-bit weights, 4 held-out chunks; all-MiniLM-L6-v2, 22M "
-        "parameters, 5 sentence pairs), which says nothing of larger ones."
+        "In two small models (SmolLM2-135M 4-bit, 4 chunks; MiniLM 22M, 5 sentence pairs), swapping in LayerNorm "
+        "moves SmolLM2's loss by +0.202 nats per token, interval beyond ±0.01 nats per token, and centring changes "
+        "MiniLM's embeddings."
     )
     assert unchanged.headline.endswith(
-        ": of these two small models, centring changes SmolLM2's loss only (SmolLM2-135M, 4-bit weights, 4 held-out "
-        "chunks; all-MiniLM-L6-v2, 22M parameters, 5 sentence pairs)."
+        "moves SmolLM2's loss by +0.202 nats per token, interval beyond ±0.01 nats per token, and MiniLM's embeddings "
+        "ignore centring."
     )
     equivalent = centring_verdict.q4_finding(centring_added_result(0.0), minilm_result(0.995), 0.99, residual, {})
     assert equivalent.verdict == "does not hold"
-    assert "by +0.00150 nats per token (95% CI " in equivalent.headline
-    assert "its interval inside the margin of ±0.01 nats per token; in MiniLM" in equivalent.headline
-    assert "centring makes no measurable difference in either small model" in equivalent.headline
+    assert "by +0.00150 nats per token, interval inside ±0.01 nats per token" in equivalent.headline
+    assert equivalent.headline.endswith("and MiniLM's embeddings ignore centring.")
     text, evidence = centring_verdict.b16_evidence(centring_added_result(0.2), minilm_result(0.9), residual)
     assert (
         "+0.2015 nats per token (different vs ±0.01)" in text

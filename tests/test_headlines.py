@@ -17,6 +17,7 @@ from normlab.analysis.speed.memory_bound import Q2_KEY, q2_headline
 from normlab.analysis.speed.partial import Q3_KEY, q3_headline
 from normlab.runtime.environment import machine_name
 from normlab.study.findings import Finding
+from normlab.study.pages.opening import HEADLINE_WORDS
 from normlab.study.results import VERDICTS
 
 WRITERS = {
@@ -83,42 +84,37 @@ def test_without_a_deciding_gpu_run_the_sentence_names_this_build_s_machine():
     alone = q3_headline(finding("Q3", "does not hold", 0.02, 0.05))
     assert f"saves at best 2.0% of full RMSNorm's time on this build's {machine_name()}, short of the 5%" in alone
     q5 = q5_headline(finding("Q5", "does not hold", 0.03, 0.07, 0.004))
-    assert f"take 3.0% of SmolLM2-135M's prefill time on this build's {machine_name()}, below the 7%" in q5
+    assert f"take 3.0% of SmolLM2-135M's prefill on {machine_name()}, below 7%" in q5
 
 
 def test_sentences_in_nats_per_byte():
     a9 = a9_headline(finding("A9", "not testable here", 0.0257, 0.02, 0.007))
-    assert "differ by at most 0.0257 nats per byte" in a9 and "beyond the margin of ±0.02 nats per byte" in a9
+    assert "at most 0.0257 nats per byte apart" in a9 and "beyond the ±0.02 nats per byte margin" in a9
     assert "too few pairs" in a9
 
 
-def test_a9_names_the_model_sizes_and_hardware_it_was_measured_at():
-    ladder = {"rungs": [{"parameters": 15_104}, {"parameters": 234_624}, {"parameters": 669_312}]}
-    measured = dict(parameters=234_624, hardware="Test CPU (2 cores)", scale_ladder=dict(ladder, trend="grows"))
+def test_a9_names_the_model_size_and_hardware_it_was_measured_at():
+    ladder = {"rungs": [{"parameters": 15_104}, {"parameters": 234_624}, {"parameters": 669_312}], "trend": "grows"}
+    measured = dict(parameters=234_624, hardware="Test CPU (2 cores)", scale_ladder=ladder)
     a9 = a9_headline(finding("A9", "holds", 0.015, 0.02, 0.004, **measured))
-    assert (
-        "(the registered confirmation's paired 95% interval) at 0.23 million parameters on Test CPU (2 cores), inside"
-        in a9
-    )
-    assert a9.endswith(
-        ": equal quality at this scale, as article A says. Across the scale ladder, 0.015–0.67 million parameters, "
-        "the difference grows."
-    )
-    undecided = a9_headline(finding("A9", "holds", 0.015, 0.02, 0.004, **dict(measured, scale_ladder=ladder)))
-    assert undecided.endswith("0.015–0.67 million parameters, this run cannot tell how the difference moves.")
+    assert a9.startswith("At 0.23 million parameters on Test CPU (2 cores), RMSNorm and LayerNorm GPTs")
+    assert a9.endswith("inside the ±0.02 nats per byte margin: equal quality at this scale.")
+    assert "ladder" not in a9  # the ladder's trend is the chapter's (quality-ladder), not the opening page's
     on_gpu = a9_headline(finding("A9", "holds", 0.015, 0.02, 0.004, parameters=6_570_000, hardware="NVIDIA H200"))
-    assert "at 6.6 million parameters on NVIDIA H200, inside" in on_gpu and "ladder" not in on_gpu
+    assert on_gpu.startswith("At 6.6 million parameters on NVIDIA H200, ")
+    alone = a9_headline(finding("A9", "does not hold", 0.05, 0.02, 0.004))
+    assert alone.startswith("Small RMSNorm and LayerNorm GPTs") and alone.endswith(": their quality differs.")
 
 
 def test_q4_reads_the_interval_its_verdict_reads_not_the_mean():
     # mean inside the margin, interval across it: the verdict's SmolLM2 half is undecided, and the sentence says so
     straddling = dict(smollm2_ci=[-0.004, 0.014], smollm2_outcome="inconclusive")
     q4 = q4_headline(Finding("holds with caveats", "s", straddling, 0.005, 0.01, 0.002, **Q4_KEY.fields()))
-    assert "by +0.00500 nats per token (95% CI -0.0040..+0.0140), its interval across the margin of ±0.01" in q4
+    assert "by +0.00500 nats per token, interval across ±0.01 nats per token" in q4
     assert "inside" not in q4
     beyond = dict(smollm2_ci=[0.012, 0.02], smollm2_outcome="different")
     q4 = q4_headline(Finding("holds", "s", beyond, 0.016, 0.01, 0.002, **Q4_KEY.fields()))
-    assert "its interval wholly beyond the margin of ±0.01 nats per token" in q4
+    assert "interval beyond ±0.01 nats per token" in q4
 
 
 def test_q4_names_both_models_scale_and_claims_nothing_beyond_them():
@@ -135,17 +131,14 @@ def test_q4_names_both_models_scale_and_claims_nothing_beyond_them():
     )
     evidence["scale"] = q4_scale(evidence)
     q4 = q4_headline(Finding("holds with caveats", "s", evidence, -0.0529, 0.01, 0.04, **Q4_KEY.fields()))
-    assert "(95% CI -0.1829..+0.0771), its interval across the margin of ±0.01 nats per token" in q4
-    assert (
-        "median embedding cosine of 0.9712 to the original, below 0.99, and its retrieval MRR moves 0.435 → 0.437" in q4
+    assert q4 == (
+        "In two small models (SmolLM2-135M 4-bit, 12 chunks; MiniLM 22M, 200 sentence pairs), swapping in LayerNorm "
+        "moves SmolLM2's loss by -0.0529 nats per token, interval across ±0.01 nats per token, and centring changes "
+        "MiniLM's embeddings."
     )
-    assert "centring changes MiniLM's embeddings (SmolLM2's interval undecided)" in q4
-    assert "(SmolLM2-135M, 4-bit weights, 12 held-out chunks; all-MiniLM-L6-v2, 22M parameters, 200 sentence" in q4
     assert "real trained models" not in q4 and "matters" not in q4
-    both = dict(evidence, smollm2_ci=[0.02, 0.05], smollm2_outcome="different", smollm2_matters=True)
-    q4 = q4_headline(Finding("holds", "s", both, 0.035, 0.01, 0.005, **Q4_KEY.fields()))
-    assert "wholly beyond the margin" in q4 and q4.endswith("which says nothing of larger ones.")
-    assert "real trained models" not in q4 and "here and in MiniLM" not in q4
+    unmoved = q4_headline(Finding("does not hold", "s", dict(evidence, minilm_matters=False), 0.001, 0.01, 0.001))
+    assert unmoved.endswith("and MiniLM's embeddings ignore centring.")
 
 
 def test_per_token_and_per_byte_findings_write_their_own_units():
@@ -169,7 +162,7 @@ def test_b17_and_b18_sentences_say_what_their_verdicts_rest_on():
     evidence = dict(
         deepest_init_depth=32,
         exponent_pre_xiong_init=-0.47,
-        scale="width 48, depths 2–32, 2 seeds",
+        scale="width 48, depths 2–32, 2 seeds; trained at depth 12, width 32, 300 steps",
         pre_ln_gradient_max_over_min_xavier=10.99,
         fragile_xavier=True,
         within_slack_above_pinned_bound=True,
@@ -179,23 +172,21 @@ def test_b17_and_b18_sentences_say_what_their_verdicts_rest_on():
         bound_pinned_depth=2,
     )
     b17 = b17_headline(finding("B17", "holds with caveats", 1.29, 10.0, 0.04, **evidence))
-    assert b17.startswith("At initialisation (width 48, depths 2–32, 2 seeds), under GPT-2's")
-    assert "at depth 32 differ by at most ×1.29 (inside the limit of ×10)" in b17
-    # Xavier's spread is named as Xavier's, and a spread beyond the limit is never said to stay within it
-    assert "under Xavier initialisation, Xiong et al.'s, they differ by ×11.0 (beyond the limit, fragile)" in b17
-    assert "stay within ×11" not in b17
-    assert "×1.16 of the bound's 1/√L curve pinned to the measurement at L₀ = 2, within the ×1.25 slack" in b17
-    assert "(fitted slope, a description: L^-0.47)" in b17 and "2020's bound at initialisation" in b17
-    beyond = b17_headline(finding("B17", "does not hold", 12.0, 10.0, 0.3))
-    assert "(beyond the limit of ×10); the essay's" in beyond and "warm-up" not in beyond
-    rates = dict(pre_trained_rate_no_warmup=0.0, post_trained_rate_no_warmup=0.5)
-    untrained = b17_headline(finding("B17", "does not hold", 1.25, 10.0, 0.1, **rates))
-    assert (
-        "(inside the limit of ×10), but without warm-up pre-LN trained in 0% of runs and post-LN in 50%;" in untrained
+    assert b17 == (
+        "Pre-LN's per-block gradient norms spread by ×1.29 at initialisation (width 48, depths 2–32, 2 seeds; "
+        "trained at depth 12, width 32, 300 steps), within ×10."
     )
+    beyond = b17_headline(finding("B17", "does not hold", 12.0, 10.0, 0.3))
+    assert beyond.endswith("spread by ×12 at initialisation, beyond ×10.") and "warm-up" not in beyond
+    rates = dict(evidence, pre_trained_rate_no_warmup=0.0, post_trained_rate_no_warmup=0.5)
+    untrained = b17_headline(finding("B17", "does not hold", 1.25, 10.0, 0.1, **rates))
+    assert untrained.endswith("within ×10, but without warm-up 0% of pre-LN runs trained (post-LN: 50%).")
+    assert len(untrained.split()) <= HEADLINE_WORDS  # the longest form, at the cpu profile's scale
     b18 = b18_headline(finding("B18", "not testable here", -0.0136, 0.02, 0.044))
-    assert "minus LayerNorm's is -0.0136 nats per byte (spread 0.0440 nats per byte)" in b18
-    assert "no published study" in b18
+    assert b18 == (
+        "In post-LN, RMSNorm's final loss minus LayerNorm's is -0.0136 nats per byte, too uncertain to judge against "
+        "±0.02 nats per byte."
+    )
     scaled = b18_headline(
         finding(
             "B18",
@@ -207,19 +198,89 @@ def test_b17_and_b18_sentences_say_what_their_verdicts_rest_on():
             decision="580 pairs at depth 12, width 32, 300 steps",
         )
     )
-    assert "With the norm on the trunk (post-LN; depth 12, width 32, 300 steps, 5 pairs), RMSNorm's" in scaled
-    assert "; 580 pairs at depth 12, width 32, 300 steps would decide it, a design registered for the GPU" in scaled
+    assert scaled.startswith("In post-LN (depth 12, width 32, 300 steps, 5 pairs), RMSNorm's final loss minus")
+    assert "580 pairs" not in scaled  # what would decide it is the chapter's
     pair = {"ci_low": -0.061, "ci_high": -0.031}  # RMSNorm better beyond the margin: the claim of "worse" fails
     better = b18_headline(finding("B18", "does not hold", -0.046, 0.02, 0.007, paired_post_rms_minus_layer=pair))
-    assert (
-        "-0.0460 nats per byte (spread 0.00700 nats per byte), 95% CI -0.0610..-0.0310, not beyond the margin" in better
-    )
+    assert "-0.0460 nats per byte (95% CI -0.0610..-0.0310), not beyond +0.02 nats per byte" in better
     assert "inside" not in better
 
 
 def test_b12_keeps_the_structure_apart_from_the_printed_formula():
     wrong = b12_headline(finding("B12", "holds with caveats", 1.0, 0.1))
-    assert "is off by a relative error of 1 against autograd, beyond the 0.1" in wrong
-    assert wrong.endswith("holds, but the formula as printed does not.")
+    assert "is off from autograd by 1 (relative error), beyond the 0.1 tolerance" in wrong
+    assert wrong.endswith("its structure holds, not the printed formula.")
     right = b12_headline(finding("B12", "holds", 1e-15, 0.1))
-    assert "is within a relative error of 1.00e-15" in right and right.endswith("marks a formula as wrong.")
+    assert "is within autograd by 1.00e-15 (relative error)" in right and right.endswith("inside the 0.1 tolerance.")
+
+
+# The longest evidence each writer meets (the cpu and gpu profiles' scales, the longest machine names in data/), so
+# that a headline fits the opening page at every verdict, not only at the smoke run's.
+LONGEST = {
+    "A9": dict(parameters=6_570_000, hardware="NVIDIA H200 (gpu-study-2.json)"),
+    "Q4": dict(smollm2_outcome="different", smollm2_matters=True, minilm_matters=False, chunks=120, minilm_pairs=2000),
+    "Q5": dict(prompt_tokens=512, rounds=12, threads=16),
+    "B1": {},
+    "B12": dict(dims=[8, 32, 768]),
+    "B17": dict(
+        scale="width 48, depths 2–32, 2 seeds; trained at depth 12, width 32, 300 steps",
+        pre_trained_rate_no_warmup=0.25,
+        post_trained_rate_no_warmup=0.75,
+    ),
+    "B18": dict(
+        scale="depth 12, width 32, 300 steps, 580 pairs",
+        paired_post_rms_minus_layer={"ci_low": -0.0961, "ci_high": 0.1234},
+    ),
+}
+
+
+def _q4_finding(verdict, key, threshold):
+    evidence = dict(LONGEST["Q4"])
+    evidence["scale"] = q4_scale(evidence)
+    return Finding(verdict, "s", evidence, key, threshold, 0.01, **Q4_KEY.fields())
+
+
+def _v1_finding(verdict, key, threshold, saturated):
+    from normlab.analysis.landscape.dyt import V1_KEY
+
+    pair = {"mean_difference": key, "ci_low": key - 0.5, "ci_high": key + 0.5, "margin": threshold, "pairs": 3}
+    evidence = dict(
+        dyt_minus_rms=pair,
+        parameters=1_234_567,
+        train={"steps": 2000},
+        saturation={"dyt-authors": {"saturated": saturated}},
+        dyt_rmsfinal_minus_rms=pair,
+    )
+    return Finding(verdict, "s", evidence, key, threshold, 0.01, **V1_KEY.fields())
+
+
+@pytest.mark.parametrize("verdict", VERDICTS)
+@pytest.mark.parametrize("claim_id", ["A9", "Q4", "Q5", "B1", "B12", "B17", "B18", "V1"])
+def test_every_headline_fits_in_the_opening_page_s_word_limit(claim_id, verdict):
+    from normlab.analysis.landscape.dyt import dyt_headline
+
+    for number, threshold in ((0.7523, 0.02), (-0.01234, 0.5), (12.5, 10.0), (1.25, 10.0)):
+        if claim_id == "V1":
+            sentences = [dyt_headline(_v1_finding(verdict, number, threshold, s)) for s in (True, False)]
+        elif claim_id == "Q4":
+            sentences = [q4_headline(_q4_finding(verdict, number, threshold))]
+        else:
+            f = finding(claim_id, verdict, number, threshold, 0.01, **LONGEST[claim_id])
+            if claim_id == "B12":
+                f.scale = None  # written from the widths
+            sentences = [WRITERS[claim_id][1](f)]
+        for sentence in sentences:
+            assert len(sentence.split()) <= HEADLINE_WORDS, (len(sentence.split()), sentence)
+
+
+@pytest.mark.xfail(
+    reason="the speed chapter (analysis/speed/) writes Q2's and Q3's sentences; its rewording is speed's"
+)
+@pytest.mark.parametrize("claim_id", ["Q2", "Q3"])
+def test_the_speed_headlines_fit_in_the_opening_page_s_word_limit(claim_id):
+    sentence = (
+        q2_headline(fused_q2(0.059, "holds"))
+        if claim_id == "Q2"
+        else q3_headline(finding("Q3", "holds with caveats", 0.28, 0.05))
+    )
+    assert len(sentence.split()) <= HEADLINE_WORDS, (len(sentence.split()), sentence)

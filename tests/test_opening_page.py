@@ -86,16 +86,22 @@ def test_a_verdict_with_a_caveat_says_so_on_the_opening_page_the_ledger_and_its_
     from normlab.study.present import verdict_table
 
     q2 = record("Q2", "holds", 0.059, 0.1, section="speed-bandwidth", headline="Fused.", caveats=[STALE])
+    # the opening page counts the caveats beside the link; the chapter (one click away) states them
     (sentence,) = sentences(run("speed", q2))
-    assert sentence == f"Fused. ({{ref}}`Q2 <speed-bandwidth>`: ✓ holds) **Caveat:** {STALE}."
+    assert sentence == "Fused. ({ref}`Q2 <speed-bandwidth>`: ✓ holds; 1 caveat in the chapter)"
     page = opening.render_intro(CLAIMS, [run("speed", q2)], prose="# Title\n", figure="v.png")
-    assert "a caveat after it says what qualifies it" in page
-    row = next(line for line in render_ledger(CLAIMS, [run("speed", q2)]).splitlines() if line.startswith("| Q2 "))
-    assert f"**Caveat:** {STALE}." in row
+    assert "where the chapter states the caveats counted after it" in page and STALE not in page
+    # the ledger's row points to its list under the table, which states each caveat in full
+    ledger_page = render_ledger(CLAIMS, [run("speed", q2)])
+    row = next(line for line in ledger_page.splitlines() if line.startswith("| Q2 "))
+    assert "**{ref}`1 caveat <ledger-caveats>`**" in row and STALE not in row
+    listed = ledger_page.split("(ledger-caveats)=", 1)[1]
+    assert f"- **Q2** ({{ref}}`speed <speed-bandwidth>`): {STALE}." in listed
     assert f"**Caveat:** {STALE}." in str(verdict_table(SimpleNamespace(claims=[q2]))._repr_markdown_())
     plain = record("Q2", "holds", 0.059, 0.1, section="speed-bandwidth", headline="Fused.")
-    assert "Caveat" not in sentences(run("speed", plain))[0]
-    assert "a caveat after it" not in opening.render_intro(CLAIMS, [run("speed", plain)], prose="#\n", figure="v")
+    assert "caveat" not in sentences(run("speed", plain))[0]
+    assert "caveats counted" not in opening.render_intro(CLAIMS, [run("speed", plain)], prose="#\n", figure="v")
+    assert "ledger-caveats" not in render_ledger(CLAIMS, [run("speed", plain)])
 
 
 def test_the_opening_page_labels_each_committed_gpu_file_by_its_code(tmp_path):

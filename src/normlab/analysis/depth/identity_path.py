@@ -19,7 +19,6 @@ from normlab.analysis.shared.paired import interval_text, paired_or_none
 from normlab.study import decide
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import FACTOR, NATS_PER_BYTE, KeyNumber
-from normlab.study.present import significant
 from normlab.study.results import is_fragile
 
 B17_KEY = KeyNumber(
@@ -55,9 +54,11 @@ def scale_text(settings: dict, deepest: int) -> str | None:
     if any(key not in settings for key in keys):
         return None
     depths = settings["init_depths"]
+    # the training width is named only where it differs from the initialisation's
+    width = f", width {settings['width']}" if settings["width"] != settings["init_width"] else ""
     return (
         f"width {settings['init_width']}, depths {min(depths)}–{deepest}, {_count(len(settings['init_seeds']), 'seed')}; "
-        f"trained at depth {settings['deep']}, width {settings['width']}, {settings['steps']} steps"
+        f"trained at depth {settings['deep']}{width}, {settings['steps']} steps"
     )
 
 
@@ -241,58 +242,23 @@ def b17_finding(
     )
 
 
-def _b17_training(evidence: dict) -> str:
-    """The rule's other part, when it is what failed: pre-LN must train without warm-up at least as often."""
-    pre, post = evidence.get("pre_trained_rate_no_warmup"), evidence.get("post_trained_rate_no_warmup")
-    if pre is None or post is None:
-        return ", but the verdict fails on training without warm-up"
-    return f", but without warm-up pre-LN trained in {pre:.0%} of runs and post-LN in {post:.0%}"
-
-
-def _xavier_clause(evidence: dict, threshold: float) -> str:
-    value = evidence.get("pre_ln_gradient_max_over_min_xavier")
-    if value is None:
-        return ""
-    return (
-        f"; under Xavier initialisation, Xiong et al.'s, they differ by {B17_KEY.format(value)} "
-        f"({'inside' if value <= threshold else 'beyond'} the limit"
-        + (", fragile" if evidence.get("fragile_xavier") else "")
-        + ")"
-    )
-
-
-def _bound_clause(evidence: dict) -> str:
-    kept = evidence.get("within_slack_above_pinned_bound")
-    pre, post = evidence.get("bound_ratio_pre_xavier"), evidence.get("bound_ratio_post_xavier")
-    if kept is None or pre is None or post is None:
-        return ""
-    slack = evidence.get("bound_slack")
-    pinned = evidence.get("bound_pinned_depth")
-    return (
-        f"; under Xavier the last layer's gradients reach at most ×{significant(max(pre, post), 3)} of the bound's "
-        f"1/√L curve pinned to the measurement at L₀ = {pinned}, "
-        + ("within" if kept else "beyond")
-        + (f" the ×{1 + slack:g} slack above it, a shape test" if slack is not None else " the slack above it")
-    )
-
-
 def b17_headline(b17: Finding) -> str | None:
-    """The opening page's sentence on B17, from the (weighed) finding; None without a key number or threshold."""
+    """The opening page's sentence on B17 (at most 35 words), from the (weighed) finding; None without a key number or
+    threshold. What 'undamped' is read against (Xiong et al.'s bound), Xavier initialisation's spread and the fitted
+    slopes stay on the chapter (the summary and `bound_sentence`)."""
     k, t, e = b17.key_number, b17.threshold, b17.evidence
     if k is None or t is None:
         return None
-    depth = f" at depth {e['deepest_init_depth']}" if e.get("deepest_init_depth") else ""
     scale = f" ({e['scale']})" if e.get("scale") else ""
-    slope = e.get("exponent_pre_xiong_init")
+    training = ""
+    if b17.verdict == "does not hold" and k <= t:
+        pre, post = e.get("pre_trained_rate_no_warmup"), e.get("post_trained_rate_no_warmup")
+        training = (
+            ", but the rule's training half fails"
+            if pre is None or post is None
+            else f", but without warm-up {pre:.0%} of pre-LN runs trained (post-LN: {post:.0%})"
+        )
     return (
-        f"At initialisation{scale}, under GPT-2's depth-scaled initialisation, which the study's models train with, "
-        f"pre-LN's per-block gradient norms{depth} differ by at most {B17_KEY.format(k)} "
-        f"({'inside' if k <= t else 'beyond'} the limit of {B17_KEY.limit(t)})"
-        + (_b17_training(e) if b17.verdict == "does not hold" and k <= t else "")
-        + _xavier_clause(e, t)
-        + "; the essay's 'undamped' rests on Xiong et al. 2020's bound at initialisation, which for the last layer's "
-        "gradient in pre-LN shrinks as 1/√L"
-        + _bound_clause(e)
-        + (f" (fitted slope, a description: L^{significant(slope, 2)})" if slope is not None else "")
-        + "."
+        f"Pre-LN's per-block gradient norms spread by {B17_KEY.format(k)} at initialisation{scale}, "
+        f"{'within' if k <= t else 'beyond'} {B17_KEY.limit(t)}{training}."
     )

@@ -119,28 +119,24 @@ def b18_finding(
 
 
 def b18_headline(b18: Finding) -> str | None:
-    """The opening page's sentence on B18, from the (weighed) finding; None without a key number or threshold."""
+    """The opening page's sentence on B18 (at most 35 words), from the (weighed) finding; None without a key number or
+    threshold. What would decide it and that no published study compares the two stay on the chapter."""
     k, t = b18.key_number, b18.threshold
     if k is None or t is None:
         return None
     key = KeyNumber.of(b18)
-    spread = "" if b18.spread is None else f" (spread {key.format_spread(b18.spread)})"
     margin = key.limit(t)
     # the verdict reads the paired interval, so the sentence names it where the finding carries it
     pair = b18.evidence.get("paired_post_rms_minus_layer") or {}
-    interval = f", 95% CI {pair['ci_low']:+.4f}..{pair['ci_high']:+.4f}" if "ci_low" in pair else ""
+    interval = f" (95% CI {pair['ci_low']:+.4f}..{pair['ci_high']:+.4f})" if "ci_low" in pair else ""
     scale = f"; {b18.evidence['scale']}" if b18.evidence.get("scale") else ""
-    needed = b18.evidence.get("decision")
-    decide_text = f"; {needed} would decide it, a design registered for the GPU study" if needed else ""
     return (
-        f"With the norm on the trunk (post-LN{scale}), RMSNorm's paired final loss minus LayerNorm's is "
-        f"{key.signed(k)}{spread}{interval}"
+        f"In post-LN{scale and f' ({scale[2:]})'}, RMSNorm's final loss minus LayerNorm's is {key.signed(k)}{interval}"
         + {
-            "not testable here": f", too uncertain to judge against the margin of ±{margin}{decide_text}; no "
-            "published study compares the two at depth, so this book's measurement is all there is.",
-            "does not hold": f", not beyond the margin of +{margin}: RMSNorm's deep-signal decay is no worse.",
-            "holds": f", beyond the margin of +{margin}: RMSNorm fares worse, as the essay says.",
-            "holds with caveats": f", beyond the margin of +{margin} in training, but not at initialisation.",
+            "not testable here": f", too uncertain to judge against ±{margin}.",
+            "does not hold": f", not beyond +{margin}: RMSNorm's deep-signal decay is no worse.",
+            "holds": f", beyond +{margin}: RMSNorm fares worse, as the essay says.",
+            "holds with caveats": f", beyond +{margin} in training, but not at initialisation.",
         }.get(b18.verdict, ".")
     )
 

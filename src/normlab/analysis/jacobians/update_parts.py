@@ -144,22 +144,18 @@ def b12_scale(b12: Finding) -> str:
     """Where the Jacobians were checked: the widths, in float64."""
     dims = b12.evidence.get("dims") or []
     widths = " and ".join(str(int(d)) for d in dims)
-    return f"at widths d = {widths}, in float64" if widths else "in float64"
+    return f"at widths {widths}, in float64" if widths else "in float64"
 
 
 def b12_headline(b12: Finding) -> str | None:
-    """The opening page's sentence on B12; None without a key number or threshold."""
+    """The opening page's sentence on B12 (at most 35 words); None without a key number or threshold."""
     k, t = b12.key_number, b12.threshold
     if k is None or t is None:
         return None
     wrong = k > t
     return (
-        f"The essay's RMSNorm Jacobian (1/r)(I − x̂x̂ᵀ), checked {b12.scale or b12_scale(b12)}, is "
-        f"{'off by' if wrong else 'within'} a relative error of {B12_KEY.format(k)} against autograd, {'beyond' if wrong else 'inside'} the {B12_KEY.limit(t)} that marks "
-        "a formula as wrong"
-        + (
-            ": its structure, a projection scaled by 1/r, holds, but the formula as printed does not."
-            if b12.verdict == "holds with caveats" and wrong
-            else "."
-        )
+        f"Checked {b12.scale or b12_scale(b12)}, the essay's printed RMSNorm Jacobian (1/r)(I−x̂x̂ᵀ) is "
+        f"{'off from' if wrong else 'within'} autograd by {B12_KEY.format(k)} (relative error), "
+        f"{'beyond' if wrong else 'inside'} the {B12_KEY.limit(t)} tolerance"
+        + (": its structure holds, not the printed formula." if b12.verdict == "holds with caveats" and wrong else ".")
     )

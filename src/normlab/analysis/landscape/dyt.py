@@ -357,32 +357,25 @@ def dyt_claim(study: Landscape, pairs: dict, alphas: pd.DataFrame, probes: dict,
 
 
 def dyt_headline(v1: Finding) -> str | None:
-    """The opening page's sentence on V1, from the key number, threshold and verdict the finding records and its
-    traces: whether the final DyT layer saturates, and how DyT fares with an RMSNorm final norm instead. None
-    without a key number or threshold."""
+    """The opening page's sentence on V1 (at most 35 words), from the key number, threshold and verdict the finding
+    records and its traces: whether the final DyT layer saturates. How DyT fares with an RMSNorm final norm instead
+    stays on the chapter (`dyt_paragraph`). None without a key number or threshold."""
     k, t, e = v1.key_number, v1.threshold, v1.evidence
     if k is None or t is None:
         return None
     key = KeyNumber.of(v1)
     # the verdict reads the paired interval against +margin (`non_inferiority`), so the sentence does too
     interval = {"no worse": "below", "worse": "beyond", "undecided": "across"}[non_inferiority(e.get("dyt_minus_rms"))]
-    scale = (
-        f"At {e['parameters'] / 1000:,.0f}k parameters and {e['train']['steps']} steps, " if "parameters" in e else ""
-    )
+    scale = f" at {e['parameters'] / 1000:,.0f}k parameters, {e['train']['steps']} steps" if "parameters" in e else ""
     sentence = (
-        f"{scale}Dynamic Tanh by its authors' LLaMA recipe ends {key.format(abs(k))} {'worse' if k > 0 else 'better'} "
-        f"than RMSNorm in paired final loss, its 95% interval {interval} the margin of +{key.limit(t)}"
+        f"Dynamic Tanh by its authors' recipe ends {key.format(abs(k))} {'worse' if k > 0 else 'better'} than RMSNorm"
+        f"{scale}, its interval {interval} the +{key.limit(t)} margin"
     )
-    rmsfinal = e["dyt_rmsfinal_minus_rms"]
-    if e["saturation"]["dyt-authors"]["saturated"] and rmsfinal and rmsfinal["mean_difference"] is not None:
-        d = rmsfinal["mean_difference"]
-        return (
-            f"{sentence}: its final DyT layer saturates, and with an RMSNorm final norm instead DyT ends "
-            f"{key.format(abs(d))} {'worse' if d > 0 else 'better'} than RMSNorm."
-        )
+    if e["saturation"]["dyt-authors"]["saturated"]:
+        return f"{sentence}: its final DyT layer saturates."
     return sentence + {
-        "does not hold": ": at this scale it does not match a norm without tuning.",
-        "holds": ": it matches RMSNorm without tuning.",
+        "does not hold": ": untuned, it does not match RMSNorm.",
+        "holds": ": untuned, it matches RMSNorm.",
         "holds with caveats": ": it matches only with tuning.",
     }.get(v1.verdict, ".")
 

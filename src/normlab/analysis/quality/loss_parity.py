@@ -264,20 +264,19 @@ def a9_ladder(a9: Finding) -> str:
 
 
 def a9_headline(a9: Finding) -> str | None:
-    """The opening page's sentence on A9, from the (weighed) finding, in its key number's unit and naming the model
-    size and hardware it was measured at (and the scale ladder's span); None without a key number or threshold."""
+    """The opening page's sentence on A9 (at most 35 words), from the (weighed) finding, in its key number's unit and
+    naming the model size and hardware it was measured at; None without a key number or threshold. Which interval it
+    is, the scale ladder and the caveats stay on the chapter (`a9_ladder`, the summary)."""
     k, t = a9.key_number, a9.threshold
     if k is None or t is None:
         return None
-    key = KeyNumber.of(a9)
+    key, scale = KeyNumber.of(a9), a9_scale(a9).strip()
     return (
-        f"Trained in pairs, small GPTs with RMSNorm and with LayerNorm reach validation losses that differ by at most "
-        f"{key.format(k)} (the registered confirmation's paired 95% interval){a9_scale(a9)}, "
-        f"{'inside' if within(k, t) else 'beyond'} the margin of ±{key.limit(t)} for no difference"
+        f"{scale[:1].upper() + scale[1:] + ', ' if scale else ''}{'RMSNorm' if scale else 'Small RMSNorm'} and LayerNorm GPTs reach validation losses at most "
+        f"{key.format(k)} apart, {'inside' if within(k, t) else 'beyond'} the ±{key.limit(t)} margin"
         + {
-            "holds": ": equal quality at this scale, as article A says.",
-            "not testable here": ": too few pairs in this build to call them equal or different.",
+            "holds": ": equal quality at this scale.",
+            "not testable here": ": too few pairs to tell.",
             "does not hold": ": their quality differs.",
         }.get(a9.verdict, ".")
-        + a9_ladder(a9)
     )

@@ -116,66 +116,36 @@ def q4_finding(
 
 
 def q4_scale(evidence: dict) -> str:
-    """The scale Q4 was measured at: the two models, their sizes and how many chunks or sentence pairs."""
+    """The scale Q4 was measured at, as its sentences name it: the two models with their sizes, and how many held-out
+    chunks or sentence pairs ('SmolLM2-135M 4-bit, 12 chunks; MiniLM 22M, 200 sentence pairs')."""
     chunks, pairs = evidence.get("chunks"), evidence.get("minilm_pairs")
     return (
-        "SmolLM2-135M, 4-bit weights"
-        + (f", {chunks} held-out chunks" if chunks else "")
-        + "; all-MiniLM-L6-v2, 22M parameters"
+        "SmolLM2-135M 4-bit"
+        + (f", {chunks} chunks" if chunks else "")
+        + "; MiniLM 22M"
         + (f", {pairs} sentence pairs" if pairs else "")
     )
 
 
-def _minilm_clause(evidence: dict, cosine_threshold) -> str:
-    """MiniLM's half as measured: the median cosine against its threshold and retrieval's MRR (no interval)."""
-    cosine, retrieval = evidence.get("minilm_cosine_median"), evidence.get("minilm_retrieval") or {}
-    if cosine is None:
-        return ""
-    before, after = (retrieval.get(k, {}).get("mrr") for k in ("original", "without centring"))
-    mrr = (
-        f", and its retrieval MRR moves {before:.3f} → {after:.3f} (no interval)" if None not in (before, after) else ""
-    )
-    side = "below" if cosine < cosine_threshold else "not below"
-    return (
-        f"; in MiniLM, removing centring leaves a median embedding cosine of {significant(cosine, 4)} to the original, "
-        f"{side} {cosine_threshold:g}{mrr}"
-    )
-
-
 def q4_headline(q4: Finding) -> str | None:
-    """The opening page's sentence on Q4, from the key number, threshold and verdict the finding records; None
-    without a key number or threshold. It names the two models and their scale, reads SmolLM2's interval (not its
-    mean) against the margin, states MiniLM's numbers as measured, and claims nothing beyond these two small models."""
+    """The opening page's sentence on Q4 (at most 35 words), from the key number, threshold and verdict the finding
+    records; None without a key number or threshold. It names the two models and their scale, reads SmolLM2's interval
+    (not its mean) against the margin, and claims nothing beyond these two small models; MiniLM's cosine and retrieval
+    numbers stay on the chapter (the summary)."""
     k, t = q4.key_number, q4.threshold
     if k is None or t is None:
         return None
     key, e = KeyNumber.of(q4), q4.evidence
     # the verdict reads SmolLM2's paired interval against the margin, not its mean: so does the sentence
-    ci, outcome = e.get("smollm2_ci"), e.get("smollm2_outcome")
-    interval = f" (95% CI {ci[0]:+.4f}..{ci[1]:+.4f})" if ci else ""
-    reading = f"its interval {INTERVAL_READING[outcome]}" if outcome in INTERVAL_READING else "against"
-    threshold = e.get("minilm_cosine_threshold")
-    mini = _minilm_clause(e, threshold) if threshold is not None else ""
-    which = {
-        (True, True): "both",
-        (True, False): "SmolLM2's loss only",
-        (False, True): "MiniLM's embeddings only",
-        (None, True): "MiniLM's embeddings (SmolLM2's interval undecided)",
-    }.get((e.get("smollm2_matters"), e.get("minilm_matters")))
+    outcome = e.get("smollm2_outcome")
+    reading = {"different": "interval beyond", "equivalent": "interval inside", "inconclusive": "interval across"}
+    scale = f" ({e['scale']})" if e.get("scale") else ""
+    mini = {True: "centring changes MiniLM's embeddings", False: "MiniLM's embeddings ignore centring"}.get(
+        e.get("minilm_matters")
+    )
     return (
-        f"In SmolLM2-135M, a trained RMSNorm LLM, replacing every RMSNorm by a LayerNorm with the same gain changes "
-        f"the held-out loss by {key.signed(k)}{interval}, {reading} the margin of ±{key.limit(t)}{mini}"
-        + {
-            "holds": ": centring changes the outputs of both of these small models"
-            + (f" ({e['scale']})" if e.get("scale") else "")
-            + ", which says nothing of larger ones.",
-            "holds with caveats": (f": of these two small models, centring changes {which}" if which else ": centring")
-            + (f" ({e['scale']})" if e.get("scale") else "")
-            + ".",
-            "does not hold": ": centring makes no measurable difference in either small model"
-            + (f" ({e['scale']})" if e.get("scale") else "")
-            + ".",
-        }.get(q4.verdict, f" ({e['scale']})." if e.get("scale") else ".")
+        f"In two small models{scale}, swapping in LayerNorm moves SmolLM2's loss by {key.signed(k)}, "
+        f"{reading.get(outcome, 'against')} ±{key.limit(t)}" + (f", and {mini}." if mini else ".")
     )
 
 

@@ -226,27 +226,30 @@ def q5_finding(result: TimingResult, threshold: float, provenance: dict) -> Find
 
 
 def q5_scale(q5: Finding) -> str:
-    """The model, prompt length, rounds and threads, on this build's machine."""
+    """The prompt length, rounds and threads, on this build's machine: 'on <machine> with a 32-token prompt (3 rounds,
+    2 threads)'."""
     e = q5.evidence
-    parts = [f"a {e['prompt_tokens']}-token prompt" if e.get("prompt_tokens") else None]
-    parts.append(f"{e['rounds']} rounds" if e.get("rounds") else None)
-    parts.append(f"{e['threads']} threads" if e.get("threads") else None)
+    prompt = f" with a {e['prompt_tokens']}-token prompt" if e.get("prompt_tokens") else ""
+    parts = [
+        f"{e['rounds']} rounds" if e.get("rounds") else None,
+        f"{e['threads']} threads" if e.get("threads") else None,
+    ]
     detail = ", ".join(p for p in parts if p)
-    return f"on this build's {machine_name()}" + (f" ({detail})" if detail else "")
+    return f"on {machine_name()}{prompt}" + (f" ({detail})" if detail else "")
 
 
 def q5_headline(q5: Finding) -> str | None:
-    """The opening page's sentence on Q5; None without a key number or threshold."""
+    """The opening page's sentence on Q5 (at most 35 words); None without a key number or threshold."""
     k, t = q5.key_number, q5.threshold
     if k is None or t is None:
         return None
     return (
-        f"The norms take {Q5_KEY.format(k)} of SmolLM2-135M's prefill time {q5.scale or q5_scale(q5)}, "
-        f"{'below' if k < t else 'above'} the {Q5_KEY.limit(t)} low end of the papers' whole-model savings"
+        f"The norms take {Q5_KEY.format(k)} of SmolLM2-135M's prefill {q5.scale or q5_scale(q5)}, "
+        f"{'below' if k < t else 'above'} {Q5_KEY.limit(t)}, the papers' smallest whole-model saving"
         + {
             "holds": ", in decoding too.",
             "holds with caveats": ", but not in decoding as well.",
-            "does not hold": ": too small a share for the choice of norm to show end to end.",
+            "does not hold": ": too small to show end to end.",
         }.get(q5.verdict, ".")
     )
 

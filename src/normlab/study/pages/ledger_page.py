@@ -1,8 +1,9 @@
 """The claims ledger: every claim in data/claims.md once, with its owner's verdict, or pending.
 
 Each key number is shown in the unit its chapter recorded, beside what it measures (the record's `meaning`); each
-summary is cut at two sentences (the chapter keeps it whole) and followed by the verdict's caveats in full. Evidence
-that other chapters recorded for a claim (verdict None) is listed as parts beside the verdict, never as one.
+summary (at most `SUMMARY_WORDS` words, its chapter's tests see to that; cut at two sentences should one run longer)
+is followed by a pointer to the verdict's caveats, which the list under the table gives in full. Evidence that other
+chapters recorded for a claim (verdict None) is listed as parts beside the verdict, never as one.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections import Counter
 from normlab.study.claims import PENDING, VERDICT_BADGES, Claim
 from normlab.study.key_numbers import KeyNumber, format_spread
 from normlab.study.pages.markdown import cell, warning_box
-from normlab.study.present import caveats_note, overrides_text
+from normlab.study.present import overrides_text
 from normlab.study.results import VERDICTS, is_fragile, verdicts
 
 
@@ -23,6 +24,18 @@ def key_cell(record: dict) -> str:
         return "—"
     key = KeyNumber.of(record)
     return f"{key.format(record['key_number'])} vs {key.limit(record.get('threshold'))}: *{key.meaning}*"
+
+
+# The most words a summary may take: the verdict, the test it read and its numbers; the rest is its chapter's.
+SUMMARY_WORDS = 40
+
+
+def caveats_pointer(record: dict) -> str:
+    """' **2 caveats** (below)' where the verdict has caveats, linked to the list under the table; '' without any."""
+    caveats = record.get("caveats")
+    if not caveats:
+        return ""
+    return f" **{{ref}}`{len(caveats)} caveat{'s' if len(caveats) > 1 else ''} <ledger-caveats>`**"
 
 
 _ABBREVIATIONS = ("e.g.", "i.e.", "et al.", "vs.", "cf.", "Fig.", "Eq.", "No.")
@@ -92,8 +105,8 @@ def render_ledger(claims: list[Claim], runs: list[dict], *, warning: str | None 
         "Each verdict was computed in the linked chapter from numbers measured in that run. "
         "Each claim has one owning chapter; parts measured elsewhere are listed beside its verdict. "
         "*Key number vs threshold* gives the number the verdict turns on, the value it was judged against and what "
-        "the number measures; the spread is in the same unit. Summaries are cut at two sentences: the linked "
-        "chapter gives each in full.",
+        "the number measures; the spread is in the same unit. Each summary gives the verdict, the test it read and "
+        "its numbers; the linked chapter gives the rest, and the caveats of each verdict are listed under the table.",
         "",
         f"**{len(fragile)} of {len(judged)} verdicts are fragile**"
         + (f" ({', '.join(fragile)})" if fragile else "")
@@ -139,10 +152,23 @@ def render_ledger(claims: list[Claim], runs: list[dict], *, warning: str | None 
         lines.append(
             f"| {claim.id} | {cell(claim.text)} | {VERDICT_BADGES[record['verdict']]} | {cell(key_cell(record))} "
             f"| {_spread_cell(record)} | {_fragile_cell(record)} "
-            f"| {cell(first_sentences(record['summary']) + caveats_note(record.get('caveats')))} "
+            f"| {cell(first_sentences(record['summary']) + caveats_pointer(record))} "
             f"| {where} |"
         )
     lines += [":::"]
+    caveated = [
+        (claim.id, table[claim.id]["record"]) for claim in claims if (table[claim.id]["record"] or {}).get("caveats")
+    ]
+    if caveated:
+        lines += [
+            "",
+            "(ledger-caveats)=",
+            "## Caveats",
+            "",
+            "What qualifies each verdict, as its chapter states it beside the verdict.",
+            "",
+        ]
+        lines += [f"- **{cid}** ({_link(record)}): " + "; ".join(record["caveats"]) + "." for cid, record in caveated]
     parts = [(claim.id, part) for claim in claims for part in table[claim.id]["parts"]]
     if parts:
         lines += [

@@ -1,7 +1,9 @@
 """The opening page: the hand-written prose of book/intro.md with this build's findings spliced in.
 
 One sentence per headline claim (`HEADLINES`, the reading order), each the `headline` that the claim's chapter
-wrote from the key number, threshold and verdict it recorded; a headline claim this build did not judge gives none.
+wrote from the key number, threshold and verdict it recorded (at most `HEADLINE_WORDS` words); a headline claim this
+build did not judge gives none. A sentence carries no caveat, provenance or history: it links to its claim's section,
+where the chapter gives them, and says how many caveats wait there.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from normlab.runtime.code_identity import BENCH_CODE, check_code
 from normlab.runtime.environment import machine_name
 from normlab.study.claims import PENDING, VERDICT_BADGES, Claim
 from normlab.study.pages.markdown import warning_box
-from normlab.study.present import caveats_note
 from normlab.study.results import VERDICTS, LedgerError, is_fragile, verdicts
 
 
@@ -58,6 +59,17 @@ NO_HEADLINES = (
 # depth and the landscape. Each claim's chapter writes its sentence onto the finding it records (`headline`).
 HEADLINES = ("Q2", "Q3", "A9", "Q4", "Q5", "B1", "B12", "B17", "B18", "V1")
 
+# The most words a headline may take: its number, unit, scale and verdict in plain terms; the rest is its chapter's.
+HEADLINE_WORDS = 35
+
+
+def caveats_pointer(caveats) -> str:
+    """'; 2 caveats in the chapter' for a verdict's caveats, or '' without any: the caveats themselves stay on the
+    claim's chapter (and the ledger's list), one click away."""
+    if not caveats:
+        return ""
+    return f"; {len(caveats)} caveat{'s' if len(caveats) > 1 else ''} in the chapter"
+
 
 def findings_sentences(table: dict[str, dict]) -> list[str]:
     """The headline each chapter wrote for a claim in `HEADLINES`, in that order, each ending with a link to it.
@@ -72,7 +84,7 @@ def findings_sentences(table: dict[str, dict]) -> list[str]:
             continue
         where = f"{{ref}}`{claim_id} <{record['section']}>`" if record.get("section") else claim_id
         sentences.append(
-            f"{record['headline']} ({where}: {VERDICT_BADGES[record['verdict']]}){caveats_note(record.get('caveats'))}"
+            f"{record['headline']} ({where}: {VERDICT_BADGES[record['verdict']]}{caveats_pointer(record.get('caveats'))})"
         )
     return sentences
 
@@ -123,8 +135,8 @@ def render_intro(
         "run that the chapter names), the threshold the chapter stated before measuring, and the verdict it computed; "
         "the link after it leads to the measurement"
         + (
-            ", and a caveat after it says what qualifies it, such as a committed GPU file that measured code this "
-            "tree has since changed."
+            ", where the chapter states the caveats counted after it (such as a committed GPU file that measured code "
+            "this tree has since changed)."
             if any(r.get("caveats") for r in judged)
             else "."
         ),
