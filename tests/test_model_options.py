@@ -66,6 +66,9 @@ RECORDED_KEYS = {
     ),
 }
 # Loss on ids 0..31 and the sum of all parameters after torch.manual_seed(0), recorded before the options existed.
+# Compared to float32 rounding, not bit for bit: torch's float32 normal_ draws through a vectorised Box-Muller under
+# AVX2 and AVX-512 and a scalar one under ATen's `default`, so the same seed gives weights one rounding apart (the sum
+# moved by 1.4e-5 of 130.4 there). A changed initialisation (another std, order or seed use) moves it far more.
 RECORDED_NUMBERS = {
     "pre-rms": (5.559810638427734, 162.4095348831934),
     "post-layer": (5.55640983581543, 130.4095348831934),
@@ -87,7 +90,7 @@ def test_existing_configurations_keep_their_initial_weights(name):
     loss, total = RECORDED_NUMBERS[name]
     with torch.no_grad():
         assert float(model(idx, idx)[1]) == pytest.approx(loss, rel=1e-6)
-        assert float(sum(p.double().sum() for p in model.parameters())) == pytest.approx(total, rel=1e-12)
+        assert float(sum(p.double().sum() for p in model.parameters())) == pytest.approx(total, rel=1e-6)
 
 
 OPTIONS = {
