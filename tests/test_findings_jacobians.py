@@ -123,7 +123,7 @@ def test_structure_check_and_its_table():
 def test_b3_combines_the_geometry_part_by_its_rule():
     geometry = {"evidence": {"shift_ok": True, "scale_ok": True, "direction_ok": True}, "summary": "G."}
     both = null_space.b3_finding(formula_check(), structure_check(), geometry, 1e-12)
-    assert both.verdict == "holds" and both.summary.endswith("rank d−2; geometry part: G.")
+    assert both.verdict == "holds" and both.summary.endswith("rank d−2. Geometry part: G.")
     caveat = {**geometry, "evidence": {**geometry["evidence"], "precision_caveat": True}}
     assert null_space.b3_finding(formula_check(), structure_check(), caveat, 1e-12).verdict == "holds with caveats"
     missing = null_space.b3_finding(formula_check(), structure_check(), None, 1e-12)

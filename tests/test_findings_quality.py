@@ -403,7 +403,7 @@ def test_b16_key_number_is_the_one_that_decided_use():
     # each key number in its own model's unit: our byte-level GPTs' loss per byte, SmolLM2's per token
     assert (own.unit, real.unit) == ("nats per byte", "nats per token") and "SmolLM2" in real.meaning
     apart = extra_dimension.b16_finding(unused, drift, None, None, margin=MARGIN, correlation=0.6, sign_share=0.75)
-    assert not apart.evidence["drift_together"] and "geometry evidence absent" in apart.summary
+    assert not apart.evidence["drift_together"] and "rank check is absent" in apart.summary
     text = extra_dimension.b16_paragraph(apart, unused, drift, None, None, correlation=0.6, sign_share=0.75)
     assert "no common drift" in text and "they do not use it" in text
     assert text.endswith(f"**B16 verdict: {apart.verdict}.**")

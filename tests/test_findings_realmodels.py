@@ -177,7 +177,6 @@ def test_q4_finding_flips_with_the_minilm_cosine_threshold():
         "SmolLM2-135M's loss change, every RMSNorm → LayerNorm",
         "nats per token",
     )
-    low, high = smollm2["ci_low"], smollm2["ci_high"]
     assert changed.headline == (
         "In two small models (SmolLM2-135M 4-bit, 4 chunks; MiniLM 22M, 5 sentence pairs), swapping in LayerNorm "
         "moves SmolLM2's loss by +0.202 nats per token, interval beyond ±0.01 nats per token, and centring changes "

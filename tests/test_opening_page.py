@@ -176,7 +176,7 @@ def test_a_per_byte_and_a_per_token_loss_each_keep_their_own_unit_on_the_opening
     assert "| 0.200 nats per token vs 0.01 nats per token:" in rows["Q4"]
 
 
-def test_summaries_are_cut_at_the_second_sentence():
+def test_summaries_are_cut_at_the_first_sentence():
     long = (
         "Pre-LN's gradients differ by ×4.33 at depth 32 (threshold ×10), as Xiong et al. 2020 predict. "
         "'Undamped' is read against a bound at initialisation, e.g. the last layer's 1/√L. "
@@ -190,7 +190,7 @@ def test_summaries_are_cut_at_the_second_sentence():
     assert first_sentences("First. Second.") == "First. Second."
     page = render_ledger(CLAIMS, [run("depth", record("B17", "holds", 4.33, 10.0, 0.37, summary=long))])
     row = next(line for line in page.splitlines() if line.startswith("| B17 |"))
-    assert "e.g. the last layer's 1/√L. … |" in row and "A third sentence" not in row
+    assert "as Xiong et al. 2020 predict. … |" in row and "'Undamped' is read" not in row
 
 
 def test_the_built_opening_page_puts_sentences_then_counts_then_the_figure(tmp_path):

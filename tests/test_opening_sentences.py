@@ -18,6 +18,7 @@ from normlab.study.key_numbers import KeyNumber
 from normlab.study.pages.opening import HEADLINE_WORDS, HEADLINES
 from normlab.study.results import LedgerError
 from smoke_book import chapter
+from test_summary_wording import summary_problems
 
 # The claims whose sentences must name their scale. A9 and V1 are worded by their own chapters' current work (the
 # quality chapter's confirmation, the landscape chapter); their number and threshold are still checked here.
@@ -159,3 +160,16 @@ def test_a_verdict_reading_a_quantity_the_design_does_not_register_is_refused_na
         LedgerError, match=r"geometry.json: claim A1's verdict reads 'speedup', which .* does not register for it"
     ):
         ledger.build(results, pages, executed_dir=tmp_path / "ex")
+
+
+def test_every_ledger_summary_of_the_smoke_run_fits_and_agrees_with_its_verdict(smoke_book):
+    """The ledger's summary of every judged claim but speed's (its chapter's to reword): `summary_problems`."""
+    records = [
+        record
+        for name in CHAPTERS
+        if name != "speed"
+        for record in chapter(smoke_book, name).results["claims"]
+        if record.get("verdict") is not None
+    ]
+    problems = {r["id"]: found for r in records if (found := summary_problems(r))}
+    assert not problems, problems

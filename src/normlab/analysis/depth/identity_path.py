@@ -194,9 +194,9 @@ def b17_finding(
     return Finding(
         verdicts[key],
         f"Pre-LN per-block gradient norms at depth {deepest} differ by at most {_spread_clause(m, spread_limit, 'gpt2')}"
-        f" and by at most {_spread_clause(m, spread_limit, 'xavier')}, whose own verdict is "
-        f"'{verdicts['xavier']}'; without warm-up at depth {deep} pre-LN trained in {m['pre_rate']:.0%} of runs vs "
-        f"post-LN {m['post_rate']:.0%}; paired pre − post final loss {interval_text(m['pair'], NATS_PER_BYTE)}. "
+        f"; without warm-up at depth {deep} pre-LN trained in {m['pre_rate']:.0%} of runs vs "
+        f"post-LN {m['post_rate']:.0%}. They differ by at most {_spread_clause(m, spread_limit, 'xavier')}, whose own "
+        f"verdict is '{verdicts['xavier']}'. Paired pre − post final loss {interval_text(m['pair'], NATS_PER_BYTE)}. "
         + bound_sentence(m, bound_slack)
         + " "
         + B17_UNDAMPED,

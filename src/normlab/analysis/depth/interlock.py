@@ -173,7 +173,7 @@ def b19_finding(
     )
     finding = Finding(
         b19_verdict(ablation),
-        f"Interaction of the norm and placement swaps at depth {depth}: {interaction_text(ablation)}; single swaps "
+        f"Interaction of the norm and placement swaps at depth {depth}: {interaction_text(ablation)}. Single swaps "
         f"vs LLaMA style: {singles} {NATS_PER_BYTE}.{absent_text(ablation)}",
         {
             "depth": depth,

@@ -90,7 +90,7 @@ def b18_finding(
     m, pair = measures, measures["pair"]
     return Finding(
         b18_verdict(m, ratio_drop=ratio_drop, cosine_rise=cosine_rise),
-        f"Post-LN at depth {deep}: paired final loss RMSNorm − LayerNorm {interval_text(pair, NATS_PER_BYTE)}; at init (depth {deepest}) "
+        f"Post-LN at depth {deep}: paired final loss RMSNorm − LayerNorm {interval_text(pair, NATS_PER_BYTE)}. At init (depth {deepest}) "
         f"first/last gradient ratio {m['ratio_rms']:.3f} vs {m['ratio_ln']:.3f}, last-layer token cosine "
         f"{m['cos_rms']:.3f} vs {m['cos_ln']:.3f}. " + B18_UNSOURCED,
         {

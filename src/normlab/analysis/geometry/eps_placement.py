@@ -227,11 +227,11 @@ def placement_findings(
     _, crossover_spread, _ = repeated(fp32_crossover_draw, repeats)
     q1 = Finding(
         decide(torch_is_inside and predicted_ok, caveat=fp32_crossover > visible_rms),
-        f"All checked implementations put ε inside the root (torch measured: {measured.inside_error:.0e}) except one "
-        f"file, the RMSNorm authors' PyTorch code (their TensorFlow, Theano and 'zero' code put it inside); the outputs "
-        f"differ by ≈ |ε/r − ε/(2r²)|, which for ε = {short(eps)} exceeds float32 resolution below r ≈ "
-        f"{fp32_crossover:.1f} ({share32_at_1:.0%} of float32 outputs differ at r = 1) and bfloat16 resolution only "
-        f"below r ≈ {bf16_crossover:.1e}.",
+        f"Every checked implementation puts ε inside the root (torch measured: {measured.inside_error:.0e}) except the "
+        f"RMSNorm authors' PyTorch file; for ε = {short(eps)} the placements differ visibly in float32 below r ≈ "
+        f"{fp32_crossover:.1f}. Their TensorFlow, Theano and 'zero' code put it inside. The outputs differ by "
+        f"≈ |ε/r − ε/(2r²)|, which exceeds float32 resolution below r ≈ {fp32_crossover:.1f} ({share32_at_1:.0%} of "
+        f"float32 outputs differ at r = 1) and bfloat16 resolution only below r ≈ {bf16_crossover:.1e}.",
         {
             "torch_vs_inside_max_abs": measured.inside_error,
             "torch_vs_outside_max_abs": measured.outside_gap,
@@ -251,12 +251,12 @@ def placement_findings(
     )
     a2 = Finding(
         decide(check.a2_vs_outside_reference < formula_tol, caveat=check.a2_vs_torch > formula_tol),
-        f"A2's ε-outside formula is a valid RMSNorm (matched to {check.a2_vs_outside_reference:.0e}), but it is the "
-        f"form of only one of the authors' four implementations (their PyTorch file; their TensorFlow, Theano and "
-        f"'zero' code put ε inside, and the paper's equations have none), and it is not what PyTorch, LLaMA, T5 or "
-        f"Gemma compute (ε inside, as B2 writes): on these random tokens the two differ by up to "
-        f"{check.a2_vs_torch:.0e} (max abs), a difference visible in float32 for any RMS below ≈ "
-        f"{fp32_crossover:.1f} when ε = {short(eps)}.",
+        f"A2's ε-outside formula is a valid RMSNorm (matched to {check.a2_vs_outside_reference:.0e}), but not what "
+        f"PyTorch, LLaMA, T5 or Gemma compute (ε inside, as B2 writes): the two differ by up to "
+        f"{check.a2_vs_torch:.0e} (max abs). It is the form of only one of the authors' four implementations (their "
+        f"PyTorch file; their TensorFlow, Theano and 'zero' code put ε inside, and the paper's equations have none). "
+        f"On these random tokens the difference is visible in float32 for any RMS below ≈ {fp32_crossover:.1f} when "
+        f"ε = {short(eps)}.",
         {
             "vs_outside_reference": check.a2_vs_outside_reference,
             "vs_torch": check.a2_vs_torch,

@@ -186,10 +186,10 @@ def invariance_findings(
     }
     a4 = Finding(
         decide(shift_ok and scale_ok and rms_shift_sensitive, caveat=precision_caveat),
-        f"In float64 LayerNorm is unchanged (< {invariance_tol:g}) by shifts up to {ln_shift_limit['float64']:.0e}σ and "
-        f"both norms by any scale, while RMSNorm moves by {rms_shift_at_sigma:.1f} at c = σ; in float32 LayerNorm's "
-        f"shift invariance is visibly broken beyond {ln_shift_limit['float32']:.0e}σ (bfloat16: "
-        f"{ln_shift_limit['bfloat16']:.0e}σ) because x + c is rounded.",
+        f"In float64 LayerNorm ignores shifts up to {ln_shift_limit['float64']:.0e}σ (change < {invariance_tol:g}) and "
+        f"both norms any scale, while RMSNorm moves {rms_shift_at_sigma:.1f} at c = σ; in float32 LayerNorm's shift "
+        f"invariance is visibly broken beyond {ln_shift_limit['float32']:.0e}σ. In bfloat16 it breaks beyond "
+        f"{ln_shift_limit['bfloat16']:.0e}σ, because x + c is rounded.",
         evidence,
         key_number=ln_shift_regime_mean,
         threshold=invariance_tol,

@@ -116,7 +116,7 @@ def b11_eps_on_mean_dominated(
     finding = Finding(
         decide(holds),
         f"With ε = {eps:g}, RMSNorm's output moves by ≤ {rms_effect_large:.0e} once mean(x²) ≥ 1, whereas LayerNorm's "
-        f"shrinks by ≥ {ln_effect_small:.0%} when σ² ≤ ε; on mean-dominated inputs (c = 100, s ≤ 1) at most "
+        f"shrinks by ≥ {ln_effect_small:.0%} when σ² ≤ ε. On mean-dominated inputs (c = 100, s ≤ 1) at most "
         f"{rms_signal_share:.1e} of RMSNorm's output energy is per-token signal (the rest is along 1), the case "
         f"LayerNorm handles and RMSNorm gives up.",
         {

@@ -93,8 +93,8 @@ def a6_parameter_saving(memory: ParameterMemory, negligible_share: float) -> Fin
     return Finding(
         decide(holds, caveat=share["LayerNorm"] < negligible_share or saved["RMSNorm"] >= saved["LayerNorm"]),
         f"LayerNorm holds 2d = {2 * d} parameters and RMSNorm d = {d} (torch.nn and normlab alike); the saving is real "
-        f"but tiny: norms are {share['LayerNorm']:.2%} vs {share['RMSNorm']:.2%} of a d = 768 block's weights, and for "
-        f"activations PyTorch's CPU kernels keep {saved['LayerNorm']} B (LayerNorm) vs {saved['RMSNorm']} B (RMSNorm) "
+        f"but tiny: norms are {share['LayerNorm']:.2%} vs {share['RMSNorm']:.2%} of a d = 768 block's weights. For "
+        f"activations, PyTorch's CPU kernels keep {saved['LayerNorm']} B (LayerNorm) vs {saved['RMSNorm']} B (RMSNorm) "
         f"for the backward of a {memory.tokens}×{d} float32 batch.",
         {"parameters": counts, "saved_for_backward_bytes": saved, "share_of_block_weights_d768": share},
         key_number=counts["torch.nn.LayerNorm"] - counts["torch.nn.RMSNorm"],

@@ -59,7 +59,7 @@ def b13_finding(
             caveat=printed > wrong_tol or trials.share_increasing < 1.0,
         ),
         f"∂ℓ/∂g = δ⊙x̂ holds ({gain_error:.0e}), but the printed ∂ℓ/∂x is off by {printed:.1f} — the exact "
-        f"form is (1/r)(I − x̂x̂ᵀ/d)(g⊙δ) ({exact:.0e}); a larger gain gives a larger gradient exactly for a "
+        f"form is (1/r)(I − x̂x̂ᵀ/d)(g⊙δ) ({exact:.0e}). A larger gain gives a larger gradient exactly for a "
         f"uniform rescaling of g, but raising one channel's gain does so in only {trials.share_increasing:.0%} of "
         f"trials.",
         {

@@ -107,7 +107,7 @@ def b14_finding(fit: GainFit, machine_tol: float, fit_tol: float, correlation_to
         ),
         f"∂ℓ/∂g = Σ δ⊙x̂ matches autograd ({fit.batch_gain_error:.0e}) and g converges to the per-channel "
         f"least-squares slope Σx̂t/Σx̂² (|g − slope| = {fit.fit_error:.0e}), suppressing no-signal channels "
-        f"(|g| ≤ {fit.suppression:.3f}); that is an uncentred regression slope, not a correlation coefficient "
+        f"(|g| ≤ {fit.suppression:.3f}). That is an uncentred regression slope, not a correlation coefficient "
         f"(|g − Pearson r| up to {fit.correlation_gap:.2f}).",
         {
             "batch_gain_gradient_error": fit.batch_gain_error,

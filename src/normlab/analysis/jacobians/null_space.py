@@ -106,8 +106,8 @@ def b3_finding(
     return Finding(
         decide(jacobian_part and geometry_part, caveat=geometry_caveat),
         f"Jacobian part: J_LN = J_RMS(Px)·P with P = I − 11ᵀ/d to {layer_norm_error:.1e} (relative) and J_LN "
-        f"annihilates 1 and x (leak ≤ {max(null_kept['LN: J 1'], null_kept['LN: J x']):.0e}), rank d−2; "
-        f"{geometry_text}",
+        f"annihilates 1 and x (leak ≤ {max(null_kept['LN: J 1'], null_kept['LN: J x']):.0e}), rank d−2. "
+        f"{geometry_text[:1].upper()}{geometry_text[1:]}",
         {
             "layer_norm_jacobian_error": layer_norm_error,
             "ln_shift_leak": null_kept["LN: J 1"],

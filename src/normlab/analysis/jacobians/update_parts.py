@@ -102,7 +102,7 @@ def b12_finding(
             caveat=printed > wrong_tol,
         ),
         f"The printed (1/r)(I − x̂x̂ᵀ) is off by {printed:.1f} (relative max error): since ‖x̂‖² = d the exact "
-        f"Jacobian is (1/r)(I − x̂x̂ᵀ/d), matching autograd to {exact:.0e}; the projection, the exact 1/r law "
+        f"Jacobian is (1/r)(I − x̂x̂ᵀ/d), matching autograd to {exact:.0e}. The projection, the exact 1/r law "
         f"(error {scaling_error:.0e}) and LayerNorm's extra projection J_LN = J_RMS(Px)·P all hold. It removes the "
         f"radial part of a change (kept ≤ {float(worst['radial kept']):.0e}) and passes the tangential part as v/r, "
         f"so an update can only turn the normalised vector: the essay's 'the update does not change its direction' "

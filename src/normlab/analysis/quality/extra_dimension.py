@@ -123,9 +123,20 @@ def b16_finding(
         )
     return Finding(
         b16_verdict(measures, real16, geometry),
-        f"Removing the all-ones component from trained RMSNorm models changes the loss by {interval_text(pair, NATS_PER_BYTE)}; "
-        f"block write means correlate at r = {drift['correlation']:.2f} ({100 * drift['sign_agreement']:.0f}% same sign); "
-        + ("geometry evidence absent; " if geometry_ok is None else "geometry evidence combined; ")
+        # the verdict's two tests first (the geometry chapter's rank check, then a use in training), in one sentence
+        {
+            None: "The geometry chapter's rank check is absent",
+            True: "The geometry chapter's rank check finds the extra dimension",
+            False: "The geometry chapter's rank check finds no extra dimension",
+        }[geometry_ok]
+        + (
+            ", and training uses it"
+            if m["uses_info"] or real_model_uses_offset(real16)
+            else ", and no use in training is shown"
+        )
+        + f": removing the all-ones component changes the loss by {interval_text(pair, NATS_PER_BYTE, margin=False)} "
+        f"against ±{margin:g}. "
+        f"Block write means correlate at r = {drift['correlation']:.2f} ({100 * drift['sign_agreement']:.0f}% same sign); "
         + (
             "real-model evidence absent."
             if real16 is None

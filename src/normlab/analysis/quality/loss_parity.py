@@ -207,8 +207,8 @@ def a9_finding(
     pair = parity.final_pair
     finding = Finding(
         verdict,
-        f"Final validation loss RMSNorm − LayerNorm = {text}, after {common['steps']} steps (loss still fell "
-        f"{parity.last_drop:.4f} {NATS_PER_BYTE} over the last 10%).",
+        f"Final validation loss RMSNorm − LayerNorm after {common['steps']} steps = {text}. The loss still fell "
+        f"{parity.last_drop:.4f} {NATS_PER_BYTE} over the last 10% of training.",
         {
             **common,
             "paired_final_loss": pair,

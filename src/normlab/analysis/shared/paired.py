@@ -140,7 +140,8 @@ def interval_text(paired: dict | None, unit: str, *, margin: bool = True) -> str
             if "interval" in paired
             else "; undecided at these pairs"
             if abs(paired["mean_difference"]) < paired["margin"]
-            else "; the mean difference lies at or beyond the margin: more pairs could show a difference, none could show "
-            "equivalence"
+            # a sentence of its own, so that the ledger's one-sentence summary keeps the word and the chapter the why
+            else ", undecided. The mean difference lies at or beyond the margin: more pairs could show a difference, "
+            "none could show equivalence"
         )
     return text

@@ -1,8 +1,8 @@
 """The claims ledger: every claim in data/claims.md once, with its owner's verdict, or pending.
 
 Each key number is shown in the unit its chapter recorded, beside what it measures (the record's `meaning`); each
-summary (at most `SUMMARY_WORDS` words, its chapter's tests see to that; cut at two sentences should one run longer)
-is followed by a pointer to the verdict's caveats, which the list under the table gives in full. Evidence that other
+summary's first sentence (at most `SUMMARY_WORDS` words: the verdict, the test it read and its numbers; the chapter,
+which the tests hold to that, shows the sentences after it) is followed by a pointer to the verdict's caveats, which the list under the table gives in full. Evidence that other
 chapters recorded for a claim (verdict None) is listed as parts beside the verdict, never as one.
 """
 
@@ -152,7 +152,7 @@ def render_ledger(claims: list[Claim], runs: list[dict], *, warning: str | None 
         lines.append(
             f"| {claim.id} | {cell(claim.text)} | {VERDICT_BADGES[record['verdict']]} | {cell(key_cell(record))} "
             f"| {_spread_cell(record)} | {_fragile_cell(record)} "
-            f"| {cell(first_sentences(record['summary']) + caveats_pointer(record))} "
+            f"| {cell(first_sentences(record['summary'], 1) + caveats_pointer(record))} "
             f"| {where} |"
         )
     lines += [":::"]
