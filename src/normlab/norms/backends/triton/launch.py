@@ -1,9 +1,11 @@
 """Launchers: allocate outputs, pick on-chip or chunked kernels, size the grid.
 
 These are plain functions with no autograd; `normlab.norms.backends.triton.custom_ops` wraps
-them as torch.library ops. Inputs of any leading shape are viewed as
-(rows, N); a last dimension with stride != 1 is copied to be contiguous (the
-kernels assume unit column stride, any row stride).
+them as torch.library ops and as the eager autograd.Function. Inputs of any leading shape are
+viewed as (rows, N): the kernels take unit column stride and one row stride, so a view whose
+leading dimensions collapse to one stride (a slice qkv[..., :d]) is read in place, while one that
+needs two (one head of a QKV split, qkv.view(B, T, 3, H, Dh)[:, :, 0]) is copied by reshape, and a
+last dimension with stride != 1 is copied to be contiguous.
 
 A backward launches its row kernel, then (with a weight or bias) reduce_kernels.sum_partials, which
 sums the per-program partials and casts them: no ATen zeros, sums or casts.
@@ -99,10 +101,6 @@ def _rows(t: torch.Tensor, n_features: int) -> torch.Tensor:
     return t2
 
 
-def _is_onchip(n_features: int, onchip_limit: int) -> bool:
-    return n_features <= onchip_limit
-
-
 def _cdiv(a: int, b: int) -> int:
     # triton.cdiv is a constexpr function: a few µs per host call, for one integer division.
     return -(-a // b)
@@ -110,11 +108,13 @@ def _cdiv(a: int, b: int) -> int:
 
 # The launch configuration is a pure function of a few integers, and triton's helpers
 # (next_power_of_2, cdiv) cost microseconds per host call: computed once per shape.
+# Batch invariance: the tile (ROWS x BLOCK, and with it num_warps and the layout of every row reduction) depends on
+# the width alone, never on the row count, so a row is summed in one order whatever the call (tests/
+# test_batch_invariance.py). A call of fewer rows than a tile leaves the tile's other rows masked.
 @functools.lru_cache(maxsize=4096)
 def _tile(n_rows: int, n_features: int) -> tuple[int, int]:
     block = triton.next_power_of_2(n_features)
-    rows = max(1, TILE_ELEMENTS // block)
-    return min(rows, triton.next_power_of_2(max(n_rows, 1))), block
+    return max(1, TILE_ELEMENTS // block), block
 
 
 @functools.lru_cache(maxsize=1024)
@@ -131,10 +131,8 @@ def _programs(work_items: int, device: torch.device, config: tuning.KernelConfig
 
 
 def _tile_rows(rows: int, n_rows: int, config: tuning.KernelConfig) -> int:
-    """The tile height: the default's, or the config's (a sweep variant), never taller than the rows need."""
-    if config.rows is None:
-        return rows
-    return min(config.rows, triton.next_power_of_2(max(n_rows, 1)))
+    """The tile height: the default's, or the config's (a sweep variant); never the row count's (see _tile)."""
+    return rows if config.rows is None else config.rows
 
 
 def _backward_onchip_limit(kind: str, onchip_limit: int, element_size: int, config) -> int:
@@ -234,7 +232,7 @@ def rms_forward(
     w = x2 if weight is None else weight.contiguous()
     r, s_out = (x2, x2) if r2 is None else (r2, s)
     flags = dict(HAS_RESIDUAL=r2 is not None, HAS_WEIGHT=weight is not None, EPS_INSIDE=eps_inside)
-    if _is_onchip(n_features, onchip_limit):
+    if n_features <= onchip_limit:
         rows, block = _tile(n_rows, n_features)
         config = config or tuning.onchip_forward("rms", rows * block, x.element_size())
         rows = _tile_rows(rows, n_rows, config)
@@ -310,7 +308,7 @@ def rms_backward(
     ds_arg = s2 if ds2 is None else ds2
     flags = dict(HAS_DS=ds2 is not None, HAS_WEIGHT=weight is not None, EPS_INSIDE=eps_inside)
     ms2 = ms.reshape(-1)
-    if _is_onchip(n_features, _backward_onchip_limit("rms", onchip_limit, s.element_size(), config)):
+    if n_features <= _backward_onchip_limit("rms", onchip_limit, s.element_size(), config):
         rows, block = _tile(n_rows, n_features)
         config = config or tuning.onchip_backward("rms", rows * block, s.element_size())
         rows = _tile_rows(rows, n_rows, config)
@@ -405,7 +403,7 @@ def layer_forward(
     b = x2 if bias is None else bias.contiguous()
     r, s_out = (x2, x2) if r2 is None else (r2, s)
     flags = dict(HAS_RESIDUAL=r2 is not None, HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None)
-    if _is_onchip(n_features, onchip_limit):
+    if n_features <= onchip_limit:
         rows, block = _tile(n_rows, n_features)
         config = config or tuning.onchip_forward("layer", rows * block, x.element_size())
         rows = _tile_rows(rows, n_rows, config)
@@ -483,7 +481,7 @@ def layer_backward(
     ds_arg = s2 if ds2 is None else ds2
     flags = dict(HAS_DS=ds2 is not None, HAS_WEIGHT=weight is not None, HAS_BIAS=has_bias)
     mean2, rstd2 = mean.reshape(-1), rstd.reshape(-1)
-    if _is_onchip(n_features, _backward_onchip_limit("layer", onchip_limit, s.element_size(), config)):
+    if n_features <= _backward_onchip_limit("layer", onchip_limit, s.element_size(), config):
         rows, block = _tile(n_rows, n_features)
         config = config or tuning.onchip_backward("layer", rows * block, s.element_size())
         rows = _tile_rows(rows, n_rows, config)
