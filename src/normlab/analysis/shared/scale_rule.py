@@ -56,6 +56,7 @@ class Run:
     caveat: str | None = None  # its code caveat: its code is not this tree's, or cannot be identified
     identified: bool = True  # whether the code it ran can be identified
     key: str | None = None  # its name in the evidence, where `where` is too long (default: `where`)
+    short: str | None = None  # its name in a summary's first sentence (`answer(lead_first=True)`; default: `where`)
 
     @property
     def name(self) -> str:
@@ -118,13 +119,23 @@ def _not_answering(run: Run, answer: Run) -> str:
     return "is shown beside it (at one scale, the run whose code is identifiable answers, then the first by name)"
 
 
-def answer(runs: Sequence[Run]) -> Finding:
-    """One finding from the same claim judged on each of `runs`, this build's first (the module docstring's rule)."""
+def answer(runs: Sequence[Run], *, lead_first: bool = False) -> Finding:
+    """One finding from the same claim judged on each of `runs`, this build's first (the module docstring's rule).
+
+    The summary opens on the answering run and why it answers, then its own summary; with `lead_first`, on that
+    run's short name and its own summary, so that the summary's first sentence (the ledger's) is the answering run's
+    first sentence, and why it answers follows it."""
     chosen = answering(runs)
     decided = chosen.finding
     others = [run for run in runs if run is not chosen]
-    why = f", which answers ({_why(chosen, runs)})" if others else ""
-    text = [f"On {chosen.where}{why}: {decided.summary}"]
+    if lead_first:
+        text = [f"On {chosen.short or chosen.where}: {decided.summary}"]
+        if others:
+            where = chosen.where[:1].upper() + chosen.where[1:]
+            text.append(f"{where} answers ({_why(chosen, runs)}).")
+    else:
+        why = f", which answers ({_why(chosen, runs)})" if others else ""
+        text = [f"On {chosen.where}{why}: {decided.summary}"]
     text += [
         f"On {run.where}, which {_not_answering(run, chosen)}, the verdict is '{run.finding.verdict}'"
         f"{_number(run.finding)}."

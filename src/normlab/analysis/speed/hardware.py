@@ -13,10 +13,12 @@ caveat naming both (at one scale, "differs between runs at one scale"). Every ru
 changed, or cannot identify (its `caveat`), carries that caveat to every page that shows a verdict it answers or
 puts a caveat on. Two bench files are never pooled, even from one code: a case's time is the median of one
 run's repeats, and the harness defines no median across files, so each is its own run, shown beside the others.
-`deciding_machine` and `other_machines` say the same in the opening page's sentences.
+`deciding_machine` says the same in the opening page's sentences, and `other_machines` on the chapter.
 """
 
 from __future__ import annotations
+
+import re
 
 from normlab.analysis.shared import scale_rule
 from normlab.bench.provenance import Measured
@@ -65,6 +67,14 @@ def _key(m: Measured, parts) -> str:
     return m.hardware if twins == 1 else f"{m.hardware} [{m.source}]"
 
 
+def short(m: Measured) -> str:
+    """'the NVIDIA H200 (gpu-bench.json)' or "this run's Xeon (2 cores)": `where` without the commit, which the
+    sentence after the summary's first names (`weigh`)."""
+    if m.hardware == "this run" or m.source == "this run":
+        return where(m)
+    return f"the {m.hardware} ({m.source})"
+
+
 def _run(m: Measured, finding: Finding, parts) -> scale_rule.Run:
     return scale_rule.Run(
         where(m),
@@ -74,6 +84,7 @@ def _run(m: Measured, finding: Finding, parts) -> scale_rule.Run:
         caveat=None if m.caveat is None else f"{m.source} ({m.hardware}): {m.caveat}",
         identified=m.code_identified,
         key=_key(m, parts),
+        short=short(m),
     )
 
 
@@ -81,7 +92,8 @@ def weigh(parts: list[tuple[Measured, Finding]]) -> Finding:
     """One verdict from the same rule applied on each run, this run first (the module docstring: the rule)."""
     if len(parts) == 1 and parts[0][0].hardware == "this run":
         return parts[0][1]
-    return scale_rule.answer([_run(m, f, parts) for m, f in parts])
+    # the answering run's first sentence leads (the ledger shows it); which run answers, and why, follows it
+    return scale_rule.answer([_run(m, f, parts) for m, f in parts], lead_first=True)
 
 
 def code_caveats(finding: Finding, weighed: list[Measured]) -> tuple[str, ...]:
@@ -91,12 +103,14 @@ def code_caveats(finding: Finding, weighed: list[Measured]) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*finding.caveats, *stale]))
 
 
-def deciding_machine(finding: Finding) -> str:
+def deciding_machine(finding: Finding, *, commit: bool = True) -> str:
     """The machine whose run answered a weighed verdict, for a sentence: 'the NVIDIA H200 (gpu-bench.json, commit
-    12a0522)' for a committed run, else this build's machine."""
+    12a0522)' for a committed run (without `commit`: 'the NVIDIA H200 (gpu-bench.json)', as the opening page names
+    it; the chapter gives the commit), else this build's machine."""
     decided = finding.evidence.get("decided_on")
     answered = (finding.evidence.get("by_run") or {}).get(decided) or {}
-    return _machine(answered.get("where"))
+    machine = _machine(answered.get("where"))
+    return machine if commit else re.sub(r", commit [^)]*\)$", ")", machine)
 
 
 def _machine(where: str | None) -> str:

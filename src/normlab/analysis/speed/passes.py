@@ -82,11 +82,6 @@ def _a7_b8(df: pd.DataFrame, extra_pass: float, chunked_df: pd.DataFrame | None 
     verdict = decide(holds_persistent or holds_chunked, caveat=not (holds_persistent and holds_chunked))
     if math.isnan(ln_best - rms_best) and chunked_extra is None:
         verdict = "not testable here"  # every forward case of one norm was unstable in this run
-    chunk_text = (
-        "the chunked kernels (rows too long for the chip) were not timed here: that needs a GPU"
-        if chunked_extra is None
-        else f"with rows too long for the chip, two-pass LN makes {two_pass:.2f} passes, Welford {welford:.2f}, RMS {rms_chunked:.2f}"
-    )
     gap = ln_best - rms_best
     gap_sd = (ln_sd**2 + rms_sd**2) ** 0.5
     evidence = {
@@ -100,10 +95,6 @@ def _a7_b8(df: pd.DataFrame, extra_pass: float, chunked_df: pd.DataFrame | None 
         "passes_gap_sd": gap_sd,
         "composites": composite_census(df),
     }
-    gap_text = (
-        f"the best LayerNorm ({ln_impl}) takes {ln_best:.2f} effective passes and the best RMSNorm ({rms_impl}) "
-        f"{rms_best:.2f} (a copy is 2; one extra pass adds 1)"
-    )
     persistent_text = (
         "so with rows held on chip LayerNorm needs no extra pass"
         if not holds_persistent
@@ -120,11 +111,33 @@ def _a7_b8(df: pd.DataFrame, extra_pass: float, chunked_df: pd.DataFrame | None 
     if verdict == "not testable here":
         text = "Every training-batch forward case of one of the norms was unstable in this run, so no pass count can be compared."
         return tuple(Finding(verdict, text, evidence, **PASS_GAP_KEY.fields()) for _claim in ("A7", "B8"))
-    a7 = Finding(verdict, f"At the training batch {gap_text}, {persistent_text}; {chunk_text}.", evidence, **common)
+    # the first sentence (the ledger's): both pass gaps against the threshold; the implementations and what a pass is
+    # worth follow it
+    lead = (
+        f"With rows on chip LayerNorm's best takes {ln_best:.2f} effective passes to RMSNorm's {rms_best:.2f} "
+        f"({gap:+.2f}, where {extra_pass:g} counts as an extra pass)"
+        + (
+            "; chunked kernels, for rows too long for the chip, were not timed here."
+            if chunked_extra is None
+            else f"; chunked, two-pass LayerNorm takes {two_pass:.2f} to RMSNorm's {rms_chunked:.2f}."
+        )
+    )
+    detail = (
+        f" At the training batch the best LayerNorm is {ln_impl}, the best RMSNorm {rms_impl} (a copy is 2 passes; "
+        f"one extra pass adds 1), {persistent_text}"
+        + (
+            ": the chunked kernels need a GPU."
+            if chunked_extra is None
+            else f"; with rows too long for the chip, Welford LayerNorm makes {welford:.2f} passes."
+            if welford is not None
+            else "."
+        )
+    )
+    a7 = Finding(verdict, lead + detail, evidence, **common)
     b8 = Finding(
         verdict,
-        f"Kernel level: {gap_text}, {persistent_text}; passes RMSNorm saves otherwise come from unfused composites "
-        f"(see the census) or chunked two-pass statistics ({chunk_text}).",
+        f"Kernel level: {lead[:1].lower()}{lead[1:]}{detail} Passes RMSNorm saves otherwise come from unfused "
+        "composites (see the census) or chunked two-pass statistics.",
         evidence,
         **common,
     )
@@ -146,7 +159,8 @@ def _b9(df: pd.DataFrame, welford_equal: float, chunked_df: pd.DataFrame | None 
         decide(structure and (welford_matches or not timed), caveat=not timed),
         "The traced composites reduce twice for LayerNorm (mean, then variance) and once for RMSNorm; "
         + (
-            f"Welford LN runs at {welford:.2f} passes against chunked RMS at {rms_chunked:.2f}."
+            f"Welford LN runs at {welford:.2f} passes against chunked RMS at {rms_chunked:.2f}, "
+            + (f"within {welford_equal:g}." if welford_matches else f"more than {welford_equal:g} apart.")
             if timed
             else "Welford's one-pass timing against RMS needs the GPU chunked kernels, not timed in this run."
         ),
