@@ -330,13 +330,16 @@ def test_b15_finding_flips_with_the_sweep_and_names_its_numbers():
     assert sensitive.evidence["wd_schedule"]["adamw_toy_norm_ratio"] == 1.01
 
 
-def test_b15_summary_is_two_sentences_and_says_where_the_invariance_is_exact():
+def test_b15_summary_is_three_sentences_and_says_where_the_invariance_is_exact():
     forward_check, scaling, toy, sweep, _ = _parts(shift=0.1)
     finding = verdict.b15_finding(forward_check, scaling, toy, sweep, _qk_law(), tolerance=0.1, corpus_sha256="abc")
     sentences = [part for part in finding.summary.split(". ") if part]
-    assert len(sentences) == 2 and finding.summary.endswith(".")
-    assert "exact for W_q and W_k under QK-norm" in sentences[1] and "‖W_q‖^-2.00" in sentences[1]
-    assert "law η/‖w‖² holds" in sentences[1] and "logits move ≥ 0.42" in sentences[1]  # 0.3·ln 4, least-moved
+    assert len(sentences) == 3 and finding.summary.endswith(".")
+    # the first (the ledger's): the parts and the key number against the margin; each part's number after it
+    assert "changes the final loss by" in sentences[0] and "against ±0.02" in sentences[0]
+    assert "Adam's update of the next layer" in sentences[1]
+    assert "exact for W_q and W_k under QK-norm" in sentences[2] and "‖W_q‖^-2.00" in sentences[2]
+    assert "law η/‖w‖² holds" in sentences[2] and "logits move ≥ 0.42" in sentences[2]  # 0.3·ln 4, least-moved
     law = finding.evidence["qk_norm_law"]
     assert law["gradient_slope_Wq"] == pytest.approx(-1.0) and law["angular_update_slope_first_step"] == pytest.approx(
         -2
@@ -413,7 +416,9 @@ def test_b15_paragraph_states_each_part_and_the_verdict_its_finding_records():
     text = verdict.b15_paragraph(b15, forward_check, scaling, toy, sweep, qk)
     assert text.startswith("3/4 parts hold.") and "not within ±10%" in text
     assert "RMS 0.500 against 1.000 undecayed" in text and text.endswith("**B15 verdict: holds with caveats.**")
-    assert b15.summary.startswith("3/4 parts hold:") and b15.verdict == "holds with caveats"
+    assert (
+        b15.summary.startswith("3/4 parts hold (failing: decay as a schedule):") and b15.verdict == "holds with caveats"
+    )
     assert (b15.meaning, b15.unit) == ("paired final-loss change under strong decay of the gain", "nats per byte")
     diverged = weight_decay.DecaySweep({}, {}, pd.DataFrame(), pd.Series(dtype=float), None, False, False, 0.0, 0.02)
     finding = verdict.b15_finding(forward_check, scaling, toy, diverged, qk, tolerance=0.1, corpus_sha256="x")

@@ -168,7 +168,9 @@ def test_q4_finding_flips_with_the_minilm_cosine_threshold():
     assert changed.verdict == "holds" and unchanged.verdict == "holds with caveats"
     assert changed.key_number == pytest.approx(0.2015) and changed.threshold == 0.01
     assert (
-        "0.9000" in changed.summary and "MRR 0.900→0.700" in changed.summary and "different vs ±0.01" in changed.summary
+        "0.9000 (threshold 0.99)" in changed.summary
+        and "MRR moves 0.900→0.700" in changed.summary
+        and "different vs ±0.01" in changed.summary
     )
     assert "±0.01 nats per token" in changed.rule and "below 0.99" in changed.rule
     smollm2 = centring_added_result(0.2).added

@@ -126,17 +126,11 @@ def test_every_opening_sentence_reads_its_number_bound_and_scale_from_the_result
     assert set(SCALED) <= set(headline_records), sorted(set(SCALED) - set(headline_records))
 
 
-# The speed chapter (analysis/speed/) writes these; their rewording to the limit is its own (issue 44).
-SPEED = ("Q2", "Q3")
-
-
 def test_every_opening_sentence_of_the_smoke_run_fits_in_the_word_limit(headline_records):
     over = {
         claim: len(headline_records[claim]["headline"].split())
         for claim in HEADLINES
-        if claim in headline_records
-        and claim not in SPEED
-        and len(headline_records[claim]["headline"].split()) > HEADLINE_WORDS
+        if claim in headline_records and len(headline_records[claim]["headline"].split()) > HEADLINE_WORDS
     }
     assert not over, over
 
@@ -163,11 +157,10 @@ def test_a_verdict_reading_a_quantity_the_design_does_not_register_is_refused_na
 
 
 def test_every_ledger_summary_of_the_smoke_run_fits_and_agrees_with_its_verdict(smoke_book):
-    """The ledger's summary of every judged claim but speed's (its chapter's to reword): `summary_problems`."""
+    """The ledger's summary of every judged claim: `summary_problems`."""
     records = [
         record
         for name in CHAPTERS
-        if name != "speed"
         for record in chapter(smoke_book, name).results["claims"]
         if record.get("verdict") is not None
     ]

@@ -3,8 +3,7 @@
 "does not hold" that never says "holds", a "not testable here" that says why.
 
 `summary_problems` is the check; it runs on hand-made records and on every judged record of the session's smoke run
-(the analysis functions' own output, in tests/test_opening_sentences.py, which reads that run). The speed chapter's
-records (analysis/speed/) are its own to reword (issue 44).
+(the analysis functions' own output, in tests/test_opening_sentences.py, which reads that run).
 """
 
 from __future__ import annotations

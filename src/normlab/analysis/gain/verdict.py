@@ -36,12 +36,29 @@ def _parts_held(parts: dict) -> str:
     return f"{sum(parts.values())}/4 parts hold"
 
 
-def _sweep_text(sweep: DecaySweep) -> str:
+# each part as the summary names the ones that fail
+PART_NAMES = {
+    "forward_invariance": "forward invariance",
+    "linear_under_adam": "Adam's linear scaling",
+    "wd_as_schedule_scale_invariant": "decay as a schedule",
+    "sensitive_to_gain_decay": "sensitivity to gain decay",
+}
+
+
+def _sweep_text(sweep: DecaySweep, *, margin: bool = False) -> str:
+    """The strongest decay's paired loss change; with `margin`, its interval and pairs against the margin alone (the
+    summary's first sentence), else with the finest resolvable margin and why it is undecided."""
     if sweep.strongest is None:
         return "the decay sweep diverged"
+    pair = sweep.pairs[sweep.strongest]
+    change = (
+        f"{interval_text(pair, NATS_PER_BYTE, margin=False)} against ±{sweep.margin:g}"
+        + (", undecided" if pair and pair.get("outcome") == "inconclusive" else "")
+        if margin and pair is not None
+        else interval_text(pair, NATS_PER_BYTE)
+    )
     return (
-        f"λ_g = {sweep.strongest:g} (ηλT = {sweep.timescales[sweep.strongest]:.0f}) changes the final loss by "
-        f"{interval_text(sweep.pairs[sweep.strongest], NATS_PER_BYTE)}"
+        f"λ_g = {sweep.strongest:g} (ηλT = {sweep.timescales[sweep.strongest]:.0f}) changes the final loss by {change}"
     )
 
 
@@ -64,10 +81,14 @@ def b15_finding(
     key_pair = sweep.key_pair
     adam_toy = equilibrium_row(toy.equilibrium, "adamw", "toy chain")
     e = toy.exponents
+    # the first sentence (the ledger's): the parts' count, which failed, and the key number; each part's number after it
+    failed = [PART_NAMES[name] for name, held in parts.items() if not held]
     summary = (
-        f"{_parts_held(parts)}: gains ×0.5/×2 move the pre-LN loss by up to "
-        f"{forward.by_location.max():.1%}, Adam's update of the next layer scales as a^{scaling.adam_exponent:.2f} "
-        f"under the (g·a, W/a) symmetry, and {_sweep_text(sweep)}. {qk_sentence(qk)}"
+        f"{_parts_held(parts)}"
+        + (f" (failing: {', '.join(failed)})" if failed else "")
+        + f": {_sweep_text(sweep, margin=True)}. Gains ×0.5/×2 move the pre-LN loss by up to "
+        f"{forward.by_location.max():.1%}, and Adam's update of the next layer scales as "
+        f"a^{scaling.adam_exponent:.2f} under the (g·a, W/a) symmetry. {qk_sentence(qk)}"
     )
     evidence = {
         "parts": parts,

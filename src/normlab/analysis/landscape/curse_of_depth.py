@@ -71,11 +71,15 @@ def depth_claim(study: Landscape, *, curse_share: float, share_margin: float | N
         return V4_KEY.signed(value).removesuffix(f" {POINTS}")
 
     summary = (
+        # the first sentence (the ledger's): the curse's test and the key number against its margin; the loss after it
         f"At depth {P['deepest']['depth']} the later half of pre-LN's blocks carries {significant(curse)} of the "
-        f"drop-one loss (curse threshold {curse_share:g}); 1/√l changes that share by "
-        f"{shown('mean_difference', share_change, V4_KEY.signed)} (95% CI "
+        f"drop-one loss (curse threshold {curse_share:g}"
+        + ("; above it, the curse is absent" if math.isfinite(curse) and curse > curse_share else "")
+        + f"); 1/√l changes that share by {shown('mean_difference', share_change, V4_KEY.signed)} (95% CI "
         f"{shown('ci_low', share_change, points)}..{shown('ci_high', share_change, points)}, margin "
-        f"+{100 * share_margin:g}) and the final loss by {shown('mean_difference', scaling_loss)} {NATS_PER_BYTE}"
+        f"+{100 * share_margin:g})"
+        + (", undecided" if spans else "")
+        + f". It changes the final loss by {shown('mean_difference', scaling_loss)} {NATS_PER_BYTE}"
         + (f" ({fragile})" if fragile else "")
         + "."
     )

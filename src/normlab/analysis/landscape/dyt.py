@@ -297,7 +297,7 @@ def dyt_claim(study: Landscape, pairs: dict, alphas: pd.DataFrame, probes: dict,
     summary = (
         (
             f"DyT by the authors' LLaMA recipe − RMSNorm under the same AdamW, final loss {interval_text(primary, NATS_PER_BYTE, margin=False)}: "
-            f"{v1_outcome} against a +{margin} margin; best α₀ "
+            f"{v1_outcome} against a +{margin} margin. Best α₀ "
             + ", ".join(
                 f"{significant(a, 2)} at width {w}" + ("" if inside else " (at the sweep's edge, not an optimum)")
                 for w, a, inside in zip(P["alpha_widths"], best_alphas, alphas["optimum interior"])

@@ -190,12 +190,28 @@ def qk_claim(study: Landscape, logit_rows: pd.DataFrame, *, min_seeds: int, sens
     elif reduction is None:
         lead = "Fewer than two seeds completed the wide grid on both sides, so no paired interval exists."
     else:
-        lead = (
-            f"LR sensitivity over {len(grid)} learning rates from {significant(grid[0])} to {significant(grid[-1])} "
-            f"(mean of min(final, initial loss) − best loss): {significant(float(np.mean(sens['rms'])))} without "
-            f"QK-norm and {significant(float(np.mean(sens['rms+qk'])))} with it; the reduction with QK-norm (without − "
-            f"with) is {reduction['mean_difference']:+.3f} {NATS_PER_BYTE} (95% CI {reduction['ci_low']:+.3f}.."
-            f"{reduction['ci_high']:+.3f}, {reduction['pairs']} seeds) against a +{sensitivity_margin:g} margin."
+        # the first sentence (the ledger's): whether the grid shows an instability, and the key number against the
+        # margin; the sensitivities themselves follow it
+        reduced = (
+            f"QK-norm's reduction of LR sensitivity is {reduction['mean_difference']:+.3f} {NATS_PER_BYTE} (95% CI "
+            f"{reduction['ci_low']:+.3f}..{reduction['ci_high']:+.3f}, {reduction['pairs']} seeds) against a "
+            f"+{sensitivity_margin:g} margin"
+        )
+        if not instability:
+            lead = (
+                f"No run without QK-norm diverged on {len(grid)} learning rates from {significant(grid[0])} to "
+                f"{significant(grid[-1])}, so the instability to remove is absent; {reduced}."
+            )
+        else:
+            spans = reduction["ci_low"] <= sensitivity_margin <= reduction["ci_high"]
+            lead = (
+                f"Over {len(grid)} learning rates from {significant(grid[0])} to {significant(grid[-1])}, "
+                f"{reduced}{', undecided' if spans else ''}."
+            )
+        lead += (
+            f" LR sensitivity (mean of min(final, initial loss) − best loss) is "
+            f"{significant(float(np.mean(sens['rms'])))} without QK-norm and "
+            f"{significant(float(np.mean(sens['rms+qk'])))} with it."
         )
     summary = (
         f"{lead} Without QK-norm {diverged_without} of {len(grid) * len(complete)} grid runs diverged, with it "
@@ -204,8 +220,6 @@ def qk_claim(study: Landscape, logit_rows: pd.DataFrame, *, min_seeds: int, sens
         + (f" ({fragile})" if fragile else "")
         + "."
     )
-    if wide and not instability:
-        summary += " No run without QK-norm diverged, so even this grid shows no instability to remove."
     return Finding(
         verdict,
         summary,

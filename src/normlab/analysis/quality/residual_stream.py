@@ -257,14 +257,22 @@ def b5_finding(
     )
     return Finding(
         b5_verdict(parts),
-        f"After {depth} trained RMSNorm blocks the common offset (per-channel mean) holds {m['offset_last']:.2f} of "
-        f"the energy (embeddings {m['offset_first']:.2f}; all-ones share {m['ones_last']:.3f}; largest |x|/median "
-        f"{m['massive']:.0f}); removing the all-ones component costs {interval_text(m['info_pair'], NATS_PER_BYTE)}. "
+        # the first sentence (the ledger's): the key number against "large", and our removal test read against its
+        # margin; the shallow models' shares and the ablation follow it
+        ("In SmolLM2's deepest layer" if deep is not None else f"After {depth} trained RMSNorm blocks")
+        + f" the common offset holds {key:.3f} of the energy (large from {offset_large:g}); removing the all-ones "
+        f"component from our models costs {interval_text(m['info_pair'], NATS_PER_BYTE, margin=False)} against "
+        f"±{margin:g}"
         + (
-            "Real-model evidence absent."
-            if real is None
-            else (f"SmolLM2's deepest layer: {deep:.3f}. " if deep is not None else "") + ablation_sentence
-        ),
+            ": per-token information."
+            if parts["per_token_ours"]
+            else ": a constant."
+            if parts["constant_ours"]
+            else ", undecided."
+        )
+        + f" After {depth} trained RMSNorm blocks the common offset (per-channel mean) holds {m['offset_last']:.2f} of "
+        f"the energy (embeddings {m['offset_first']:.2f}; all-ones share {m['ones_last']:.3f}; largest |x|/median "
+        f"{m['massive']:.0f}). " + ("Real-model evidence absent." if real is None else ablation_sentence),
         {
             "offset_share_last": m["offset_last"],
             "offset_share_embeddings": m["offset_first"],

@@ -62,10 +62,11 @@ def q4_finding(
     a, apart, ret = added.added, added.added_apart, minilm["retrieval"]
     smol, mini = smollm2_matters(a), minilm["cosine_median"] < cosine_threshold
     summary = (
-        f"SmolLM2-135M: replacing every RMSNorm by a LayerNorm with the same gain changes the held-out loss by "
-        f"{interval_text(a, NATS_PER_TOKEN, margin=False)} ({a['outcome']} vs ±{added.margin}); MiniLM without centring keeps a median embedding "
-        f"cosine of {minilm['cosine_median']:.4f} and MRR {ret['original']['mrr']:.3f}→"
-        f"{ret['without centring']['mrr']:.3f}."
+        # the first sentence (the ledger's): both models' tests and numbers; retrieval after it
+        f"A same-gain LayerNorm in place of every RMSNorm moves SmolLM2-135M's held-out loss by "
+        f"{interval_text(a, NATS_PER_TOKEN, margin=False)} ({a['outcome']} vs ±{added.margin}); MiniLM without "
+        f"centring keeps a median embedding cosine of {minilm['cosine_median']:.4f} (threshold {cosine_threshold:g}). "
+        f"MiniLM's retrieval MRR moves {ret['original']['mrr']:.3f}→{ret['without centring']['mrr']:.3f}."
     )
     evidence = {
         "smollm2_loss_change_nats": a["mean_difference"],
