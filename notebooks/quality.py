@@ -74,9 +74,8 @@ table(introduction.corpus_table(corpus.describe()), caption="The training corpus
 # between norm variants that the literature treats as real is Narang et al. 2021's T5-base comparison, RMSNorm 1.821
 # against vanilla LayerNorm 1.838 final loss (0.017 nats per *token*, T5's unit; quoted from a transcription of their
 # table, not checked against the paper). At about 4 bytes a token that is about {glue:text}`literature` nats per byte, so the margin is a
-# practical equivalence band about five times that difference, not a bound that excludes it (an earlier text said it
-# "must exclude" 0.017, which lies inside it; the registered design, `data/design.toml`, logs the corrected basis, the
-# value unchanged). The whole band around the paired difference RMSNorm − LayerNorm has to fall inside
+# practical equivalence band about five times that difference, not a bound that excludes it. The whole band around
+# the paired difference RMSNorm − LayerNorm has to fall inside
 # ±{glue:text}`margin` nats per byte. A band wider than the margin cannot say "no difference", and the verdict is then
 # *not testable here*.
 #
