@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import textwrap
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -94,12 +95,15 @@ def cell_commits(matrix: dict) -> str:
 def readme_block(matrix: dict) -> str:
     """The README's block: the range, the table, and what the whole run took."""
     header, rows = table_rows(matrix)
+    sentence = (
+        f"Tested: {torch_versions.tested_range()} (`src/normlab/norms/torch_range.toml`). `make test-torch-range` ran "
+        f"{cells_run(matrix)}, {total_minutes(matrix):.0f} min of cells in all, by {matrix['gathered'][:10]} "
+        f"({cell_commits(matrix)}; {matrix['machine']}; each time includes building normlab's wheel and installing "
+        "torch from the local wheelhouse):"
+    )
     lines = [
         BEGIN,
-        f"Tested: {torch_versions.tested_range()} (`src/normlab/norms/torch_range.toml`). `make test-torch-range` ran "
-        f"{cells_run(matrix)}, {total_minutes(matrix):.0f} min of cells in all, by {matrix['gathered'][:10]} ({cell_commits(matrix)}; "
-        f"{matrix['machine']}; each time includes building normlab's wheel and installing "
-        "torch from the local wheelhouse):",
+        textwrap.fill(sentence, width=116, break_on_hyphens=False),  # the README's lines stay readable in a terminal
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
