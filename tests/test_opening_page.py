@@ -97,6 +97,10 @@ def test_a_verdict_with_a_caveat_says_so_on_the_opening_page_the_ledger_and_its_
     assert "**{ref}`1 caveat <ledger-caveats>`**" in row and STALE not in row
     listed = ledger_page.split("(ledger-caveats)=", 1)[1]
     assert f"- **Q2** ({{ref}}`speed <speed-bandwidth>`): {STALE}." in listed
+    # several caveats: one to a line under the claim's, none run into the next
+    two = record("Q2", "holds", 0.059, 0.1, section="speed-bandwidth", headline="Fused.", caveats=[STALE, "host time"])
+    listed = render_ledger(CLAIMS, [run("speed", two)]).split("(ledger-caveats)=", 1)[1]
+    assert f"- **Q2** ({{ref}}`speed <speed-bandwidth>`):\n  - {STALE}.\n  - host time." in listed
     assert f"**Caveat:** {STALE}." in str(verdict_table(SimpleNamespace(claims=[q2]))._repr_markdown_())
     plain = record("Q2", "holds", 0.059, 0.1, section="speed-bandwidth", headline="Fused.")
     assert "caveat" not in sentences(run("speed", plain))[0]

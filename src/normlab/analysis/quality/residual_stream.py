@@ -260,7 +260,8 @@ def b5_finding(
         # the first sentence (the ledger's): the key number against "large", and our removal test read against its
         # margin; the shallow models' shares and the ablation follow it
         ("In SmolLM2's deepest layer" if deep is not None else f"After {depth} trained RMSNorm blocks")
-        + f" the common offset holds {key:.3f} of the energy (large from {offset_large:g}); removing the all-ones "
+        + f" the common offset holds {B5_KEY.format(key)} of the energy (large from {B5_KEY.limit(offset_large)}); "
+        "removing the all-ones "
         f"component from our models costs {interval_text(m['info_pair'], NATS_PER_BYTE, margin=False)} against "
         f"±{margin:g}"
         + (

@@ -117,7 +117,7 @@ def _q2(df: pd.DataFrame, equal_time: float, one_op=None, memory_bound=None) -> 
     return Finding(
         decide(gap < equal_time),
         # the first sentence (the ledger's): the key number against the threshold; per implementation after it
-        f"Where both norms are fused RMSNorm saves a median {pct(median)} of LayerNorm's time over {len(fused)} "
+        f"Where both norms are fused RMSNorm saves a median {median:+.1%} of LayerNorm's time over {len(fused)} "
         f"points, {'under' if gap < equal_time else 'not under'} the {equal_time:.0%} that counts as an advantage. "
         f"Per implementation: {describe_ranges(saving_ranges(fused))}; sd {spread:.1%}; the unfused ones save a median "
         f"{pct(unfused_median) if unfused_median is not None else 'n/a'}.",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from normlab.analysis.speed.hardware import sources, weigh
-from normlab.analysis.speed.ratio import describe_ranges, pct, saving_ranges
+from normlab.analysis.speed.ratio import describe_ranges, saving_ranges
 from normlab.analysis.speed.runs import unstable_cases
 from normlab.bench import report
 from normlab.study import decide, design
@@ -45,7 +45,7 @@ def _b10(df: pd.DataFrame) -> Finding:
     return Finding(
         decide(inside, caveat=inside and outside > 0),
         # the first sentence (the ledger's): the key number against 'a few percent'; per implementation after it
-        f"At {_rows_text(ratios)} RMSNorm saves a median {pct(median)} of LayerNorm's latency over {len(ratios)} "
+        f"At {_rows_text(ratios)} RMSNorm saves a median {median:+.1%} of LayerNorm's latency over {len(ratios)} "
         f"stable points, {'inside' if inside else 'outside'} the {FEW_PERCENT[0]:.0%}–{FEW_PERCENT[1]:.0%} read as "
         f"'a few percent'"
         + (f", though {outside} of {len(ranges)} implementations' medians lie outside" if inside and outside else "")

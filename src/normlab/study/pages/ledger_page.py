@@ -168,7 +168,13 @@ def render_ledger(claims: list[Claim], runs: list[dict], *, warning: str | None 
             "What qualifies each verdict, as its chapter states it beside the verdict.",
             "",
         ]
-        lines += [f"- **{cid}** ({_link(record)}): " + "; ".join(record["caveats"]) + "." for cid, record in caveated]
+        for cid, record in caveated:
+            caveats = [c.rstrip(".") for c in record["caveats"]]
+            # one caveat on its claim's line; several, one to a line under it, so that none runs into the next
+            if len(caveats) == 1:
+                lines.append(f"- **{cid}** ({_link(record)}): {caveats[0]}.")
+            else:
+                lines += [f"- **{cid}** ({_link(record)}):"] + [f"  - {caveat}." for caveat in caveats]
     parts = [(claim.id, part) for claim in claims for part in table[claim.id]["parts"]]
     if parts:
         lines += [
