@@ -88,9 +88,10 @@ def ctas_per_sm(registers: int, warps: int, shared: int) -> dict:
     return {"ctas_per_sm": bounds[limit], "bound_by": limit}
 
 
-def compile_kernel(kernel, io_dtype, stat_dtype, constexprs, warps, param_dtype=None, ttgir=False):
+def compile_kernel(kernel, io_dtype, stat_dtype, constexprs, warps, param_dtype=None, ttgir=False, registers=None):
     """Compiles one variant for sm_90; returns its resource usage. `param_dtype`: the weight's and bias's dtype
-    when it is not x's (bf16 x with fp32 weights, the usual mixed-precision case)."""
+    when it is not x's (bf16 x with fp32 weights, the usual mixed-precision case); `registers`: the config's
+    register budget (maxnreg), as the launcher passes it."""
     signature, attrs = {}, {}
     for index, name in enumerate(kernel.arg_names):
         if name in constexprs:
@@ -111,7 +112,7 @@ def compile_kernel(kernel, io_dtype, stat_dtype, constexprs, warps, param_dtype=
     knobs.nvidia.dump_ptxas_log = True  # Triton runs ptxas -v anyway; this prints its log, which we read
     knobs.compilation.always_compile = True  # a cached kernel would skip ptxas, and so its log
     with contextlib.redirect_stdout(log):
-        compiled = triton.compile(source, target=TARGET, options={"num_warps": warps})
+        compiled = triton.compile(source, target=TARGET, options={"num_warps": warps, "maxnreg": registers})
     ptxas = log.getvalue()
     registers = int(re.search(r"Used (\d+) registers", ptxas).group(1))
     spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", ptxas)
@@ -137,7 +138,7 @@ def variants(quick, element_size):
             (layer_kernels.layer_forward_onchip, dict(HAS_RESIDUAL=a, HAS_WEIGHT=b, HAS_BIAS=c), "layer"),
         ):
             for rows, block in FORWARD_TILES:
-                config = tuning.onchip_forward(kind, rows * block, size)
+                config = tuning.onchip_forward(kind, rows * block, size, rows)
                 yield kernel, dict(flags, ROWS=rows, BLOCK=block, STAGES=config.stages, RELOAD=config.reload), config
         for kernel, flags, kind in (
             (rms_kernels.rms_backward_onchip, dict(HAS_DS=a, HAS_WEIGHT=b, EPS_INSIDE=c), "rms"),
@@ -360,9 +361,10 @@ def _launch_case(kind, direction, d, size, rows):
         direction == "backward" and d <= launch._backward_onchip_limit(kind, launch.ONCHIP_LIMIT, size, None)
     ):
         tile_rows, block = launch._tile(rows, d)
-        config = (tuning.onchip_forward if direction == "forward" else tuning.onchip_backward)(
-            kind, tile_rows * block, size
-        )
+        if direction == "forward":
+            config = tuning.onchip_forward(kind, tile_rows * block, size, tile_rows)
+        else:
+            config = tuning.onchip_backward(kind, tile_rows * block, size)
         tile_rows = launch._tile_rows(tile_rows, rows, config)
         kernel = getattr({"rms": rms_kernels, "layer": layer_kernels}[kind], f"{kind}_{direction}_onchip")
         shape = dict(ROWS=tile_rows, BLOCK=block, STAGES=config.stages, RELOAD=config.reload)
@@ -448,7 +450,9 @@ def schedule_case(kind, direction, d, label, flags_name, rows):
     io_dtype, stat_dtype, param_dtype, size = DTYPES[label]
     kernel, shape, config, path, tiles, per_iteration_rows = _launch_case(kind, direction, d, size, rows)
     constexprs = dict(FLAG_SETS[(kind, direction)][flags_name], **shape)
-    usage, ttgir = compile_kernel(kernel, io_dtype, stat_dtype, constexprs, config.warps, param_dtype, ttgir=True)
+    usage, ttgir = compile_kernel(
+        kernel, io_dtype, stat_dtype, constexprs, config.warps, param_dtype, ttgir=True, registers=config.registers
+    )
     analysis = analyse_ttgir(ttgir)
     loops = analysis["loops"]
     outer = [loop for loop in loops if loop[3] == 0]
@@ -489,7 +493,9 @@ def schedule_case(kind, direction, d, label, flags_name, rows):
     if path == "onchip" and shape["ROWS"] > 1:  # the same row launched alone: its reduction must not change
         kernel1, shape1, config1, *_ = _launch_case(kind, direction, d, size, 1)
         constexprs1 = dict(FLAG_SETS[(kind, direction)][flags_name], **shape1)
-        _, ttgir1 = compile_kernel(kernel1, io_dtype, stat_dtype, constexprs1, config1.warps, param_dtype, ttgir=True)
+        _, ttgir1 = compile_kernel(
+            kernel1, io_dtype, stat_dtype, constexprs1, config1.warps, param_dtype, True, config1.registers
+        )
         alone = analyse_ttgir(ttgir1)["row_reductions"]
         record["batch_invariant"] = set(alone) == set(analysis["row_reductions"])
         record["row_reduction_layout_1_row"] = alone
@@ -631,7 +637,8 @@ def main():
         name = kernel.__name__
         warps = config.warps if config else warps_for(launch.REDUCE_LINES * launch.REDUCE_BLOCK)
         try:
-            usage = compile_kernel(kernel, io_dtype, stat_dtype, constexprs, warps, param_dtype)
+            registers = config and config.registers
+            usage = compile_kernel(kernel, io_dtype, stat_dtype, constexprs, warps, param_dtype, registers=registers)
         except Exception as error:  # report every failing variant, not just the first
             failures.append(f"FAIL {name} {label} {constexprs}: {type(error).__name__}: {str(error)[:300]}")
             continue

@@ -66,27 +66,30 @@ class DirectLauncher:
         self.key_of = _key_function([(p.name, not p.do_not_specialize) for p in runtime])
         self.compiled = {}  # key -> (C launcher, function handle, packed metadata, compiled kernel)
 
-    def compiled_for(self, *args, num_warps, **constexprs):
+    def compiled_for(self, *args, num_warps, maxnreg=None, **constexprs):
         """The compiled kernel a call with these arguments launches, None before the first such call."""
         device = _device_of(args, driver.active.get_current_device())
-        key = (device, num_warps, self.constants_of(constexprs)[: self.constexpr_count])
+        key = (device, num_warps, maxnreg, self.constants_of(constexprs)[: self.constexpr_count])
         entry = self.compiled.get(key + (self.key_of(*args),))
         return None if entry is None else entry[3]
 
-    def __call__(self, grid, *args, num_warps, **constexprs):
+    def __call__(self, grid, *args, num_warps, maxnreg=None, **constexprs):
+        """`maxnreg`: ptxas's register budget a thread (tuning.KernelConfig.registers), None for ptxas's own."""
+        if maxnreg is not None:
+            constexprs["maxnreg"] = maxnreg  # a compile option to Triton; part of this launcher's key below
         if self.interpreted or knobs is None or _launch_hooks_installed():
             return self.kernel[grid](*args, num_warps=num_warps, **constexprs)
         current = driver.active.get_current_device()
         device = _device_of(args, current)
         if device == current:
-            return self._launch(device, grid, args, num_warps, constexprs)
+            return self._launch(device, grid, args, num_warps, maxnreg, constexprs)
         with switched_to(device):
-            return self._launch(device, grid, args, num_warps, constexprs)
+            return self._launch(device, grid, args, num_warps, maxnreg, constexprs)
 
-    def _launch(self, device, grid, args, num_warps, constexprs):
+    def _launch(self, device, grid, args, num_warps, maxnreg, constexprs):
         constants = self.constants_of(constexprs)[: self.constexpr_count]
         try:
-            key = (device, num_warps, constants, self.key_of(*args))
+            key = (device, num_warps, maxnreg, constants, self.key_of(*args))
         except (AttributeError, TypeError):  # neither tensors nor numbers (None, say): Triton binds them
             return self.kernel[grid](*args, num_warps=num_warps, **constexprs)
         entry = self.compiled.get(key)

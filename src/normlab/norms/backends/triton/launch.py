@@ -234,7 +234,7 @@ def rms_forward(
     flags = dict(HAS_RESIDUAL=r2 is not None, HAS_WEIGHT=weight is not None, EPS_INSIDE=eps_inside)
     if n_features <= onchip_limit:
         rows, block = _tile(n_rows, n_features)
-        config = config or tuning.onchip_forward("rms", rows * block, x.element_size())
+        config = config or tuning.onchip_forward("rms", rows * block, x.element_size(), rows)
         rows = _tile_rows(rows, n_rows, config)
         RMS_FORWARD_ONCHIP(
             (_programs(_cdiv(n_rows, rows), x.device, config),),
@@ -281,6 +281,7 @@ def rms_forward(
             CHUNK=chunk,
             STAGES=config.stages,
             num_warps=config.warps,
+            maxnreg=config.registers,
         )
     return y, s, ms
 
@@ -405,7 +406,7 @@ def layer_forward(
     flags = dict(HAS_RESIDUAL=r2 is not None, HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None)
     if n_features <= onchip_limit:
         rows, block = _tile(n_rows, n_features)
-        config = config or tuning.onchip_forward("layer", rows * block, x.element_size())
+        config = config or tuning.onchip_forward("layer", rows * block, x.element_size(), rows)
         rows = _tile_rows(rows, n_rows, config)
         LAYER_FORWARD_ONCHIP(
             (_programs(_cdiv(n_rows, rows), x.device, config),),
@@ -452,6 +453,7 @@ def layer_forward(
             CHUNK=chunk,
             STAGES=config.stages,
             num_warps=config.warps,
+            maxnreg=config.registers,
         )
     return y, s, mean, rstd
 

@@ -102,6 +102,7 @@ class KernelConfig:
     rows: int | None = None  # on-chip tile height, instead of TILE_ELEMENTS // width
     reload: bool = False  # forward: read the tile again after the reduction; backward: load the weight per tile
     group: int = 1  # chunked backward: rows of chunk / group elements per tile, their dweight summed on chip
+    registers: int | None = None  # ptxas's register budget a thread (Triton's maxnreg); None: ptxas's own choice
 
 
 MEASURED_TABLE = Path(__file__).with_name("measured.json")
@@ -146,6 +147,9 @@ _FORWARD_PROGRAMS = {
     "rms": {4096: (4, 3), 8192: (2, 1), 16384: (1, 1)},
     "layer": {4096: (3, 2), 8192: (1, 1), 16384: (1, 1)},
 }
+# Packed tiles (ROWS > 1 rows of d < 4096, launch._tile), --schedule: rms bf16/fp16 with a residual 67-76 registers
+# at 8 warps -> 3 CTAs; fp32 with a residual at d = 256, 512: 96 -> 2 (4 and 3 were started: 14 misfits).
+_PACKED_FORWARD_PROGRAMS = {"rms": (3, 2), "layer": (3, 2)}
 # (Re-read from scripts/compile_kernels_sm90.py --schedule with the pipelined loops, two buffers a stream and the
 # weight held across the loop: rms fp32 8192 fused takes 128 KiB of buffers -> 1; layer fp32 4096 fused 80-87
 # registers -> 2; layer bf16 8192 93-99 registers at 16 warps -> 1.)
@@ -186,18 +190,33 @@ def _row_warps(direction: str, tile_elements: int, element_size: int) -> int:
     return min(_PACKED_WARPS[direction], 1 << (vectors - 1).bit_length())
 
 
+def register_budget(warps: int, programs_per_sm: int) -> int:
+    """The registers a thread may use so that `programs_per_sm` CTAs of `warps` warps fit on an sm_90 SM (65536
+    registers, allocated per warp in units of 256; at most 255 a thread), a multiple of 8.
+
+    Without it ptxas picks its own target, and for the chunked forwards it aims at more CTAs than the table
+    starts (64 registers at 8 warps: 4 CTAs; 40 at 16 warps: 3) and spills a loop-invariant predicate word
+    (4-8 B: rms fp16 at 8 warps, layer bf16 x / fp32 w at 16 warps, scripts/compile_kernels_sm90.py
+    --schedule). Given the budget the table's occupancy leaves, ptxas keeps them in registers (92 and 56); the
+    instructions are the same (their FADD/FFMA/FMUL counts in the SASS match), only the allocation changes."""
+    return min(255, 65536 // (warps * 32 * programs_per_sm) // 8 * 8)
+
+
 def _by_size(pair: tuple[int, int], element_size: int) -> int:
     return pair[0] if element_size <= 2 else pair[1] if element_size == 4 else 1
 
 
 @functools.cache
-def onchip_forward(kind: str, tile_elements: int, element_size: int) -> KernelConfig:
-    """The on-chip forward kernels' launch for a tile of `tile_elements` (ROWS x BLOCK) and this input size."""
+def onchip_forward(kind: str, tile_elements: int, element_size: int, rows: int = 1) -> KernelConfig:
+    """The on-chip forward kernels' launch for a tile of `tile_elements` (ROWS x BLOCK, `rows` = ROWS) and this
+    input size."""
     measured = MEASURED.get((kind, "forward", "onchip", element_size, tile_elements))
     if measured is not None:
         return measured
     table = _FORWARD_PROGRAMS[kind]
     programs = table[min((t for t in table if t >= tile_elements), default=max(table))]
+    if rows > 1:
+        programs = _PACKED_FORWARD_PROGRAMS[kind]
     return KernelConfig(
         _row_warps("forward", tile_elements, element_size),
         _stages(tile_elements, element_size),
@@ -223,7 +242,8 @@ def chunked_forward(kind: str, chunk: int, element_size: int) -> KernelConfig:
     if measured is not None:
         return measured
     warps = warps_for(chunk) if _CHUNKED_FORWARD_WARPS[kind] == 8 else min(16, 2 * warps_for(chunk))
-    return KernelConfig(warps, _stages(chunk, element_size), _by_size(_CHUNKED_FORWARD_PROGRAMS, element_size))
+    programs = _by_size(_CHUNKED_FORWARD_PROGRAMS, element_size)
+    return KernelConfig(warps, _stages(chunk, element_size), programs, registers=register_budget(warps, programs))
 
 
 @functools.cache
