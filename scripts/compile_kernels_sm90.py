@@ -92,6 +92,8 @@ def compile_kernel(kernel, io_dtype, stat_dtype, constexprs, warps, param_dtype=
     """Compiles one variant for sm_90; returns its resource usage. `param_dtype`: the weight's and bias's dtype
     when it is not x's (bf16 x with fp32 weights, the usual mixed-precision case); `registers`: the config's
     register budget (maxnreg), as the launcher passes it."""
+    if "heads" in kernel.arg_names:  # rows as (token, head) pairs: 1 head, as every launch but a per-head QK-norm
+        constexprs = dict(constexprs, heads=1)  # (Triton specialises an integer argument of 1 to a constant)
     signature, attrs = {}, {}
     for index, name in enumerate(kernel.arg_names):
         if name in constexprs:

@@ -3,10 +3,10 @@ split leaves as a strided view, against the float64 reference.
 
     qkv = linear(x).view(B, T, 3, H, Dh);  q = qkv[:, :, 0]     # last dim contiguous, the others not
 
-The kernels address a row as X + row * stride (one row stride, unit column stride). q's rows need two strides
-(tokens 3*H*Dh apart, heads Dh apart), so today launch._rows copies q before the launch: correct, tested here,
-but not the copy-free path issue 43 asks for, which needs the kernels (rms_kernels.py) to take a second row
-stride; that test is marked xfail(strict=True). A split of the whole width (q = qkv[..., :D], QK-norm over all
+q's rows need two strides (tokens 3*H*Dh apart, heads Dh apart). The RMS on-chip kernels address row r at
+(r // heads) * token stride + (r % heads) * head stride (rms_kernels._row_offsets), so launch._row_view passes q
+as a (tokens, heads, Dh) view of qkv's storage, forward and backward, without a copy; each row's y, dx and
+dweight are the same bits as for q.contiguous(). A split of the whole width (q = qkv[..., :D], QK-norm over all
 heads at once, as OLMo-2) is one row stride and is launched on the original storage. A view whose last
 dimension is not contiguous is copied, as before.
 """
@@ -34,6 +34,20 @@ def launched(monkeypatch):
         return original(grid, x, *args, **kwargs)
 
     monkeypatch.setattr(launch, "RMS_FORWARD_ONCHIP", recording)
+    return seen
+
+
+@pytest.fixture
+def launched_backward(monkeypatch):
+    """The data pointer of S at each on-chip backward launch."""
+    seen = []
+    original = launch.RMS_BACKWARD_ONCHIP
+
+    def recording(grid, dy, ds, s, *args, **kwargs):
+        seen.append(s.data_ptr())
+        return original(grid, dy, ds, s, *args, **kwargs)
+
+    monkeypatch.setattr(launch, "RMS_BACKWARD_ONCHIP", recording)
     return seen
 
 
@@ -67,18 +81,38 @@ def test_qkv_split_matches_the_float64_reference_forward_and_backward(head_dim):
     assert torch.equal(grad[:, :, 2], torch.zeros_like(grad[:, :, 2]))  # v is untouched
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="rms_kernels.py: the kernels take one row stride; a (tokens, heads) view of a QKV split needs two, "
-    "so launch._rows copies it",
-)
 @pytest.mark.parametrize("head_dim", (64, 256))
 def test_qkv_split_per_head_is_launched_without_a_copy(head_dim, launched):
     qkv = _qkv(head_dim)
     q = qkv[:, :, 0]
     y = normlab.rms_norm(q, None, 1e-6, backend="triton")
     torch.testing.assert_close(y.double(), rms_norm_reference(q.double(), None, 1e-6), rtol=1e-5, atol=1e-5)
-    assert [pointer for pointer, _ in launched] == [q.data_ptr()]
+    assert launched == [(q.data_ptr(), 3 * H * head_dim)]  # the token stride; the head stride is head_dim
+
+
+@pytest.mark.parametrize("head_dim", (64, 256))
+@pytest.mark.parametrize("with_weight", (False, True))
+def test_the_copy_free_split_gives_the_contiguous_bits(head_dim, with_weight, launched, launched_backward):
+    """Forward and backward on one head's view of qkv against the same rows made contiguous: every y, dx and
+    dweight bit the same, and the backward reads s (the saved q) in place too."""
+    qkv = _qkv(head_dim, seed=2).requires_grad_()
+    q = qkv[:, :, 1]
+    weight = (1 + 0.1 * torch.randn(head_dim, generator=torch.Generator().manual_seed(3))).to(DEVICE)
+    weight = weight.requires_grad_() if with_weight else None
+    dy = torch.randn(B, T, H, head_dim, generator=torch.Generator().manual_seed(4)).to(DEVICE)
+    y = normlab.rms_norm(q, weight, 1e-6, backend="triton")
+    grads = torch.autograd.grad(y, (qkv, weight) if with_weight else (qkv,), dy)
+    assert [pointer for pointer, _ in launched] == [q.data_ptr()] and launched_backward == [q.data_ptr()]
+
+    q_copy = q.detach().contiguous().requires_grad_()
+    weight_copy = None if weight is None else weight.detach().clone().requires_grad_()
+    y_copy = normlab.rms_norm(q_copy, weight_copy, 1e-6, backend="triton")
+    grads_copy = torch.autograd.grad(y_copy, (q_copy, weight_copy) if with_weight else (q_copy,), dy)
+    assert torch.equal(y, y_copy)
+    assert torch.equal(grads[0][:, :, 1], grads_copy[0])
+    assert torch.equal(grads[0][:, :, 0], torch.zeros_like(grads_copy[0]))
+    if with_weight:
+        assert torch.equal(grads[1], grads_copy[1])
 
 
 def test_a_whole_width_split_is_launched_on_the_original_storage(launched):

@@ -3,9 +3,11 @@
 These are plain functions with no autograd; `normlab.norms.backends.triton.custom_ops` wraps
 them as torch.library ops and as the eager autograd.Function. Inputs of any leading shape are
 viewed as (rows, N): the kernels take unit column stride and one row stride, so a view whose
-leading dimensions collapse to one stride (a slice qkv[..., :d]) is read in place, while one that
-needs two (one head of a QKV split, qkv.view(B, T, 3, H, Dh)[:, :, 0]) is copied by reshape, and a
-last dimension with stride != 1 is copied to be contiguous.
+leading dimensions collapse to one stride (a slice qkv[..., :d]) is read in place. The RMS on-chip
+kernels also take a second row stride (rows as (token, head) pairs, _row_view), so one head of a QKV
+split (qkv.view(B, T, 3, H, Dh)[:, :, 0], tokens and heads two strides apart) is read in place there
+too; other kernels (LayerNorm, rows past the on-chip limits) get it copied by reshape. A last
+dimension with stride != 1 is copied to be contiguous.
 
 A backward launches its row kernel, then (with a weight or bias) reduce_kernels.sum_partials, which
 sums the per-program partials and casts them: no ATen zeros, sums or casts.
@@ -101,6 +103,50 @@ def _rows(t: torch.Tensor, n_features: int) -> torch.Tensor:
     return t2
 
 
+def _stride_groups(t: torch.Tensor) -> list[tuple[int, int]]:
+    """The leading dimensions of t merged where they step evenly: [(size, stride)], outermost first."""
+    groups: list[tuple[int, int]] = []
+    for size, stride in zip(t.shape[:-1], t.stride()[:-1]):
+        if size == 1:
+            continue
+        if groups and groups[-1][1] == stride * size:
+            groups[-1] = (groups[-1][0] * size, stride)
+        else:
+            groups.append((size, stride))
+    return groups
+
+
+def _row_view(t: torch.Tensor, n_features: int) -> tuple[torch.Tensor, int, int, int]:
+    """t as the RMS on-chip kernels address it, row r at (r // heads) * token stride + (r % heads) * head stride
+    (rms_kernels._row_offsets): (the tensor launched, heads, token stride, head stride).
+
+    A view whose leading dimensions collapse to one stride is launched as _rows gives it, heads 1. One that needs
+    two (one head of a QKV split, qkv.view(B, T, 3, H, Dh)[:, :, 0]: tokens 3 H Dh apart, heads Dh apart) is
+    launched as a (tokens, heads, N) view of the same storage, not copied. Anything else is copied, as _rows
+    does. Row r is the r-th of t's leading indices in row-major order, as for a contiguous t."""
+    if t.dim() > 2 and n_features > 1 and t.stride(-1) == 1 and t.numel() and not t.is_contiguous():
+        groups = _stride_groups(t)
+        if len(groups) == 2:
+            (tokens, token_stride), (heads, head_stride) = groups
+            view = t.as_strided((tokens, heads, n_features), (token_stride, head_stride, 1))
+            return view, heads, token_stride, head_stride
+    t2 = _rows(t, n_features)
+    return t2, 1, t2.stride(0), 0
+
+
+def _row_strides(t: torch.Tensor, n_features: int, heads: int) -> tuple[torch.Tensor, int, int]:
+    """(the tensor launched, token stride, head stride) of t (a residual, dy, ds) in the row numbering of a launch
+    whose rows are split into `heads` (_row_view of x or s): one row stride s is (s * heads, s); the same split
+    is read in place; another one is copied."""
+    view, own_heads, token_stride, head_stride = _row_view(t, n_features)
+    if own_heads == heads:
+        return view, token_stride, head_stride
+    if own_heads == 1:
+        return view, token_stride * heads, token_stride
+    t2 = t.contiguous().view(-1, n_features)
+    return t2, n_features * heads, n_features
+
+
 def _cdiv(a: int, b: int) -> int:
     # triton.cdiv is a constexpr function: a few µs per host call, for one integer division.
     return -(-a // b)
@@ -153,12 +199,45 @@ def _prepare(x, residual, onchip_limit, chunk):
     return n_features, _rows(x, n_features), None if residual is None else _rows(residual, n_features)
 
 
+def _prepare_split(x, residual, onchip_limit, chunk):
+    """_prepare for the RMS forward: on chip, x (and the residual) as _row_view / _row_strides give them, and
+    (heads, x's token and head strides, the residual's); chunked, as _prepare, with heads 1."""
+    n_features = x.shape[-1]
+    if n_features > onchip_limit or onchip_limit < 0:
+        n_features, x2, r2 = _prepare(x, residual, onchip_limit, chunk)
+        return n_features, x2, r2, (1, x2.stride(0), 0, 0, 0)
+    check_triton_device(x, INTERPRETED)
+    if residual is not None and residual.dtype != x.dtype:
+        raise TypeError(f"residual has dtype {residual.dtype} but x has {x.dtype}; cast one to match")
+    x2, heads, x_token, x_head = _row_view(x, n_features)
+    r2, r_token, r_head = None, 0, 0
+    if residual is not None:
+        r2, r_token, r_head = _row_strides(residual, n_features, heads)
+    return n_features, x2, r2, (heads, x_token, x_head, r_token, r_head)
+
+
 def _prepare_backward(dy, ds, s):
     """Row views of s, dy and ds (None when absent), and dx allocated in s's layout."""
     check_triton_device(s, INTERPRETED)
     n_features = s.shape[-1]
     ds2 = None if ds is None else _rows(ds, n_features)
     return n_features, _rows(s, n_features), _rows(dy, n_features), ds2, _empty_like(s, s.dtype)
+
+
+def _prepare_backward_split(dy, ds, s, onchip: bool):
+    """_prepare_backward for the RMS backward: on chip, s as _row_view gives it, dy and ds as _row_strides in its
+    rows, and (heads, the token and head strides of dy, ds, s); chunked, as _prepare_backward, with heads 1."""
+    if not onchip:
+        n_features, s2, dy2, ds2, dx = _prepare_backward(dy, ds, s)
+        ds_stride = s2.stride(0) if ds2 is None else ds2.stride(0)
+        return n_features, s2, dy2, ds2, dx, (1, dy2.stride(0), 0, ds_stride, 0, s2.stride(0), 0)
+    check_triton_device(s, INTERPRETED)
+    n_features = s.shape[-1]
+    s2, heads, s_token, s_head = _row_view(s, n_features)
+    dy2, dy_token, dy_head = _row_strides(dy, n_features, heads)
+    ds2, ds_token, ds_head = (None, s_token, s_head) if ds is None else _row_strides(ds, n_features, heads)
+    split = (heads, dy_token, dy_head, ds_token, ds_head, s_token, s_head)
+    return n_features, s2, dy2, ds2, _empty_like(s, s.dtype), split
 
 
 def _partials(programs: int, present: bool, stats: torch.dtype, placeholder: torch.Tensor) -> torch.Tensor:
@@ -222,8 +301,8 @@ def rms_forward(
     """Returns (y, s, ms): s = x + residual (an empty tensor without residual), ms = mean square per row.
 
     `config` replaces the tuning table's launch (the sweep's variants); onchip_limit still picks the path."""
-    n_features, x2, r2 = _prepare(x, residual, onchip_limit, chunk)
-    n_rows = x2.shape[0]
+    n_features, x2, r2, split = _prepare_split(x, residual, onchip_limit, chunk)
+    n_rows = x2.shape[0] * (x2.shape[1] if x2.dim() == 3 else 1)
     y = _empty_like(x, x.dtype)
     s = _empty_like(x, x.dtype) if residual is not None else x.new_empty(0)
     ms = _empty(x.shape[:-1], _statistics_dtype(x.dtype), x.device)
@@ -247,8 +326,11 @@ def rms_forward(
             n_rows,
             n_features,
             k,
-            x2.stride(0),
-            r.stride(0),
+            split[1],
+            split[3] if r2 is not None else split[1],
+            split[0],
+            split[2],
+            split[4] if r2 is not None else split[2],
             eps,
             offset,
             **flags,
@@ -301,15 +383,16 @@ def rms_backward(
     config: tuning.KernelConfig | None = None,
 ):
     """Returns (dx, dweight); dx also includes ds (the gradient reaching s = x + residual directly)."""
-    n_features, s2, dy2, ds2, dx = _prepare_backward(dy, ds, s)
-    n_rows, stats = s2.shape[0], _statistics_dtype(s.dtype)
+    onchip = s.shape[-1] <= _backward_onchip_limit("rms", onchip_limit, s.element_size(), config)
+    n_features, s2, dy2, ds2, dx, split = _prepare_backward_split(dy, ds, s, onchip)
+    n_rows, stats = s2.shape[0] * (s2.shape[1] if s2.dim() == 3 else 1), _statistics_dtype(s.dtype)
     if n_rows == 0:
         return dx, (torch.zeros_like(weight) if weight is not None else s.new_empty(0))
     w = s2 if weight is None else weight.contiguous()
     ds_arg = s2 if ds2 is None else ds2
     flags = dict(HAS_DS=ds2 is not None, HAS_WEIGHT=weight is not None, EPS_INSIDE=eps_inside)
     ms2 = ms.reshape(-1)
-    if n_features <= _backward_onchip_limit("rms", onchip_limit, s.element_size(), config):
+    if onchip:
         rows, block = _tile(n_rows, n_features)
         config = config or tuning.onchip_backward("rms", rows * block, s.element_size())
         rows = _tile_rows(rows, n_rows, config)
@@ -327,9 +410,13 @@ def rms_backward(
             n_rows,
             n_features,
             k,
-            dy2.stride(0),
-            ds_arg.stride(0),
-            s2.stride(0),
+            split[1],
+            split[3],
+            split[5],
+            split[0],
+            split[2],
+            split[4],
+            split[6],
             eps,
             offset,
             **flags,

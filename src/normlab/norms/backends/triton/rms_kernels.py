@@ -61,6 +61,16 @@ def _inverse_rms_slope(ms, inv, EPS_INSIDE: tl.constexpr):
     return slope
 
 
+@triton.jit
+def _row_offsets(rows, heads, stride_token, stride_head):
+    """Where each row starts, for rows that are (token, head) pairs of a view with two row strides (one head of a
+    QKV split: launch._row_view), row = token * heads + head. heads == 1 (every other launch) is specialised to
+    a constant by Triton, and this folds to rows * stride_token, as before."""
+    token = rows // heads
+    head = rows - token * heads
+    return token.to(tl.int64) * stride_token + head.to(tl.int64) * stride_head
+
+
 @triton.jit(do_not_specialize=["n_rows"])
 def rms_forward_onchip(
     X,
@@ -74,6 +84,9 @@ def rms_forward_onchip(
     K,
     stride_x,
     stride_r,
+    heads,
+    stride_x_head,
+    stride_r_head,
     eps,
     offset,
     HAS_RESIDUAL: tl.constexpr,
@@ -109,10 +122,11 @@ def rms_forward_onchip(
         row_ok = rows < n_rows
         mask = row_ok[:, None] & col_ok[None, :]
         rows64 = rows.to(tl.int64)
+        x_at = _row_offsets(rows, heads, stride_x, stride_x_head)
         s_ptrs = S + rows64[:, None] * N + cols[None, :]
         s = load_summed(
-            X + rows64[:, None] * stride_x + cols[None, :],
-            R + rows64[:, None] * stride_r + cols[None, :],
+            X + x_at[:, None] + cols[None, :],
+            R + _row_offsets(rows, heads, stride_r, stride_r_head)[:, None] + cols[None, :],
             s_ptrs,
             mask,
             HAS_RESIDUAL,
@@ -123,7 +137,7 @@ def rms_forward_onchip(
         ms = tl.sum(head * head, axis=1) / K
         inv = _inverse_rms(ms, eps, EPS_INSIDE)
         if RELOAD:
-            s = reload_summed(X + rows64[:, None] * stride_x + cols[None, :], s_ptrs, mask, HAS_RESIDUAL)
+            s = reload_summed(X + x_at[:, None] + cols[None, :], s_ptrs, mask, HAS_RESIDUAL)
             s = s.to(compute)
         y = s * inv[:, None]
         if HAS_WEIGHT:
@@ -205,6 +219,10 @@ def rms_backward_onchip(
     stride_dy,
     stride_ds,
     stride_s,
+    heads,
+    stride_dy_head,
+    stride_ds_head,
+    stride_s_head,
     eps,
     offset,
     HAS_DS: tl.constexpr,
@@ -240,8 +258,10 @@ def rms_backward_onchip(
         row_ok = rows < n_rows
         mask = row_ok[:, None] & col_ok[None, :]
         rows64 = rows.to(tl.int64)[:, None]
-        s = tl.load(S + rows64 * stride_s + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
-        dy = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
+        s_at = _row_offsets(rows, heads, stride_s, stride_s_head)[:, None]
+        dy_at = _row_offsets(rows, heads, stride_dy, stride_dy_head)[:, None]
+        s = tl.load(S + s_at + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
+        dy = tl.load(DY + dy_at + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
         s, dy = s.to(compute), dy.to(compute)
         ms = tl.load(MS + rows, mask=row_ok, other=1.0)
         inv = _inverse_rms(ms, eps, EPS_INSIDE)
@@ -254,7 +274,8 @@ def rms_backward_onchip(
         c = tl.sum(g * s, axis=1)
         dx = g * inv[:, None] - tl.where(in_head, s, 0.0) * (c * slope / K)[:, None]
         if HAS_DS:
-            ds = tl.load(DS + rows64 * stride_ds + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
+            ds_at = _row_offsets(rows, heads, stride_ds, stride_ds_head)[:, None]
+            ds = tl.load(DS + ds_at + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
             dx += ds.to(compute)
         tl.store(DX + rows64 * N + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask, eviction_policy="evict_first")
         if HAS_WEIGHT:
