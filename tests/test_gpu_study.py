@@ -332,4 +332,4 @@ def test_the_depth_chapter_without_a_committed_study_keeps_its_verdicts():
     assert text.startswith("No GPU study is committed") and "\n" not in text
     # this run's verdict unchanged, with the opening page's sentence written from it
     assert replace(weighed["B17"], headline=None) == mine["B17"]
-    assert weighed["B17"].headline.startswith("At initialisation, under GPT-2's depth-scaled initialisation")
+    assert weighed["B17"].headline.startswith("Pre-LN's per-block gradient norms spread by")
