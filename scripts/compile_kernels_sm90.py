@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import io
 import itertools
 import json
@@ -358,9 +357,10 @@ def enumerate_loops(enclosing):
 
 def _launch_case(kind, direction, d, size, rows):
     """(kernel, shape constexprs, config, path, tiles) as launch.py picks them for `rows` rows of width d."""
-    stats_path = None
-    if direction == "forward" and d <= launch.ONCHIP_LIMIT or (
-        direction == "backward" and d <= launch._backward_onchip_limit(kind, launch.ONCHIP_LIMIT, size, None)
+    if (
+        direction == "forward"
+        and d <= launch.ONCHIP_LIMIT
+        or (direction == "backward" and d <= launch._backward_onchip_limit(kind, launch.ONCHIP_LIMIT, size, None))
     ):
         tile_rows, block = launch._tile(rows, d)
         if direction == "forward":
@@ -382,7 +382,14 @@ def _launch_case(kind, direction, d, size, rows):
         shape = dict(GROUP=config.group, CHUNK=max(1, chunk // config.group), STAGES=config.stages)
         kernel = getattr(module, f"{kind}_backward_chunked_grouped")
         return kernel, shape, config, "chunked", -(-rows // config.group), config.group
-    return getattr(module, f"{kind}_backward_chunked"), dict(CHUNK=chunk, STAGES=config.stages), config, "chunked", rows, 1
+    return (
+        getattr(module, f"{kind}_backward_chunked"),
+        dict(CHUNK=chunk, STAGES=config.stages),
+        config,
+        "chunked",
+        rows,
+        1,
+    )
 
 
 FLAG_SETS = {
@@ -414,7 +421,9 @@ def _traffic(analysis, persistent, d, chunk, per_iteration_rows, programs, rows)
             continue
         nested = [start for start in op["loops"] if start != persistent and start > persistent]
         if not nested and any(
-            other["op"] == op["op"] and other["tensors"] == op["tensors"] and other["elements"] == op["elements"]
+            other["op"] == op["op"]
+            and other["tensors"] == op["tensors"]
+            and other["elements"] == op["elements"]
             and any(start > persistent for start in other["loops"])
             for other in analysis["ops"]
         ):
@@ -469,7 +478,9 @@ def schedule_case(kind, direction, d, label, flags_name, rows):
              and loop[1] < next(l[1] for l in loops if l[0] == persistent)]  # fmt: skip
     programs = tuning.persistent_programs(tiles, SMS, config.programs_per_sm)
     chunk = shape.get("CHUNK", d)
-    hbm, l2, weight_per_row, iteration_bytes = _traffic(analysis, persistent, d, chunk, per_iteration_rows, programs, rows)
+    hbm, l2, weight_per_row, iteration_bytes = _traffic(
+        analysis, persistent, d, chunk, per_iteration_rows, programs, rows
+    )
     resident = min(config.programs_per_sm, usage["ctas_per_sm"]) or 1
     overlap = bool(persistent is not None and analysis["overlap"].get(persistent))
     chunk_overlap = [analysis["overlap"][loop[0]] for loop in inner]
@@ -479,16 +490,31 @@ def schedule_case(kind, direction, d, label, flags_name, rows):
     element = ELEMENT_BYTES[{"fp16": "f16", "fp32": "f32", "fp64": "f64"}.get(io_dtype, io_dtype)]
     copy_bytes = 2 * d * element
     record = dict(
-        kind=kind, direction=direction, d=d, dtype=label, flags=flags_name, kernel=kernel.__name__, path=path,
-        shape=shape_of(constexprs) if "CHUNK" not in constexprs else f"chunk {constexprs['CHUNK']}"
-        + (f" x{constexprs['GROUP']}" if "GROUP" in constexprs else ""),
-        warps=config.warps, stages=config.stages, programs_per_sm=config.programs_per_sm, programs=programs,
+        kind=kind,
+        direction=direction,
+        d=d,
+        dtype=label,
+        flags=flags_name,
+        kernel=kernel.__name__,
+        path=path,
+        shape=shape_of(constexprs)
+        if "CHUNK" not in constexprs
+        else f"chunk {constexprs['CHUNK']}" + (f" x{constexprs['GROUP']}" if "GROUP" in constexprs else ""),
+        warps=config.warps,
+        stages=config.stages,
+        programs_per_sm=config.programs_per_sm,
+        programs=programs,
         **usage,
-        overlap=overlap, chunk_loop_overlap=chunk_overlap, buffers=analysis["buffers"],
+        overlap=overlap,
+        chunk_loop_overlap=chunk_overlap,
+        buffers=analysis["buffers"],
         async_waits=[num for _, num in analysis["waits"]],
         weight_per_row=weight_per_row,
-        hbm_bytes_per_row=round(hbm, 1), l2_bytes_per_row=round(l2, 1), copy_bytes_per_row=copy_bytes,
-        in_flight_per_sm=round(in_flight), ideal_fraction=round(copy_bytes / hbm, 3),
+        hbm_bytes_per_row=round(hbm, 1),
+        l2_bytes_per_row=round(l2, 1),
+        copy_bytes_per_row=copy_bytes,
+        in_flight_per_sm=round(in_flight),
+        ideal_fraction=round(copy_bytes / hbm, 3),
         predicted_fraction=round(predict(copy_bytes, hbm, l2, in_flight), 3),
         row_reduction_layout=analysis["row_reductions"],
     )
@@ -548,7 +574,9 @@ def run_schedule(widths, dtypes, rows, flag_sets, report: Path) -> int:
         try:
             record = schedule_case(kind, direction, d, label, flags_name, rows)
         except Exception as error:
-            problems.append(f"FAIL {kind} {direction} d={d} {label} {flags_name}: {type(error).__name__}: {error}"[:400])
+            problems.append(
+                f"FAIL {kind} {direction} d={d} {label} {flags_name}: {type(error).__name__}: {error}"[:400]
+            )
             continue
         records.append(record)
         problems += schedule_problems(record)
@@ -619,11 +647,14 @@ def main():
         "--sweep-variants", action="store_true", help="also the sweep's variants (reported, not failed)"
     )
     parser.add_argument(
-        "--schedule", action="store_true",
+        "--schedule",
+        action="store_true",
         help="the compiled schedule of the configurations the tuning table picks (fails on no overlap, spills, misfit)",
     )
     parser.add_argument("--widths", type=int, nargs="+", default=SCHEDULE_WIDTHS, help="--schedule: row widths")
-    parser.add_argument("--dtypes", nargs="+", default=list(SCHEDULE_DTYPES), help="--schedule: of " + ", ".join(DTYPES))
+    parser.add_argument(
+        "--dtypes", nargs="+", default=list(SCHEDULE_DTYPES), help="--schedule: of " + ", ".join(DTYPES)
+    )
     parser.add_argument("--rows", type=int, default=8192, help="--schedule: the batch's row count")
     parser.add_argument("--flags", nargs="+", default=["plain", "fused"], help="--schedule: plain and/or fused")
     args = parser.parse_args()

@@ -100,7 +100,7 @@ def compiled_launcher_us(rows: int, d: int, repeats: int, rounds: int) -> list[t
     x, w = torch.randn(rows, d), torch.randn(d)
     y, ms = torch.empty_like(x), torch.empty(rows)
     tile_rows, block = launch._tile(rows, d)
-    config = tuning.onchip_forward("rms", tile_rows * block, x.element_size())  # as launch.rms_forward picks it
+    config = tuning.onchip_forward("rms", tile_rows * block, x.element_size(), tile_rows)  # as launch.rms_forward does
     grid = (tuning.persistent_programs(launch._cdiv(rows, tile_rows), 132, config.programs_per_sm),)
     kernel = rms_kernels.rms_forward_onchip[grid]
     flags = dict(
@@ -110,10 +110,13 @@ def compiled_launcher_us(rows: int, d: int, repeats: int, rounds: int) -> list[t
         ROWS=tile_rows,
         BLOCK=block,
         STAGES=config.stages,
+        RELOAD=config.reload,
         num_warps=config.warps,
     )
-    call = lambda: kernel(x, x, w, y, x, ms, rows, d, d, d, d, 1e-6, 0.0, **flags)  # noqa: E731
-    direct = lambda: launch.RMS_FORWARD_ONCHIP(grid, x, x, w, y, x, ms, rows, d, d, d, d, 1e-6, 0.0, **flags)  # noqa: E731
+    # rows, N, K, the row strides of x and the residual, one head (so no head strides), eps, the gain's offset
+    args = (rows, d, d, d, d, 1, 0, 0, 1e-6, 0.0)
+    call = lambda: kernel(x, x, w, y, x, ms, *args, **flags)  # noqa: E731
+    direct = lambda: launch.RMS_FORWARD_ONCHIP(grid, x, x, w, y, x, ms, *args, **flags)  # noqa: E731
     call()  # compiles once, for sm_90
     direct()  # finds it, and keeps its launcher
     return per_call_us([("JITFunction.run", call), ("direct", direct)], repeats, rounds)

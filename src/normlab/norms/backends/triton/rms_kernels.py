@@ -35,7 +35,6 @@ import triton.language as tl
 from normlab.norms.backends.triton.fused_add import load_summed, reload_summed
 from normlab.norms.backends.triton.tuning import pipeline_depth, program_span
 
-
 # The widest row whose weight (and bias) an on-chip forward holds in registers across its row loop, loaded once
 # per program; wider rows load it per tile (from L2). The results are the same bits either way.
 WEIGHT_HELD_LIMIT: tl.constexpr = tl.constexpr(8192)
