@@ -6,6 +6,12 @@ step in matrix products and in attention, and the step's matrix products timed a
 the CPU multiplies it natively), one thread, as each of the study's workers trains. Writes the results with their
 provenance (hardware, versions, commit, times, load average) to --output and prints a table.
 
+Then, per model, the faster steps of normlab.gpt.fast_step beside the reference trainer's step, timed in interleaved
+rounds in one run (normlab.bench.training.candidate_throughput): model-steps per second, the share of a model-step in
+matrix products, and a model-step against the reference's float32 matmul floor. The stacked trainer (K seeds as batched
+products) is timed for the depth models (width 32). Last, the quality model's norms side by side in one run: RMSNorm on
+auto's CPU kernel, on F.rms_norm and on the compiled backend, and LayerNorm (F.layer_norm), each in the reference trainer.
+
     PYTHONPATH=src python scripts/trainer_throughput.py --output data/trainer-throughput.json
 """
 
@@ -20,7 +26,7 @@ from pathlib import Path
 from normlab.analysis.depth import profiles as depth_profiles
 from normlab.analysis.quality import profiles as quality_profiles
 from normlab.analysis.quality import training as quality_training
-from normlab.bench.training import trainer_throughput
+from normlab.bench.training import _reference_trainer_step, candidate_throughput, step_candidates, trainer_throughput
 from normlab.gpt.corpus import load_corpus
 from normlab.gpt.model import GPTConfig
 from normlab.gpt.train import TrainConfig
@@ -46,11 +52,38 @@ def models() -> dict[str, tuple[GPTConfig, TrainConfig]]:
     return found
 
 
+def _print_candidates(name: str, found: dict) -> None:
+    print(f"{name}, faster steps side by side:")
+    for label, r in found.items():
+        print(
+            f"  {label:42s} {r['model_steps_per_s']:7.1f} model-steps/s (sd {r['model_steps_per_s_sd']:.1f}); "
+            f"matmul {r['matmul_share']:.0%}; {r['step_over_matmul_floor_fp32']:.2f}× the fp32 matmul floor; "
+            f"warm-up {r['warmup_s']:.1f} s"
+        )
+
+
+def _norm_comparison(corpus, *, floor: float, args) -> dict:
+    """The quality model's reference trainer step with each norm and RMSNorm backend, interleaved in one run."""
+    q = quality_profiles.settings_for("cpu")
+    train = TrainConfig(**quality_training.train_config(q, 1000))
+    found = {}
+    for label, norm, backend in (
+        ("RMSNorm, auto (cpp kernel)", "rms", "auto"),
+        ("RMSNorm, torch (F.rms_norm)", "rms", "torch"),
+        ("RMSNorm, compile (inductor)", "rms", "compile"),
+        ("LayerNorm, auto (F.layer_norm)", "layer", "auto"),
+    ):
+        model = GPTConfig(**quality_training.model_config(q, norm) | {"norm_backend": backend})
+        found[label] = ((lambda model=model: _reference_trainer_step(model, train, corpus)), 1)
+    return candidate_throughput(found, floor, steps=args.steps, rounds=args.rounds)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", type=Path, default=None, help="write the JSON here (default: print only)")
     parser.add_argument("--steps", type=int, default=20, help="steps per timed round")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds of the trainer's and the bare step")
+    parser.add_argument("--no-candidates", action="store_true", help="time the reference trainer only")
     args = parser.parse_args()
     corpus = load_corpus()
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -66,6 +99,17 @@ def main() -> None:
             + (f", {r['matmul_gflops_alone_bf16']:.0f} bf16" if r["matmul_gflops_alone_bf16"] else "")
             + f"); attention {r['attention_share']:.0%}; step {r['step_over_matmul_floor_fp32']:.1f}× its fp32 matmul floor"
         )
+    for name, (model, train) in models().items() if not args.no_candidates else ():
+        found = step_candidates(model, train, corpus, stacked=(2, 4, 8) if model.width <= 32 else ())
+        floor = rows[name]["matmul_floor_s_fp32"]
+        rows[name]["candidates"] = candidate_throughput(found, floor, steps=args.steps, rounds=args.rounds)
+        _print_candidates(name, rows[name]["candidates"])
+    norms = None
+    if not args.no_candidates:
+        norms = _norm_comparison(
+            corpus, floor=rows["quality cpu, rms (A9 confirmation)"]["matmul_floor_s_fp32"], args=args
+        )
+        _print_candidates("quality cpu, RMSNorm and LayerNorm in one run (reference trainer)", norms)
     record = {
         "benchmark": "trainer throughput against the machine's matmul rate (scripts/trainer_throughput.py)",
         "hardware": hardware(),
@@ -76,6 +120,7 @@ def main() -> None:
         "load_average_before": load_before,
         "threads_per_worker": 1,
         "models": rows,
+        "norms_side_by_side": norms,
     }
     if args.output:
         args.output.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")

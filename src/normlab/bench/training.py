@@ -162,3 +162,110 @@ def trainer_throughput(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus, *, st
         "matmul_floor_s_bf16": bf16["floor_s"] if bf16 else None,
         "load_average": os.getloadavg()[0],
     }
+
+
+# ---------------------------------------------------------------- faster steps side by side (issue 45)
+
+
+def _reference_trainer_step(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus):
+    run = _run(mcfg, tcfg, corpus)
+    return lambda: _optimisation_step(run)
+
+
+def step_candidates(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus, *, stacked=(2, 4, 8), compile_modes=(None,)):
+    """The steps to time for one model: name -> (builder, models per step). A builder returns a function doing one
+    step. The reference trainer's step comes first; then CompiledStep per mode; for models StackedStep implements,
+    StackedStep with each K in `stacked` (seeds tcfg.seed .. tcfg.seed + K - 1), eager and compiled; for RMSNorm models, the reference
+    trainer with the norm on PyTorch's F.rms_norm (norm_backend='torch') instead of auto's choice."""
+    from normlab.gpt.fast_step import CompiledStep, StackedStep, _check_stackable
+
+    found = {"reference trainer": (lambda: _reference_trainer_step(mcfg, tcfg, corpus), 1)}
+    if mcfg.norm == "rms" and mcfg.norm_backend == "auto":
+        found["reference trainer, norm_backend='torch'"] = (
+            lambda: _reference_trainer_step(replace(mcfg, norm_backend="torch"), tcfg, corpus),
+            1,
+        )
+    for mode in compile_modes:
+
+        def compiled(mode=mode):
+            fast = CompiledStep(mcfg, tcfg, corpus, mode=mode)
+            return lambda: fast.step(record=True)
+
+        found[f"compiled step (mode={mode})"] = (compiled, 1)
+    try:
+        _check_stackable(mcfg, tcfg)
+    except ValueError:
+        stacked = ()
+    for k in stacked:
+        for compiled in (False, True):
+
+            def stack(k=k, compiled=compiled):
+                fast = StackedStep(mcfg, tcfg, corpus, range(tcfg.seed, tcfg.seed + k), compile=compiled)
+                return fast.step
+
+            found[f"stacked, K={k}" + (", compiled" if compiled else "")] = (stack, k)
+    return found
+
+
+def _norm_op_seconds(events, model_steps: int) -> dict:
+    """Self CPU seconds per model-step of the profiled ops that are norms (forward and backward, autograd nodes
+    included; not vector norms) and of inductor's compiled functions, by name."""
+    found = Counter()
+    for e in events:
+        name = e.name.lower()
+        if ("norm" in name and "vector_norm" not in name and "clip" not in name) or "compiledfunction" in name:
+            found[e.name] += e.self_cpu_time_total / 1e6 / model_steps
+    return dict(found)
+
+
+def candidate_throughput(
+    candidates: dict, floor_s: float, *, steps: int = 20, rounds: int = 5, warmup: int = 3
+) -> dict:
+    """Model-steps per second of each candidate step (from `step_candidates`), timed in interleaved rounds of `steps`
+    steps (one round of each in turn; medians over `rounds`), one thread; the time per model-step in matrix products
+    (aten::mm/addmm/bmm/baddbmm self time in torch.profiler over `steps` steps) as a share of the unprofiled
+    model-step; and the model-step against `floor_s`, the reference step's float32 matmul floor (every candidate
+    does the same products per model). Warm-up steps (compilation included) are timed apart and reported."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        built, warmup_s = {}, {}
+        for name, (builder, per_step) in candidates.items():
+            started = time.perf_counter()
+            step = builder()
+            for _ in range(warmup):
+                step()
+            built[name] = (step, per_step)
+            warmup_s[name] = time.perf_counter() - started
+        rates = {name: [] for name in built}
+        for _ in range(rounds):
+            for name, (step, per_step) in built.items():
+                started = time.perf_counter()
+                for _ in range(steps):
+                    step()
+                rates[name].append(per_step * steps / (time.perf_counter() - started))
+        matmul_s, norm_ops = {}, {}
+        for name, (step, per_step) in built.items():
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                for _ in range(steps):
+                    step()
+            norm_ops[name] = _norm_op_seconds(prof.events(), steps * per_step)
+            matmul_s[name] = (
+                sum(e.self_cpu_time_total for e in prof.events() if e.name in MATMUL_OPS) / 1e6 / steps / per_step
+            )
+    finally:
+        torch.set_num_threads(threads)
+    out = {}
+    for name, (_, per_step) in built.items():
+        rate = statistics.median(rates[name])
+        out[name] = {
+            "models_per_step": per_step,
+            "model_steps_per_s": rate,
+            "model_steps_per_s_sd": statistics.stdev(rates[name]) if len(rates[name]) > 1 else 0.0,
+            "matmul_share": matmul_s[name] * rate,
+            "step_over_matmul_floor_fp32": 1 / rate / floor_s,
+            "warmup_s": warmup_s[name],
+            "norm_ops_s_per_model_step": norm_ops[name],
+            "load_average": os.getloadavg()[0],
+        }
+    return out

@@ -57,6 +57,12 @@ def _clip_and_adamw(params, grads, exp_avgs, exp_avg_sqs, decays, lr, step_size,
     return total
 
 
+def _allow_recompiles() -> None:
+    """Dynamo keeps 8 compilations per function by default; every model instance, shape and K is one, so a program
+    that builds several (a benchmark, the tests) would otherwise fall back to eager without an error."""
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+
+
 def _grad_total(grads):
     return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
 
@@ -98,6 +104,8 @@ class CompiledStep:
             self.decays += [float(group["weight_decay"])] * len(group["params"])
         self.exp_avgs = [torch.zeros_like(p) for p in self.params]
         self.exp_avg_sqs = [torch.zeros_like(p) for p in self.params]
+        if compile_model or compile_update:
+            _allow_recompiles()
         self.forward = torch.compile(self.model, mode=mode, dynamic=False) if compile_model else self.model
         self.update = torch.compile(_clip_and_adamw, dynamic=False) if compile_update else _clip_and_adamw
         self.step_count = 0
@@ -218,6 +226,8 @@ class StackedStep:
         self.active = torch.ones(K, dtype=torch.bool)
         self.step_count = 0
         self.arange = torch.arange(K)[:, None, None]
+        if compile:
+            _allow_recompiles()
         self._losses = torch.compile(self.losses, dynamic=False) if compile else self.losses
         self._update = torch.compile(_stacked_adamw, dynamic=False) if compile else _stacked_adamw
 
