@@ -116,3 +116,23 @@ def test_stacked_step_refuses_what_it_does_not_implement(corpus):
     for change in (dict(placement="post"), dict(mlp="gelu"), dict(qk_norm=True), dict(norm="dyt")):
         with pytest.raises(ValueError, match="StackedStep"):
             StackedStep(replace(mcfg, **change), tcfg, corpus, [0, 1])
+
+
+def test_candidate_throughput_counts_model_steps(corpus):
+    from normlab.bench.training import candidate_throughput, step_candidates
+
+    mcfg, tcfg = _configs()
+    found = step_candidates(mcfg, tcfg, corpus, stacked=(2,), compile_modes=())
+    assert list(found) == [
+        "reference trainer",
+        "reference trainer, norm_backend='torch'",
+        "stacked, K=2",
+        "stacked, K=2, compiled",
+    ]
+    eager = {name: found[name] for name in ("reference trainer", "stacked, K=2")}
+    measured = candidate_throughput(eager, floor_s=1e-4, steps=2, rounds=2, warmup=1)
+    assert measured["stacked, K=2"]["models_per_step"] == 2
+    for row in measured.values():
+        assert row["model_steps_per_s"] > 0 and 0 < row["matmul_share"] < 1
+        assert row["step_over_matmul_floor_fp32"] == pytest.approx(1 / row["model_steps_per_s"] / 1e-4)
+    assert any("RMSNorm" in name for name in measured["reference trainer"]["norm_ops_s_per_model_step"])
