@@ -37,8 +37,7 @@ CHUNKED_PROGRAMS_PER_SM = 2
 PIPELINE_SHARED_BUDGET = 200 * 1024
 
 
-@triton.constexpr_function
-def pipeline_depth(stages, *streams):
+def _pipeline_depth(stages, *streams):
     """Triton's num_stages for a row loop of STAGES (KernelConfig.stages): 1, no pipelining; 2, the next tile's
     loads in flight while this one is reduced, normalised and stored.
 
@@ -59,6 +58,13 @@ def pipeline_depth(stages, *streams):
             stage_bytes += elements * dtype.primitive_bitwidth // 8
     # A constexpr, so that it stays a constant when a jitted function assigns it to a name.
     return tl.constexpr(1 if stages <= 1 or stages * stage_bytes > PIPELINE_SHARED_BUDGET else stages + 1)
+
+
+# Triton 3.4 and later call a plain Python function from a kernel only when it is marked a constexpr function; the
+# older releases of the tested range (triton 3.2 beside torch 2.6) have no such mark and call it as it is.
+pipeline_depth = (
+    triton.constexpr_function(_pipeline_depth) if hasattr(triton, "constexpr_function") else _pipeline_depth
+)
 
 
 @triton.jit
