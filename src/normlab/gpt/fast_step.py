@@ -46,15 +46,22 @@ def _clip_and_adamw(params, grads, exp_avgs, exp_avg_sqs, decays, lr, step_size,
     norms = torch.stack([torch.linalg.vector_norm(g) for g in grads])
     total = torch.linalg.vector_norm(norms)
     coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    _adamw(params, grads, exp_avgs, exp_avg_sqs, decays, coef, lr, step_size, bc2_sqrt, beta1, beta2, eps)
+    return total
+
+
+def _adamw(params, grads, exp_avgs, exp_avg_sqs, decays, coef, lr, step_size, bc2_sqrt, beta1, beta2, eps):
+    """AdamW (torch's single-tensor formula), in place, each gradient scaled by `coef` first: a 0-d coef scales one
+    model's gradients; a (K,) coef scales member k's slice of (K, ...) stacked parameters by coef[k]."""
     for p, g, m, v, wd in zip(params, grads, exp_avgs, exp_avg_sqs, decays):
-        g = g * coef.to(g.dtype)
+        scale = coef.view(-1, *([1] * (g.dim() - 1))) if coef.dim() else coef
+        g = g * scale.to(g.dtype)
         if wd:
             p.mul_((1 - lr * wd).to(p.dtype))
         m.lerp_(g, 1 - beta1)
         v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
         denom = (v.sqrt() / bc2_sqrt.to(v.dtype)).add_(eps)
         p.addcdiv_(m, denom, value=-step_size.to(p.dtype))
-    return total
 
 
 def _allow_recompiles() -> None:
@@ -178,19 +185,6 @@ def _check_stackable(mcfg: GPTConfig, tcfg: TrainConfig) -> None:
         raise ValueError("StackedStep implements weight_decay_on='matrices' on CPU only")
 
 
-def _stacked_adamw(params, grads, exp_avgs, exp_avg_sqs, decays, coef, lr, step_size, bc2_sqrt, beta1, beta2, eps):
-    """AdamW (torch's single-tensor formula) on (K, ...) parameters, member k's gradient scaled by coef[k]."""
-    K = coef.shape[0]
-    for p, g, m, v, wd in zip(params, grads, exp_avgs, exp_avg_sqs, decays):
-        g = g * coef.to(g.dtype).view(K, *([1] * (g.dim() - 1)))
-        if wd:
-            p.mul_((1 - lr * wd).to(p.dtype))
-        m.lerp_(g, 1 - beta1)
-        v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-        denom = (v.sqrt() / bc2_sqrt.to(v.dtype)).add_(eps)
-        p.addcdiv_(m, denom, value=-step_size.to(p.dtype))
-
-
 class StackedStep:
     """K models of one configuration, seeds `seeds`, trained at once with batched products.
 
@@ -229,7 +223,7 @@ class StackedStep:
         if compile:
             _allow_recompiles()
         self._losses = torch.compile(self.losses, dynamic=False) if compile else self.losses
-        self._update = torch.compile(_stacked_adamw, dynamic=False) if compile else _stacked_adamw
+        self._update = torch.compile(_adamw, dynamic=False) if compile else _adamw
 
     # -- the model
     def _norm(self, x, prefix):
