@@ -112,12 +112,12 @@ def test_the_fingerprint_of_a_run_hashes_every_normlab_module_it_imported():
 
 def test_a_chapter_results_file_records_its_fingerprint(tmp_path):
     results = Results("speed", "smoke", tmp_path)
-    results.record("A5", "holds", "One sentence.", {}, meaning="m", unit=DIMENSIONLESS, caveats=["a caveat"])
+    results.record("A5", Finding("holds", "One sentence.", {}, meaning="m", unit=DIMENSIONLESS, caveats=["a caveat"]))
     document = results.to_dict()
     assert document[C.FINGERPRINT_KEY] and C.check_code(document, MEASURED).caveat is None
     assert document["claims"][0]["caveats"] == ["a caveat"]
     with pytest.raises(ValueError, match="list of clauses"):
-        results.record("A7", "holds", "One.", {}, meaning="m", unit=DIMENSIONLESS, caveats="one string")
+        results.record("A7", Finding("holds", "One.", {}, meaning="m", unit=DIMENSIONLESS, caveats="one string"))
 
 
 # ---- the speed verdicts a committed file decides ----------------------------------------------------------

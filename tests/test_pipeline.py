@@ -19,12 +19,12 @@ results_dir = "build/results"
 # %%
 import os, sys
 from pathlib import Path
-from normlab.study import Results, decide
+from normlab.study import Finding, Results, decide
 rows = Path("data/cheap.csv").read_text().split()
 print("noise on stderr", file=sys.stderr)
 print(f"{len(rows)} rows")
 results = Results("cheap", profile, results_dir)
-results.record("A6", decide(len(rows) > 1), f"{len(rows)} rows", {"rows": len(rows)}, meaning="rows", unit="rows")
+results.record("A6", Finding(decide(len(rows) > 1), f"{len(rows)} rows", {"rows": len(rows)}, meaning="rows", unit="rows"))
 results.save()
 
 # %%

@@ -9,6 +9,7 @@ from normlab.gpt import experiments
 from normlab.runtime.profiles import lookup_profile, parse_overrides
 from normlab.study import present, run
 from normlab.study.claims import parse_claims
+from normlab.study.findings import Finding
 from normlab.study.pages.ledger_page import render_ledger
 from normlab.study.results import Results
 
@@ -104,7 +105,9 @@ def test_overrides_change_the_fingerprint():
 
 def test_overrides_are_recorded_and_shown_on_the_page_and_the_ledger(tmp_path):
     results = Results("quality", "smoke", tmp_path, {"width": 96})
-    results.record("A9", "holds", "RMSNorm matches LayerNorm within 0.02 nats.", {}, meaning="final loss", unit="nats")
+    results.record(
+        "A9", Finding("holds", "RMSNorm matches LayerNorm within 0.02 nats.", {}, meaning="final loss", unit="nats")
+    )
     document = results.to_dict()
     assert document["overrides"] == {"width": 96} and Results("quality", "smoke", tmp_path).to_dict()["overrides"] == {}
     page = str(present.claims_box(["A9"], overrides={"width": 96}))

@@ -10,6 +10,7 @@ import torch
 
 from normlab.study import Results, decide, ledger, paths, run
 from normlab.study.claims import parse_claims
+from normlab.study.findings import Finding
 from normlab.study.key_numbers import DIMENSIONLESS
 from normlab.study.pages.ledger_page import render_ledger
 from normlab.study.present import table
@@ -37,10 +38,10 @@ def test_decide_maps_outcomes_to_verdicts():
 def test_results_reject_unknown_verdict_and_duplicates(tmp_path):
     results = Results("demo", "smoke", tmp_path)
     with pytest.raises(ValueError, match="verdict must be one of"):
-        results.record("A1", "mostly true", "x", {}, **A1_KEY)
-    results.record("A1", "holds", "error 1e-16", {"err": torch.tensor(1e-16)}, **A1_KEY)
+        results.record("A1", Finding("mostly true", "x", {}, **A1_KEY))
+    results.record("A1", Finding("holds", "error 1e-16", {"err": torch.tensor(1e-16)}, **A1_KEY))
     with pytest.raises(ValueError, match="already recorded"):
-        results.record("A1", "holds", "again", {}, **A1_KEY)
+        results.record("A1", Finding("holds", "again", {}, **A1_KEY))
 
 
 @pytest.mark.parametrize(
@@ -55,18 +56,19 @@ def test_results_reject_unknown_verdict_and_duplicates(tmp_path):
 def test_results_refuse_a_verdict_whose_key_number_has_no_meaning_or_unit(tmp_path, stated, refusal):
     results = Results("demo", "smoke", tmp_path)
     with pytest.raises(ValueError, match=refusal):
-        results.record("A1", "holds", "error 1e-16", {}, key_number=1e-16, **stated)
+        results.record("A1", Finding("holds", "error 1e-16", {}, key_number=1e-16, **stated))
     with pytest.raises(ValueError, match=r"claim A1 in demo: the summary must be a sentence.*Finding"):
-        results.record("A1", "holds", "  ", {}, **A1_KEY)
+        results.record("A1", Finding("holds", "  ", {}, **A1_KEY))
     assert results.claims == []  # nothing refused was recorded
-    recorded = results.record("A1", "holds", "error 1e-16", {}, key_number=1e-16, **A1_KEY)
+    recorded = results.record("A1", Finding("holds", "error 1e-16", {}, key_number=1e-16, **A1_KEY))
     assert (recorded["meaning"], recorded["unit"], recorded["headline"]) == (A1_KEY["meaning"], "1", None)
 
 
 def test_results_file_follows_the_contract(tmp_path):
     results = Results("demo", "smoke", tmp_path)
     results.record(
-        "B12", "does not hold", "off by a factor d", {"errors": torch.tensor([1.0, math.inf]), "n": 3}, **A1_KEY
+        "B12",
+        Finding("does not hold", "off by a factor d", {"errors": torch.tensor([1.0, math.inf]), "n": 3}, **A1_KEY),
     )
     data = json.loads(results.save().read_text())
     for key in ("profile", "hardware", "versions", "git_commit", "started", "finished", "claims"):
@@ -248,9 +250,9 @@ results_dir = "build/results"
 
 # %%
 import os
-from normlab.study import Results, decide
+from normlab.study import Finding, Results, decide
 results = Results("demo", profile, results_dir)
-results.record("A1", decide(2 > 1), "two exceeds one", {"margin": 1.0}, meaning="a demo", unit="1")
+results.record("A1", Finding(decide(2 > 1), "two exceeds one", {"margin": 1.0}, meaning="a demo", unit="1"))
 results.save()
 
 # %%

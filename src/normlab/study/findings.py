@@ -59,20 +59,5 @@ class Finding:
         )
 
     def record(self, results, claim_id: str, section: str):
-        return results.record(
-            claim_id,
-            self.verdict,
-            self.summary,
-            self.evidence,
-            section=section,
-            key_number=self.key_number,
-            threshold=self.threshold,
-            spread=self.spread,
-            rule=self.rule,
-            meaning=self.meaning,
-            unit=self.unit,
-            headline=self.headline,
-            caveats=self.caveats,
-            reads=self.reads,
-            scale=self.scale,
-        )
+        """Record this finding as the verdict of `claim_id` in a chapter's results (`Results.record`)."""
+        return results.record(claim_id, self, section)

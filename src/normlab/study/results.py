@@ -21,6 +21,7 @@ from normlab.runtime.environment import git_commit, hardware, versions
 from normlab.runtime.jobs import jobs_by_machine, machines_since
 from normlab.study import paths
 from normlab.study.claims import Claim
+from normlab.study.findings import Finding
 
 VERDICTS = ("holds", "holds with caveats", "does not hold", "not testable here")
 
@@ -99,73 +100,37 @@ class Results:
         self.claims: list[dict] = []
         self._jobs_before = jobs_by_machine()  # the machines' job counts before this chapter's jobs
 
-    def record(
-        self,
-        claim_id: str,
-        verdict: str,
-        summary: str,
-        evidence: dict,
-        section: str | None = None,
-        *,
-        key_number: float | None = None,
-        threshold: float | None = None,
-        spread: float | None = None,
-        rule: str | None = None,
-        meaning: str | None = None,
-        unit: str | None = None,
-        headline: str | None = None,
-        caveats: tuple[str, ...] | list[str] = (),
-        reads: tuple[str, ...] | list[str] = (),
-        scale: str | None = None,
-    ) -> dict:
-        """Record the verdict of a claim this chapter owns.
-
-        `section` is the MyST label of the notebook section that measured it.
-        `key_number` is the measured number the verdict turns on, `threshold`
-        the value it was judged against, and `spread` that number's run-to-run
-        spread (a standard deviation over seeds or repeats measured in this
-        run). The ledger marks the verdict fragile when the spread could carry
-        the key number across the threshold. `rule` says, in one sentence, how
-        the verdict follows from the number (and how parts from other chapters
-        were combined). `meaning` and `unit` say what the key number measures
-        and in which unit (`normlab.study.key_numbers`), so that the ledger can
-        show it without knowing the claim; both are required. `headline` is the
-        opening page's sentence, for the claims it leads with. `caveats` are
-        clauses every page showing the verdict shows beside it. `reads` names the
-        registered thresholds the rule reads (the ledger refuses one the design
-        does not register for the claim), and `scale` says what the key number
-        was measured at.
-        """
+    def record(self, claim_id: str, finding: Finding, section: str | None = None) -> dict:
+        """Record `finding`, the verdict of a claim this chapter owns, measured in the notebook section `section`
+        (its MyST label). The finding's fields are documented on `normlab.study.findings.Finding`: the ledger marks
+        the verdict fragile when its spread could carry its key number across its threshold, refuses threshold
+        names in `reads` that the design does not register for the claim, and shows the key number by its `meaning`
+        and `unit` (both required) without knowing the claim."""
+        verdict, summary = finding.verdict, finding.summary
         if verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, got {verdict!r}")
         self._check_new(claim_id, summary)
-        _check_key_number_stated(claim_id, meaning, unit, headline)
-        for name, value in (("key_number", key_number), ("threshold", threshold), ("spread", spread)):
+        _check_key_number_stated(claim_id, finding.meaning, finding.unit, finding.headline)
+        for name in ("key_number", "threshold", "spread"):
+            value = getattr(finding, name)
             if value is not None and not (isinstance(value, numbers.Real) and math.isfinite(float(value))):
                 raise ValueError(f"{name} for {claim_id} must be a finite number or None, got {value!r}")
-        if isinstance(caveats, str):
-            raise ValueError(f"caveats for {claim_id} must be a list of clauses, got one string {caveats!r}")
-        if isinstance(reads, str):
-            raise ValueError(f"reads for {claim_id} must be a list of threshold names, got one string {reads!r}")
-        if spread is not None and float(spread) < 0:
-            raise ValueError(f"spread for {claim_id} must be >= 0, got {spread!r}")
-        entry = {
-            "id": claim_id,
-            "verdict": verdict,
-            "summary": summary,
-            "evidence": _to_json(evidence),
-            "section": section,
-            "key_number": None if key_number is None else float(key_number),
-            "threshold": None if threshold is None else float(threshold),
-            "spread": None if spread is None else float(spread),
-            "rule": rule,
-            "meaning": meaning,
-            "unit": unit,
-            "headline": headline,
-            "caveats": [str(caveat) for caveat in caveats],
-            "reads": [str(name) for name in reads],
-            "scale": scale,
-        }
+        for name, what in (("caveats", "clauses"), ("reads", "threshold names")):
+            if isinstance(getattr(finding, name), str):
+                raise ValueError(
+                    f"{name} for {claim_id} must be a list of {what}, got one string {getattr(finding, name)!r}"
+                )
+        if finding.spread is not None and float(finding.spread) < 0:
+            raise ValueError(f"spread for {claim_id} must be >= 0, got {finding.spread!r}")
+        entry = {"id": claim_id, "verdict": verdict, "summary": summary, "evidence": _to_json(finding.evidence)}
+        entry["section"] = section
+        for name in ("key_number", "threshold", "spread"):
+            entry[name] = None if getattr(finding, name) is None else float(getattr(finding, name))
+        for name in ("rule", "meaning", "unit", "headline"):
+            entry[name] = getattr(finding, name)
+        entry["caveats"] = [str(caveat) for caveat in finding.caveats]
+        entry["reads"] = [str(name) for name in finding.reads]
+        entry["scale"] = finding.scale
         self.claims.append(entry)
         print(f"[{claim_id}] {verdict}: {summary}", file=sys.__stderr__)
         return entry
