@@ -5,8 +5,7 @@ refusals (test_train checks those). Every machine runs both loops and compares t
 only on one machine and torch build, and this comparison needs nothing recorded elsewhere. (A golden file the old
 loop wrote on one machine was compared until 2026-12, keyed on the CPU's model name; "AMD EPYC" names a family of
 CPUs, not the kernels ATen picks on them, and it failed on a Zen 2. It recorded nothing finer, so keyed on the exact
-CPU it would skip on every machine; the copy of the loop is the witness that holds everywhere.) Several
-ranks are not covered here: test_train_cli runs them, against one process, within a tolerance.
+CPU it would skip on every machine; the copy of the loop is the witness that holds everywhere.)
 
 Each scenario covers a path of the loop: a plain run; one recording validation, stream statistics, gain and
 gradient norms on a post-LN LayerNorm with dropout, without clipping, reporting each step to `on_step`; one

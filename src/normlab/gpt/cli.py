@@ -1,22 +1,20 @@
-"""The command-line trainer: `python -m normlab.train` (one process, or many under torchrun).
+"""The command-line trainer: `python -m normlab.train`, one model in one process.
 
     python -m normlab.train --run-dir runs/rms --norm rms --width 256 --depth 6 --steps 2000
     python -m normlab.train --config run.json --run-dir runs/rms          # a JSON file, flags override it
-    torchrun --nproc_per_node 8 -m normlab.train --config run.json --run-dir runs/rms --device cuda
 
 Every field of GPTConfig and TrainConfig is a flag (`--help` lists them with their defaults). A
 config file is JSON: {"model": {GPTConfig fields}, "train": {TrainConfig fields}}. The run
 directory gets:
 
-    config.json     the resolved model and train configs, the corpus checksum, the world size
+    config.json     the resolved model and train configs, the corpus checksum, the torch version
     metrics.jsonl   one JSON line per training step (loss, lr, step time, gradient norms), appended
     checkpoint.pt   the resumable state (normlab.gpt.train's checksummed format), every --checkpoint-every steps
     summary.json    final validation loss, steps done, divergence, median step time
     history.csv, val.csv
 
-Run the same command again to resume from checkpoint.pt (with any number of ranks: the global
-batch stays --batch-size). Under torchrun each rank gets its own share of every batch
-(DistributedDataParallel; gloo on CPU, NCCL on CUDA, one GPU per rank), and only rank 0 writes.
+Run the same command again to resume from checkpoint.pt. Many models train as jobs of
+`normlab.runtime.parallel.run_parallel` (this machine's pool, or a Dask cluster), not through this command.
 """
 
 from __future__ import annotations
@@ -24,7 +22,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -60,8 +57,8 @@ def _flag_type(default):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m normlab.train",
-        description="Train normlab's small GPT on the bundled corpus and write a run directory. "
-        "Runs unchanged under torchrun (data parallel).",
+        description="Train normlab's small GPT on the bundled corpus, one model in this process, and write a run "
+        "directory.",
     )
     parser.add_argument("--run-dir", required=True, help="directory for config, metrics, checkpoint and summary")
     parser.add_argument(
@@ -138,82 +135,51 @@ def resolve_configs(args: argparse.Namespace) -> tuple[GPTConfig, TrainConfig]:
         raise SystemExit(str(error)) from None
 
 
-def _setup_distributed(device: str) -> tuple[int, int, str]:
-    """Join the process group torchrun describes in the environment; returns (rank, world, device)."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world == 1:
-        return 0, 1, device
-    import torch.distributed as dist
-
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if device.startswith("cuda"):
-        device = f"cuda:{local_rank}"
-        torch.cuda.set_device(local_rank)
-    dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
-    return dist.get_rank(), world, device
-
-
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     model_config, train_config = resolve_configs(args)
     run_dir = Path(args.run_dir)
     if run_dir.exists() and not run_dir.is_dir():
         raise SystemExit(f"--run-dir {run_dir} exists and is not a directory")
-    rank, world, device = _setup_distributed(train_config.device)
-    # One thread per process when several ranks share a CPU machine, so they do not oversubscribe it.
-    if world > 1 and not device.startswith("cuda"):
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
     train_config = dataclasses.replace(
-        train_config,
-        device=device,
-        checkpoint_path=str(run_dir / "checkpoint.pt"),
-        progress=train_config.progress and rank == 0,
-        interrupt_after=args.stop_after,
+        train_config, checkpoint_path=str(run_dir / "checkpoint.pt"), interrupt_after=args.stop_after
     )
     corpus = load_corpus()
     metrics = run_dir / "metrics.jsonl"
-    if rank == 0:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        resuming = (run_dir / "checkpoint.pt").exists()
-        (run_dir / "config.json").write_text(
-            json.dumps(
-                {
-                    "model": model_config.to_dict(),
-                    "train": train_config.to_dict(),
-                    "corpus_sha256": corpus.sha256,
-                    "world_size": world,
-                    "torch": torch.__version__,
-                },
-                indent=2,
-            )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    resuming = (run_dir / "checkpoint.pt").exists()
+    (run_dir / "config.json").write_text(
+        json.dumps(
+            {
+                "model": model_config.to_dict(),
+                "train": train_config.to_dict(),
+                "corpus_sha256": corpus.sha256,
+                "torch": torch.__version__,
+            },
+            indent=2,
         )
-        if not resuming and metrics.exists():
-            metrics.unlink()  # a fresh run: no stale lines from an earlier one
+    )
+    if not resuming and metrics.exists():
+        metrics.unlink()  # a fresh run: no stale lines from an earlier one
 
     def on_step(row: dict) -> None:
         with metrics.open("a") as f:
             f.write(json.dumps(row) + "\n")
 
-    try:
-        result = train(model_config, train_config, corpus, on_step=on_step)
-    finally:
-        if world > 1:
-            torch.distributed.destroy_process_group()
-    if rank == 0:
-        result.history.to_csv(run_dir / "history.csv", index=False)
-        result.val.to_csv(run_dir / "val.csv", index=False)
-        summary = {
-            "steps_done": result.steps_done,
-            "finished": not result.interrupted,
-            "final_val_loss": result.final_val_loss,
-            "diverged": result.diverged,
-            "final_train_loss": float(result.history["loss"].iloc[-1]) if len(result.history) else None,
-            "median_step_time_s": result.median_step_time() if len(result.history) else None,
-            "world_size": world,
-            "corpus_sha256": result.corpus_sha256,
-        }
-        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-        print(json.dumps(summary), file=sys.stdout)
+    result = train(model_config, train_config, corpus, on_step=on_step)
+    result.history.to_csv(run_dir / "history.csv", index=False)
+    result.val.to_csv(run_dir / "val.csv", index=False)
+    summary = {
+        "steps_done": result.steps_done,
+        "finished": not result.interrupted,
+        "final_val_loss": result.final_val_loss,
+        "diverged": result.diverged,
+        "final_train_loss": float(result.history["loss"].iloc[-1]) if len(result.history) else None,
+        "median_step_time_s": result.median_step_time() if len(result.history) else None,
+        "corpus_sha256": result.corpus_sha256,
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    print(json.dumps(summary), file=sys.stdout)
     return 0
 
 

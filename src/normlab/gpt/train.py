@@ -36,6 +36,7 @@ from torch import nn
 from normlab.gpt.corpus import Corpus
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.gpt.residual_stream import stream_statistics
+from normlab.runtime.interleaved import time_interleaved
 from normlab.runtime.progress import terminal_progress
 
 CHECKPOINT_MAGIC = b"normlab-checkpoint-v1\n"
@@ -363,54 +364,6 @@ def check_checkpoint(state: dict, mcfg: GPTConfig, tcfg: TrainConfig, corpus: Co
 # ---- the loop ----------------------------------------------------------------------------------------
 
 
-def _distributed() -> tuple[int, int]:
-    """(rank, world size): (0, 1) unless torch.distributed is initialised (e.g. under torchrun)."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
-def _check_ranks_agree(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus, world: int) -> None:
-    """Refuse, on every rank and before training, a run whose ranks were given different configs or data."""
-    if world == 1:
-        return
-    import torch.distributed as dist
-
-    mine = {
-        "model config": mcfg.to_dict(),
-        "train config": _comparable(tcfg.to_dict()),
-        "checkpoint_path": tcfg.checkpoint_path,
-        "corpus sha256": corpus.sha256,
-    }
-    everyone: list = [None] * world
-    dist.all_gather_object(everyone, mine)
-    for rank, theirs in enumerate(everyone):
-        for key in mine:
-            if theirs[key] != everyone[0][key]:
-                raise ValueError(
-                    f"ranks disagree on the {key}: rank 0 has {everyone[0][key]!r}, rank {rank} has "
-                    f"{theirs[key]!r}; give every rank the same configuration"
-                )
-
-
-def _shard(t: torch.Tensor, rank: int, world: int) -> torch.Tensor:
-    """This rank's rows of a global batch (the batch size is checked to divide evenly)."""
-    share = t.shape[0] // world
-    return t[rank * share : (rank + 1) * share]
-
-
-def _mean_across_ranks(value: torch.Tensor, world: int) -> float:
-    if world == 1:
-        return float(value)
-    import torch.distributed as dist
-
-    value = value.detach().clone().to(torch.promote_types(value.dtype, torch.float32))  # float64 stays float64
-    dist.all_reduce(value)
-    return float(value) / world
-
-
 @dataclass
 class _Run:
     """A training run in progress: its settings and objects, fixed by the set-up, and the state the loop
@@ -421,11 +374,8 @@ class _Run:
     tcfg: TrainConfig
     corpus: Corpus
     device: torch.device
-    rank: int
-    world: int
     checkpoint_path: Path | None
     model: GPT
-    stepper: nn.Module  # the model, wrapped in DistributedDataParallel when there are several ranks
     optimizer: torch.optim.Optimizer
     data_rng: torch.Generator
     eval_batches: list
@@ -437,8 +387,8 @@ class _Run:
     diverged: bool = False
 
 
-def _check_run(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus) -> tuple[torch.device, int, int]:
-    """Refuse settings that cannot train, before anything is built; returns (device, rank, world size)."""
+def _check_run(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus) -> torch.device:
+    """Refuse settings that cannot train, before anything is built; returns the device."""
     if not isinstance(mcfg, GPTConfig) or not isinstance(tcfg, TrainConfig):
         raise TypeError("train(model_config, train_config, corpus) needs a GPTConfig and a TrainConfig")
     if mcfg.vocab_size < corpus.vocab_size:
@@ -448,26 +398,16 @@ def _check_run(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus) -> tuple[torc
     corpus.check_context(mcfg.context)
     if tcfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device {tcfg.device!r} asked for, but CUDA is not available; use device='cpu'")
-    device = torch.device(tcfg.device)
-    rank, world = _distributed()
-    if tcfg.batch_size % world:
-        raise ValueError(
-            f"batch_size={tcfg.batch_size} (the global batch) does not split evenly over {world} ranks; "
-            f"use a multiple of {world}"
-        )
-    return device, rank, world
+    return torch.device(tcfg.device)
 
 
-def _checkpoint_to_resume(
-    mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus, world: int
-) -> tuple[Path | None, dict | None]:
+def _checkpoint_to_resume(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus) -> tuple[Path | None, dict | None]:
     """(checkpoint path, its state if the file exists), the state read and checked whole before any of it is used."""
     path = Path(tcfg.checkpoint_path) if tcfg.checkpoint_path else None
     if path is not None and path.is_dir():
         raise ValueError(
             f"checkpoint_path {str(path)!r} is a directory; give a file inside it, e.g. {str(path / 'checkpoint.pt')!r}"
         )
-    _check_ranks_agree(mcfg, tcfg, corpus, world)
     if path is None or not path.exists():
         return path, None
     state = load_checkpoint(path)
@@ -493,8 +433,8 @@ def _resume(run: _Run, state: dict) -> None:
 def _set_up(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus) -> _Run:
     """Model (from the seed), optimizer, data and validation batches; then either the checkpoint's state
     or the measurements at step 0."""
-    device, rank, world = _check_run(mcfg, tcfg, corpus)
-    path, state = _checkpoint_to_resume(mcfg, tcfg, corpus, world)
+    device = _check_run(mcfg, tcfg, corpus)
+    path, state = _checkpoint_to_resume(mcfg, tcfg, corpus)
     torch.manual_seed(tcfg.seed)
     model = GPT(mcfg).to(device)
     groups = parameter_groups(model, tcfg)
@@ -506,11 +446,8 @@ def _set_up(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus) -> _Run:
         tcfg=tcfg,
         corpus=corpus,
         device=device,
-        rank=rank,
-        world=world,
         checkpoint_path=path,
         model=model,
-        stepper=model,
         optimizer=optimizer,
         data_rng=data_rng,
         eval_batches=eval_batches,
@@ -521,10 +458,6 @@ def _set_up(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus) -> _Run:
     else:
         _record_validation(run)
         _record_stream(run)
-    if world > 1:  # after the resume: DistributedDataParallel starts every rank from rank 0's weights
-        from torch.nn.parallel import DistributedDataParallel
-
-        run.stepper = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     return run
 
 
@@ -537,11 +470,9 @@ def _optimisation_step(run: _Run) -> dict:
     for group in run.optimizer.param_groups:
         group["lr"] = lr
     x, y = run.corpus.batch("train", tcfg.batch_size, mcfg.context, run.data_rng, run.device)
-    if run.world > 1:
-        x, y = _shard(x, run.rank, run.world), _shard(y, run.rank, run.world)
     started = time.perf_counter()
-    _, loss = run.stepper(x, y)
-    loss_value = _mean_across_ranks(loss.detach(), run.world)
+    _, loss = run.model(x, y)
+    loss_value = float(loss.detach())
     row = {"step": run.step + 1, "loss": loss_value, "lr": lr}
     if not math.isfinite(loss_value):
         return _mark_diverged(run, {**row, "step_time": math.nan})
@@ -595,11 +526,8 @@ def _measure_when_due(run: _Run) -> None:
 
 
 def _write_checkpoint(run: _Run) -> None:
-    """Everything the run's numbers depend on, written by rank 0 while the other ranks wait for the whole file."""
+    """Everything the run's numbers depend on."""
     if run.checkpoint_path is None:
-        return
-    if run.rank != 0:
-        torch.distributed.barrier()
         return
     device = run.device
     save_checkpoint(
@@ -620,8 +548,6 @@ def _write_checkpoint(run: _Run) -> None:
             "stream": run.stream,
         },
     )
-    if run.world > 1:
-        torch.distributed.barrier()
 
 
 def _result(run: _Run, interrupted: bool) -> TrainResult:
@@ -640,16 +566,13 @@ def _result(run: _Run, interrupted: bool) -> TrainResult:
 
 
 def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus, *, on_step=None) -> TrainResult:
-    """Train, or resume from tcfg.checkpoint_path. `on_step(row)` is called on rank 0 after each step.
-
-    Under torch.distributed (torchrun), the model is wrapped in DistributedDataParallel: every rank
-    draws the same global batch of tcfg.batch_size sequences and trains on its own equal share, the
-    gradients are averaged, the logged loss is the mean over ranks, and only rank 0 writes the
-    checkpoint. A checkpoint does not depend on the number of ranks, so a run resumes with any."""
+    """Train one model in this process, or resume it from tcfg.checkpoint_path. `on_step(row)` is called after
+    each step. Many models train as jobs of `normlab.runtime.parallel.run_parallel` (this machine's pool, or a
+    Dask cluster), each calling this."""
     mcfg, tcfg = model_config, train_config
     run = _set_up(mcfg, tcfg, corpus)
     progress = None
-    if tcfg.progress and run.rank == 0:
+    if tcfg.progress:
         progress = terminal_progress(
             total=tcfg.steps, initial=run.step, desc=f"{mcfg.norm}-{mcfg.placement} seed {tcfg.seed}", leave=False
         )
@@ -663,7 +586,7 @@ def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus, *,
             row = _optimisation_step(run)
             if run.diverged:
                 break
-            if on_step is not None and run.rank == 0:
+            if on_step is not None:
                 on_step(row)
             steps_this_call += 1
             if progress is not None:
@@ -692,40 +615,48 @@ def compare_step_times(
     seed: int = 0,
     progress: bool = True,
 ) -> pandas.DataFrame:  # noqa: F821 (pandas is imported where the table is made)
-    """Seconds per training step (forward, backward, AdamW update) of each model, measured interleaved
-    (one step of each in turn) so that drifting machine load affects all alike. One row per step timed."""
+    """Seconds per training step (forward, backward, AdamW update) of each model, after `warmup` steps of each,
+    in `repeats` interleaved rounds of one step of each (`normlab.runtime.interleaved.time_interleaved`), so that
+    drifting machine load affects all alike. One row per model and round: model, repeat, step_time."""
     if not configs:
         raise ValueError("configs is empty: give at least one named GPTConfig")
     if repeats < 1 or warmup < 0:
         raise ValueError(f"repeats must be >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
     device = torch.device(device)
-    setups = {}
-    for name, cfg in configs.items():
+    generator = torch.Generator().manual_seed(seed)
+    context = max(c.context for c in configs.values())
+    batches = [corpus.batch("train", batch_size, context, generator, device) for _ in range(4)]
+
+    def training_step(cfg: GPTConfig):
         corpus.check_context(cfg.context)
         torch.manual_seed(seed)
         model = GPT(cfg).to(device).train()
         optimizer = torch.optim.AdamW(parameter_groups(model, TrainConfig()), lr=1e-4, foreach=False)
-        setups[name] = (model, optimizer, cfg)
-    generator = torch.Generator().manual_seed(seed)
-    batches = [
-        corpus.batch("train", batch_size, max(c.context for c in configs.values()), generator, device) for _ in range(4)
-    ]
-    rows = []
-    rounds = range(warmup + repeats)
-    if progress:
-        rounds = terminal_progress(rounds, desc="timing steps", leave=False)
-    for r in rounds:
-        for name, (model, optimizer, cfg) in setups.items():
-            x, y = (t[:, : cfg.context] for t in batches[r % len(batches)])
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            started = time.perf_counter()
+        calls = 0
+
+        def step() -> None:
+            nonlocal calls
+            x, y = (t[:, : cfg.context] for t in batches[calls % len(batches)])
+            calls += 1
             _, loss = model(x, y)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            if r >= warmup:
-                rows.append({"model": name, "repeat": r - warmup, "step_time": time.perf_counter() - started})
-    return frame(rows)
+
+        return step
+
+    steps = {name: training_step(cfg) for name, cfg in configs.items()}
+    timed = time_interleaved(
+        steps,
+        rounds=repeats,
+        warmup=warmup,
+        device=device,
+        progress=(lambda rounds: terminal_progress(rounds, desc="timing steps", leave=False)) if progress else None,
+    )
+    return frame(
+        [
+            {"model": name, "repeat": r, "step_time": timed.per_round(name)[r]}
+            for r in range(repeats)
+            for name in configs
+        ]
+    )
