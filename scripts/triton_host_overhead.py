@@ -144,6 +144,7 @@ def cases(rows: int, d: int):
     xg, wg, bg = (t.clone().requires_grad_() for t in (x, w, b))
     dy = torch.randn(rows, d)
     eps, k = 1e-6, d
+    eps_t, eps_layer_t = torch.tensor(eps, dtype=torch.float64), torch.tensor(1e-5, dtype=torch.float64)  # the ops' eps
     limits = (launch.ONCHIP_LIMIT, launch.CHUNK)
     y, _, ms = launch.rms_forward(x, w, None, eps, 0.0, True, k, *limits)
     _, _, mean, rstd = launch.layer_forward(x, w, b, None, 1e-5, "welford", *limits)
@@ -157,7 +158,7 @@ def cases(rows: int, d: int):
             ("launch backward", lambda: launch.rms_backward(dy, None, x, w, ms, eps, 0.0, True, k, *limits)),
             (
                 "custom op forward (no grad)",
-                lambda: torch.ops.normlab.rms_norm_forward(x, w, None, eps, 0.0, True, k, *limits),
+                lambda: torch.ops.normlab.rms_norm_forward(x, w, None, eps_t, 0.0, True, k, *limits),
             ),
             ("triton_rms_norm forward", lambda: triton_rms_norm(x, w, eps)),
             ("normlab.rms_norm forward", lambda: normlab.rms_norm(x, w, eps, backend="triton")),
@@ -170,7 +171,7 @@ def cases(rows: int, d: int):
             ("launch backward", lambda: launch.layer_backward(dy, None, x, w, mean, rstd, True, *limits)),
             (
                 "custom op forward (no grad)",
-                lambda: torch.ops.normlab.layer_norm_forward(x, w, b, None, 1e-5, "welford", *limits),
+                lambda: torch.ops.normlab.layer_norm_forward(x, w, b, None, eps_layer_t, "welford", *limits),
             ),
             ("triton_layer_norm forward", lambda: triton_layer_norm(x, w, b)),
             ("normlab.layer_norm forward", lambda: normlab.layer_norm(x, w, b, backend="triton")),

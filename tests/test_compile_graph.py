@@ -1,5 +1,5 @@
-"""torch.compile(fullgraph=True) over a small model with backend="triton" norms: one graph, no breaks, and the
-row count does not recompile.
+"""torch.compile(fullgraph=True) over a small model with backend="triton" norms: one graph, no breaks, and neither
+the row count nor eps recompiles.
 
 On CPU the graph's norm is the registered custom op (normlab::rms_norm_forward, normlab::layer_norm_forward),
 which runs the Triton kernels in the interpreter when the graph runs; compile sees only its fake impl. The
@@ -7,8 +7,18 @@ counting backend records the compiled graphs (torch._dynamo.testing.CompileCount
 test runs the same model through aot_eager (the forward and backward graphs AOTAutograd traces through the
 op's registered autograd) and compares with eager.
 
-eps is a float argument of the custom op's schema, and Dynamo specialises an op's float arguments: each eps value
-is a graph of its own (one compile per value, none per row count), not one graph for every eps.
+eps reaches the ops as a 0-d tensor (custom_ops._eps_tensor; the op's implementation reads it back with .item()
+when it launches, the fake impl ignores it), and validation guards only on eps's type, so a new eps value reuses
+the graph. Before this, eps was a float of the op's schema, which Dynamo specialises: one graph per eps value
+(3 frames for the 3 values below, with dynamic=True too).
+
+Why dynamic=True: Dynamo's default policy ("automatic dynamic", dynamic=None) compiles every input, a float
+included, as a constant the first time, and makes it dynamic only once a second value has been seen. A compiled
+function (or module) therefore compiles twice for three eps values with dynamic=None: once for the first value,
+once more, for good, at the second (test_eps_with_the_default_policy). dynamic=True asks for the dynamic treatment
+at the first compile; nothing else in the graph changes (rows are dynamic anyway, mark_dynamic). This holds for eps
+as an argument of the compiled function and for eps as a module attribute (a new Block(eps) per value): under
+dynamic=True Dynamo treats a float attribute as it treats a float argument. Neither counts on a private config.
 """
 
 import pytest
@@ -60,24 +70,47 @@ def _inputs(rows, seed):
     return x, stream
 
 
-def test_no_graph_breaks_and_no_recompiles_across_row_counts():
+def _norms(x, stream, weight, eps):
+    h, stream = normlab.rms_norm(x, weight, eps, residual=stream, backend="triton")
+    return normlab.layer_norm(stream + h, weight, None, eps, backend="triton")
+
+
+def _count_frames(dynamic, module: bool) -> int:
+    """Frames compiled over EPS_VALUES x ROW_COUNTS, each result bit-equal to eager: through one compiled function
+    that takes eps as an argument, or (module) through a new Block(eps) per value, eps one of its attributes."""
     torch._dynamo.reset()
     counters.clear()
     backend = Recording()
     torch.manual_seed(0)
+    weight = torch.rand(D, device=DEVICE) + 0.5
+    compile_ = lambda fn: torch.compile(fn, backend=backend, fullgraph=True, dynamic=dynamic)  # noqa: E731
+    compiled_norms = compile_(_norms)
     for eps in EPS_VALUES:
-        model = Block(eps).to(DEVICE)
-        compiled = torch.compile(model, backend=backend, fullgraph=True)
-        frames_before = backend.frame_count
+        if module:
+            model = Block(eps).to(DEVICE)
+            eager, compiled = model, compile_(model)
+        else:
+            eager = lambda x, stream, eps=eps: _norms(x, stream, weight, eps)  # noqa: E731
+            compiled = lambda x, stream, eps=eps: compiled_norms(x, stream, weight, eps)  # noqa: E731
         for rows in ROW_COUNTS:
             x, stream = _inputs(rows, rows)
             with torch.no_grad():
-                assert torch.equal(compiled(x, stream), model(x, stream)), (eps, rows)
-        assert backend.frame_count - frames_before == 1, f"eps={eps}: the row counts recompiled"
-    assert backend.frame_count == len(EPS_VALUES)  # one graph per eps value (a float of the op's schema)
+                assert torch.equal(compiled(x, stream), eager(x, stream)), (eps, rows)
     assert not counters["graph_break"], dict(counters["graph_break"])
     for targets in backend.targets:  # the graph calls the custom ops, not their kernels
         assert {"normlab.rms_norm_forward", "normlab.layer_norm_forward"} <= targets, targets
+    return backend.frame_count
+
+
+@pytest.mark.parametrize("module", (False, True), ids=("eps argument", "eps module attribute"))
+def test_one_graph_for_every_eps_and_row_count(module):
+    """3 eps values x 3 row counts: one frame, no recompile, no graph break, results bit-equal to eager."""
+    assert _count_frames(True, module) == 1
+
+
+def test_eps_with_the_default_policy():
+    """dynamic=None: the first eps is compiled as a constant, the second makes eps dynamic, the third reuses that."""
+    assert _count_frames(None, module=False) == 2
 
 
 def test_aot_eager_forward_and_backward_match_eager():

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 import normlab
 from normlab import layer_norm_reference, rms_norm_reference
-from normlab.norms.backends.triton import launch, triton_layer_norm, triton_rms_norm
+from normlab.norms.backends.triton import custom_ops, launch, triton_layer_norm, triton_rms_norm
 
 DEVICE = "cpu" if launch.INTERPRETED or not torch.cuda.is_available() else "cuda"
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -453,11 +453,11 @@ def _through_custom_op(kind, x, weight, bias, residual, **limits):
     onchip_limit, chunk = limits.get("onchip_limit", launch.ONCHIP_LIMIT), limits.get("chunk", launch.CHUNK)
     if kind == "rms":
         y, s, _ = torch.ops.normlab.rms_norm_forward(
-            x, weight, residual, 1e-6, 0.5, True, x.shape[-1], onchip_limit, chunk
+            x, weight, residual, custom_ops._eps_tensor(1e-6), 0.5, True, x.shape[-1], onchip_limit, chunk
         )
     else:
         y, s, _, _ = torch.ops.normlab.layer_norm_forward(
-            x, weight, bias, residual, 1e-5, "welford", onchip_limit, chunk
+            x, weight, bias, residual, custom_ops._eps_tensor(1e-5), "welford", onchip_limit, chunk
         )
     return (y, s) if residual is not None else y
 

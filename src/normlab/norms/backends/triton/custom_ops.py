@@ -41,6 +41,13 @@ def _maybe_like(present: bool, t: Tensor) -> Tensor:
     return t.new_empty(t.shape) if present else t.new_empty(0)
 
 
+def _eps_tensor(eps) -> Tensor:
+    """eps as the ops take it: a 0-d float64 tensor (exact for a Python float), read back with .item() by the op's
+    implementation when it launches; the fake impls ignore it. A float in the schema would be specialised by
+    Dynamo (one graph per eps value); a tensor is a graph input, so a new eps reuses the graph."""
+    return eps if isinstance(eps, Tensor) else torch.scalar_tensor(eps, dtype=torch.float64)
+
+
 # ---------------------------------------------------------------- RMSNorm
 
 
@@ -49,14 +56,14 @@ def rms_norm_forward(
     x: Tensor,
     weight: Tensor | None,
     residual: Tensor | None,
-    eps: float,
+    eps: Tensor,
     offset: float,
     eps_inside: bool,
     k: int,
     onchip_limit: int,
     chunk: int,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    return launch.rms_forward(x, weight, residual, eps, offset, eps_inside, k, onchip_limit, chunk)
+    return launch.rms_forward(x, weight, residual, eps.item(), offset, eps_inside, k, onchip_limit, chunk)
 
 
 @rms_norm_forward.register_fake
@@ -71,14 +78,14 @@ def rms_norm_backward(
     s: Tensor,
     weight: Tensor | None,
     mean_square: Tensor,
-    eps: float,
+    eps: Tensor,
     offset: float,
     eps_inside: bool,
     k: int,
     onchip_limit: int,
     chunk: int,
 ) -> tuple[Tensor, Tensor]:
-    return launch.rms_backward(dy, ds, s, weight, mean_square, eps, offset, eps_inside, k, onchip_limit, chunk)
+    return launch.rms_backward(dy, ds, s, weight, mean_square, eps.item(), offset, eps_inside, k, onchip_limit, chunk)
 
 
 @rms_norm_backward.register_fake
@@ -106,9 +113,10 @@ def _rms_backward(ctx, dy, ds, _dmean_square, backward=None):
     if dy is None:
         return _only_s_reached_the_loss(ds, 9, 2)
     s, weight, mean_square = ctx.saved_tensors
-    dx, dweight = (backward or torch.ops.normlab.rms_norm_backward)(
-        dy, ds if ctx.has_residual else None, s, weight, mean_square, *ctx.config
-    )
+    eps, *config = ctx.config
+    if backward is None:
+        backward, eps = torch.ops.normlab.rms_norm_backward, _eps_tensor(eps)
+    dx, dweight = backward(dy, ds if ctx.has_residual else None, s, weight, mean_square, eps, *config)
     return (dx, dweight if weight is not None else None, dx if ctx.has_residual else None) + (None,) * 6
 
 
@@ -124,12 +132,12 @@ def layer_norm_forward(
     weight: Tensor | None,
     bias: Tensor | None,
     residual: Tensor | None,
-    eps: float,
+    eps: Tensor,
     stats: str,
     onchip_limit: int,
     chunk: int,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    return launch.layer_forward(x, weight, bias, residual, eps, stats, onchip_limit, chunk)
+    return launch.layer_forward(x, weight, bias, residual, eps.item(), stats, onchip_limit, chunk)
 
 
 @layer_norm_forward.register_fake
@@ -260,6 +268,7 @@ def rms_norm_forward_call(
     When autograd records the call, the statistics stay on the Function's ctx: mean_square is None then, and so is
     s without a residual."""
     if _traced(x, weight, residual):
+        eps = _eps_tensor(eps)
         return torch.ops.normlab.rms_norm_forward(x, weight, residual, eps, offset, eps_inside, k, onchip_limit, chunk)
     # the scalars in one argument: Function.apply walks its arguments in Python (unwrap_dead_wrappers)
     y, s, mean_square = _RmsNorm.apply(x, weight, residual, (eps, offset, eps_inside, k, onchip_limit, chunk))
@@ -269,6 +278,7 @@ def rms_norm_forward_call(
 def layer_norm_forward_call(x, weight, bias, residual, eps: float, stats: str, onchip_limit: int, chunk: int):
     """normlab::layer_norm_forward's (y, s, mean, rstd), as rms_norm_forward_call (None for what autograd keeps)."""
     if _traced(x, weight, bias, residual):
+        eps = _eps_tensor(eps)
         return torch.ops.normlab.layer_norm_forward(x, weight, bias, residual, eps, stats, onchip_limit, chunk)
     y, s, mean, rstd = _LayerNorm.apply(x, weight, bias, residual, (eps, stats, onchip_limit, chunk))
     return (y, s if residual is not None else None, None, None) if y.requires_grad else (y, s, mean, rstd)
