@@ -200,12 +200,50 @@ RATIOS = [
 ]
 
 
+def python_calls(rows: int, d: int) -> dict[str, int]:
+    """Python function calls from entering normlab.rms_norm / layer_norm (backend="triton", a memoised kind of call)
+    to the forward kernel's launch (entering DirectLauncher.__call__), counted with sys.setprofile: the entry point
+    and every Python function after it, the launcher not included. C functions (tensor methods, torch's C++
+    entry points) are not counted."""
+    from normlab.norms.backends.triton.direct_launch import DirectLauncher
+
+    launcher = DirectLauncher.__call__.__code__
+    x, w, b = torch.randn(rows, d), torch.randn(d), torch.randn(d)
+    xg = x.clone().requires_grad_()
+    calls = {
+        "normlab.rms_norm": lambda x: normlab.rms_norm(x, w, 1e-6, backend="triton"),
+        "normlab.layer_norm": lambda x: normlab.layer_norm(x, w, b, 1e-5, backend="triton"),
+    }
+    counts = {}
+    for name, call in calls.items():
+        for grad, inputs in (("no grad", x), ("grad", xg)):
+            call(inputs)  # the plan is memoised: the count is a warm call's
+            seen = []
+
+            def profile(frame, event, arg, seen=seen):
+                if event == "call" and not (seen and seen[-1] is launcher):
+                    seen.append(frame.f_code)
+
+            sys.setprofile(profile)
+            try:
+                call(inputs)
+            finally:
+                sys.setprofile(None)
+            # the lambda above and the profiler's own exit are not part of the path
+            path = seen[1 : seen.index(launcher)]
+            counts[f"{name} ({grad})"] = len(path)
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=100, help="calls per row in each timing round")
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--rows", type=int, default=8)
     parser.add_argument("--d", type=int, default=256)
+    parser.add_argument(
+        "--calls", action="store_true", help="only count the Python calls between the entry point and the launch"
+    )
     parser.add_argument(COMPILED_LAUNCHER, action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -214,6 +252,10 @@ def main() -> None:
             print(low, median)
         return
     stub_kernels()
+    if args.calls:
+        for name, count in python_calls(args.rows, args.d).items():
+            print(f"{name:34s} {count:4d} Python calls to the launch")
+        return
     print(
         f"host µs per call, {args.rows}x{args.d} fp32 on CPU, kernels stubbed; min [median] of {args.rounds} rounds of {args.repeats}"
     )
