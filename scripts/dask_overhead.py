@@ -1,15 +1,16 @@
 """The Dask path's overhead beside this machine's pool: the same jobs through both, side by side, in one run.
 
-Two kinds of job, each sent by `run_parallel` to the local pool (two spawned single-threaded workers, started
-anew by each call as a chapter's call starts them) and to a Dask `LocalCluster` of two single-threaded worker
-processes (started once, before the timing, and printed apart):
+Two kinds of job, each sent by `run_parallel` to the local pool (two spawned single-threaded workers, started by
+the first call and kept for the next, as a chapter's calls keep them) and to a Dask `LocalCluster` of two
+single-threaded worker processes (started once, before the timing, and printed apart):
 
 - trainings: the quality chapter's smoke-size models (`train_job`), `--trainings` of them;
 - empty jobs: `--empty` calls of a function that does nothing, which leaves only the cost of sending a job and
   gathering its result.
 
-Each side runs `--rounds` times, alternating, and the medians are printed with their ratio (Dask / pool). The
-load average is printed too: on a shared machine the numbers move with it.
+Each side runs `--rounds` times, in interleaved rounds (`normlab.runtime.interleaved.time_interleaved`, no warm-up),
+and the medians are printed with their ratio (Dask / pool). The load average is printed too: on a shared machine the
+numbers move with it.
 
     PYTHONPATH=src python scripts/dask_overhead.py [--trainings 8] [--steps 30] [--empty 200] [--rounds 2]
 """
@@ -18,12 +19,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import time
 
 from normlab.analysis.quality.profiles import NORMS, settings_for
 from normlab.analysis.quality.training import model_config, train_config
 from normlab.analysis.shared.runs import train_job
+from normlab.runtime.interleaved import time_interleaved
 from normlab.runtime.jobs import worker_device
 from normlab.runtime.parallel import run_parallel
 
@@ -33,12 +34,6 @@ WORKERS = 2
 def training_jobs(count: int, steps: int) -> list[dict]:
     s = {**settings_for("smoke"), "steps": steps, "warmup_steps": max(1, steps // 10)}
     return [dict(model=model_config(s, NORMS[i % 2]), train=train_config(s, i // 2)) for i in range(count)]
-
-
-def timed(function, jobs, **where) -> tuple[float, list]:
-    started = time.perf_counter()
-    out = run_parallel(function, jobs, desc="timing", **where)
-    return time.perf_counter() - started, out
 
 
 def main() -> None:
@@ -61,14 +56,22 @@ def main() -> None:
     }
     try:
         for kind, (function, jobs) in kinds.items():
-            pool, dask = [], []
-            for _ in range(args.rounds):
-                seconds, local_out = timed(function, jobs, workers=WORKERS)
-                pool.append(seconds)
-                seconds, dask_out = timed(function, jobs, executor=client)
-                dask.append(seconds)
-                same = [strip(o) for o in local_out] == [strip(o) for o in dask_out]
-            p, d = statistics.median(pool), statistics.median(dask)
+            outputs = {}
+
+            def through(side, function=function, jobs=jobs, **where):
+                def send() -> None:
+                    outputs[side] = run_parallel(function, jobs, desc="timing", **where)
+
+                return send
+
+            timed = time_interleaved(
+                {"pool": through("pool", workers=WORKERS), "dask": through("dask", executor=client)},
+                rounds=args.rounds,
+                warmup=0,
+            )
+            pool, dask = timed.per_round("pool"), timed.per_round("dask")
+            same = [strip(o) for o in outputs["pool"]] == [strip(o) for o in outputs["dask"]]
+            (p, _), (d, _) = timed.median_and_sd("pool"), timed.median_and_sd("dask")
             print(
                 f"{kind:>10} ({len(jobs)}): pool {p:6.2f} s  dask {d:6.2f} s  ratio dask/pool {d / p:.2f}  "
                 f"(rounds: pool {', '.join(f'{x:.2f}' for x in pool)}; dask {', '.join(f'{x:.2f}' for x in dask)}; "

@@ -82,7 +82,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", type=Path, default=None, help="write the JSON here (default: print only)")
     parser.add_argument("--steps", type=int, default=20, help="steps per timed round")
-    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds of the trainer's and the bare step")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the steps timed side by side")
     parser.add_argument("--no-candidates", action="store_true", help="time the reference trainer only")
     args = parser.parse_args()
     corpus = load_corpus()

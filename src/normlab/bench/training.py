@@ -4,8 +4,9 @@ A training step of the study's small GPTs is matrix products plus everything els
 softmax, AdamW, and the trainer's per-step bookkeeping (learning rate, gradient norms, clipping). This module measures,
 on one single-threaded process as the study's workers run:
 
-- `steps_per_second`: the trainer's own step (`normlab.gpt.train`'s `_optimisation_step`, bookkeeping included),
-  and the bare step (forward, backward, clipping, AdamW) that the bookkeeping wraps;
+- steps per second of the trainer's own step (`normlab.gpt.train`'s `_optimisation_step`, bookkeeping included) and
+  of the bare step (forward, backward, clipping, AdamW) that the bookkeeping wraps, timed in interleaved rounds
+  (`normlab.runtime.interleaved.time_interleaved`, as every side-by-side timing of the study);
 - `step_profile`: the share of the step's CPU time spent in matrix products (aten::mm, addmm, bmm) and in attention,
   from `torch.profiler`, with the shapes of every product;
 - `matmul_limit`: each of those shapes timed alone, float32 (and bfloat16 where the CPU has native bf16), so the
@@ -30,6 +31,7 @@ from torch.profiler import ProfilerActivity, profile
 from normlab.gpt.corpus import Corpus
 from normlab.gpt.model import GPTConfig
 from normlab.gpt.train import TrainConfig, _optimisation_step, _set_up
+from normlab.runtime.interleaved import median_and_sd, time_interleaved
 
 MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 ATTENTION_OPS = (
@@ -52,24 +54,6 @@ def _bare_step(run) -> None:
     loss.backward()
     torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.tcfg.grad_clip)
     run.optimizer.step()
-
-
-def steps_per_second(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus, *, steps: int, rounds: int) -> dict:
-    """Steps per second of the trainer's step and of the bare step, timed in alternating rounds of `steps` steps
-    (machine load drifting hits both alike); medians over `rounds` with their spread."""
-    run = _run(mcfg, tcfg, corpus)
-    for _ in range(3):
-        _optimisation_step(run)
-    timed = {"trainer": [], "bare": []}
-    for _ in range(rounds):
-        for name, step in (("trainer", _optimisation_step), ("bare", _bare_step)):
-            started = time.perf_counter()
-            for _ in range(steps):
-                step(run)
-            timed[name].append(steps / (time.perf_counter() - started))
-    return {f"{name}_steps_per_s": statistics.median(rates) for name, rates in timed.items()} | {
-        f"{name}_steps_per_s_sd": statistics.stdev(rates) if len(rates) > 1 else 0.0 for name, rates in timed.items()
-    }
 
 
 def step_profile(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus, *, steps: int) -> dict:
@@ -135,12 +119,28 @@ def matmul_limit(shapes_per_step: dict, dtype: torch.dtype) -> dict:
     return {"flops_per_step": sum(flops.values()), "floor_s": seconds, "gflops": sum(flops.values()) / seconds / 1e9}
 
 
+def _trainer_and_bare_rates(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus, *, steps: int, rounds: int) -> dict:
+    """Steps per second of the trainer's step and of the bare step on one run, after 3 steps of each, in interleaved
+    rounds of `steps` steps (machine load drifting hits both alike): the median over `rounds` and its spread (sd)."""
+    run = _run(mcfg, tcfg, corpus)
+    timed = time_interleaved(
+        {"trainer": lambda: _optimisation_step(run), "bare": lambda: _bare_step(run)},
+        rounds=rounds,
+        number=steps,
+        warmup=3,
+    )
+    spread = {name: median_and_sd(timed.rates(name)) for name in timed.seconds}
+    return {f"{name}_steps_per_s": median for name, (median, _) in spread.items()} | {
+        f"{name}_steps_per_s_sd": sd for name, (_, sd) in spread.items()
+    }
+
+
 def trainer_throughput(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus, *, steps: int = 20, rounds: int = 5) -> dict:
     """The whole measurement for one model: rates, shares, the float32 floor, and bfloat16's where native."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as the study's workers train: one thread each, one worker per core
     try:
-        rates = steps_per_second(mcfg, tcfg, corpus, steps=steps, rounds=rounds)
+        rates = _trainer_and_bare_rates(mcfg, tcfg, corpus, steps=steps, rounds=rounds)
         shares = step_profile(mcfg, tcfg, corpus, steps=steps)
         fp32 = matmul_limit(shares["matmul_shapes_per_step"], torch.float32)
         bf16 = matmul_limit(shares["matmul_shapes_per_step"], torch.bfloat16) if has_native_bf16() else None
@@ -222,28 +222,22 @@ def candidate_throughput(
     candidates: dict, floor_s: float, *, steps: int = 20, rounds: int = 5, warmup: int = 3
 ) -> dict:
     """Model-steps per second of each candidate step (from `step_candidates`), timed in interleaved rounds of `steps`
-    steps (one round of each in turn; medians over `rounds`), one thread; the time per model-step in matrix products
-    (aten::mm/addmm/bmm/baddbmm self time in torch.profiler over `steps` steps) as a share of the unprofiled
-    model-step; and the model-step against `floor_s`, the reference step's float32 matmul floor (every candidate
-    does the same products per model). Warm-up steps (compilation included) are timed apart and reported."""
+    steps (`time_interleaved`: one round of each in turn; medians over `rounds`), one thread; the time per model-step
+    in matrix products (aten::mm/addmm/bmm/baddbmm self time in torch.profiler over `steps` steps) as a share of the
+    unprofiled model-step; and the model-step against `floor_s`, the reference step's float32 matmul floor (every
+    candidate does the same products per model). Building each step and its warm-up steps (compilation included) are
+    timed apart and reported."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        built, warmup_s = {}, {}
+        built, build_s = {}, {}
         for name, (builder, per_step) in candidates.items():
             started = time.perf_counter()
-            step = builder()
-            for _ in range(warmup):
-                step()
-            built[name] = (step, per_step)
-            warmup_s[name] = time.perf_counter() - started
-        rates = {name: [] for name in built}
-        for _ in range(rounds):
-            for name, (step, per_step) in built.items():
-                started = time.perf_counter()
-                for _ in range(steps):
-                    step()
-                rates[name].append(per_step * steps / (time.perf_counter() - started))
+            built[name] = (builder(), per_step)
+            build_s[name] = time.perf_counter() - started
+        timed = time_interleaved(
+            {name: step for name, (step, _) in built.items()}, rounds=rounds, number=steps, warmup=warmup
+        )
         matmul_s, norm_ops = {}, {}
         for name, (step, per_step) in built.items():
             with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -257,14 +251,14 @@ def candidate_throughput(
         torch.set_num_threads(threads)
     out = {}
     for name, (_, per_step) in built.items():
-        rate = statistics.median(rates[name])
+        rate, sd = median_and_sd(timed.rates(name, per_call=per_step))
         out[name] = {
             "models_per_step": per_step,
             "model_steps_per_s": rate,
-            "model_steps_per_s_sd": statistics.stdev(rates[name]) if len(rates[name]) > 1 else 0.0,
+            "model_steps_per_s_sd": sd,
             "matmul_share": matmul_s[name] * rate,
             "step_over_matmul_floor_fp32": 1 / rate / floor_s,
-            "warmup_s": warmup_s[name],
+            "warmup_s": build_s[name] + timed.warmup_s[name],
             "norm_ops_s_per_model_step": norm_ops[name],
             "load_average": os.getloadavg()[0],
         }

@@ -20,6 +20,7 @@ from normlab.analysis.realmodels.timing import ablation_share, hooked_norm_share
 from normlab.analysis.realmodels.variants import variant_modules
 from normlab.norms.huggingface import find_norms
 from normlab.runtime.environment import machine_name
+from normlab.runtime.interleaved import median_and_sd
 from normlab.runtime.progress import terminal_progress
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import SHARE, KeyNumber
@@ -135,8 +136,7 @@ def measure_time(run: SmolLM2Run, settings: dict) -> TimingResult:
 
 def paired_change(samples: dict, name_a: str, name_b: str, phase: str) -> tuple[float, float]:
     """Median over rounds of t(a)/t(b) − 1, paired by round, with its sd."""
-    pairs = [a / b - 1 for a, b in zip(samples[name_a][f"{phase}_s"], samples[name_b][f"{phase}_s"])]
-    return statistics.median(pairs), statistics.stdev(pairs)
+    return median_and_sd([a / b - 1 for a, b in zip(samples[name_a][f"{phase}_s"], samples[name_b][f"{phase}_s"])])
 
 
 def change_text(change: tuple[float, float]) -> str:

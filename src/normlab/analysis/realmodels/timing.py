@@ -1,10 +1,9 @@
 """How SmolLM2's forward is timed: prefill and decoding with each norm variant in interleaved rounds
-(`time_variants`), the wall time inside the norms from forward hooks (`NormTimer`, `hooked_norm_share`), and the
-rounds summarised, paired by round."""
+(`time_variants`, on `normlab.runtime.interleaved.time_interleaved`), the wall time inside the norms from forward hooks
+(`NormTimer`, `hooked_norm_share`), and the rounds summarised, paired by round."""
 
 from __future__ import annotations
 
-import statistics
 import time
 
 import torch
@@ -12,6 +11,7 @@ from torch import nn
 
 from normlab.analysis.realmodels.variants import installed
 from normlab.norms.huggingface import find_norms
+from normlab.runtime.interleaved import median_and_sd, time_interleaved
 
 
 def _cache_keyword(model: nn.Module) -> str:
@@ -20,11 +20,6 @@ def _cache_keyword(model: nn.Module) -> str:
     import inspect
 
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 @torch.no_grad()
@@ -40,52 +35,43 @@ def time_variants(
 ) -> dict[str, dict]:
     """Prefill and per-token decoding time of `model` with each norm variant installed in turn.
 
-    Rounds are interleaved (each round times every variant once, in an order
-    rotated from round to round) so that a slow spell of a shared machine hits
-    every variant alike. Prefill: one forward of `prompt` (1, T) building a
-    fresh KV cache. Decoding: `decode_steps` single-token steps after that
-    prompt, their mean per step; the cache is cropped back after each step so
-    every step sees the same context length.
-    `variants` maps a label to the modules to install ({} = the model as loaded).
+    Rounds are interleaved (`time_interleaved`: each round times every variant once, in an order rotated from
+    round to round) so that a slow spell of a shared machine hits every variant alike. Prefill: one forward of
+    `prompt` (1, T) building a fresh KV cache. Decoding: `decode_steps` single-token steps after that prompt, their
+    mean per step; the cache is cropped back after each step so every step sees the same context length.
+    `variants` maps a label to the modules to install ({} = the model as loaded); they are installed, untimed,
+    around each variant's warm-up (`warmup` prefills and decodings: compiles, allocator state, first-call costs) and
+    each of its rounds.
     """
     from transformers import DynamicCache
 
-    device = prompt.device
-    names = list(variants)
-    samples = {name: {"prefill_s": [], "decode_s": []} for name in names}
     next_token = prompt[:, -1:]
     keyword = _cache_keyword(model)
 
-    def prefill():
+    def prefill_then_decode():
         cache = DynamicCache()
         model(prompt, use_cache=True, **{keyword: cache})
-        return cache
-
-    def decode(cache):
+        yield "prefill_s"
         for _ in range(decode_steps):
             model(next_token, use_cache=True, **{keyword: cache})
             cache.crop(-1)  # negative: drop the token just added (both transformers 4.x and 5.x)
+        yield "decode_s"
 
-    for name in names:  # warm-up: compiles, allocator state, first-call costs
-        with installed(model, variants[name]):
-            for _ in range(warmup):
-                decode(prefill())
-    rounds = range(repeats) if progress is None else progress(range(repeats))
-    for r in rounds:
-        order = names[r % len(names) :] + names[: r % len(names)]
-        for name in order:
-            with installed(model, variants[name]):
-                _sync(device)
-                start = time.perf_counter()
-                cache = prefill()
-                _sync(device)
-                middle = time.perf_counter()
-                decode(cache)
-                _sync(device)
-                end = time.perf_counter()
-            samples[name]["prefill_s"].append(middle - start)
-            samples[name]["decode_s"].append((end - middle) / decode_steps)
-    return samples
+    timed = time_interleaved(
+        {name: prefill_then_decode for name in variants},
+        rounds=repeats,
+        warmup=warmup,
+        device=prompt.device,
+        around=lambda name: installed(model, variants[name]),
+        progress=progress,
+    )
+    return {
+        name: {
+            "prefill_s": timed.per_round(name, "prefill_s"),
+            "decode_s": [s / decode_steps for s in timed.per_round(name, "decode_s")],
+        }
+        for name in variants
+    }
 
 
 class NormTimer:
@@ -157,15 +143,16 @@ def summarise_times(samples: dict[str, dict], baseline: str, no_norms: str | Non
         base = samples[baseline][phase]
         for name in samples:
             values = samples[name][phase]
-            ratios = [v / b for v, b in zip(values, base)]
+            median, sd = median_and_sd(values)
+            ratio, ratio_sd = median_and_sd([v / b for v, b in zip(values, base)])
             rows.append(
                 {
                     "variant": name,
                     "phase": phase[:-2],
-                    "median_ms": 1e3 * statistics.median(values),
-                    "sd_ms": 1e3 * statistics.stdev(values) if len(values) > 1 else 0.0,
-                    "ratio_to_baseline": statistics.median(ratios),
-                    "ratio_sd": statistics.stdev(ratios) if len(ratios) > 1 else 0.0,
+                    "median_ms": 1e3 * median,
+                    "sd_ms": 1e3 * sd,
+                    "ratio_to_baseline": ratio,
+                    "ratio_sd": ratio_sd,
                 }
             )
     return rows
