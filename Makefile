@@ -12,7 +12,7 @@ SET ?=
 MIXED ?=
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install test test-portable test-torch-range test-torch-oldest lint book notebooks ledger gpu-bench gpu-carry gpu-study gpu-check gpu-session compile-check clean
+.PHONY: install test test-portable test-torch-range test-torch-oldest lint book notebooks ledger gpu-bench gpu-carry gpu-check gpu-session compile-check clean
 
 install: $(INSTALLED)
 
@@ -97,29 +97,20 @@ book: notebooks ledger
 gpu-bench: $(INSTALLED)
 	$(PY) -m normlab.bench --profile gpu --output data/gpu-bench.json
 
-# Here: the corpus bytes the chapters train on, for the GPU machine (its Python's standard library differs).
-
-# On the GPU machine (torch alone is enough), with build/gpu-carry carried there: gpu-study.json into $$OUT when set,
-# else data/ (commit it as data/gpu-study-N.json).
-gpu-study:
-	PYTHONPATH=src python3 -m normlab.study.gpu --profile gpu --carry build/gpu-carry
-
 # On a CUDA machine: the kernel tests on the GPU in fp32/fp16/bf16, and bandwidth against a copy.
 gpu-check: $(INSTALLED)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH bash scripts/gpu_check.sh
 
 # A lent GPU machine, where make may be missing: python3 scripts/gpu_session.py --part kernels (correctness at real
 # shapes, the persistent-grid tests, memcheck, the kernel-variant sweep, the bench: under 4 minutes), then --part
-# study (under 10), into at most 8 files under $$OUT (else build/gpu-session). No install: the machine's own python,
+# device (under 4), into at most 8 files under $$OUT (else build/gpu-session). No install: the machine's own python,
 # with src/ and the wheels carried in build/gpu-carry/ on the path. GPU_SESSION_ARGS=--dry-run checks it on a CPU.
 gpu-session:
 	$(PYTHON) scripts/gpu_session.py $(GPU_SESSION_ARGS)
 
-# Here, before a GPU session, everything the device cannot make itself, into build/gpu-carry/: the corpus bytes the
-# chapters train on (with SHA-256 and commit: the device's Python has another standard library) for gpu-study, and
-# the pure-Python wheels gpu-session needs (Liger-Kernel), pinned as in requirements.lock.
+# Here, before a GPU session, what the device cannot fetch itself, into build/gpu-carry/: the pure-Python wheels
+# gpu-session needs (Liger-Kernel), pinned as in requirements.lock.
 gpu-carry: $(INSTALLED)
-	$(PY) -m normlab.study.gpu --write-carry --carry build/gpu-carry
 	$(VENV)/bin/pip download --no-deps -d build/gpu-carry $$(grep '^liger-kernel==' requirements.lock)
 
 # Without a GPU (the per-variant register report: scripts/compile_kernels_sm90.py --sweep-variants).

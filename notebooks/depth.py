@@ -33,6 +33,7 @@ results_dir = "build/results"
 
 # %% tags=["remove-cell"]
 import warnings
+from dataclasses import replace
 
 import matplotlib.pyplot as plt
 import seaborn as sns
@@ -260,34 +261,10 @@ Markdown(training.ablation_left.paragraph() + interlock.b19_paragraph(b19, ablat
 caption = "The pilot beside the registered confirmation: only the confirmation decides"
 table(confirmation.side_by_side(registered, {"B19": ablation.interaction}), caption=caption) if registered else None
 
-# %% [markdown]
-# (depth-gpu)=
-# ### The committed GPU study (B17, B18, B19)
-#
-# A GPU study committed under `data/` trains the same four models wider, at 24 and 48 blocks (8 pairs), and the ablation
-# wider and longer, at 8 blocks (12 pairs). The same rules judge its runs. B17 is judged at the deepest depth with its
-# no-warm-up runs, B18 at the deepest depth with all four models; the initialisation halves of both stay this run's,
-# since the GPU study only trains. Its ablation has no SwiGLU or RoPE swaps (they change the model's shapes, and it
-# trains models of one shape together), which the interaction does not need. Which run answers each claim was fixed
-# before either ran: the GPU study, where its runs for the claim reach the pairs its design registers, else this run;
-# never the run with the narrower interval against the margin of ±{glue:text}`margin` nats per byte. Both runs are shown in the
-# table below, and where their own verdicts differ, in either direction, the verdict carries a "depends on scale"
-# caveat naming both. The verdicts above are this run's; the verdict table below records the answered ones.
-
-# %% tags=["remove-input"]
-from normlab.analysis.depth import committed_gpu
-from normlab.analysis.shared import gpu_study  # noqa: E402
-
-mine = dict(init=init, settings=P, margin=MARGIN, b17_rule=B17_RULE, b18_rule=B18_RULE, corpus=corpus)
-studies = gpu_study.committed(corpus_sha256=corpus.sha256)
-cpu_findings = dict(B17=b17, B18=b18, B19=b19)
-weighed, gpu_text = committed_gpu.depth_claims(studies, cpu_findings, where=gpu_study.this_run(profile), **mine)
-Markdown(gpu_text)
-
 # %% tags=["remove-cell"]
-_ = weighed["B17"].record(results, "B17", "depth-init")
-_ = weighed["B18"].record(results, "B18", "depth-training")
-_ = weighed["B19"].record(results, "B19", "depth-b19")
+_ = replace(b17, headline=identity_path.b17_headline(b17)).record(results, "B17", "depth-init")
+_ = replace(b18, headline=post_ln_decay.b18_headline(b18)).record(results, "B18", "depth-training")
+_ = b19.record(results, "B19", "depth-b19")
 
 # %% tags=["remove-input"]
 verdict_table(results)

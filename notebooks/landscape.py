@@ -38,7 +38,6 @@ from normlab.analysis.landscape import (
     curse_of_depth,
     dyt,
     figures,
-    gpu,
     method,
     placement,
     profiles,
@@ -233,7 +232,7 @@ v2 = study.judge("V2", placement.placement_claim(study, measures, **V2_RULE))
 Markdown(
     placement.placement_paragraph(v2, pre_growth_needed=V2_RULE["pre_growth_needed"])
     + "\n\n"
-    + gpu.gpu_design("V2", design.load().claim("V2").gpu_study_pairs)
+    + method.what_would_decide("V2")
 )
 
 # %% [markdown]
@@ -346,36 +345,13 @@ plt.show()
 Markdown(
     curse_of_depth.depth_paragraph(v4, **V4_RULE)
     + "\n\n"
-    + gpu.gpu_design("V4", design.load().claim("V4").gpu_study_pairs)
+    + method.what_would_decide("V4")
 )
 
-# %% [markdown]
-# (landscape-gpu)=
-# ## The GPU study beside this run
-#
-# A GPU study committed under `data/` (`python -m normlab.study.gpu`) trains V2's placements and V4's LayerNorm Scaling
-# deeper, and V3's QK-norm on a wider model, than this run can (its width experiment does not train V3's wide
-# learning-rate grid, which would not fit the lent GPU's budget beside the other experiments, so V3 is weighed on GPU
-# only from a study that does). The same rules judge its runs, with the margins and thresholds
-# stated above (V2's {glue:text}`max_relative_growth` threshold among them). Which run answers each claim was fixed
-# before either ran: the GPU study, where its runs for the claim reach the seeds its design registers, else this run;
-# never the run with the narrower interval. Both runs are shown in the table below, and where their own verdicts
-# differ, in either direction, the verdict carries a "depends on scale" caveat naming both. V1 is weighed only where
-# the study trains its design.
-
-# %% tags=["remove-input"]
-from normlab.analysis.shared import gpu_study  # noqa: E402
-
-mine = {"V1": v1, "V2": v2, "V3": v3, "V4": v4}
-margins = dict(loss_margin=LOSS_MARGIN, usable_tolerance=USABLE_TOLERANCE, **V2_RULE, **V4_RULE)
-margins.update(qk_min_seeds=QK_MIN_SEEDS, qk_sensitivity_margin=QK_SENSITIVITY_MARGIN, share_margin=V4_SHARE_MARGIN)
-studies = gpu_study.committed(corpus_sha256=corpus.sha256)
-weighed, gpu_text = gpu.landscape_gpu_claims(studies, corpus, mine, where=gpu_study.this_run(profile), **margins)
-Markdown(gpu_text)
-
 # %% tags=["remove-cell"]
-for claim, section in (("V2", "landscape-placement"), ("V3", "landscape-qk"), ("V4", "landscape-depth")):
-    _ = weighed[claim].record(results, claim, section)
+for claim, finding, section in (("V2", v2, "landscape-placement"), ("V3", v3, "landscape-qk")):
+    _ = finding.record(results, claim, section)
+_ = v4.record(results, "V4", "landscape-depth")
 
 # %% [markdown]
 # (landscape-summary)=

@@ -28,6 +28,7 @@ results_dir = "build/results"
 
 # %% tags=["remove-cell"]
 import warnings
+from dataclasses import replace
 
 import matplotlib.pyplot as plt
 import seaborn as sns
@@ -156,7 +157,7 @@ Markdown(paragraph if confirmed else "")
 # repeat the paired comparison at a smaller and a larger model, changing only width and depth: the same corpus,
 # steps, learning rate and batches, and within each pair the same seed, initial weights and batches. The pairs
 # above are the middle rung. The large rung has fewer pairs, to fit the chapter's time budget, so its interval
-# is wider. A committed GPU study's larger models would join the ladder, labelled with their hardware.
+# is wider.
 #
 # **Rule, stated before measuring.** We compare the largest rung with the smallest: the change in the mean difference,
 # with a Welch 95% interval from the two rungs' standard errors. If that interval excludes zero, the difference *shrinks*
@@ -167,10 +168,9 @@ Markdown(paragraph if confirmed else "")
 # %% tags=["remove-cell"]
 from normlab.analysis.quality import scale_ladder
 
-GPU_RUNGS = []  # a committed GPU study's rungs join the ladder here, each labelled with its hardware
 rungs, ladder_gaps = scale_ladder.scale_ladder_runs(settings, devices, MARGIN)
 ladder = scale_ladder.ladder_table(
-    [*rungs, scale_ladder.ladder_point(settings, parity, scale_ladder.hardware_label(device))], gpu_rungs=GPU_RUNGS
+    [*rungs, scale_ladder.ladder_point(settings, parity, scale_ladder.hardware_label(device))]
 )
 trend = scale_ladder.ladder_trend(ladder, MARGIN)
 
@@ -244,29 +244,8 @@ b7 = left.judge(b7)
 # %% tags=["remove-input"]
 Markdown(step_time.b7_paragraph(b7, repeats=speed["repeats"], device=device))
 
-# %% [markdown]
-# (quality-gpu)=
-# ### The committed GPU study (A9, B7)
-#
-# A GPU study committed under `data/` trains the same pairs wider, deeper and longer (16 pairs or more). The same rules
-# judge its pairs, against the same margin, ±{glue:text}`margin` nats per byte. Which run answers was fixed before either ran: the
-# GPU study, where its runs reach the pairs its design registers, else this run; never the run with the narrower
-# interval. Both runs are shown in the table below, and where their own verdicts differ, in either direction, the
-# verdict carries a "depends on scale" caveat naming both. Several committed studies are merged into one sample only
-# when they come from one design and one code (the shards of one study); otherwise each is shown. B7's step-time half
-# stays this run's.
-
-# %% tags=["remove-input"]
-from normlab.analysis.quality import committed_gpu  # noqa: E402
-from normlab.analysis.shared import gpu_study  # noqa: E402
-
-mine = dict(margin=MARGIN, visible=VISIBLE, backend=backend, timings=timings, speed=speed, resume=resume, parity=parity)
-studies = gpu_study.committed(corpus_sha256=corpus.sha256)
-a9, b7, gpu_text = committed_gpu.quality_claims(studies, a9, b7, dict(mine, where=gpu_study.this_run(profile)))
-Markdown(gpu_text)
-
 # %% tags=["remove-cell"]
-_ = a9.record(results, "A9", "quality-parity")
+_ = replace(a9, headline=loss_parity.a9_headline(a9)).record(results, "A9", "quality-parity")
 _ = b7.record(results, "B7", "quality-speed")
 b6_summary, b6_evidence = step_time.step_time_evidence(parity, speed, backend=backend, device=device)
 _ = results.record_evidence("B6", b6_summary, b6_evidence, section="quality-speed")

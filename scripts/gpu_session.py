@@ -1,13 +1,12 @@
 """One GPU lease, fully used: every step a lent CUDA machine should run, in priority order, into $OUT.
 
-    python3 scripts/gpu_session.py [--part kernels|device|study|all] [--out DIR] [--dry-run]   (--part kernels by default)
-                                   [--steps a,b] [--limit STEP=SECONDS] [--carry DIR]
+    python3 scripts/gpu_session.py [--part kernels|device|all] [--out DIR] [--dry-run]   (--part kernels by default)
+                                   [--steps a,b] [--limit STEP=SECONDS]
 
 No make, no install: it runs on the machine's own Python (3.12, torch, triton, pytest), with src/ on the path.
 A lease is 15 minutes, at most 10 per call: run it as calls of at most 10 minutes each, `--part device` (under 4
-minutes; the one to run first where the question is how fast the kernels are), `--part kernels` (under 4) and
-`--part study` (under 10). Steps, each with its own time limit; one that fails or runs out of time does not
-stop the next:
+minutes; the one to run first where the question is how fast the kernels are) and `--part kernels` (under 4).
+Steps, each with its own time limit; one that fails or runs out of time does not stop the next:
 
   kernels   correctness       scripts/gpu_correctness.py: 8192 rows x d = 4096..65536, bf16/fp32/mixed, +-residual,
                               forward and backward, NaN-poisoned outputs, against float64
@@ -19,15 +18,13 @@ stop the next:
                               between replays), host time per call on its own, each against a same-size copy_;
                               triton, torch native, torch.compile, Liger; RMSNorm and LayerNorm, forward and
                               forward+backward, bf16 and fp32, 8192 x 4096/8192/16384 first
-  study     study             python -m normlab.study.gpu --profile gpu --budget-s: the training study
 
 What comes back: at most 8 files directly under DIR ($OUT, else build/gpu-session), no folders:
   summary.json       each step's exit status, seconds, limit and last line, rewritten after every step
   correctness.jsonl, sweep.jsonl, bench.jsonl, device.jsonl   one record per case, flushed as it is made
   gpu-bench.json     the bench's whole document (the shape of data/gpu-bench-N.json), when it finishes
-  gpu-study.json     the study, rewritten after each experiment
   logs.tar.gz        every step's log and the test report, re-packed after every step
-(`--part all` is the kernels and the study; the device part is its own call, so that all 8 files still fit.)
+(`--part all` is the kernels and the device parts, when one call has the time for both.)
 A step cut short keeps every record it wrote. Logs are written under /tmp first; the carried wheels
 (Liger-Kernel, from build/gpu-carry/: `make gpu-carry`) are unpacked to /tmp, never under DIR.
 
@@ -57,19 +54,12 @@ CARRY = REPO / "build" / "gpu-carry"
 SCRATCH = Path(tempfile.gettempdir()) / "normlab-gpu-session"
 BENCH_IMPLEMENTATIONS = ("triton", "torch", "compile", "liger")
 MAX_FILES = 8
-PARTS = {
-    "kernels": ("correctness", "persistent-tests", "memcheck", "sweep", "bench"),
-    "device": ("device",),
-    "study": ("study",),
-}
-PARTS["all"] = PARTS["kernels"] + PARTS["study"]
-STEPS = PARTS["kernels"] + PARTS["device"] + PARTS["study"]  # every step --steps may name
-# Seconds per step on one H200; the kernels part sums to 230 s (under 4 minutes), the device part to 230 s, the study
-# to 540 s.
+PARTS = {"kernels": ("correctness", "persistent-tests", "memcheck", "sweep", "bench"), "device": ("device",)}
+PARTS["all"] = PARTS["kernels"] + PARTS["device"]
+STEPS = PARTS["all"]  # every step --steps may name
+# Seconds per step on one H200; the kernels part sums to 230 s (under 4 minutes), the device part to 230 s.
 LIMITS = {"correctness": 45, "persistent-tests": 30, "memcheck": 20, "sweep": 75, "bench": 60, "device": 230}
-LIMITS["study"] = 540
 DEVICE_MARGIN_S = 30  # the device bench starts no case this close to its step's limit
-STUDY_BUDGET_S = 480  # the study's own plan (its estimates), inside its step's limit
 
 
 @dataclass(frozen=True)
@@ -90,7 +80,7 @@ class Outcome:
     last_line: str
 
 
-def steps(out: Path, logs: Path, dry_run: bool, carry: Path, limits: dict[str, float]) -> dict[str, Step]:
+def steps(out: Path, logs: Path, dry_run: bool, limits: dict[str, float]) -> dict[str, Step]:
     """Every step by name; a dry run's are the same programs at a tiny size."""
     python = sys.executable
     dry = ["--dry-run"] if dry_run else []
@@ -106,11 +96,6 @@ def steps(out: Path, logs: Path, dry_run: bool, carry: Path, limits: dict[str, f
     else:
         bench += [arg for name in BENCH_IMPLEMENTATIONS for arg in ("--backend", name)]
         bench += ["--dtype", "bfloat16", "--dtype", "float32"]
-    study = [python, "-m", "normlab.study.gpu", "--carry", str(carry), "--output", str(out / "gpu-study.json")]
-    if dry_run:
-        study += ["--profile", "tiny", "--device", "cpu", "--only", "quality"]
-    else:
-        study += ["--profile", "gpu", "--budget-s", str(min(STUDY_BUDGET_S, limits["study"] - 30))]
     # it stops starting cases before its limit kills it (a dry run's interpreter cases are few: no budget)
     sweep_budget = 300.0 if dry_run else max(5.0, limits["sweep"] - 10)
     commands = {
@@ -130,7 +115,6 @@ def steps(out: Path, logs: Path, dry_run: bool, carry: Path, limits: dict[str, f
             str(300.0 if dry_run else max(5.0, limits["device"] - DEVICE_MARGIN_S)),
         ]
         + dry,  # fmt: skip
-        "study": study,
     }
     # A dry run's limits are loose (a small CPU shared with other work, and the interpreter) unless --limit set one.
     limit = lambda name: limits[name] if not dry_run or limits[name] != LIMITS[name] else 300  # noqa: E731
@@ -222,12 +206,11 @@ def main(argv: list[str] | None = None) -> int:
         "--part",
         choices=tuple(PARTS),
         default="kernels",
-        help="kernels (< 4 min, the default), device (< 4), study (< 10), all (kernels and study)",
+        help="kernels (< 4 min, the default), device (< 4), all (kernels and device)",
     )
     parser.add_argument("--steps", help=f"run only these steps, comma-separated, of: {', '.join(STEPS)}")
     parser.add_argument("--limit", action="append", default=[], help="STEP=SECONDS, replacing a step's limit")
     parser.add_argument("--out", default=os.environ.get("OUT") or str(REPO / "build" / "gpu-session"))
-    parser.add_argument("--carry", type=Path, default=CARRY, help="the corpus for the study (make gpu-carry)")
     parser.add_argument("--dry-run", action="store_true", help="every step at a tiny size on CPU (the interpreter)")
     args = parser.parse_args(argv)
     names = args.steps.split(",") if args.steps else list(PARTS[args.part])
@@ -253,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     header = {"dry_run": args.dry_run, "device": device, "part": args.part, "steps_asked": names}
     header["started"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     env = environment(args.dry_run, run / "site-packages")
-    by_name = steps(out, logs, args.dry_run, args.carry, limits)
+    by_name = steps(out, logs, args.dry_run, limits)
     outcomes = []
     for name in names:
         outcome = run_step(by_name[name], logs, env)

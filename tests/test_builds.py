@@ -45,7 +45,9 @@ def write_build(folder: Path, *runs: dict) -> Path:
     [
         (lambda r: r.pop("hardware"), r"geometry\.json: lacks hardware"),
         (lambda r: r.update(git_commit=None), r"geometry\.json: lacks git_commit"),
-        (lambda r: r.update(hardware={"cpu_cores": 2}), r"geometry\.json: its hardware names no CPU"),
+        (lambda r: r.update(hardware={"cpu_cores": 2}), r"geometry\.json: its hardware names no CPU or GPU"),
+        (lambda r: r.update(git_commit="not a commit"), r"geometry\.json: git_commit 'not a commit' does not parse"),
+        (lambda r: r.update(profile=None), r"geometry\.json: lacks profile"),
         (lambda r: r.update(claims="none"), r"geometry\.json: 'claims' must be a list"),
     ],
 )

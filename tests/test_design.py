@@ -367,17 +367,6 @@ def test_no_analysis_judges_against_a_typed_threshold():
     assert not typed, "register each in data/design.toml and read it with design.value(...):\n  " + "\n  ".join(typed)
 
 
-def test_a_gpu_study_whose_pairs_differ_from_the_registered_ones_is_refused():
-    from normlab.gpt.experiments import PROFILES
-
-    registered = design.load()
-    depth = importlib.import_module("normlab.analysis.depth.profiles").PROFILES
-    assert registered.claim("B19").gpu_study_pairs == PROFILES["gpu"]["ablation"]["seeds"]
-    study = {**PROFILES["gpu"], "ablation": dict(PROFILES["gpu"]["ablation"], seeds=6)}
-    with pytest.raises(DesignError, match=r"B19: the GPU study's ablation.seeds is 6, but .* registers 12 pairs"):
-        registered.check_pairs("B19", depth, study)
-
-
 def test_the_ledger_refuses_a_design_lacking_a_unit_naming_the_claim_and_leaves_no_pages(tmp_path):
     broken = tmp_path / "design.toml"
     broken.write_text(design.DESIGN.read_text(encoding="utf-8").replace('unit = "nats per byte"\n', "", 1))

@@ -15,7 +15,6 @@ import pytest
 import torch
 
 from normlab.bench.records import read_json_lines
-from normlab.gpt.corpus import load_corpus, save_corpus
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "gpu_session.py"
@@ -43,13 +42,6 @@ def _the_out_contract_holds(out: Path) -> list[str]:
     return sorted(p.name for p in entries)
 
 
-@pytest.fixture(scope="module")
-def carry(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("carry")
-    save_corpus(load_corpus(), folder, git_commit="0" * 40)
-    return folder
-
-
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: the refusal cannot be seen")
 def test_without_cuda_it_says_so_and_runs_nothing(tmp_path):
     done = _run("--out", str(tmp_path / "session"))
@@ -58,22 +50,21 @@ def test_without_cuda_it_says_so_and_runs_nothing(tmp_path):
     assert not (tmp_path / "session").exists()
 
 
-def test_the_dry_run_runs_every_step_in_priority_order_within_the_out_contract(tmp_path, carry):
+def test_the_dry_run_runs_every_kernel_step_in_priority_order_within_the_out_contract(tmp_path):
     out = tmp_path / "session"
-    done = _run("--dry-run", "--part", "all", "--carry", str(carry), env=dict(os.environ, OUT=str(out)))  # $OUT
+    done = _run("--dry-run", "--part", "kernels", env=dict(os.environ, OUT=str(out)))  # $OUT
     summary = json.loads((out / "summary.json").read_text())
-    assert [s["name"] for s in summary["steps"]] == KERNEL_STEPS + ["study"], done.stdout + done.stderr
+    assert [s["name"] for s in summary["steps"]] == KERNEL_STEPS, done.stdout + done.stderr
     failed = {s["name"]: s["last_line"] for s in summary["steps"] if s["exit_status"] != 0}
     assert not failed and done.returncode == 0, failed
     assert summary["dry_run"] and "contract_broken" not in summary
     names = _the_out_contract_holds(out)
     assert names == sorted(
         ["summary.json", "logs.tar.gz", "correctness.jsonl", "sweep.jsonl", "bench.jsonl", "gpu-bench.json"]
-        + ["gpu-study.json"]
     )
     with tarfile.open(out / "logs.tar.gz") as archive:
         logged = set(archive.getnames())
-    assert {f"logs/{name}.txt" for name in KERNEL_STEPS + ["study"]} <= logged and "logs/memcheck.json" in logged
+    assert {f"logs/{name}.txt" for name in KERNEL_STEPS} <= logged and "logs/memcheck.json" in logged
 
     correctness = read_json_lines(out / "correctness.jsonl")
     cases = [r for r in correctness if r["type"] == "case"]
@@ -93,10 +84,6 @@ def test_the_dry_run_runs_every_step_in_priority_order_within_the_out_contract(t
     liger = [r for r in bench["records"] if r["implementation"] == "liger"]
     assert liger and all(r["status"] == "skipped" and r["reason"] for r in liger)  # a reason, never a crash
     assert len([r for r in read_json_lines(out / "bench.jsonl") if "implementation" in r]) == len(bench["records"])
-    study = json.loads((out / "gpu-study.json").read_text())
-    assert list(study["experiments"]) == ["quality"] and study["missing"] == []
-    quality = study["experiments"]["quality"]
-    assert quality["seconds"] > 0 and quality["estimated_seconds"] > 0  # the scaling model's pair, measured
 
 
 # A step that writes a record, flushed, then hangs: its time limit must end it (and its own children) and keep
@@ -117,8 +104,8 @@ def test_a_step_killed_mid_way_keeps_what_it_wrote_and_the_next_step_still_runs(
     gpu_session = _session_module()
     real_steps = gpu_session.steps
 
-    def with_a_hanging_sweep(out, logs, dry_run, carry, limits):
-        found = real_steps(out, logs, dry_run, carry, limits)
+    def with_a_hanging_sweep(out, logs, dry_run, limits):
+        found = real_steps(out, logs, dry_run, limits)
         command = [sys.executable, "-c", SLOW_STEP, str(out / "sweep.jsonl")]
         return found | {"sweep": gpu_session.Step("sweep", command, limits["sweep"])}
 
@@ -181,8 +168,10 @@ def test_carried_wheels_are_unpacked_to_scratch_never_under_out(tmp_path, monkey
     assert gpu_session.carried_site_packages(tmp_path / "site2") is None
 
 
-def test_the_kernel_part_fits_four_minutes_and_the_study_ten():
+def test_the_kernel_and_device_parts_fit_four_minutes_each_and_all_ten():
     gpu_session = _session_module()
     kernels = sum(gpu_session.LIMITS[name] for name in gpu_session.PARTS["kernels"])
-    assert kernels < 240 and gpu_session.LIMITS["study"] <= 570  # 10 minutes less the call's own start
+    device = sum(gpu_session.LIMITS[name] for name in gpu_session.PARTS["device"])
+    assert kernels < 240 and device < 240 and kernels + device <= 570  # 10 minutes less the call's own start
+    assert gpu_session.PARTS["all"] == gpu_session.PARTS["kernels"] + gpu_session.PARTS["device"]
     assert gpu_session.PARTS["kernels"][:2] == ("correctness", "persistent-tests")  # priority order

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from normlab.analysis.landscape.probes import max_attention_logit
-from normlab.analysis.landscape.runs import landscape_run
+from normlab.analysis.landscape.runs import drop_one_losses, landscape_run
 from normlab.analysis.landscape.summaries import (
     growth_ratio,
     later_half_share,
@@ -15,7 +15,6 @@ from normlab.analysis.landscape.summaries import (
     usable_lr_range,
 )
 from normlab.analysis.shared.paired import paired_or_none
-from normlab.gpt.experiments import drop_one_losses
 from normlab.gpt.model import GPT, GPTConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -190,14 +190,12 @@ def test_a_core_install_imports_the_whole_norm_library():
 
 
 def test_the_testbed_trains_without_its_extra_and_names_it_for_tables():
-    # training needs torch alone (the GPU study runs so: tests/test_gpu_study.py); a DataFrame names the extra
+    # training needs torch alone; a DataFrame names the extra
     done = _run(
-        "import normlab.gpt.model, normlab.gpt.batched, normlab.study.gpu\n"
-        "from normlab.gpt.train import frame\n"
-        "frame([{'step': 1}])"
+        "import normlab.gpt.model, normlab.gpt.train\nfrom normlab.gpt.train import frame\nframe([{'step': 1}])"
     )
     assert done.returncode != 0 and 'pip install "normlab[gpt]"' in done.stderr, done.stderr
-    assert "normlab.study.gpu" not in done.stderr.split("Traceback")[0]
+    assert "normlab.gpt.model" not in done.stderr.split("Traceback")[0]
 
 
 def test_the_analyses_without_their_extra_name_the_extra():

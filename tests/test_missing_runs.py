@@ -80,20 +80,6 @@ def test_below_the_registered_pairs_the_verdict_is_not_testable_here(monkeypatch
     assert "not testable here" in left.paragraph()
 
 
-def test_a_batched_share_that_fails_names_each_run_it_held(monkeypatch):
-    def fake_share(settings, members, keep_weights):
-        if ("rms", 1) in members:
-            raise RuntimeError("the worker ran out of memory")
-        return [fake_run(norm, seed) for norm, seed in members]
-
-    monkeypatch.setattr(training, "batched_share", fake_share)
-    monkeypatch.setattr(training, "default_workers", lambda: 2)
-    monkeypatch.setattr(training, "run_parallel", lambda f, jobs, **kw: run_parallel(f, jobs, workers=1, **kw))
-    settings = {**profiles.settings_for("smoke"), "trainer": "batched", "seeds": 2, "first_seed": 0}
-    runs = training.train_pairs(settings, None, keep_weights=False)
-    assert runs.gaps.names == ("rms seed 0, rms seed 1",) and not runs  # one norm per share: no pair is complete
-
-
 def test_without_missing_runs_a_finding_is_unchanged():
     finding = loss_parity.a9_finding(
         loss_parity.loss_parity({(n, s): fake_run(n, s) for s in range(3) for n in profiles.NORMS}, MARGIN),

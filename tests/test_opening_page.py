@@ -109,7 +109,8 @@ def test_a_verdict_with_a_caveat_says_so_on_the_opening_page_the_ledger_and_its_
 
 
 def test_the_opening_page_labels_each_committed_gpu_file_by_its_code(tmp_path):
-    document = {"hardware": {"gpu": "NVIDIA H200"}, "started": "2026-11-30T11:26:30+00:00"}
+    document = {"schema": "normlab.bench/1", "profile": "gpu", "records": [], "hardware": {"gpu": "NVIDIA H200"}}
+    document.update(started="2026-11-30T11:26:30+00:00", git_commit="12a0522" + "0" * 33)
     (tmp_path / "gpu-bench.json").write_text(json.dumps({**document, "git_commit": "12a0522" + "0" * 33 + "-dirty"}))
     (tmp_path / "gpu-bench-2.json").write_text(json.dumps({**document, "code_fingerprint": C.loaded_source()}))
     dirty, fresh = opening.committed_gpu_runs(tmp_path)[::-1]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from normlab.analysis.quality import profiles as quality_profiles
-from normlab.gpt import experiments
 from normlab.runtime.profiles import lookup_profile, parse_overrides
 from normlab.study import present, run
 from normlab.study.claims import parse_claims
@@ -53,13 +52,6 @@ def test_chapters_check_an_overridden_design_like_a_committed_one():
         quality_profiles.settings_for("cpu", {"width": 90})
     with pytest.raises(ValueError, match="the quality chapter: seeds is 3 at profile 'cpu'"):
         quality_profiles.settings_for("cpu", {"seeds": 3})
-
-
-def test_the_gpu_study_reads_its_designs_through_the_same_lookup():
-    with pytest.raises(ValueError, match="unknown profile 'h100'; valid profiles: tiny, gpu"):
-        experiments.experiments("h100")
-    sizes = lookup_profile(experiments.PROFILES, "gpu", owner="the GPU study")
-    assert sizes["quality"]["seeds"] >= experiments.MINIMUM_PAIRS["quality.seeds"]
 
 
 def test_parse_overrides_splits_items_by_chapter_and_reads_literals():
@@ -116,12 +108,3 @@ def test_overrides_are_recorded_and_shown_on_the_page_and_the_ledger(tmp_path):
     claims = parse_claims()
     assert "quality: `width=96`" in render_ledger(claims, [document])
     assert "overridden" not in render_ledger(claims, [dict(document, overrides={})])
-
-
-def test_the_gpu_study_trains_the_designs_the_chapters_state():
-    from normlab.analysis.landscape.profiles import profile_settings as landscape_settings
-
-    design = lookup_profile(experiments.PROFILES, "gpu", owner="the GPU study")
-    quality, landscape = quality_profiles.settings_for("gpu"), landscape_settings("gpu")
-    assert design["quality"] == {key: quality[key] for key in design["quality"]}
-    assert design["landscape"] == {key: landscape[key] for key in design["landscape"]}

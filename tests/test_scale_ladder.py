@@ -18,9 +18,7 @@ from matplotlib.container import ErrorbarContainer  # noqa: E402
 from normlab.analysis.quality import figures as F  # noqa: E402
 from normlab.analysis.quality import loss_parity, profiles, scale_ladder, training  # noqa: E402
 from normlab.analysis.shared.parity import t975  # noqa: E402
-from normlab.analysis.shared.runs import train_job  # noqa: E402
 from normlab.gpt.model import GPT, GPTConfig  # noqa: E402
-from normlab.runtime.jobs import load_weights  # noqa: E402
 
 MARGIN = 0.02
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "quality.py"
@@ -187,46 +185,7 @@ def test_an_unknown_trainer_is_refused(monkeypatch):
         profiles.settings_for("cpu")
 
 
-def test_a_batched_share_returns_what_train_job_returns_for_the_same_model(one_thread, float64):
-    settings = {**profiles.settings_for("smoke"), "steps": 10, "warmup_steps": 2, "eval_batches": 2}
-    together = training.batched_share(settings, [("layer", 1), ("rms", 1)], keep_weights=True)
-    alone = train_job(
-        model=training.model_config(settings, "rms"), train=training.train_config(settings, 1), keep_weights=True
-    )
-    assert set(alone) - {"history"} <= set(together[1])
-    weights = {name: load_weights(run["weights_path"]) for name, run in (("together", together[1]), ("alone", alone))}
-    assert weights["alone"]["token_embedding.weight"].dtype == torch.float64
-    # In float64, because the batched products and vmap's norm reduce in another order, and in float32 AdamW can
-    # turn that into a whole step on a weight whose gradient is near zero. The bound of tests/test_batched.py's
-    # docstring, S·lr·n·u₆₄/ε, at this share's S = 10 steps and its learning rate (≤ 3e-2): 10 · 3e-2 · 10³ ·
-    # 1.1e-16 / 1e-8 = 3.3e-9; held to 1e-8. Losses: 1e-9. A wrong batch or seed moves both by 1e-3 or more.
-    assert settings["lr"] <= 3e-2
-    assert together[1]["final_val_loss"] == pytest.approx(alone["final_val_loss"], abs=1e-9)
-    assert [s for s, _ in together[1]["val"]] == [s for s, _ in alone["val"]]
-    torch.testing.assert_close(weights["together"], weights["alone"], rtol=0, atol=1e-8)
-
-
-def test_train_pairs_gives_the_same_pairs_with_either_trainer(monkeypatch, one_thread):
-    """The batched path splits the models between the workers, one norm each, and hands back train_job's form."""
-    in_place = []
-
-    def run_in_place(function, jobs, **kwargs):
-        in_place.append(len(jobs))
-        return [function(**job) for job in jobs]
-
-    monkeypatch.setattr(training, "run_parallel", run_in_place)
-    monkeypatch.setattr(training, "default_workers", lambda: 2)
-    settings = {**profiles.settings_for("smoke"), "steps": 10, "warmup_steps": 2, "eval_batches": 2, "seeds": 2}
-    pool = training.train_pairs({**settings, "trainer": "pool"}, None, keep_weights=False)
-    batched = training.train_pairs({**settings, "trainer": "batched"}, None, keep_weights=False)
-    assert in_place == [4, 2] and list(batched) == list(pool)
-    for key, run in pool.items():
-        assert batched[key]["final_val_loss"] == pytest.approx(run["final_val_loss"], abs=1e-5), key
-        assert "weights_path" not in batched[key]
-
-
-@pytest.mark.parametrize("trainer", ["pool", "batched"])
-def test_train_many_starts_one_pool_for_every_size_and_hands_each_its_own_runs(monkeypatch, trainer):
+def test_train_many_starts_one_pool_for_every_size_and_hands_each_its_own_runs(monkeypatch):
     calls = []
 
     def run_in_place(function, jobs, **kwargs):
@@ -236,29 +195,16 @@ def test_train_many_starts_one_pool_for_every_size_and_hands_each_its_own_runs(m
     def fake_job(model, train, keep_weights):
         return {"width": model["width"], "norm": model["norm"], "seed": train["seed"]}
 
-    def fake_share(settings, members, keep_weights):
-        return [{"width": settings["width"], "norm": norm, "seed": seed} for norm, seed in members]
-
     monkeypatch.setattr(training, "run_parallel", run_in_place)
     monkeypatch.setattr(training, "train_job", fake_job)
-    monkeypatch.setattr(training, "batched_share", fake_share)
-    monkeypatch.setattr(training, "default_workers", lambda: 2)
-    base = {**profiles.settings_for("smoke"), "trainer": trainer}
+    base = profiles.settings_for("smoke")
     sizes = [{**base, "width": 48, "seeds": 3}, {**base, "width": 16, "heads": 2, "seeds": 2}]
     trained = training.train_many(sizes, None, keep_weights=False)
-    assert calls == ([10] if trainer == "pool" else [4])  # one pool for both sizes
+    assert calls == [10]  # one pool for both sizes
     for settings, runs in zip(sizes, trained):
         assert list(runs) == [(n, s) for s in training.seed_range(settings) for n in profiles.NORMS]
         assert min(seed for _, seed in runs) == settings["first_seed"]  # A9's confirmation starts past its pilot
         assert all(run == {"width": settings["width"], "norm": n, "seed": s} for (n, s), run in runs.items())
-
-
-@pytest.fixture
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_the_figure_has_a_log_axis_intervals_the_band_and_the_marked_point():

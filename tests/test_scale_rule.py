@@ -1,18 +1,12 @@
 """The one rule for a claim judged on several runs (normlab.analysis.shared.scale_rule): every branch, on runs whose
-verdicts are given, then the committed GPU studies it weighs (merged or side by side) and the speed chapter's two
-committed bench files."""
+verdicts are given, then the speed chapter's two committed bench files."""
 
 from __future__ import annotations
 
-import copy
-import json
-
 import pytest
 
-from normlab.analysis.shared import gpu_study as G
 from normlab.analysis.shared.scale_rule import RULE, Run, answer, answering, side_by_side
 from normlab.bench import provenance
-from normlab.runtime.code_identity import FINGERPRINT_KEY
 from normlab.study import paths
 from normlab.study.findings import Finding
 
@@ -132,92 +126,6 @@ def test_the_table_shows_every_run_and_which_answers():
     assert (
         rows[1].startswith("| A9 | GPU | does not hold |") and "| 8 of 16 |" in rows[1] and rows[1].endswith("|  |  |")
     )
-
-
-def test_the_registered_pairs_are_the_gpu_designs():
-    from normlab.gpt.experiments import PROFILES
-
-    registered = G.registered_pairs()
-    assert registered["A9"] == registered["B7"] == PROFILES["gpu"]["quality"]["seeds"]
-    assert registered["B19"] == PROFILES["gpu"]["ablation"]["seeds"]
-    assert registered["V2"] == PROFILES["gpu"]["landscape"]["seeds"]
-    runs = [{"tag": {"label": label, "seed": seed}} for label in ("a", "b") for seed in range(4)]
-    assert G.complete_seeds(runs) == 4 and G.complete_seeds(runs[:-1]) == 3  # seed 3 lacks its "b" model
-
-
-# ---- several committed studies ------------------------------------------------------------------------------
-
-
-def _shard(index: int, count: int, commit: str = "0" * 40, **extra) -> dict:
-    seeds = [s for s in range(4) if s % count == index]
-    runs = [
-        {"tag": {"label": norm, "norm": norm, "seed": seed}, "final_val_loss": 2.0 + 0.01 * seed}
-        for seed in seeds
-        for norm in ("layer", "rms")
-    ]
-    positions = [2 * seed + is_rms for seed in seeds for is_rms in (0, 1)]
-    return {
-        "schema": G.SCHEMA, "profile": "gpu", "hardware": {"gpu": "Test GPU"}, "versions": {"torch": "x"},
-        "git_commit": commit, "started": f"2026-12-0{index + 1}T00:00:00+00:00", "corpus": {"sha256": "c" * 64},
-        "missing": [], "shard": {"index": index, "count": count},
-        "experiments": {"quality": {"claims": ["A9", "B7"], "settings": {"seeds": 4}, "runs": runs,
-                                    "positions": positions}},
-        **extra,
-    }  # fmt: skip
-
-
-def _committed(folder, documents: dict[str, dict]) -> list:
-    for name, document in documents.items():
-        (folder / name).write_text(json.dumps(document))
-    return G.committed(folder, known=lambda commit: True)
-
-
-def test_two_shards_of_one_design_and_code_are_merged_into_one_sample(tmp_path):
-    (merged,) = _committed(tmp_path, {"gpu-study-0.json": _shard(0, 2), "gpu-study-1.json": _shard(1, 2)})
-    assert merged.source == "gpu-study-0.json + gpu-study-1.json"
-    assert G.complete_seeds(merged.experiment("quality")["runs"]) == 4
-
-
-def test_studies_from_different_code_are_shown_side_by_side_never_replaced(tmp_path):
-    other = {FINGERPRINT_KEY: {"gpt/model.py": "0" * 64}}
-    studies = _committed(
-        tmp_path,
-        {
-            "gpu-study-0.json": _shard(0, 2),
-            "gpu-study-1.json": _shard(1, 2),
-            "gpu-study-new-0.json": _shard(0, 2, **other),  # a newer pair of shards, from other code
-            "gpu-study-new-1.json": _shard(1, 2, **other),
-        },
-    )
-    assert sorted(s.source for s in studies) == [
-        "gpu-study-0.json + gpu-study-1.json",
-        "gpu-study-new-0.json + gpu-study-new-1.json",
-    ]
-    assert len(G.studies_with(studies, "quality")) == 2  # each is weighed; neither is dropped
-    whole = copy.deepcopy(_shard(0, 1))
-    whole.pop("shard")
-    newer = {**whole, "git_commit": "1" * 40, "started": "2026-12-09T00:00:00+00:00"}
-    (tmp_path / "whole").mkdir()
-    studies = _committed(tmp_path / "whole", {"gpu-study-a.json": whole, "gpu-study-b.json": newer})
-    assert [s.source for s in studies] == ["gpu-study-a.json", "gpu-study-b.json"]  # by name, not newest first
-
-
-def test_two_studies_from_different_code_both_reach_the_chapters_table(tmp_path):
-    from test_gpu_study import _depth_document, _depth_weighed
-
-    first = _depth_document(0.06, 0.002)
-    (tmp_path / "gpu-study-0.json").write_text(json.dumps(first))
-    second = {**_depth_document(0.0, noise=0.004), "git_commit": "1" * 40}
-    study, mine, weighed, text = _depth_weighed(tmp_path, second, name="gpu-study-1.json")
-    b18 = weighed["B18"]
-    labels = [s.label for s in G.committed(tmp_path, known=lambda commit: True)]
-    assert set(b18.evidence["by_run"]) == {"CPU", *labels} and all(f"| B18 | {label}" in text for label in labels)
-    # the first by name answers (both meet the design's 8 pairs); the other's "does not hold" is named on it
-    assert b18.evidence["decided_on"] == labels[0] and b18.verdict == "holds"
-    assert f"differs between runs at one scale: 'holds' on {labels[0]}, 'does not hold' on {labels[1]}" in b18.caveats
-
-
-# ---- the speed chapter's committed bench files ----------------------------------------------------------------
 
 
 def test_the_speed_chapters_two_bench_files_are_both_weighed_the_identifiable_one_first():

@@ -1,7 +1,7 @@
 """Committed benchmark results (GPU runs made elsewhere), found and labelled with where and when they were measured.
 
 The chapter shows these beside its live CPU run. Nothing is estimated: no
-file, no GPU rows. A committed file is checked against this tree's code
+file, no GPU rows. The files are read by the one reader of results made elsewhere (`normlab.runtime.elsewhere`). A committed file is checked against this tree's code
 (`normlab.runtime.code_identity`): where the code it timed has changed since,
 or cannot be identified, its `caveat` says so, and so does every verdict it answers.
 """
@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from normlab.bench import harness, report
+from normlab.bench import report
 from normlab.runtime.code_identity import BENCH_CODE, CodeCheck, check_code
+from normlab.runtime.elsewhere import bench_files
 
 
 @dataclass(frozen=True)
@@ -34,10 +35,6 @@ class Measured:
     @property
     def unstable_count(self) -> int:
         return len(report.unstable(self.frame))
-
-
-def find_committed(data_dir: str | Path, pattern: str = "gpu-bench*.json") -> list[Path]:
-    return sorted(Path(data_dir).glob(pattern))
 
 
 def hardware_name(document: dict) -> str:
@@ -80,8 +77,9 @@ def measured(document: dict, source: str = "this run") -> Measured:
 
 
 def committed(data_dir: str | Path) -> list[Measured]:
-    """Every committed results file, in name order."""
-    return [measured(harness.load(path), source=path.name) for path in find_committed(data_dir)]
+    """Every committed GPU bench (data/gpu-bench*.json), in name order, each read by the one reader of results made
+    elsewhere (`normlab.runtime.elsewhere.bench_files`: its provenance checked, or refused naming the field)."""
+    return [measured(run.document, source=run.path.name) for run in bench_files(data_dir)]
 
 
 def load_committed(data_dir: str | Path) -> list[tuple[str, pd.DataFrame]]:

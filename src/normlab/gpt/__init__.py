@@ -1,6 +1,5 @@
 """The GPT testbed: a small nanoGPT-style model with a pluggable norm, its training loop, corpus and command line.
 
-Training needs torch alone (a GPU machine with nothing else trains with it: `python -m normlab.study.gpu`). The
-`gpt` extra (pandas, tqdm) adds the runs' tables as DataFrames and progress bars; a table asked for without pandas
+Training needs torch alone (a GPU machine with nothing else trains with it). The `gpt` extra (pandas, tqdm) adds the runs' tables as DataFrames and progress bars; a table asked for without pandas
 names the extra.
 """

@@ -281,7 +281,7 @@ def save_corpus(corpus: Corpus, folder: str | Path, **extra) -> Path:
 def load_saved_corpus(folder: str | Path) -> tuple[Corpus, dict]:
     """The corpus `save_corpus` wrote, checked byte for byte against its manifest, and the manifest."""
     folder = Path(folder)
-    fix = "write it again on the machine that builds the book: `make gpu-carry` (python -m normlab.study.gpu --write-carry)"
+    fix = "write it again on the machine that builds the book (`save_corpus(load_corpus(), folder)`)"
     manifest_path, bytes_path = folder / CARRY_MANIFEST, folder / CARRY_BYTES
     if not manifest_path.is_file() or not bytes_path.is_file():
         raise FileNotFoundError(f"no carried corpus in {folder} (needs {CARRY_MANIFEST} and {CARRY_BYTES}); {fix}")

@@ -1,8 +1,7 @@
 """The one record of a training run, and the one meaning of "diverged".
 
-Every chapter's trainings (`normlab.analysis.shared.runs.train_job`, the landscape chapter's `landscape_run`, the
-batched trainers) and the GPU study's experiments turn a `TrainResult` into `run_record(result)`, so that a run
-means the same in each of them:
+Every chapter's trainings (`normlab.analysis.shared.runs.train_job`, the landscape chapter's `landscape_run`) turn
+a `TrainResult` into `run_record(result)`, so that a run means the same in each of them:
 
 - **diverged**: training stopped on a non-finite loss or gradient, or the final validation loss is not finite,
   or it ends above the initial one (the run blew up without overflowing: worse than the untrained model). The

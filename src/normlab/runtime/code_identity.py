@@ -20,7 +20,6 @@ from pathlib import Path
 FINGERPRINT_KEY = "code_fingerprint"
 # The package paths each kind of committed file exercised, compared through git for a file without a fingerprint.
 BENCH_CODE = ("norms", "bench")  # the speed bench: the norms (dispatch and backends) and the harness timing them
-GPU_STUDY_CODE = ("gpt", "norms", "study/gpu.py")  # the GPU study: the testbed, the norms and its entry point
 # What the sentences call a changed module, by the first prefix of its path in the package that matches.
 AREAS = (
     ("norms/backends/triton/", "the Triton kernels"),

@@ -1,13 +1,12 @@
 """The one profile lookup: a design's sizes for one profile, copied, overridden and checked.
 
-Every chapter's sizes (`normlab.analysis.<chapter>.profiles`) and the GPU study's experiment designs
-(`normlab.gpt.experiments`) are tables of profile name -> settings dict. `lookup_profile` is how each of them
-is read, so that each does the same three things:
+Every chapter's sizes (`normlab.analysis.<chapter>.profiles`) are tables of profile name -> settings dict.
+`lookup_profile` is how each of them is read, so that each does the same three things:
 
 - it hands out a deep copy, so a notebook that edits its settings never edits the table;
 - it applies the overrides given on the command line (`make book SET=quality.width=768,quality.seeds=24`), after
   the copy and before the checks, so an overridden design is checked like a committed one;
-- outside the pilot profiles (smoke, and the GPU study's tiny), it refuses fewer pairs than a paired verdict
+- outside the pilot profile (smoke), it refuses fewer pairs than a paired verdict
   needs, naming the setting.
 
 An override names a setting by its key, or a nested one by a dotted path (`small_train.steps`). A key the
@@ -21,7 +20,7 @@ import copy
 import re
 from collections.abc import Mapping
 
-PILOT_PROFILES = ("smoke", "tiny")  # sized to prove the pipeline, never to decide a claim
+PILOT_PROFILES = ("smoke",)  # sized to prove the pipeline, never to decide a claim
 
 
 def setting_keys(settings: Mapping) -> list[str]:
@@ -77,7 +76,7 @@ def lookup_profile(
             if holder[last] < least:
                 raise ValueError(
                     f"{owner}: {key} is {holder[last]} at profile {profile!r}, but a paired verdict needs at least "
-                    f"{least} pairs outside the {' and '.join(PILOT_PROFILES)} profiles; raise {key}"
+                    f"{least} pairs outside the pilot profile ({', '.join(PILOT_PROFILES)}); raise {key}"
                 )
     return settings
 

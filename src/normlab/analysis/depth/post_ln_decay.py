@@ -3,14 +3,13 @@ post-RMSNorm − post-LayerNorm final loss and two measures at initialisation.""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from normlab.analysis.depth.initialisation import INIT_NAMES, InitStudy
 from normlab.analysis.depth.training_at_depth import TrainingStudy, final_losses, pair_spread
 from normlab.analysis.shared.paired import interval_text, paired_or_none
 from normlab.analysis.shared.parity import equivalence_verdict
-from normlab.gpt import experiments
+from normlab.runtime import elsewhere
 from normlab.study import sample_size
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import NATS_PER_BYTE, KeyNumber
@@ -149,39 +148,19 @@ class DecisionError(ValueError):
 
 
 def pilot_spread(decision: dict, root: Path) -> float:
-    """The sd of the paired differences in the pilot build the decision names (its record and evidence key)."""
+    """The sd of the paired differences in the pilot build the decision names (its record and evidence key), read by
+    the one reader of results made elsewhere (`normlab.runtime.elsewhere`: its provenance checked)."""
     pilot = decision["pilot"]
-    path = root / pilot["build"] / pilot["record"]
-    document = json.loads(path.read_text(encoding="utf-8"))
-    record = next(c for c in document["claims"] if c["id"] == "B18")
+    record = elsewhere.claim_record(root / pilot["build"] / pilot["record"], "B18") or {}
     return float(record["evidence"][pilot["evidence"]]["sd_of_differences"])
 
 
-def decision_batch_seconds(decision: dict, pairs: int) -> float:
-    """The GPU study's estimate (`normlab.gpt.experiments.estimated_seconds`: FLOPs at its assumed rate plus kernel
-    launches) for `pairs` post-LN RMSNorm/LayerNorm pairs at the decision's model and training sizes, trained as one
-    batch of one shape."""
-    sizes = {
-        **decision["model"],
-        **decision["train"],
-        "depths": [decision["model"]["depth"]],
-        "seeds": pairs,
-        "stress_lrs": [],
-        "no_warmup_depths": [],
-    }
-    batch = experiments.placement_depth(sizes, "cpu").batches[0]
-    keep = [i for i, tag in enumerate(batch.tags) if tag["placement"] == "post"]
-    post = experiments.Batch(
-        [batch.configs[i] for i in keep], [batch.seeds[i] for i in keep], batch.train, [batch.tags[i] for i in keep]
-    )
-    return experiments.estimated_seconds(experiments.Experiment("b18_decision", ("B18",), sizes, [post]))
-
-
 def b18_decision(decision: dict, margin: float, root: Path) -> dict:
-    """The registered decision checked against its inputs: the pilot's spread as its build recorded it, the pairs as
-    `sample_size.confirmation_pairs` gives them from that spread alone, and the GPU estimate as the study's sizing
-    gives it; any other number is refused, naming both. Also the pairs at a true difference of half the margin and
-    the margin the registered pairs resolve at the registered power."""
+    """The registered decision checked against its inputs: the pilot's spread as its build recorded it and the pairs
+    as `sample_size.confirmation_pairs` gives them from that spread alone; any other number is refused, naming both.
+    Also the pairs at a true difference of half the margin and the margin the registered pairs resolve at the
+    registered power. Its GPU estimate (`gpu_seconds`) is the registered number: the GPU study's sizing that made it
+    was removed, unused, on 2026-12-05."""
     d = decision
     recorded = pilot_spread(d, root)
     if round(recorded, 6) != round(float(d["pilot_sd"]), 6):
@@ -196,18 +175,13 @@ def b18_decision(decision: dict, margin: float, root: Path) -> dict:
             f"B18's decision registers {d['pairs']} pairs, but its inputs (sd {sd}, margin ±{margin:g}, power {power}, "
             f"true difference {d['true_difference']}) give {pairs}; register {pairs}"
         )
-    gpu = decision_batch_seconds(d, pairs)
-    if round(gpu) != round(float(d["gpu_seconds"])):
-        raise DecisionError(
-            f"B18's decision registers gpu_seconds {d['gpu_seconds']}, the study's sizing gives {gpu:.1f}"
-        )
     return {
         **d,
         "pilot_sd": sd,
         "pairs": pairs,
         "pairs_at_half_margin": sample_size.confirmation_pairs(sd, margin, power, margin / 2),
         "resolved_margin_at_pilot": sample_size.smallest_margin(d["pilot"]["pairs"], sd, power),
-        "gpu_seconds": gpu,
+        "gpu_seconds": float(d["gpu_seconds"]),
         "cpu_hours": pairs * float(d["cpu_seconds_per_pair"]) / 2 / 3600,
         "margin": margin,
     }
@@ -238,7 +212,8 @@ def decision_paragraph(decision: dict) -> str:
         f"The pilot's {d['pilot']['pairs']} pairs resolve only a margin of ±{d['resolved_margin_at_pilot']:.2f} at that "
         f"power. On this 2-core CPU a pair costs about {d['cpu_seconds_per_pair']} core-seconds, so {d['pairs']} pairs "
         f"are about {d['cpu_hours']:.1f} hours, far beyond this chapter's share of the cpu book; they are registered as "
-        f"the GPU study's design instead (`data/design.toml`, `[claims.B18.decision]`, registered {d['registered']}: "
-        f"seeds {d['first_seed']}–{last}, fresh; about {d['gpu_seconds']:.0f} s on one H200 by the study's estimate). "
+        f"a GPU run's design instead (`data/design.toml`, `[claims.B18.decision]`, registered {d['registered']}: "
+        f"seeds {d['first_seed']}–{last}, fresh; about {d['gpu_seconds']:.0f} s on one H200 by the estimate registered "
+        "with it). "
         f"No such run exists yet, so B18 stays undecided here."
     )

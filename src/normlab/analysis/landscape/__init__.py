@@ -8,7 +8,6 @@ The chapter (`notebooks/landscape.py`), section by section, and the module that 
 - *V2: where the norm goes*: `placement`.
 - *V3: QK-norm and the learning-rate range*: `qk_norm`.
 - *V4: the Curse of Depth and LayerNorm Scaling*: `curse_of_depth`.
-- *The GPU study beside this run*: `gpu`.
 - *The landscape at a glance*: `at_a_glance`.
 - Every section's figure: `figures`.
 

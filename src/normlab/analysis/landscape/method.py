@@ -239,3 +239,19 @@ def overview(study: Landscape) -> str:
         f"{'flattened' if still_falling < study.loss_margin else 'not quite flattened'} "
         f"against the margin of {study.loss_margin:g} nats per byte."
     )
+
+
+# What each source trained, for the sentence on what would decide V2 and V4 (and whether it was checked).
+SOURCE_SCALES = {
+    "V2": "Kim et al. (Peri-LN) train models of 400M to 3.2B parameters on tens of billions of tokens, and OLMo 2 "
+    "models of 7B and 13B on trillions (from the papers' setups as the study's sources transcribe them, not checked "
+    "against the papers here)",
+    "V4": "Sun et al. train LLaMA models of 130M to 7B parameters on billions of tokens (the abstract of arXiv "
+    "2502.05795, checked against its arXiv HTML); their smallest, LLaMA-130M, has 12 blocks of width 768 (from memory "
+    "of the paper's setup, not checked)",
+}
+
+
+def what_would_decide(claim: str) -> str:
+    """What would decide `claim` (V2 or V4): the source's scale, which no run here reaches."""
+    return f"**What would decide {claim}.** {SOURCE_SCALES[claim]}. That scale does not fit a cpu book."

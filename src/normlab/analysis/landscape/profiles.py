@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 
-from normlab.gpt import gpu_sizes
 from normlab.norms.dyt import authors_alpha_init
 from normlab.runtime.profiles import lookup_profile
 from normlab.study import design
@@ -59,10 +58,23 @@ PROFILES = {
         workers=None,
         devices=None,
     ),
-    # one H200: the GPU study's design (normlab.gpt.gpu_sizes), which the chapter weighs beside the CPU run, with
-    # eight one-thread worker processes sharing the GPU when the chapter itself trains it
+    # one H200, with eight one-thread worker processes sharing the GPU when the chapter itself trains it
     "gpu": dict(
-        **gpu_sizes.LANDSCAPE,
+        small=dict(width=256, depth=6, heads=4, context=128),
+        small_train=dict(steps=400, batch_size=8, warmup_steps=40, lr=3e-3),
+        lr_grid=[1e-3, 3e-3, 1e-2, 3e-2, 1e-1],
+        # V3 under Wortsman et al.'s protocol: the design's wide grid (lr_range 1.5e-3..1.5, half-decade steps) on
+        # qk_seeds seeds, without and with QK-norm
+        qk_lr_grid=[1.5e-3, 5e-3, 1.5e-2, 5e-2, 1.5e-1, 5e-1, 1.5],
+        qk_seeds=5,
+        seeds=4,
+        grid_seeds=2,
+        deep_grid_seeds=2,
+        deep=dict(width=128, depth=24, heads=4, context=128),
+        deep_train=dict(steps=300, batch_size=8, warmup_steps=30, lr=3e-3),
+        deep_lr_grid=[1e-3, 3e-3, 1e-2],
+        deepest=dict(width=128, depth=32, heads=4, context=128),
+        deepest_train=dict(steps=300, batch_size=8, warmup_steps=30, lr=3e-3),
         alphas=[0.05, 0.1, 0.2, 0.4, 0.8],
         alpha_widths=[128, 256],
         timing_repeats=30,

@@ -43,13 +43,32 @@ from normlab.analysis.landscape.profiles import (
 )
 from normlab.analysis.shared.missing_runs import RunGaps
 from normlab.gpt.corpus import load_corpus
-from normlab.gpt.experiments import drop_one_losses
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.gpt.run_record import run_record
 from normlab.gpt.train import TrainConfig
 from normlab.gpt.train import train as train_model
 from normlab.norms.dyt import authors_alpha_init
 from normlab.runtime.parallel import MissingRun, run_parallel, worker_device
+
+
+def drop_one_losses(model: GPT, batches) -> list[float]:
+    """Validation loss with each block in turn replaced by the identity, minus the full model's (nats)."""
+    was_training = model.training
+    model.eval()
+
+    def loss() -> float:
+        return sum(float(model(x, y)[1]) for x, y in batches) / len(batches)
+
+    full = loss()
+    changes = []
+    for block in model.blocks:
+        handle = block.register_forward_hook(lambda module, args, output: args[0])
+        try:
+            changes.append(loss() - full)
+        finally:
+            handle.remove()
+    model.train(was_training)
+    return changes
 
 
 def _train_probed(mcfg: GPTConfig, tcfg: TrainConfig, corpus, every: int, probe) -> tuple:

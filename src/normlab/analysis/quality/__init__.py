@@ -8,7 +8,6 @@ Each section of the chapter calls the module named after it:
 - "Does the difference change with the model's size?": `scale_ladder`;
 - "Interrupting and resuming": `resuming`;
 - "Time per step (B7, second half; evidence for B6)": `step_time`;
-- "The committed GPU study (A9, B7)": `normlab.analysis.shared.gpu_study`, shared with the depth chapter;
 - "The residual stream (B5)": `residual_stream`;
 - "The extra dimension (B16)": `extra_dimension`;
 - "A trained model nobody here made: all-MiniLM-L6-v2": `minilm`.

@@ -1,22 +1,15 @@
-"""The quality chapter's sizes per profile (`PROFILES`), checked by `settings_for`, and its trainers."""
+"""The quality chapter's sizes per profile (`PROFILES`), checked by `settings_for`, and its trainer."""
 
 from __future__ import annotations
 
-from normlab.gpt import gpu_sizes
 from normlab.runtime.profiles import lookup_profile
 
 NORMS = ("layer", "rms")
 
 
-TRAINERS = ("pool", "batched")
-
-
-# The cpu profile's trainer: the faster of the two over the whole call. scripts/batched_vs_pool.py, the cpu profile's
-# model, 6 pairs x 60 steps, run once on the shared 2-core machine at load average 8-10: model-steps per second over
-# the whole call (steady state) were pool 2.4 (3.7), all pairs as one in one process 2.3 (3.7), pairs split between
-# two workers each training its share as one 1.9 (4.0): ratios to the pool 0.98 (1.01) and 0.82 (1.08). The batched
-# trainer's 8% in the steady state is lost to its start-up and evaluations, so the pool stays, and its results
-# stay bit-identical to earlier runs. "batched" trains the same pairs within float tolerance (tests/test_batched.py).
+# One trainer: the pool, one training per worker process (or per GPU). A vmapped trainer that trained K models as one
+# (normlab.gpt.batched, removed 2026-12-05) measured 0.99-1.07x the pool and no profile selected it.
+TRAINERS = ("pool",)
 CPU_TRAINER = "pool"
 
 
@@ -62,10 +55,17 @@ PROFILES = {
         # rung has 4 pairs, not 6, to fit the time budget (see scale_ladder_runs).
         ladder=(dict(width=16, depth=2, heads=2, seeds=6), dict(width=112, depth=4, heads=4, seeds=4)),
     ),
-    # one run per GPU
-    # one H200: the GPU study's design (normlab.gpt.gpu_sizes), which the chapter weighs beside the CPU run
+    # one run per GPU, on one H200 (batch 8 x context 128 is the cpu profile's 1024 tokens a step)
     "gpu": dict(
-        **gpu_sizes.QUALITY,
+        width=256,
+        depth=8,
+        heads=4,
+        context=128,
+        batch_size=8,
+        steps=2000,
+        lr=2e-3,
+        warmup_steps=100,
+        seeds=16,
         first_seed=0,  # the GPU design's pairs were fixed before any look: no pilot, no confirmation
         eval_batches=20,
         timing_repeats=50,

@@ -1,5 +1,5 @@
-"""The chapter's paired trainings: the models' and the runs' configurations, the pool (or batched) trainer
-that trains both norms for every seed, and the record each run leaves."""
+"""The chapter's paired trainings: the models' and the runs' configurations, the pool that trains both norms for
+every seed, and the record each run leaves."""
 
 from __future__ import annotations
 
@@ -7,13 +7,10 @@ import torch
 
 from normlab.analysis.quality.profiles import NORMS
 from normlab.analysis.shared.missing_runs import CompletedRuns, RunGaps, complete_pairs
-from normlab.analysis.shared.runs import flat_eval_every, job_record, train_job
-from normlab.gpt.batched import train_batched
-from normlab.gpt.corpus import load_corpus
+from normlab.analysis.shared.runs import flat_eval_every, train_job
 from normlab.gpt.model import GPT, GPTConfig
-from normlab.gpt.train import TrainConfig
 from normlab.runtime.environment import hardware
-from normlab.runtime.parallel import MissingRun, default_workers, run_parallel
+from normlab.runtime.parallel import MissingRun, run_parallel
 
 
 def model_config(settings: dict, norm: str) -> dict:
@@ -60,8 +57,7 @@ def norm_backend(settings: dict, norm: str) -> str:
 
 def train_pairs(settings: dict, devices: list[str] | None, *, keep_weights: bool = True) -> CompletedRuns:
     """Both norms for every seed, keeping the trained weights: {(norm, seed): run}, each run as `train_job`
-    returns it. On the CPU with trainer "batched", each of the pool's workers trains its share of the models as one
-    (`normlab.gpt.batched`); otherwise one training per worker (or per GPU).
+    returns it, one training per worker (or per GPU).
 
     A run that failed every attempt is missing: its pair is left out, and `gaps` names it
     (`normlab.analysis.shared.missing_runs`)."""
@@ -75,7 +71,7 @@ def seed_range(settings: dict) -> range:
 
 
 def run_names(keys: list[tuple[str, int]]) -> str:
-    """'rms seed 3', or 'rms seed 0, layer seed 0' for a batched share: how the pages name a missing job."""
+    """'rms seed 3': how the pages name a missing job."""
     return ", ".join(f"{norm} seed {seed}" for norm, seed in keys)
 
 
@@ -83,38 +79,21 @@ def train_many(sizes: list[dict], devices: list[str] | None, *, keep_weights: bo
     """`train_pairs` for several settings (model sizes) in one pool, so its workers start once; in `sizes`' order,
     each with the gaps of its own size."""
     jobs, owners = [], []  # owners[j]: (which settings, the (norm, seed) keys job j trains)
-    batched = sizes[0]["trainer"] == "batched" and not devices
     for index, settings in enumerate(sizes):
-        keys = [(norm, seed) for seed in seed_range(settings) for norm in NORMS]
-        if batched:
-            # one norm per worker where it divides so: members of one config form one stack, one batched product
-            members, workers = sorted(keys), min(default_workers(), len(keys))
-            for w in range(workers):
-                share = members[len(members) * w // workers : len(members) * (w + 1) // workers]
-                jobs.append(dict(settings=settings, members=share, keep_weights=keep_weights))
-                owners.append((index, share))
-        else:
-            for norm, seed in keys:
-                model, train = model_config(settings, norm), train_config(settings, seed)
-                jobs.append(dict(model=model, train=train, keep_weights=keep_weights))
-                owners.append((index, [(norm, seed)]))
+        for norm, seed in [(norm, seed) for seed in seed_range(settings) for norm in NORMS]:
+            model, train = model_config(settings, norm), train_config(settings, seed)
+            jobs.append(dict(model=model, train=train, keep_weights=keep_weights))
+            owners.append((index, [(norm, seed)]))
     prefix = [f"width {s['width']}, depth {s['depth']}: " if len(sizes) > 1 else "" for s in sizes]
     names = [prefix[index] + run_names(keys) for index, keys in owners]
-    outputs = run_parallel(
-        batched_share if batched else train_job,
-        jobs,
-        devices=devices or None,
-        desc="quality pairs",
-        names=names,
-        missing="keep",
-    )
+    outputs = run_parallel(train_job, jobs, devices=devices or None, desc="quality pairs", names=names, missing="keep")
     runs: list[dict] = [{} for _ in sizes]
     lost: list[list[str]] = [[] for _ in sizes]
     for (index, keys), name, output in zip(owners, names, outputs):
         if isinstance(output, MissingRun):
             lost[index].append(name)
         else:
-            runs[index].update(zip(keys, output if batched else [output]))
+            runs[index].update(zip(keys, [output]))
     where = getattr(outputs, "where", RunGaps.where)
     order = [[(norm, seed) for seed in seed_range(s) for norm in NORMS] for s in sizes]
     return [
@@ -123,13 +102,3 @@ def train_many(sizes: list[dict], devices: list[str] | None, *, keep_weights: bo
         )
         for found, keys, gone in zip(runs, order, lost)
     ]
-
-
-def batched_share(settings: dict, members: list[tuple[str, int]], keep_weights: bool) -> list[dict]:
-    """One worker's share of the (norm, seed) models trained as one; each run as `train_job` returns it. A pair
-    split between workers still shares its batches and initial weights: both come from the seed alone."""
-    configs = [GPTConfig(**model_config(settings, norm)) for norm, _ in members]
-    seeds = [seed for _, seed in members]
-    tcfg = TrainConfig(**{**train_config(settings, 0), "progress": False})
-    result = train_batched(configs, tcfg, load_corpus(), seeds)
-    return [job_record(run, keep_weights=keep_weights) for run in result.runs]

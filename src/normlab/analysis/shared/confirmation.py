@@ -15,16 +15,14 @@ verdict is then "not testable here", saying why, never decided on fewer pairs.
 
 from __future__ import annotations
 
-import functools
-import json
 import math
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import pandas as pd
 
 from normlab.analysis.shared.paired import RESOLVING_POWER, interval_text
 from normlab.analysis.shared.sequential import sequence_difference
+from normlab.runtime import elsewhere
 from normlab.study import design, paths
 from normlab.study.design import Confirmation, DesignError
 from normlab.study.findings import Finding
@@ -77,20 +75,14 @@ class RegisteredConfirmation:
         }
 
 
-@functools.lru_cache(maxsize=8)
-def _build_records(path: str) -> dict[str, dict]:
-    """A committed build's records by claim ID, read once: a chapter asks for its pilot several times per page."""
-    return {record["id"]: record for record in json.loads(Path(path).read_text(encoding="utf-8"))["claims"]}
-
-
 def pilot_evidence(confirmation: Confirmation, claim_id: str) -> dict:
-    """The pilot's recorded paired result (with its per-seed differences) for `claim_id`, from the committed build."""
+    """The pilot's recorded paired result (with its per-seed differences) for `claim_id`, from the committed build,
+    read by the one reader of results made elsewhere (`normlab.runtime.elsewhere`: its provenance checked)."""
     path = paths.ROOT / confirmation.pilot_build / confirmation.pilot_record
     if not path.exists():
         raise DesignError(f"claim {claim_id}: the pilot's build {path} is missing; restore it from git")
-    records = _build_records(str(path))
     key = confirmation.pilot_evidence[claim_id]
-    found = (records.get(claim_id) or {}).get("evidence", {}).get(key)
+    found = (elsewhere.claim_record(path, claim_id) or {}).get("evidence", {}).get(key)
     if not found or "differences" not in found:
         raise DesignError(f"claim {claim_id}: {path} records no paired result {key!r} with its differences")
     if len(found["differences"]) != len(confirmation.pilot_seeds):

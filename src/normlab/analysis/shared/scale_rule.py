@@ -1,5 +1,5 @@
 """The one rule that makes a verdict of the same claim judged on several runs: this build's CPU run and the GPU runs
-(a committed GPU study for the training chapters, a committed or live GPU bench for the speed chapter).
+(a committed or live GPU bench for the speed chapter).
 
 The rule is fixed before any run is read, by the design, never by what the runs found:
 
@@ -22,8 +22,7 @@ The rule is fixed before any run is read, by the design, never by what the runs 
 5. **Code:** a run whose code this tree has since changed, or whose code cannot be identified, carries its code
    caveat (`normlab.runtime.code_identity`) on every verdict it answers or puts a "depends on scale" caveat on.
 
-`registered_pairs` is an explicit field so that a registered design can supply it; the training chapters pass the
-GPU design's (`normlab.analysis.shared.gpu_study.registered_pairs`).
+`registered_pairs` is an explicit field so that a registered design can supply it.
 """
 
 from __future__ import annotations

@@ -24,11 +24,9 @@ def _clause(text) -> str:
 
 
 def pairs_text(entry) -> str:
-    if not entry.pairs and not entry.gpu_study_pairs:
+    if not entry.pairs:
         return "—"
     text = ", ".join(f"{profile} {entry.pairs[profile]}" for profile in PROFILES if profile in entry.pairs)
-    if entry.gpu_study_pairs:
-        text += f"; GPU study {entry.gpu_study_pairs}"
     if entry.looks:
         text += (
             f" (the pilot's runs were looked at after {', '.join(map(str, entry.looks))} pairs before their number was "

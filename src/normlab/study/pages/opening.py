@@ -8,12 +8,12 @@ where the chapter gives them, and says how many caveats wait there.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from pathlib import Path
 
-from normlab.runtime.code_identity import BENCH_CODE, check_code
+from normlab.runtime.code_identity import BENCH_CODE
+from normlab.runtime.elsewhere import ProvenanceError, bench_files
 from normlab.runtime.environment import machine_name
 from normlab.study.claims import PENDING, VERDICT_BADGES, Claim
 from normlab.study.pages.markdown import warning_box
@@ -30,20 +30,18 @@ def split_intro(text: str) -> tuple[str, str]:
 
 
 def committed_gpu_runs(data_dir: Path) -> list[str]:
-    """'NVIDIA H200, measured 2026-11-30 11:01 UTC (gpu-bench.json)' for each GPU run committed under data/."""
+    """'NVIDIA H200, measured 2026-11-30 11:01 UTC (gpu-bench.json)' for each GPU run committed under data/, read by
+    the one reader of results made elsewhere (`normlab.runtime.elsewhere`)."""
+    try:
+        runs = bench_files(data_dir)
+    except ProvenanceError as error:
+        raise LedgerError(str(error)) from None
     described = []
-    for path in sorted(Path(data_dir).glob("gpu-bench*.json")):
-        try:
-            document = json.loads(path.read_text(encoding="utf-8"))
-            hardware, started = document["hardware"].get("gpu") or "an unnamed GPU", document["started"]
-        except (OSError, ValueError, KeyError, AttributeError) as error:
-            raise LedgerError(
-                f"{path}: not a readable GPU results file ({error}); re-run `make gpu-bench` on a GPU "
-                f"machine, or remove it"
-            ) from error
-        caveat = check_code(document, BENCH_CODE).caveat
+    for run in runs:
+        hardware, started = run.hardware.get("gpu") or "an unnamed GPU", str(run.document.get("started", ""))
+        caveat = run.code(BENCH_CODE).caveat
         described.append(
-            f"{hardware}, measured {started[:16].replace('T', ' ')} UTC ({path.name}"
+            f"{hardware}, measured {started[:16].replace('T', ' ')} UTC ({run.path.name}"
             + (f"; **{caveat}**" if caveat else "")
             + ")"
         )
