@@ -342,11 +342,7 @@ figures.depth({label: study.pick("deepest", label) for label in ("pre", "1/√l"
 plt.show()
 
 # %% tags=["remove-input"]
-Markdown(
-    curse_of_depth.depth_paragraph(v4, **V4_RULE)
-    + "\n\n"
-    + method.what_would_decide("V4")
-)
+Markdown(curse_of_depth.depth_paragraph(v4, **V4_RULE) + "\n\n" + method.what_would_decide("V4"))
 
 # %% tags=["remove-cell"]
 for claim, finding, section in (("V2", v2, "landscape-placement"), ("V3", v3, "landscape-qk")):

@@ -57,7 +57,11 @@ def write(path, document):
         (dict(hardware=...), "hardware", "lacks hardware"),
         (dict(hardware={"cpu_cores": 2}), "hardware", "its hardware names no CPU or GPU"),
         (dict(hardware="AMD EPYC"), "hardware", "its hardware names no CPU or GPU"),
-        ({FINGERPRINT_KEY: {"gpt/model.py": "not-a-hash"}}, FINGERPRINT_KEY, f"its {FINGERPRINT_KEY} is not a list of modules with"),
+        (
+            {FINGERPRINT_KEY: {"gpt/model.py": "not-a-hash"}},
+            FINGERPRINT_KEY,
+            f"its {FINGERPRINT_KEY} is not a list of modules with",
+        ),
         ({FINGERPRINT_KEY: ["gpt/model.py"]}, FINGERPRINT_KEY, f"its {FINGERPRINT_KEY} is not a list of modules with"),
         ({FINGERPRINT_KEY: {}}, FINGERPRINT_KEY, f"its {FINGERPRINT_KEY} is not a list of modules with"),
     ],
