@@ -47,12 +47,12 @@ from triton import knobs  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from normlab.norms.backends.triton import launch, layer_kernels, reduce_kernels, rms_kernels, tuning  # noqa: E402
+from normlab.norms.backends.triton import launch, norm_kernels, reduce_kernels, tuning  # noqa: E402
 from normlab.norms.backends.triton._runtime import warps_for  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
 IO_POINTERS = "X R W B Y S DY DS DX DW DB".split()
-STAT_POINTERS = "MS MEAN RSTD DW_PARTIAL DB_PARTIAL".split()
+STAT_POINTERS = "STAT RSTD DW_PARTIAL DB_PARTIAL".split()
 PARAM_POINTERS = ("W", "B", "DW", "DB")  # the parameters and their gradients, in the parameters' dtype
 # The dtypes compiled: (x's, the statistics', the weight's or None for x's, x's element size for tuning.py)
 DTYPES = {
@@ -63,6 +63,9 @@ DTYPES = {
     "fp64": ("fp64", "fp64", None, 8),
 }
 FLOAT_SCALARS = ("eps", "offset")
+# norm_kernels' two norms: the switches each one's launches pass (the other norm's feature off)
+RMS = dict(CENTRED=False, HAS_BIAS=False)
+LAYER = dict(CENTRED=True, EPS_INSIDE=True)
 # Row counts are never specialised (do_not_specialize); neither is a chunked kernel's stat_end (K may be odd).
 UNSPECIALISED = ("n_rows", "programs", "stat_end", *FLOAT_SCALARS)
 
@@ -135,33 +138,35 @@ def variants(quick, element_size):
     size = element_size
     for a, b, c in flag_sets:
         for kernel, flags, kind in (
-            (rms_kernels.rms_forward_onchip, dict(HAS_RESIDUAL=a, HAS_WEIGHT=b, EPS_INSIDE=c), "rms"),
-            (layer_kernels.layer_forward_onchip, dict(HAS_RESIDUAL=a, HAS_WEIGHT=b, HAS_BIAS=c), "layer"),
+            (norm_kernels.forward_onchip, dict(RMS, HAS_RESIDUAL=a, HAS_WEIGHT=b, EPS_INSIDE=c), "rms"),
+            (norm_kernels.forward_onchip, dict(LAYER, HAS_RESIDUAL=a, HAS_WEIGHT=b, HAS_BIAS=c), "layer"),
         ):
             for rows, block in FORWARD_TILES:
                 config = tuning.onchip_forward(kind, rows * block, size, rows)
                 yield kernel, dict(flags, ROWS=rows, BLOCK=block, STAGES=config.stages, RELOAD=config.reload), config
         for kernel, flags, kind in (
-            (rms_kernels.rms_backward_onchip, dict(HAS_DS=a, HAS_WEIGHT=b, EPS_INSIDE=c), "rms"),
-            (layer_kernels.layer_backward_onchip, dict(HAS_DS=a, HAS_WEIGHT=b, HAS_BIAS=c), "layer"),
+            (norm_kernels.backward_onchip, dict(RMS, HAS_DS=a, HAS_WEIGHT=b, EPS_INSIDE=c), "rms"),
+            (norm_kernels.backward_onchip, dict(LAYER, HAS_DS=a, HAS_WEIGHT=b, HAS_BIAS=c), "layer"),
         ):
             for rows, block in BACKWARD_TILES:
                 config = tuning.onchip_backward(kind, rows * block, size)
                 yield kernel, dict(flags, ROWS=rows, BLOCK=block, STAGES=config.stages, RELOAD=config.reload), config
         chunk = launch.CHUNK
         config = tuning.chunked_forward("rms", chunk, size)
-        flags = dict(HAS_RESIDUAL=a, HAS_WEIGHT=b, EPS_INSIDE=c, CHUNK=chunk, STAGES=config.stages)
-        yield rms_kernels.rms_forward_chunked, flags, config
+        flags = dict(RMS, HAS_RESIDUAL=a, HAS_WEIGHT=b, EPS_INSIDE=c, CHUNK=chunk, STAGES=config.stages)
+        yield norm_kernels.forward_chunked, flags, config
         config = tuning.chunked_forward("layer", chunk, size)
         for welford in (False, True):
-            flags = dict(HAS_RESIDUAL=a, HAS_WEIGHT=b, HAS_BIAS=c, WELFORD=welford, CHUNK=chunk, STAGES=config.stages)
-            yield layer_kernels.layer_forward_chunked, flags, config
+            flags = dict(
+                LAYER, HAS_RESIDUAL=a, HAS_WEIGHT=b, HAS_BIAS=c, WELFORD=welford, CHUNK=chunk, STAGES=config.stages
+            )
+            yield norm_kernels.forward_chunked, flags, config
         config = tuning.chunked_backward("rms", chunk, size)
-        flags = dict(HAS_DS=a, HAS_WEIGHT=b, EPS_INSIDE=c, CHUNK=chunk, STAGES=config.stages)
-        yield rms_kernels.rms_backward_chunked, flags, config
+        flags = dict(RMS, HAS_DS=a, HAS_WEIGHT=b, EPS_INSIDE=c, CHUNK=chunk, STAGES=config.stages)
+        yield norm_kernels.backward_chunked, flags, config
         config = tuning.chunked_backward("layer", chunk, size)
-        flags = dict(HAS_DS=a, HAS_WEIGHT=b, HAS_BIAS=c, CHUNK=chunk, STAGES=config.stages)
-        yield layer_kernels.layer_backward_chunked, flags, config
+        flags = dict(LAYER, HAS_DS=a, HAS_WEIGHT=b, HAS_BIAS=c, CHUNK=chunk, STAGES=config.stages)
+        yield norm_kernels.backward_chunked, flags, config
     for has_weight, has_bias in ((True, False), (True, True)) if not quick else ((True, True),):
         reduce = dict(HAS_WEIGHT=has_weight, HAS_BIAS=has_bias, LINES=launch.REDUCE_LINES, BLOCK=launch.REDUCE_BLOCK)
         yield reduce_kernels.sum_partials, reduce, None
@@ -173,14 +178,14 @@ def sweep_variants(element_size):
     from normlab.norms.backends.triton import variants as V
 
     kernels = {
-        ("rms", "forward", "onchip"): (rms_kernels.rms_forward_onchip, dict(HAS_RESIDUAL=True, HAS_WEIGHT=True, EPS_INSIDE=True)),
-        ("layer", "forward", "onchip"): (layer_kernels.layer_forward_onchip, dict(HAS_RESIDUAL=True, HAS_WEIGHT=True, HAS_BIAS=True)),
-        ("rms", "backward", "onchip"): (rms_kernels.rms_backward_onchip, dict(HAS_DS=True, HAS_WEIGHT=True, EPS_INSIDE=True)),
-        ("layer", "backward", "onchip"): (layer_kernels.layer_backward_onchip, dict(HAS_DS=True, HAS_WEIGHT=True, HAS_BIAS=True)),
-        ("rms", "backward", "chunked"): (rms_kernels.rms_backward_chunked, dict(HAS_DS=True, HAS_WEIGHT=True, EPS_INSIDE=True)),
-        ("layer", "backward", "chunked"): (layer_kernels.layer_backward_chunked, dict(HAS_DS=True, HAS_WEIGHT=True, HAS_BIAS=True)),
+        ("rms", "forward", "onchip"): (norm_kernels.forward_onchip, dict(RMS, HAS_RESIDUAL=True, HAS_WEIGHT=True, EPS_INSIDE=True)),
+        ("layer", "forward", "onchip"): (norm_kernels.forward_onchip, dict(LAYER, HAS_RESIDUAL=True, HAS_WEIGHT=True, HAS_BIAS=True)),
+        ("rms", "backward", "onchip"): (norm_kernels.backward_onchip, dict(RMS, HAS_DS=True, HAS_WEIGHT=True, EPS_INSIDE=True)),
+        ("layer", "backward", "onchip"): (norm_kernels.backward_onchip, dict(LAYER, HAS_DS=True, HAS_WEIGHT=True, HAS_BIAS=True)),
+        ("rms", "backward", "chunked"): (norm_kernels.backward_chunked, dict(RMS, HAS_DS=True, HAS_WEIGHT=True, EPS_INSIDE=True)),
+        ("layer", "backward", "chunked"): (norm_kernels.backward_chunked, dict(LAYER, HAS_DS=True, HAS_WEIGHT=True, HAS_BIAS=True)),
     }  # fmt: skip
-    grouped = {"rms": rms_kernels.rms_backward_chunked_grouped, "layer": layer_kernels.layer_backward_chunked_grouped}
+    grouped = norm_kernels.backward_chunked_grouped
     for width in (4096, 8192, 16384):
         for kind in V.KINDS:
             for direction in V.DIRECTIONS:
@@ -196,7 +201,7 @@ def sweep_variants(element_size):
                     else:
                         shape = dict(CHUNK=variant.chunk // config.group, STAGES=config.stages)
                         if config.group > 1:
-                            kernel, shape = grouped[kind], dict(GROUP=config.group) | shape
+                            kernel, shape = grouped, dict(GROUP=config.group) | shape
                     yield kernel, dict(flags, **shape), config, f"{variant.name} @ {width}"
 
 
@@ -229,7 +234,7 @@ LATENCY_S = 700e-9  # a loaded HBM access, ns: bytes in flight per SM needed = b
 NEEDED_IN_FLIGHT = HBM_BYTES_PER_S / SMS * LATENCY_S
 SCHEDULE_WIDTHS = [2**k for k in range(6, 17)]
 SCHEDULE_DTYPES = ("bf16", "fp16", "fp32", "bf16 x, fp32 w")
-ROW_STREAMED = ("X", "R", "Y", "S", "DY", "DS", "DX", "MS", "MEAN", "RSTD")
+ROW_STREAMED = ("X", "R", "Y", "S", "DY", "DS", "DX", "STAT", "RSTD")
 ONCE_PER_PROGRAM = ("W", "B", "DW_PARTIAL", "DB_PARTIAL")
 ELEMENT_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8, "i32": 4, "i64": 8}
 
@@ -368,39 +373,31 @@ def _launch_case(kind, direction, d, size, rows):
         else:
             config = tuning.onchip_backward(kind, tile_rows * block, size)
         tile_rows = launch._tile_rows(tile_rows, rows, config)
-        kernel = getattr({"rms": rms_kernels, "layer": layer_kernels}[kind], f"{kind}_{direction}_onchip")
+        kernel = getattr(norm_kernels, f"{direction}_onchip")
         shape = dict(ROWS=tile_rows, BLOCK=block, STAGES=config.stages, RELOAD=config.reload)
         return kernel, shape, config, "onchip", -(-rows // tile_rows), tile_rows
     chunk = launch._chunk(d, launch.CHUNK)
-    module = {"rms": rms_kernels, "layer": layer_kernels}[kind]
     if direction == "forward":
         config = tuning.chunked_forward(kind, chunk, size)
         shape = dict(CHUNK=chunk, STAGES=config.stages) | (dict(WELFORD=True) if kind == "layer" else {})
-        return getattr(module, f"{kind}_forward_chunked"), shape, config, "chunked", rows, 1
+        return norm_kernels.forward_chunked, shape, config, "chunked", rows, 1
     config = tuning.chunked_backward(kind, chunk, size)
     if config.group > 1:
         shape = dict(GROUP=config.group, CHUNK=max(1, chunk // config.group), STAGES=config.stages)
-        kernel = getattr(module, f"{kind}_backward_chunked_grouped")
+        kernel = norm_kernels.backward_chunked_grouped
         return kernel, shape, config, "chunked", -(-rows // config.group), config.group
-    return (
-        getattr(module, f"{kind}_backward_chunked"),
-        dict(CHUNK=chunk, STAGES=config.stages),
-        config,
-        "chunked",
-        rows,
-        1,
-    )
+    return (norm_kernels.backward_chunked, dict(CHUNK=chunk, STAGES=config.stages), config, "chunked", rows, 1)
 
 
 FLAG_SETS = {
-    ("rms", "forward"): {"plain": dict(HAS_RESIDUAL=False, HAS_WEIGHT=True, EPS_INSIDE=True),
-                         "fused": dict(HAS_RESIDUAL=True, HAS_WEIGHT=True, EPS_INSIDE=True)},
-    ("layer", "forward"): {"plain": dict(HAS_RESIDUAL=False, HAS_WEIGHT=True, HAS_BIAS=True),
-                           "fused": dict(HAS_RESIDUAL=True, HAS_WEIGHT=True, HAS_BIAS=True)},
-    ("rms", "backward"): {"plain": dict(HAS_DS=False, HAS_WEIGHT=True, EPS_INSIDE=True),
-                          "fused": dict(HAS_DS=True, HAS_WEIGHT=True, EPS_INSIDE=True)},
-    ("layer", "backward"): {"plain": dict(HAS_DS=False, HAS_WEIGHT=True, HAS_BIAS=True),
-                            "fused": dict(HAS_DS=True, HAS_WEIGHT=True, HAS_BIAS=True)},
+    ("rms", "forward"): {"plain": dict(RMS, HAS_RESIDUAL=False, HAS_WEIGHT=True, EPS_INSIDE=True),
+                         "fused": dict(RMS, HAS_RESIDUAL=True, HAS_WEIGHT=True, EPS_INSIDE=True)},
+    ("layer", "forward"): {"plain": dict(LAYER, HAS_RESIDUAL=False, HAS_WEIGHT=True, HAS_BIAS=True),
+                           "fused": dict(LAYER, HAS_RESIDUAL=True, HAS_WEIGHT=True, HAS_BIAS=True)},
+    ("rms", "backward"): {"plain": dict(RMS, HAS_DS=False, HAS_WEIGHT=True, EPS_INSIDE=True),
+                          "fused": dict(RMS, HAS_DS=True, HAS_WEIGHT=True, EPS_INSIDE=True)},
+    ("layer", "backward"): {"plain": dict(LAYER, HAS_DS=False, HAS_WEIGHT=True, HAS_BIAS=True),
+                            "fused": dict(LAYER, HAS_DS=True, HAS_WEIGHT=True, HAS_BIAS=True)},
 }  # fmt: skip
 
 

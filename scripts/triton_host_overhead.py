@@ -13,7 +13,7 @@ The interpreter's `kernel[grid]` is not the GPU's: there, JITFunction.run binds 
 arguments, looks up the compiled kernel and calls the C launcher. A last section times that too, in a
 subprocess without the interpreter: the forward kernel is compiled for sm_90 (Triton ships ptxas) and
 launched through a stand-in CUDA driver whose launcher does nothing, once through JITFunction.run and
-once through the direct launcher normlab uses (launch.RMS_FORWARD_ONCHIP). It misses only the C
+once through the direct launcher normlab uses (launch.FORWARD_ONCHIP). It misses only the C
 launcher and cuLaunchKernel (a few µs on a GPU host). Add the direct launch per kernel launch to the
 stubbed layers (one per forward; one per backward, plus one for the partials reduction with a weight or
 bias) for an estimate of the GPU host path.
@@ -21,7 +21,8 @@ bias) for an estimate of the GPU host path.
 Layers, each timed with the ones below it. µs per call of this process's CPU time (time.process_time:
 time other processes hold the shared cores is not counted), the minimum over rounds, the median in
 brackets:
-    launch        normlab.norms.backends.triton.launch.rms_forward / rms_backward: allocations, grid, kernel[grid]
+    launch        normlab.norms.backends.triton.launch.rms_forward / rms_backward (launch.forward / backward with
+                  centred=False): allocations, grid, kernel[grid]
     custom op     torch.ops.normlab.rms_norm_forward (no grad), the torch.library dispatch
     triton        normlab.norms.backends.triton.triton_rms_norm: validation, dtype handling, then the eager path
     functional    normlab.rms_norm(..., backend="triton"): the public entry point
@@ -93,19 +94,21 @@ def install_stand_in_driver() -> None:
 
 def compiled_launcher_us(rows: int, d: int, repeats: int, rounds: int) -> list[tuple[float, float]]:
     """The on-chip forward kernel's launch, compiled for sm_90 with the stand-in driver, two ways:
-    JITFunction.run (`kernel[grid](...)`) and launch.RMS_FORWARD_ONCHIP (the direct launcher normlab uses)."""
-    from normlab.norms.backends.triton import rms_kernels, tuning
+    JITFunction.run (`kernel[grid](...)`) and launch.FORWARD_ONCHIP (the direct launcher normlab uses)."""
+    from normlab.norms.backends.triton import norm_kernels, tuning
 
     install_stand_in_driver()
     x, w = torch.randn(rows, d), torch.randn(d)
     y, ms = torch.empty_like(x), torch.empty(rows)
     tile_rows, block = launch._tile(rows, d)
-    config = tuning.onchip_forward("rms", tile_rows * block, x.element_size(), tile_rows)  # as launch.rms_forward does
+    config = tuning.onchip_forward("rms", tile_rows * block, x.element_size(), tile_rows)  # as launch.forward does
     grid = (tuning.persistent_programs(launch._cdiv(rows, tile_rows), 132, config.programs_per_sm),)
-    kernel = rms_kernels.rms_forward_onchip[grid]
+    kernel = norm_kernels.forward_onchip[grid]
     flags = dict(
         HAS_RESIDUAL=False,
         HAS_WEIGHT=True,
+        HAS_BIAS=False,
+        CENTRED=False,
         EPS_INSIDE=True,
         ROWS=tile_rows,
         BLOCK=block,
@@ -115,8 +118,8 @@ def compiled_launcher_us(rows: int, d: int, repeats: int, rounds: int) -> list[t
     )
     # rows, N, K, the row strides of x and the residual, one head (so no head strides), eps, the gain's offset
     args = (rows, d, d, d, d, 1, 0, 0, 1e-6, 0.0)
-    call = lambda: kernel(x, x, w, y, x, ms, *args, **flags)  # noqa: E731
-    direct = lambda: launch.RMS_FORWARD_ONCHIP(grid, x, x, w, y, x, ms, *args, **flags)  # noqa: E731
+    call = lambda: kernel(x, x, w, x, y, x, ms, ms, *args, **flags)  # noqa: E731
+    direct = lambda: launch.FORWARD_ONCHIP(grid, x, x, w, x, y, x, ms, ms, *args, **flags)  # noqa: E731
     call()  # compiles once, for sm_90
     direct()  # finds it, and keeps its launcher
     return per_call_us([("JITFunction.run", call), ("direct", direct)], repeats, rounds)
@@ -277,7 +280,7 @@ def main() -> None:
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode == 0:
         lines = [tuple(map(float, line.split())) for line in done.stdout.strip().splitlines()[-2:]]
-        names = ("kernel[grid](...), JITFunction.run", "launch.RMS_FORWARD_ONCHIP (direct)")
+        names = ("kernel[grid](...), JITFunction.run", "launch.FORWARD_ONCHIP (direct)")
         for name, (low, median) in zip(names, lines):
             print(f"  {name:34s} {low:8.1f}  [{median:7.1f}]")
     else:  # e.g. no ptxas for this platform: say so, keep the rest

@@ -4,7 +4,7 @@ split leaves as a strided view, against the float64 reference.
     qkv = linear(x).view(B, T, 3, H, Dh);  q = qkv[:, :, 0]     # last dim contiguous, the others not
 
 q's rows need two strides (tokens 3*H*Dh apart, heads Dh apart). The RMS on-chip kernels address row r at
-(r // heads) * token stride + (r % heads) * head stride (rms_kernels._row_offsets), so launch._row_view passes q
+(r // heads) * token stride + (r % heads) * head stride (norm_kernels._row_offsets), so launch._row_view passes q
 as a (tokens, heads, Dh) view of qkv's storage, forward and backward, without a copy; each row's y, dx and
 dweight are the same bits as for q.contiguous(). A split of the whole width (q = qkv[..., :D], QK-norm over all
 heads at once, as OLMo-2) is one row stride and is launched on the original storage. A view whose last
@@ -27,13 +27,13 @@ HEAD_DIMS = (64, 128, 256)
 def launched(monkeypatch):
     """The (data pointer, row stride) of X at each on-chip forward launch."""
     seen = []
-    original = launch.RMS_FORWARD_ONCHIP
+    original = launch.FORWARD_ONCHIP
 
     def recording(grid, x, *args, **kwargs):
         seen.append((x.data_ptr(), x.stride(0)))
         return original(grid, x, *args, **kwargs)
 
-    monkeypatch.setattr(launch, "RMS_FORWARD_ONCHIP", recording)
+    monkeypatch.setattr(launch, "FORWARD_ONCHIP", recording)
     return seen
 
 
@@ -41,13 +41,13 @@ def launched(monkeypatch):
 def launched_backward(monkeypatch):
     """The data pointer of S at each on-chip backward launch."""
     seen = []
-    original = launch.RMS_BACKWARD_ONCHIP
+    original = launch.BACKWARD_ONCHIP
 
     def recording(grid, dy, ds, s, *args, **kwargs):
         seen.append(s.data_ptr())
         return original(grid, dy, ds, s, *args, **kwargs)
 
-    monkeypatch.setattr(launch, "RMS_BACKWARD_ONCHIP", recording)
+    monkeypatch.setattr(launch, "BACKWARD_ONCHIP", recording)
     return seen
 
 
@@ -113,6 +113,29 @@ def test_the_copy_free_split_gives_the_contiguous_bits(head_dim, with_weight, la
     assert torch.equal(grads[0][:, :, 0], torch.zeros_like(grads_copy[0]))
     if with_weight:
         assert torch.equal(grads[1], grads_copy[1])
+
+
+def test_layer_norm_reads_the_split_in_place_too(launched, launched_backward):
+    """One kernel family: LayerNorm's on-chip kernels take the two row strides as well, so a head of qkv is
+    normalised in place, forward and backward, with the bits of the same rows made contiguous."""
+    head_dim = 64
+    qkv = _qkv(head_dim, seed=5).requires_grad_()
+    q = qkv[:, :, 0]
+    generator = torch.Generator().manual_seed(6)
+    weight, bias = ((1 + 0.1 * torch.randn(head_dim, generator=generator)).to(DEVICE) for _ in range(2))
+    weight, bias = weight.requires_grad_(), bias.requires_grad_()
+    dy = torch.randn(B, T, H, head_dim, generator=generator).to(DEVICE)
+    y = normlab.layer_norm(q, weight, bias, 1e-5, backend="triton")
+    grads = torch.autograd.grad(y, (qkv, weight, bias), dy)
+    assert [pointer for pointer, _ in launched] == [q.data_ptr()] and launched_backward == [q.data_ptr()]
+
+    q_copy = q.detach().contiguous().requires_grad_()
+    params = [p.detach().clone().requires_grad_() for p in (weight, bias)]
+    y_copy = normlab.layer_norm(q_copy, *params, 1e-5, backend="triton")
+    grads_copy = torch.autograd.grad(y_copy, (q_copy, *params), dy)
+    assert torch.equal(y, y_copy)
+    assert torch.equal(grads[0][:, :, 0], grads_copy[0])
+    assert torch.equal(grads[1], grads_copy[1]) and torch.equal(grads[2], grads_copy[2])
 
 
 def test_a_whole_width_split_is_launched_on_the_original_storage(launched):

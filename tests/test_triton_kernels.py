@@ -377,13 +377,16 @@ def test_long_row_streams_through_many_chunks_accurately(monkeypatch):
     """
     assert LONG_ROW > 8 * launch.ONCHIP_LIMIT > launch.BACKWARD_ONCHIP_LIMIT and LONG_ROW % LONG_ROW_CHUNK
     launched = []
-    for name in ("RMS_FORWARD", "RMS_BACKWARD", "LAYER_FORWARD"):
+    for name in ("FORWARD", "BACKWARD"):
         for path in ("ONCHIP", "CHUNKED"):
             kernel = getattr(launch, f"{name}_{path}")
             monkeypatch.setattr(
                 launch,
                 f"{name}_{path}",
-                lambda *a, _k=kernel, _n=f"{name}_{path}", **kw: (launched.append(_n), _k(*a, **kw)),
+                lambda *a, _k=kernel, _n=f"{name}_{path}", **kw: (
+                    launched.append(("LAYER_" if kw["CENTRED"] else "RMS_") + _n),
+                    _k(*a, **kw),
+                ),
             )
     torch.manual_seed(21)
     n = LONG_ROW

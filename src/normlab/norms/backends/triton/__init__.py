@@ -25,9 +25,11 @@ Entry points (for the speed study and other callers)
   validated call (backend, dtypes, device, features) and calls it. The entry points above are a plan made and
   called once.
 
-* ``launch.rms_forward(...)`` / ``launch.layer_forward(...)`` and the ``*_backward`` functions: the bare
-  launchers without autograd, returning the saved statistics too; the cheapest thing to time.
-  Outputs are always freshly allocated and contiguous.
+* ``launch.forward(..., centred)`` / ``launch.backward(..., centred)``: the bare launchers without autograd, one
+  per direction for both norms (``centred``: LayerNorm), returning the saved statistics too; the cheapest thing to
+  time. ``launch.rms_forward`` / ``layer_forward`` and the ``*_backward`` functions are the same with each norm's
+  own arguments. Outputs are always freshly allocated and contiguous. The kernels are one family
+  (``norm_kernels``): LayerNorm's centring and bias are compile-time switches of the RMSNorm kernels.
 
 One call path (``custom_ops.rms_norm_forward_call``): in eager mode a torch.autograd.Function that calls the
 launcher; under torch.compile or torch.export, or for a tensor that is not a plain one (FakeTensor, a tensor

@@ -63,7 +63,9 @@ def rms_norm_forward(
     onchip_limit: int,
     chunk: int,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    return launch.rms_forward(x, weight, residual, eps.item(), offset, eps_inside, k, onchip_limit, chunk)
+    return launch.forward(
+        x, weight, None, residual, eps.item(), False, offset, eps_inside, k, "welford", onchip_limit, chunk
+    )[:3]
 
 
 @rms_norm_forward.register_fake
@@ -137,7 +139,7 @@ def layer_norm_forward(
     onchip_limit: int,
     chunk: int,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    return launch.layer_forward(x, weight, bias, residual, eps.item(), stats, onchip_limit, chunk)
+    return launch.forward(x, weight, bias, residual, eps.item(), True, 0.0, True, None, stats, onchip_limit, chunk)
 
 
 @layer_norm_forward.register_fake
@@ -231,7 +233,10 @@ class _RmsNorm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, residual, config):
         ctx.set_materialize_grads(False)
-        y, s, mean_square = launch.rms_forward(x, weight, residual, *config)
+        eps, offset, eps_inside, k, onchip_limit, chunk = config
+        y, s, mean_square, _ = launch.forward(
+            x, weight, None, residual, eps, False, offset, eps_inside, k, "welford", onchip_limit, chunk
+        )
         _rms_setup_context(ctx, (x, weight, residual, *config), (y, s, mean_square))
         ctx.mark_non_differentiable(mean_square, *(() if ctx.has_residual else (s,)))
         return y, s, mean_square
@@ -249,7 +254,10 @@ class _LayerNorm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, residual, config):
         ctx.set_materialize_grads(False)
-        y, s, mean, rstd = launch.layer_forward(x, weight, bias, residual, *config)
+        eps, stats, onchip_limit, chunk = config
+        y, s, mean, rstd = launch.forward(
+            x, weight, bias, residual, eps, True, 0.0, True, None, stats, onchip_limit, chunk
+        )
         _layer_setup_context(ctx, (x, weight, bias, residual, *config), (y, s, mean, rstd))
         ctx.mark_non_differentiable(mean, rstd, *(() if ctx.has_residual else (s,)))
         return y, s, mean, rstd

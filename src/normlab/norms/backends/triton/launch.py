@@ -1,12 +1,16 @@
 """Launchers: allocate outputs, pick on-chip or chunked kernels, size the grid.
 
+One launcher per direction, `forward` and `backward`, for both norms: `centred` picks LayerNorm (True) or
+RMSNorm (False), as the kernels' CENTRED switch does (norm_kernels: one kernel family). `rms_forward`,
+`layer_forward`, `rms_backward` and `layer_backward` are the same launchers with each norm's own arguments.
+
 These are plain functions with no autograd; `normlab.norms.backends.triton.custom_ops` wraps
 them as torch.library ops and as the eager autograd.Function. Inputs of any leading shape are
 viewed as (rows, N): the kernels take unit column stride and one row stride, so a view whose
-leading dimensions collapse to one stride (a slice qkv[..., :d]) is read in place. The RMS on-chip
+leading dimensions collapse to one stride (a slice qkv[..., :d]) is read in place. The on-chip
 kernels also take a second row stride (rows as (token, head) pairs, _row_view), so one head of a QKV
 split (qkv.view(B, T, 3, H, Dh)[:, :, 0], tokens and heads two strides apart) is read in place there
-too; other kernels (LayerNorm, rows past the on-chip limits) get it copied by reshape. A last
+too, for either norm; rows past the on-chip limits get it copied by reshape. A last
 dimension with stride != 1 is copied to be contiguous.
 
 A backward launches its row kernel, then (with a weight or bias) reduce_kernels.sum_partials, which
@@ -23,7 +27,7 @@ import functools
 import torch
 import triton
 
-from normlab.norms.backends.triton import layer_kernels, reduce_kernels, rms_kernels, tuning
+from normlab.norms.backends.triton import norm_kernels, reduce_kernels, tuning
 from normlab.norms.backends.triton._runtime import (
     check_triton_device,
     kernels_interpreted,
@@ -51,23 +55,18 @@ LAYER_STATS = ("two_pass", "welford")
 # The partials reduction: LINES program lines by REDUCE_BLOCK columns per step, one program per column block.
 REDUCE_LINES, REDUCE_BLOCK = 32, 64
 
-INTERPRETED = kernels_interpreted(rms_kernels.rms_forward_onchip)
+INTERPRETED = kernels_interpreted(norm_kernels.forward_onchip)
 if INTERPRETED:
     patch_interpreter_for_numpy_2_4()
     patch_interpreter_bf16()
 
 # Each kernel's launcher: compiled kernels are launched without JITFunction.run's binding (direct_launch).
 SUM_PARTIALS = DirectLauncher(reduce_kernels.sum_partials)
-RMS_FORWARD_ONCHIP = DirectLauncher(rms_kernels.rms_forward_onchip)
-RMS_FORWARD_CHUNKED = DirectLauncher(rms_kernels.rms_forward_chunked)
-RMS_BACKWARD_ONCHIP = DirectLauncher(rms_kernels.rms_backward_onchip)
-RMS_BACKWARD_CHUNKED = DirectLauncher(rms_kernels.rms_backward_chunked)
-RMS_BACKWARD_CHUNKED_GROUPED = DirectLauncher(rms_kernels.rms_backward_chunked_grouped)
-LAYER_FORWARD_ONCHIP = DirectLauncher(layer_kernels.layer_forward_onchip)
-LAYER_FORWARD_CHUNKED = DirectLauncher(layer_kernels.layer_forward_chunked)
-LAYER_BACKWARD_ONCHIP = DirectLauncher(layer_kernels.layer_backward_onchip)
-LAYER_BACKWARD_CHUNKED = DirectLauncher(layer_kernels.layer_backward_chunked)
-LAYER_BACKWARD_CHUNKED_GROUPED = DirectLauncher(layer_kernels.layer_backward_chunked_grouped)
+FORWARD_ONCHIP = DirectLauncher(norm_kernels.forward_onchip)
+FORWARD_CHUNKED = DirectLauncher(norm_kernels.forward_chunked)
+BACKWARD_ONCHIP = DirectLauncher(norm_kernels.backward_onchip)
+BACKWARD_CHUNKED = DirectLauncher(norm_kernels.backward_chunked)
+BACKWARD_CHUNKED_GROUPED = DirectLauncher(norm_kernels.backward_chunked_grouped)
 
 
 def _empty(shape, dtype, device) -> torch.Tensor:
@@ -117,8 +116,8 @@ def _stride_groups(t: torch.Tensor) -> list[tuple[int, int]]:
 
 
 def _row_view(t: torch.Tensor, n_features: int) -> tuple[torch.Tensor, int, int, int]:
-    """t as the RMS on-chip kernels address it, row r at (r // heads) * token stride + (r % heads) * head stride
-    (rms_kernels._row_offsets): (the tensor launched, heads, token stride, head stride).
+    """t as the on-chip kernels address it, row r at (r // heads) * token stride + (r % heads) * head stride
+    (norm_kernels._row_offsets): (the tensor launched, heads, token stride, head stride).
 
     A view whose leading dimensions collapse to one stride is launched as _rows gives it, heads 1. One that needs
     two (one head of a QKV split, qkv.view(B, T, 3, H, Dh)[:, :, 0]: tokens 3 H Dh apart, heads Dh apart) is
@@ -200,7 +199,7 @@ def _prepare(x, residual, onchip_limit, chunk):
 
 
 def _prepare_split(x, residual, onchip_limit, chunk):
-    """_prepare for the RMS forward: on chip, x (and the residual) as _row_view / _row_strides give them, and
+    """_prepare for the forward: on chip, x (and the residual) as _row_view / _row_strides give them, and
     (heads, x's token and head strides, the residual's); chunked, as _prepare, with heads 1."""
     n_features = x.shape[-1]
     if n_features > onchip_limit or onchip_limit < 0:
@@ -225,7 +224,7 @@ def _prepare_backward(dy, ds, s):
 
 
 def _prepare_backward_split(dy, ds, s, onchip: bool):
-    """_prepare_backward for the RMS backward: on chip, s as _row_view gives it, dy and ds as _row_strides in its
+    """_prepare_backward for the backward: on chip, s as _row_view gives it, dy and ds as _row_strides in its
     rows, and (heads, the token and head strides of dy, ds, s); chunked, as _prepare_backward, with heads 1."""
     if not onchip:
         n_features, s2, dy2, ds2, dx = _prepare_backward(dy, ds, s)
@@ -283,46 +282,67 @@ def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return t if t.dtype == dtype else t.to(dtype)
 
 
-# ---------------------------------------------------------------- RMSNorm
+# ---------------------------------------------------------------- one launcher per direction
 
 
-def rms_forward(
+def forward(
     x,
     weight,
+    bias,
     residual,
     eps: float,
-    offset: float,
-    eps_inside: bool,
-    k: int,
+    centred: bool,
+    offset: float = 0.0,
+    eps_inside: bool = True,
+    k: int | None = None,
+    stats: str = "welford",
     onchip_limit: int = ONCHIP_LIMIT,
     chunk: int = CHUNK,
     config: tuning.KernelConfig | None = None,
 ):
-    """Returns (y, s, ms): s = x + residual (an empty tensor without residual), ms = mean square per row.
+    """RMSNorm (centred False) or LayerNorm (centred True): (y, s, stat, rstd). s = x + residual (an empty tensor
+    without residual); stat is RMSNorm's mean square or LayerNorm's mean per row, rstd LayerNorm's 1/std (stat
+    itself for RMSNorm). RMSNorm only: offset, eps_inside, k (the features its RMS takes, None: all); LayerNorm
+    only: bias, stats (the chunked kernel's statistics, "two_pass" or "welford").
 
     `config` replaces the tuning table's launch (the sweep's variants); onchip_limit still picks the path."""
+    if centred and stats not in LAYER_STATS:
+        raise ValueError(f"stats must be one of {LAYER_STATS}, got {stats!r}")
     n_features, x2, r2, split = _prepare_split(x, residual, onchip_limit, chunk)
     n_rows = x2.shape[0] * (x2.shape[1] if x2.dim() == 3 else 1)
     y = _empty_like(x, x.dtype)
     s = _empty_like(x, x.dtype) if residual is not None else x.new_empty(0)
-    ms = _empty(x.shape[:-1], _statistics_dtype(x.dtype), x.device)
+    stats_shape, stats_dtype = x.shape[:-1], _statistics_dtype(x.dtype)
+    stat = _empty(stats_shape, stats_dtype, x.device)
+    rstd = _empty(stats_shape, stats_dtype, x.device) if centred else stat
     if n_rows == 0:
-        return y, s, ms
+        return y, s, stat, rstd
+    k = n_features if k is None else k
     w = x2 if weight is None else weight.contiguous()
+    b = x2 if bias is None else bias.contiguous()
     r, s_out = (x2, x2) if r2 is None else (r2, s)
-    flags = dict(HAS_RESIDUAL=r2 is not None, HAS_WEIGHT=weight is not None, EPS_INSIDE=eps_inside)
+    kind = "layer" if centred else "rms"
+    flags = dict(
+        HAS_RESIDUAL=r2 is not None,
+        HAS_WEIGHT=weight is not None,
+        HAS_BIAS=bias is not None,
+        CENTRED=centred,
+        EPS_INSIDE=eps_inside,
+    )
     if n_features <= onchip_limit:
         rows, block = _tile(n_rows, n_features)
-        config = config or tuning.onchip_forward("rms", rows * block, x.element_size(), rows)
+        config = config or tuning.onchip_forward(kind, rows * block, x.element_size(), rows)
         rows = _tile_rows(rows, n_rows, config)
-        RMS_FORWARD_ONCHIP(
+        FORWARD_ONCHIP(
             (_programs(_cdiv(n_rows, rows), x.device, config),),
             x2,
             r,
             w,
+            b,
             y,
             s_out,
-            ms,
+            stat,
+            rstd,
             n_rows,
             n_features,
             k,
@@ -342,15 +362,17 @@ def rms_forward(
         )
     else:
         chunk = _chunk(n_features, chunk)
-        config = config or tuning.chunked_forward("rms", chunk, x.element_size())
-        RMS_FORWARD_CHUNKED(
+        config = config or tuning.chunked_forward(kind, chunk, x.element_size())
+        FORWARD_CHUNKED(
             (_programs(n_rows, x.device, config),),
             x2,
             r,
             w,
+            b,
             y,
             s_out,
-            ms,
+            stat,
+            rstd,
             n_rows,
             n_features,
             k,
@@ -362,51 +384,69 @@ def rms_forward(
             **flags,
             CHUNK=chunk,
             STAGES=config.stages,
+            WELFORD=centred and stats == "welford",
             num_warps=config.warps,
             maxnreg=config.registers,
         )
-    return y, s, ms
+    return y, s, stat, rstd
 
 
-def rms_backward(
+def backward(
     dy,
     ds,
     s,
     weight,
-    ms,
-    eps: float,
-    offset: float,
-    eps_inside: bool,
-    k: int,
+    stat,
+    rstd,
+    has_bias: bool,
+    centred: bool,
+    eps: float = 0.0,
+    offset: float = 0.0,
+    eps_inside: bool = True,
+    k: int | None = None,
     onchip_limit: int = ONCHIP_LIMIT,
     chunk: int = CHUNK,
     config: tuning.KernelConfig | None = None,
 ):
-    """Returns (dx, dweight); dx also includes ds (the gradient reaching s = x + residual directly)."""
-    onchip = s.shape[-1] <= _backward_onchip_limit("rms", onchip_limit, s.element_size(), config)
+    """(dx, dweight, dbias) of forward's norm from its saved (stat, rstd); dx also includes ds (the gradient
+    reaching s = x + residual directly); empty tensors stand for absent parameters. eps, offset, eps_inside and k
+    are RMSNorm's (LayerNorm's backward needs only mean and rstd). `config` as in forward."""
+    kind = "layer" if centred else "rms"
+    onchip = s.shape[-1] <= _backward_onchip_limit(kind, onchip_limit, s.element_size(), config)
     n_features, s2, dy2, ds2, dx, split = _prepare_backward_split(dy, ds, s, onchip)
     n_rows, stats = s2.shape[0] * (s2.shape[1] if s2.dim() == 3 else 1), _statistics_dtype(s.dtype)
+    param_dtype = weight.dtype if weight is not None else s.dtype
     if n_rows == 0:
-        return dx, (torch.zeros_like(weight) if weight is not None else s.new_empty(0))
+        zeros = lambda present: (
+            torch.zeros(n_features, dtype=param_dtype, device=s.device) if present else s.new_empty(0)
+        )
+        return dx, zeros(weight is not None), zeros(has_bias)
+    k = n_features if k is None else k
     w = s2 if weight is None else weight.contiguous()
     ds_arg = s2 if ds2 is None else ds2
-    flags = dict(HAS_DS=ds2 is not None, HAS_WEIGHT=weight is not None, EPS_INSIDE=eps_inside)
-    ms2 = ms.reshape(-1)
+    flags = dict(
+        HAS_DS=ds2 is not None, HAS_WEIGHT=weight is not None, HAS_BIAS=has_bias, CENTRED=centred, EPS_INSIDE=eps_inside
+    )
+    stat2 = stat.reshape(-1)
+    rstd2 = rstd.reshape(-1) if centred else stat2
     if onchip:
         rows, block = _tile(n_rows, n_features)
-        config = config or tuning.onchip_backward("rms", rows * block, s.element_size())
+        config = config or tuning.onchip_backward(kind, rows * block, s.element_size())
         rows = _tile_rows(rows, n_rows, config)
         programs = _programs(_cdiv(n_rows, rows), s.device, config)
-        partial = _partials(programs, weight is not None, stats, s2)
-        RMS_BACKWARD_ONCHIP(
+        dw_partial = _partials(programs, weight is not None, stats, s2)
+        db_partial = _partials(programs, has_bias, stats, s2)
+        BACKWARD_ONCHIP(
             (programs,),
             dy2,
             ds_arg,
             s2,
             w,
-            ms2,
+            stat2,
+            rstd2,
             dx,
-            partial,
+            dw_partial,
+            db_partial,
             n_rows,
             n_features,
             k,
@@ -428,20 +468,23 @@ def rms_backward(
         )
     else:
         chunk = _chunk(n_features, chunk)
-        config = config or tuning.chunked_backward("rms", chunk, s.element_size())
+        config = config or tuning.chunked_backward(kind, chunk, s.element_size())
         programs = _programs(_cdiv(n_rows, config.group), s.device, config)
-        partial = _partials(programs, weight is not None, stats, s2)
+        dw_partial = _partials(programs, weight is not None, stats, s2)
+        db_partial = _partials(programs, has_bias, stats, s2)
         grouped = dict(GROUP=config.group) if config.group > 1 else {}
         chunk = max(1, chunk // config.group)  # GROUP rows of chunk / GROUP: a tile of the same size
-        (RMS_BACKWARD_CHUNKED_GROUPED if grouped else RMS_BACKWARD_CHUNKED)(
+        (BACKWARD_CHUNKED_GROUPED if grouped else BACKWARD_CHUNKED)(
             (programs,),
             dy2,
             ds_arg,
             s2,
             w,
-            ms2,
+            stat2,
+            rstd2,
             dx,
-            partial,
+            dw_partial,
+            db_partial,
             n_rows,
             n_features,
             k,
@@ -456,180 +499,6 @@ def rms_backward(
             STAGES=config.stages,
             num_warps=config.warps,
         )
-    dweight, _ = _sum_partials(partial, partial, None if weight is None else weight.dtype, None, n_features, s)
-    return dx, dweight
-
-
-# ---------------------------------------------------------------- LayerNorm
-
-
-def layer_forward(
-    x,
-    weight,
-    bias,
-    residual,
-    eps: float,
-    stats: str = "welford",
-    onchip_limit: int = ONCHIP_LIMIT,
-    chunk: int = CHUNK,
-    config: tuning.KernelConfig | None = None,
-):
-    """Returns (y, s, mean, rstd). `stats` picks the chunked kernel's statistics: "two_pass" or "welford";
-    `config` as in rms_forward."""
-    if stats not in LAYER_STATS:
-        raise ValueError(f"stats must be one of {LAYER_STATS}, got {stats!r}")
-    n_features, x2, r2 = _prepare(x, residual, onchip_limit, chunk)
-    n_rows = x2.shape[0]
-    y = _empty_like(x, x.dtype)
-    s = _empty_like(x, x.dtype) if residual is not None else x.new_empty(0)
-    stats_shape, stats_dtype = x.shape[:-1], _statistics_dtype(x.dtype)
-    mean = _empty(stats_shape, stats_dtype, x.device)
-    rstd = _empty(stats_shape, stats_dtype, x.device)
-    if n_rows == 0:
-        return y, s, mean, rstd
-    w = x2 if weight is None else weight.contiguous()
-    b = x2 if bias is None else bias.contiguous()
-    r, s_out = (x2, x2) if r2 is None else (r2, s)
-    flags = dict(HAS_RESIDUAL=r2 is not None, HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None)
-    if n_features <= onchip_limit:
-        rows, block = _tile(n_rows, n_features)
-        config = config or tuning.onchip_forward("layer", rows * block, x.element_size(), rows)
-        rows = _tile_rows(rows, n_rows, config)
-        LAYER_FORWARD_ONCHIP(
-            (_programs(_cdiv(n_rows, rows), x.device, config),),
-            x2,
-            r,
-            w,
-            b,
-            y,
-            s_out,
-            mean,
-            rstd,
-            n_rows,
-            n_features,
-            x2.stride(0),
-            r.stride(0),
-            eps,
-            **flags,
-            ROWS=rows,
-            BLOCK=block,
-            STAGES=config.stages,
-            RELOAD=config.reload,
-            num_warps=config.warps,
-        )
-    else:
-        chunk = _chunk(n_features, chunk)
-        config = config or tuning.chunked_forward("layer", chunk, x.element_size())
-        LAYER_FORWARD_CHUNKED(
-            (_programs(n_rows, x.device, config),),
-            x2,
-            r,
-            w,
-            b,
-            y,
-            s_out,
-            mean,
-            rstd,
-            n_rows,
-            n_features,
-            x2.stride(0),
-            r.stride(0),
-            eps,
-            **flags,
-            WELFORD=stats == "welford",
-            CHUNK=chunk,
-            STAGES=config.stages,
-            num_warps=config.warps,
-            maxnreg=config.registers,
-        )
-    return y, s, mean, rstd
-
-
-def layer_backward(
-    dy,
-    ds,
-    s,
-    weight,
-    mean,
-    rstd,
-    has_bias: bool,
-    onchip_limit: int = ONCHIP_LIMIT,
-    chunk: int = CHUNK,
-    config: tuning.KernelConfig | None = None,
-):
-    """Returns (dx, dweight, dbias); empty tensors stand for absent parameters. `config` as in rms_backward."""
-    n_features, s2, dy2, ds2, dx = _prepare_backward(dy, ds, s)
-    n_rows, stats = s2.shape[0], _statistics_dtype(s.dtype)
-    param_dtype = weight.dtype if weight is not None else s.dtype
-    if n_rows == 0:
-        zeros = lambda present: (
-            torch.zeros(n_features, dtype=param_dtype, device=s.device) if present else s.new_empty(0)
-        )
-        return dx, zeros(weight is not None), zeros(has_bias)
-    w = s2 if weight is None else weight.contiguous()
-    ds_arg = s2 if ds2 is None else ds2
-    flags = dict(HAS_DS=ds2 is not None, HAS_WEIGHT=weight is not None, HAS_BIAS=has_bias)
-    mean2, rstd2 = mean.reshape(-1), rstd.reshape(-1)
-    if n_features <= _backward_onchip_limit("layer", onchip_limit, s.element_size(), config):
-        rows, block = _tile(n_rows, n_features)
-        config = config or tuning.onchip_backward("layer", rows * block, s.element_size())
-        rows = _tile_rows(rows, n_rows, config)
-        programs = _programs(_cdiv(n_rows, rows), s.device, config)
-        dw_partial = _partials(programs, weight is not None, stats, s2)
-        db_partial = _partials(programs, has_bias, stats, s2)
-        LAYER_BACKWARD_ONCHIP(
-            (programs,),
-            dy2,
-            ds_arg,
-            s2,
-            w,
-            mean2,
-            rstd2,
-            dx,
-            dw_partial,
-            db_partial,
-            n_rows,
-            n_features,
-            dy2.stride(0),
-            ds_arg.stride(0),
-            s2.stride(0),
-            **flags,
-            ROWS=rows,
-            BLOCK=block,
-            STAGES=config.stages,
-            RELOAD=config.reload,
-            num_warps=config.warps,
-        )
-    else:
-        chunk = _chunk(n_features, chunk)
-        config = config or tuning.chunked_backward("layer", chunk, s.element_size())
-        programs = _programs(_cdiv(n_rows, config.group), s.device, config)
-        dw_partial = _partials(programs, weight is not None, stats, s2)
-        db_partial = _partials(programs, has_bias, stats, s2)
-        grouped = dict(GROUP=config.group) if config.group > 1 else {}
-        chunk = max(1, chunk // config.group)  # GROUP rows of chunk / GROUP: a tile of the same size
-        (LAYER_BACKWARD_CHUNKED_GROUPED if grouped else LAYER_BACKWARD_CHUNKED)(
-            (programs,),
-            dy2,
-            ds_arg,
-            s2,
-            w,
-            mean2,
-            rstd2,
-            dx,
-            dw_partial,
-            db_partial,
-            n_rows,
-            n_features,
-            dy2.stride(0),
-            ds_arg.stride(0),
-            s2.stride(0),
-            **flags,
-            **grouped,
-            CHUNK=chunk,
-            STAGES=config.stages,
-            num_warps=config.warps,
-        )
     return (dx,) + _sum_partials(
         dw_partial,
         db_partial,
@@ -638,3 +507,35 @@ def layer_backward(
         n_features,
         s,
     )
+
+
+# ---------------------------------------------------------------- the two norms' argument orders
+
+# For the callers that name one norm (custom_ops' backward, variants, the scripts): forward and backward with the
+# other norm's arguments filled in, and the statistics each norm saves.
+
+
+def rms_forward(x, weight, residual, eps, offset, eps_inside, k, onchip_limit=ONCHIP_LIMIT, chunk=CHUNK, config=None):
+    """RMSNorm's (y, s, ms): forward with centred False."""
+    return forward(
+        x, weight, None, residual, eps, False, offset, eps_inside, k, "welford", onchip_limit, chunk, config
+    )[:3]
+
+
+def rms_backward(
+    dy, ds, s, weight, ms, eps, offset, eps_inside, k, onchip_limit=ONCHIP_LIMIT, chunk=CHUNK, config=None
+):
+    """RMSNorm's (dx, dweight): backward with centred False."""
+    return backward(dy, ds, s, weight, ms, ms, False, False, eps, offset, eps_inside, k, onchip_limit, chunk, config)[
+        :2
+    ]
+
+
+def layer_forward(x, weight, bias, residual, eps, stats="welford", onchip_limit=ONCHIP_LIMIT, chunk=CHUNK, config=None):
+    """LayerNorm's (y, s, mean, rstd): forward with centred True."""
+    return forward(x, weight, bias, residual, eps, True, 0.0, True, None, stats, onchip_limit, chunk, config)
+
+
+def layer_backward(dy, ds, s, weight, mean, rstd, has_bias, onchip_limit=ONCHIP_LIMIT, chunk=CHUNK, config=None):
+    """LayerNorm's (dx, dweight, dbias): backward with centred True."""
+    return backward(dy, ds, s, weight, mean, rstd, has_bias, True, 0.0, 0.0, True, None, onchip_limit, chunk, config)

@@ -1,0 +1,597 @@
+"""Triton kernels for RMSNorm and LayerNorm, forward and backward: one family, two compile-time switches.
+
+CENTRED (a tl.constexpr) picks the norm: False, RMSNorm; True, LayerNorm (the row's mean subtracted). HAS_BIAS
+adds LayerNorm's bias. Everything else, the tile loop, the fused residual add, the eviction hints, the pipelining,
+the persistent grid and the per-program parameter-gradient partials, is one code path; where the two norms'
+arithmetic differs, a constexpr branch holds each one's, so each compiles (and rounds) as its own kernel did.
+
+Notation: a row s (x, or x + residual when fused) of length N, statistics in the dtype of the STAT pointer (fp32,
+or fp64 for fp64 inputs), saved per row for the backward.
+
+* RMSNorm (CENTRED=False): the RMS uses the first K elements (pRMSNorm; K = N normally); ms = mean(s[:K]^2)
+  (saved in STAT); inv = 1/sqrt(ms + eps) (EPS_INSIDE) or 1/(sqrt(ms) + eps); gain = offset + weight;
+  y = s * inv * gain.
+* LayerNorm (CENTRED=True): mean = sum(s)/N (STAT), var = sum((s - mean)^2)/N (biased), rstd = 1/sqrt(var + eps)
+  (RSTD), xhat = (s - mean) * rstd, y = xhat * weight + bias. The variance is never formed as E[s^2] - E[s]^2 (on
+  mean-dominated rows, 1e4 + N(0, 1), that cancels catastrophically in fp32): on chip the row is centred, then
+  squared; chunked, WELFORD=False streams it for the mean, then for the centred squares ("two_pass"), WELFORD=True
+  streams it once, merging each chunk's centred statistics with Chan et al.'s pairwise update ("welford").
+
+Every kernel runs on a persistent grid (tuning.py): each program takes a contiguous run of tiles or rows
+(tuning.program_span) and loads the weight once.
+
+On-chip kernels hold a tile of ROWS whole rows in registers: one read of x (and residual), one write of y (and s).
+Rows are (token, head) pairs (_row_offsets: two row strides, one head of a QKV split read in place; heads 1
+otherwise). The loop over a program's tiles is pipelined (STAGES): the next tile's loads are in flight while this
+one reduces. Streamed data is marked evict_first, the weight evict_last. RELOAD (a sweep variant,
+tuning.KernelConfig.reload) reads the tile again from L2 after the reduction (forward), or the gain per tile
+(backward), instead of holding it in registers; the results are the same bits.
+
+Chunked kernels take one row at a time and stream it in CHUNK-sized pieces, so any N works: the statistics
+pass(es), then the normalising pass. The first pass marks the row evict_last, so the later ones find it in L2 (the
+grid is small enough for that), and the last marks it evict_first.
+
+Backward, with g = dy * gain:
+* RMSNorm: c = sum_i g_i s_i over the whole row, dx_j = g_j * inv - [j < K] * s_j * c * inv' / K,
+  inv' = inv^3 (inside) or inv^2 / sqrt(ms) (outside); dweight = sum over rows of dy * s * inv.
+* LayerNorm: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)); dweight = sum of dy * xhat, dbias = sum of dy.
+The parameter gradients are accumulated per program in the statistics dtype into [programs, N] buffers
+(Liger's layout) that reduce_kernels.sum_partials reduces.
+"""
+
+import triton
+import triton.language as tl
+
+from normlab.norms.backends.triton.fused_add import load_summed, reload_summed
+from normlab.norms.backends.triton.tuning import pipeline_depth, program_span
+
+# The widest row whose weight (and bias) an on-chip forward holds in registers across its row loop, loaded once
+# per program; wider rows load it per tile (from L2). The results are the same bits either way.
+WEIGHT_HELD_LIMIT: tl.constexpr = tl.constexpr(8192)
+
+
+@triton.jit
+def _inverse_rms(ms, eps, EPS_INSIDE: tl.constexpr):
+    if EPS_INSIDE:
+        inv = 1.0 / tl.sqrt(ms + eps)
+    else:
+        inv = 1.0 / (tl.sqrt(ms) + eps)
+    return inv
+
+
+@triton.jit
+def _inverse_rms_slope(ms, inv, EPS_INSIDE: tl.constexpr):
+    # -d(inv)/d(ms) * 2; a zero row under "outside" has no derivative: use 0, not inf * 0.
+    if EPS_INSIDE:
+        slope = inv * inv * inv
+    else:
+        rms = tl.sqrt(ms)
+        slope = tl.where(rms > 0, inv * inv / tl.where(rms > 0, rms, 1.0), 0.0)
+    return slope
+
+
+@triton.jit
+def _gain(W, cols, mask, offset, compute, CENTRED: tl.constexpr):
+    """The weight as the norm scales by it: LayerNorm's weight, RMSNorm's offset + weight (evict_last)."""
+    w = tl.load(W + cols, mask=mask, other=0.0, eviction_policy="evict_last").to(compute)
+    if not CENTRED:
+        w = offset + w
+    return w
+
+
+@triton.jit
+def _row_offsets(rows, heads, stride_token, stride_head):
+    """Where each row starts, for rows that are (token, head) pairs of a view with two row strides (one head of a
+    QKV split: launch._row_view), row = token * heads + head. heads == 1 (every other launch) is specialised to
+    a constant by Triton, and this folds to rows * stride_token."""
+    token = rows // heads
+    head = rows - token * heads
+    return token.to(tl.int64) * stride_token + head.to(tl.int64) * stride_head
+
+
+@triton.jit(do_not_specialize=["n_rows"])
+def forward_onchip(
+    X,
+    R,
+    W,
+    B,
+    Y,
+    S,
+    STAT,
+    RSTD,
+    n_rows,
+    N,
+    K,
+    stride_x,
+    stride_r,
+    heads,
+    stride_x_head,
+    stride_r_head,
+    eps,
+    offset,
+    HAS_RESIDUAL: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    CENTRED: tl.constexpr,
+    EPS_INSIDE: tl.constexpr,
+    ROWS: tl.constexpr,
+    BLOCK: tl.constexpr,
+    STAGES: tl.constexpr,
+    RELOAD: tl.constexpr = False,
+):
+    compute = STAT.dtype.element_ty
+    cols = tl.arange(0, BLOCK)
+    col_ok = cols < N
+    gain = tl.zeros([BLOCK], dtype=compute)
+    bias = tl.zeros([BLOCK], dtype=compute)
+    if BLOCK <= WEIGHT_HELD_LIMIT:  # once per program, before the loop: not read again for every row
+        if HAS_WEIGHT:
+            gain = _gain(W, cols, col_ok, offset, compute, CENTRED)
+        if HAS_BIAS:
+            bias = tl.load(B + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)
+    first, last = program_span(n_rows, ROWS)
+    # Streams the pipeliner buffers: x, the residual, and the weight (and bias) where it is loaded per tile.
+    for tile in tl.range(
+        first,
+        last,
+        num_stages=pipeline_depth(
+            STAGES,
+            ROWS * BLOCK, X.dtype.element_ty, True, True,
+            ROWS * BLOCK, X.dtype.element_ty, HAS_RESIDUAL, True,
+            BLOCK, W.dtype.element_ty, HAS_WEIGHT, BLOCK > WEIGHT_HELD_LIMIT,
+            BLOCK, B.dtype.element_ty, HAS_BIAS, BLOCK > WEIGHT_HELD_LIMIT,
+        ),
+    ):  # fmt: skip
+        rows = tile * ROWS + tl.arange(0, ROWS)
+        row_ok = rows < n_rows
+        mask = row_ok[:, None] & col_ok[None, :]
+        rows64 = rows.to(tl.int64)
+        x_ptrs = X + _row_offsets(rows, heads, stride_x, stride_x_head)[:, None] + cols[None, :]
+        s_ptrs = S + rows64[:, None] * N + cols[None, :]
+        r_ptrs = R + _row_offsets(rows, heads, stride_r, stride_r_head)[:, None] + cols[None, :]
+        s = load_summed(x_ptrs, r_ptrs, s_ptrs, mask, HAS_RESIDUAL, RELOAD)
+        s = s.to(compute)
+        if CENTRED:
+            mean = tl.sum(s, axis=1) / N
+            normed = tl.where(col_ok[None, :], s - mean[:, None], 0.0)
+            scale = 1.0 / tl.sqrt(tl.sum(normed * normed, axis=1) / N + eps)
+            if RELOAD:
+                s = reload_summed(x_ptrs, s_ptrs, mask, HAS_RESIDUAL)
+                normed = tl.where(col_ok[None, :], s.to(compute) - mean[:, None], 0.0)
+        else:
+            head = tl.where((cols < K)[None, :], s, 0.0)
+            mean = tl.sum(head * head, axis=1) / K  # the mean square
+            scale = _inverse_rms(mean, eps, EPS_INSIDE)
+            normed = s
+            if RELOAD:
+                normed = reload_summed(x_ptrs, s_ptrs, mask, HAS_RESIDUAL).to(compute)
+        y = normed * scale[:, None]
+        # Above WEIGHT_HELD_LIMIT weight and bias are loaded per tile, from L2 (evict_last): held across the loop
+        # they cost 32 registers a thread at 16K, and spill.
+        if HAS_WEIGHT:
+            if BLOCK > WEIGHT_HELD_LIMIT:
+                gain = _gain(W, cols, col_ok, offset, compute, CENTRED)
+            y = y * gain[None, :]
+        if HAS_BIAS:
+            if BLOCK > WEIGHT_HELD_LIMIT:
+                bias = tl.load(B + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)
+            y = y + bias[None, :]
+        tl.store(
+            Y + rows64[:, None] * N + cols[None, :], y.to(Y.dtype.element_ty), mask=mask, eviction_policy="evict_first"
+        )
+        tl.store(STAT + rows, mean, mask=row_ok)
+        if CENTRED:
+            tl.store(RSTD + rows, scale, mask=row_ok)
+
+
+@triton.jit(do_not_specialize=["n_rows"])
+def forward_chunked(
+    X,
+    R,
+    W,
+    B,
+    Y,
+    S,
+    STAT,
+    RSTD,
+    n_rows,
+    N,
+    K,
+    stat_end,
+    stride_x,
+    stride_r,
+    eps,
+    offset,
+    HAS_RESIDUAL: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    CENTRED: tl.constexpr,
+    EPS_INSIDE: tl.constexpr,
+    CHUNK: tl.constexpr,
+    STAGES: tl.constexpr,
+    WELFORD: tl.constexpr = False,
+):
+    compute = STAT.dtype.element_ty
+    if CENTRED and WELFORD:
+        zero = tl.sum(tl.zeros([CHUNK], dtype=compute), axis=0)  # a scalar in the statistics dtype
+    first, last = program_span(n_rows, 1)
+    for row in range(first, last):
+        row64 = tl.cast(row, tl.int64)
+        x_row, y_row = X + row64 * stride_x, Y + row64 * N
+        r_row, s_row = R + row64 * stride_r, S + row64 * N
+        if CENTRED and WELFORD:
+            count, mean, m2 = zero, zero, zero
+            for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
+                cols = start + tl.arange(0, CHUNK)
+                in_row = cols < N
+                s = load_summed(x_row + cols, r_row + cols, s_row + cols, in_row, HAS_RESIDUAL, True)
+                s = s.to(compute)
+                n_chunk = tl.minimum(N - start, CHUNK).to(compute)
+                chunk_mean = tl.sum(s, axis=0) / n_chunk
+                centred = tl.where(in_row, s - chunk_mean, 0.0)
+                chunk_m2 = tl.sum(centred * centred, axis=0)
+                merged = count + n_chunk
+                delta = chunk_mean - mean
+                mean = mean + delta * (n_chunk / merged)
+                m2 = m2 + chunk_m2 + delta * delta * (count * n_chunk / merged)
+                count = merged
+            scale = 1.0 / tl.sqrt(m2 / N + eps)
+        elif CENTRED:
+            total = tl.zeros([CHUNK], dtype=compute)
+            for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
+                cols = start + tl.arange(0, CHUNK)
+                in_row = cols < N
+                s = load_summed(x_row + cols, r_row + cols, s_row + cols, in_row, HAS_RESIDUAL, True)
+                total += s.to(compute)
+            mean = tl.sum(total, axis=0) / N
+            if HAS_RESIDUAL:
+                tl.debug_barrier()
+            s_again = s_row if HAS_RESIDUAL else x_row
+            squares = tl.zeros([CHUNK], dtype=compute)
+            for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
+                cols = start + tl.arange(0, CHUNK)
+                in_row = cols < N
+                s = tl.load(s_again + cols, mask=in_row, other=0.0, eviction_policy="evict_last").to(compute)
+                centred = tl.where(in_row, s - mean, 0.0)
+                squares += centred * centred
+            scale = 1.0 / tl.sqrt(tl.sum(squares, axis=0) / N + eps)
+        else:
+            # The sum of squares over the first K elements; over all N (stat_end) when s must be written.
+            acc = tl.zeros([CHUNK], dtype=compute)
+            for start in tl.range(0, stat_end, CHUNK, num_stages=pipeline_depth(STAGES)):
+                cols = start + tl.arange(0, CHUNK)
+                in_row = cols < N
+                s = load_summed(x_row + cols, r_row + cols, s_row + cols, in_row, HAS_RESIDUAL, True)
+                s = tl.where(cols < K, s.to(compute), 0.0)
+                acc += s * s
+            mean = tl.sum(acc, axis=0) / K  # the mean square
+            scale = _inverse_rms(mean, eps, EPS_INSIDE)
+        tl.store(STAT + row, mean)
+        if CENTRED:
+            tl.store(RSTD + row, scale)
+        if HAS_RESIDUAL:
+            tl.debug_barrier()  # the normalising pass reads back the s this program wrote
+            x_row = s_row
+        # The normalising pass; the row was read (or written) evict_last, so it comes from L2.
+        for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
+            cols = start + tl.arange(0, CHUNK)
+            in_row = cols < N
+            s = tl.load(x_row + cols, mask=in_row, other=0.0, eviction_policy="evict_first").to(compute)
+            if CENTRED:
+                y = (s - mean) * scale
+            else:
+                y = s * scale
+            if HAS_WEIGHT:
+                y = y * _gain(W, cols, in_row, offset, compute, CENTRED)
+            if HAS_BIAS:
+                y = y + tl.load(B + cols, mask=in_row, other=0.0, eviction_policy="evict_last").to(compute)
+            tl.store(y_row + cols, y.to(Y.dtype.element_ty), mask=in_row, eviction_policy="evict_first")
+
+
+@triton.jit
+def _row_statistics(STAT, RSTD, rows, row_ok, eps, EPS_INSIDE: tl.constexpr, CENTRED: tl.constexpr):
+    """A backward's per-row statistics: (mean, rstd, 0) for LayerNorm; (ms, inv, inv's slope) for RMSNorm."""
+    if CENTRED:
+        first = tl.load(STAT + rows, mask=row_ok, other=0.0)
+        scale = tl.load(RSTD + rows, mask=row_ok, other=0.0)
+        slope = scale
+    else:
+        first = tl.load(STAT + rows, mask=row_ok, other=1.0)
+        scale = _inverse_rms(first, eps, EPS_INSIDE)
+        slope = _inverse_rms_slope(first, scale, EPS_INSIDE)
+    return first, scale, slope
+
+
+@triton.jit(do_not_specialize=["n_rows"])
+def backward_onchip(
+    DY,
+    DS,
+    S,
+    W,
+    STAT,
+    RSTD,
+    DX,
+    DW_PARTIAL,
+    DB_PARTIAL,
+    n_rows,
+    N,
+    K,
+    stride_dy,
+    stride_ds,
+    stride_s,
+    heads,
+    stride_dy_head,
+    stride_ds_head,
+    stride_s_head,
+    eps,
+    offset,
+    HAS_DS: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    CENTRED: tl.constexpr,
+    EPS_INSIDE: tl.constexpr,
+    ROWS: tl.constexpr,
+    BLOCK: tl.constexpr,
+    STAGES: tl.constexpr,
+    RELOAD: tl.constexpr = False,
+):
+    compute = STAT.dtype.element_ty
+    cols = tl.arange(0, BLOCK)
+    col_ok = cols < N
+    in_head = (cols < K)[None, :]
+    if HAS_WEIGHT and not RELOAD:
+        gain = _gain(W, cols, col_ok, offset, compute, CENTRED)
+    dw_acc = tl.zeros([BLOCK], dtype=compute)
+    db_acc = tl.zeros([BLOCK], dtype=compute)
+    first, last = program_span(n_rows, ROWS)
+    # Streams the pipeliner buffers: s, dy, ds, and the weight where it is loaded per tile (RELOAD).
+    for tile in tl.range(
+        first,
+        last,
+        num_stages=pipeline_depth(
+            STAGES,
+            2 * ROWS * BLOCK, S.dtype.element_ty, True, True,
+            ROWS * BLOCK, S.dtype.element_ty, HAS_DS, True,
+            BLOCK, W.dtype.element_ty, HAS_WEIGHT, RELOAD,
+        ),
+    ):  # fmt: skip
+        rows = tile * ROWS + tl.arange(0, ROWS)
+        row_ok = rows < n_rows
+        mask = row_ok[:, None] & col_ok[None, :]
+        rows64 = rows.to(tl.int64)[:, None]
+        s_at = _row_offsets(rows, heads, stride_s, stride_s_head)[:, None]
+        dy_at = _row_offsets(rows, heads, stride_dy, stride_dy_head)[:, None]
+        s = tl.load(S + s_at + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
+        dy = tl.load(DY + dy_at + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
+        s, dy = s.to(compute), dy.to(compute)
+        stat, scale, slope = _row_statistics(STAT, RSTD, rows, row_ok, eps, EPS_INSIDE, CENTRED)
+        g = dy
+        if HAS_WEIGHT:
+            if RELOAD:
+                gain = _gain(W, cols, col_ok, offset, compute, CENTRED)
+            g = dy * gain[None, :]
+        if CENTRED:
+            xhat = tl.where(mask, (s - stat[:, None]) * scale[:, None], 0.0)
+            mean_g = tl.sum(g, axis=1) / N
+            mean_gx = tl.sum(g * xhat, axis=1) / N
+            dx = (g - mean_g[:, None] - xhat * mean_gx[:, None]) * scale[:, None]
+        else:
+            c = tl.sum(g * s, axis=1)
+            dx = g * scale[:, None] - tl.where(in_head, s, 0.0) * (c * slope / K)[:, None]
+        if HAS_DS:
+            ds_at = _row_offsets(rows, heads, stride_ds, stride_ds_head)[:, None]
+            ds = tl.load(DS + ds_at + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
+            dx += ds.to(compute)
+        tl.store(DX + rows64 * N + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask, eviction_policy="evict_first")
+        if HAS_WEIGHT:
+            if CENTRED:
+                dw_acc += tl.sum(dy * xhat, axis=0)
+            else:
+                dw_acc += tl.sum(dy * s * scale[:, None], axis=0)
+        if HAS_BIAS:
+            db_acc += tl.sum(dy, axis=0)
+    program = tl.program_id(0)
+    if HAS_WEIGHT:
+        tl.store(DW_PARTIAL + program * N + cols, dw_acc, mask=col_ok)
+    if HAS_BIAS:
+        tl.store(DB_PARTIAL + program * N + cols, db_acc, mask=col_ok)
+
+
+@triton.jit
+def _zero_partials(dw_row, db_row, N, compute, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr, CHUNK: tl.constexpr):
+    """A chunked backward's own partial lines, zeroed (no ATen zeros); re-read for every row, so kept in L2."""
+    if HAS_WEIGHT or HAS_BIAS:
+        for start in range(0, N, CHUNK):
+            cols = start + tl.arange(0, CHUNK)
+            zeros = tl.zeros([CHUNK], dtype=compute)
+            if HAS_WEIGHT:
+                tl.store(dw_row + cols, zeros, mask=cols < N, eviction_policy="evict_last")
+            if HAS_BIAS:
+                tl.store(db_row + cols, zeros, mask=cols < N, eviction_policy="evict_last")
+        tl.debug_barrier()  # the row loop reads these zeros back
+
+
+@triton.jit(do_not_specialize=["n_rows"])
+def backward_chunked(
+    DY,
+    DS,
+    S,
+    W,
+    STAT,
+    RSTD,
+    DX,
+    DW_PARTIAL,
+    DB_PARTIAL,
+    n_rows,
+    N,
+    K,
+    stride_dy,
+    stride_ds,
+    stride_s,
+    eps,
+    offset,
+    HAS_DS: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    CENTRED: tl.constexpr,
+    EPS_INSIDE: tl.constexpr,
+    CHUNK: tl.constexpr,
+    STAGES: tl.constexpr,
+):
+    # Each program adds its rows into its own lines of DW_PARTIAL / DB_PARTIAL, read and rewritten per row (L2).
+    compute = STAT.dtype.element_ty
+    partial_offset = tl.cast(tl.program_id(0), tl.int64) * N  # programs x N can pass 2^31 for very long rows
+    dw_row, db_row = DW_PARTIAL + partial_offset, DB_PARTIAL + partial_offset
+    _zero_partials(dw_row, db_row, N, compute, HAS_WEIGHT, HAS_BIAS, CHUNK)
+    first, last = program_span(n_rows, 1)
+    for row in range(first, last):
+        row64 = tl.cast(row, tl.int64)
+        s_row, dy_row = S + row64 * stride_s, DY + row64 * stride_dy
+        stat = tl.load(STAT + row)
+        if CENTRED:
+            scale = tl.load(RSTD + row)
+        else:
+            scale = _inverse_rms(stat, eps, EPS_INSIDE)
+            slope = _inverse_rms_slope(stat, scale, EPS_INSIDE)
+        # Pass 1: the row sums (RMSNorm: sum(g * s); LayerNorm: sum(g), sum(g * xhat)); the row stays in L2.
+        sum_g = tl.zeros([CHUNK], dtype=compute)
+        acc = tl.zeros([CHUNK], dtype=compute)
+        for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
+            cols = start + tl.arange(0, CHUNK)
+            in_row = cols < N
+            g = tl.load(dy_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last").to(compute)
+            if HAS_WEIGHT:
+                g = g * _gain(W, cols, in_row, offset, compute, CENTRED)
+            s = tl.load(s_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last").to(compute)
+            if CENTRED:
+                sum_g += g
+                acc += g * tl.where(in_row, (s - stat) * scale, 0.0)
+            else:
+                acc += g * s
+        if CENTRED:
+            mean_g = tl.sum(sum_g, axis=0) / N
+            mean_gx = tl.sum(acc, axis=0) / N
+        else:
+            c_slope = tl.sum(acc, axis=0) * slope / K
+        # Pass 2: dx, and this row's share of the parameter gradients.
+        for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
+            cols = start + tl.arange(0, CHUNK)
+            in_row = cols < N
+            dy = tl.load(dy_row + cols, mask=in_row, other=0.0, eviction_policy="evict_first").to(compute)
+            g = dy
+            if HAS_WEIGHT:
+                g = dy * _gain(W, cols, in_row, offset, compute, CENTRED)
+            s = tl.load(s_row + cols, mask=in_row, other=0.0, eviction_policy="evict_first").to(compute)
+            if CENTRED:
+                xhat = tl.where(in_row, (s - stat) * scale, 0.0)
+                dx = (g - mean_g - xhat * mean_gx) * scale
+                dw_share = dy * xhat
+            else:
+                dx = g * scale - tl.where(cols < K, s, 0.0) * c_slope
+                dw_share = dy * s * scale
+            if HAS_DS:
+                ds = tl.load(DS + row64 * stride_ds + cols, mask=in_row, other=0.0, eviction_policy="evict_first")
+                dx += ds.to(compute)
+            tl.store(DX + row64 * N + cols, dx.to(DX.dtype.element_ty), mask=in_row, eviction_policy="evict_first")
+            if HAS_WEIGHT:
+                dw = tl.load(dw_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last")
+                tl.store(dw_row + cols, dw + dw_share, mask=in_row, eviction_policy="evict_last")
+            if HAS_BIAS:
+                db = tl.load(db_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last")
+                tl.store(db_row + cols, db + dy, mask=in_row, eviction_policy="evict_last")
+
+
+@triton.jit(do_not_specialize=["n_rows"])
+def backward_chunked_grouped(
+    DY,
+    DS,
+    S,
+    W,
+    STAT,
+    RSTD,
+    DX,
+    DW_PARTIAL,
+    DB_PARTIAL,
+    n_rows,
+    N,
+    K,
+    stride_dy,
+    stride_ds,
+    stride_s,
+    eps,
+    offset,
+    HAS_DS: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    CENTRED: tl.constexpr,
+    EPS_INSIDE: tl.constexpr,
+    GROUP: tl.constexpr,
+    CHUNK: tl.constexpr,
+    STAGES: tl.constexpr,
+):
+    # A sweep variant of backward_chunked (tuning.KernelConfig.group): GROUP rows stream side by side, as
+    # [GROUP, CHUNK] tiles, and their parameter-gradient shares are summed on chip before the program's partial
+    # lines are read and rewritten: once per GROUP rows instead of once per row.
+    compute = STAT.dtype.element_ty
+    partial_offset = tl.cast(tl.program_id(0), tl.int64) * N
+    dw_row, db_row = DW_PARTIAL + partial_offset, DB_PARTIAL + partial_offset
+    _zero_partials(dw_row, db_row, N, compute, HAS_WEIGHT, HAS_BIAS, CHUNK)
+    first, last = program_span(n_rows, GROUP)
+    for group in range(first, last):
+        rows = group * GROUP + tl.arange(0, GROUP)
+        row_ok = rows < n_rows
+        rows64 = rows.to(tl.int64)[:, None]
+        stat, scale, slope = _row_statistics(STAT, RSTD, rows, row_ok, eps, EPS_INSIDE, CENTRED)
+        sum_g = tl.zeros([GROUP, CHUNK], dtype=compute)
+        acc = tl.zeros([GROUP, CHUNK], dtype=compute)
+        for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
+            cols = start + tl.arange(0, CHUNK)
+            in_row = cols < N
+            mask = row_ok[:, None] & in_row[None, :]
+            g = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_last")
+            g = g.to(compute)
+            if HAS_WEIGHT:
+                g = g * _gain(W, cols, in_row, offset, compute, CENTRED)[None, :]
+            s = tl.load(S + rows64 * stride_s + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_last")
+            if CENTRED:
+                sum_g += g
+                acc += g * tl.where(mask, (s.to(compute) - stat[:, None]) * scale[:, None], 0.0)
+            else:
+                acc += g * s.to(compute)
+        if CENTRED:
+            mean_g = tl.sum(sum_g, axis=1) / N
+            mean_gx = tl.sum(acc, axis=1) / N
+        else:
+            c_slope = tl.sum(acc, axis=1) * slope / K
+        for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
+            cols = start + tl.arange(0, CHUNK)
+            in_row = cols < N
+            mask = row_ok[:, None] & in_row[None, :]
+            dy = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
+            dy = dy.to(compute)
+            g = dy
+            if HAS_WEIGHT:
+                g = dy * _gain(W, cols, in_row, offset, compute, CENTRED)[None, :]
+            s = tl.load(S + rows64 * stride_s + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
+            s = s.to(compute)
+            if CENTRED:
+                xhat = tl.where(mask, (s - stat[:, None]) * scale[:, None], 0.0)
+                dx = (g - mean_g[:, None] - xhat * mean_gx[:, None]) * scale[:, None]
+                dw_share = dy * xhat
+            else:
+                dx = g * scale[:, None] - tl.where((cols < K)[None, :], s, 0.0) * c_slope[:, None]
+                dw_share = dy * s * scale[:, None]
+            if HAS_DS:
+                ds = tl.load(
+                    DS + rows64 * stride_ds + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first"
+                )
+                dx += ds.to(compute)
+            tl.store(
+                DX + rows64 * N + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask, eviction_policy="evict_first"
+            )
+            if HAS_WEIGHT:
+                dw = tl.load(dw_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last")
+                tl.store(dw_row + cols, dw + tl.sum(dw_share, axis=0), mask=in_row, eviction_policy="evict_last")
+            if HAS_BIAS:
+                db = tl.load(db_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last")
+                tl.store(db_row + cols, db + tl.sum(dy, axis=0), mask=in_row, eviction_policy="evict_last")
