@@ -10,26 +10,18 @@ bytes over time, relative to clone. Small sizes show where compiling stops payin
 
 import argparse
 import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 
 import normlab
+from normlab.runtime.interleaved import time_interleaved
 
 
 def time_round_robin(functions, repeats, warmup=2):
-    """Time each function once per round, interleaved, so machine noise hits all of them alike."""
-    for function in functions.values():  # warm up, and compile
-        for _ in range(warmup):
-            function()
-    samples = {name: [] for name in functions}
-    for _ in range(repeats):
-        for name, function in functions.items():
-            start = time.perf_counter()
-            function()
-            samples[name].append(time.perf_counter() - start)
-    return samples
+    """Seconds per call of each function, one sample per interleaved round (normlab's one timing helper)."""
+    times = time_interleaved(functions, rounds=repeats, warmup=warmup)
+    return {name: times.per_round(name) for name in functions}
 
 
 def main():

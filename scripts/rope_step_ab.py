@@ -10,8 +10,8 @@ same seed, so the machine's drift falls on both alike. One thread, as each of th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
-import time
 
 import torch
 import torch.nn.functional as F
@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from normlab.gpt import model as gpt_model
 from normlab.gpt.corpus import load_corpus
 from normlab.gpt.train import TrainConfig, _optimisation_step, _set_up
+from normlab.runtime.interleaved import time_interleaved
 
 MODELS = {
     "quality (A9's model: width 64, 4 blocks)": dict(width=64, depth=4, heads=4),
@@ -55,16 +56,16 @@ def main() -> None:
         for form, forward in forms.items():
             gpt_model.CausalSelfAttention.forward = forward
             runs[form] = _set_up(config, train, corpus)
-        ratios = []
-        for round_ in range(args.rounds):
-            seconds = {}
-            for form in sorted(forms, reverse=bool(round_ % 2)):
-                gpt_model.CausalSelfAttention.forward = forms[form]
-                started = time.perf_counter()
-                for _ in range(args.steps):
-                    _optimisation_step(runs[form])
-                seconds[form] = time.perf_counter() - started
-            ratios.append(seconds["faster"] / seconds["written"])
+        steps = {
+            form: (lambda form=form: [_optimisation_step(runs[form]) for _ in range(args.steps)]) for form in forms
+        }
+
+        def installed(form):
+            gpt_model.CausalSelfAttention.forward = forms[form]
+            return contextlib.nullcontext()
+
+        times = time_interleaved(steps, rounds=args.rounds, warmup=0, around=installed)
+        ratios = [f / w for f, w in zip(times.per_round("faster"), times.per_round("written"))]
         gpt_model.CausalSelfAttention.forward = faster
         quartiles = statistics.quantiles(ratios, n=4)
         print(

@@ -5,7 +5,7 @@ on before triton defines any kernel, i.e. before the first import. setdefault
 lets a GPU run override it (TRITON_INTERPRET=0 pytest ...).
 
 Under pytest-xdist (`make test` runs two workers) each worker and the processes it starts (papermill kernels,
-training ranks) get one thread: two workers on two cores, each with as many threads as cores, spin against each other.
+pool workers) get one thread: two workers on two cores, each with as many threads as cores, spin against each other.
 """
 
 import os

@@ -1,13 +1,13 @@
 """Section "Training at depth": the paired runs of the four models, the no-warm-up sweep and the LLaMA-style
 ablation, trained in one pool, and the paired final losses the verdicts read.
 
-Short training (`run_grid`, `train_grid`) records, per run, whether it diverged, whether it learned more than
+Short training (`run_grid`, through the pool) records, per run, whether it diverged, whether it learned more than
 the byte frequencies (final validation loss below the corpus's unigram entropy), and how far it got."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -15,7 +15,6 @@ import pandas as pd
 from normlab.analysis.depth.profiles import PAIRS
 from normlab.analysis.shared.missing_runs import PairsLeft, RunGaps, complete_rows, registered_pairs
 from normlab.analysis.shared.runs import flat_eval_every
-from normlab.gpt.model import GPTConfig
 from normlab.gpt.run_record import run_record
 
 LLAMA = {"norm": "rms", "placement": "pre", "mlp": "swiglu", "positions": "rope"}
@@ -94,30 +93,6 @@ def run_grid(
     )
     lost = tuple(out.name for out in outputs if isinstance(out, MissingRun))
     return frame, RunGaps(lost, getattr(outputs, "where", RunGaps.where))
-
-
-def train_grid(grid: list[dict], base_model: GPTConfig, base_train, corpus, *, progress=None) -> pd.DataFrame:
-    """Train every entry of `grid` (dicts with optional keys: label, model overrides under 'model',
-    train overrides under 'train') and return one row per run with its `run_outcome` and settings."""
-    from normlab.gpt.train import train
-
-    if not grid:
-        raise ValueError("grid is empty; give at least one run")
-    entropy = corpus.unigram_entropy_nats
-    rows = []
-    iterator = grid if progress is None else progress(grid)
-    for entry in iterator:
-        mcfg = replace(base_model, **entry.get("model", {}))
-        tcfg = replace(base_train, **entry.get("train", {}))
-        result = train(mcfg, tcfg, corpus)
-        row = {
-            "label": entry.get("label", ""),
-            **entry.get("model", {}),
-            **entry.get("train", {}),
-            **run_outcome(result, entropy),
-        }
-        rows.append(row)
-    return pd.DataFrame(rows)
 
 
 def ablation_seed_range(settings: dict) -> range:
