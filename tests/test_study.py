@@ -285,15 +285,15 @@ def test_runner_executes_caches_and_names_the_failing_cell(tmp_path, monkeypatch
 def test_intro_names_the_committed_gpu_runs_the_speed_chapter_weighs(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
-    (data / "gpu-bench.json").write_text(
-        json.dumps({"hardware": {"gpu": "Test GPU 9000"}, "started": "2026-01-02T03:04:05+00:00"})
-    )
+    bench = {"schema": "normlab.bench/1", "profile": "gpu", "records": [], "hardware": {"gpu": "Test GPU 9000"}}
+    bench.update(started="2026-01-02T03:04:05+00:00", git_commit="12a0522" + "0" * 33 + "-dirty")
+    (data / "gpu-bench.json").write_text(json.dumps(bench))
     results, pages = tmp_path / "results", tmp_path / "pages"
     _write_runs(results, [_run("speed", "holds", claim="A5")])
     ledger.build(results, pages, executed_dir=tmp_path / "ex", data_dir=data)
     intro = (pages / "intro.md").read_text()
-    # it names no commit and carries no fingerprint: the code it ran cannot be identified, and the page says so
-    assert "Test GPU 9000, measured 2026-01-02 03:04 UTC (gpu-bench.json; **measured at an unknown commit: " in intro
+    # a '-dirty' commit and no fingerprint: the code it ran cannot be identified, and the page says so
+    assert "Test GPU 9000, measured 2026-01-02 03:04 UTC (gpu-bench.json; **measured at 12a0522-dirty: " in intro
     assert "the code it ran cannot be identified" in intro
 
     _write_runs(results, [_run("geometry", "holds")])  # no speed chapter in this build: nothing weighed the GPU runs
@@ -303,7 +303,11 @@ def test_intro_names_the_committed_gpu_runs_the_speed_chapter_weighs(tmp_path):
 
     (data / "gpu-bench-broken.json").write_text("{")
     _write_runs(results, [_run("speed", "holds", claim="A5")])
-    with pytest.raises(LedgerError, match=r"gpu-bench-broken.json: not a readable GPU results file"):
+    with pytest.raises(LedgerError, match=r"gpu-bench-broken.json: not a JSON bench file"):
+        ledger.build(results, pages, executed_dir=tmp_path / "ex", data_dir=data)
+    # a file without its commit is refused at build, naming the file and the field (it was shown as "unknown")
+    (data / "gpu-bench-broken.json").write_text(json.dumps({k: v for k, v in bench.items() if k != "git_commit"}))
+    with pytest.raises(LedgerError, match=r"gpu-bench-broken.json: lacks git_commit"):
         ledger.build(results, pages, executed_dir=tmp_path / "ex", data_dir=data)
 
 
