@@ -25,6 +25,7 @@ computes them when asked (record=True), as the reference trainer's step does.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import replace
 
 import torch
@@ -33,7 +34,18 @@ from torch import nn
 
 from normlab.gpt.corpus import Corpus
 from normlab.gpt.model import GPT, GPTConfig
-from normlab.gpt.train import TrainConfig, gain_l2_norms, gradient_norms, learning_rate, parameter_groups
+from normlab.gpt.train import (
+    TrainConfig,
+    TrainResult,
+    _eval_batches,
+    evaluate,
+    gain_l2_norms,
+    gradient_norms,
+    learning_rate,
+    measure_stream,
+    parameter_groups,
+)
+from normlab.runtime.progress import terminal_progress
 
 # ---------------------------------------------------------------- the update both steps share
 
@@ -160,6 +172,68 @@ class CompiledStep:
         if record:
             row.update(gain_l2_norms(self.model))
         return row
+
+
+def train_compiled(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus, *, on_step=None) -> TrainResult:
+    """`normlab.gpt.train.train` with TrainConfig(step="compiled"): the same schedule, batches, measurements and
+    result, each update done by `CompiledStep` (per-layer gradient and gain norms recorded every step, as the
+    reference records them; its step_time includes recording them, which the reference's leaves out). Validation
+    and the residual-stream statistics run on the eager model, which shares the compiled model's parameters."""
+    fast = CompiledStep(mcfg, tcfg, corpus)
+    eval_batches = _eval_batches(corpus, mcfg, tcfg)
+    probe = eval_batches[0][0]
+    history, val, stream = [], [], []
+
+    def measure(step: int, last: bool) -> bool:
+        """Validation and stream statistics when due; False where the validation loss is not finite."""
+        finite = True
+        if step == 0 or last or (tcfg.eval_every and step % tcfg.eval_every == 0):
+            val.append({"step": step, "val_loss": evaluate(fast.model, eval_batches)})
+            finite = math.isfinite(val[-1]["val_loss"])
+        if step == 0 or last or (tcfg.stream_every and step % tcfg.stream_every == 0):
+            stream.extend(measure_stream(fast.model, probe, step))
+        return finite
+
+    measure(0, tcfg.steps == 0)
+    progress = None
+    if tcfg.progress:
+        progress = terminal_progress(
+            total=tcfg.steps, desc=f"{mcfg.norm}-{mcfg.placement} seed {tcfg.seed}", leave=False
+        )
+    interrupted = False
+    try:
+        while fast.step_count < tcfg.steps and not fast.diverged:
+            if tcfg.interrupt_after is not None and fast.step_count >= tcfg.interrupt_after:
+                interrupted = True
+                break
+            started = time.perf_counter()
+            row = fast.step(record=True)
+            row["step_time"] = time.perf_counter() - started if not fast.diverged else math.nan
+            history.append(row)
+            if fast.diverged:
+                break
+            if on_step is not None:
+                on_step(row)
+            if progress is not None:
+                progress.update(1)
+                progress.set_postfix(loss=f"{row['loss']:.3f}")
+            if not measure(fast.step_count, fast.step_count == tcfg.steps):
+                fast.diverged = True
+    finally:
+        if progress is not None:
+            progress.close()
+    return TrainResult(
+        model=fast.model,
+        history_rows=history,
+        val_rows=val,
+        stream_rows=stream,
+        corpus_sha256=corpus.sha256,
+        diverged=fast.diverged,
+        steps_done=fast.step_count,
+        model_config=mcfg.to_dict(),
+        train_config=tcfg.to_dict(),
+        interrupted=interrupted,
+    )
 
 
 # ---------------------------------------------------------------- K models as batched products

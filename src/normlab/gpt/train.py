@@ -43,6 +43,11 @@ CHECKPOINT_MAGIC = b"normlab-checkpoint-v1\n"
 # Fields that do not change the numbers a run produces, so a resumed run may differ in them.
 _RESUME_FREE_FIELDS = ("progress", "checkpoint_path", "checkpoint_every", "interrupt_after", "device")
 WEIGHT_DECAY_ON = ("matrices", "all")
+# How an update is computed. "reference": this module's eager step (what every registered design before 2026-12-05
+# trained with); "compiled": normlab.gpt.fast_step.CompiledStep, the same update with the model and the clipping
+# and AdamW compiled (issue 45: 1.2-1.7x the model-steps per second here, floats equal to the reference's to
+# rounding, tests/test_fast_step.py), for designs registered with it (data/design.toml's `trainer`).
+STEPS = ("reference", "compiled")
 
 
 @dataclass
@@ -69,6 +74,7 @@ class TrainConfig:
     betas: tuple[float, float] = (0.9, 0.95)
     # Simulates an interruption: stop after this many steps in this call, checkpoint written.
     interrupt_after: int | None = None
+    step: str = "reference"  # one of STEPS
 
     def __post_init__(self):
         def need(ok: bool, message: str) -> None:
@@ -127,13 +133,21 @@ class TrainConfig:
             self.device == "cpu" or str(self.device).startswith("cuda"),
             f"device must be 'cpu' or 'cuda[:n]', got {self.device!r}",
         )
+        need(self.step in STEPS, f"step must be one of {', '.join(map(repr, STEPS))}, got {self.step!r}")
+        need(
+            self.step == "reference" or (self.device == "cpu" and self.checkpoint_path is None),
+            f"step={self.step!r} trains on the CPU without checkpoints (its optimiser state is its own, not "
+            f"torch.optim's); got device={self.device!r}, checkpoint_path={self.checkpoint_path!r}: use "
+            "step='reference' for a resumable or GPU run",
+        )
 
     def to_dict(self) -> dict:
-        """The fields as a dict; weight_decay_on only when it is not the default, so a run that does not use it
-        serialises and checkpoints exactly as before the option existed."""
+        """The fields as a dict; weight_decay_on and step only when they are not the default, so a run that does not
+        use them serialises and checkpoints exactly as before the options existed."""
         out = asdict(self)
-        if out["weight_decay_on"] == "matrices":
-            del out["weight_decay_on"]
+        for name, default in (("weight_decay_on", "matrices"), ("step", "reference")):
+            if out[name] == default:
+                del out[name]
         return out
 
 
@@ -570,6 +584,10 @@ def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus, *,
     each step. Many models train as jobs of `normlab.runtime.parallel.run_parallel` (this machine's pool, or a
     Dask cluster), each calling this."""
     mcfg, tcfg = model_config, train_config
+    if tcfg.step == "compiled":
+        from normlab.gpt.fast_step import train_compiled  # fast_step builds on this module
+
+        return train_compiled(mcfg, tcfg, corpus, on_step=on_step)
     run = _set_up(mcfg, tcfg, corpus)
     progress = None
     if tcfg.progress:
