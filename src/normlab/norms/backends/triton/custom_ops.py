@@ -207,17 +207,9 @@ layer_norm_forward.register_autograd(_layer_backward, setup_context=_layer_setup
 
 # Plain eager tensors; None stands for an absent optional tensor. Anything else (FakeTensor, FunctionalTensor,
 # another subclass) is being traced, and goes to the op.
+# The test, in each *_call below, written out (no helper: this runs on every call): under torch.compile /
+# torch.export, or with a tensor that is not a plain eager one, the op is called.
 _PLAIN_TENSORS = frozenset((Tensor, torch.nn.Parameter, type(None)))
-
-
-def _traced(*tensors) -> bool:
-    """True under torch.compile / torch.export, or when a tensor is not a plain eager one: then the op is called."""
-    if torch.compiler.is_compiling():
-        return True
-    for t in tensors:  # a loop, not any(generator): this runs on every call
-        if type(t) not in _PLAIN_TENSORS:
-            return True
-    return False
 
 
 class _RmsNorm(torch.autograd.Function):
@@ -227,11 +219,12 @@ class _RmsNorm(torch.autograd.Function):
     gradient is materialised for them or for an output the loss does not use (set_materialize_grads off), so a
     backward launches the row kernel and the partials reduction and nothing else. forward(ctx, ...) and no
     setup_context: with one, every apply() binds its arguments through inspect.signature (~130 Python calls);
-    the scalars come as one tuple, since apply walks its arguments in Python.
+    the scalars come as one tuple, first, and the residual is passed only when there is one, since apply walks its
+    arguments in Python (one generator step each).
     The price: functorch transforms (vmap, grad, jvp) are refused by Function.apply with torch's own message."""
 
     @staticmethod
-    def forward(ctx, x, weight, residual, config):
+    def forward(ctx, config, x, weight, residual=None):
         ctx.set_materialize_grads(False)
         eps, offset, eps_inside, k, onchip_limit, chunk = config
         y, s, mean_square, _ = launch.forward(
@@ -245,14 +238,14 @@ class _RmsNorm(torch.autograd.Function):
     def backward(ctx, dy, ds, _dmean_square):
         # create_graph=True: through the op, so double backward fails as the op's does
         grads = _rms_backward(ctx, dy, ds, None, None if torch.is_grad_enabled() else launch.rms_backward)
-        return grads[:3] + (None,)
+        return (None,) + grads[: 3 if ctx.has_residual else 2]
 
 
 class _LayerNorm(torch.autograd.Function):
     """normlab::layer_norm_forward and its registered autograd, without the dispatcher (eager only), as _RmsNorm."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, residual, config):
+    def forward(ctx, config, x, weight, bias, residual=None):
         ctx.set_materialize_grads(False)
         eps, stats, onchip_limit, chunk = config
         y, s, mean, rstd = launch.forward(
@@ -265,7 +258,7 @@ class _LayerNorm(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy, ds, _dmean, _drstd):
         grads = _layer_backward(ctx, dy, ds, None, None, None if torch.is_grad_enabled() else launch.layer_backward)
-        return grads[:4] + (None,)
+        return (None,) + grads[: 4 if ctx.has_residual else 3]
 
 
 def rms_norm_forward_call(
@@ -275,18 +268,36 @@ def rms_norm_forward_call(
 
     When autograd records the call, the statistics stay on the Function's ctx: mean_square is None then, and so is
     s without a residual."""
-    if _traced(x, weight, residual):
+    if (
+        torch.compiler.is_compiling()
+        or type(x) not in _PLAIN_TENSORS
+        or type(weight) not in _PLAIN_TENSORS
+        or type(residual) not in _PLAIN_TENSORS
+    ):
         eps = _eps_tensor(eps)
         return torch.ops.normlab.rms_norm_forward(x, weight, residual, eps, offset, eps_inside, k, onchip_limit, chunk)
-    # the scalars in one argument: Function.apply walks its arguments in Python (unwrap_dead_wrappers)
-    y, s, mean_square = _RmsNorm.apply(x, weight, residual, (eps, offset, eps_inside, k, onchip_limit, chunk))
+    # the scalars in one argument, the residual only when present: Function.apply walks its arguments in Python
+    config = (eps, offset, eps_inside, k, onchip_limit, chunk)
+    if residual is None:
+        y, s, mean_square = _RmsNorm.apply(config, x, weight)
+    else:
+        y, s, mean_square = _RmsNorm.apply(config, x, weight, residual)
     return (y, s if residual is not None else None, None) if y.requires_grad else (y, s, mean_square)
 
 
 def layer_norm_forward_call(x, weight, bias, residual, eps: float, stats: str, onchip_limit: int, chunk: int):
     """normlab::layer_norm_forward's (y, s, mean, rstd), as rms_norm_forward_call (None for what autograd keeps)."""
-    if _traced(x, weight, bias, residual):
+    if (
+        torch.compiler.is_compiling()
+        or type(x) not in _PLAIN_TENSORS
+        or type(weight) not in _PLAIN_TENSORS
+        or type(bias) not in _PLAIN_TENSORS
+        or type(residual) not in _PLAIN_TENSORS
+    ):
         eps = _eps_tensor(eps)
         return torch.ops.normlab.layer_norm_forward(x, weight, bias, residual, eps, stats, onchip_limit, chunk)
-    y, s, mean, rstd = _LayerNorm.apply(x, weight, bias, residual, (eps, stats, onchip_limit, chunk))
+    if residual is None:
+        y, s, mean, rstd = _LayerNorm.apply((eps, stats, onchip_limit, chunk), x, weight, bias)
+    else:
+        y, s, mean, rstd = _LayerNorm.apply((eps, stats, onchip_limit, chunk), x, weight, bias, residual)
     return (y, s if residual is not None else None, None, None) if y.requires_grad else (y, s, mean, rstd)

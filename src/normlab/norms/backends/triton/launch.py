@@ -91,10 +91,6 @@ _STATISTICS_DTYPES = {
 }
 
 
-def _statistics_dtype(dtype: torch.dtype) -> torch.dtype:
-    return _STATISTICS_DTYPES.get(dtype) or statistics_dtype(dtype)
-
-
 def _rows(t: torch.Tensor, n_features: int) -> torch.Tensor:
     t2 = t if t.dim() == 2 else t.reshape(-1, n_features)  # a 2-D tensor needs no view
     if n_features > 1 and t2.stride(1) != 1:
@@ -123,6 +119,8 @@ def _row_view(t: torch.Tensor, n_features: int) -> tuple[torch.Tensor, int, int,
     two (one head of a QKV split, qkv.view(B, T, 3, H, Dh)[:, :, 0]: tokens 3 H Dh apart, heads Dh apart) is
     launched as a (tokens, heads, N) view of the same storage, not copied. Anything else is copied, as _rows
     does. Row r is the r-th of t's leading indices in row-major order, as for a contiguous t."""
+    if t.dim() == 2 and (t.stride(1) == 1 or n_features <= 1):  # as _rows returns it, without the call
+        return t, 1, t.stride(0), 0
     if t.dim() > 2 and n_features > 1 and t.stride(-1) == 1 and t.numel() and not t.is_contiguous():
         groups = _stride_groups(t)
         if len(groups) == 2:
@@ -169,10 +167,13 @@ def _chunk(n_features: int, chunk: int) -> int:
     return min(chunk, triton.next_power_of_2(n_features))
 
 
-def _programs(work_items: int, device: torch.device, config: tuning.KernelConfig) -> int:
-    if config.one_tile_per_program:
-        return work_items
-    return tuning.launch_programs(work_items, device, config.programs_per_sm)
+@functools.lru_cache(maxsize=4096)
+def _grid(work_items: int, device: torch.device, one_tile_per_program: bool, programs_per_sm: int) -> tuple[int]:
+    """The launch grid, (programs,): one per tile or row (a sweep variant), or the persistent grid
+    (tuning.launch_programs). Cached: a pure function of these, asked on every call (a device's SM count is fixed)."""
+    if one_tile_per_program:
+        return (work_items,)
+    return (tuning.launch_programs(work_items, device, programs_per_sm),)
 
 
 def _tile_rows(rows: int, n_rows: int, config: tuning.KernelConfig) -> int:
@@ -196,23 +197,6 @@ def _prepare(x, residual, onchip_limit, chunk):
         raise ValueError(f"onchip_limit must be >= 0 (0 forces the chunked kernels), got {onchip_limit}")
     n_features = x.shape[-1]
     return n_features, _rows(x, n_features), None if residual is None else _rows(residual, n_features)
-
-
-def _prepare_split(x, residual, onchip_limit, chunk):
-    """_prepare for the forward: on chip, x (and the residual) as _row_view / _row_strides give them, and
-    (heads, x's token and head strides, the residual's); chunked, as _prepare, with heads 1."""
-    n_features = x.shape[-1]
-    if n_features > onchip_limit or onchip_limit < 0:
-        n_features, x2, r2 = _prepare(x, residual, onchip_limit, chunk)
-        return n_features, x2, r2, (1, x2.stride(0), 0, 0, 0)
-    check_triton_device(x, INTERPRETED)
-    if residual is not None and residual.dtype != x.dtype:
-        raise TypeError(f"residual has dtype {residual.dtype} but x has {x.dtype}; cast one to match")
-    x2, heads, x_token, x_head = _row_view(x, n_features)
-    r2, r_token, r_head = None, 0, 0
-    if residual is not None:
-        r2, r_token, r_head = _row_strides(residual, n_features, heads)
-    return n_features, x2, r2, (heads, x_token, x_head, r_token, r_head)
 
 
 def _prepare_backward(dy, ds, s):
@@ -308,11 +292,23 @@ def forward(
     `config` replaces the tuning table's launch (the sweep's variants); onchip_limit still picks the path."""
     if centred and stats not in LAYER_STATS:
         raise ValueError(f"stats must be one of {LAYER_STATS}, got {stats!r}")
-    n_features, x2, r2, split = _prepare_split(x, residual, onchip_limit, chunk)
+    n_features = x.shape[-1]
+    if n_features > onchip_limit or onchip_limit < 0:  # chunked: one row stride
+        n_features, x2, r2 = _prepare(x, residual, onchip_limit, chunk)
+        split = (1, x2.stride(0), 0, 0, 0)
+    else:  # on chip: x (and the residual) as _row_view / _row_strides give them, (heads, x's strides, r's)
+        check_triton_device(x, INTERPRETED)
+        if residual is not None and residual.dtype != x.dtype:
+            raise TypeError(f"residual has dtype {residual.dtype} but x has {x.dtype}; cast one to match")
+        x2, heads, x_token, x_head = _row_view(x, n_features)
+        r2, r_token, r_head = None, 0, 0
+        if residual is not None:
+            r2, r_token, r_head = _row_strides(residual, n_features, heads)
+        split = (heads, x_token, x_head, r_token, r_head)
     n_rows = x2.shape[0] * (x2.shape[1] if x2.dim() == 3 else 1)
     y = _empty_like(x, x.dtype)
     s = _empty_like(x, x.dtype) if residual is not None else x.new_empty(0)
-    stats_shape, stats_dtype = x.shape[:-1], _statistics_dtype(x.dtype)
+    stats_shape, stats_dtype = x.shape[:-1], _STATISTICS_DTYPES.get(x.dtype) or statistics_dtype(x.dtype)
     stat = _empty(stats_shape, stats_dtype, x.device)
     rstd = _empty(stats_shape, stats_dtype, x.device) if centred else stat
     if n_rows == 0:
@@ -332,9 +328,10 @@ def forward(
     if n_features <= onchip_limit:
         rows, block = _tile(n_rows, n_features)
         config = config or tuning.onchip_forward(kind, rows * block, x.element_size(), rows)
-        rows = _tile_rows(rows, n_rows, config)
+        if config.rows is not None:  # _tile_rows
+            rows = config.rows
         FORWARD_ONCHIP(
-            (_programs(_cdiv(n_rows, rows), x.device, config),),
+            _grid(-(-n_rows // rows), x.device, config.one_tile_per_program, config.programs_per_sm),
             x2,
             r,
             w,
@@ -364,7 +361,7 @@ def forward(
         chunk = _chunk(n_features, chunk)
         config = config or tuning.chunked_forward(kind, chunk, x.element_size())
         FORWARD_CHUNKED(
-            (_programs(n_rows, x.device, config),),
+            _grid(n_rows, x.device, config.one_tile_per_program, config.programs_per_sm),
             x2,
             r,
             w,
@@ -414,7 +411,8 @@ def backward(
     kind = "layer" if centred else "rms"
     onchip = s.shape[-1] <= _backward_onchip_limit(kind, onchip_limit, s.element_size(), config)
     n_features, s2, dy2, ds2, dx, split = _prepare_backward_split(dy, ds, s, onchip)
-    n_rows, stats = s2.shape[0] * (s2.shape[1] if s2.dim() == 3 else 1), _statistics_dtype(s.dtype)
+    n_rows = s2.shape[0] * (s2.shape[1] if s2.dim() == 3 else 1)
+    stats = _STATISTICS_DTYPES.get(s.dtype) or statistics_dtype(s.dtype)
     param_dtype = weight.dtype if weight is not None else s.dtype
     if n_rows == 0:
         zeros = lambda present: (
@@ -432,12 +430,14 @@ def backward(
     if onchip:
         rows, block = _tile(n_rows, n_features)
         config = config or tuning.onchip_backward(kind, rows * block, s.element_size())
-        rows = _tile_rows(rows, n_rows, config)
-        programs = _programs(_cdiv(n_rows, rows), s.device, config)
+        if config.rows is not None:  # _tile_rows
+            rows = config.rows
+        grid = _grid(-(-n_rows // rows), s.device, config.one_tile_per_program, config.programs_per_sm)
+        programs = grid[0]
         dw_partial = _partials(programs, weight is not None, stats, s2)
         db_partial = _partials(programs, has_bias, stats, s2)
         BACKWARD_ONCHIP(
-            (programs,),
+            grid,
             dy2,
             ds_arg,
             s2,
@@ -469,13 +469,14 @@ def backward(
     else:
         chunk = _chunk(n_features, chunk)
         config = config or tuning.chunked_backward(kind, chunk, s.element_size())
-        programs = _programs(_cdiv(n_rows, config.group), s.device, config)
+        grid = _grid(-(-n_rows // config.group), s.device, config.one_tile_per_program, config.programs_per_sm)
+        programs = grid[0]
         dw_partial = _partials(programs, weight is not None, stats, s2)
         db_partial = _partials(programs, has_bias, stats, s2)
         grouped = dict(GROUP=config.group) if config.group > 1 else {}
         chunk = max(1, chunk // config.group)  # GROUP rows of chunk / GROUP: a tile of the same size
         (BACKWARD_CHUNKED_GROUPED if grouped else BACKWARD_CHUNKED)(
-            (programs,),
+            grid,
             dy2,
             ds_arg,
             s2,
