@@ -49,6 +49,7 @@ unit = "nats per byte"
 test = "confidence sequence inside ±margin"
 answered_by = "the gpu study if it meets its pairs, else the cpu run"
 trains = true
+trainer = "reference"
 pairs = { smoke = 3, cpu = 24, gpu = 16 }
 pairs_setting = "quality:seeds"
 
@@ -68,6 +69,7 @@ unit = "nats per byte"
 test = "paired interval"
 answered_by = "the cpu run"
 trains = true
+trainer = "reference"
 pairs = { smoke = 3, cpu = 24, gpu = 16 }
 pairs_setting = "quality:seeds"
 """
@@ -127,12 +129,34 @@ def test_same_as_reuses_another_claims_value_and_basis(tmp_path):
         ),
         ("pairs = { smoke = 3, cpu = 24, gpu = 16 }\n", r"claim A9 trains models but registers pairs for no profile"),
         ('source = "Narang et al. 2021, Table 1"\n', r"claim A9, threshold margin lacks 'source'"),
+        ('trainer = "reference"\n', r"claim A9 trains models, so it names the update its runs use: trainer = one of"),
     ],
 )
 def test_a_claim_lacking_a_unit_a_basis_or_its_pairs_is_refused_naming_it(tmp_path, drop, message):
     assert drop in MINIMAL
     with pytest.raises(DesignError, match=message):
         _parse(tmp_path, MINIMAL.replace(drop, "", 1) + B7)
+
+
+def test_every_trained_claim_names_a_trainer_the_training_code_has():
+    from normlab.gpt.train import STEPS
+
+    assert design.TRAINERS == STEPS
+    registered = design.load().claims.values()
+    assert {entry.id: entry.trainer for entry in registered if entry.trains} == {
+        entry.id: "reference"
+        for entry in registered
+        if entry.trains  # every design so far ran before 2026-12-05
+    }
+    assert all(entry.trainer is None for entry in registered if not entry.trains)
+
+
+def test_a_trainer_the_code_lacks_or_without_training_is_refused(tmp_path):
+    with pytest.raises(DesignError, match=r"trainer = one of 'reference', 'compiled' \(got 'fused'\)"):
+        _parse(tmp_path, MINIMAL.replace('trainer = "reference"', 'trainer = "fused"', 1) + B7)
+    no_training = MINIMAL.replace('answered_by = "this build"\n', 'answered_by = "this build"\ntrainer = "compiled"\n')
+    with pytest.raises(DesignError, match=r"claim A1 names trainer = 'compiled' but trains no model"):
+        _parse(tmp_path, no_training + B7)
 
 
 def test_an_unknown_or_missing_claim_is_refused(tmp_path):

@@ -29,6 +29,9 @@ THRESHOLD_FIELDS = ("value", "basis", "source")
 CHANGE_FIELDS = ("date", "claim", "field", "old", "new", "why", "look")
 CONFIRMATION_FIELDS = ("registered", "decides", "pilot", "pilot_sd", "alpha", "power", "true_difference", "test")
 PILOT_FIELDS = ("first_seed", "pairs", "build", "record", "evidence")
+# The updates a trained design may name: normlab.gpt.train.STEPS (tests/test_design.py holds them equal; the design
+# reads no training code).
+TRAINERS = ("reference", "compiled")
 # a recorded threshold equal to a registered one within float rounding of a typed decimal
 RELATIVE_TOLERANCE = 1e-9
 
@@ -81,6 +84,7 @@ class ClaimDesign:
     answered_by: str
     thresholds: dict[str, Threshold]
     trains: bool = False
+    trainer: str | None = None  # where it trains: the update its runs use (TRAINERS)
     pairs: dict[str, int] = field(default_factory=dict)
     pairs_setting: str | None = None
     looks: tuple[int, ...] = ()
@@ -239,6 +243,14 @@ def _parse_claim(claim_id: str, table: dict, path: Path) -> tuple[dict, dict]:
             f"{where} has no threshold or margin; add [claims.{claim_id}.thresholds.NAME] with value, basis and source"
         )
     trains = bool(table.get("trains", False))
+    trainer = table.get("trainer")
+    if trains and trainer not in TRAINERS:
+        raise DesignError(
+            f"{where} trains models, so it names the update its runs use: trainer = one of "
+            f"{', '.join(map(repr, TRAINERS))} (got {trainer!r}); designs registered from 2026-12-05 use 'compiled'"
+        )
+    if trainer is not None and not trains:
+        raise DesignError(f"{where} names trainer = {trainer!r} but trains no model; drop it or set trains = true")
     pairs = table.get("pairs") or {}
     if trains and sorted(pairs) != sorted(PROFILES):
         raise DesignError(
@@ -255,6 +267,7 @@ def _parse_claim(claim_id: str, table: dict, path: Path) -> tuple[dict, dict]:
         dict(
             fixed,
             trains=trains,
+            trainer=trainer,
             pairs=dict(pairs),
             pairs_setting=table.get("pairs_setting"),
             looks=tuple(table.get("looks", ())),

@@ -23,6 +23,12 @@ def _clause(text) -> str:
     return str(text).rstrip().rstrip(".")
 
 
+TRAINER_TEXT = {
+    "reference": "the reference step (normlab.gpt.train), as every design registered before 2026-12-05",
+    "compiled": 'the compiled step (TrainConfig(step="compiled"), normlab.gpt.fast_step)',
+}
+
+
 def pairs_text(entry) -> str:
     if not entry.pairs:
         return "—"
@@ -109,6 +115,8 @@ def render_design(design: Design, claim_order: list[str]) -> str:
             f"- Test: {_clause(entry.test)}.",
             f"- Pairs: {pairs_text(entry)}; answered by {_clause(entry.answered_by)}.",
         ]
+        if entry.trainer:
+            lines.append(f"- Trainer: {TRAINER_TEXT[entry.trainer]}.")
         for threshold in entry.thresholds.values():
             if threshold.same_as:
                 reason = f"the same as {threshold.same_as.replace('.', '’s ')}."
