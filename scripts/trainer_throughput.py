@@ -6,7 +6,7 @@ step in matrix products and in attention, and the step's matrix products timed a
 the CPU multiplies it natively), one thread, as each of the study's workers trains. Writes the results with their
 provenance (hardware, versions, commit, times, load average) to --output and prints a table.
 
-Then, per model, the faster steps of normlab.gpt.fast_step beside the reference trainer's step, timed in interleaved
+Then, per model, the faster steps (normlab.gpt.train.CompiledStep, normlab.gpt.fast_step.StackedStep) beside the reference trainer's step, timed in interleaved
 rounds in one run (normlab.bench.training.candidate_throughput): model-steps per second, the share of a model-step in
 matrix products, and a model-step against the reference's float32 matmul floor. The stacked trainer (K seeds as batched
 products) is timed for the depth models (width 32). Last, the quality model's norms side by side in one run: RMSNorm on

@@ -1,4 +1,4 @@
-"""normlab.gpt.fast_step against the reference trainer's step (normlab.gpt.train._optimisation_step).
+"""The faster steps (normlab.gpt.train.CompiledStep, normlab.gpt.fast_step.StackedStep) against the reference trainer's step (normlab.gpt.train._optimisation_step).
 
 Tolerances, from the largest differences seen over 4 steps (lr 3e-3) of a small model of the chapters' kind, both
 norms, both steps: float64, loss and total gradient norm within 1e-14 relative (seen 4.1e-16) and every parameter
@@ -16,9 +16,9 @@ import pytest
 import torch
 
 from normlab.gpt.corpus import load_corpus
-from normlab.gpt.fast_step import CompiledStep, StackedStep
+from normlab.gpt.fast_step import StackedStep
 from normlab.gpt.model import GPTConfig
-from normlab.gpt.train import TrainConfig, _optimisation_step, _set_up
+from normlab.gpt.train import CompiledStep, TrainConfig, _optimisation_step, _set_up
 
 STEPS = 4
 TOLERANCE = {torch.float64: (1e-14, 5e-14), torch.float32: (2e-6, 3e-5)}  # (loss and norm, relative; parameters)

@@ -177,7 +177,8 @@ def step_candidates(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus, *, stack
     step. The reference trainer's step comes first; then CompiledStep per mode; for models StackedStep implements,
     StackedStep with each K in `stacked` (seeds tcfg.seed .. tcfg.seed + K - 1), eager and compiled; for RMSNorm models, the reference
     trainer with the norm on PyTorch's F.rms_norm (norm_backend='torch') instead of auto's choice."""
-    from normlab.gpt.fast_step import CompiledStep, StackedStep, _check_stackable
+    from normlab.gpt.fast_step import StackedStep, _check_stackable
+    from normlab.gpt.train import CompiledStep
 
     found = {"reference trainer": (lambda: _reference_trainer_step(mcfg, tcfg, corpus), 1)}
     if mcfg.norm == "rms" and mcfg.norm_backend == "auto":

@@ -27,7 +27,7 @@ import math
 import os
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -44,7 +44,7 @@ CHECKPOINT_MAGIC = b"normlab-checkpoint-v1\n"
 _RESUME_FREE_FIELDS = ("progress", "checkpoint_path", "checkpoint_every", "interrupt_after", "device")
 WEIGHT_DECAY_ON = ("matrices", "all")
 # How an update is computed. "reference": this module's eager step (what every registered design before 2026-12-05
-# trained with); "compiled": normlab.gpt.fast_step.CompiledStep, the same update with the model and the clipping
+# trained with); "compiled": CompiledStep below, the same update with the model and the clipping
 # and AdamW compiled (issue 45: 1.2-1.7x the model-steps per second here, floats equal to the reference's to
 # rounding, tests/test_fast_step.py), for designs registered with it (data/design.toml's `trainer`).
 STEPS = ("reference", "compiled")
@@ -585,8 +585,6 @@ def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus, *,
     Dask cluster), each calling this."""
     mcfg, tcfg = model_config, train_config
     if tcfg.step == "compiled":
-        from normlab.gpt.fast_step import train_compiled  # fast_step builds on this module
-
         return train_compiled(mcfg, tcfg, corpus, on_step=on_step)
     run = _set_up(mcfg, tcfg, corpus)
     progress = None
@@ -620,6 +618,195 @@ def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus, *,
             progress.close()
     _write_checkpoint(run)
     return _result(run, interrupted)
+
+
+# ---- the compiled step (TrainConfig(step="compiled")) and the update it shares with fast_step.StackedStep ----
+
+
+def _clip_and_adamw(params, grads, exp_avgs, exp_avg_sqs, decays, lr, step_size, bc2_sqrt, max_norm, beta1, beta2, eps):
+    """Global-norm clipping (clip_grad_norm_'s formula) and AdamW (torch's single-tensor formula), in place.
+
+    lr, step_size (lr / (1 - beta1**t)) and bc2_sqrt (sqrt(1 - beta2**t)) are 0-d float64 tensors; decays the
+    per-parameter weight decay (floats). Returns the total gradient norm before clipping."""
+    norms = torch.stack([torch.linalg.vector_norm(g) for g in grads])
+    total = torch.linalg.vector_norm(norms)
+    coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    _adamw(params, grads, exp_avgs, exp_avg_sqs, decays, coef, lr, step_size, bc2_sqrt, beta1, beta2, eps)
+    return total
+
+
+def _adamw(params, grads, exp_avgs, exp_avg_sqs, decays, coef, lr, step_size, bc2_sqrt, beta1, beta2, eps):
+    """AdamW (torch's single-tensor formula), in place, each gradient scaled by `coef` first: a 0-d coef scales one
+    model's gradients; a (K,) coef scales member k's slice of (K, ...) stacked parameters by coef[k]."""
+    for p, g, m, v, wd in zip(params, grads, exp_avgs, exp_avg_sqs, decays):
+        scale = coef.view(-1, *([1] * (g.dim() - 1))) if coef.dim() else coef
+        g = g * scale.to(g.dtype)
+        if wd:
+            p.mul_((1 - lr * wd).to(p.dtype))
+        m.lerp_(g, 1 - beta1)
+        v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+        denom = (v.sqrt() / bc2_sqrt.to(v.dtype)).add_(eps)
+        p.addcdiv_(m, denom, value=-step_size.to(p.dtype))
+
+
+def _allow_recompiles() -> None:
+    """Dynamo keeps 8 compilations per function by default; every model instance, shape and K is one, so a program
+    that builds several (a benchmark, the tests) would otherwise fall back to eager without an error."""
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+
+
+def _grad_total(grads):
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+
+
+class CompiledStep:
+    """The reference trainer's step for one model, compiled; `step()` does one update and returns its row.
+
+    mode: torch.compile's mode for the model (None, "max-autotune-no-cudagraphs", ...). compile_update: compile
+    the clipping and AdamW update too (else they run eagerly in the same formula). The model starts from the
+    seed's weights and the data generator from the seed, as normlab.gpt.train.train."""
+
+    def __init__(
+        self,
+        mcfg: GPTConfig,
+        tcfg: TrainConfig,
+        corpus: Corpus,
+        *,
+        mode: str | None = None,
+        compile_model: bool = True,
+        compile_update: bool = True,
+        dtype: torch.dtype = torch.float32,
+    ):
+        if tcfg.device != "cpu":
+            raise ValueError(f"CompiledStep runs on CPU, got device={tcfg.device!r}")
+        corpus.check_context(mcfg.context)
+        self.mcfg, self.tcfg, self.corpus = mcfg, tcfg, corpus
+        torch.manual_seed(tcfg.seed)
+        # auto's CPU RMSNorm (the hand-written kernel, a ctypes call) cannot be traced: the check that picks it
+        # breaks the graph at every norm. The compiled backend's math is traced into the one graph instead; the
+        # backend draws nothing at initialisation, so the weights are the reference's.
+        has_rms = "rms" in (mcfg.norm, mcfg.final_kind) or mcfg.qk_norm
+        self.compiled_norm_backend = mcfg.norm_backend in ("auto", "cpp") and has_rms and compile_model
+        built = replace(mcfg, norm_backend="compile") if self.compiled_norm_backend else mcfg
+        self.model = GPT(built).to(dtype).train()
+        self.data_rng = torch.Generator().manual_seed(tcfg.seed)
+        self.params, self.decays = [], []
+        for group in parameter_groups(self.model, tcfg):
+            self.params += group["params"]
+            self.decays += [float(group["weight_decay"])] * len(group["params"])
+        self.exp_avgs = [torch.zeros_like(p) for p in self.params]
+        self.exp_avg_sqs = [torch.zeros_like(p) for p in self.params]
+        if compile_model or compile_update:
+            _allow_recompiles()
+        self.forward = torch.compile(self.model, mode=mode, dynamic=False) if compile_model else self.model
+        self.update = torch.compile(_clip_and_adamw, dynamic=False) if compile_update else _clip_and_adamw
+        self.step_count = 0
+        self.diverged = False
+
+    def step(self, record: bool = False) -> dict:
+        tcfg = self.tcfg
+        lr = learning_rate(self.step_count + 1, tcfg)
+        x, y = self.corpus.batch("train", tcfg.batch_size, self.mcfg.context, self.data_rng)
+        for p in self.params:
+            p.grad = None
+        _, loss = self.forward(x, y)
+        loss_value = float(loss.detach())
+        row = {"step": self.step_count + 1, "loss": loss_value, "lr": lr}
+        self.step_count += 1
+        if not math.isfinite(loss_value):
+            self.diverged = True
+            return row
+        loss.backward()
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
+        if record:
+            row.update(gradient_norms(self.model))
+        t = self.step_count
+        beta1, beta2 = tcfg.betas
+        if not math.isfinite(float(_grad_total(grads))):  # the reference skips the update and stops
+            self.diverged = True
+            return row
+        f64 = lambda v: torch.tensor(v, dtype=torch.float64)  # noqa: E731
+        with torch.no_grad():
+            total = self.update(
+                self.params,
+                grads,
+                self.exp_avgs,
+                self.exp_avg_sqs,
+                self.decays,
+                f64(lr),
+                f64(lr / (1 - beta1**t)),
+                f64((1 - beta2**t) ** 0.5),
+                tcfg.grad_clip if tcfg.grad_clip > 0 else math.inf,
+                beta1,
+                beta2,
+                1e-8,
+            )
+        row["grad_norm/total"] = float(total)
+        if record:
+            row.update(gain_l2_norms(self.model))
+        return row
+
+
+def train_compiled(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus, *, on_step=None) -> TrainResult:
+    """`normlab.gpt.train.train` with TrainConfig(step="compiled"): the same schedule, batches, measurements and
+    result, each update done by `CompiledStep` (per-layer gradient and gain norms recorded every step, as the
+    reference records them; its step_time includes recording them, which the reference's leaves out). Validation
+    and the residual-stream statistics run on the eager model, which shares the compiled model's parameters."""
+    fast = CompiledStep(mcfg, tcfg, corpus)
+    eval_batches = _eval_batches(corpus, mcfg, tcfg)
+    probe = eval_batches[0][0]
+    history, val, stream = [], [], []
+
+    def measure(step: int, last: bool) -> bool:
+        """Validation and stream statistics when due; False where the validation loss is not finite."""
+        finite = True
+        if step == 0 or last or (tcfg.eval_every and step % tcfg.eval_every == 0):
+            val.append({"step": step, "val_loss": evaluate(fast.model, eval_batches)})
+            finite = math.isfinite(val[-1]["val_loss"])
+        if step == 0 or last or (tcfg.stream_every and step % tcfg.stream_every == 0):
+            stream.extend(measure_stream(fast.model, probe, step))
+        return finite
+
+    measure(0, tcfg.steps == 0)
+    progress = None
+    if tcfg.progress:
+        progress = terminal_progress(
+            total=tcfg.steps, desc=f"{mcfg.norm}-{mcfg.placement} seed {tcfg.seed}", leave=False
+        )
+    interrupted = False
+    try:
+        while fast.step_count < tcfg.steps and not fast.diverged:
+            if tcfg.interrupt_after is not None and fast.step_count >= tcfg.interrupt_after:
+                interrupted = True
+                break
+            started = time.perf_counter()
+            row = fast.step(record=True)
+            row["step_time"] = time.perf_counter() - started if not fast.diverged else math.nan
+            history.append(row)
+            if fast.diverged:
+                break
+            if on_step is not None:
+                on_step(row)
+            if progress is not None:
+                progress.update(1)
+                progress.set_postfix(loss=f"{row['loss']:.3f}")
+            if not measure(fast.step_count, fast.step_count == tcfg.steps):
+                fast.diverged = True
+    finally:
+        if progress is not None:
+            progress.close()
+    return TrainResult(
+        model=fast.model,
+        history_rows=history,
+        val_rows=val,
+        stream_rows=stream,
+        corpus_sha256=corpus.sha256,
+        diverged=fast.diverged,
+        steps_done=fast.step_count,
+        model_config=mcfg.to_dict(),
+        train_config=tcfg.to_dict(),
+        interrupted=interrupted,
+    )
 
 
 def compare_step_times(

@@ -25,7 +25,7 @@ def _clause(text) -> str:
 
 TRAINER_TEXT = {
     "reference": "the reference step (normlab.gpt.train), as every design registered before 2026-12-05",
-    "compiled": 'the compiled step (TrainConfig(step="compiled"), normlab.gpt.fast_step)',
+    "compiled": 'the compiled step (TrainConfig(step="compiled"), normlab.gpt.train.CompiledStep)',
 }
 
 
