@@ -93,11 +93,10 @@ def build(
                 )
     warning = check_consistent(runs, allow_mixed=allow_mixed)
     table = verdicts(claims, runs)
-    # The registered design: a claim lacking a unit, a basis or its pairs, a chapter profile whose pairs differ from
-    # it, or a verdict judged against a threshold it does not hold is refused, naming the claim and both values.
+    # The registered design: a claim lacking a unit, a basis or its pairs, a chapter run whose pairs differ from it,
+    # or a verdict judged against a threshold it does not hold is refused, naming the claim and both values.
     try:
         registered = design.parse(Path(design_path or design.DESIGN), {c.id for c in claims})
-        design.check_profiles(registered)
         design.check_runs(runs, registered)
     except design.DesignError as error:
         raise LedgerError(str(error)) from None
