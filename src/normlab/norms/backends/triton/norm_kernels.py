@@ -71,9 +71,10 @@ def _inverse_rms_slope(ms, inv, EPS_INSIDE: tl.constexpr):
 
 
 @triton.jit
-def _gain(W, cols, mask, offset, compute, CENTRED: tl.constexpr):
-    """The weight as the norm scales by it: LayerNorm's weight, RMSNorm's offset + weight (evict_last)."""
-    w = tl.load(W + cols, mask=mask, other=0.0, eviction_policy="evict_last").to(compute)
+def _gain(W, STAT, cols, mask, offset, CENTRED: tl.constexpr):
+    """The weight as the norm scales by it, in the statistics dtype (STAT's): LayerNorm's weight, RMSNorm's
+    offset + weight (evict_last)."""
+    w = tl.load(W + cols, mask=mask, other=0.0, eviction_policy="evict_last").to(STAT.dtype.element_ty)
     if not CENTRED:
         w = offset + w
     return w
@@ -126,7 +127,7 @@ def forward_onchip(
     bias = tl.zeros([BLOCK], dtype=compute)
     if BLOCK <= WEIGHT_HELD_LIMIT:  # once per program, before the loop: not read again for every row
         if HAS_WEIGHT:
-            gain = _gain(W, cols, col_ok, offset, compute, CENTRED)
+            gain = _gain(W, STAT, cols, col_ok, offset, CENTRED)
         if HAS_BIAS:
             bias = tl.load(B + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)
     first, last = program_span(n_rows, ROWS)
@@ -146,17 +147,23 @@ def forward_onchip(
         row_ok = rows < n_rows
         mask = row_ok[:, None] & col_ok[None, :]
         rows64 = rows.to(tl.int64)
-        x_ptrs = X + _row_offsets(rows, heads, stride_x, stride_x_head)[:, None] + cols[None, :]
+        x_at = _row_offsets(rows, heads, stride_x, stride_x_head)
         s_ptrs = S + rows64[:, None] * N + cols[None, :]
-        r_ptrs = R + _row_offsets(rows, heads, stride_r, stride_r_head)[:, None] + cols[None, :]
-        s = load_summed(x_ptrs, r_ptrs, s_ptrs, mask, HAS_RESIDUAL, RELOAD)
+        s = load_summed(
+            X + x_at[:, None] + cols[None, :],
+            R + _row_offsets(rows, heads, stride_r, stride_r_head)[:, None] + cols[None, :],
+            s_ptrs,
+            mask,
+            HAS_RESIDUAL,
+            RELOAD,
+        )
         s = s.to(compute)
         if CENTRED:
             mean = tl.sum(s, axis=1) / N
             normed = tl.where(col_ok[None, :], s - mean[:, None], 0.0)
             scale = 1.0 / tl.sqrt(tl.sum(normed * normed, axis=1) / N + eps)
             if RELOAD:
-                s = reload_summed(x_ptrs, s_ptrs, mask, HAS_RESIDUAL)
+                s = reload_summed(X + x_at[:, None] + cols[None, :], s_ptrs, mask, HAS_RESIDUAL)
                 normed = tl.where(col_ok[None, :], s.to(compute) - mean[:, None], 0.0)
         else:
             head = tl.where((cols < K)[None, :], s, 0.0)
@@ -164,13 +171,13 @@ def forward_onchip(
             scale = _inverse_rms(mean, eps, EPS_INSIDE)
             normed = s
             if RELOAD:
-                normed = reload_summed(x_ptrs, s_ptrs, mask, HAS_RESIDUAL).to(compute)
+                normed = reload_summed(X + x_at[:, None] + cols[None, :], s_ptrs, mask, HAS_RESIDUAL).to(compute)
         y = normed * scale[:, None]
         # Above WEIGHT_HELD_LIMIT weight and bias are loaded per tile, from L2 (evict_last): held across the loop
         # they cost 32 registers a thread at 16K, and spill.
         if HAS_WEIGHT:
             if BLOCK > WEIGHT_HELD_LIMIT:
-                gain = _gain(W, cols, col_ok, offset, compute, CENTRED)
+                gain = _gain(W, STAT, cols, col_ok, offset, CENTRED)
             y = y * gain[None, :]
         if HAS_BIAS:
             if BLOCK > WEIGHT_HELD_LIMIT:
@@ -282,7 +289,7 @@ def forward_chunked(
             else:
                 y = s * scale
             if HAS_WEIGHT:
-                y = y * _gain(W, cols, in_row, offset, compute, CENTRED)
+                y = y * _gain(W, STAT, cols, in_row, offset, CENTRED)
             if HAS_BIAS:
                 y = y + tl.load(B + cols, mask=in_row, other=0.0, eviction_policy="evict_last").to(compute)
             tl.store(y_row + cols, y.to(Y.dtype.element_ty), mask=in_row, eviction_policy="evict_first")
@@ -340,7 +347,7 @@ def backward_onchip(
     col_ok = cols < N
     in_head = (cols < K)[None, :]
     if HAS_WEIGHT and not RELOAD:
-        gain = _gain(W, cols, col_ok, offset, compute, CENTRED)
+        gain = _gain(W, STAT, cols, col_ok, offset, CENTRED)
     dw_acc = tl.zeros([BLOCK], dtype=compute)
     db_acc = tl.zeros([BLOCK], dtype=compute)
     first, last = program_span(n_rows, ROWS)
@@ -368,7 +375,7 @@ def backward_onchip(
         g = dy
         if HAS_WEIGHT:
             if RELOAD:
-                gain = _gain(W, cols, col_ok, offset, compute, CENTRED)
+                gain = _gain(W, STAT, cols, col_ok, offset, CENTRED)
             g = dy * gain[None, :]
         if CENTRED:
             xhat = tl.where(mask, (s - stat[:, None]) * scale[:, None], 0.0)
@@ -398,15 +405,17 @@ def backward_onchip(
 
 
 @triton.jit
-def _zero_partials(dw_row, db_row, N, compute, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr, CHUNK: tl.constexpr):
-    """A chunked backward's own partial lines, zeroed (no ATen zeros); re-read for every row, so kept in L2."""
+def _zero_partials(dw_row, db_row, N, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr, CHUNK: tl.constexpr):
+    """A chunked backward's own partial lines (statistics dtype), zeroed (no ATen zeros); re-read for every row, so
+    kept in L2."""
     if HAS_WEIGHT or HAS_BIAS:
         for start in range(0, N, CHUNK):
             cols = start + tl.arange(0, CHUNK)
-            zeros = tl.zeros([CHUNK], dtype=compute)
             if HAS_WEIGHT:
+                zeros = tl.zeros([CHUNK], dtype=dw_row.dtype.element_ty)
                 tl.store(dw_row + cols, zeros, mask=cols < N, eviction_policy="evict_last")
             if HAS_BIAS:
+                zeros = tl.zeros([CHUNK], dtype=db_row.dtype.element_ty)
                 tl.store(db_row + cols, zeros, mask=cols < N, eviction_policy="evict_last")
         tl.debug_barrier()  # the row loop reads these zeros back
 
@@ -442,7 +451,7 @@ def backward_chunked(
     compute = STAT.dtype.element_ty
     partial_offset = tl.cast(tl.program_id(0), tl.int64) * N  # programs x N can pass 2^31 for very long rows
     dw_row, db_row = DW_PARTIAL + partial_offset, DB_PARTIAL + partial_offset
-    _zero_partials(dw_row, db_row, N, compute, HAS_WEIGHT, HAS_BIAS, CHUNK)
+    _zero_partials(dw_row, db_row, N, HAS_WEIGHT, HAS_BIAS, CHUNK)
     first, last = program_span(n_rows, 1)
     for row in range(first, last):
         row64 = tl.cast(row, tl.int64)
@@ -461,7 +470,7 @@ def backward_chunked(
             in_row = cols < N
             g = tl.load(dy_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last").to(compute)
             if HAS_WEIGHT:
-                g = g * _gain(W, cols, in_row, offset, compute, CENTRED)
+                g = g * _gain(W, STAT, cols, in_row, offset, CENTRED)
             s = tl.load(s_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last").to(compute)
             if CENTRED:
                 sum_g += g
@@ -477,25 +486,27 @@ def backward_chunked(
         for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
             cols = start + tl.arange(0, CHUNK)
             in_row = cols < N
+            s = tl.load(s_row + cols, mask=in_row, other=0.0, eviction_policy="evict_first").to(compute)
             dy = tl.load(dy_row + cols, mask=in_row, other=0.0, eviction_policy="evict_first").to(compute)
             g = dy
             if HAS_WEIGHT:
-                g = dy * _gain(W, cols, in_row, offset, compute, CENTRED)
-            s = tl.load(s_row + cols, mask=in_row, other=0.0, eviction_policy="evict_first").to(compute)
+                g = dy * _gain(W, STAT, cols, in_row, offset, CENTRED)
             if CENTRED:
                 xhat = tl.where(in_row, (s - stat) * scale, 0.0)
                 dx = (g - mean_g - xhat * mean_gx) * scale
-                dw_share = dy * xhat
             else:
                 dx = g * scale - tl.where(cols < K, s, 0.0) * c_slope
-                dw_share = dy * s * scale
             if HAS_DS:
                 ds = tl.load(DS + row64 * stride_ds + cols, mask=in_row, other=0.0, eviction_policy="evict_first")
                 dx += ds.to(compute)
             tl.store(DX + row64 * N + cols, dx.to(DX.dtype.element_ty), mask=in_row, eviction_policy="evict_first")
             if HAS_WEIGHT:
                 dw = tl.load(dw_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last")
-                tl.store(dw_row + cols, dw + dw_share, mask=in_row, eviction_policy="evict_last")
+                if CENTRED:
+                    dw = dw + dy * xhat
+                else:
+                    dw = dw + dy * s * scale
+                tl.store(dw_row + cols, dw, mask=in_row, eviction_policy="evict_last")
             if HAS_BIAS:
                 db = tl.load(db_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last")
                 tl.store(db_row + cols, db + dy, mask=in_row, eviction_policy="evict_last")
@@ -535,7 +546,7 @@ def backward_chunked_grouped(
     compute = STAT.dtype.element_ty
     partial_offset = tl.cast(tl.program_id(0), tl.int64) * N
     dw_row, db_row = DW_PARTIAL + partial_offset, DB_PARTIAL + partial_offset
-    _zero_partials(dw_row, db_row, N, compute, HAS_WEIGHT, HAS_BIAS, CHUNK)
+    _zero_partials(dw_row, db_row, N, HAS_WEIGHT, HAS_BIAS, CHUNK)
     first, last = program_span(n_rows, GROUP)
     for group in range(first, last):
         rows = group * GROUP + tl.arange(0, GROUP)
@@ -551,7 +562,7 @@ def backward_chunked_grouped(
             g = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_last")
             g = g.to(compute)
             if HAS_WEIGHT:
-                g = g * _gain(W, cols, in_row, offset, compute, CENTRED)[None, :]
+                g = g * _gain(W, STAT, cols, in_row, offset, CENTRED)[None, :]
             s = tl.load(S + rows64 * stride_s + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_last")
             if CENTRED:
                 sum_g += g
@@ -571,7 +582,7 @@ def backward_chunked_grouped(
             dy = dy.to(compute)
             g = dy
             if HAS_WEIGHT:
-                g = dy * _gain(W, cols, in_row, offset, compute, CENTRED)[None, :]
+                g = dy * _gain(W, STAT, cols, in_row, offset, CENTRED)[None, :]
             s = tl.load(S + rows64 * stride_s + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
             s = s.to(compute)
             if CENTRED:
