@@ -93,18 +93,38 @@ def test_the_committed_design_covers_every_claim_with_unit_basis_test_and_answer
             assert sorted(entry.pairs) == sorted(design.PROFILES), claim_id
 
 
-def test_the_registered_pairs_are_the_chapters_profiles():
-    design.check_profiles()  # raises, naming the claim and both counts, on any disagreement
-    quality = importlib.import_module("normlab.analysis.quality.profiles")
-    assert design.load().claim("A9").pairs == {p: quality.PROFILES[p]["seeds"] for p in design.PROFILES}
+def test_the_chapters_profiles_read_their_pairs_from_the_design():
+    registered = design.load()
+    settings = {entry.pairs_setting for entry in registered.claims.values() if entry.pairs_setting}
+    assert len(settings) == 8
+    for setting in settings:
+        chapter, key = setting.split(":")
+        profiles = importlib.import_module(f"normlab.analysis.{chapter}.profiles").PROFILES
+        assert {p: profiles[p][key] for p in design.PROFILES} == registered.pairs_of(setting), setting
+    source = (ROOT / "src/normlab/analysis/quality/profiles.py").read_text()
+    assert 'design.pairs("quality:seeds")' in source and "seeds=REGISTERED_SEEDS" in source  # read, not copied
 
 
-def test_a_profile_whose_pairs_differ_is_refused_naming_both_counts():
-    quality = importlib.import_module("normlab.analysis.quality.profiles")
-    profiles = {p: dict(quality.PROFILES[p]) for p in design.PROFILES}
-    profiles["cpu"]["seeds"] = 30
-    with pytest.raises(DesignError, match=r"A9: the cpu profile's quality:seeds is 30, but .* registers 19"):
-        design.load().check_pairs("A9", profiles)
+def test_claims_read_on_the_same_runs_with_different_pairs_are_refused_naming_both(tmp_path):
+    text = MINIMAL + B7.replace("cpu = 24", "cpu = 30")
+    with pytest.raises(DesignError, match=r"claims A9 and B7 are read on the same runs \(quality:seeds\).*24.*30"):
+        _parse(tmp_path, text).pairs_of("quality:seeds")
+
+
+def test_a_chapter_run_whose_pairs_differ_from_the_design_is_refused_naming_both():
+    run = {
+        "notebook": "quality",
+        "profile": "cpu",
+        "overrides": {"seeds": 24},
+        "claims": [{"id": "A9", "verdict": "holds"}],
+    }
+    with pytest.raises(
+        DesignError, match=r"A9: the quality chapter ran seeds = 24 \(an override\), but .* registers 19"
+    ):
+        design.check_runs([run])
+    design.check_runs([{**run, "overrides": {"seeds": 19}}])  # the registered count, overridden to itself
+    design.check_runs([{**run, "overrides": {"width": 96}}])  # a size, not the pairs
+    design.check_runs([{**run, "claims": [{"id": "A9", "verdict": None}]}])  # evidence only: nothing judged
 
 
 def test_the_a9_margin_basis_is_in_its_own_unit():

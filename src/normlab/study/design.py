@@ -11,7 +11,6 @@ claim trains, and an ID that data/claims.md does not list.
 from __future__ import annotations
 
 import functools
-import importlib
 import math
 import numbers
 from dataclasses import dataclass, field
@@ -166,23 +165,36 @@ class Design:
                 f"[claims.{claim_id}.thresholds] with its basis and source, or read a registered one"
             )
 
-    def check_pairs(self, claim_id: str, chapter_profiles: dict) -> None:
-        """Refuse a chapter profile whose pairs differ from the registered ones, naming both."""
-        entry = self.claim(claim_id)
-        checks = []
-        if entry.pairs_setting:
-            key = entry.pairs_setting.split(":", 1)[1]
-            checks += [
-                (f"the {p} profile's {entry.pairs_setting}", chapter_profiles[p], key, n)
-                for p, n in entry.pairs.items()
-            ]
-        for what, used, key, registered in checks:
-            for part in key.split("."):
-                used = used[part]
-            if used != registered:
+    def pairs_of(self, setting: str) -> dict[str, int]:
+        """The pairs per profile registered for a chapter's setting ("quality:seeds"): the one home of those numbers,
+        which the chapter's profiles read. Claims read on the same runs must register the same pairs."""
+        sharing = {entry.id: entry.pairs for entry in self.claims.values() if entry.pairs_setting == setting}
+        if not sharing:
+            raise DesignError(f"{self.path} registers no claim with pairs_setting = {setting!r}")
+        (first, pairs), *others = sharing.items()
+        for claim_id, other in others:
+            if other != pairs:
                 raise DesignError(
-                    f"claim {claim_id}: {what} is {used}, but {self.path} registers {registered} pairs; change one "
-                    "to match, and log a change made after a look"
+                    f"claims {first} and {claim_id} are read on the same runs ({setting}) but register different "
+                    f"pairs, {pairs} and {other}; register one count per profile for both"
+                )
+        return dict(pairs)
+
+    def check_ran_pairs(self, run: dict) -> None:
+        """Refuse a chapter's results whose paired runs are not the registered pairs, naming both: a verdict of a
+        claim whose pairs setting the run overrode (`make book SET=quality.seeds=...`) to another count."""
+        overrides, notebook = run.get("overrides") or {}, run.get("notebook")
+        for record in run["claims"]:
+            entry = self.claims.get(record["id"])
+            if record.get("verdict") is None or entry is None or not entry.pairs_setting:
+                continue
+            chapter, key = entry.pairs_setting.split(":", 1)
+            registered = entry.pairs.get(run.get("profile"))
+            if chapter == notebook and key in overrides and overrides[key] != registered:
+                raise DesignError(
+                    f"claim {entry.id}: the {chapter} chapter ran {key} = {overrides[key]!r} (an override), but "
+                    f"{self.path} registers {registered} pairs at profile {run.get('profile')!r}; rebuild without "
+                    "the override, or register the new count (a [[change]] entry if results were seen)"
                 )
 
 
@@ -489,20 +501,20 @@ def check_constant(claim_id: str, name: str, constant) -> None:
     load().check_constant(claim_id, name, constant)
 
 
-def check_profiles(design: Design | None = None) -> None:
-    """Refuse any chapter profile whose pairs differ from the registered ones."""
-    design = design or load()
-    for entry in design.claims.values():
-        chapter = entry.pairs_setting.split(":", 1)[0] if entry.pairs_setting else None
-        profiles = importlib.import_module(f"normlab.analysis.{chapter}.profiles").PROFILES if chapter else {}
-        design.check_pairs(entry.id, profiles)
+def pairs(setting: str) -> dict[str, int]:
+    """The committed design's pairs per profile for a chapter setting: `seeds=design.pairs("quality:seeds")[...]`."""
+    return load().pairs_of(setting)
 
 
 def check_runs(runs: list[dict], design: Design | None = None) -> None:
-    """Refuse any results file whose verdict was judged against a threshold the design does not hold, or whose rule
-    reads a quantity the design does not register for its claim."""
+    """Refuse any results file whose verdict was judged against a threshold the design does not hold, whose rule
+    reads a quantity the design does not register for its claim, or whose paired runs are not the registered pairs."""
     design = design or load()
     for run in runs:
+        try:
+            design.check_ran_pairs(run)
+        except DesignError as error:
+            raise DesignError(f"{run.get('_file', run['notebook'])}: {error}") from None
         for record in run["claims"]:
             if record.get("verdict") is not None:
                 try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from normlab.runtime.profiles import lookup_profile
+from normlab.study import design
 
 
 def validate_depths(depths, name: str = "depths") -> list[int]:
@@ -19,6 +20,10 @@ def validate_depths(depths, name: str = "depths") -> list[int]:
         raise ValueError(f"{name} must hold positive ints only; these are not: {bad!r}")
     return sorted({int(d) for d in depths})
 
+
+# The paired seeds (or chunks, repeats) per profile: registered in data/design.toml, their one home.
+REGISTERED_SEEDS = design.pairs("depth:seeds")
+REGISTERED_ABLATION_SEEDS = design.pairs("depth:ablation_seeds")
 
 PROFILES = {
     "smoke": dict(
@@ -35,8 +40,8 @@ PROFILES = {
         lr=3e-3,
         warmup=4,
         stress_lrs=[3e-2],
-        seeds=2,
-        ablation_seeds=2,
+        seeds=REGISTERED_SEEDS["smoke"],
+        ablation_seeds=REGISTERED_ABLATION_SEEDS["smoke"],
         ablation_first_seed=1000,
         ablation_depth=1,
         ablation_steps=20,
@@ -58,8 +63,8 @@ PROFILES = {
         lr=3e-3,
         warmup=30,
         stress_lrs=[1e-2, 3e-2],
-        seeds=5,
-        ablation_seeds=23,
+        seeds=REGISTERED_SEEDS["cpu"],
+        ablation_seeds=REGISTERED_ABLATION_SEEDS["cpu"],
         ablation_first_seed=1000,
         ablation_depth=4,
         ablation_steps=300,
@@ -78,8 +83,8 @@ PROFILES = {
         lr=1e-3,
         warmup=100,
         stress_lrs=[3e-3, 1e-2],
-        seeds=8,
-        ablation_seeds=8,
+        seeds=REGISTERED_SEEDS["gpu"],
+        ablation_seeds=REGISTERED_ABLATION_SEEDS["gpu"],
         ablation_first_seed=0,  # the GPU design's seeds were fixed before any look
         ablation_depth=8,
         ablation_steps=1000,

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from normlab.runtime.profiles import lookup_profile
+from normlab.study import design
+
+# The paired seeds (or chunks, repeats) per profile: registered in data/design.toml, their one home.
+REGISTERED_SEEDS = design.pairs("gain:seeds")
 
 PROFILES = {
     "smoke": dict(
@@ -18,7 +22,7 @@ PROFILES = {
         sweep_steps=20,
         lr=3e-3,
         gain_decays=[0.0, 30.0],
-        seeds=2,
+        seeds=REGISTERED_SEEDS["smoke"],
         factors=[0.25, 0.5, 1, 2, 4],
         qk=dict(width=32, depth=1, context=16, batch=4, steps=3, lr=0.01),
     ),
@@ -35,7 +39,7 @@ PROFILES = {
         sweep_steps=300,
         lr=3e-3,
         gain_decays=[0.0, 1.0, 10.0, 30.0],
-        seeds=5,
+        seeds=REGISTERED_SEEDS["cpu"],
         factors=[0.25, 0.5, 0.71, 1, 1.41, 2, 4],
         qk=dict(width=48, depth=2, context=32, batch=8, steps=20, lr=0.01),
     ),
@@ -52,7 +56,7 @@ PROFILES = {
         sweep_steps=1000,
         lr=1e-3,
         gain_decays=[0.0, 1.0, 10.0, 30.0],
-        seeds=8,
+        seeds=REGISTERED_SEEDS["gpu"],
         factors=[0.25, 0.5, 0.71, 1, 1.41, 2, 4],
         # The law is exact at any size, and float64 runs on the CPU: the GPU profile keeps this study small.
         qk=dict(width=64, depth=2, context=64, batch=8, steps=40, lr=0.01),

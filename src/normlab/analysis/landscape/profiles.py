@@ -10,6 +10,10 @@ from normlab.norms.dyt import authors_alpha_init
 from normlab.runtime.profiles import lookup_profile
 from normlab.study import design
 
+# The paired seeds (or chunks, repeats) per profile: registered in data/design.toml, their one home.
+REGISTERED_SEEDS = design.pairs("landscape:seeds")
+REGISTERED_QK_SEEDS = design.pairs("landscape:qk_seeds")
+
 PROFILES = {
     # seconds: proves the pipeline, not the claims
     "smoke": dict(
@@ -17,8 +21,8 @@ PROFILES = {
         small_train=dict(steps=20, batch_size=4, warmup_steps=2, lr=1e-2),
         lr_grid=[1e-2, 1e-1],
         qk_lr_grid=[1e-2, 1e-1, 1.0],
-        qk_seeds=2,
-        seeds=2,
+        qk_seeds=REGISTERED_QK_SEEDS["smoke"],
+        seeds=REGISTERED_SEEDS["smoke"],
         grid_seeds=1,
         deep_grid_seeds=1,
         alphas=[0.2, 0.8],
@@ -43,8 +47,8 @@ PROFILES = {
         # V3 under Wortsman et al.'s protocol: half-decade steps from 1.5e-3 to 1.5 (the design's lr_range and
         # lr_step), every point on qk_seeds seeds, without and with QK-norm only
         qk_lr_grid=[1.5e-3, 5e-3, 1.5e-2, 5e-2, 1.5e-1, 5e-1, 1.5],
-        qk_seeds=5,
-        seeds=3,
+        qk_seeds=REGISTERED_QK_SEEDS["cpu"],
+        seeds=REGISTERED_SEEDS["cpu"],
         grid_seeds=2,
         deep_grid_seeds=1,
         alphas=[0.05, 0.2, 0.8],
@@ -66,8 +70,8 @@ PROFILES = {
         # V3 under Wortsman et al.'s protocol: the design's wide grid (lr_range 1.5e-3..1.5, half-decade steps) on
         # qk_seeds seeds, without and with QK-norm
         qk_lr_grid=[1.5e-3, 5e-3, 1.5e-2, 5e-2, 1.5e-1, 5e-1, 1.5],
-        qk_seeds=5,
-        seeds=4,
+        qk_seeds=REGISTERED_QK_SEEDS["gpu"],
+        seeds=REGISTERED_SEEDS["gpu"],
         grid_seeds=2,
         deep_grid_seeds=2,
         deep=dict(width=128, depth=24, heads=4, context=128),

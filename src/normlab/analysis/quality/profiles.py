@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from normlab.runtime.profiles import lookup_profile
+from normlab.study import design
 
 NORMS = ("layer", "rms")
 
@@ -12,6 +13,9 @@ NORMS = ("layer", "rms")
 TRAINERS = ("pool",)
 CPU_TRAINER = "pool"
 
+
+# The paired seeds (or chunks, repeats) per profile: registered in data/design.toml, their one home.
+REGISTERED_SEEDS = design.pairs("quality:seeds")
 
 PROFILES = {
     # seconds: proves the pipeline, not the claims
@@ -24,7 +28,7 @@ PROFILES = {
         steps=30,
         lr=1e-2,
         warmup_steps=5,
-        seeds=3,
+        seeds=REGISTERED_SEEDS["smoke"],
         first_seed=1000,
         eval_batches=4,
         timing_repeats=5,
@@ -45,7 +49,7 @@ PROFILES = {
         steps=600,
         lr=5e-3,
         warmup_steps=60,
-        seeds=19,
+        seeds=REGISTERED_SEEDS["cpu"],
         first_seed=1000,
         eval_batches=8,
         timing_repeats=15,
@@ -65,7 +69,7 @@ PROFILES = {
         steps=2000,
         lr=2e-3,
         warmup_steps=100,
-        seeds=16,
+        seeds=REGISTERED_SEEDS["gpu"],
         first_seed=0,  # the GPU design's pairs were fixed before any look: no pilot, no confirmation
         eval_batches=20,
         timing_repeats=50,

@@ -5,13 +5,18 @@ from __future__ import annotations
 import torch
 
 from normlab.runtime.profiles import lookup_profile
+from normlab.study import design
+
+# The paired seeds (or chunks, repeats) per profile: registered in data/design.toml, their one home.
+REGISTERED_LOSS_CHUNKS = design.pairs("realmodels:loss_chunks")
+REGISTERED_REPEATS = design.pairs("realmodels:repeats")
 
 PROFILES = {
     # A two-layer cut of SmolLM2 and a few dozen tokens: checks the whole chapter in about a minute.
     "smoke": dict(
         layers=2,
         stream_chunks=2,
-        loss_chunks=4,
+        loss_chunks=REGISTERED_LOSS_CHUNKS["smoke"],
         sweep_chunks=2,
         sweep_length=16,
         map_chunks=1,
@@ -20,7 +25,7 @@ PROFILES = {
         batch=4,
         prompt=32,
         decode_steps=2,
-        repeats=3,
+        repeats=REGISTERED_REPEATS["smoke"],
         hook_repeats=2,
         backends=["reference", "torch", "auto"],
         minilm_texts=8,
@@ -29,7 +34,7 @@ PROFILES = {
     "cpu": dict(
         layers=30,
         stream_chunks=8,
-        loss_chunks=12,
+        loss_chunks=REGISTERED_LOSS_CHUNKS["cpu"],
         sweep_chunks=4,
         sweep_length=64,
         map_chunks=1,
@@ -38,7 +43,7 @@ PROFILES = {
         batch=4,
         prompt=512,
         decode_steps=8,
-        repeats=4,
+        repeats=REGISTERED_REPEATS["cpu"],
         hook_repeats=3,
         backends=["reference", "torch", "compile", "auto"],
         minilm_texts=32,
@@ -47,7 +52,7 @@ PROFILES = {
     "gpu": dict(
         layers=30,
         stream_chunks=32,
-        loss_chunks=64,
+        loss_chunks=REGISTERED_LOSS_CHUNKS["gpu"],
         sweep_chunks=16,
         sweep_length=512,
         map_chunks=4,
@@ -56,7 +61,7 @@ PROFILES = {
         batch=16,
         prompt=512,
         decode_steps=32,
-        repeats=15,
+        repeats=REGISTERED_REPEATS["gpu"],
         hook_repeats=0,
         backends=["reference", "torch", "compile", "triton", "auto"],
         minilm_texts=64,

@@ -138,7 +138,7 @@ def registered(claim_id: str, profile: str = "cpu", loaded: design.Design | None
 
 
 def check_profile(confirmation: RegisteredConfirmation, settings: dict, profile: str) -> None:
-    """Refuse a cpu profile whose first seed is not the confirmation's (the pairs are `design.check_pairs`')."""
+    """Refuse a cpu profile whose first seed is not the confirmation's (the pairs are the design's own: `design.pairs`)."""
     key = confirmation.design.setting.split(":", 1)[1]
     if profile == "cpu" and settings[key] != confirmation.first_seed:
         raise DesignError(
