@@ -125,7 +125,7 @@ def test_chapters_whose_code_changed_since_the_builds_commit_are_shown_not_compa
     new = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
     monkeypatch.setattr(builds.paths, "ROOT", repo)
     monkeypatch.setattr(builds.paths, "PACKAGE", repo / "src" / "normlab")
-    # jacobians reads geometry's results (run.INPUTS), so it changed too; depth is unchanged and compared.
+    # jacobians reads geometry's results (its load_evidence call), so it changed too; depth is unchanged and compared.
     chapters = {"geometry": "A1", "jacobians": "B3", "depth": "B17"}
     theirs = [run(name, commit=old, claims=[record(cid, 1.0, 0.1)]) for name, cid in chapters.items()]
     write_build(tmp_path / "builds" / "old", *theirs)

@@ -16,11 +16,26 @@ def _toc(tmp_path, *names):
     return path
 
 
+def _reads(monkeypatch, inputs: dict[str, list[str]], reads: dict[str, list[str]]) -> None:
+    """Chapters with these INPUTS whose notebooks read these chapters' results."""
+    monkeypatch.setattr(run, "INPUTS", inputs)
+    monkeypatch.setattr(run, "results_read", lambda name: reads.get(name, []))
+
+
 def test_run_order_puts_each_chapter_after_those_it_reads_and_otherwise_keeps_reading_order(tmp_path, monkeypatch):
-    monkeypatch.setattr(run, "INPUTS", {"a": [], "b": ["results:d", "data/x.csv"], "c": [], "d": ["results:a"]})
+    _reads(monkeypatch, {"a": [], "b": ["data/x.csv"], "c": [], "d": []}, {"b": ["d"], "d": ["a"]})
     toc = _toc(tmp_path, "a", "b", "c", "d")
     assert run.book_order(toc) == ("a", "b", "c", "d")
     assert run.run_order(toc) == ("a", "c", "d", "b")
+
+
+def test_a_chapter_reads_the_results_its_notebook_loads(tmp_path, monkeypatch):
+    assert run.dependencies("quality") == ["realmodels", "geometry"] and run.dependencies("landscape") == []
+    assert "results:geometry" in run.inputs_of("jacobians")
+    monkeypatch.setattr(paths, "NOTEBOOKS", tmp_path)
+    (tmp_path / "odd.py").write_text("chapter = 'geometry'\nload_evidence(chapter, 'B3', results_dir)\n")
+    with pytest.raises(run.ChapterOrderError, match=r"odd.py:2: load_evidence's first argument must be a chapter"):
+        run.dependencies("odd")
 
 
 def test_the_books_own_order_lists_every_chapter_once_after_its_upstream_chapters():
@@ -31,16 +46,18 @@ def test_the_books_own_order_lists_every_chapter_once_after_its_upstream_chapter
 
 
 def test_a_chapter_missing_from_inputs_or_a_cycle_is_a_clear_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(run, "INPUTS", {"a": [], "b": ["results:a"]})
+    _reads(monkeypatch, {"a": [], "b": []}, {"b": ["a"]})
     with pytest.raises(run.ChapterOrderError, match=r"_toc.yml lists chapter\(s\) c that INPUTS .* does not"):
         run.run_order(_toc(tmp_path, "a", "b", "c"))
 
-    monkeypatch.setattr(run, "INPUTS", {"a": [], "b": ["results:c"], "c": ["results:d"], "d": ["results:b"]})
+    _reads(monkeypatch, {"a": [], "b": [], "c": [], "d": []}, {"b": ["c"], "c": ["d"], "d": ["b"]})
     with pytest.raises(run.ChapterOrderError, match=r"form a cycle \(b reads c reads d reads b\)"):
         run.run_order(_toc(tmp_path, "a", "b", "c", "d"))
 
-    monkeypatch.setattr(run, "INPUTS", {"a": ["results:gone"]})
-    with pytest.raises(run.ChapterOrderError, match=r"chapter a reads results:gone .* not a chapter of _toc.yml"):
+    _reads(monkeypatch, {"a": []}, {"a": ["gone"]})
+    with pytest.raises(
+        run.ChapterOrderError, match=r"chapter a reads the results of gone .* not a chapter of _toc.yml"
+    ):
         run.run_order(_toc(tmp_path, "a"))
 
     with pytest.raises(run.ChapterOrderError, match=r"lists chapter\(s\) a more than once"):

@@ -10,7 +10,7 @@ A build from another commit is compared only for the chapters whose code is unch
 carry no chapter fingerprints, so a chapter counts as changed when `git diff --name-only` between that commit
 and this build's commit of the chapter touches a file it reads: its notebook, the package files its stamp in
 build/executed/<chapter>.fingerprint records (the whole package without one), its data inputs, or a chapter
-whose results it reads (normlab.study.run.INPUTS).
+whose results it reads (normlab.study.run.inputs_of).
 """
 
 from __future__ import annotations

