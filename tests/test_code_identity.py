@@ -18,7 +18,7 @@ from normlab.study.findings import Finding
 from normlab.study.key_numbers import DIMENSIONLESS
 from normlab.study.results import Results
 
-KERNEL = "norms/backends/triton/rms_kernels.py"
+KERNEL = "norms/backends/triton/norm_kernels.py"
 HARNESS = "bench/harness.py"
 MEASURED = C.BENCH_CODE
 
