@@ -1,11 +1,12 @@
 """The compiled schedule of the configurations the tuning table picks, read from Triton's sm_90 output (no GPU).
 
-scripts/compile_kernels_sm90.py --schedule compiles, for 8192 rows of d = 4096, 8192 and 16384 in bf16 and fp32,
+normlab.bench.compiled_schedule.schedule (behind scripts/compile_kernels_sm90.py --schedule and the speed chapter's
+"Predicted from the compiled code") compiles, for 8192 rows of d = 4096, 8192 and 16384 in bf16 and fp32,
 RMSNorm's and LayerNorm's forward and backward as launch.py launches them, and reads the TTGIR and ptxas's log:
 registers, spills, shared memory, CTAs per SM, whether the persistent loop keeps the next row's loads in flight
 while it works on this one, the bytes a row moves from HBM and L2, and whether a row's reduction layout changes
-with the row count. It runs in a subprocess: the kernels must be defined without TRITON_INTERPRET, which this
-test session's conftest sets.
+with the row count. It compiles in a fresh process: the kernels must be defined without TRITON_INTERPRET, which
+this test session's conftest sets.
 
 The on-chip kernels must overlap, the table must not start more programs per SM than fit, nothing may spill and
 no row's reduction may depend on the batch. The chunked backward at 16K (a row loop around chunk loops) is held
@@ -13,40 +14,33 @@ to its chunk loops overlapping; its row loop does not yet (reported, see the scr
 target widths, the configurations that once spilled or did not fit are compiled again and held to neither.
 """
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
+
+from normlab.analysis.speed import compiled
+from normlab.bench import compiled_schedule
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _sm90_available() -> str | None:
-    try:
-        from triton.backends.nvidia.compiler import get_ptxas  # noqa: F401
-    except Exception as error:  # pragma: no cover - depends on the installed Triton
-        return f"Triton's NVIDIA backend is not importable: {error}"
-    return None
+TARGETS = dict(widths=[4096, 8192, 16384], dtypes=["bf16", "fp32"], rows=8192)
+
+
+def _compiled(**arguments) -> dict:
+    result = compiled_schedule.schedule(**arguments)
+    if "unavailable" in result:
+        pytest.skip(f"no sm_90 compilation here: {result['unavailable']}")
+    return result
 
 
 @pytest.fixture(scope="module")
-def schedule(tmp_path_factory):
-    missing = _sm90_available()
-    if missing:
-        pytest.skip(f"no sm_90 compilation here: {missing}")
-    report = tmp_path_factory.mktemp("schedule") / "schedule.json"
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    command = [sys.executable, str(ROOT / "scripts" / "compile_kernels_sm90.py"), "--schedule", "--widths", "4096",
-               "8192", "16384", "--dtypes", "bf16", "fp32", "--rows", "8192", "--report", str(report)]  # fmt: skip
-    run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    if not report.exists():
-        if "ptxas" in run.stderr.lower() or "cuda" in run.stderr.lower():
-            pytest.skip("sm_90 compilation failed here (ptxas or the CUDA backend): " + run.stderr.strip()[-200:])
-        raise AssertionError(run.stdout[-3000:] + run.stderr[-3000:])
-    return json.loads(report.read_text())
+def schedule():
+    return _compiled(**TARGETS)
 
 
 def test_every_target_configuration_compiles(schedule):
@@ -105,25 +99,80 @@ REGRESSIONS = [
     ("layer", "forward", 65536, "bf16 x, fp32 w", "plain"),
 ]
 
-_CASES = """
-import json, sys
-sys.path.insert(0, sys.argv[1])
-import compile_kernels_sm90 as script
-print(json.dumps([script.schedule_case(*case, 8192) for case in json.loads(sys.argv[2])]))
-"""
-
 
 def test_former_spills_and_misfits_are_gone():
-    missing = _sm90_available()
-    if missing:
-        pytest.skip(f"no sm_90 compilation here: {missing}")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    command = [sys.executable, "-c", _CASES, str(ROOT / "scripts"), json.dumps(REGRESSIONS)]
-    run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    if run.returncode:
-        if "ptxas" in run.stderr.lower() or "cuda" in run.stderr.lower():
-            pytest.skip("sm_90 compilation failed here (ptxas or the CUDA backend): " + run.stderr.strip()[-200:])
-        raise AssertionError(run.stdout[-3000:] + run.stderr[-3000:])
-    for r in json.loads(run.stdout.strip().splitlines()[-1]):
+    result = _compiled(cases=REGRESSIONS, rows=8192)
+    assert not [p for p in result["problems"] if p.startswith("FAIL")]
+    assert len(result["records"]) == len(REGRESSIONS)
+    for r in result["records"]:
         assert r["spill_stores"] == 0 and r["spill_loads"] == 0, r
         assert 1 <= r["programs_per_sm"] <= r["ctas_per_sm"], r
+
+
+def test_a_small_list_compiles_in_a_fresh_process_with_every_column(schedule):
+    # the module fixture ran in a fresh process from this interpreted session; so does a two-case list
+    assert os.environ.get("TRITON_INTERPRET") == "1"
+    result = _compiled(cases=[("rms", "forward", 4096, "bf16", "plain"), ("layer", "backward", 4096, "fp32", "fused")])
+    assert result["target"] == "sm_90" and result["triton"] and result["rows"] == 8192
+    assert [(r["kind"], r["direction"], r["flags"]) for r in result["records"]] == [
+        ("rms", "forward", "plain"),
+        ("layer", "backward", "fused"),
+    ]
+    for r in result["records"]:
+        assert {key for key, _ in compiled_schedule.SCHEDULE_COLUMNS} <= set(r)
+        assert r["registers"] > 0 and r["hbm_bytes_per_row"] > 0 and 0 < r["predicted_fraction"] <= 1
+    frame = compiled.schedule_frame(result, compiled.measured_fractions(pd.DataFrame(), result["rows"]))
+    assert list(frame["measured on a GPU"]) == ["no GPU run"] * 2
+    assert "Of the 2 configurations compiled for sm_90" in compiled.summary_text(frame)
+
+
+def test_the_cli_prints_the_table_and_fails_on_a_problem(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    report = tmp_path / "schedule.json"
+    command = [sys.executable, str(ROOT / "scripts" / "compile_kernels_sm90.py"), "--schedule", "--widths", "4096",
+               "--dtypes", "bf16", "--flags", "plain", "--report", str(report)]  # fmt: skip
+    run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    if "nothing compiled for sm_90" in run.stderr:
+        pytest.skip(run.stderr.strip())
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "4 configurations compiled for sm_90 (0 problems)" in run.stdout and report.exists()
+    assert run.stdout.splitlines()[0].split()[:4] == ["kind", "dir", "d", "dtype"]
+
+
+def test_without_the_cuda_backend_nothing_compiles_and_one_sentence_says_why(monkeypatch):
+    monkeypatch.setitem(sys.modules, "triton.backends.nvidia.compiler", None)  # import fails, as without the backend
+    reason = compiled_schedule.unavailable()
+    assert reason.startswith("Triton's CUDA backend cannot be imported here") and reason.endswith(".")
+    result = compiled_schedule.schedule([4096], ["bf16"])
+    assert result["records"] == [] and result["unavailable"] == reason
+    text = compiled.unavailable_text(result)
+    assert text.count(". ") == 0 and "sm_90" in text and reason in text
+    assert compiled.unavailable_text(dict(records=[])) is None
+
+
+def test_a_missing_ptxas_is_said_in_one_sentence(monkeypatch):
+    nvidia = pytest.importorskip("triton.backends.nvidia.compiler")
+
+    def missing(*_):
+        raise RuntimeError("Cannot find ptxas")
+
+    monkeypatch.setattr(nvidia, "get_ptxas", missing)
+    assert compiled_schedule.unavailable() == "Triton's ptxas cannot be found here (RuntimeError: Cannot find ptxas)."
+
+
+def test_measured_fractions_sit_beside_the_plain_forward_only():
+    gpu_stable = pd.DataFrame(
+        dict(study="sweep", implementation="triton", direction="forward", mode="alloc", rows=8192, norm=["rms", "layer"],
+             d=4096, dtype="bfloat16", fraction_of_copy=[0.612, 0.55], run="gpu-bench.json")
+    )  # fmt: skip
+    measured = compiled.measured_fractions(gpu_stable, 8192)
+    records = [
+        dict(kind=kind, direction=direction, d=4096, dtype="bf16", flags=flags, registers=64, spill_stores=0,
+             spill_loads=0, ctas_per_sm=2, overlap=True, hbm_bytes_per_row=16400.0, l2_bytes_per_row=16900.0,
+             predicted_fraction=0.99)
+        for kind in ("rms", "layer") for direction in ("forward", "backward") for flags in ("plain", "fused")
+    ]  # fmt: skip
+    frame = compiled.schedule_frame(dict(records=records), measured)
+    column = frame["measured (gpu-bench.json)"]
+    assert list(column[(frame["direction"] == "forward") & ~frame["fused"]]) == [0.61, 0.55]
+    assert set(column[(frame["direction"] == "backward") | frame["fused"]]) == {compiled.NOT_MEASURED}
