@@ -83,3 +83,180 @@ def test_holm_never_rejects_less_than_bonferroni_nor_more_than_unadjusted():
 def test_bad_input_is_refused_naming_the_problem(call, refusal):
     with pytest.raises((ValueError, KeyError), match=refusal):
         call()
+
+
+# --- The registered family and its table --------------------------------------------------------------------------
+
+FAMILY_IDS = {"A9", "B7", "B15", "V1", "Q4"}
+FAMILY_TOML = """
+[multiplicity]
+registered = "2026-12-05"
+rule = "holm"
+alpha = 0.05
+family_definition = "the readings below"
+basis = "family-wise error at α under any dependence"
+not_surviving = "kept, with a caveat"
+family = [
+    { claim = "A9", evidence = "paired_final_loss", reading = "margin" },
+    { claim = "B7", evidence = "paired_curve_loss", reading = "margin" },
+    { claim = "B15", evidence = "decay_sweep/pairs/30.0", reading = "margin" },
+    { claim = "V1", evidence = "dyt_minus_rms", reading = "plus_margin" },
+    { claim = "V1", evidence = "dyt_minus_layer", reading = "plus_margin", bears_on = ["holds", "holds with caveats"] },
+    { claim = "Q4", evidence = "smollm2_ci", reading = "margin" },
+]
+"""
+
+
+def _family(tmp_path, text=FAMILY_TOML):
+    path = tmp_path / "design.toml"
+    path.write_text(text)
+    return M.parse(path, FAMILY_IDS)
+
+
+def test_the_committed_family_parses_with_every_reading_registered():
+    family = M.parse()
+    assert family.rule == "holm" and family.alpha == 0.05 and family.registered == "2026-12-05"
+    claims = {entry.claim for entry in family.entries}
+    assert {"A9", "B5", "B7", "B15", "B16", "B17", "B18", "B19", "V1", "V3", "V4", "Q4"} <= claims
+    assert all(entry.reading in M.READINGS for entry in family.entries)
+    assert "Holm" in family.basis and "false-discovery" in family.basis
+
+
+@pytest.mark.parametrize(
+    "old, new, refusal",
+    [
+        ('claim = "B7"', 'claim = "Z9"', r"family entry 2 names unknown claim 'Z9'"),
+        ('reading = "plus_margin" }', 'reading = "sideways" }', r"V1's reading of 'dyt_minus_rms' is 'sideways'"),
+        ('evidence = "paired_curve_loss", ', "", r"B7's family entry 2 names no evidence path"),
+        ('rule = "holm"', 'rule = "bh"', r"rule must be one of \('holm',\)"),
+        ("alpha = 0.05", "alpha = 5", r"alpha must lie strictly between 0 and 1"),
+        (
+            'bears_on = ["holds", "holds with caveats"]',
+            'bears_on = ["maybe"]',
+            r"dyt_minus_layer' bears on \['maybe'\]",
+        ),
+        ('{ claim = "B7", evidence = "paired_curve_loss"', '{ claim = "A9", evidence = "paired_final_loss"', "twice"),
+    ],
+)
+def test_a_bad_family_entry_is_refused_naming_it(tmp_path, old, new, refusal):
+    assert old in FAMILY_TOML
+    with pytest.raises(M.FamilyError, match=refusal):
+        _family(tmp_path, FAMILY_TOML.replace(old, new, 1))
+
+
+def test_a_design_without_the_table_registers_no_family(tmp_path):
+    assert _family(tmp_path, "[claims]\n") is None
+
+
+def _interval(mean, sd, pairs, margin):
+    return {
+        "pairs": pairs,
+        "mean_difference": mean,
+        "sd_of_differences": sd,
+        "ci_low": mean - t975(pairs - 1) * sd / math.sqrt(pairs),
+        "ci_high": mean + t975(pairs - 1) * sd / math.sqrt(pairs),
+        "margin": margin,
+        "outcome": None,
+    }
+
+
+def _results():
+    """A9 equivalent and clear, V1 worse and clear, B15 different only just, B7 not run, Q4 without its spread."""
+    a9 = _interval(0.001, 0.01, 24, 0.02)  # far inside ±0.02: level ~1e-9
+    b15 = _interval(0.047, 0.02, 5, 0.02)  # beyond +0.02 at 95% alone: level about 0.04
+    b15["outcome"] = "different" if b15["ci_low"] > 0.02 else "inconclusive"
+    v1 = _interval(0.8, 0.01, 3, 0.03)  # far above +0.03
+    v1_layer = _interval(0.5, 0.01, 3, 0.03)
+    run = {
+        "notebook": "x",
+        "claims": [
+            {"id": "A9", "verdict": "holds", "evidence": {"paired_final_loss": {**a9, "outcome": "equivalent"}}},
+            {"id": "B15", "verdict": "holds with caveats", "evidence": {"decay_sweep": {"pairs": {"30.0": b15}}}},
+            {"id": "V1", "verdict": "does not hold", "evidence": {"dyt_minus_rms": v1, "dyt_minus_layer": v1_layer}},
+            {"id": "Q4", "verdict": "holds", "evidence": {"smollm2_ci": [0.03, 0.07]}},
+            {"id": "B15", "verdict": None, "evidence": {}},  # another chapter's part: not the verdict's record
+        ],
+    }
+    return [run]
+
+
+def test_the_family_table_finds_survivors_and_caveats(tmp_path):
+    family = _family(tmp_path)
+    table = M.family_table(_results(), family)
+    rows = {(row.entry.claim, row.entry.evidence): row for row in table.rows}
+    assert rows[("B7", "paired_curve_loss")].status == M.NOT_MEASURED  # listed, not dropped, not counted
+    assert rows[("Q4", "smollm2_ci")].status == M.NO_SPREAD  # counted at level 1
+    assert len(table.counted) == 5
+    b15 = rows[("B15", "decay_sweep/pairs/30.0")]
+    assert b15.decides(0.05) and not b15.survives(0.05)  # decides alone, not with the family
+    for key in (("A9", "paired_final_loss"), ("V1", "dyt_minus_rms"), ("V1", "dyt_minus_layer")):
+        assert rows[key].survives(0.05), rows[key]
+    # Holm's adjustment over the five counted readings, Q4's at level 1
+    levels = {key: row.level if row.level is not None else 1.0 for key, row in rows.items() if row in table.counted}
+    adjusted = M.holm(levels, 0.05)
+    assert b15.adjusted == pytest.approx(adjusted[("B15", "decay_sweep/pairs/30.0")])
+    assert b15.adjusted == pytest.approx(min(1.0, 2 * b15.level))  # 4th of 5: two left, Q4 at 1 last
+    caveats = table.caveats()
+    assert set(caveats) == {"B15", "Q4"}
+    (b15_caveat,) = caveats["B15"]
+    assert b15_caveat.startswith("does not survive Holm's rule over the 5 readings") and M.is_family_caveat(b15_caveat)
+    assert f"adjusted level {M.level_text(b15.adjusted)}, above 0.05" in b15_caveat and "verdict is kept" in b15_caveat
+    assert "without its pairs or spread" in caveats["Q4"][0]
+    sentence = M.summary_sentence(table)
+    assert sentence.startswith(
+        "Of the 5 readings of paired intervals in this build, 4 decide at 95% read alone; 3 of those survive"
+    )
+    assert "B15 rests on a reading that does not survive, Q4 on one its chapter records without its spread" in sentence
+
+
+def test_a_caveat_only_reading_bears_on_holds_alone(tmp_path):
+    family = _family(tmp_path)
+    results = _results()
+    layer = results[0]["claims"][2]["evidence"]["dyt_minus_layer"]
+    layer.update(_interval(0.086, 0.0173205, 3, 0.03))  # above +0.03 alone (level about 0.03), not with the family
+    table = M.family_table(results, family)
+    row = next(r for r in table.rows if r.entry.evidence == "dyt_minus_layer")
+    assert row.decides(0.05) and not row.survives(0.05)
+    assert "V1" not in table.caveats()  # V1 does not hold: its LayerNorm reading only chooses holds/with caveats
+    results[0]["claims"][2]["verdict"] = "holds with caveats"
+    assert "V1" in M.family_table(results, family).caveats()
+
+
+def test_caveats_reach_the_records_as_copies(tmp_path):
+    results = _results()
+    table = M.family_table(results, _family(tmp_path))
+    caveated = M.with_caveats(results, table)
+    b15 = next(r for r in caveated[0]["claims"] if r["id"] == "B15" and r["verdict"])
+    assert any(M.is_family_caveat(c) for c in b15["caveats"])
+    assert "caveats" not in results[0]["claims"][1]  # the runs passed in are left as they are
+
+
+def test_the_design_page_shows_the_rule_and_the_family_table(tmp_path):
+    from normlab.study import design
+    from normlab.study.claims import parse_claims
+    from normlab.study.pages.design_page import render_design
+
+    claims = [c.id for c in parse_claims()]
+    table = M.family_table(_results(), M.parse())
+    page = render_design(design.parse(design.DESIGN, set(claims)), claims, table)
+    section = page.split("## One rule for the family", 1)[1].split("## Changes after results were seen", 1)[0]
+    assert "**Holm's step-down over the family, α = 0.05 family-wise.**" in section
+    assert "- Why Holm's rule: Holm's step-down (Holm 1979)" in section
+    assert "| Claim | Verdict | Interval | Read against | Level | Adjusted | Under the rule |" in section
+    assert (
+        "| B7 | not judged here | `paired_curve_loss` | inside or beyond ±margin | — | — | not measured here |"
+        in section
+    )
+    b15 = next(line for line in section.splitlines() if line.startswith("| B15 "))
+    assert b15.endswith("| does not survive |") and "| holds with caveats |" in b15
+    assert "| A9 | holds | `paired_final_loss` | inside or beyond ±margin | <0.001 | <0.001 | survives |" in section
+    assert "spread not recorded (counted at level 1)" in section
+    assert "{'" not in section  # no raw dicts
+    assert "(family-rule)=" in page and "## One rule for the family" not in render_design(
+        design.parse(design.DESIGN, set(claims)), claims
+    )
+
+
+@pytest.mark.parametrize("level, text", [(None, "—"), (0.0004, "<0.001"), (0.0031, "0.003"), (0.05, "0.050")])
+def test_levels_are_written_short(level, text):
+    assert M.level_text(level) == text

@@ -11,7 +11,8 @@ nothing here knows a claim's evidence.
 The ledger refuses, with exit status 2 and a message naming the file and the fix, anything that would publish a
 wrong or stale verdict: a results file that is not valid JSON or lacks a key, an unknown claim ID or verdict, two
 verdicts for one ID, a design (data/design.toml) that lacks a claim's unit, basis or pairs, or whose thresholds or
-pairs disagree with what a chapter used, or results from different profiles or commits (unless --allow-mixed, and then every
+pairs disagree with what a chapter used, or whose family of paired readings ([multiplicity]) names an unknown claim or
+reading, or results from different profiles or commits (unless --allow-mixed, and then every
 generated page says so). Pages are written only after every check has passed, each by an atomic rename, so a
 refused build leaves the previous pages as they were.
 """
@@ -24,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from normlab.study import builds, design, paths
+from normlab.study import builds, design, multiplicity, paths
 from normlab.study.claims import parse_claims
 from normlab.study.pages.design_page import render_design
 from normlab.study.pages.ledger_page import render_ledger
@@ -100,6 +101,15 @@ def build(
         design.check_runs(runs, registered)
     except design.DesignError as error:
         raise LedgerError(str(error)) from None
+    # The registered multiplicity rule over the family of paired readings: a decided verdict whose reading does not
+    # survive it keeps its verdict and carries a caveat, on every page that shows the verdict.
+    try:
+        registered_family = multiplicity.parse(Path(design_path or design.DESIGN), {c.id for c in claims})
+    except multiplicity.FamilyError as error:
+        raise LedgerError(str(error)) from None
+    family = multiplicity.family_table(runs, registered_family) if registered_family else None
+    if family is not None:
+        runs = multiplicity.with_caveats(runs, family)
     # The committed builds are inputs of these pages: a new one changes the reproducibility page and the opening's.
     try:
         machines = builds.cross_machine(
@@ -115,7 +125,7 @@ def build(
         summary_figure(claims, runs, Path(staged_figure))
         pages = {
             pages_dir / "ledger.md": render_ledger(claims, runs, warning=warning).encode(),
-            pages_dir / "design.md": render_design(registered, [c.id for c in claims]).encode(),
+            pages_dir / "design.md": render_design(registered, [c.id for c in claims], family).encode(),
             pages_dir / "reproducibility.md": render_reproducibility(
                 runs, warning=warning, other_machines=machines.render()
             ).encode(),
@@ -127,6 +137,7 @@ def build(
                 warning=warning,
                 gpu_runs=committed_gpu_runs(data_dir),
                 checked_on=machines.sentence(),
+                family=family,
             ).encode(),
         }
         _write_atomically(pages)

@@ -4,6 +4,7 @@ results were seen."""
 
 from __future__ import annotations
 
+from normlab.study import multiplicity
 from normlab.study.design import PROFILES, Design
 from normlab.study.prose import number_text
 from normlab.study.sample_size import confirmation_pairs, pass_probability
@@ -93,7 +94,42 @@ def decision_text(decision: dict) -> str:
     )
 
 
-def render_design(design: Design, claim_order: list[str]) -> str:
+def family_lines(table: multiplicity.FamilyTable) -> list[str]:
+    """The registered multiplicity rule, its basis, and the family as this build's results read it."""
+    family, alpha = table.family, table.family.alpha
+    lines = [
+        "(family-rule)=",
+        "## One rule for the family",
+        "",
+        f"Registered {family.registered}: **Holm's step-down over the family, α = {alpha:g} family-wise.** Each "
+        "chapter reads its paired intervals at 95%; read one at a time, many such readings call some difference real "
+        "by chance. The rule below says which readings form the family and what a verdict says when its reading "
+        "does not survive.",
+        "",
+        f"- The family: {_clause(family.definition)}.",
+        f"- Why Holm's rule: {_clause(family.basis)}.",
+        f"- A verdict whose reading does not survive: {_clause(family.not_surviving)}.",
+        "",
+        f"The family in this build. *Level*: the smallest two-sided level at which the reading's t-interval still "
+        f"reads as its chapter read it at 95% (at most {alpha:g} exactly when it decides read alone). *Adjusted*: "
+        f"Holm's adjusted level over the {len(table.counted)} readings this build made. A reading survives when its "
+        f"adjusted level is at most {alpha:g}.",
+        "",
+        "| Claim | Verdict | Interval | Read against | Level | Adjusted | Under the rule |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in table.rows:
+        lines.append(
+            f"| {row.entry.claim} | {row.verdict or 'not judged here'} | `{row.entry.evidence}` | "
+            f"{multiplicity.READING_TEXT[row.entry.reading]} | {multiplicity.level_text(row.level)} | "
+            f"{multiplicity.level_text(row.adjusted)} | {multiplicity.under_the_rule(row, alpha)} |"
+        )
+    lines += ["", multiplicity.summary_sentence(table), ""]
+    return lines
+
+
+def render_design(design: Design, claim_order: list[str], family: multiplicity.FamilyTable | None = None) -> str:
+    """The design page; `family` (multiplicity.family_table on this build's results) adds the family's section."""
     lines = [
         "(registered-design)=",
         "# The registered design",
@@ -127,6 +163,8 @@ def render_design(design: Design, claim_order: list[str]) -> str:
             lines.append(decision_text(entry.decision))
         lines.append("")
     lines += confirmation_lines(design)
+    if family is not None:
+        lines += family_lines(family)
     lines += [
         "## Changes after results were seen",
         "",

@@ -15,6 +15,7 @@ from pathlib import Path
 from normlab.runtime.code_identity import BENCH_CODE
 from normlab.runtime.elsewhere import ProvenanceError, bench_files
 from normlab.runtime.environment import machine_name
+from normlab.study import multiplicity
 from normlab.study.claims import PENDING, VERDICT_BADGES, Claim
 from normlab.study.pages.markdown import warning_box
 from normlab.study.results import VERDICTS, LedgerError, is_fragile, verdicts
@@ -63,10 +64,17 @@ HEADLINE_WORDS = 35
 
 def caveats_pointer(caveats) -> str:
     """'; 2 caveats in the chapter' for a verdict's caveats, or '' without any: the caveats themselves stay on the
-    claim's chapter (and the ledger's list), one click away."""
+    claim's chapter (and the ledger's list), one click away. A caveat the family's multiplicity rule added at the
+    ledger step (`multiplicity.is_family_caveat`) is not in the chapter: it is counted apart, '1 from the family's
+    rule', and the ledger's list and the design page state it."""
     if not caveats:
         return ""
-    return f"; {len(caveats)} caveat{'s' if len(caveats) > 1 else ''} in the chapter"
+    family = sum(1 for caveat in caveats if multiplicity.is_family_caveat(caveat))
+    own = len(caveats) - family
+    parts = [f"{own} caveat{'s' if own > 1 else ''} in the chapter"] if own else []
+    if family:
+        parts.append(f"{family}{'' if own else ' caveat' + ('s' if family > 1 else '')} from the family's rule")
+    return "; " + " and ".join(parts)
 
 
 def findings_sentences(table: dict[str, dict]) -> list[str]:
@@ -110,11 +118,14 @@ def render_intro(
     warning: str | None = None,
     gpu_runs: list[str] = (),
     checked_on: str = "",
+    family: multiplicity.FamilyTable | None = None,
 ) -> str:
     """The opening page: the hand-written prose of book/intro.md with the findings of this build spliced in.
 
     gpu_runs: the committed GPU runs the speed chapter weighs beside this build's own (committed_gpu_runs).
-    checked_on: how many machines the verdicts were checked on (builds.CrossMachine.sentence)."""
+    checked_on: how many machines the verdicts were checked on (builds.CrossMachine.sentence).
+    family: the registered family of paired readings on this build (multiplicity.family_table): one sentence says
+    how many survive Holm's rule and which verdicts carry a caveat for it."""
     table = verdicts(claims, runs)
     counts = Counter(slot["record"]["verdict"] if slot["record"] else PENDING for slot in table.values())
     judged = [slot["record"] for slot in table.values() if slot["record"]]
@@ -144,6 +155,11 @@ def render_intro(
         + (f": {', '.join(fragile)}." if fragile else ".")
         + " The {ref}`ledger <ledger>` gives every claim with its key number, threshold and spread, each in its unit.",
         "",
+        *(
+            [multiplicity.summary_sentence(family, "Holm's rule over the {ref}`family <family-rule>`"), ""]
+            if family is not None
+            else []
+        ),
         f"```{{figure}} {figure}",
         ":name: fig-intro-verdicts",
         ":alt: verdict counts per chapter",
