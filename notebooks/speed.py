@@ -285,6 +285,34 @@ display(
 display(*on_gpu.gpu_chunked_display(gpu_stable, gpu_runs, live))
 
 # %% [markdown]
+# (speed-compiled)=
+# ### Predicted from the compiled code
+#
+# A GPU's timing says how fast a kernel ran, not why. Triton compiles for an H100/H200 (sm_90) without one, and the
+# compiled code says what each kernel will do there: the registers it holds, whether it spills, how many programs fit
+# on an SM, whether its persistent loop keeps the next row's loads in flight while it works on this one, and the bytes
+# each row moves from HBM and from L2. This section compiles the Triton kernels at the target shapes as the launcher
+# picks them (`normlab.bench.compiled_schedule`, the same check as `make compile-check`) and turns that into a
+# prediction of each kernel's fraction of copy. It is a prediction, not a measurement. Beside it stands the committed
+# GPU runs' measured fraction where they timed the same case; those runs time the host's calls as well as the
+# kernel, which holds their Triton forward above about 100 µs ({ref}`speed-gpu-host-time`), so a measured fraction
+# below the prediction may be the host's share rather than the kernel's.
+
+# %% tags=["remove-input"]
+from normlab.analysis.speed import compiled
+
+compiled_result = compiled.compile_targets(settings.compiled_shapes(profile, overrides))
+if compiled.unavailable_text(compiled_result):
+    display(Markdown(compiled.unavailable_text(compiled_result)))
+else:
+    measured_here = compiled.measured_fractions(gpu_stable, compiled_result["rows"])
+    compiled_frame = compiled.schedule_frame(compiled_result, measured_here, [runs.run_name(m, live) for m in gpu_runs])
+    display(
+        Markdown(compiled.summary_text(compiled_frame) + " " + compiled.model_text(compiled_result)),
+        table(compiled_frame, caption=compiled.caption(compiled_result, live.hardware)),
+    )
+
+# %% [markdown]
 # (speed-passes)=
 # ## Passes over memory: counted, not assumed (A7, B8, B9)
 #

@@ -176,3 +176,6 @@ def test_measured_fractions_sit_beside_the_plain_forward_only():
     column = frame["measured (gpu-bench.json)"]
     assert list(column[(frame["direction"] == "forward") & ~frame["fused"]]) == [0.61, 0.55]
     assert set(column[(frame["direction"] == "backward") | frame["fused"]]) == {compiled.NOT_MEASURED}
+    # a GPU run that timed no Triton kernel still has its column, "not measured" throughout
+    other = compiled.schedule_frame(dict(records=records), measured.iloc[:0], ["gpu-synthetic.json"])
+    assert set(other["measured (gpu-synthetic.json)"]) == {compiled.NOT_MEASURED}

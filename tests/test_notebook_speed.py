@@ -19,7 +19,7 @@ from normlab.runtime.code_identity import FINGERPRINT_KEY
 from normlab.study.results import VERDICTS
 from normlab.study.run import execute
 
-CHANGED_KERNEL = "norms/backends/triton/rms_kernels.py"
+CHANGED_KERNEL = "norms/backends/triton/norm_kernels.py"
 STALE = "since then 1 file of the Triton kernels changed, not yet re-measured"
 SPEED_CLAIMS = {"A5", "A7", "A8", "A10", "B6", "B8", "B9", "B10", "Q2", "Q3"}
 
@@ -185,3 +185,27 @@ def test_without_a_gpu_file_the_chapter_decides_on_this_run_alone(cpu_only_run):
     assert "No GPU run is committed" in executed
     assert all(captioned and drawn for _, captioned, drawn in _figures(notebook))
     assert "it/s]" not in executed and str(root) not in executed
+
+
+def _compiled_section(executed: str) -> bool:
+    """True where the section shows the compiled table; False where it says in one sentence that nothing compiled."""
+    if "Nothing was compiled for sm_90 on this machine" in executed:
+        return False
+    assert "configurations compiled for sm_90" in executed and "predicted fraction of copy" in executed
+    assert "a prediction, not a measurement" in executed
+    return True
+
+
+def test_the_compiled_schedule_stands_beside_the_gpu_files_measurements(speed_run):
+    _, root, _ = speed_run
+    executed = _outputs(json.loads((root / "ex" / "speed.ipynb").read_text()))
+    if _compiled_section(executed):
+        # the synthetic GPU file timed no Triton kernel: its column says so on every row
+        assert "measured (gpu-bench-synthetic.json)" in executed and "not measured" in executed
+
+
+def test_without_a_gpu_file_the_compiled_schedule_says_no_gpu_measured_it(cpu_only_run):
+    _, root = cpu_only_run
+    executed = _outputs(json.loads((root / "ex" / "speed.ipynb").read_text()))
+    if _compiled_section(executed):
+        assert "measured on a GPU" in executed and "no GPU run" in executed

@@ -49,9 +49,9 @@ def measured_fractions(gpu_stable: pd.DataFrame, rows: int) -> pd.DataFrame:
     return frame[columns].dropna().reset_index(drop=True)
 
 
-def schedule_frame(result: dict, measured: pd.DataFrame) -> pd.DataFrame:
-    """One row per compiled configuration, and a measured column per GPU run ("not measured" where it did not time
-    the case; one column saying so where there is no GPU run)."""
+def schedule_frame(result: dict, measured: pd.DataFrame, gpu_runs: list[str] | None = None) -> pd.DataFrame:
+    """One row per compiled configuration, and a measured column per GPU run (`gpu_runs`, their names; by default
+    those in `measured`): "not measured" where the run did not time the case; one column saying so without any."""
     records = result["records"]
     frame = pd.DataFrame(
         {
@@ -69,7 +69,7 @@ def schedule_frame(result: dict, measured: pd.DataFrame) -> pd.DataFrame:
             "predicted fraction of copy": [r["predicted_fraction"] for r in records],
         }
     )
-    runs = list(dict.fromkeys(measured["run"])) if not measured.empty else []
+    runs = list(dict.fromkeys(measured["run"])) if gpu_runs is None else list(gpu_runs)
     if not runs:
         frame["measured on a GPU"] = "no GPU run"
     for run in runs:
@@ -88,7 +88,7 @@ def caption(result: dict, where: str) -> str:
     return (
         f"Read from code compiled for sm_90 (H100/H200) by Triton {result['triton']} on this machine ({where}), without "
         f"a GPU: a prediction, not a measurement. {result['rows']} rows a call, as the training batch; 'fused' adds the "
-        "residual (forward) or the incoming gradient of the residual stream (backward). 'loads in flight across rows': "
+        "residual (forward) or the residual stream's gradient (backward). 'loads in flight across rows': "
         "the persistent loop keeps the next row's loads in flight while it works on this one. The measured columns are "
         "the committed GPU runs' fraction of copy for the same norm, direction, d and dtype (the plain Triton forward, "
         "timed around the host's calls); 'not measured': no GPU run timed that case."
@@ -99,8 +99,10 @@ def model_text(result: dict) -> str:
     """How the prediction is made, with the model's numbers."""
     model = result["model"]
     return (
-        "The predicted fraction of copy is a same-size copy's time (read x, write y) over the row's predicted time: "
-        f"the larger of its HBM bytes at {model['hbm_bytes_per_s'] / 1e12:.1f} TB/s and its L2 bytes at "
+        "The predicted fraction of copy is a same-size copy's time (read x, write y) over the row's predicted time, so "
+        "a kernel that must move more than x and y stays below 1 at best (2/3 for three tensors, as the plain backward "
+        "reads x and dy and writes dx; 1/2 for four, as the fused forward and backward): the larger "
+        f"of its HBM bytes at {model['hbm_bytes_per_s'] / 1e12:.1f} TB/s and its L2 bytes at "
         f"{model['l2_bytes_per_s'] / 1e12:.1f} TB/s, slowed where an SM has fewer bytes in flight than "
         f"{model['needed_in_flight_per_sm'] / 1024:.0f} KiB ({model['hbm_bytes_per_s'] / 1e12:.1f} TB/s over "
         f"{model['sms']} SMs for {model['latency_s'] * 1e9:.0f} ns)."
