@@ -261,6 +261,12 @@ Markdown(training.ablation_left.paragraph() + interlock.b19_paragraph(b19, ablat
 caption = "The pilot beside the registered confirmation: only the confirmation decides"
 table(confirmation.side_by_side(registered, {"B19": ablation.interaction}), caption=caption) if registered else None
 
+# %% [markdown]
+# B17, B18 and B19 are answered by this build's runs at its profile: the design registers no other run for them. A build
+# of this chapter made on another machine (a GPU's, say) is committed under `data/builds/` with its provenance and
+# set beside this one, claim by claim, on the reproducibility page, where a verdict that differs is flagged; it
+# never replaces this build's verdict.
+
 # %% tags=["remove-cell"]
 _ = replace(b17, headline=identity_path.b17_headline(b17)).record(results, "B17", "depth-init")
 _ = replace(b18, headline=post_ln_decay.b18_headline(b18)).record(results, "B18", "depth-training")

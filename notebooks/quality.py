@@ -244,6 +244,12 @@ b7 = left.judge(b7)
 # %% tags=["remove-input"]
 Markdown(step_time.b7_paragraph(b7, repeats=speed["repeats"], device=device))
 
+# %% [markdown]
+# A9 and B7 are answered by this build's runs at its profile: the design registers no other run for them. A build
+# of this chapter made on another machine (a GPU's, say) is committed under `data/builds/` with its provenance and
+# set beside this one, claim by claim, on the reproducibility page, where a verdict that differs is flagged; it
+# never replaces this build's verdict.
+
 # %% tags=["remove-cell"]
 _ = replace(a9, headline=loss_parity.a9_headline(a9)).record(results, "A9", "quality-parity")
 _ = b7.record(results, "B7", "quality-speed")
