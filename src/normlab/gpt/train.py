@@ -390,7 +390,7 @@ class _Run:
     device: torch.device
     checkpoint_path: Path | None
     model: GPT
-    optimizer: torch.optim.Optimizer
+    optimizer: torch.optim.Optimizer | None  # None where `compiled` updates the model (its AdamW state is its own)
     data_rng: torch.Generator
     eval_batches: list
     stream_probe: torch.Tensor  # the first validation batch's inputs, for the residual-stream statistics
@@ -399,6 +399,7 @@ class _Run:
     stream: list[dict] = field(default_factory=list)
     step: int = 0
     diverged: bool = False
+    compiled: CompiledStep | None = None  # TrainConfig(step="compiled"): the step that updates `model`
 
 
 def _check_run(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus) -> torch.device:
@@ -449,11 +450,16 @@ def _set_up(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus) -> _Run:
     or the measurements at step 0."""
     device = _check_run(mcfg, tcfg, corpus)
     path, state = _checkpoint_to_resume(mcfg, tcfg, corpus)
-    torch.manual_seed(tcfg.seed)
-    model = GPT(mcfg).to(device)
-    groups = parameter_groups(model, tcfg)
-    optimizer = torch.optim.AdamW(groups, lr=tcfg.lr, betas=tcfg.betas, foreach=False)
-    data_rng = torch.Generator().manual_seed(tcfg.seed)
+    compiled = None
+    if tcfg.step == "compiled":  # the same seed's weights and data order, updated by CompiledStep
+        compiled = CompiledStep(mcfg, tcfg, corpus)
+        model, optimizer, data_rng = compiled.model, None, compiled.data_rng
+    else:
+        torch.manual_seed(tcfg.seed)
+        model = GPT(mcfg).to(device)
+        groups = parameter_groups(model, tcfg)
+        optimizer = torch.optim.AdamW(groups, lr=tcfg.lr, betas=tcfg.betas, foreach=False)
+        data_rng = torch.Generator().manual_seed(tcfg.seed)
     eval_batches = _eval_batches(corpus, mcfg, tcfg)
     run = _Run(
         mcfg=mcfg,
@@ -466,6 +472,7 @@ def _set_up(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus) -> _Run:
         data_rng=data_rng,
         eval_batches=eval_batches,
         stream_probe=eval_batches[0][0],
+        compiled=compiled,
     )
     if state is not None:
         _resume(run, state)
@@ -479,6 +486,8 @@ def _optimisation_step(run: _Run) -> dict:
     """One update (learning rate, batch, forward, backward, gradient norms, clipping, AdamW), its row
     appended to the history and returned. A non-finite loss or gradient marks the run diverged
     and skips the update."""
+    if run.compiled is not None:
+        return _compiled_step(run)
     mcfg, tcfg = run.mcfg, run.tcfg
     lr = learning_rate(run.step + 1, tcfg)
     for group in run.optimizer.param_groups:
@@ -505,6 +514,19 @@ def _optimisation_step(run: _Run) -> dict:
     row["grad_norm/total"] = float(total)
     row.update(layer_norms)
     row.update(gain_l2_norms(run.model))
+    run.history.append(row)
+    run.step += 1
+    return row
+
+
+def _compiled_step(run: _Run) -> dict:
+    """One update by run.compiled, its row (per-layer gradient and gain norms included) kept as the reference's is;
+    its step_time includes recording those norms, which the reference's leaves out."""
+    started = time.perf_counter()
+    row = run.compiled.step(record=True)
+    if run.compiled.diverged:
+        return _mark_diverged(run, {**row, "step_time": math.nan})
+    row["step_time"] = time.perf_counter() - started
     run.history.append(row)
     run.step += 1
     return row
@@ -584,8 +606,6 @@ def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus, *,
     each step. Many models train as jobs of `normlab.runtime.parallel.run_parallel` (this machine's pool, or a
     Dask cluster), each calling this."""
     mcfg, tcfg = model_config, train_config
-    if tcfg.step == "compiled":
-        return train_compiled(mcfg, tcfg, corpus, on_step=on_step)
     run = _set_up(mcfg, tcfg, corpus)
     progress = None
     if tcfg.progress:
@@ -745,68 +765,6 @@ class CompiledStep:
         if record:
             row.update(gain_l2_norms(self.model))
         return row
-
-
-def train_compiled(mcfg: GPTConfig, tcfg: TrainConfig, corpus: Corpus, *, on_step=None) -> TrainResult:
-    """`normlab.gpt.train.train` with TrainConfig(step="compiled"): the same schedule, batches, measurements and
-    result, each update done by `CompiledStep` (per-layer gradient and gain norms recorded every step, as the
-    reference records them; its step_time includes recording them, which the reference's leaves out). Validation
-    and the residual-stream statistics run on the eager model, which shares the compiled model's parameters."""
-    fast = CompiledStep(mcfg, tcfg, corpus)
-    eval_batches = _eval_batches(corpus, mcfg, tcfg)
-    probe = eval_batches[0][0]
-    history, val, stream = [], [], []
-
-    def measure(step: int, last: bool) -> bool:
-        """Validation and stream statistics when due; False where the validation loss is not finite."""
-        finite = True
-        if step == 0 or last or (tcfg.eval_every and step % tcfg.eval_every == 0):
-            val.append({"step": step, "val_loss": evaluate(fast.model, eval_batches)})
-            finite = math.isfinite(val[-1]["val_loss"])
-        if step == 0 or last or (tcfg.stream_every and step % tcfg.stream_every == 0):
-            stream.extend(measure_stream(fast.model, probe, step))
-        return finite
-
-    measure(0, tcfg.steps == 0)
-    progress = None
-    if tcfg.progress:
-        progress = terminal_progress(
-            total=tcfg.steps, desc=f"{mcfg.norm}-{mcfg.placement} seed {tcfg.seed}", leave=False
-        )
-    interrupted = False
-    try:
-        while fast.step_count < tcfg.steps and not fast.diverged:
-            if tcfg.interrupt_after is not None and fast.step_count >= tcfg.interrupt_after:
-                interrupted = True
-                break
-            started = time.perf_counter()
-            row = fast.step(record=True)
-            row["step_time"] = time.perf_counter() - started if not fast.diverged else math.nan
-            history.append(row)
-            if fast.diverged:
-                break
-            if on_step is not None:
-                on_step(row)
-            if progress is not None:
-                progress.update(1)
-                progress.set_postfix(loss=f"{row['loss']:.3f}")
-            if not measure(fast.step_count, fast.step_count == tcfg.steps):
-                fast.diverged = True
-    finally:
-        if progress is not None:
-            progress.close()
-    return TrainResult(
-        model=fast.model,
-        history_rows=history,
-        val_rows=val,
-        stream_rows=stream,
-        corpus_sha256=corpus.sha256,
-        diverged=fast.diverged,
-        steps_done=fast.step_count,
-        model_config=mcfg.to_dict(),
-        train_config=tcfg.to_dict(),
-        interrupted=interrupted,
-    )
 
 
 def compare_step_times(
