@@ -30,6 +30,8 @@ NOT_THRESHOLDS = {
 }
 
 MINIMAL = """
+assembled = ["A1", "A9", "B7"]
+
 [claims.A1]
 chapter = "geometry"
 quantity = "largest relative difference"
@@ -103,6 +105,64 @@ def test_the_chapters_profiles_read_their_pairs_from_the_design():
         assert {p: profiles[p][key] for p in design.PROFILES} == registered.pairs_of(setting), setting
     source = (ROOT / "src/normlab/analysis/quality/profiles.py").read_text()
     assert 'design.pairs("quality:seeds")' in source and "seeds=REGISTERED_SEEDS" in source  # read, not copied
+
+
+NEW_CLAIM = """
+[claims.V5]
+chapter = "gain"
+quantity = "paired loss difference"
+unit = "nats per byte"
+test = "paired interval"
+answered_by = "this build's run"
+registered = "2026-12-05"
+
+[claims.V5.thresholds.margin]
+value = 0.03
+basis = "b"
+source = "chosen"
+
+[claims.V5.source_numbers.effect]
+value = 27.3
+unit = "percent"
+where = "paper, Table 2"
+"""
+
+REGISTRATION = """
+[[change]]
+date = "2026-12-05"
+claim = "V5"
+field = "registration"
+old = "not registered"
+new = "registered"
+why = "w"
+look = "none"
+"""
+
+
+def test_a_claim_added_after_the_assembled_design_needs_a_registration_entry_of_its_date(tmp_path):
+    ids = ("A1", "A9", "B7", "V5")
+    with pytest.raises(DesignError, match=r"claim V5 is not in `assembled` and has no registration"):
+        _parse(tmp_path, MINIMAL + B7 + NEW_CLAIM, ids)
+    with pytest.raises(DesignError, match=r"claim V5 says registered = '2026-12-05'.*'2026-12-04'"):
+        _parse(tmp_path, MINIMAL + B7 + NEW_CLAIM + REGISTRATION.replace("2026-12-05", "2026-12-04"), ids)
+    registered = _parse(tmp_path, MINIMAL + B7 + NEW_CLAIM + REGISTRATION, ids)
+    assert registered.claims["V5"].registered == "2026-12-05"
+    assert registered.source_number("V5", "effect") == {"value": 27.3, "unit": "percent", "where": "paper, Table 2"}
+    with pytest.raises(DesignError, match=r"no source number 'gain'.*\['effect'\]"):
+        registered.source_number("V5", "gain")
+
+
+def test_a_run_made_before_its_claim_was_registered_is_refused(tmp_path):
+    registered = _parse(tmp_path, MINIMAL + B7 + NEW_CLAIM + REGISTRATION, ("A1", "A9", "B7", "V5"))
+    run = {"notebook": "gain", "started": "2026-12-04T23:59:00+00:00", "claims": [{"id": "V5", "verdict": None}]}
+    with pytest.raises(DesignError, match=r"claim V5 was run on 2026-12-04, before its design was registered on 2026-12-05"):
+        design.check_runs([run], registered)
+    design.check_runs([dict(run, started="2026-12-05T00:00:01+00:00")], registered)
+
+
+def test_a_source_number_without_where_is_refused(tmp_path):
+    with pytest.raises(DesignError, match=r"claim V5: source number 'effect' lacks where"):
+        _parse(tmp_path, MINIMAL + B7 + NEW_CLAIM.replace('where = "paper, Table 2"', "") + REGISTRATION, ("A1", "A9", "B7", "V5"))
 
 
 def test_claims_read_on_the_same_runs_with_different_pairs_are_refused_naming_both(tmp_path):

@@ -26,6 +26,7 @@ PROFILES = ("smoke", "cpu", "gpu")
 CLAIM_FIELDS = ("chapter", "quantity", "unit", "test", "answered_by")
 THRESHOLD_FIELDS = ("value", "basis", "source")
 CHANGE_FIELDS = ("date", "claim", "field", "old", "new", "why", "look")
+SOURCE_NUMBER_FIELDS = ("value", "unit", "where")
 CONFIRMATION_FIELDS = ("registered", "decides", "pilot", "pilot_sd", "alpha", "power", "true_difference", "test")
 PILOT_FIELDS = ("first_seed", "pairs", "build", "record", "evidence")
 # The updates a trained design may name: normlab.gpt.train.STEPS (tests/test_design.py holds them equal; the design
@@ -91,6 +92,12 @@ class ClaimDesign:
     # what would decide a claim beyond this build's reach: a registered design for another machine ([claims.ID.decision],
     # checked by the owning chapter's analysis against its pilot and the power calculation)
     decision: dict | None = None
+    # the date of its [[change]] entry with field = "registration"; None for the claims of `assembled` (the design as
+    # first assembled from the chapters, before this rule)
+    registered: str | None = None
+    # the source's own numbers the chapter quotes ([claims.ID.source_numbers.NAME]: value, unit, where); a page that
+    # writes one differently is refused by the book's {source} role (book/_ext/normlab_check.py)
+    source_numbers: dict[str, dict] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -122,6 +129,16 @@ class Design:
                 "value, basis and source"
             )
         return entry.thresholds[name]
+
+    def source_number(self, claim_id: str, name: str) -> dict:
+        """The source's own number `name` as the design holds it: value, unit, where."""
+        numbers = self.claim(claim_id).source_numbers
+        if name not in numbers:
+            raise DesignError(
+                f"claim {claim_id} registers no source number {name!r} (it has {sorted(numbers) or 'none'}); add "
+                f"[claims.{claim_id}.source_numbers.{name}] with value, unit and where"
+            )
+        return numbers[name]
 
     def value(self, claim_id: str, name: str):
         """The registered value: a float, a (low, high) tuple, or a dict of floats."""
@@ -275,6 +292,11 @@ def _parse_claim(claim_id: str, table: dict, path: Path) -> tuple[dict, dict]:
     if pairs and not table.get("pairs_setting"):
         raise DesignError(f'{where} registers pairs without pairs_setting = "<chapter>:<profile key>"')
     confirmation = _parse_confirmation(claim_id, table, where)
+    source_numbers = table.get("source_numbers") or {}
+    for name, number in source_numbers.items():
+        for key in SOURCE_NUMBER_FIELDS:
+            if key not in number:
+                raise DesignError(f"{where}: source number {name!r} lacks {key}; give value, unit and where (paper, section)")
     return (
         dict(
             fixed,
@@ -285,6 +307,8 @@ def _parse_claim(claim_id: str, table: dict, path: Path) -> tuple[dict, dict]:
             looks=tuple(table.get("looks", ())),
             confirmation=confirmation,
             decision=_parse_decision(table, where),
+            registered=table.get("registered"),
+            source_numbers={name: dict(number) for name, number in source_numbers.items()},
         ),
         raw_thresholds,
     )
@@ -444,7 +468,28 @@ def parse(path: Path, claim_ids: set[str] | None = None) -> Design:
             _text(change, key, f"{path}: change {index + 1}", f"each [[change]] needs {', '.join(CHANGE_FIELDS)}")
         if change["claim"] not in known:
             raise DesignError(f"{path}: change {index + 1} names unknown claim {change['claim']!r}")
+    _check_registrations(claims, set(document.get("assembled") or ()), changes, path)
     return Design(claims, [dict(change) for change in changes], path)
+
+
+def _check_registrations(claims: dict[str, ClaimDesign], assembled: set[str], changes: list[dict], path: Path) -> None:
+    """A claim added after the design was assembled carries `registered` and a [[change]] entry of that date with
+    field = "registration", so that its design is on record before any run (check_runs refuses earlier runs)."""
+    for claim_id, entry in claims.items():
+        if claim_id in assembled:
+            continue
+        entries = [c for c in changes if c["claim"] == claim_id and c["field"] == "registration"]
+        if entry.registered is None or not entries:
+            raise DesignError(
+                f"{path}: claim {claim_id} is not in `assembled` and has no registration; add registered = "
+                f'"YYYY-MM-DD" to [claims.{claim_id}] and a [[change]] with claim = "{claim_id}", field = '
+                f'"registration", dated that day, before its first run'
+            )
+        if all(c["date"] != entry.registered for c in entries):
+            raise DesignError(
+                f"{path}: claim {claim_id} says registered = {entry.registered!r}, but its registration entry is "
+                f"dated {entries[0]['date']!r}; make them the same day"
+            )
 
 
 def _check_confirmations(claims: dict[str, ClaimDesign], known: set[str], path: Path) -> None:
@@ -487,6 +532,11 @@ def values(claim_id: str, *names: str) -> dict:
     return load().values(claim_id, *names)
 
 
+def source_number(claim_id: str, name: str) -> dict:
+    """A source's own number as the design holds it (value, unit, where), for a chapter to set beside its measurement."""
+    return load().source_number(claim_id, name)
+
+
 def confirmation_of(claim_id: str) -> Confirmation | None:
     """The registered confirmation deciding `claim_id` (or on whose runs it is read); None without one."""
     return load().confirmation_of(claim_id)
@@ -516,6 +566,12 @@ def check_runs(runs: list[dict], design: Design | None = None) -> None:
         except DesignError as error:
             raise DesignError(f"{run.get('_file', run['notebook'])}: {error}") from None
         for record in run["claims"]:
+            registered = design.claims[record["id"]].registered if record["id"] in design.claims else None
+            if registered is not None and str(run.get("started", ""))[:10] < registered:
+                raise DesignError(
+                    f"{run.get('_file', run['notebook'])}: claim {record['id']} was run on "
+                    f"{str(run.get('started'))[:10]}, before its design was registered on {registered}; rerun the chapter"
+                )
             if record.get("verdict") is not None:
                 try:
                     design.check_recorded(record["id"], record.get("threshold"))
