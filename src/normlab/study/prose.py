@@ -41,3 +41,12 @@ def state(**stated: numbers.Real | str) -> None:
 
     for key, value in stated.items():
         glue(key, value if isinstance(value, str) else number_text(value), display=False)
+
+
+def source(claim_id: str, name: str) -> str:
+    """A source's own number, registered in the design ([claims.ID.source_numbers.NAME]), as the role the book checks:
+    {source}`ID.NAME=VALUE` renders VALUE with its citation, and a page whose VALUE differs from the design's copy
+    fails the build naming both (book/_ext/normlab_check.py). Prose typed in a markdown cell writes the same role."""
+    from normlab.study import design
+
+    return f"{{source}}`{claim_id}.{name}={number_text(design.source_number(claim_id, name)['value'])}`"
