@@ -153,7 +153,49 @@ def _root_favicon(app, exception) -> None:
         Image.new("RGB", (32, 32), (42, 157, 143)).save(Path(app.outdir) / "favicon.ico", format="ICO")
 
 
+def source_number_problem(text: str, registered) -> tuple[str, str, str | None]:
+    """Read the {source} role's `ID.NAME=VALUE`; return (value as written, where, problem or None). `registered` is
+    normlab.study.design.source_number: a page's VALUE that differs from the design's copy is a problem naming both."""
+    from normlab.study.prose import number_text
+
+    key, sep, written = text.partition("=")
+    claim_id, dot, name = key.strip().partition(".")
+    written = written.strip()
+    if not (sep and dot and claim_id and name and written):
+        return written, "", f"{{source}}`{text}`: write it as {{source}}`ID.NAME=VALUE`, e.g. {{source}}`V6.small_budget=27.3`"
+    try:
+        number = registered(claim_id, name)
+    except ValueError as error:
+        return written, "", f"{{source}}`{text}`: {error}"
+    try:
+        agrees = abs(float(written.replace("×", "e").replace(" ", "")) - float(number["value"])) <= 1e-9 * max(
+            1.0, abs(float(number["value"]))
+        )
+    except ValueError:
+        agrees = written == number_text(number["value"])
+    if not agrees:
+        return written, number["where"], (
+            f"{{source}}`{text}`: the page writes {written} but the design's copy of {claim_id}.{name} is "
+            f"{number_text(number['value'])} {number['unit']} ({number['where']}); correct the page or the design's "
+            "copy, whichever differs from the source"
+        )
+    return written, f"{number['where']} ({number['unit']})", None
+
+
+def _source_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    """{source}`ID.NAME=VALUE`: a source's number as the page writes it, checked against the registered design."""
+    from docutils import nodes
+    from normlab.study import design
+
+    written, where, problem = source_number_problem(text, design.source_number)
+    if problem:
+        message = inliner.reporter.error(problem, line=lineno)
+        return [inliner.problematic(rawtext, rawtext, message)], [message]
+    return [nodes.abbreviation(rawtext, written, explanation=where)], []
+
+
 def setup(app):
+    app.add_role("source", _source_role)
     app.connect("builder-inited", _add_static)
     app.connect("build-finished", _root_favicon)
     app.add_css_file("normlab.css")
