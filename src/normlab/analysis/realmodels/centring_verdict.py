@@ -12,7 +12,7 @@ import statistics
 
 from normlab.analysis.realmodels.centring_added import CentringAdded
 from normlab.analysis.realmodels.centring_map import CentringMap, centring_map_evidence
-from normlab.analysis.realmodels.massive import MassiveAblationResult
+from normlab.analysis.realmodels.massive import INTERVAL_KEYS, MassiveAblationResult
 from normlab.analysis.realmodels.stream import StreamSummary
 from normlab.analysis.shared.paired import interval_text
 from normlab.study.findings import Finding
@@ -71,6 +71,8 @@ def q4_finding(
     evidence = {
         "smollm2_loss_change_nats": a["mean_difference"],
         "smollm2_ci": [a["ci_low"], a["ci_high"]],
+        # the same interval with its pairs, spread and margin: what the multiplicity rule reads to compute its level
+        "smollm2_interval": {key: a[key] for key in INTERVAL_KEYS},
         "smollm2_outcome": a["outcome"],
         "margin_nats": added.margin,
         "chunks": a["pairs"],

@@ -306,6 +306,18 @@ def first_massive_depth(
 
 
 MEAN, ZERO, AS_TRAINED = "set to their mean", "set to zero", "left alone"
+# What each loss change records: its interval and outcome, and the pairs, spread and margin that the multiplicity rule
+# (normlab.study.multiplicity.reading_of) needs to compute the interval's level.
+INTERVAL_KEYS = (
+    "mean_difference",
+    "ci_low",
+    "ci_high",
+    "outcome",
+    "pairs",
+    "sd_of_differences",
+    "standard_error",
+    "margin",
+)
 
 
 @dataclass
@@ -351,7 +363,7 @@ class MassiveAblationResult:
             "loss_left_alone": statistics.fmean(self.losses[AS_TRAINED]),
             **{
                 f"loss_change_{condition.replace(' ', '_')}": {
-                    key: self.changes[condition][key] for key in ("mean_difference", "ci_low", "ci_high", "outcome")
+                    key: self.changes[condition][key] for key in INTERVAL_KEYS
                 }
                 for condition in (MEAN, ZERO)
             },
