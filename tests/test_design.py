@@ -155,14 +155,20 @@ def test_a_claim_added_after_the_assembled_design_needs_a_registration_entry_of_
 def test_a_run_made_before_its_claim_was_registered_is_refused(tmp_path):
     registered = _parse(tmp_path, MINIMAL + B7 + NEW_CLAIM + REGISTRATION, ("A1", "A9", "B7", "V5"))
     run = {"notebook": "gain", "started": "2026-12-04T23:59:00+00:00", "claims": [{"id": "V5", "verdict": None}]}
-    with pytest.raises(DesignError, match=r"claim V5 was run on 2026-12-04, before its design was registered on 2026-12-05"):
+    with pytest.raises(
+        DesignError, match=r"claim V5 was run on 2026-12-04, before its design was registered on 2026-12-05"
+    ):
         design.check_runs([run], registered)
     design.check_runs([dict(run, started="2026-12-05T00:00:01+00:00")], registered)
 
 
 def test_a_source_number_without_where_is_refused(tmp_path):
     with pytest.raises(DesignError, match=r"claim V5: source number 'effect' lacks where"):
-        _parse(tmp_path, MINIMAL + B7 + NEW_CLAIM.replace('where = "paper, Table 2"', "") + REGISTRATION, ("A1", "A9", "B7", "V5"))
+        _parse(
+            tmp_path,
+            MINIMAL + B7 + NEW_CLAIM.replace('where = "paper, Table 2"', "") + REGISTRATION,
+            ("A1", "A9", "B7", "V5"),
+        )
 
 
 def test_claims_read_on_the_same_runs_with_different_pairs_are_refused_naming_both(tmp_path):

@@ -260,3 +260,29 @@ def test_the_design_page_shows_the_rule_and_the_family_table(tmp_path):
 @pytest.mark.parametrize("level, text", [(None, "—"), (0.0004, "<0.001"), (0.0031, "0.003"), (0.05, "0.050")])
 def test_levels_are_written_short(level, text):
     assert M.level_text(level) == text
+
+
+def test_each_measured_reading_says_what_its_design_resolves(tmp_path):
+    from normlab.study import design, sample_size
+    from normlab.study.claims import parse_claims
+    from normlab.study.pages.design_page import render_design
+
+    table = M.family_table(_results(), _family(tmp_path))
+    rows = {(row.entry.claim, row.entry.evidence): row for row in table.rows}
+    a9 = M.resolution(rows[("A9", "paired_final_loss")])
+    assert a9.half_width == pytest.approx(t975(23) * 0.01 / math.sqrt(24))
+    assert a9.finest_margin == pytest.approx(sample_size.smallest_margin(24, 0.01, 0.9))
+    assert a9.pairs_for_margin == sample_size.confirmation_pairs(0.01, 0.02, 0.9)
+    # the finest margin at 24 pairs lies below ±0.02, which the registered pairs then resolve
+    assert a9.finest_margin < 0.02 and a9.pairs_for_margin <= 24
+    v1 = M.resolution(rows[("V1", "dyt_minus_rms")])
+    assert v1.finest_margin is None and v1.pairs_for_margin is None  # +margin alone: the half-width says it
+    assert M.resolution(rows[("Q4", "smollm2_ci")]) is None and M.resolution(rows[("B7", "paired_curve_loss")]) is None
+    claims = [c.id for c in parse_claims()]
+    page = render_design(design.parse(design.DESIGN, set(claims)), claims, M.family_table(_results(), M.parse()))
+    section = page.split("### What each design can resolve", 1)[1]
+    line = next(line for line in section.splitlines() if line.startswith("| A9 "))
+    assert line == (
+        f"| A9 | `paired_final_loss` | nats per byte | 24 | 0.01 | {a9.half_width:.3g} | 0.02 | "
+        f"{a9.finest_margin:.3g} | {a9.pairs_for_margin} |"
+    )

@@ -162,7 +162,11 @@ def source_number_problem(text: str, registered) -> tuple[str, str, str | None]:
     claim_id, dot, name = key.strip().partition(".")
     written = written.strip()
     if not (sep and dot and claim_id and name and written):
-        return written, "", f"{{source}}`{text}`: write it as {{source}}`ID.NAME=VALUE`, e.g. {{source}}`V6.small_budget=27.3`"
+        return (
+            written,
+            "",
+            f"{{source}}`{text}`: write it as {{source}}`ID.NAME=VALUE`, e.g. {{source}}`V6.small_budget=27.3`",
+        )
     try:
         number = registered(claim_id, name)
     except ValueError as error:
@@ -174,10 +178,14 @@ def source_number_problem(text: str, registered) -> tuple[str, str, str | None]:
     except ValueError:
         agrees = written == number_text(number["value"])
     if not agrees:
-        return written, number["where"], (
-            f"{{source}}`{text}`: the page writes {written} but the design's copy of {claim_id}.{name} is "
-            f"{number_text(number['value'])} {number['unit']} ({number['where']}); correct the page or the design's "
-            "copy, whichever differs from the source"
+        return (
+            written,
+            number["where"],
+            (
+                f"{{source}}`{text}`: the page writes {written} but the design's copy of {claim_id}.{name} is "
+                f"{number_text(number['value'])} {number['unit']} ({number['where']}); correct the page or the design's "
+                "copy, whichever differs from the source"
+            ),
         )
     return written, f"{number['where']} ({number['unit']})", None
 
@@ -185,6 +193,7 @@ def source_number_problem(text: str, registered) -> tuple[str, str, str | None]:
 def _source_role(name, rawtext, text, lineno, inliner, options=None, content=None):
     """{source}`ID.NAME=VALUE`: a source's number as the page writes it, checked against the registered design."""
     from docutils import nodes
+
     from normlab.study import design
 
     written, where, problem = source_number_problem(text, design.source_number)

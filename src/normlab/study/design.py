@@ -296,7 +296,9 @@ def _parse_claim(claim_id: str, table: dict, path: Path) -> tuple[dict, dict]:
     for name, number in source_numbers.items():
         for key in SOURCE_NUMBER_FIELDS:
             if key not in number:
-                raise DesignError(f"{where}: source number {name!r} lacks {key}; give value, unit and where (paper, section)")
+                raise DesignError(
+                    f"{where}: source number {name!r} lacks {key}; give value, unit and where (paper, section)"
+                )
     return (
         dict(
             fixed,

@@ -108,6 +108,9 @@ class Reading:
     reading: str
     level: float
     outcome: str  # equivalent, different, inconclusive (margin readings) or excludes zero / includes zero
+    pairs: int = 0
+    sd: float = math.nan  # spread of the paired differences, in the claim's unit
+    margin: float | None = None
 
 
 def reading_of(claim_id: str, evidence_path: str, interval: dict, reading: str) -> Reading:
@@ -136,7 +139,16 @@ def reading_of(claim_id: str, evidence_path: str, interval: dict, reading: str) 
         )
     else:
         outcome = interval.get("outcome") or INCONCLUSIVE
-    return Reading(claim_id, evidence_path, reading, level, outcome)
+    return Reading(
+        claim_id,
+        evidence_path,
+        reading,
+        level,
+        outcome,
+        pairs,
+        float(interval["sd_of_differences"]),
+        interval.get("margin"),
+    )
 
 
 def holm(levels: dict[str, float], alpha: float) -> dict[str, float]:
@@ -284,6 +296,7 @@ class Row:
     level: float | None = None
     adjusted: float | None = None
     outcome: str | None = None
+    reading: Reading | None = None  # where measured: its pairs, spread and margin
 
     def decides(self, alpha: float) -> bool:
         """The reading decides read alone at 95% (its level at most α)."""
@@ -291,6 +304,38 @@ class Row:
 
     def survives(self, alpha: float) -> bool:
         return self.adjusted is not None and self.adjusted <= alpha
+
+
+POWER = 0.9  # the power at which the family's sizes are stated, as the registered confirmations use
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What one measured reading's design can resolve, from the spread this build measured: the 95% interval's
+    half-width at the registered pairs, and, for a reading against ±margin, the narrowest margin those pairs decide as
+    "no difference" with probability POWER at a true difference of 0, and the pairs the registered margin needs."""
+
+    row: Row
+    half_width: float
+    finest_margin: float | None
+    pairs_for_margin: int | None  # None past sample_size.MOST_PAIRS, or where the reading is not against ±margin
+
+
+def resolution(row: Row) -> Resolution | None:
+    """None where the reading was not measured with its spread."""
+    from normlab.study import sample_size
+
+    reading = row.reading
+    if reading is None or not (reading.pairs >= 2 and math.isfinite(reading.sd) and reading.sd > 0):
+        return None
+    half_width = sample_size.t975(reading.pairs - 1) * reading.sd / math.sqrt(reading.pairs)
+    if reading.reading != "margin" or not reading.margin:
+        return Resolution(row, half_width, None, None)
+    try:
+        needed = sample_size.confirmation_pairs(reading.sd, reading.margin, POWER)
+    except ValueError:  # beyond MOST_PAIRS
+        needed = None
+    return Resolution(row, half_width, sample_size.smallest_margin(reading.pairs, reading.sd, POWER), needed)
 
 
 def level_text(level: float | None) -> str:
@@ -389,7 +434,7 @@ def family_table(runs: list[dict], registered: Family) -> FamilyTable:
     rows = []
     for index, (entry, status, verdict, reading) in enumerate(found):
         if status == MEASURED:
-            rows.append(Row(entry, status, verdict, reading.level, adjusted[index], reading.outcome))
+            rows.append(Row(entry, status, verdict, reading.level, adjusted[index], reading.outcome, reading))
         else:
             rows.append(Row(entry, status, verdict))
     return FamilyTable(registered, tuple(rows))

@@ -128,6 +128,54 @@ def family_lines(table: multiplicity.FamilyTable) -> list[str]:
     return lines
 
 
+def _spread_text(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3g}"
+
+
+def _margin_unit(design: Design, claim_id: str, margin: float | None) -> str:
+    """The unit of the registered threshold the interval was read against (its value is the interval's margin)."""
+    entry = design.claim(claim_id)
+    for threshold in entry.thresholds.values():
+        if margin is not None and isinstance(threshold.value, (int, float)) and abs(threshold.value - margin) < 1e-12:
+            return threshold.unit
+    return entry.unit
+
+
+def resolution_lines(table: multiplicity.FamilyTable, design: Design) -> list[str]:
+    """Per measured reading of the family: what its registered pairs resolve at the spread this build measured."""
+    found = [r for r in (multiplicity.resolution(row) for row in table.rows) if r is not None]
+    if not found:
+        return []
+    power = f"{multiplicity.POWER:.0%}"
+    lines = [
+        "(design-resolution)=",
+        "### What each design can resolve",
+        "",
+        f"From the spread of each reading's paired differences in this build: the half-width of its 95% interval at "
+        f"the registered pairs; for a reading against ±margin, the narrowest margin those pairs would decide as no "
+        f"difference with {power} probability when there is none, and the pairs the registered margin needs for "
+        f"that (normlab.study.sample_size, the confirmations' own power rule). A design whose finest margin is wider "
+        f"than its registered one can only say *not testable here* about a difference smaller than that. A reading "
+        f"against +margin alone decides once its interval clears +margin, so its half-width says how far from the "
+        f"margin a difference must lie to be decided.",
+        "",
+        "| Claim | Interval | Unit | Pairs | Spread (sd) | 95% half-width | Margin | Finest margin | Pairs the margin needs |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for found_row in found:
+        row, reading = found_row.row, found_row.row.reading
+        needed = found_row.pairs_for_margin
+        lines.append(
+            f"| {row.entry.claim} | `{row.entry.evidence}` | {_margin_unit(design, row.entry.claim, reading.margin)} | "
+            f"{reading.pairs} | "
+            f"{_spread_text(reading.sd)} | {_spread_text(found_row.half_width)} | {_spread_text(reading.margin)} | "
+            f"{_spread_text(found_row.finest_margin)} | "
+            f"{'—' if reading.reading != 'margin' else (needed if needed is not None else 'more than 100,000')} |"
+        )
+    lines.append("")
+    return lines
+
+
 def render_design(design: Design, claim_order: list[str], family: multiplicity.FamilyTable | None = None) -> str:
     """The design page; `family` (multiplicity.family_table on this build's results) adds the family's section."""
     lines = [
@@ -151,8 +199,14 @@ def render_design(design: Design, claim_order: list[str], family: multiplicity.F
             f"- Test: {_clause(entry.test)}.",
             f"- Pairs: {pairs_text(entry)}; answered by {_clause(entry.answered_by)}.",
         ]
+        if entry.registered:
+            lines.append(f"- Registered {entry.registered}, before its first run (its entry under *Registrations*).")
         if entry.trainer:
             lines.append(f"- Trainer: {TRAINER_TEXT[entry.trainer]}.")
+        for name, number in entry.source_numbers.items():
+            lines.append(
+                f"- Source's number `{name}` = {shown_value(number['value'])} ({number['unit']}): {_clause(number['where'])}."
+            )
         for threshold in entry.thresholds.values():
             if threshold.same_as:
                 reason = f"the same as {threshold.same_as.replace('.', '’s ')}."
@@ -165,6 +219,22 @@ def render_design(design: Design, claim_order: list[str], family: multiplicity.F
     lines += confirmation_lines(design)
     if family is not None:
         lines += family_lines(family)
+        lines += resolution_lines(family, design)
+    registrations = [change for change in design.changes if change["field"] == "registration"]
+    if registrations:
+        lines += [
+            "## Registrations",
+            "",
+            "The claims added after the design was first assembled, each registered before its first run; the ledger "
+            "refuses a results file that ran one earlier.",
+            "",
+        ]
+        lines += [
+            f"- **{change['date']}, {change['claim']}:** {_clause(change['new'])}. Why: {_clause(change['why'])}. "
+            f"Looked at before: {_clause(change['look'])}."
+            for change in registrations
+        ]
+        lines.append("")
     lines += [
         "## Changes after results were seen",
         "",
@@ -173,6 +243,8 @@ def render_design(design: Design, claim_order: list[str], family: multiplicity.F
         "",
     ]
     for change in design.changes:
+        if change["field"] == "registration":
+            continue
         lines.append(
             f"- **{change['date']}, {change['claim']}, {change['field']}:** {change['old']} → {change['new']}. "
             f"Why: {_clause(change['why'])}. Prompted by: {_clause(change['look'])}."
