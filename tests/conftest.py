@@ -11,8 +11,6 @@ pool workers) get one thread: two workers on two cores, each with as many thread
 import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
-# The tests feed `tiny` GPU studies (the entry point's CPU size) through the chapters; outside them one is refused.
-os.environ.setdefault("NORMLAB_ACCEPT_TINY_STUDY", "1")
 
 if "PYTEST_XDIST_WORKER" in os.environ:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
