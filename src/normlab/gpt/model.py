@@ -38,6 +38,8 @@ from torch import nn
 
 from normlab.norms.backends.features import BACKEND_FEATURES, BACKENDS, NORMS, backend_choices, lacking_norm
 from normlab.norms.dyt import DyT, check_alpha_init
+from normlab.norms.derf import Derf, check_shift_init
+from normlab.norms.derf import check_alpha_init as check_derf_alpha
 from normlab.norms.modules import LayerNorm, RMSNorm
 
 # pre: x + f(norm(x)); post: norm(x + f(x)); peri: x + norm_out(f(norm(x))) (Gemma 2/3, Peri-LN);
@@ -61,6 +63,12 @@ def _choice(name: str, value, options) -> None:
         raise ValueError(f"GPTConfig.{name}={value!r} is not known; choose one of {', '.join(map(repr, options))}")
 
 
+# Derf (normlab.norms.derf) has no kernel backends: a model may name it beside the backends' norms, and it runs its
+# eager composite whatever norm_backend says (that setting picks the kernels of the other norms, e.g. QK-norm's).
+MODEL_NORMS = (*NORMS, "derf")
+ELEMENTWISE_NORMS = ("dyt", "derf")  # not scale-invariant: the embeddings are lifted by a learnable sqrt(width)
+
+
 @dataclass
 class GPTConfig:
     vocab_size: int = 256
@@ -77,6 +85,10 @@ class GPTConfig:
     norm_eps: float = 1e-5
     dropout: float = 0.0
     dyt_alpha: float = 0.5  # DyT's initial alpha (Zhu et al. 2025's default); used only with norm="dyt"
+    # Derf's initial alpha and shift (Chen et al. 2025's code: 0.5 and 0.0); used only with norm="derf", whose
+    # recipe is every norm Derf with β and the embeddings times a learnable sqrt(width), as with DyT
+    derf_alpha: float = 0.5
+    derf_shift: float = 0.0
     qk_norm: bool = False  # RMSNorm over head_dim on queries and keys, per head, before RoPE
     depth_scaling: bool = False  # LayerNorm Scaling (Sun et al. 2025): block l's norms output × 1/sqrt(l)
     # A learnable scalar times the embeddings, initialised to sqrt(width). None: on exactly when norm="dyt".
@@ -99,7 +111,7 @@ class GPTConfig:
                 f"GPTConfig.heads={self.heads} does not divide width={self.width}; "
                 f"pick heads among the divisors of width (e.g. {_divisors_near(self.width, self.heads)})"
             )
-        _choice("norm", self.norm, NORMS)
+        _choice("norm", self.norm, MODEL_NORMS)
         _choice("placement", self.placement, PLACEMENTS)
         _choice("mlp", self.mlp, MLPS)
         _choice("positions", self.positions, POSITIONS)
@@ -123,11 +135,11 @@ class GPTConfig:
             raise ValueError(
                 f"GPTConfig.embedding_scale must be True, False or None (on with DyT), got {self.embedding_scale!r}"
             )
-        if self.embedding_scale and self.norm != "dyt":
+        if self.embedding_scale and self.norm not in ELEMENTWISE_NORMS:
             # A scale-invariant norm undoes any scale on its input, so the scalar would only retune the residual
             # stream's balance between embedding and branches: a different experiment from the DyT recipe.
             raise ValueError(
-                f"GPTConfig.embedding_scale=True is DyT's recipe and needs norm='dyt', got "
+                f"GPTConfig.embedding_scale=True is DyT's and Derf's recipe and needs norm='dyt' or 'derf', got "
                 f"norm={self.norm!r}; leave embedding_scale at None or False for RMSNorm and LayerNorm"
             )
         try:
@@ -135,9 +147,15 @@ class GPTConfig:
         except ValueError as error:
             raise ValueError(f"GPTConfig.dyt_alpha: {error}") from None
         self._check_dyt_recipe_options()
+        if self.norm == "derf":
+            try:
+                check_derf_alpha(self.derf_alpha)
+                check_shift_init(self.derf_shift)
+            except ValueError as error:
+                raise ValueError(f"GPTConfig.derf_alpha/derf_shift: {error}") from None
         # qk_norm's RMSNorm needs no check: every backend has one.
         for field, kind in (("norm", self.norm), ("final_norm_kind", self.final_norm_kind)):
-            missing = None if kind is None else lacking_norm(self.norm_backend, kind)
+            missing = None if kind in (None, "derf") else lacking_norm(self.norm_backend, kind)
             if missing is not None:
                 raise ValueError(
                     f"GPTConfig.norm_backend={self.norm_backend!r} is {BACKEND_FEATURES[self.norm_backend].summary} "
@@ -193,7 +211,7 @@ class GPTConfig:
 
     @property
     def uses_embedding_scale(self) -> bool:
-        return self.norm == "dyt" if self.embedding_scale is None else self.embedding_scale
+        return self.norm in ELEMENTWISE_NORMS if self.embedding_scale is None else self.embedding_scale
 
     def to_dict(self) -> dict:
         """The fields as a dict. The DyT recipe options and `init` are written only when set: a configuration that does not
@@ -214,7 +232,8 @@ def _divisors_near(width: int, heads: int) -> list[int]:
     return sorted(divisors, key=lambda d: abs(d - heads))[:3]
 
 
-NORM_MODULES = (RMSNorm, LayerNorm, DyT)
+NORM_MODULES = (RMSNorm, LayerNorm, DyT, Derf)
+_LATE_DEFAULTS.update(derf_alpha=0.5, derf_shift=0.0)  # written by `to_dict` only when set, as the DyT options
 
 
 def make_norm(cfg: GPTConfig, kind: str | None = None, alpha: float | None = None) -> nn.Module:
@@ -222,6 +241,8 @@ def make_norm(cfg: GPTConfig, kind: str | None = None, alpha: float | None = Non
     kind = cfg.norm if kind is None else kind
     if kind == "rms":
         return RMSNorm(cfg.width, eps=cfg.norm_eps, backend=cfg.norm_backend)
+    if kind == "derf":  # the blocks' and the final norm alike: the authors give Derf one α₀ in GPT-2
+        return Derf(cfg.width, alpha_init=cfg.derf_alpha, shift_init=cfg.derf_shift)
     if kind == "dyt":
         alpha = cfg.dyt_alpha if alpha is None else alpha
         return DyT(cfg.width, alpha_init=alpha, bias=cfg.dyt_bias, backend=cfg.norm_backend)
