@@ -141,7 +141,7 @@ def test_ledger_names_a_corrupt_or_incomplete_file_and_leaves_pages_unchanged(tm
     _write_runs(results, [_run("geometry", "holds")])
     ledger.build(results, pages, executed_dir=tmp_path / "ex")
     before = {p.name: p.read_bytes() for p in pages.iterdir()}
-    assert set(before) == {"ledger.md", "design.md", "intro.md", "reproducibility.md", "verdicts.png"}
+    assert set(before) == {"ledger.md", "contested.md", "design.md", "intro.md", "reproducibility.md", "verdicts.png"}
 
     good = (results / "geometry.json").read_text()
     (results / "geometry.json").write_text(good[: len(good) // 2])  # truncated mid-write

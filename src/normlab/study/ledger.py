@@ -1,5 +1,5 @@
-"""Check the results files, then build the claims ledger, the opening page, the reproducibility page and the
-summary figure from them.
+"""Check the results files, then build the claims ledger, the opening page, the reproducibility page, the page of
+what is contested (normlab.study.contested) and the summary figure from them.
 
     python -m normlab.study.ledger [--allow-mixed]
 
@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from normlab.study import builds, design, multiplicity, paths
+from normlab.study import builds, contested, design, multiplicity, paths
 from normlab.study.claims import parse_claims
 from normlab.study.pages.design_page import render_design
 from normlab.study.pages.ledger_page import render_ledger
@@ -63,10 +63,11 @@ def build(
     data_dir: Path | None = None,
     builds_dir: Path | None = None,
     design_path: Path | None = None,
+    contested_path: Path | None = None,
     allow_mixed: bool = False,
 ) -> dict:
     """Check every results file against the contract and the registered design, then write ledger.md, design.md,
-    intro.md, reproducibility.md and the summary figure.
+    intro.md, reproducibility.md, contested.md and the summary figure.
 
     Folders default to paths.* looked up at call time (tests point them elsewhere).
     """
@@ -110,6 +111,11 @@ def build(
     family = multiplicity.family_table(runs, registered_family) if registered_family else None
     if family is not None:
         runs = multiplicity.with_caveats(runs, family)
+    # The contested questions (data/contested.toml) beside this build's verdicts: a claim ID that is not in
+    # data/claims.md, or a quoted source number the design does not hold, is refused (a LedgerError), naming it.
+    contested_page = contested.render_contested(
+        contested.load(contested_path, claims), claims, verdicts(claims, runs), registered=registered, warning=warning
+    )
     # The committed builds are inputs of these pages: a new one changes the reproducibility page and the opening's.
     try:
         machines = builds.cross_machine(
@@ -125,6 +131,7 @@ def build(
         summary_figure(claims, runs, Path(staged_figure))
         pages = {
             pages_dir / "ledger.md": render_ledger(claims, runs, warning=warning).encode(),
+            pages_dir / "contested.md": contested_page.encode(),
             pages_dir / "design.md": render_design(registered, [c.id for c in claims], family).encode(),
             pages_dir / "reproducibility.md": render_reproducibility(
                 runs, warning=warning, other_machines=machines.render()
