@@ -100,6 +100,10 @@ class GPTConfig:
     dyt_alpha_attention: float | None = None  # α₀ of the norm in front of attention (norm1); None: dyt_alpha
     final_norm_kind: str | None = None  # the final norm's kind ("rms", "layer", "dyt"); None: the same as norm
     init: str = "gpt2"  # how the weight matrices are drawn, one of INITS
+    # The final norm's role (TaperNorm, Kanavalau et al. 2026): drop the blocks' norms (identity maps) or the norm
+    # before the head, pre-LN only. Each parameter keeps its own seeded draw, so the shared ones start identical.
+    drop_block_norms: bool = False
+    drop_final_norm: bool = False
 
     def __post_init__(self):
         for name in ("vocab_size", "context", "width", "depth", "heads"):
@@ -153,6 +157,7 @@ class GPTConfig:
                 check_shift_init(self.derf_shift)
             except ValueError as error:
                 raise ValueError(f"GPTConfig.derf_alpha/derf_shift: {error}") from None
+        self._check_dropped_norms()
         # qk_norm's RMSNorm needs no check: every backend has one.
         for field, kind in (("norm", self.norm), ("final_norm_kind", self.final_norm_kind)):
             missing = None if kind in (None, "derf") else lacking_norm(self.norm_backend, kind)
@@ -200,6 +205,17 @@ class GPTConfig:
                     f"norm='dyt' and placement 'pre' or 'peri'; got norm={self.norm!r}, placement={self.placement!r}"
                 )
 
+    def _check_dropped_norms(self) -> None:
+        for name in ("drop_block_norms", "drop_final_norm"):
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise ValueError(f"GPTConfig.{name} must be a bool, got {value!r}")
+            if value and self.placement != "pre":
+                raise ValueError(
+                    f"GPTConfig.{name}=True is defined for pre-LN only (its trunk is an identity path without the "
+                    f"norms), got placement={self.placement!r}; use placement='pre'"
+                )
+
     @property
     def final_kind(self) -> str:
         """The kind of norm before the head: final_norm_kind, or norm when that is unset."""
@@ -224,7 +240,14 @@ class GPTConfig:
         return out
 
 
-_LATE_DEFAULTS = {"dyt_bias": True, "dyt_alpha_attention": None, "final_norm_kind": None, "init": "gpt2"}
+_LATE_DEFAULTS = {
+    "dyt_bias": True,
+    "dyt_alpha_attention": None,
+    "final_norm_kind": None,
+    "init": "gpt2",
+    "drop_block_norms": False,
+    "drop_final_norm": False,
+}
 
 
 def _divisors_near(width: int, heads: int) -> list[int]:
@@ -360,6 +383,8 @@ class Block(nn.Module):
         self.placement = cfg.placement
         # norm1 feeds attention in pre-LN and Peri-LN, where the DyT authors give it an α₀ of its own.
         self.norm1, self.norm2 = make_norm(cfg, alpha=cfg.dyt_alpha_attention), make_norm(cfg)
+        if cfg.drop_block_norms:  # identity maps; every parameter draws from its own generator, so the rest match
+            self.norm1, self.norm2 = nn.Identity(), nn.Identity()
         self.attn, self.mlp = CausalSelfAttention(cfg), MLP(cfg)
         if cfg.placement == "peri":
             self.post_norm1, self.post_norm2 = make_norm(cfg), make_norm(cfg)
@@ -401,6 +426,8 @@ class GPT(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg, index) for index in range(cfg.depth))
         self.final_norm = make_norm(cfg, cfg.final_kind) if cfg.placement in TRUNK_IDENTITY_PLACEMENTS else None
+        if cfg.drop_final_norm:
+            self.final_norm = None
         self.lm_head = nn.Linear(cfg.width, cfg.vocab_size, bias=False)
         for name, module in self.named_modules():
             self._init_weights(module, name)
