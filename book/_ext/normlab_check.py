@@ -19,7 +19,13 @@ import os
 import sys
 from pathlib import Path
 
-GENERATED = ("build/pages/intro", "build/pages/ledger", "build/pages/design", "build/pages/reproducibility")
+GENERATED = (
+    "build/pages/intro",
+    "build/pages/ledger",
+    "build/pages/contested",
+    "build/pages/design",
+    "build/pages/reproducibility",
+)
 
 
 def _toc_files(toc: dict) -> list[str]:
