@@ -117,3 +117,24 @@ def ablation_effects(swaps: dict[str, dict | None], margin: float):
     )
     plt.tight_layout()
     return fig
+
+
+def pre_logit_scale(curves: pd.DataFrame):
+    """V8: over training, per arm (mean over seeds, band: the seeds' range), the validation loss, the RMS of the
+    head's input (the last hidden state the logits are read from) and the RMS of the logits, the last two on a
+    logarithmic axis."""
+    fig, ax = plt.subplots(1, 3, figsize=(15, 4))
+    panels = (
+        ("val_loss", "validation loss (nats per byte)", "linear"),
+        ("hidden_rms", "RMS of the head's input", "log"),
+        ("logit_rms", "RMS of the logits", "log"),
+    )
+    for axis, (column, label, scale) in zip(ax, panels):
+        data = curves.dropna(subset=[column])
+        if column == "val_loss":
+            data = data[data["step"] > 0]  # the untrained loss would flatten the curves
+        sns.lineplot(data=data, x="step", y=column, hue="arm", marker="o", errorbar=("pi", 100), ax=axis)
+        axis.set(xlabel="training step", ylabel=label, yscale=scale)
+        axis.legend(fontsize=8)
+    plt.tight_layout()
+    return fig

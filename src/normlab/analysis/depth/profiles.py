@@ -24,6 +24,7 @@ def validate_depths(depths, name: str = "depths") -> list[int]:
 # The paired seeds (or chunks, repeats) per profile: registered in data/design.toml, their one home.
 REGISTERED_SEEDS = design.pairs("depth:seeds")
 REGISTERED_ABLATION_SEEDS = design.pairs("depth:ablation_seeds")
+REGISTERED_FINAL_NORM_SEEDS = design.pairs("depth:final_norm_seeds")  # V8, seeds 0..N-1 (its pilot used 900-902)
 
 PROFILES = {
     "smoke": dict(
@@ -45,6 +46,7 @@ PROFILES = {
         ablation_first_seed=1000,
         ablation_depth=1,
         ablation_steps=20,
+        final_norm_seeds=REGISTERED_FINAL_NORM_SEEDS["smoke"],
     ),
     # 2 cores: pre/post x RMS/Layer at depth 12 (5 pairs), a no-warm-up sweep, the ablation. The ablation is B19's
     # registered confirmation: 23 fresh seeds (1000-1022), sized from the pilot's spread (seeds 0-13, grown from 5
@@ -68,6 +70,7 @@ PROFILES = {
         ablation_first_seed=1000,
         ablation_depth=4,
         ablation_steps=300,
+        final_norm_seeds=REGISTERED_FINAL_NORM_SEEDS["cpu"],
     ),
     "gpu": dict(
         init_depths=[2, 4, 8, 16, 32, 64, 128],
@@ -88,11 +91,14 @@ PROFILES = {
         ablation_first_seed=0,  # the GPU design's seeds were fixed before any look
         ablation_depth=8,
         ablation_steps=1000,
+        final_norm_seeds=REGISTERED_FINAL_NORM_SEEDS["gpu"],
     ),
 }
 
 
-PAIRS = {"seeds": 5, "ablation_seeds": 5}  # the least pairs for a paired verdict outside the smoke profile
+# the least pairs for a paired verdict outside the smoke profile; V8's 4 are what its wall-time budget allows (its
+# registration in data/design.toml says what they can decide)
+PAIRS = {"seeds": 5, "ablation_seeds": 5, "final_norm_seeds": 4}
 
 
 def settings_for(profile: str, overrides: dict | None = None) -> dict:

@@ -1,0 +1,309 @@
+"""Section "The final norm's role" (claim V8, TaperNorm: Kanavalau, Amo Alonso & Lall, arXiv 2602.10408 v2).
+
+Three pre-LN RMSNorm models trained as pairs over seeds (same seed: identical initial values in every shared
+parameter, the same batches), differing only in which norms they keep:
+
+- "all norms": the baseline;
+- "block norms removed": every norm inside the blocks replaced by the identity, the final norm kept. The source
+  tapers them into fixed sample-independent maps with a gated schedule; this design removes them from the start,
+  the harder version of the same question (is per-token normalisation needed inside the blocks?);
+- "final norm removed": the blocks keep their norms, the head reads the trunk directly.
+
+Besides the validation loss, each run records the pre-logit scale over training on one fixed validation batch: the
+RMS of the head's input (the last hidden state the logits are read from, after the final norm where there is one),
+the RMS of the trunk's output before any final norm, and the RMS of the logits. `scale_job` is the picklable job;
+`train_arms` trains every arm and seed in the study's pool; `v8_measures` pairs them; `v8_finding` decides.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import torch
+
+from normlab.analysis.shared.paired import interval_text, paired_or_none
+from normlab.study.findings import Finding
+
+ALL, BLOCKS_REMOVED, FINAL_REMOVED = "all norms", "block norms removed", "final norm removed"
+ARMS = {ALL: {}, BLOCKS_REMOVED: {"drop_block_norms": True}, FINAL_REMOVED: {"drop_final_norm": True}}
+PROBES = 10  # pre-logit scale measured at step 0 and ten evenly spaced steps
+
+
+def _rms(x: torch.Tensor) -> float:
+    return float(x.double().pow(2).mean().sqrt())
+
+
+@torch.no_grad()
+def pre_logit_scale(model, idx: torch.Tensor) -> dict:
+    """RMS of the head's input (`hidden`), of the trunk's output before any final norm (`trunk`) and of the logits,
+    for the token batch `idx`, in evaluation mode (the model's mode is restored)."""
+    seen = {}
+    handles = [
+        model.lm_head.register_forward_pre_hook(lambda module, args: seen.__setitem__("hidden", args[0])),
+        model.blocks[-1].register_forward_hook(lambda module, args, out: seen.__setitem__("trunk", out)),
+    ]
+    was_training = model.training
+    model.eval()
+    try:
+        logits, _ = model(idx)
+    finally:
+        model.train(was_training)
+        for handle in handles:
+            handle.remove()
+    return {"hidden_rms": _rms(seen["hidden"]), "trunk_rms": _rms(seen["trunk"]), "logit_rms": _rms(logits)}
+
+
+def probe_steps(steps: int) -> set[int]:
+    """The steps after which the scale is measured (step 0 is measured on the initial model)."""
+    return {max(1, round(steps * k / PROBES)) for k in range(1, PROBES + 1)}
+
+
+def scale_job(model: dict, train: dict) -> dict:
+    """Train GPTConfig(**model) with TrainConfig(**train) on the study corpus (the worker's device), measuring the
+    pre-logit scale at `probe_steps`: the run record (`normlab.gpt.run_record`) plus `scale`, a list of
+    {step, hidden_rms, trunk_rms, logit_rms}."""
+    from normlab.gpt.corpus import load_corpus
+    from normlab.gpt.model import GPT, GPTConfig
+    from normlab.gpt.run_record import run_record
+    from normlab.gpt.train import TrainConfig
+    from normlab.gpt.train import train as train_model
+    from normlab.runtime.parallel import worker_device
+
+    corpus = load_corpus()
+    mcfg = GPTConfig(**model)
+    tcfg = TrainConfig(**{"progress": False, **train, "device": train.get("device") or worker_device()})
+    # one fixed validation batch, the same for every arm and seed
+    probe = corpus.batch("val", tcfg.batch_size, mcfg.context, torch.Generator().manual_seed(0))[0]
+    torch.manual_seed(tcfg.seed)  # the trainer's own construction: the initial model of this run
+    scale = [{"step": 0, **pre_logit_scale(GPT(mcfg), probe)}]
+    trained = {}
+    # The trainer builds its model inside train(); a one-shot global hook takes hold of it at its first (eager)
+    # forward, the step-0 validation, and removes itself before the compiled step is traced.
+    handle = None
+
+    def take_model(module, args):
+        if isinstance(module, GPT) and "model" not in trained:
+            trained["model"] = module
+            handle.remove()
+
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(take_model)
+    due = probe_steps(tcfg.steps)
+
+    def on_step(row):
+        if row["step"] in due and "model" in trained:
+            scale.append({"step": int(row["step"]), **pre_logit_scale(trained["model"], probe.to(tcfg.device))})
+
+    try:
+        result = train_model(mcfg, tcfg, corpus, on_step=on_step)
+    finally:
+        handle.remove()
+    return {**run_record(result), "scale": scale}
+
+
+def arm_job(model: dict, train: dict, seeds) -> list[dict]:
+    """`scale_job` for each seed in turn, in one process: the compiled step is traced once per model
+    configuration and process, and that tracing, not the training, is most of a small run's time."""
+    return [scale_job(model, {**train, "seed": int(seed)}) for seed in seeds]
+
+
+def arm_jobs(settings: dict, seeds) -> tuple[list[dict], list[str], list[str]]:
+    """One job per arm, training every seed at the depth chapter's ablation size with the compiled trainer; their
+    names and arms."""
+    steps = settings["ablation_steps"]
+    base_model = dict(
+        depth=settings["ablation_depth"],
+        width=settings["width"],
+        context=settings["context"],
+        norm="rms",
+        placement="pre",
+    )
+    base_train = dict(
+        steps=steps,
+        batch_size=settings["batch"],
+        lr=settings["lr"],
+        warmup_steps=steps // 10,
+        eval_every=max(1, steps // PROBES),
+        stream_every=0,
+        step="compiled",
+    )
+    seeds = [int(seed) for seed in seeds]
+    jobs = [dict(model={**base_model, **change}, train=base_train, seeds=seeds) for change in ARMS.values()]
+    return jobs, [f"V8 {arm}, seeds {seeds}" for arm in ARMS], list(ARMS)
+
+
+def train_arms(settings: dict, seeds, devices=None) -> pd.DataFrame:
+    """Every arm at every seed in the study's pool: one row per run that completed (seed, arm, final_val_loss,
+    diverged, val, scale)."""
+    from normlab.runtime.parallel import MissingRun, run_parallel
+
+    seeds = list(seeds)
+    if not seeds:
+        raise ValueError("seeds is empty; give the registered seeds of V8 (design.pairs('depth:final_norm_seeds'))")
+    jobs, names, arms = arm_jobs(settings, seeds)
+    outputs = run_parallel(arm_job, jobs, devices=devices, desc="V8 final norm", names=names, missing="keep")
+    rows = []
+    for job, arm, out in zip(jobs, arms, outputs):
+        if isinstance(out, MissingRun):  # that arm's seeds are then not comparable: final_rows keeps complete seeds
+            continue
+        rows += [{"seed": seed, "arm": arm, **record} for seed, record in zip(job["seeds"], out)]
+    return pd.DataFrame(rows)
+
+
+def final_rows(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per seed with all three arms: the final validation loss and the final pre-logit scale of each arm (a run that
+    diverged counts as NaN, so its seed's pairs are not comparable)."""
+    records = []
+    for _, run in runs.iterrows():
+        last = run["scale"][-1]
+        ok = not run["diverged"]
+        records.append(
+            {
+                "seed": run["seed"],
+                "arm": run["arm"],
+                "val_loss": run["final_val_loss"] if ok else math.nan,
+                **{k: (last[k] if ok else math.nan) for k in ("hidden_rms", "trunk_rms", "logit_rms")},
+            }
+        )
+    frame = pd.DataFrame(records, columns=["seed", "arm", "val_loss", "hidden_rms", "trunk_rms", "logit_rms"])
+    complete = frame.groupby("seed")["arm"].nunique() == len(ARMS)
+    return frame[frame["seed"].isin(complete[complete].index)].sort_values(["seed", "arm"])
+
+
+def scale_curves(runs: pd.DataFrame) -> pd.DataFrame:
+    """Long frame of the scale over training: seed, arm, step, hidden_rms, trunk_rms, logit_rms, and val_loss where
+    an evaluation fell on that step."""
+    rows = []
+    for _, run in runs.iterrows():
+        val = dict(run["val"])
+        for point in run["scale"]:
+            rows.append({"seed": run["seed"], "arm": run["arm"], **point, "val_loss": val.get(point["step"], math.nan)})
+    return pd.DataFrame(rows)
+
+
+def _side(finals: pd.DataFrame, arm: str, column: str) -> list[float]:
+    return finals[finals["arm"] == arm].sort_values("seed")[column].astype(float).tolist()
+
+
+def v8_measures(finals: pd.DataFrame, margin: float, logit_ratio: float) -> dict:
+    """The paired readings: (b) − (a) final validation loss against +margin; log of the logits' RMS ratio (c)/(a)
+    against log(logit_ratio) (its interval, exponentiated, is the ratio's); and, described, (c) − (a) loss and the
+    head input's RMS ratio (c)/(a)."""
+    if not (isinstance(logit_ratio, (int, float)) and logit_ratio > 1 and math.isfinite(logit_ratio)):
+        raise ValueError(f"logit_ratio must be a finite ratio above 1 (growth), got {logit_ratio!r}")
+    base = _side(finals, ALL, "val_loss")
+    log = lambda values: [math.log(v) if v > 0 else math.nan for v in values]  # noqa: E731
+    return {
+        "pairs": len(base),
+        "removed_minus_all": paired_or_none(base, _side(finals, BLOCKS_REMOVED, "val_loss"), margin),
+        "log_logit_ratio": paired_or_none(
+            log(_side(finals, ALL, "logit_rms")), log(_side(finals, FINAL_REMOVED, "logit_rms")), math.log(logit_ratio)
+        ),
+        "final_removed_minus_all": paired_or_none(base, _side(finals, FINAL_REMOVED, "val_loss"), margin),
+        "log_hidden_ratio": paired_or_none(
+            log(_side(finals, ALL, "hidden_rms")),
+            log(_side(finals, FINAL_REMOVED, "hidden_rms")),
+            math.log(logit_ratio),
+        ),
+        "means": {
+            arm: {
+                c: float(np.mean(_side(finals, arm, c))) for c in ("val_loss", "hidden_rms", "trunk_rms", "logit_rms")
+            }
+            for arm in ARMS
+        },
+    }
+
+
+def _part(interval: dict | None) -> str:
+    """One part's reading against its registered +threshold: 'below', 'above' or 'undecided' (None: undecided)."""
+    if interval is None:
+        return "undecided"
+    if interval["ci_high"] < interval["margin"]:
+        return "below"
+    if interval["ci_low"] > interval["margin"]:
+        return "above"
+    return "undecided"
+
+
+def _ratio_text(interval: dict | None) -> str:
+    if interval is None:
+        return "not comparable (a run diverged, or fewer than two pairs ran)"
+    e = math.exp
+    return (
+        f"×{e(interval['mean_difference']):.2f} (95% CI ×{e(interval['ci_low']):.2f}..×{e(interval['ci_high']):.2f}, "
+        f"{interval['pairs']} pairs)"
+    )
+
+
+def v8_finding(measures: dict, *, margin: float, logit_ratio: float, scale: str) -> Finding:
+    """V8's verdict, registered in data/design.toml: (b) 'small increase' when the paired (b) − (a) interval's upper
+    end is below +margin, failed when its lower end is above; (c) 'logit growth' when the logits' RMS ratio (c)/(a)
+    has its interval's lower end above logit_ratio, failed when its upper end is below. Both shown: holds with caveats
+    (the block norms were removed, not tapered as the source does; one small size); either failed: does not hold;
+    otherwise not testable here (fragile)."""
+    loss, ratio = measures["removed_minus_all"], measures["log_logit_ratio"]
+    small, growth = _part(loss) == "below", _part(ratio) == "above"
+    failed = [
+        name
+        for name, bad in (("small increase", _part(loss) == "above"), ("logit growth", _part(ratio) == "below"))
+        if bad
+    ]
+    if failed:
+        verdict = "does not hold"
+    elif small and growth:
+        verdict = "holds with caveats"
+    else:
+        verdict = "not testable here"
+    fragile = verdict == "not testable here"
+    summary = (
+        f"Block norms removed − all norms: {interval_text(loss, 'nats per byte', margin=False)} against +{margin:g}; "
+        f"logits' RMS, final norm removed ÷ all norms: {_ratio_text(ratio)} against ×{logit_ratio:g}"
+    )
+    caveats = ()
+    if verdict == "holds with caveats":
+        caveats = (
+            "the block norms were removed from the start rather than tapered into fixed maps by the source's schedule",
+            f"one small model ({scale})",
+        )
+    key = None if ratio is None else math.exp(ratio["mean_difference"])
+    spread = None if ratio is None else ratio["sd_of_differences"]
+    return Finding(
+        verdict,
+        summary,
+        {
+            "removed_minus_all": loss,
+            "log_logit_ratio": ratio,
+            "final_removed_minus_all": measures["final_removed_minus_all"],
+            "log_hidden_ratio": measures["log_hidden_ratio"],
+            "means": measures["means"],
+            "failed_parts": failed,
+            "fragile": fragile,
+        },
+        key_number=key,
+        threshold=logit_ratio,
+        spread=spread,
+        rule="both parts shown: holds with caveats; either contradicted by its interval: does not hold; else not testable",
+        meaning="RMS of the logits without the final norm ÷ with it, at the end of training",
+        unit="ratio",
+        caveats=caveats,
+        reads=("margin", "logit_ratio"),
+        scale=scale,
+    )
+
+
+def v8_paragraph(finding: Finding) -> str:
+    """The verdict's sentence for the page."""
+    ev = finding.evidence
+    loss, ratio, other = ev["removed_minus_all"], ev["log_logit_ratio"], ev["final_removed_minus_all"]
+    text = (
+        f"**V8: {finding.verdict}.** Removing the block norms (final norm kept) changes the final validation loss by "
+        f"{interval_text(loss, 'nats per byte', margin=False)}. Removing the final norm (block norms kept) multiplies "
+        f"the logits' RMS at the end of training by {_ratio_text(ratio)} and changes the loss by "
+        f"{interval_text(other, 'nats per byte', margin=False)}."
+    )
+    if ev["failed_parts"]:
+        text += f" Contradicted by its interval: {' and '.join(ev['failed_parts'])}."
+    if finding.caveats:
+        text += " Caveats: " + "; ".join(finding.caveats) + "."
+    return text
