@@ -9,6 +9,9 @@
 # %% [markdown]
 # # The gain: scale invariance, effective learning rate and weight decay
 #
+# Two claims: B15 (the gain's scale, the effective learning rate and weight decay), then V5 (weight decay on the
+# gains of the norms before a sublayer against those after it).
+#
 # Claim B15 says that because RMSNorm is scale invariant, multiplying the gain g by a scales the output by a and
 # "the next normalisation eats it", so ‖g‖ barely changes the forward pass but linearly scales the effective
 # learning rate, and weight decay on g acts as a learning-rate schedule, which would explain why normalised
@@ -44,6 +47,7 @@ import torch
 from IPython.display import Markdown
 
 from normlab.analysis.gain import (
+    decay_placement,
     effective_update,
     exact_toy,
     figures,
@@ -58,7 +62,7 @@ from normlab.analysis.shared.runs import training_devices
 from normlab.gpt.corpus import load_corpus
 from normlab.study import Results, design
 from normlab.study.present import claims_box, table, verdict_table
-from normlab.study.prose import percent, state
+from normlab.study.prose import percent, source, state
 
 # %% tags=["remove-cell"]
 warnings.filterwarnings("ignore", category=UserWarning, module="seaborn")
@@ -81,9 +85,13 @@ SLOPE_TOLERANCE = design.value("B15", "slope_tolerance")  # on the QK-norm law's
 INVARIANCE_TOLERANCE = design.value("B15", "invariance_tolerance")  # float64 |Δ logit| and |Δ loss|: "unchanged"
 state(forward_change=percent(FORWARD_CHANGE), exponent_tolerance=EXPONENT_TOLERANCE, tol=percent(TOL), margin=MARGIN)
 state(angle_tolerance=ANGLE_TOLERANCE, slope_tolerance=SLOPE_TOLERANCE, invariance_tolerance=INVARIANCE_TOLERANCE)
+V5_MARGIN = design.value("V5", "margin")  # nats per byte, for each paired effect of V5
+V5_DECAY = design.value("V5", "gain_decay")  # λ_g on the chosen gains
+state(v5_margin=V5_MARGIN, v5_decay=V5_DECAY, v5_pairs=P["placement_seeds"], v5_steps=P["placement"]["steps"])
+state(v5_timescale=P["placement"]["lr"] * V5_DECAY * P["placement"]["steps"])
 
 # %% tags=["remove-input"]
-claims_box(["B15"], overrides=overrides)
+claims_box(["B15", "V5"], overrides=overrides)
 
 # %% [markdown]
 # (gain-forward)=
@@ -265,6 +273,55 @@ Markdown(left.paragraph() + verdict.b15_paragraph(b15, forward_check, scaling, t
 
 # %% tags=["remove-cell"]
 _ = b15.record(results, "B15", "gain-wd-gpt")
+
+# %% [markdown]
+# (gain-decay-placement)=
+# ## Weight decay on input norms' gains against output norms'
+#
+# Wang et al. (2026, arXiv 2605.26895) argue that in pre-norm models the gains add no expressivity: a gain that feeds
+# a linear map can be folded into it, and it helps by preconditioning that map during training. They tell two kinds of
+# norm apart. An input norm feeds a linear map, and weight decay on its gain helps. An output norm sits on a
+# sublayer's output, where nothing can absorb its gain, and decay hurts. B15's sweep above decays every gain at once,
+# so it cannot tell the two apart. Their models have {source}`V5.smallest_model=0.12` to
+# {source}`V5.largest_model=2` billion parameters. The paper's own experiments and coefficients could not be
+# retrieved here, so V5 tests the direction its abstract states.
+#
+# A Peri-LN model (the placement V2 studies) has both kinds in every block. norm1 and norm2 normalise what attention
+# and the MLP read: they are input norms. post_norm1 and post_norm2 normalise what the two sublayers add to the trunk:
+# they are output norms. Three runs per seed share initial weights and batches and differ only in where AdamW's
+# decoupled decay λ_g falls: on the input norms' gains, on the output norms' gains, or on neither. The final norm's
+# gain is undecayed in all three, and the weight matrices keep their usual decay of 0.1.
+#
+# **Registered before the runs:** λ_g = {glue:text}`v5_decay`, so ηλT = {glue:text}`v5_timescale` decay timescales
+# in {glue:text}`v5_steps` steps. That is above 1, B15's condition for decay to act, and below B15's λ_g = 10, where
+# its gains collapsed. There are {glue:text}`v5_pairs` pairs, sized from B15's spread so that each interval is
+# narrower than the margin of ±{glue:text}`v5_margin` nats per byte. Decay "helps" when the paired change of the final
+# loss lies wholly below −margin, and "hurts" when it lies wholly above +margin. V5 holds if decay helps the input
+# norms' gains and hurts the output norms'. It holds with caveats if only one of the two goes as claimed. It does not
+# hold if either goes the other way beyond the margin, or if both stay inside it. {numref}`fig-gain-decay-placement`
+# shows both effects and the gains.
+
+# %% tags=["remove-cell"]
+placement_runs = decay_placement.train_placement(P, V5_DECAY)
+placement_left = decay_placement.placement_left(placement_runs, P)
+placement = decay_placement.placement_study(placement_runs, P, gain_decay=V5_DECAY, margin=V5_MARGIN)
+v5 = placement_left.judge(decay_placement.v5_finding(placement, corpus_sha256=corpus.sha256))
+
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Peri-LN GPT, paired by seed. Left: the change in final validation loss from decaying only the input norms' gains, and only the output norms' gains, against decaying neither; one dot per seed, with the mean and its 95% interval, and the margin of ±{glue:text}`v5_margin` nats per byte shaded green. Right: the mean RMS of the input norms' gains (solid) and the output norms' gains (dashed) over training, by where the decay fell (band: seeds).", "name": "fig-gain-decay-placement"}}
+figures.placement_figure(placement.effects, placement.gain_paths, V5_MARGIN)
+plt.show()
+
+# %% tags=["remove-input"]
+table(
+    decay_placement.placement_frame(placement),
+    caption=f"Paired effect of decaying one kind of norm's gains ({placement.pairs} pairs; final gain RMS per arm)",
+)
+
+# %% tags=["remove-input"]
+Markdown(placement_left.paragraph() + decay_placement.placement_text(placement, v5, source("V5", "smallest_model")))
+
+# %% tags=["remove-cell"]
+_ = v5.record(results, "V5", "gain-decay-placement")
 
 # %% tags=["remove-input"]
 verdict_table(results)

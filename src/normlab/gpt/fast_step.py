@@ -48,6 +48,8 @@ def _check_stackable(mcfg: GPTConfig, tcfg: TrainConfig) -> None:
         raise ValueError(f"StackedStep implements norm 'rms' or 'layer' only, got {mcfg.norm!r}")
     if tcfg.weight_decay_on != "matrices" or tcfg.device != "cpu":
         raise ValueError("StackedStep implements weight_decay_on='matrices' on CPU only")
+    if tcfg.gain_decay_on != "all":  # its decays exempt every gain (pre-LN has no output norms to tell apart)
+        raise ValueError(f"StackedStep implements gain_decay_on='all' only, got {tcfg.gain_decay_on!r}")
 
 
 class StackedStep:

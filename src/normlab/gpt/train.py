@@ -43,6 +43,11 @@ CHECKPOINT_MAGIC = b"normlab-checkpoint-v1\n"
 # Fields that do not change the numbers a run produces, so a resumed run may differ in them.
 _RESUME_FREE_FIELDS = ("progress", "checkpoint_path", "checkpoint_every", "interrupt_after", "device")
 WEIGHT_DECAY_ON = ("matrices", "all")
+# Which norms' gains gain_weight_decay applies to (parameter_groups; the others' gains get none): "all", every norm's;
+# "input", only the norms whose output a block's attention or MLP reads (norm1/norm2 in pre-LN and Peri-LN); "output",
+# only the norms on a sublayer's output (Peri-LN's post_norm1/post_norm2, post-sublayer's norm1/norm2). The final
+# norm and QK-norm are neither. Wang et al. 2026 (arXiv 2605.26895) separate the two kinds; claim V5 tests them.
+GAIN_DECAY_ON = ("all", "input", "output")
 # How an update is computed. "reference": this module's eager step (what every registered design before 2026-12-05
 # trained with); "compiled": CompiledStep below, the same update with the model and the clipping
 # and AdamW compiled (issue 45: 1.2-1.7x the model-steps per second here, floats equal to the reference's to
@@ -62,6 +67,7 @@ class TrainConfig:
     # "matrices": weight_decay on weight matrices only (see parameter_groups); "all": weight_decay on every
     # parameter, as the DyT authors' LLaMA code does. `to_dict` writes it only when it is not "matrices".
     weight_decay_on: str = "matrices"
+    gain_decay_on: str = "all"  # one of GAIN_DECAY_ON; `to_dict` writes it only when it is not "all"
     grad_clip: float = 1.0  # 0 disables clipping
     eval_every: int = 50  # 0: evaluate only at the start and the end
     eval_batches: int = 8
@@ -113,6 +119,16 @@ class TrainConfig:
             f"weight_decay_on='all' puts weight_decay on every parameter, gains included, so gain_weight_decay="
             f"{self.gain_weight_decay!r} would contradict it; leave gain_weight_decay at 0 or use 'matrices'",
         )
+        need(
+            self.gain_decay_on in GAIN_DECAY_ON,
+            f"gain_decay_on must be one of {', '.join(map(repr, GAIN_DECAY_ON))}, got {self.gain_decay_on!r}",
+        )
+        need(
+            self.gain_decay_on == "all" or (self.gain_weight_decay > 0 and self.weight_decay_on == "matrices"),
+            f"gain_decay_on={self.gain_decay_on!r} chooses which gains gain_weight_decay applies to, so it needs "
+            f"gain_weight_decay > 0 and weight_decay_on='matrices'; got gain_weight_decay={self.gain_weight_decay!r}, "
+            f"weight_decay_on={self.weight_decay_on!r}",
+        )
         for name in ("eval_every", "stream_every", "checkpoint_every", "seed"):
             value = getattr(self, name)
             need(is_int(value) and value >= 0, f"{name} must be an int >= 0, got {value!r}")
@@ -142,10 +158,10 @@ class TrainConfig:
         )
 
     def to_dict(self) -> dict:
-        """The fields as a dict; weight_decay_on and step only when they are not the default, so a run that does not
-        use them serialises and checkpoints exactly as before the options existed."""
+        """The fields as a dict; weight_decay_on, gain_decay_on and step only when they are not the default, so a run
+        that does not use them serialises and checkpoints exactly as before the options existed."""
         out = asdict(self)
-        for name, default in (("weight_decay_on", "matrices"), ("step", "reference")):
+        for name, default in (("weight_decay_on", "matrices"), ("gain_decay_on", "all"), ("step", "reference")):
             if out[name] == default:
                 del out[name]
         return out
@@ -214,19 +230,45 @@ def learning_rate(step: int, cfg: TrainConfig) -> float:
     return floor + (cfg.lr - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
+def norm_role(name: str, placement: str) -> str | None:
+    """The role "input" for a norm whose output a block's attention or MLP reads, "output" for a norm on a
+    sublayer's output, None for any other (the final norm, QK-norm, post-LN's norms on the trunk): GAIN_DECAY_ON's two kinds."""
+    last = name.rsplit(".", 1)[-1]
+    if last in ("post_norm1", "post_norm2"):
+        return "output"
+    if name.startswith("blocks.") and last in ("norm1", "norm2"):
+        return {"pre": "input", "peri": "input", "post-sublayer": "output"}.get(placement)
+    return None
+
+
 def parameter_groups(model: GPT, cfg: TrainConfig) -> list[dict]:
     """AdamW groups: weight decay on weight matrices; none on embeddings or biases; norm gains get
     their own coefficient (gain_weight_decay), since decay on a scale-invariant layer's gain acts as
-    a learning-rate schedule (B15). With weight_decay_on="all", one group: weight_decay on every parameter
-    (the DyT authors' AdamW over model.parameters(), their main_training_llama.py)."""
+    a learning-rate schedule (B15); with gain_decay_on "input" or "output", only that kind of norm's gains
+    (`norm_role`) get it and the other gains none. With weight_decay_on="all", one group: weight_decay on every
+    parameter (the DyT authors' AdamW over model.parameters(), their main_training_llama.py)."""
     if cfg.weight_decay_on == "all":
         return [{"name": "decay", "params": list(model.parameters()), "weight_decay": cfg.weight_decay}]
+    chosen = [
+        m.weight
+        for name, m in model.norms()
+        if m.weight is not None and cfg.gain_decay_on in ("all", norm_role(name, model.cfg.placement))
+    ]
+    if not chosen and cfg.gain_decay_on != "all":
+        raise ValueError(
+            f"gain_decay_on={cfg.gain_decay_on!r}: this model (placement={model.cfg.placement!r}) has no norm of that "
+            "kind with a gain; 'input' needs placement 'pre' or 'peri', 'output' needs 'peri' or 'post-sublayer' "
+            "(normlab.gpt.train.norm_role)"
+        )
     gains = {id(m.weight) for _, m in model.norms() if m.weight is not None}
+    decayed_gains = {id(p) for p in chosen}
     embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
     decay, no_decay, gain = [], [], []
     for _, p in model.named_parameters():
-        if id(p) in gains:
+        if id(p) in decayed_gains:
             gain.append(p)
+        elif id(p) in gains:  # a gain gain_decay_on leaves out: no decay
+            no_decay.append(p)
         elif p.dim() >= 2 and id(p) not in embeddings:
             decay.append(p)
         else:

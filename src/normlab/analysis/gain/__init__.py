@@ -1,4 +1,4 @@
-"""The gain chapter (notebooks/gain.py, claim B15): scale invariance, effective learning rate and weight decay.
+"""The gain chapter (notebooks/gain.py, claims B15 and V5): scale invariance, effective learning rate and weight decay.
 
 Each section of the chapter, and the module that computes it:
 
@@ -8,6 +8,7 @@ Each section of the chapter, and the module that computes it:
 - "Where the invariance is exact: W_q and W_k under QK-norm" -> `qk_norm` (does not vote)
 - "Weight decay on the gains of the small GPT" -> `weight_decay` (part 4)
 - "Verdict for B15" -> `verdict`
+- "Weight decay on input norms' gains against output norms'" -> `decay_placement` (claim V5: its runs, its verdict)
 
 The chapter's own building blocks:
 

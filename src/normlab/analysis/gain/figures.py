@@ -120,3 +120,36 @@ def qk_law_figure(runs: pd.DataFrame, gaps: pd.DataFrame, lr: float):
     ax[1].legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def placement_figure(effects: dict, gain_paths: pd.DataFrame, margin: float):
+    """Left: the paired loss change from decaying only the input norms' gains and only the output norms', each seed
+    a dot, mean and 95% interval, against ±margin. Right: the mean RMS of each kind of gain over training, per arm
+    (fig-gain-decay-placement).
+
+    `effects` maps "input"/"output" to its `paired_difference` against no gain decay (None where none was formed).
+    """
+    fig, ax = plt.subplots(1, 2, figsize=(13, 4))
+    labels = []
+    for row, (arm, pair) in enumerate(effects.items()):
+        labels.append(f"{arm} norms' gains only")
+        if pair is None:
+            continue
+        ax[0].scatter(pair["differences"], [row] * pair["pairs"], color="grey", s=12)
+        ax[0].errorbar(
+            [pair["mean_difference"]], [row], xerr=[[pair["half_width"]], [pair["half_width"]]], fmt="o", capsize=5
+        )
+    ax[0].axvspan(-margin, margin, color="green", alpha=0.15)
+    ax[0].axvline(0, color="k", lw=0.8)
+    ax[0].set(
+        yticks=range(len(labels)),
+        yticklabels=labels,
+        ylim=(-0.6, len(labels) - 0.4),
+        xlabel="final validation loss, decayed − no gain decayed (nats/byte)",
+    )
+    if len(gain_paths):
+        sns.lineplot(data=gain_paths, x="step", y="gain_rms", hue="arm", style="role", errorbar=("pi", 100), ax=ax[1])
+        ax[1].legend(title="λ_g on / gains of", fontsize=8)
+    ax[1].set(yscale="log", xlabel="step", ylabel="mean RMS of the gains")
+    fig.tight_layout()
+    return fig

@@ -7,6 +7,15 @@ from normlab.study import design
 
 # The paired seeds (or chunks, repeats) per profile: registered in data/design.toml, their one home.
 REGISTERED_SEEDS = design.pairs("gain:seeds")
+PLACEMENT_SEEDS = design.pairs("gain:placement_seeds")  # V5's pairs
+
+# V5's Peri-LN runs (section "Weight decay on input norms' gains against output norms'"): the decay sweep's sizes, trained with the
+# compiled step on the CPU at every profile; seeds from first_seed on (0-4 ran B15's sweep and a timing run of V5).
+PLACEMENT = {
+    "smoke": dict(width=32, depth=1, context=16, batch=4, steps=20, lr=3e-3, first_seed=100),
+    "cpu": dict(width=48, depth=2, context=32, batch=8, steps=300, lr=3e-3, first_seed=100),
+    "gpu": dict(width=48, depth=2, context=32, batch=8, steps=300, lr=3e-3, first_seed=100),
+}
 
 PROFILES = {
     "smoke": dict(
@@ -23,6 +32,8 @@ PROFILES = {
         lr=3e-3,
         gain_decays=[0.0, 30.0],
         seeds=REGISTERED_SEEDS["smoke"],
+        placement_seeds=PLACEMENT_SEEDS["smoke"],
+        placement=PLACEMENT["smoke"],
         factors=[0.25, 0.5, 1, 2, 4],
         qk=dict(width=32, depth=1, context=16, batch=4, steps=3, lr=0.01),
     ),
@@ -40,6 +51,8 @@ PROFILES = {
         lr=3e-3,
         gain_decays=[0.0, 1.0, 10.0, 30.0],
         seeds=REGISTERED_SEEDS["cpu"],
+        placement_seeds=PLACEMENT_SEEDS["cpu"],
+        placement=PLACEMENT["cpu"],
         factors=[0.25, 0.5, 0.71, 1, 1.41, 2, 4],
         qk=dict(width=48, depth=2, context=32, batch=8, steps=20, lr=0.01),
     ),
@@ -57,6 +70,8 @@ PROFILES = {
         lr=1e-3,
         gain_decays=[0.0, 1.0, 10.0, 30.0],
         seeds=REGISTERED_SEEDS["gpu"],
+        placement_seeds=PLACEMENT_SEEDS["gpu"],
+        placement=PLACEMENT["gpu"],
         factors=[0.25, 0.5, 0.71, 1, 1.41, 2, 4],
         # The law is exact at any size, and float64 runs on the CPU: the GPU profile keeps this study small.
         qk=dict(width=64, depth=2, context=64, batch=8, steps=40, lr=0.01),
@@ -64,7 +79,7 @@ PROFILES = {
 }
 
 
-PAIRS = {"seeds": 5}  # the least pairs for a paired verdict outside the smoke profile
+PAIRS = {"seeds": 5, "placement_seeds": 5}  # the least pairs for a paired verdict outside the smoke profile
 
 
 def profile_settings(profile: str, overrides: dict | None = None) -> dict:
