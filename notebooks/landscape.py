@@ -36,6 +36,7 @@ from IPython.display import Markdown
 from normlab.analysis.landscape import (
     at_a_glance,
     curse_of_depth,
+    derf,
     dyt,
     figures,
     method,
@@ -61,7 +62,7 @@ results = Results("landscape", profile, results_dir, overrides)
 corpus = load_corpus()
 
 # %% tags=["remove-input"]
-claims_box(["V1", "V2", "V3", "V4"], overrides=overrides)
+claims_box(["V1", "V7", "V2", "V3", "V4"], overrides=overrides)
 
 # %% [markdown]
 # (landscape-method)=
@@ -191,6 +192,44 @@ v1.record(results, "V1", "landscape-dyt")
 
 # %% tags=["remove-input"]
 Markdown(dyt.dyt_paragraph(v1))
+
+# %% [markdown]
+# (landscape-derf)=
+# ## V7: Dynamic erf beside DyT and RMSNorm
+#
+# > Dynamic erf, Derf(x) = γ ⊙ erf(αx + s) + β, replaces every norm layer and outperforms LayerNorm, RMSNorm and
+# > DyT; its gains stem largely from better generalisation rather than a closer fit to the training data.
+# > (Chen, Lu, Zhu, Sun & Liu, "Stronger Normalization-Free Transformers", arXiv 2512.10938)
+#
+# Derf is DyT with erf in place of tanh and a learnable shift s. Its authors' GPT-2 code makes every norm Derf (with
+# γ and β per channel, α and s one scalar each, starting at 0.5 and 0) and multiplies the embeddings by a learnable
+# √width, as DyT's recipe does. **Design (registered before its runs):** V1's small model, steps and optimiser
+# (the DyT authors' AdamW, decay on every parameter), trained with the compiled trainer in three arms paired by seed:
+# RMSNorm, DyT by V1's authors' recipe, and Derf. Each run reports its final validation loss and, as the authors
+# measure fit, its training loss in evaluation mode after training, over every tenth batch it trained on; the
+# generalisation gap is the first minus the second. **Rule:** holds when the paired 95% intervals of Derf − RMSNorm
+# and Derf − DyT (validation loss) lie below +{glue:text}`loss_margin` nats per byte and Derf's gap is below
+# RMSNorm's (that interval below 0); holds with caveats when only Derf − RMSNorm lies below the margin; does not hold
+# when it lies above; otherwise not testable here.
+
+# %% tags=["remove-cell"]
+derf_runs = runs.run_jobs(runs.derf_jobs(P), P)
+v7 = derf.derf_claim(derf_runs, design.value("V7", "margin"), corpus.unigram_entropy_nats)
+v7.record(results, "V7", "landscape-derf")
+
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "V7's three arms, paired by seed (RMSNorm, DyT by its authors' LLaMA recipe, Derf by its authors' GPT-2 code; the same AdamW). Left: final validation loss, one line per seed joining its paired runs; the dotted line is the byte frequencies' entropy. Right: each run's training loss in evaluation mode (over every tenth batch it trained on) against its validation loss; the dashed diagonal is a generalisation gap of zero.", "name": "fig-landscape-derf"}}
+figures.derf(derf.arm_runs(derf_runs), derf.ARM_NAMES, corpus.unigram_entropy_nats)
+plt.show()
+
+# %% tags=["remove-input"]
+table(
+    derf.derf_table(v7),
+    caption="V7 in nats per byte: per arm, the mean over seeds of the final validation loss, the training loss in "
+    "evaluation mode and their difference (the gap); below, the paired differences with their 95% intervals.",
+)
+
+# %% tags=["remove-input"]
+Markdown(derf.derf_paragraph(v7))
 
 # %% [markdown]
 # (landscape-placement)=

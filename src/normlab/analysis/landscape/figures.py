@@ -271,3 +271,33 @@ def summary(table: pd.DataFrame, baselines: list[dict | None], loss_margin: floa
     axes[0].invert_yaxis()
     fig.tight_layout()
     return fig
+
+
+def derf(runs_by_arm: dict[str, list[dict]], names: dict[str, str], entropy: float):
+    """V7. Left: final validation loss per arm, one line per seed joining its paired runs. Right: each run's
+    training loss in evaluation mode against its validation loss; the diagonal is a gap of zero."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    labels = list(runs_by_arm)
+    finished = {label: [r for r in arm if "missing" not in r and not r["diverged"]] for label, arm in runs_by_arm.items()}
+    seeds = sorted({r["tag"]["seed"] for arm in finished.values() for r in arm})
+    for seed in seeds:
+        ys = [next((r["final_val_loss"] for r in finished[label] if r["tag"]["seed"] == seed), np.nan) for label in labels]
+        left.plot(range(len(labels)), ys, marker="o", color="grey", alpha=0.7)
+    left.axhline(entropy, color="black", linestyle=":", linewidth=1, label="byte-frequency entropy")
+    left.set_xticks(range(len(labels)), [names[label] for label in labels], rotation=10)
+    left.set_ylabel("final validation loss (nats/byte)")
+    left.legend(fontsize=8)
+    low, high = math.inf, -math.inf
+    for i, label in enumerate(labels):
+        fit = [r["train_loss_eval"] for r in finished[label] if r.get("train_loss_eval") is not None]
+        val = [r["final_val_loss"] for r in finished[label] if r.get("train_loss_eval") is not None]
+        right.scatter(fit, val, label=names[label], color=f"C{i}")
+        if fit:
+            low, high = min(low, *fit, *val), max(high, *fit, *val)
+    if math.isfinite(low):
+        right.plot([low, high], [low, high], color="black", linewidth=1, linestyle="--")
+    right.set_xlabel("training loss, evaluation mode (nats/byte)")
+    right.set_ylabel("final validation loss (nats/byte)")
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

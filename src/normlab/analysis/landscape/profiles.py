@@ -13,6 +13,9 @@ from normlab.study import design
 # The paired seeds (or chunks, repeats) per profile: registered in data/design.toml, their one home.
 REGISTERED_SEEDS = design.pairs("landscape:seeds")
 REGISTERED_QK_SEEDS = design.pairs("landscape:qk_seeds")
+REGISTERED_DERF_SEEDS = design.pairs("landscape:derf_seeds")
+# V7's seeds start here: its registration logged timing runs on seeds 0 and 1, which are not reused
+DERF_SEED_BASE = 200
 
 PROFILES = {
     # seconds: proves the pipeline, not the claims
@@ -33,6 +36,10 @@ PROFILES = {
         deepest=dict(width=16, depth=4, heads=2, context=16),
         deepest_train=dict(steps=20, batch_size=4, warmup_steps=2, lr=1e-2),
         timing_repeats=3,
+        # V7 (Derf): V1's small model and steps, trained with the compiled trainer, which runs on the CPU
+        derf=dict(model=dict(width=16, depth=2, heads=2, context=16),
+                  train=dict(steps=20, batch_size=4, warmup_steps=2, lr=1e-2)),
+        derf_seeds=REGISTERED_DERF_SEEDS["smoke"],
         workers=None,
         devices=None,
     ),
@@ -59,6 +66,9 @@ PROFILES = {
         deepest=dict(width=32, depth=16, heads=4, context=64),
         deepest_train=dict(steps=150, batch_size=16, warmup_steps=15, lr=5e-3),
         timing_repeats=15,
+        derf=dict(model=dict(width=64, depth=4, heads=4, context=64),
+                  train=dict(steps=200, batch_size=16, warmup_steps=20, lr=5e-3)),
+        derf_seeds=REGISTERED_DERF_SEEDS["cpu"],
         workers=None,
         devices=None,
     ),
@@ -82,6 +92,10 @@ PROFILES = {
         alphas=[0.05, 0.1, 0.2, 0.4, 0.8],
         alpha_widths=[128, 256],
         timing_repeats=30,
+        # the compiled trainer runs on the CPU, so V7 trains the cpu profile's sizes here (its design says so)
+        derf=dict(model=dict(width=64, depth=4, heads=4, context=64),
+                  train=dict(steps=200, batch_size=16, warmup_steps=20, lr=5e-3)),
+        derf_seeds=REGISTERED_DERF_SEEDS["gpu"],
         workers=None,
         devices=["cuda:0"] * 8,
     ),
@@ -111,6 +125,24 @@ VARIANT_TRAIN = {label: AUTHORS_TRAIN for label in ("rms-authors", "dyt-authors"
 AUTHORS_ALPHA = ("dyt-authors", "dyt-rmsfinal")  # the variants whose α₀ is the authors' by width
 REFERENCE_LR_ONLY = ("rms-authors", "dyt", "dyt-plain")  # paired at the reference learning rate, no grid
 MAX_LOGIT_PROBED = ("rms", "rms+qk")  # V3 tracks their largest attention logit through training
+
+
+# V7's three arms, paired by seed under one optimiser (V1's: the DyT authors' AdamW, decay on every parameter) and the
+# compiled trainer: RMSNorm, DyT by V1's authors' recipe (its α₀ filled in by `derf_arm`), and Derf by its authors'
+# GPT-2 code (normlab.norms.derf: every norm Derf with β, α₀ 0.5, s₀ 0, the embeddings times a learnable √width).
+DERF_ARMS = {"v7-rms": dict(norm="rms"), "v7-dyt": AUTHORS_DYT, "v7-derf": dict(norm="derf")}
+DERF_TRAIN = dict(AUTHORS_TRAIN, step="compiled", device="cpu")
+
+
+def derf_arm(label: str, width: int) -> dict:
+    """The model options of a V7 arm at this width (DyT's α₀ the authors' for the width, as in V1)."""
+    if label not in DERF_ARMS:
+        raise ValueError(f"derf_arm: unknown V7 arm {label!r}; choose one of {', '.join(DERF_ARMS)}")
+    model = dict(DERF_ARMS[label])
+    if model["norm"] == "dyt":
+        attention, other = authors_alpha_init(width)
+        model.update(dyt_alpha_attention=attention, dyt_alpha=other)
+    return model
 
 
 def small_variant(label: str, width: int, alpha_other: float | None = None) -> dict:
@@ -171,6 +203,10 @@ def profile_settings(profile: str, overrides: dict | None = None) -> dict:
         if authors_alpha_init(width)[1] not in settings["alphas"]:
             raise ValueError(f"profile {profile!r}: the authors' α₀ at width {width} must lie on alphas")
     check_qk_grid(profile, settings)
+    if settings["derf_seeds"] < 2:
+        raise ValueError(f"profile {profile!r}: derf_seeds must be at least 2 (a paired interval)")
+    if profile != "gpu":  # V7 is registered at V1's sizes: they follow the small scale, overrides included
+        settings["derf"] = dict(model=dict(settings["small"]), train=dict(settings["small_train"]))
     if profile != "smoke" and settings["deep"]["depth"] < 12:
         raise ValueError("V2 needs at least 12 blocks, where placement matters")
     return settings

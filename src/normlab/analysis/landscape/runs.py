@@ -18,7 +18,9 @@ GPTConfig(**model) with TrainConfig(**train) on the study corpus through
 - with `trace_dyt` as well, a DyT model's trace at the same points (`dyt_trace_point`): each DyT layer's α, the
   last hidden state's RMS, each DyT layer's saturated share and the gradient reaching the blocks;
 - with `drop_one`, each block's contribution: the validation loss with that
-  block replaced by the identity, minus the full model's.
+  block replaced by the identity, minus the full model's;
+- with `train_loss_every`, the training loss in evaluation mode after training (V7, the Derf authors' measure of
+  fit) over every `train_loss_every`-th batch the run trained on (`training_batches`).
 """
 
 from __future__ import annotations
@@ -32,12 +34,16 @@ import torch
 
 from normlab.analysis.landscape.probes import dyt_trace_point, max_attention_logit, probe_batches
 from normlab.analysis.landscape.profiles import (
+    DERF_ARMS,
+    DERF_SEED_BASE,
+    DERF_TRAIN,
     MAX_LOGIT_PROBED,
     PLACEMENTS,
     REFERENCE_LR_ONLY,
     SCALE_COST,
     SMALL_VARIANTS,
     VARIANT_TRAIN,
+    derf_arm,
     is_dyt,
     small_variant,
 )
@@ -45,7 +51,7 @@ from normlab.analysis.shared.missing_runs import RunGaps
 from normlab.gpt.corpus import load_corpus
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.gpt.run_record import run_record
-from normlab.gpt.train import TrainConfig
+from normlab.gpt.train import TrainConfig, evaluate
 from normlab.gpt.train import train as train_model
 from normlab.norms.dyt import authors_alpha_init
 from normlab.runtime.parallel import MissingRun, run_parallel, worker_device
@@ -71,6 +77,20 @@ def drop_one_losses(model: GPT, batches) -> list[float]:
     return changes
 
 
+def training_batches(corpus, mcfg: GPTConfig, tcfg: TrainConfig, every: int) -> list:
+    """The batches a run of `tcfg` trained on at steps every, 2·every, ...: train draws one batch a step from a
+    generator seeded with the run's seed (both trainers), so the same draws give the same batches."""
+    if isinstance(every, bool) or not isinstance(every, int) or not 1 <= every <= tcfg.steps:
+        raise ValueError(f"training_batches needs every between 1 and the run's {tcfg.steps} steps, got {every!r}")
+    generator = torch.Generator().manual_seed(tcfg.seed)
+    batches = []
+    for step in range(1, tcfg.steps + 1):
+        batch = corpus.batch("train", tcfg.batch_size, mcfg.context, generator)
+        if step % every == 0:
+            batches.append(tuple(t.to(tcfg.device) for t in batch))
+    return batches
+
+
 def _train_probed(mcfg: GPTConfig, tcfg: TrainConfig, corpus, every: int, probe) -> tuple:
     """Train in segments of `every` steps through checkpoints; `probe(model, step)` between segments."""
     trace = []
@@ -94,6 +114,7 @@ def landscape_run(
     probe_batch: int = 8,
     probe_count: int = 4,
     trace_dyt: bool = False,
+    train_loss_every: int = 0,
     tag: dict | None = None,
 ) -> dict:
     corpus = load_corpus()
@@ -137,6 +158,9 @@ def landscape_run(
         "dyt_trace": dyt_trace,
         "drop_one": drop_one_losses(result.model, batches) if drop_one and not diverged else None,
     }
+    if train_loss_every:
+        fit = None if diverged else evaluate(result.model, training_batches(corpus, mcfg, tcfg, train_loss_every))
+        out["train_loss_eval"] = fit
     return out
 
 
@@ -258,6 +282,22 @@ def landscape_jobs(settings: dict, device: str = "cpu") -> list[dict]:
             )
             for s in range(settings["seeds"])
         ]
+    return jobs
+
+
+def derf_jobs(settings: dict) -> list[dict]:
+    """V7's runs: each arm at every registered seed (from DERF_SEED_BASE, not the chapter's), the compiled trainer
+    on the CPU, evaluation-mode training loss over every tenth batch trained on."""
+    model, base = settings["derf"]["model"], settings["derf"]["train"]
+    jobs = []
+    for label in DERF_ARMS:
+        for seed in range(DERF_SEED_BASE, DERF_SEED_BASE + settings["derf_seeds"]):
+            train = {**_train_dict({"derf_train": base}, "derf"), **DERF_TRAIN, "seed": seed}
+            tag = dict(scale="small", label=label, lr=train["lr"], seed=seed, reference_alpha=True)
+            jobs.append(
+                dict(model={**model, **derf_arm(label, model["width"])}, train=train, tag=tag,
+                     train_loss_every=max(1, base["steps"] // 10))
+            )  # fmt: skip
     return jobs
 
 

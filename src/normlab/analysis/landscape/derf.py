@@ -1,0 +1,227 @@
+"""V7, Dynamic erf (Derf) beside DyT and RMSNorm in V1's model: the paired differences of the validation loss and of
+the generalisation gap (validation minus the training loss in evaluation mode), the verdict (`derf_claim`), its
+table (`derf_table`) and paragraph (`derf_paragraph`).
+
+The source (Chen et al., arXiv 2512.10938) says Derf beats the norms and DyT, and that the gain is generalisation
+rather than fit, read from the training loss in evaluation mode. So the verdict reads three paired intervals:
+Derf − RMSNorm and Derf − DyT of the final validation loss against V1's +margin (non-inferiority), and Derf − RMSNorm
+of the gap against zero.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from normlab.analysis.landscape.method import measured, verdict_lead
+from normlab.analysis.landscape.profiles import DERF_ARMS, DERF_SEED_BASE, DERF_TRAIN
+from normlab.analysis.landscape.summaries import non_inferiority
+from normlab.analysis.shared.paired import interval_text, paired_or_none
+from normlab.gpt.model import GPT, GPTConfig
+from normlab.study import prose
+from normlab.study.findings import Finding
+from normlab.study.key_numbers import NATS_PER_BYTE, KeyNumber
+from normlab.study.present import significant
+
+V7_KEY = KeyNumber("paired final validation loss, Derf − RMSNorm", NATS_PER_BYTE)
+ARM_NAMES = {"v7-rms": "RMSNorm", "v7-dyt": "DyT (authors' recipe)", "v7-derf": "Derf (authors' recipe)"}
+# evidence key: (row name, baseline arm, variant arm, the measure read)
+DERF_PAIRS = {
+    "derf_minus_rms": ("Derf − RMSNorm, validation loss", "v7-rms", "v7-derf", "val"),
+    "derf_minus_dyt": ("Derf − DyT, validation loss", "v7-dyt", "v7-derf", "val"),
+    "dyt_minus_rms": ("DyT − RMSNorm, validation loss", "v7-rms", "v7-dyt", "val"),
+    "fit_derf_minus_rms": ("Derf − RMSNorm, training loss (evaluation mode)", "v7-rms", "v7-derf", "fit"),
+    "gap_derf_minus_rms": ("Derf − RMSNorm, generalisation gap", "v7-rms", "v7-derf", "gap"),
+    "gap_derf_minus_dyt": ("Derf − DyT, generalisation gap", "v7-dyt", "v7-derf", "gap"),
+}
+
+
+def _measure(run: dict, measure: str) -> float:
+    """A run's validation loss, evaluation-mode training loss, or their difference (the gap); NaN where it diverged
+    or went missing, so that its pair drops out of every interval (`paired_or_none` returns None)."""
+    if "missing" in run or run["diverged"] or run.get("train_loss_eval") is None:
+        return math.nan
+    val, fit = float(run["final_val_loss"]), float(run["train_loss_eval"])
+    return {"val": val, "fit": fit, "gap": val - fit}[measure]
+
+
+def arm_runs(runs: list[dict]) -> dict[str, list[dict]]:
+    """V7's runs by arm, each sorted by seed; refuses arms that are not paired seed for seed."""
+    by_arm = {label: sorted((r for r in runs if r["tag"]["label"] == label), key=lambda r: r["tag"]["seed"])
+              for label in DERF_ARMS}  # fmt: skip
+    seeds = {label: [r["tag"]["seed"] for r in arm] for label, arm in by_arm.items()}
+    if len({tuple(s) for s in seeds.values()}) != 1 or not seeds["v7-rms"]:
+        raise ValueError(f"V7's arms must be paired seed for seed, got seeds {seeds}")
+    return by_arm
+
+
+def derf_pairs(runs: list[dict], margin: float) -> dict:
+    """The paired intervals V7 reads (and the ones reported beside them), keyed as in its evidence."""
+    by_arm = arm_runs(runs)
+    out = {}
+    for key, (_, baseline, variant, measure) in DERF_PAIRS.items():
+        a = [_measure(r, measure) for r in by_arm[baseline]]
+        b = [_measure(r, measure) for r in by_arm[variant]]
+        out[key] = paired_or_none(a, b, margin)
+    return out
+
+
+def arm_means(runs: list[dict]) -> dict[str, dict]:
+    """Per arm: mean validation loss, evaluation-mode training loss and gap over the seeds that finished."""
+    out = {}
+    for label, arm in arm_runs(runs).items():
+        row = {}
+        for measure in ("val", "fit", "gap"):
+            values = [v for v in (_measure(r, measure) for r in arm) if math.isfinite(v)]
+            row[measure] = float(np.mean(values)) if values else None
+        row["diverged"] = sum(1 for r in arm if "missing" in r or r["diverged"])
+        out[label] = row
+    return out
+
+
+def _gap_reading(paired: dict | None) -> str:
+    """The gap difference against zero: 'smaller' when its interval lies wholly below 0, 'larger' wholly above."""
+    if paired is None:
+        return "not measured"
+    if paired["ci_high"] < 0:
+        return "smaller"
+    if paired["ci_low"] > 0:
+        return "larger"
+    return "undecided"
+
+
+def derf_claim(runs: list[dict], margin: float, entropy: float) -> Finding:
+    """V7 by its registered rule (data/design.toml): holds when Derf is no worse than RMSNorm and than DyT
+    (validation loss, against +margin) and its generalisation gap is smaller than RMSNorm's; holds with caveats
+    when it is no worse than RMSNorm alone; does not hold when it is worse than RMSNorm; else not testable here."""
+    pairs = derf_pairs(runs, margin)
+    means = arm_means(runs)
+    versus_rms = non_inferiority(pairs["derf_minus_rms"])
+    versus_dyt = non_inferiority(pairs["derf_minus_dyt"])
+    gap = _gap_reading(pairs["gap_derf_minus_rms"])
+    primary = pairs["derf_minus_rms"]
+    if primary is None:
+        verdict = "not testable here"
+    elif versus_rms == "worse":
+        verdict = "does not hold"
+    elif versus_rms == "no worse":
+        verdict = "holds" if versus_dyt == "no worse" and gap == "smaller" else "holds with caveats"
+    else:
+        verdict = "not testable here"
+    if primary is None:
+        summary = "A run diverged, so there is no paired interval of Derf − RMSNorm."
+    else:
+        summary = (
+            f"Derf by its authors' recipe − RMSNorm under the same AdamW, final validation loss "
+            f"{interval_text(primary, NATS_PER_BYTE, margin=False)}: {versus_rms} against a +{margin} margin; "
+            f"Derf − DyT {interval_text(pairs['derf_minus_dyt'], NATS_PER_BYTE, margin=False)}: {versus_dyt}. "
+            f"Derf's generalisation gap (validation minus evaluation-mode training loss) against RMSNorm's "
+            f"{interval_text(pairs['gap_derf_minus_rms'], NATS_PER_BYTE, margin=False)}: {gap} "
+            + ("(wholly below zero)." if gap == "smaller" else "(not wholly below zero).")
+        )
+    some = next((r for r in runs if "missing" not in r), runs[0])  # a missing run keeps its model and tag
+    evidence = {
+        **pairs,
+        "versus_rms": versus_rms,
+        "versus_dyt": versus_dyt,
+        "gap_reading": gap,
+        "arm_means": means,
+        "unigram_entropy_nats": entropy,
+        "parameters": {label: GPT(GPTConfig(**r["model"])).num_parameters()
+                       for label, arm in arm_runs(runs).items() for r in arm[:1]},  # fmt: skip
+        "model": {k: v for k, v in some["model"].items() if k in ("width", "depth", "heads", "context")},
+        "train": {k: v for k, v in some.get("train", {}).items() if k in ("steps", "batch_size", "warmup_steps", "lr")},
+        "trainer": DERF_TRAIN["step"],
+        "seeds": sorted({r["tag"]["seed"] for r in runs}),
+        "margin": margin,
+    }
+    finding = Finding(
+        verdict,
+        summary,
+        evidence,
+        key_number=primary["mean_difference"] if primary else None,
+        threshold=margin,
+        spread=primary["sd_of_differences"] if primary else None,
+        rule=(
+            "Three arms paired by seed (from "
+            f"{DERF_SEED_BASE}; same initial weights of every shared parameter and the same batches), V1's model, "
+            "steps and AdamW (decay on every parameter), compiled trainer: RMSNorm, DyT by V1's authors' recipe, "
+            "Derf by its authors' GPT-2 code. holds when the 95% paired interval of Derf − RMSNorm and of Derf − DyT "
+            f"(final validation loss) lie below +{margin} nats per byte and Derf's generalisation gap (validation "
+            "minus the training loss in evaluation mode over every tenth training batch) is below RMSNorm's (its "
+            "interval below 0); holds with caveats when only Derf − RMSNorm lies below +margin; does not hold when "
+            "it lies above; otherwise not testable here."
+        ),
+        meaning=V7_KEY.meaning,
+        unit=V7_KEY.unit,
+    )
+    finding.headline = derf_headline(finding)
+    return finding
+
+
+def derf_headline(v7: Finding) -> str | None:
+    """The opening page's sentence on V7, from the recorded key number, threshold and verdict."""
+    k, t = v7.key_number, v7.threshold
+    if k is None or t is None:
+        return None
+    key = KeyNumber.of(v7)
+    where = {"no worse": "below", "worse": "beyond", "undecided": "across"}[v7.evidence["versus_rms"]]
+    return (
+        f"Dynamic erf by its authors' recipe ends {key.format(abs(k))} {'worse' if k > 0 else 'better'} than "
+        f"RMSNorm, its interval {where} the +{key.limit(t)} margin."
+    )
+
+
+def derf_table(v7: Finding) -> pd.DataFrame:
+    """Per arm: mean final validation loss, evaluation-mode training loss and gap; then the paired differences."""
+    e = v7.evidence
+    rows = [
+        {
+            "compared": ARM_NAMES[label],
+            "validation loss": m["val"],
+            "training loss (eval mode)": m["fit"],
+            "gap": m["gap"],
+            "95% low": None,
+            "95% high": None,
+        }
+        for label, m in e["arm_means"].items()
+    ]
+    for key, (name, *_rest) in DERF_PAIRS.items():
+        p = e[key]
+        measure = DERF_PAIRS[key][3]
+        column = {"val": "validation loss", "fit": "training loss (eval mode)", "gap": "gap"}[measure]
+        row = {"compared": name, "validation loss": None, "training loss (eval mode)": None, "gap": None,
+               "95% low": None if p is None else p["ci_low"], "95% high": None if p is None else p["ci_high"]}  # fmt: skip
+        row[column] = None if p is None else p["mean_difference"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def derf_paragraph(v7: Finding) -> str:
+    """V7's verdict paragraph: the verdict, then the arms' losses, the source's own GPT-2 numbers beside them, and
+    what this scale can show."""
+    e = v7.evidence
+    m = {label: {k: measured(v) for k, v in row.items() if k != "diverged"} for label, row in e["arm_means"].items()}
+    entropy = e["unigram_entropy_nats"]
+    src = {name: prose.source("V7", f"gpt2_val_loss_{name}") for name in ("layernorm", "dyt", "derf")}
+    learned = {label: "below" if row["val"] < entropy else "not below" for label, row in m.items()}
+    return (
+        verdict_lead("V7", v7)
+        + f"Averaged over {len(e['seeds'])} seeds, the final validation loss is {significant(m['v7-rms']['val'])} "
+        f"nats per byte with RMSNorm, {significant(m['v7-dyt']['val'])} with DyT and "
+        f"{significant(m['v7-derf']['val'])} with Derf (the byte frequencies' entropy is {significant(entropy)}: "
+        f"Derf ends {learned['v7-derf']} it, DyT {learned['v7-dyt']} it). The training loss in evaluation mode, "
+        f"over every tenth batch each run trained on, is {significant(m['v7-rms']['fit'])}, "
+        f"{significant(m['v7-dyt']['fit'])} and {significant(m['v7-derf']['fit'])}, so the generalisation gaps are "
+        f"{significant(m['v7-rms']['gap'])}, {significant(m['v7-dyt']['gap'])} and "
+        f"{significant(m['v7-derf']['gap'])}. In the authors' GPT-2 runs on OpenWebText, validation losses in nats "
+        f"per token were {src['layernorm']} with LayerNorm, {src['dyt']} with DyT and {src['derf']} with Derf. "
+        f"**What this scale can and cannot show:** whether Derf, untuned, trains this small byte-level model as well "
+        f"as RMSNorm under the same optimiser, and whether any gain shows in the gap rather than in the fit. It cannot "
+        f"show the authors' 124M-parameter GPT-2 result: the model here has "
+        f"{e['parameters']['v7-derf']:,} parameters and trains {e['train']['steps']} steps, the optimiser is V1's "
+        "(the DyT authors' AdamW, decay on every parameter) rather than nanoGPT's, and α₀ is the Derf module's "
+        "default, which the authors' GPT-2 commands may have changed."
+    )
