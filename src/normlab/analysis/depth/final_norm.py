@@ -302,8 +302,14 @@ def v8_paragraph(finding: Finding) -> str:
         f"the logits' RMS at the end of training by {_ratio_text(ratio)} and changes the loss by "
         f"{interval_text(other, 'nats per byte', margin=False)}."
     )
-    if ev["failed_parts"]:
-        text += f" Contradicted by its interval: {' and '.join(ev['failed_parts'])}."
+    parts = {"small increase": _part(loss) == "below", "logit growth": _part(ratio) == "above"}
+    shown = [name for name, ok in parts.items() if ok]
+    open_ = [name for name, ok in parts.items() if not ok and name not in ev["failed_parts"]]
+    for label, names in (("Shown", shown), ("Contradicted by its interval", ev["failed_parts"]), ("Undecided", open_)):
+        if names:
+            text += f" {label}: {' and '.join(names)}."
+    if finding.verdict == "not testable here":
+        text += " An undecided part leaves the claim not testable here at these pairs (fragile)."
     if finding.caveats:
         text += " Caveats: " + "; ".join(finding.caveats) + "."
     return text
