@@ -147,6 +147,7 @@ def placement_figure(effects: dict, gain_paths: pd.DataFrame, margin: float):
         ylim=(-0.6, len(labels) - 0.4),
         xlabel="final validation loss, decayed − no gain decayed (nats/byte)",
     )
+    ax[0].xaxis.set_major_locator(MaxNLocator(6))
     if len(gain_paths):
         sns.lineplot(data=gain_paths, x="step", y="gain_rms", hue="arm", style="role", errorbar=("pi", 100), ax=ax[1])
         ax[1].legend(title="λ_g on / gains of", fontsize=8)

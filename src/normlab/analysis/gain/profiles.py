@@ -9,8 +9,9 @@ from normlab.study import design
 REGISTERED_SEEDS = design.pairs("gain:seeds")
 PLACEMENT_SEEDS = design.pairs("gain:placement_seeds")  # V5's pairs
 
-# V5's Peri-LN runs (section "Weight decay on input norms' gains against output norms'"): the decay sweep's sizes, trained with the
-# compiled step on the CPU at every profile; seeds from first_seed on (0-4 ran B15's sweep and a timing run of V5).
+# V5's Peri-LN runs (section "Weight decay on input norms' gains against output norms'"): the decay sweep's sizes,
+# trained with the compiled step on the CPU at every profile; seeds from first_seed on (0-4 ran B15's sweep, and 0 a
+# timing run of V5 before its registration).
 PLACEMENT = {
     "smoke": dict(width=32, depth=1, context=16, batch=4, steps=20, lr=3e-3, first_seed=100),
     "cpu": dict(width=48, depth=2, context=32, batch=8, steps=300, lr=3e-3, first_seed=100),
