@@ -154,3 +154,6 @@ def test_arm_jobs_differ_only_in_the_dropped_norm():
     for job, change in zip(jobs, fn.ARMS.values()):
         assert job["model"] == {**base, **change} and job["train"] == jobs[0]["train"] and job["seeds"] == [4, 5]
     assert jobs[0]["train"]["step"] == "compiled"
+    jobs, _, arms = fn.arm_jobs(settings, range(5))  # 5 seeds: chunks of 3 and 2, every seed once per arm
+    assert [job["seeds"] for job in jobs if job["model"] == base] == [[0, 1, 2], [3, 4]]
+    assert sorted(arms) == sorted(list(fn.ARMS) * 2)

@@ -109,8 +109,8 @@ def arm_job(model: dict, train: dict, seeds) -> list[dict]:
 
 
 def arm_jobs(settings: dict, seeds) -> tuple[list[dict], list[str], list[str]]:
-    """One job per arm, training every seed at the depth chapter's ablation size with the compiled trainer; their
-    names and arms."""
+    """Jobs of at least two seeds of one arm each (half the seeds, so both workers stay busy), at the depth
+    chapter's ablation size with the compiled trainer; their names and arms."""
     steps = settings["ablation_steps"]
     base_model = dict(
         depth=settings["ablation_depth"],
@@ -129,8 +129,15 @@ def arm_jobs(settings: dict, seeds) -> tuple[list[dict], list[str], list[str]]:
         step="compiled",
     )
     seeds = [int(seed) for seed in seeds]
-    jobs = [dict(model={**base_model, **change}, train=base_train, seeds=seeds) for change in ARMS.values()]
-    return jobs, [f"V8 {arm}, seeds {seeds}" for arm in ARMS], list(ARMS)
+    size = max(2, math.ceil(len(seeds) / 2))
+    chunks = [seeds[i : i + size] for i in range(0, len(seeds), size)]
+    jobs, names, arms = [], [], []
+    for chunk in chunks:
+        for arm, change in ARMS.items():
+            jobs.append(dict(model={**base_model, **change}, train=base_train, seeds=chunk))
+            names.append(f"V8 {arm}, seeds {chunk}")
+            arms.append(arm)
+    return jobs, names, arms
 
 
 def train_arms(settings: dict, seeds, devices=None) -> pd.DataFrame:
