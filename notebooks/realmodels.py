@@ -50,10 +50,12 @@ from normlab.analysis.realmodels import (
     centring_verdict,
     figures,
     forward_time,
+    gradient_sinks,
     load,
     massive,
     profiles,
     stream,
+    uniform_share,
 )
 from normlab.study import Results, design
 from normlab.study.present import claims_box, verdict_table
@@ -79,10 +81,19 @@ MAP_TOLERANCE = design.value("Q4", "map_tolerance")
 state(margin=MARGIN, perplexity_change=f"{math.expm1(MARGIN):.0%}", cosine_threshold=COSINE_THRESHOLD)
 state(share_threshold=percent(SHARE_THRESHOLD), massive_ratio=MASSIVE.ratio, massive_floor=MASSIVE.floor)
 state(map_tolerance=MAP_TOLERANCE)
+# V9: the gradient ratio (massive/other) that counts as a sink, the factor within which the norms' attenuation
+# follows 1/r, and the share of norms that must agree one by one
+V9_CONCENTRATION = design.value("V9", "concentration")
+V9_TOLERANCE = design.value("V9", "attenuation_tolerance")
+V9_SHARE = design.value("V9", "agreement_share")
+# Q6: the mean cos² with the uniform vector at or below which a norm input has no component along it
+Q6_THRESHOLD = design.value("Q6", "orthogonal_share")
+state(v9_concentration=V9_CONCENTRATION, v9_tolerance=V9_TOLERANCE, v9_share=percent(V9_SHARE))
+state(q6_threshold=Q6_THRESHOLD)
 run = load.open_smollm2(P)
 
 # %% tags=["remove-input"]
-claims_box(["Q4", "Q5"], overrides=overrides)
+claims_box(["Q4", "Q5", "Q6", "V9"], overrides=overrides)
 
 # %% tags=["remove-input"]
 display(Markdown(load.provenance_note(run.provenance, profile, run.n_chunks)))
@@ -178,6 +189,59 @@ display(Markdown(massive.massive_paragraph(ablation)))
 _ = results.record_evidence("B5", *massive.b5_evidence(residual, run.provenance, ablation), section="realmodels-stream")
 
 # %% [markdown]
+# (realmodels-gradient-sinks)=
+# ## Gradient sinks: where the gradient goes, and what the norms' 1/r does to it there
+#
+# Chen, Lin & Yao 2026 (*Attention Sinks Induce Gradient Sinks: Massive Activations as Gradient Regulators in
+# Transformers*, arXiv 2603.17771 v2, checked against its abstract and introduction) read the massive activations from
+# the backward pass. In their words, "under causal masking, attention sinks can induce pronounced gradient
+# concentration", and "since the RMSNorm Jacobian attenuates gradients roughly in inverse proportion to input norm,
+# massive activations can be understood as adaptive regulators of this localized gradient pressure during training".
+# The paper's own measurements are in its figures, whose values could not be retrieved from its text, so no number of
+# theirs is set beside ours. The exact Jacobian (B12, derived in the jacobians chapter) says what to expect: with
+# $s = \sqrt{\overline{x^2} + \epsilon}$ and $y = x/s$, the gradient the norm passes back is
+# $\frac{1}{s}(I - y y^\top/d)(g \odot \delta)$, where $\delta$ is the gradient at its output and $g$ its gain.
+# A token with a large RMS $r \approx s$ gets back $1/r$ times as much, as long as the gain and the projection treat
+# it as they treat the others.
+#
+# One backward pass of SmolLM2's next-token loss runs on {glue:text}`gradient_chunks` held-out chunks of
+# {glue:text}`gradient_length` tokens (weights frozen, attention computed by the plain formula so that its weights can
+# be read). Per token and per norm it measures: the token's RMS $r$ at the norm's input; the gradient at the norm's
+# output, $|\partial L/\partial y|$ (for a block's attention-input norm, what that block's attention sends back to the
+# token); the gradient the norm passes back to its input, and the norm's attenuation $a$, the second over the first;
+# and the total gradient at the residual stream there, through the norm and along the skip path. Per block, the
+# attention a token receives is summed over the later query positions and averaged over heads. The massive positions
+# are B5's: the tokens whose stream, after the depth the ablation above edits, holds an entry that passes Sun et al.'s
+# rule. Everything is read at and past that depth, where the massive activations exist.
+#
+# **Thresholds, stated before measuring.** The gradient is concentrated at the sinks when the attention sublayers send
+# the massive positions at least {glue:text}`v9_concentration` times the mean gradient of the other tokens (median
+# over blocks). The norms' attenuation follows $1/r$ when the ratio $a_\text{massive}/a_\text{other}$ lies within a
+# factor {glue:text}`v9_tolerance` of $r_\text{other}/r_\text{massive}$ (median over norms); V9 holds without caveat
+# when at least {glue:text}`v9_share` of the norms agree one by one. The factor leaves room for the gain and the
+# projection, which $1/r$ does not carry, and is small beside the ratio of $r$ that makes an activation massive (B5's
+# rule asks for at least {glue:text}`massive_ratio` times the median).
+
+# %% tags=["remove-cell"]
+state(gradient_chunks=P["gradient_chunks"], gradient_length=P["gradient_length"])
+gradients = gradient_sinks.measure(run, residual, MASSIVE, P, V9_TOLERANCE)
+v9 = gradient_sinks.v9_finding(gradients, V9_CONCENTRATION, V9_SHARE, run.provenance)
+
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "SmolLM2's backward pass at and past the depth where its massive activations appear, massive positions against the other tokens. Left: the attention each receives in each block, summed over later queries and averaged over heads (log scale). Middle: the gradient at the output of the attention-input and MLP-input norms, and the total gradient at the residual stream, massive over other (log scale; 1 is no concentration). Right: the norms' measured attenuation ratio (massive over other) against the ratio 1/r predicts, with the registered tolerance shaded.", "name": "fig-realmodels-gradient-sinks"}}
+figures.gradient_sinks_figure(gradients.per_norm, V9_TOLERANCE)
+plt.show()
+
+# %% tags=["remove-input"]
+if gradients.massive_tokens:
+    display(gradient_sinks.gradient_table(gradients))
+
+# %% tags=["remove-input"]
+display(Markdown(gradient_sinks.gradient_paragraph(gradients, v9)))
+
+# %% tags=["remove-cell"]
+_ = v9.record(results, "V9", "realmodels-gradient-sinks")
+
+# %% [markdown]
 # (realmodels-centring-added)=
 # ## Centring added to a model trained without it
 #
@@ -271,6 +335,40 @@ _ = q4.record(results, "Q4", "realmodels-centring-added")
 _ = results.record_evidence(
     "B16", *centring_verdict.b16_evidence(added, minilm, residual), section="realmodels-centring-added"
 )
+
+# %% [markdown]
+# (realmodels-uniform-share)=
+# ### The all-ones share against Gupta et al.
+#
+# Gupta et al. (*Geometric Interpretation of Layer Normalization and a Comparative Analysis with RMSNorm*, EACL 2026
+# Findings, arXiv 2409.12951; checked against the abstracts of its arXiv and ACL Anthology versions) compare the hidden
+# states of LayerNorm and RMSNorm LLMs and state that "all LLMs naturally operate orthogonal to the uniform vector", that
+# is, "on average they do not have a component along the uniform vector". Their evidence is in figures whose values
+# could not be retrieved from the paper's text, and which measure of alignment they plot could not be checked either;
+# the comparison is therefore with their statement, not with a number. The share of a token's energy along the uniform
+# vector $\mathbf 1$ is $\cos^2$ of the angle between them, $(x \cdot \mathbf 1)^2 / (d \lVert x \rVert^2) = \bar x^2 /
+# \overline{x^2}$: the along-ones share measured above at every norm input of both models. It is shown here as
+# $\cos^2$, as $|\cos|$ and as an angle, with SmolLM2's first token put back into the mean with its weight. Nothing
+# new runs: these are Q4's numbers. **Threshold, stated before measuring:** Q6 holds if the mean $\cos^2$ is at most
+# {glue:text}`q6_threshold` at every norm input of both models, and holds with caveats if only the median norm input of
+# each stays below it. At that share (an angle of 84.3°), removing the component, as LayerNorm's centring does, turns a
+# token by 5.7° and shortens it by 0.5%.
+
+# %% tags=["remove-cell"]
+uniform = [
+    uniform_share.smollm2_shares(residual, int(run.stream_chunks.shape[1])),
+    uniform_share.minilm_shares(minilm_shares, centring_removed.minilm_norm_labels(len(minilm_shares))),
+]
+q6 = uniform_share.q6_finding(uniform, Q6_THRESHOLD, run.provenance)
+
+# %% tags=["remove-input"]
+uniform_share.uniform_table(uniform)
+
+# %% tags=["remove-input"]
+display(Markdown(uniform_share.uniform_paragraph(uniform, q6)))
+
+# %% tags=["remove-cell"]
+_ = q6.record(results, "Q6", "realmodels-uniform-share")
 
 # %% [markdown]
 # (realmodels-time)=

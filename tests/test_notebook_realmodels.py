@@ -27,7 +27,10 @@ def run(smoke_book):
 def test_owned_verdicts_and_evidence_records(run):
     result, _ = run
     claims = {c["id"]: c for c in result["claims"]}
-    assert set(claims) == {"Q4", "Q5", "B5", "B16", "A8", "B6"}
+    assert set(claims) == {"Q4", "Q5", "Q6", "V9", "B5", "B16", "A8", "B6"}
+    for owned in ("Q6", "V9"):  # V9 is not testable at smoke (no massive activation in two blocks); Q6 has no spread
+        assert claims[owned]["verdict"] in VERDICTS and claims[owned]["rule"]
+        assert claims[owned]["section"].startswith("realmodels-")
     for owned in ("Q4", "Q5"):
         record = claims[owned]
         assert record["verdict"] in VERDICTS and record["section"].startswith("realmodels-")
