@@ -77,3 +77,47 @@ def time_figure(timing: pd.DataFrame, variants: list[str]):
         ax.set(xlabel=f"{phase}: time relative to as loaded", ylabel="")
     fig.tight_layout()
     return fig
+
+
+def gradient_sinks_figure(per_norm: pd.DataFrame, tolerance: float):
+    """V9 by depth, from the massive depth on (fig-realmodels-gradient-sinks): attention received, the gradient at
+    the norms' outputs and at the residual stream, and the norms' measured attenuation ratio against 1/r's."""
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    if not len(per_norm) or per_norm["gradient_ratio"].isna().all():
+        # a cut of the model too shallow for massive activations: the figure says so rather than drawing nothing
+        for ax in axes:
+            ax.text(0.5, 0.5, "no massive position in this cut of the model", ha="center", va="center")
+            ax.set_axis_off()
+        return fig
+    attention = per_norm[per_norm["site"] == "attention input"]
+    axes[0].plot(attention["depth"], attention["received_massive"], marker=".", label="massive positions")
+    axes[0].plot(attention["depth"], attention["received_other"], marker=".", label="other tokens (mean)")
+    axes[0].set(yscale="log", xlabel="block", ylabel="attention received (sum over later queries)")
+    axes[0].legend()
+    for site, style in (("attention input", "-"), ("MLP input", ":")):
+        part = per_norm[per_norm["site"] == site]
+        axes[1].plot(part["depth"], part["gradient_ratio"], ls=style, marker=".", label=f"|dL/dy|, {site} norm")
+    axes[1].plot(
+        per_norm["depth"],
+        per_norm["grad_residual_massive"] / per_norm["grad_residual_other"],
+        ls="--",
+        marker=".",
+        label="|dL/dx| at the residual stream",
+    )
+    axes[1].axhline(1, color="grey", lw=0.8)
+    axes[1].set(yscale="log", xlabel="depth (blocks)", ylabel="gradient, massive / other tokens")
+    axes[1].legend(fontsize="small")
+    axes[2].plot(per_norm["depth"], per_norm["measured_ratio"], marker=".", label="measured attenuation ratio")
+    axes[2].plot(per_norm["depth"], per_norm["predicted_ratio"], ls="--", label="r_other / r_massive (1/r)")
+    axes[2].fill_between(
+        per_norm["depth"],
+        per_norm["predicted_ratio"] / tolerance,
+        per_norm["predicted_ratio"] * tolerance,
+        color="grey",
+        alpha=0.2,
+        label=f"within a factor {tolerance:g}",
+    )
+    axes[2].set(yscale="log", xlabel="depth (blocks)", ylabel="attenuation, massive / other tokens")
+    axes[2].legend(fontsize="small")
+    fig.tight_layout()
+    return fig

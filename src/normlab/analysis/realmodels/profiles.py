@@ -29,6 +29,8 @@ PROFILES = {
         hook_repeats=2,
         backends=["reference", "torch", "auto"],
         minilm_texts=8,
+        gradient_chunks=2,  # V9's one backward pass (eager attention, weights frozen)
+        gradient_length=32,
         device="cpu",
     ),
     "cpu": dict(
@@ -47,6 +49,8 @@ PROFILES = {
         hook_repeats=3,
         backends=["reference", "torch", "compile", "auto"],
         minilm_texts=32,
+        gradient_chunks=4,
+        gradient_length=256,
         device="cpu",
     ),
     "gpu": dict(
@@ -65,6 +69,8 @@ PROFILES = {
         hook_repeats=0,
         backends=["reference", "torch", "compile", "triton", "auto"],
         minilm_texts=64,
+        gradient_chunks=16,
+        gradient_length=512,
         device="cuda",
     ),
 }
@@ -83,6 +89,8 @@ _POSITIVE = (
     "prompt",
     "decode_steps",
     "repeats",
+    "gradient_chunks",
+    "gradient_length",
 )
 
 
