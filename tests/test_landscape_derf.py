@@ -68,7 +68,9 @@ def _runs(derf_offset, dyt_offset, gap_offset, seeds=4):
         out.append(_run("v7-rms", seed, base, base - 0.05))
         out.append(_run("v7-dyt", seed, base + dyt_offset + noise(), base - 0.05 + dyt_offset))
         derf_val = base + derf_offset + noise()
-        out.append(_run("v7-derf", seed, derf_val, derf_val - (0.05 + gap_offset) + noise()))  # gap: RMSNorm's + gap_offset
+        out.append(
+            _run("v7-derf", seed, derf_val, derf_val - (0.05 + gap_offset) + noise())
+        )  # gap: RMSNorm's + gap_offset
     return out
 
 

@@ -15,6 +15,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from normlab.analysis.landscape.dyt import learned
 from normlab.analysis.landscape.method import measured, verdict_lead
 from normlab.analysis.landscape.profiles import DERF_ARMS, DERF_SEED_BASE, DERF_TRAIN
 from normlab.analysis.landscape.summaries import non_inferiority
@@ -129,8 +130,11 @@ def derf_claim(runs: list[dict], margin: float, entropy: float) -> Finding:
         "gap_reading": gap,
         "arm_means": means,
         "unigram_entropy_nats": entropy,
-        "parameters": {label: GPT(GPTConfig(**r["model"])).num_parameters()
-                       for label, arm in arm_runs(runs).items() for r in arm[:1]},  # fmt: skip
+        "parameters": {
+            label: GPT(GPTConfig(**r["model"])).num_parameters()
+            for label, arm in arm_runs(runs).items()
+            for r in arm[:1]
+        },  # fmt: skip
         "model": {k: v for k, v in some["model"].items() if k in ("width", "depth", "heads", "context")},
         "train": {k: v for k, v in some.get("train", {}).items() if k in ("steps", "batch_size", "warmup_steps", "lr")},
         "trainer": DERF_TRAIN["step"],
@@ -206,13 +210,21 @@ def derf_paragraph(v7: Finding) -> str:
     m = {label: {k: measured(v) for k, v in row.items() if k != "diverged"} for label, row in e["arm_means"].items()}
     entropy = e["unigram_entropy_nats"]
     src = {name: prose.source("V7", f"gpt2_val_loss_{name}") for name in ("layernorm", "dyt", "derf")}
-    learned = {label: "below" if row["val"] < entropy else "not below" for label, row in m.items()}
+    outcome = {label: learned(row["val"], entropy) for label, row in m.items()}
+    alike = e["derf_minus_dyt"]
+    twins = (
+        f" Derf and DyT end {significant(abs(alike['mean_difference']))} nats per byte apart on average, their "
+        "paired interval inside ±0.01: the same place."
+        if alike is not None and max(abs(alike["ci_low"]), abs(alike["ci_high"])) < 0.01
+        else ""
+    )
     return (
         verdict_lead("V7", v7)
         + f"Averaged over {len(e['seeds'])} seeds, the final validation loss is {significant(m['v7-rms']['val'])} "
         f"nats per byte with RMSNorm, {significant(m['v7-dyt']['val'])} with DyT and "
-        f"{significant(m['v7-derf']['val'])} with Derf (the byte frequencies' entropy is {significant(entropy)}: "
-        f"Derf ends {learned['v7-derf']} it, DyT {learned['v7-dyt']} it). The training loss in evaluation mode, "
+        f"{significant(m['v7-derf']['val'])} with Derf (the byte frequencies' entropy is {significant(entropy)}): "
+        f"Derf {outcome['v7-derf']}, DyT {outcome['v7-dyt']}, RMSNorm {outcome['v7-rms']}.{twins} "
+        f"The training loss in evaluation mode, "
         f"over every tenth batch each run trained on, is {significant(m['v7-rms']['fit'])}, "
         f"{significant(m['v7-dyt']['fit'])} and {significant(m['v7-derf']['fit'])}, so the generalisation gaps are "
         f"{significant(m['v7-rms']['gap'])}, {significant(m['v7-dyt']['gap'])} and "

@@ -278,10 +278,14 @@ def derf(runs_by_arm: dict[str, list[dict]], names: dict[str, str], entropy: flo
     training loss in evaluation mode against its validation loss; the diagonal is a gap of zero."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
     labels = list(runs_by_arm)
-    finished = {label: [r for r in arm if "missing" not in r and not r["diverged"]] for label, arm in runs_by_arm.items()}
+    finished = {
+        label: [r for r in arm if "missing" not in r and not r["diverged"]] for label, arm in runs_by_arm.items()
+    }
     seeds = sorted({r["tag"]["seed"] for arm in finished.values() for r in arm})
     for seed in seeds:
-        ys = [next((r["final_val_loss"] for r in finished[label] if r["tag"]["seed"] == seed), np.nan) for label in labels]
+        ys = [
+            next((r["final_val_loss"] for r in finished[label] if r["tag"]["seed"] == seed), np.nan) for label in labels
+        ]
         left.plot(range(len(labels)), ys, marker="o", color="grey", alpha=0.7)
     left.axhline(entropy, color="black", linestyle=":", linewidth=1, label="byte-frequency entropy")
     left.set_xticks(range(len(labels)), [names[label] for label in labels], rotation=10)

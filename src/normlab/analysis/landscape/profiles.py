@@ -37,8 +37,10 @@ PROFILES = {
         deepest_train=dict(steps=20, batch_size=4, warmup_steps=2, lr=1e-2),
         timing_repeats=3,
         # V7 (Derf): V1's small model and steps, trained with the compiled trainer, which runs on the CPU
-        derf=dict(model=dict(width=16, depth=2, heads=2, context=16),
-                  train=dict(steps=20, batch_size=4, warmup_steps=2, lr=1e-2)),
+        derf=dict(
+            model=dict(width=16, depth=2, heads=2, context=16),
+            train=dict(steps=20, batch_size=4, warmup_steps=2, lr=1e-2),
+        ),
         derf_seeds=REGISTERED_DERF_SEEDS["smoke"],
         workers=None,
         devices=None,
@@ -66,8 +68,10 @@ PROFILES = {
         deepest=dict(width=32, depth=16, heads=4, context=64),
         deepest_train=dict(steps=150, batch_size=16, warmup_steps=15, lr=5e-3),
         timing_repeats=15,
-        derf=dict(model=dict(width=64, depth=4, heads=4, context=64),
-                  train=dict(steps=200, batch_size=16, warmup_steps=20, lr=5e-3)),
+        derf=dict(
+            model=dict(width=64, depth=4, heads=4, context=64),
+            train=dict(steps=200, batch_size=16, warmup_steps=20, lr=5e-3),
+        ),
         derf_seeds=REGISTERED_DERF_SEEDS["cpu"],
         workers=None,
         devices=None,
@@ -93,8 +97,10 @@ PROFILES = {
         alpha_widths=[128, 256],
         timing_repeats=30,
         # the compiled trainer runs on the CPU, so V7 trains the cpu profile's sizes here (its design says so)
-        derf=dict(model=dict(width=64, depth=4, heads=4, context=64),
-                  train=dict(steps=200, batch_size=16, warmup_steps=20, lr=5e-3)),
+        derf=dict(
+            model=dict(width=64, depth=4, heads=4, context=64),
+            train=dict(steps=200, batch_size=16, warmup_steps=20, lr=5e-3),
+        ),
         derf_seeds=REGISTERED_DERF_SEEDS["gpu"],
         workers=None,
         devices=["cuda:0"] * 8,
