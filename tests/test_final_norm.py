@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -122,6 +123,9 @@ def test_v8_verdict_rule(loss_b, ratio_c, noise, verdict):
     assert finding.verdict == verdict
     if verdict != "not testable here":
         assert finding.key_number == pytest.approx(ratio_c, rel=0.01)
+        assert finding.spread == pytest.approx(
+            float(np.std(np.exp(finding.evidence["log_logit_ratio"]["differences"]), ddof=1))
+        )
     assert "V8" in fn.v8_paragraph(finding)
     with pytest.raises(ValueError, match="logit_ratio"):
         fn.v8_measures(_finals(0, 2), margin=0.03, logit_ratio=1.0)

@@ -274,7 +274,8 @@ def v8_finding(measures: dict, *, margin: float, logit_ratio: float, scale: str)
             f"one small model ({scale})",
         )
     key = None if ratio is None else math.exp(ratio["mean_difference"])
-    spread = None if ratio is None else ratio["sd_of_differences"]
+    # the key number is a ratio, so its spread is the sd of the per-seed ratios (not of their logs)
+    spread = None if ratio is None else float(np.std([math.exp(d) for d in ratio["differences"]], ddof=1))
     return Finding(
         verdict,
         summary,
