@@ -84,7 +84,9 @@ def _copy_double(model: GPT) -> GPT:
 def test_scale_job_measures_the_trained_model():
     out = fn.scale_job(
         model=dict(**TINY, drop_final_norm=True),
-        train=dict(steps=10, batch_size=2, warmup_steps=1, eval_every=1, stream_every=0, seed=3, device="cpu"),
+        train=dict(
+            steps=10, batch_size=2, warmup_steps=1, eval_every=5, eval_batches=1, stream_every=0, seed=3, device="cpu"
+        ),
     )
     steps = [point["step"] for point in out["scale"]]
     assert steps == [0, *sorted(fn.probe_steps(10))]
