@@ -231,8 +231,8 @@ def v5_finding(study: PlacementStudy, *, corpus_sha256: str | None = None) -> Fi
     verdict = v5_verdict(study.readings)
     key = study.effects["input"]
     summary = (
-        f"In a Peri-LN GPT with λ_g = {study.gain_decay:g} (ηλT = {study.timescale:.1f}), decaying only the input "
-        f"norms' gains changes the final loss by {_effect(study, 'input')}, only the output norms' by "
+        f"In a Peri-LN GPT with λ_g = {study.gain_decay:g} (ηλT = {study.timescale:.1f}), decay on the input norms' "
+        f"gains alone changes the final loss by {_effect(study, 'input')}; on the output norms' gains alone, by "
         f"{_effect(study, 'output')}."
     )
     evidence = {
@@ -268,17 +268,18 @@ def v5_finding(study: PlacementStudy, *, corpus_sha256: str | None = None) -> Fi
 
 
 def _effect(study: PlacementStudy, arm: str) -> str:
-    """'+0.1137 nats per byte (95% CI +0.0893..+0.1382, 10 pairs): hurts beyond the ±0.02 margin; Wang et al.: helps'."""
+    """'+0.1137 nats per byte (95% CI +0.0893..+0.1382, 10 pairs): hurts beyond the ±0.02 margin, where Wang et al.
+    say it helps'."""
     pair, found = study.effects[arm], study.readings[arm]
     if pair is None:
         return interval_text(None, NATS_PER_BYTE)
     said = {
         "helps": f"helps beyond the ±{study.margin:g} margin",
         "hurts": f"hurts beyond the ±{study.margin:g} margin",
-        "no effect": f"no effect beyond the ±{study.margin:g} margin",
+        "no effect": f"no effect, inside the ±{study.margin:g} margin",
         "undecided": f"undecided against the ±{study.margin:g} margin",
     }[found]
-    return f"{interval_text(pair, NATS_PER_BYTE, margin=False)}: {said}; Wang et al.: {CLAIMED[arm]}"
+    return f"{interval_text(pair, NATS_PER_BYTE, margin=False)}: {said}, where Wang et al. say it {CLAIMED[arm]}"
 
 
 def _direction(arm: str, pair: dict | None) -> str:
