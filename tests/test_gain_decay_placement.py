@@ -12,6 +12,7 @@ import torch
 from normlab.analysis.gain import decay_placement as dp
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.gpt.train import CompiledStep, TrainConfig, norm_role, parameter_groups
+from test_summary_wording import summary_problems
 
 TINY = dict(vocab_size=256, context=8, width=16, depth=2, heads=2)
 
@@ -147,7 +148,25 @@ def test_a_diverged_run_leaves_the_claim_not_testable():
     runs = fake_runs(np.random.default_rng(), {"input": -0.3, "output": 0.4}, diverged=("output", 101))
     study = dp.placement_study(runs, SETTINGS, gain_decay=3.0, margin=0.02)
     assert study.effects["output"] is None and study.readings["output"] is None
-    assert dp.v5_finding(study).verdict == "not testable here"
+    finding = dp.v5_finding(study)
+    assert finding.verdict == "not testable here"
+    assert summary_problems({"verdict": finding.verdict, "summary": finding.summary}) == []
+
+
+@pytest.mark.parametrize(
+    "effects, verdict",
+    [
+        ({"input": -0.3, "output": 0.4}, "holds"),
+        ({"input": 0.3, "output": -0.05}, "does not hold"),
+        ({"input": -0.3, "output": 0.0}, "holds with caveats"),
+    ],
+)
+def test_the_ledger_summary_is_short_and_agrees_with_its_verdict(effects, verdict):
+    study = dp.placement_study(fake_runs(np.random.default_rng(), effects), SETTINGS, gain_decay=3.0, margin=0.02)
+    finding = dp.v5_finding(study)
+    assert finding.verdict == verdict
+    assert summary_problems({"verdict": finding.verdict, "summary": finding.summary}) == []
+    assert f"{study.effects['input']['mean_difference']:+.3f}" in finding.summary
 
 
 @pytest.mark.parametrize(

@@ -230,11 +230,7 @@ def v5_finding(study: PlacementStudy, *, corpus_sha256: str | None = None) -> Fi
     """V5's verdict from the two readings (`v5_verdict`), with its evidence and one summary sentence."""
     verdict = v5_verdict(study.readings)
     key = study.effects["input"]
-    summary = (
-        f"In a Peri-LN GPT with λ_g = {study.gain_decay:g} (ηλT = {study.timescale:.1f}), decay on the input norms' "
-        f"gains alone changes the final loss by {_effect(study, 'input')}; on the output norms' gains alone, by "
-        f"{_effect(study, 'output')}."
-    )
+    summary = _summary(study)
     evidence = {
         "input_minus_neither": study.effects["input"],
         "output_minus_neither": study.effects["output"],
@@ -264,6 +260,32 @@ def v5_finding(study: PlacementStudy, *, corpus_sha256: str | None = None) -> Fi
         unit=V5_KEY.unit,
         reads=("margin",),
         scale=_scale(study),
+    )
+
+
+READ_AS = {"helps": "helps", "hurts": "hurts", "no effect": "has no effect", "undecided": "is undecided"}
+
+
+def _summary(study: PlacementStudy) -> str:
+    """The ledger's summary: a lead of both intervals against the margin and the source's directions (under the
+    ledger's 40 words, naming no reading a decided verdict would contradict), then the readings and the scale."""
+    pairs = study.effects
+    if any(pairs[arm] is None for arm in DECAYED):
+        lost = " and ".join(f"the {arm} norms'" for arm in DECAYED if pairs[arm] is None)
+        return (
+            f"A run diverged, so {lost} paired effect could not be formed; Wang et al. expect decay on the input "
+            "norms' gains to help and on the output norms' to hurt."
+        )
+    i, o = pairs["input"], pairs["output"]
+    lead = (
+        f"Decaying only the input norms' gains changes the final loss by {i['mean_difference']:+.3f} nats per byte "
+        f"(95% CI {i['ci_low']:+.3f}..{i['ci_high']:+.3f}), only the output norms' by {o['mean_difference']:+.3f} "
+        f"({o['ci_low']:+.3f}..{o['ci_high']:+.3f}), against ±{study.margin:g}; Wang et al. expect a fall, then a rise."
+    )
+    return (
+        f"{lead} Here decay on the input norms' gains {READ_AS[study.readings['input']]} and on the output norms' "
+        f"{READ_AS[study.readings['output']]} ({_scale(study)}, {study.parameters:,} parameters, λ_g = "
+        f"{study.gain_decay:g}, ηλT = {study.timescale:.1f})."
     )
 
 
