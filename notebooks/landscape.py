@@ -215,7 +215,7 @@ Markdown(dyt.dyt_paragraph(v1))
 # %% tags=["remove-cell"]
 derf_runs = runs.run_jobs(runs.derf_jobs(P), P)
 v7 = derf.derf_claim(derf_runs, design.value("V7", "margin"), corpus.unigram_entropy_nats)
-v7.record(results, "V7", "landscape-derf")
+_ = v7.record(results, "V7", "landscape-derf")
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "V7's three arms, paired by seed (RMSNorm, DyT by its authors' LLaMA recipe, Derf by its authors' GPT-2 code; the same AdamW). Left: final validation loss, one line per seed joining its paired runs; the dotted line is the byte frequencies' entropy. Right: each run's training loss in evaluation mode (over every tenth batch it trained on) against its validation loss; the dashed diagonal is a generalisation gap of zero.", "name": "fig-landscape-derf"}}
 figures.derf(derf.arm_runs(derf_runs), derf.ARM_NAMES, corpus.unigram_entropy_nats)
