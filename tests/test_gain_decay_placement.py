@@ -166,7 +166,7 @@ def test_the_ledger_summary_is_short_and_agrees_with_its_verdict(effects, verdic
     finding = dp.v5_finding(study)
     assert finding.verdict == verdict
     assert summary_problems({"verdict": finding.verdict, "summary": finding.summary}) == []
-    assert f"{study.effects['input']['mean_difference']:+.3f}" in finding.summary
+    assert f"{study.effects['input']['mean_difference']:+.4f}" in finding.summary
 
 
 @pytest.mark.parametrize(

@@ -278,9 +278,9 @@ def _summary(study: PlacementStudy) -> str:
         )
     i, o = pairs["input"], pairs["output"]
     lead = (
-        f"Decaying only the input norms' gains changes the final loss by {i['mean_difference']:+.3f} nats per byte "
-        f"(95% CI {i['ci_low']:+.3f}..{i['ci_high']:+.3f}), only the output norms' by {o['mean_difference']:+.3f} "
-        f"({o['ci_low']:+.3f}..{o['ci_high']:+.3f}), against ±{study.margin:g}; Wang et al. expect a fall, then a rise."
+        f"Decaying only the input norms' gains changes the final loss by {i['mean_difference']:+.4f} nats per byte "
+        f"(95% CI {i['ci_low']:+.4f}..{i['ci_high']:+.4f}), only the output norms' by {o['mean_difference']:+.4f} "
+        f"({o['ci_low']:+.4f}..{o['ci_high']:+.4f}), against ±{study.margin:g}; Wang et al. expect a fall, then a rise."
     )
     return (
         f"{lead} Here decay on the input norms' gains {READ_AS[study.readings['input']]} and on the output norms' "
