@@ -297,7 +297,7 @@ v8_runs = final_norm.train_arms(P, range(P["final_norm_seeds"]))
 v8_curves = final_norm.scale_curves(v8_runs)
 v8_scale = f"depth {P['ablation_depth']}, width {P['width']}, {P['ablation_steps']} steps"
 v8_measures = final_norm.v8_measures(final_norm.final_rows(v8_runs), **V8_RULE)
-v8 = final_norm.v8_finding(v8_measures, **V8_RULE, scale=v8_scale)
+v8 = final_norm.v8_finding(v8_measures, **V8_RULE, scale=v8_scale, trainer=P["final_norm_step"])
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "The pre-logit scale over training, for all norms, the block norms removed (final norm kept) and the final norm removed (block norms kept): validation loss (left), RMS of the head's input, the last hidden state the logits are read from (middle), and RMS of the logits (right), both logarithmic. Lines: the mean over paired seeds; bands: the seeds' range. With a final norm, the head's input is held at the scale of the norm's gain, whatever the trunk's; without one, it is the trunk's own scale.", "name": "fig-depth-final-norm"}}
 figures.pre_logit_scale(v8_curves)

@@ -305,7 +305,9 @@ _ = b15.record(results, "B15", "gain-wd-gpt")
 placement_runs = decay_placement.train_placement(P, V5_DECAY)
 placement_left = decay_placement.placement_left(placement_runs, P)
 placement = decay_placement.placement_study(placement_runs, P, gain_decay=V5_DECAY, margin=V5_MARGIN)
-v5 = placement_left.judge(decay_placement.v5_finding(placement, corpus_sha256=corpus.sha256))
+v5 = placement_left.judge(
+    decay_placement.v5_finding(placement, trainer=P["placement_step"], corpus_sha256=corpus.sha256)
+)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Peri-LN GPT, paired by seed. Left: the change in final validation loss from decaying only the input norms' gains, and only the output norms' gains, against decaying neither; one dot per seed, with the mean and its 95% interval, and the margin of ±{glue:text}`v5_margin` nats per byte shaded green. Right: the mean RMS of the input norms' gains (solid) and the output norms' gains (dashed) over training, by where the decay fell (band: seeds).", "name": "fig-gain-decay-placement"}}
 figures.placement_figure(placement.effects, placement.gain_paths, V5_MARGIN)

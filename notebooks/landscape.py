@@ -193,6 +193,10 @@ v1.record(results, "V1", "landscape-dyt")
 # %% tags=["remove-input"]
 Markdown(dyt.dyt_paragraph(v1))
 
+# %% tags=["remove-cell"]
+V7_MARGIN = design.value("V7", "margin")
+state(v7_margin=V7_MARGIN)
+
 # %% [markdown]
 # (landscape-derf)=
 # ## V7: Dynamic erf beside DyT and RMSNorm
@@ -208,13 +212,13 @@ Markdown(dyt.dyt_paragraph(v1))
 # RMSNorm, DyT by V1's authors' recipe, and Derf. Each run reports its final validation loss and, as the authors
 # measure fit, its training loss in evaluation mode after training, over every tenth batch it trained on; the
 # generalisation gap is the first minus the second. **Rule:** holds when the paired 95% intervals of Derf − RMSNorm
-# and Derf − DyT (validation loss) lie below +{glue:text}`loss_margin` nats per byte and Derf's gap is below
+# and Derf − DyT (validation loss) lie below +{glue:text}`v7_margin` nats per byte and Derf's gap is below
 # RMSNorm's (that interval below 0); holds with caveats when only Derf − RMSNorm lies below the margin; does not hold
 # when it lies above; otherwise not testable here.
 
 # %% tags=["remove-cell"]
 derf_runs = runs.run_jobs(runs.derf_jobs(P), P)
-v7 = derf.derf_claim(derf_runs, design.value("V7", "margin"), corpus.unigram_entropy_nats)
+v7 = derf.derf_claim(derf_runs, V7_MARGIN, corpus.unigram_entropy_nats)
 _ = v7.record(results, "V7", "landscape-derf")
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "V7's three arms, paired by seed (RMSNorm, DyT by its authors' LLaMA recipe, Derf by its authors' GPT-2 code; the same AdamW). Left: final validation loss, one line per seed joining its paired runs; the dotted line is the byte frequencies' entropy. Right: each run's training loss in evaluation mode (over every tenth batch it trained on) against its validation loss; the dashed diagonal is a generalisation gap of zero.", "name": "fig-landscape-derf"}}

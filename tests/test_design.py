@@ -85,7 +85,9 @@ def _parse(tmp_path, text: str, ids=("A1", "A9", "B7")):
 
 def test_the_committed_design_covers_every_claim_with_unit_basis_test_and_answering_run():
     registered = design.load()
-    assert set(registered.claims) == IDS and len(IDS) == 39
+    assert set(registered.claims) == IDS
+    # the assembled 39 and the claims registered since, each with its registration (design._check_registrations)
+    assert len(set(IDS) - {c for c in IDS if registered.claims[c].registered}) == 39
     for claim_id, entry in registered.claims.items():
         assert entry.unit and entry.quantity and entry.test and entry.answered_by, claim_id
         assert entry.thresholds, f"{claim_id} registers no threshold"
@@ -98,7 +100,7 @@ def test_the_committed_design_covers_every_claim_with_unit_basis_test_and_answer
 def test_the_chapters_profiles_read_their_pairs_from_the_design():
     registered = design.load()
     settings = {entry.pairs_setting for entry in registered.claims.values() if entry.pairs_setting}
-    assert len(settings) == 8
+    assert len(settings) == 11  # with V5's, V7's and V8's seeds (issue 46)
     for setting in settings:
         chapter, key = setting.split(":")
         profiles = importlib.import_module(f"normlab.analysis.{chapter}.profiles").PROFILES
@@ -230,11 +232,25 @@ def test_every_trained_claim_names_a_trainer_the_training_code_has():
     assert design.TRAINERS == STEPS
     registered = design.load().claims.values()
     assert {entry.id: entry.trainer for entry in registered if entry.trains} == {
-        entry.id: "reference"
+        # designs that ran before 2026-12-05 keep the reference; those registered since use the compiled step
+        entry.id: "compiled" if entry.registered else "reference"
         for entry in registered
-        if entry.trains  # every design so far ran before 2026-12-05
+        if entry.trains
     }
     assert all(entry.trainer is None for entry in registered if not entry.trains)
+    assert design.training_step("V7", "cpu") == "compiled" and design.training_step("V7", "smoke") == "reference"
+    assert design.training_step("A9", "cpu") == "reference"
+    with pytest.raises(DesignError, match=r"claim B12 trains no model"):
+        design.training_step("B12", "cpu")
+
+
+def test_a_run_trained_with_another_step_than_its_design_is_refused(tmp_path):
+    registered = design.load()
+    record = {"id": "V7", "verdict": None, "evidence": {"trainer": "reference"}}
+    run = {"notebook": "landscape", "profile": "cpu", "started": "2026-12-05T08:00:00+00:00", "claims": [record]}
+    with pytest.raises(DesignError, match=r"claim V7 trained with 'reference' at profile 'cpu', but its design registers 'compiled'"):
+        design.check_runs([run], registered)
+    design.check_runs([dict(run, profile="smoke")], registered)  # smoke runs take the reference step
 
 
 def test_a_trainer_the_code_lacks_or_without_training_is_refused(tmp_path):

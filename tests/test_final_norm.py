@@ -121,7 +121,7 @@ def _finals(loss_b, ratio_c, seeds=4, noise=None):
 )
 def test_v8_verdict_rule(loss_b, ratio_c, noise, verdict):
     measures = fn.v8_measures(_finals(loss_b, ratio_c, noise=noise), margin=0.03, logit_ratio=1.5)
-    finding = fn.v8_finding(measures, margin=0.03, logit_ratio=1.5, scale="tiny")
+    finding = fn.v8_finding(measures, margin=0.03, logit_ratio=1.5, scale="tiny", trainer="compiled")
     assert finding.verdict == verdict
     if verdict != "not testable here":
         assert finding.key_number == pytest.approx(ratio_c, rel=0.01)
@@ -153,7 +153,9 @@ def test_diverged_run_leaves_its_seed_not_comparable():
 
 
 def test_arm_jobs_differ_only_in_the_dropped_norm():
-    settings = dict(ablation_steps=20, ablation_depth=1, width=16, context=8, batch=2, lr=1e-3)
+    settings = dict(
+        ablation_steps=20, ablation_depth=1, width=16, context=8, batch=2, lr=1e-3, final_norm_step="compiled"
+    )
     jobs, names, arms = fn.arm_jobs(settings, [4, 5])
     assert arms == list(fn.ARMS) and len(names) == 3
     base = jobs[0]["model"]

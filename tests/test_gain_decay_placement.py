@@ -80,6 +80,7 @@ def test_bad_gain_decay_on_is_refused_with_its_fix():
 SETTINGS = {
     "placement_seeds": 3,
     "placement": dict(width=16, depth=2, context=8, batch=2, steps=20, lr=3e-3, first_seed=100),
+    "placement_step": "compiled",
 }
 
 
@@ -128,7 +129,7 @@ def test_study_pairs_arms_against_the_baseline():
         assert study.effects[arm]["differences"] == pytest.approx(diffs)
         assert study.effects[arm]["mean_difference"] == pytest.approx(np.mean(diffs))
     assert study.readings == {"input": "helps", "output": "hurts"}
-    assert dp.v5_finding(study).verdict == "holds"
+    assert dp.v5_finding(study, trainer="compiled").verdict == "holds"
     # the final RMS of the input norms' gains in the input arm: mean over seeds of the last step, over √width
     last = [
         np.mean(
@@ -148,7 +149,7 @@ def test_a_diverged_run_leaves_the_claim_not_testable():
     runs = fake_runs(np.random.default_rng(), {"input": -0.3, "output": 0.4}, diverged=("output", 101))
     study = dp.placement_study(runs, SETTINGS, gain_decay=3.0, margin=0.02)
     assert study.effects["output"] is None and study.readings["output"] is None
-    finding = dp.v5_finding(study)
+    finding = dp.v5_finding(study, trainer="compiled")
     assert finding.verdict == "not testable here"
     assert summary_problems({"verdict": finding.verdict, "summary": finding.summary}) == []
 
@@ -163,7 +164,7 @@ def test_a_diverged_run_leaves_the_claim_not_testable():
 )
 def test_the_ledger_summary_is_short_and_agrees_with_its_verdict(effects, verdict):
     study = dp.placement_study(fake_runs(np.random.default_rng(), effects), SETTINGS, gain_decay=3.0, margin=0.02)
-    finding = dp.v5_finding(study)
+    finding = dp.v5_finding(study, trainer="compiled")
     assert finding.verdict == verdict
     assert summary_problems({"verdict": finding.verdict, "summary": finding.summary}) == []
     assert f"{study.effects['input']['mean_difference']:+.4f}" in finding.summary

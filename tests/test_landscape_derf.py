@@ -40,9 +40,11 @@ def test_derf_jobs_pair_the_arms_by_seed_and_differ_only_in_the_norm():
     settings = profile_settings("smoke")
     jobs = runs.derf_jobs(settings)
     assert len(jobs) == len(DERF_ARMS) * settings["derf_seeds"]
+    # the design's trainer at cpu, the reference at smoke (design.SMOKE_STEP)
+    assert profile_settings("cpu")["derf_step"] == "compiled" and settings["derf_step"] == "reference"
     by_seed = {}
     for job in jobs:
-        assert job["train"]["step"] == "compiled" and job["train"]["weight_decay_on"] == "all"
+        assert job["train"]["step"] == "reference" and job["train"]["weight_decay_on"] == "all"
         assert job["train"]["seed"] >= DERF_SEED_BASE and job["tag"]["seed"] == job["train"]["seed"]
         by_seed.setdefault(job["train"]["seed"], []).append(job)
     norm_keys = {"norm", "dyt_bias", "dyt_alpha", "dyt_alpha_attention"}
@@ -56,7 +58,7 @@ def test_derf_jobs_pair_the_arms_by_seed_and_differ_only_in_the_norm():
 
 def _run(label, seed, val, fit, diverged=False):
     return {"tag": {"label": label, "seed": seed}, "model": dict(width=16, depth=1, heads=2, context=16),
-            "train": {"steps": 20}, "final_val_loss": val, "train_loss_eval": fit, "diverged": diverged}  # fmt: skip
+            "train": {"steps": 20, "step": "compiled"}, "final_val_loss": val, "train_loss_eval": fit, "diverged": diverged}  # fmt: skip
 
 
 def _runs(derf_offset, dyt_offset, gap_offset, seeds=4):

@@ -32,6 +32,11 @@ PILOT_FIELDS = ("first_seed", "pairs", "build", "record", "evidence")
 # The updates a trained design may name: normlab.gpt.train.STEPS (tests/test_design.py holds them equal; the design
 # reads no training code).
 TRAINERS = ("reference", "compiled")
+# The smoke profile checks a chapter's plumbing in seconds and decides nothing, so its runs take the reference step
+# whatever the design registers: compiling a step costs minutes on a cold cache (V7's smoke section 242 s cold, 29 s
+# warm), which `make test`, running every chapter at smoke from a fresh clone, cannot afford. The compiled step's own
+# agreement with the reference is tested apart (tests/test_fast_step.py, tests/test_train_steps.py).
+SMOKE_STEP = "reference"
 # a recorded threshold equal to a registered one within float rounding of a typed decimal
 RELATIVE_TOLERANCE = 1e-9
 
@@ -534,6 +539,16 @@ def values(claim_id: str, *names: str) -> dict:
     return load().values(claim_id, *names)
 
 
+def training_step(claim_id: str, profile: str) -> str:
+    """The update a claim's runs use at `profile` (TrainConfig.step): the registered trainer, SMOKE_STEP at smoke."""
+    if profile not in PROFILES:
+        raise DesignError(f"unknown profile {profile!r}; the profiles are {', '.join(PROFILES)}")
+    trainer = load().claim(claim_id).trainer
+    if trainer is None:
+        raise DesignError(f"claim {claim_id} trains no model, so it registers no trainer")
+    return SMOKE_STEP if profile == "smoke" else trainer
+
+
 def source_number(claim_id: str, name: str) -> dict:
     """A source's own number as the design holds it (value, unit, where), for a chapter to set beside its measurement."""
     return load().source_number(claim_id, name)
@@ -574,6 +589,15 @@ def check_runs(runs: list[dict], design: Design | None = None) -> None:
                     f"{run.get('_file', run['notebook'])}: claim {record['id']} was run on "
                     f"{str(run.get('started'))[:10]}, before its design was registered on {registered}; rerun the chapter"
                 )
+            trained_with = (record.get("evidence") or {}).get("trainer")
+            if trained_with is not None and record["id"] in design.claims:
+                expected = SMOKE_STEP if run.get("profile") == "smoke" else design.claims[record["id"]].trainer
+                if trained_with != expected:
+                    raise DesignError(
+                        f"{run.get('_file', run['notebook'])}: claim {record['id']} trained with {trained_with!r} at "
+                        f"profile {run.get('profile')!r}, but its design registers {expected!r} there; rerun the chapter "
+                        "without overriding its step"
+                    )
             if record.get("verdict") is not None:
                 try:
                     design.check_recorded(record["id"], record.get("threshold"))

@@ -110,7 +110,7 @@ def arm_job(model: dict, train: dict, seeds) -> list[dict]:
 
 def arm_jobs(settings: dict, seeds) -> tuple[list[dict], list[str], list[str]]:
     """Jobs of at least two seeds of one arm each (half the seeds, so both workers stay busy), at the depth
-    chapter's ablation size with the compiled trainer; their names and arms."""
+    chapter's ablation size with the design's trainer (settings["final_norm_step"]); their names and arms."""
     steps = settings["ablation_steps"]
     base_model = dict(
         depth=settings["ablation_depth"],
@@ -126,7 +126,7 @@ def arm_jobs(settings: dict, seeds) -> tuple[list[dict], list[str], list[str]]:
         warmup_steps=steps // 10,
         eval_every=max(1, steps // PROBES),
         stream_every=0,
-        step="compiled",
+        step=settings["final_norm_step"],
     )
     seeds = [int(seed) for seed in seeds]
     size = max(2, math.ceil(len(seeds) / 2))
@@ -243,7 +243,7 @@ def _ratio_text(interval: dict | None) -> str:
     )
 
 
-def v8_finding(measures: dict, *, margin: float, logit_ratio: float, scale: str) -> Finding:
+def v8_finding(measures: dict, *, margin: float, logit_ratio: float, scale: str, trainer: str) -> Finding:
     """V8's verdict, registered in data/design.toml: (b) 'small increase' when the paired (b) − (a) interval's upper
     end is below +margin, failed when its lower end is above; (c) 'logit growth' when the logits' RMS ratio (c)/(a)
     has its interval's lower end above logit_ratio, failed when its upper end is below. Both shown: holds with caveats
@@ -287,6 +287,7 @@ def v8_finding(measures: dict, *, margin: float, logit_ratio: float, scale: str)
             "means": measures["means"],
             "failed_parts": failed,
             "fragile": fragile,
+            "trainer": trainer,
         },
         key_number=key,
         threshold=logit_ratio,

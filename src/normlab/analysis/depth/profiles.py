@@ -107,4 +107,5 @@ def settings_for(profile: str, overrides: dict | None = None) -> dict:
     settings = lookup_profile(PROFILES, profile, owner="the depth chapter", overrides=overrides, minimum_pairs=PAIRS)
     settings["init_depths"] = validate_depths(settings["init_depths"], "init_depths")
     validate_depths([settings["deep"], settings["ablation_depth"]], "deep/ablation_depth")
+    settings["final_norm_step"] = design.training_step("V8", profile)  # the registered trainer; the reference at smoke
     return settings

@@ -54,7 +54,8 @@ def parameter_count(settings: dict) -> int:
 
 def placement_jobs(settings: dict, gain_decay: float) -> tuple[list[dict], list[tuple[str, int]]]:
     """The three arms' training jobs for each seed, keyed (arm, seed): a Peri-LN GPT at the chapter's
-    `placement` sizes, trained with the compiled step; the arms differ only in `gain_decay_on`."""
+    `placement` sizes, trained with the design's step (settings["placement_step"]); the arms differ only in
+    `gain_decay_on`."""
     if not (isinstance(gain_decay, (int, float)) and math.isfinite(gain_decay) and gain_decay > 0):
         raise ValueError(f"gain_decay must be a positive finite number (the registered λ_g), got {gain_decay!r}")
     sizes = settings["placement"]
@@ -67,7 +68,7 @@ def placement_jobs(settings: dict, gain_decay: float) -> tuple[list[dict], list[
         eval_every=flat_eval_every(sizes["steps"]),
         eval_batches=4,
         stream_every=0,
-        step="compiled",
+        step=settings["placement_step"],
     )
     decay = {"neither": {}, **{arm: dict(gain_weight_decay=gain_decay, gain_decay_on=arm) for arm in DECAYED}}
     seeds = range(sizes["first_seed"], sizes["first_seed"] + settings["placement_seeds"])
@@ -226,7 +227,7 @@ def _scale(study: PlacementStudy) -> str:
     )
 
 
-def v5_finding(study: PlacementStudy, *, corpus_sha256: str | None = None) -> Finding:
+def v5_finding(study: PlacementStudy, *, trainer: str, corpus_sha256: str | None = None) -> Finding:
     """V5's verdict from the two readings (`v5_verdict`), with its evidence and one summary sentence."""
     verdict = v5_verdict(study.readings)
     key = study.effects["input"]
@@ -245,6 +246,7 @@ def v5_finding(study: PlacementStudy, *, corpus_sha256: str | None = None) -> Fi
         "margin_nats": study.margin,
         "sizes": dict(study.sizes),
         "corpus_sha256": corpus_sha256,
+        "trainer": trainer,
     }
     return Finding(
         verdict,

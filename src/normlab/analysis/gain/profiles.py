@@ -90,6 +90,7 @@ def profile_settings(profile: str, overrides: dict | None = None) -> dict:
     decays = settings["gain_decays"]
     if not decays or min(decays) < 0 or 0.0 not in decays:
         raise ValueError(f"gain_decays must be non-negative and include 0.0 (the baseline), got {decays!r}")
+    settings["placement_step"] = design.training_step("V5", profile)  # the registered trainer; the reference at smoke
     return settings
 
 

@@ -17,7 +17,7 @@ import pandas as pd
 
 from normlab.analysis.landscape.dyt import learned
 from normlab.analysis.landscape.method import measured, verdict_lead
-from normlab.analysis.landscape.profiles import DERF_ARMS, DERF_SEED_BASE, DERF_TRAIN
+from normlab.analysis.landscape.profiles import DERF_ARMS, DERF_SEED_BASE
 from normlab.analysis.landscape.summaries import non_inferiority
 from normlab.analysis.shared.paired import interval_text, paired_or_none
 from normlab.gpt.model import GPT, GPTConfig
@@ -137,7 +137,7 @@ def derf_claim(runs: list[dict], margin: float, entropy: float) -> Finding:
         },  # fmt: skip
         "model": {k: v for k, v in some["model"].items() if k in ("width", "depth", "heads", "context")},
         "train": {k: v for k, v in some.get("train", {}).items() if k in ("steps", "batch_size", "warmup_steps", "lr")},
-        "trainer": DERF_TRAIN["step"],
+        "trainer": some["train"]["step"],
         "seeds": sorted({r["tag"]["seed"] for r in runs}),
         "margin": margin,
     }

@@ -137,7 +137,7 @@ MAX_LOGIT_PROBED = ("rms", "rms+qk")  # V3 tracks their largest attention logit 
 # compiled trainer: RMSNorm, DyT by V1's authors' recipe (its α₀ filled in by `derf_arm`), and Derf by its authors'
 # GPT-2 code (normlab.norms.derf: every norm Derf with β, α₀ 0.5, s₀ 0, the embeddings times a learnable √width).
 DERF_ARMS = {"v7-rms": dict(norm="rms"), "v7-dyt": AUTHORS_DYT, "v7-derf": dict(norm="derf")}
-DERF_TRAIN = dict(AUTHORS_TRAIN, step="compiled", device="cpu")
+DERF_TRAIN = dict(AUTHORS_TRAIN, device="cpu")  # the step is the design's: settings["derf_step"]
 
 
 def derf_arm(label: str, width: int) -> dict:
@@ -213,6 +213,7 @@ def profile_settings(profile: str, overrides: dict | None = None) -> dict:
         raise ValueError(f"profile {profile!r}: derf_seeds must be at least 2 (a paired interval)")
     if profile != "gpu":  # V7 is registered at V1's sizes: they follow the small scale, overrides included
         settings["derf"] = dict(model=dict(settings["small"]), train=dict(settings["small_train"]))
+    settings["derf_step"] = design.training_step("V7", profile)  # the registered trainer; the reference at smoke
     if profile != "smoke" and settings["deep"]["depth"] < 12:
         raise ValueError("V2 needs at least 12 blocks, where placement matters")
     return settings

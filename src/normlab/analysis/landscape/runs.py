@@ -286,13 +286,18 @@ def landscape_jobs(settings: dict, device: str = "cpu") -> list[dict]:
 
 
 def derf_jobs(settings: dict) -> list[dict]:
-    """V7's runs: each arm at every registered seed (from DERF_SEED_BASE, not the chapter's), the compiled trainer
-    on the CPU, evaluation-mode training loss over every tenth batch trained on."""
+    """V7's runs: each arm at every registered seed (from DERF_SEED_BASE, not the chapter's), with the design's trainer
+    (the compiled step; the reference at smoke) on the CPU, evaluation-mode training loss over every tenth batch trained on."""
     model, base = settings["derf"]["model"], settings["derf"]["train"]
     jobs = []
     for label in DERF_ARMS:
         for seed in range(DERF_SEED_BASE, DERF_SEED_BASE + settings["derf_seeds"]):
-            train = {**_train_dict({"derf_train": base}, "derf"), **DERF_TRAIN, "seed": seed}
+            train = {
+                **_train_dict({"derf_train": base}, "derf"),
+                **DERF_TRAIN,
+                "step": settings["derf_step"],
+                "seed": seed,
+            }
             tag = dict(scale="small", label=label, lr=train["lr"], seed=seed, reference_alpha=True)
             jobs.append(
                 dict(model={**model, **derf_arm(label, model["width"])}, train=train, tag=tag,
