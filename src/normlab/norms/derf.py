@@ -24,6 +24,7 @@ import numbers
 import torch
 from torch import nn
 
+from normlab.norms import dyt
 from normlab.norms.validation import statistics_dtype
 
 DEFAULT_ALPHA_INIT = 0.5  # the authors' Dynamic_erf(alpha_init_value=0.5)
@@ -31,19 +32,8 @@ DEFAULT_SHIFT_INIT = 0.0  # the authors' Dynamic_erf(shift_init_value=0.0)
 
 
 def check_alpha_init(alpha_init) -> float:
-    """alpha must start positive and finite: alpha <= 0 flips or flattens every activation, and 0 kills the
-    gradient reaching x."""
-    if (
-        isinstance(alpha_init, bool)
-        or not isinstance(alpha_init, numbers.Real)
-        or not math.isfinite(alpha_init)
-        or alpha_init <= 0
-    ):
-        raise ValueError(
-            f"Derf's alpha must be a positive finite number (the authors start at {DEFAULT_ALPHA_INIT}), "
-            f"got {alpha_init!r}"
-        )
-    return float(alpha_init)
+    """alpha must start positive and finite, as DyT's (the same rule)."""
+    return dyt.check_alpha_init(alpha_init, "Derf", DEFAULT_ALPHA_INIT)
 
 
 def check_shift_init(shift_init) -> float:

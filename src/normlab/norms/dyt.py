@@ -68,8 +68,9 @@ def _check_backend(backend) -> None:
         raise ValueError(f"unknown DyT backend {backend!r}; valid backends: {', '.join(DYT_BACKENDS)}")
 
 
-def check_alpha_init(alpha_init) -> float:
-    """alpha must start positive: alpha <= 0 flips or flattens every activation, and 0 kills the gradient."""
+def check_alpha_init(alpha_init, norm: str = "DyT", authors_start: float = DEFAULT_ALPHA_INIT) -> float:
+    """alpha must start positive: alpha <= 0 flips or flattens every activation, and 0 kills the gradient. The
+    same rule serves every point-wise norm with a scalar α (DyT, Derf), each naming its authors' start."""
     if (
         isinstance(alpha_init, bool)
         or not isinstance(alpha_init, numbers.Real)
@@ -77,7 +78,7 @@ def check_alpha_init(alpha_init) -> float:
         or alpha_init <= 0
     ):
         raise ValueError(
-            f"DyT's alpha must be a positive finite number (the paper starts at {DEFAULT_ALPHA_INIT}), "
+            f"{norm}'s alpha must be a positive finite number (its authors start at {authors_start}), "
             f"got {alpha_init!r}"
         )
     return float(alpha_init)
