@@ -152,7 +152,7 @@ table(training_at_depth.no_warmup_table(training), caption=f"Without warm-up at 
 _ = display(Markdown(training.left.paragraph())) if training.left.paragraph() else None
 
 # %% [markdown]
-# ## Verdicts
+# ## The rules for B17, B18 and B19
 #
 # **B17** (pre-LN keeps the trunk an identity path, so gradients flow back undamped). Xiong et al. 2020's
 # statement, the one "undamped" leans on, is a bound at initialisation, and even there the bound on the last layer's
@@ -307,7 +307,9 @@ plt.show()
 Markdown(final_norm.v8_paragraph(v8))
 
 # %% [markdown]
-# B17, B18 and B19 are answered by this build's runs at its profile: the design registers no other run for them. A build
+# ## Verdicts
+#
+# B17, B18, B19 and V8 are answered by this build's runs at its profile: the design registers no other run for them. A build
 # of this chapter made on another machine (a GPU's, say) is committed under `data/builds/` with its provenance and
 # set beside this one, claim by claim, on the reproducibility page, where a verdict that differs is flagged; it
 # never replaces this build's verdict.

@@ -325,6 +325,11 @@ Markdown(placement_left.paragraph() + decay_placement.placement_text(placement, 
 # %% tags=["remove-cell"]
 _ = v5.record(results, "V5", "gain-decay-placement")
 
+# %% [markdown]
+# ## Verdicts
+#
+# B15 and V5 as the ledger records them, each with its key number against its threshold and its spread.
+
 # %% tags=["remove-input"]
 verdict_table(results)
 

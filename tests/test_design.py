@@ -248,7 +248,9 @@ def test_a_run_trained_with_another_step_than_its_design_is_refused(tmp_path):
     registered = design.load()
     record = {"id": "V7", "verdict": None, "evidence": {"trainer": "reference"}}
     run = {"notebook": "landscape", "profile": "cpu", "started": "2026-12-05T08:00:00+00:00", "claims": [record]}
-    with pytest.raises(DesignError, match=r"claim V7 trained with 'reference' at profile 'cpu', but its design registers 'compiled'"):
+    with pytest.raises(
+        DesignError, match=r"claim V7 trained with 'reference' at profile 'cpu', but its design registers 'compiled'"
+    ):
         design.check_runs([run], registered)
     design.check_runs([dict(run, profile="smoke")], registered)  # smoke runs take the reference step
 

@@ -37,9 +37,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from normlab.norms.backends.features import BACKEND_FEATURES, BACKENDS, NORMS, backend_choices, lacking_norm
-from normlab.norms.dyt import DyT, check_alpha_init
 from normlab.norms.derf import Derf, check_shift_init
 from normlab.norms.derf import check_alpha_init as check_derf_alpha
+from normlab.norms.dyt import DyT, check_alpha_init
 from normlab.norms.modules import LayerNorm, RMSNorm
 
 # pre: x + f(norm(x)); post: norm(x + f(x)); peri: x + norm_out(f(norm(x))) (Gemma 2/3, Peri-LN);

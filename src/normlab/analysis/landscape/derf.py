@@ -211,19 +211,17 @@ def derf_paragraph(v7: Finding) -> str:
     entropy = e["unigram_entropy_nats"]
     src = {name: prose.source("V7", f"gpt2_val_loss_{name}") for name in ("layernorm", "dyt", "derf")}
     outcome = {label: learned(row["val"], entropy) for label, row in m.items()}
-    alike = e["derf_minus_dyt"]
-    twins = (
-        f" Derf and DyT end {significant(abs(alike['mean_difference']))} nats per byte apart on average, their "
-        "paired interval inside ±0.01: the same place."
-        if alike is not None and max(abs(alike["ci_low"]), abs(alike["ci_high"])) < 0.01
-        else ""
-    )
+    names = {"v7-derf": "Derf", "v7-dyt": "DyT", "v7-rms": "RMSNorm"}
+    by_outcome: dict[str, list[str]] = {}
+    for label, name in names.items():
+        by_outcome.setdefault(outcome[label], []).append(name)
+    outcomes = "; ".join(f"{' and '.join(arms)} {result}" for result, arms in by_outcome.items())
     return (
         verdict_lead("V7", v7)
         + f"Averaged over {len(e['seeds'])} seeds, the final validation loss is {significant(m['v7-rms']['val'])} "
         f"nats per byte with RMSNorm, {significant(m['v7-dyt']['val'])} with DyT and "
         f"{significant(m['v7-derf']['val'])} with Derf (the byte frequencies' entropy is {significant(entropy)}): "
-        f"Derf {outcome['v7-derf']}, DyT {outcome['v7-dyt']}, RMSNorm {outcome['v7-rms']}.{twins} "
+        f"{outcomes}. "
         f"The training loss in evaluation mode, "
         f"over every tenth batch each run trained on, is {significant(m['v7-rms']['fit'])}, "
         f"{significant(m['v7-dyt']['fit'])} and {significant(m['v7-derf']['fit'])}, so the generalisation gaps are "
