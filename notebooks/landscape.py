@@ -43,6 +43,7 @@ from normlab.analysis.landscape import (
     placement,
     profiles,
     qk_norm,
+    regime,
     runs,
 )
 from normlab.gpt.corpus import load_corpus
@@ -62,7 +63,7 @@ results = Results("landscape", profile, results_dir, overrides)
 corpus = load_corpus()
 
 # %% tags=["remove-input"]
-claims_box(["V1", "V7", "V2", "V3", "V4"], overrides=overrides)
+claims_box(["V1", "V7", "V6", "V2", "V3", "V4"], overrides=overrides)
 
 # %% [markdown]
 # (landscape-method)=
@@ -234,6 +235,51 @@ table(
 
 # %% tags=["remove-input"]
 Markdown(derf.derf_paragraph(v7))
+
+# %% tags=["remove-cell"]
+V6_MARGIN = design.value("V6", "margin")
+V6_BOUND = design.value("V6", "saturation_bound")
+state(v6_margin=V6_MARGIN, v6_bound=V6_BOUND, v6_steps=", ".join(str(s) for s in P["regime_steps"]))
+
+# %% [markdown]
+# (landscape-regime)=
+# ## V6: DyT's regime, and why DyT fails here
+#
+# > Removing the norm by Dynamic Tanh is a regime-dependent implicit regularizer: DyT improves validation loss at few
+# > tokens per parameter and worsens it at many, tracking the share of saturated activations; in Llama models its
+# > collapse localises to SwiGLU gating. (Verma, "When Does Removing LayerNorm Help? Activation Bounding as a
+# > Regime-Dependent Implicit Regularizer", arXiv 2604.23434)
+#
+# V1 finds DyT by its authors' recipe far worse than RMSNorm in this chapter's small SwiGLU model. Verma's account
+# predicts that at fewer tokens per parameter the deficit shrinks or turns into a gain, and that SwiGLU's gate is
+# where a Llama-style DyT model collapses. **Design (registered before its runs):** V1's small model, batch and
+# optimiser (the DyT authors' AdamW), the compiled trainer, RMSNorm and DyT by V1's authors' recipe paired by seed,
+# trained for {glue:text}`v6_steps` steps of the same batch (warm-up a tenth of the steps), and at the largest budget
+# again with a GELU MLP in both arms. Each DyT run reports the share of all its DyT layers' inputs with
+# |αx| > {glue:text}`v6_bound` at the end (Verma's saturated share). **Rule:** the regime difference is DyT − RMSNorm
+# at the largest budget minus at the smallest, and the gate difference is DyT − RMSNorm with GELU minus with SwiGLU,
+# both paired by seed. V6 holds when the regime difference's 95% interval lies above +{glue:text}`v6_margin` nats per
+# byte and the gate difference's below −{glue:text}`v6_margin`; holds with caveats when only the regime difference
+# lies above; does not hold when it lies wholly below +{glue:text}`v6_margin`; otherwise not testable here.
+
+# %% tags=["remove-cell"]
+regime_runs = runs.run_jobs(runs.regime_jobs(P, V6_BOUND), P)
+v6 = regime.regime_claim(regime_runs, V6_MARGIN, V6_BOUND)
+_ = v6.record(results, "V6", "landscape-regime")
+
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "V6: RMSNorm and DyT by its authors' recipe, paired by seed, in V1's model at three token budgets (SwiGLU, circles joined per seed) and at the largest again with GELU (squares, drawn just right of it). Left: DyT − RMSNorm of the final validation loss; the grey band is the ±margin. Right: the share of DyT's inputs with |αx| > 2 at the end of each DyT run.", "name": "fig-landscape-regime"}}
+figures.regime(regime.cells(regime_runs), v6.evidence["tokens_per_parameter"], V6_MARGIN)
+plt.show()
+
+# %% tags=["remove-input"]
+table(
+    regime.regime_table(v6),
+    caption="V6 in nats per byte: per budget, tokens per parameter, the mean paired DyT − RMSNorm with its 95% "
+    "interval and DyT's mean saturated share; below, the two differences the verdict reads.",
+)
+
+# %% tags=["remove-input"]
+Markdown(regime.regime_paragraph(v6))
 
 # %% [markdown]
 # (landscape-placement)=

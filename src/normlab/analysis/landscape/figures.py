@@ -305,3 +305,43 @@ def derf(runs_by_arm: dict[str, list[dict]], names: dict[str, str], entropy: flo
     right.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def regime(cells: dict, tokens_per_parameter: dict[str, float], margin: float):
+    """V6. Left: DyT − RMSNorm final validation loss per seed against tokens per parameter (log scale), SwiGLU at
+    each budget joined per seed, GELU at the largest budget beside it; the band is ±margin. Right: DyT's saturated
+    share (|αx| > 2) at the end of each run, the same layout."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    budgets = sorted(steps for steps, mlp in cells if mlp == "swiglu")
+    xs = [tokens_per_parameter[str(s)] for s in budgets]
+
+    def ok(run):
+        return "missing" not in run and not run["diverged"]
+
+    def per_seed(key):
+        arms = cells[key]
+        diff = [d["final_val_loss"] - r["final_val_loss"] if ok(d) and ok(r) else np.nan
+                for r, d in zip(arms["v6-rms"], arms["v6-dyt"])]  # fmt: skip
+        share = [d.get("saturated_share") if ok(d) else None for d in arms["v6-dyt"]]
+        return diff, [np.nan if s is None else s for s in share]
+
+    swiglu = [per_seed((s, "swiglu")) for s in budgets]
+    gelu = per_seed((budgets[-1], "gelu"))
+    for i in range(len(swiglu[0][0])):
+        left.plot(xs, [cell[0][i] for cell in swiglu], marker="o", color="C0", alpha=0.7,
+                  label="SwiGLU" if i == 0 else None)  # fmt: skip
+        right.plot(xs, [cell[1][i] for cell in swiglu], marker="o", color="C0", alpha=0.7,
+                   label="SwiGLU" if i == 0 else None)  # fmt: skip
+    left.scatter([xs[-1] * 1.15] * len(gelu[0]), gelu[0], marker="s", color="C1", label="GELU", zorder=3)
+    right.scatter([xs[-1] * 1.15] * len(gelu[1]), gelu[1], marker="s", color="C1", label="GELU", zorder=3)
+    left.axhspan(-margin, margin, color="grey", alpha=0.2, label=f"±{significant(margin)} margin")
+    left.axhline(0, color="black", linewidth=1)
+    for ax in (left, right):
+        ax.set_xscale("log")
+        ax.set_xlabel("tokens per parameter")
+        ax.legend(fontsize=8)
+    left.set_ylabel("DyT − RMSNorm, final validation loss (nats/byte)")
+    right.set_ylabel("DyT's inputs with |αx| > 2 (share)")
+    right.set_ylim(0, max(0.05, np.nanmax([v for cell in swiglu for v in cell[1]] + gelu[1] + [0]) * 1.2))
+    fig.tight_layout()
+    return fig

@@ -93,3 +93,33 @@ def dyt_trace_point(model: GPT, x: torch.Tensor, y: torch.Tensor) -> dict:
         "final_hidden_rms": seen["rms"],
         **saturation,
     }
+
+
+@torch.no_grad()
+def bounded_share(model: GPT, x: torch.Tensor, bound: float) -> float:
+    """Verma's saturated share (arXiv 2604.23434): the fraction of all DyT layers' inputs, pooled, with |αx| > `bound`
+    in one forward pass on `x` (V6). Unlike `saturated_share` (a zero slope in float32, V1's reading of a dead layer),
+    this counts the inputs in tanh's flat tails."""
+    if bound <= 0:
+        raise ValueError(f"bounded_share: the bound on |αx| must be > 0, got {bound}")
+    counts = [0, 0]
+    hooks = []
+    for module in model.modules():
+        if isinstance(module, DyT):
+
+            def record(mod, inputs, output):
+                counts[0] += int((inputs[0] * mod.alpha).abs().gt(bound).sum())
+                counts[1] += inputs[0].numel()
+
+            hooks.append(module.register_forward_hook(record))
+    if not hooks:
+        raise ValueError("bounded_share needs a model with DyT layers (norm='dyt')")
+    was_training = model.training
+    model.eval()
+    try:
+        model(x)
+    finally:
+        model.train(was_training)
+        for hook in hooks:
+            hook.remove()
+    return counts[0] / counts[1]

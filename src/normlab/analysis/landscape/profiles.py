@@ -14,8 +14,11 @@ from normlab.study import design
 REGISTERED_SEEDS = design.pairs("landscape:seeds")
 REGISTERED_QK_SEEDS = design.pairs("landscape:qk_seeds")
 REGISTERED_DERF_SEEDS = design.pairs("landscape:derf_seeds")
+REGISTERED_REGIME_SEEDS = design.pairs("landscape:regime_seeds")
 # V7's seeds start here: its registration logged timing runs on seeds 0 and 1, which are not reused
 DERF_SEED_BASE = 200
+# V6's seeds start here, apart from every other design's
+REGIME_SEED_BASE = 600
 
 PROFILES = {
     # seconds: proves the pipeline, not the claims
@@ -42,6 +45,9 @@ PROFILES = {
             train=dict(steps=20, batch_size=4, warmup_steps=2, lr=1e-2),
         ),
         derf_seeds=REGISTERED_DERF_SEEDS["smoke"],
+        # V6 (DyT's regime): V1's small model and batch at these step counts, the last V1's own
+        regime_steps=[2, 6, 20],
+        regime_seeds=REGISTERED_REGIME_SEEDS["smoke"],
         workers=None,
         devices=None,
     ),
@@ -73,6 +79,8 @@ PROFILES = {
             train=dict(steps=200, batch_size=16, warmup_steps=20, lr=5e-3),
         ),
         derf_seeds=REGISTERED_DERF_SEEDS["cpu"],
+        regime_steps=[6, 35, 200],  # 33x in tokens per parameter, registered (data/design.toml, V6)
+        regime_seeds=REGISTERED_REGIME_SEEDS["cpu"],
         workers=None,
         devices=None,
     ),
@@ -102,6 +110,13 @@ PROFILES = {
             train=dict(steps=200, batch_size=16, warmup_steps=20, lr=5e-3),
         ),
         derf_seeds=REGISTERED_DERF_SEEDS["gpu"],
+        # V6 trains the cpu profile's sizes here too (the compiled trainer runs on the CPU)
+        regime=dict(
+            model=dict(width=64, depth=4, heads=4, context=64),
+            train=dict(steps=200, batch_size=16, warmup_steps=20, lr=5e-3),
+        ),
+        regime_steps=[6, 35, 200],
+        regime_seeds=REGISTERED_REGIME_SEEDS["gpu"],
         workers=None,
         devices=["cuda:0"] * 8,
     ),
@@ -149,6 +164,35 @@ def derf_arm(label: str, width: int) -> dict:
         attention, other = authors_alpha_init(width)
         model.update(dyt_alpha_attention=attention, dyt_alpha=other)
     return model
+
+
+# V6's two arms, V7's RMSNorm and DyT (V1's authors' recipe) under the same optimiser, each with SwiGLU at every budget
+# and with GELU at V1's; the budget's steps and the MLP are filled in by `regime_jobs`.
+REGIME_ARMS = {"v6-rms": "v7-rms", "v6-dyt": "v7-dyt"}
+REGIME_MLPS = ("swiglu", "gelu")
+REGIME_MIN_SPAN = 30.0  # the registered span of tokens per parameter, largest budget over smallest (cpu, gpu)
+
+
+def regime_arm(label: str, width: int, mlp: str = "swiglu") -> dict:
+    """The model options of a V6 arm at this width with this MLP: V7's arm of the same norm (`derf_arm`)."""
+    if label not in REGIME_ARMS:
+        raise ValueError(f"regime_arm: unknown V6 arm {label!r}; choose one of {', '.join(REGIME_ARMS)}")
+    if mlp not in REGIME_MLPS:
+        raise ValueError(f"regime_arm: V6 compares the MLPs {REGIME_MLPS}, got {mlp!r}")
+    return {**derf_arm(REGIME_ARMS[label], width), "mlp": mlp}
+
+
+def check_regime_steps(profile: str, steps: list[int], train_steps: int) -> None:
+    """V6's budgets: increasing, the largest V1's own steps, spanning the registered 30x beyond smoke."""
+    if len(steps) < 3 or sorted(set(steps)) != list(steps) or steps[0] < 1:
+        raise ValueError(f"profile {profile!r}: regime_steps must be 3 or more increasing step counts, got {steps}")
+    if steps[-1] != train_steps:
+        raise ValueError(f"profile {profile!r}: regime_steps must end at V1's {train_steps} steps, got {steps}")
+    if profile != "smoke" and steps[-1] / steps[0] < REGIME_MIN_SPAN:
+        raise ValueError(
+            f"profile {profile!r}: regime_steps {steps} span {steps[-1] / steps[0]:.1f}x, under the registered "
+            f"{REGIME_MIN_SPAN:g}x in tokens per parameter; lower the smallest"
+        )
 
 
 def small_variant(label: str, width: int, alpha_other: float | None = None) -> dict:
@@ -214,6 +258,12 @@ def profile_settings(profile: str, overrides: dict | None = None) -> dict:
     if profile != "gpu":  # V7 is registered at V1's sizes: they follow the small scale, overrides included
         settings["derf"] = dict(model=dict(settings["small"]), train=dict(settings["small_train"]))
     settings["derf_step"] = design.training_step("V7", profile)  # the registered trainer; the reference at smoke
+    if settings["regime_seeds"] < 2:
+        raise ValueError(f"profile {profile!r}: regime_seeds must be at least 2 (a paired interval)")
+    if profile != "gpu":  # V6 is registered at V1's sizes, as V7
+        settings["regime"] = dict(model=dict(settings["small"]), train=dict(settings["small_train"]))
+    check_regime_steps(profile, settings["regime_steps"], settings["regime"]["train"]["steps"])
+    settings["regime_step"] = design.training_step("V6", profile)
     if profile != "smoke" and settings["deep"]["depth"] < 12:
         raise ValueError("V2 needs at least 12 blocks, where placement matters")
     return settings

@@ -19,6 +19,8 @@ GPTConfig(**model) with TrainConfig(**train) on the study corpus through
   last hidden state's RMS, each DyT layer's saturated share and the gradient reaching the blocks;
 - with `drop_one`, each block's contribution: the validation loss with that
   block replaced by the identity, minus the full model's;
+- with `saturation_bound` (V6), a DyT model's share of DyT inputs with |αx| above it after training, on the first
+  probe batch (`bounded_share`);
 - with `train_loss_every`, the training loss in evaluation mode after training (V7, the Derf authors' measure of
   fit) over every `train_loss_every`-th batch the run trained on (`training_batches`).
 """
@@ -32,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from normlab.analysis.landscape.probes import dyt_trace_point, max_attention_logit, probe_batches
+from normlab.analysis.landscape.probes import bounded_share, dyt_trace_point, max_attention_logit, probe_batches
 from normlab.analysis.landscape.profiles import (
     DERF_ARMS,
     DERF_SEED_BASE,
@@ -40,11 +42,14 @@ from normlab.analysis.landscape.profiles import (
     MAX_LOGIT_PROBED,
     PLACEMENTS,
     REFERENCE_LR_ONLY,
+    REGIME_ARMS,
+    REGIME_SEED_BASE,
     SCALE_COST,
     SMALL_VARIANTS,
     VARIANT_TRAIN,
     derf_arm,
     is_dyt,
+    regime_arm,
     small_variant,
 )
 from normlab.analysis.shared.missing_runs import RunGaps
@@ -115,6 +120,7 @@ def landscape_run(
     probe_count: int = 4,
     trace_dyt: bool = False,
     train_loss_every: int = 0,
+    saturation_bound: float | None = None,
     tag: dict | None = None,
 ) -> dict:
     corpus = load_corpus()
@@ -158,6 +164,8 @@ def landscape_run(
         "dyt_trace": dyt_trace,
         "drop_one": drop_one_losses(result.model, batches) if drop_one and not diverged else None,
     }
+    if saturation_bound is not None:
+        out["saturated_share"] = None if diverged else bounded_share(result.model, batches[0][0], saturation_bound)
     if train_loss_every:
         fit = None if diverged else evaluate(result.model, training_batches(corpus, mcfg, tcfg, train_loss_every))
         out["train_loss_eval"] = fit
@@ -306,6 +314,31 @@ def derf_jobs(settings: dict) -> list[dict]:
     return jobs
 
 
+def regime_jobs(settings: dict, bound: float) -> list[dict]:
+    """V6's runs: RMSNorm and DyT (V1's authors' recipe) at every registered seed (from REGIME_SEED_BASE) with SwiGLU
+    at each budget of `regime_steps` (V1's batch, warm-up a tenth of the steps, at least 1), and with GELU at V1's
+    budget; the design's trainer on the CPU; DyT's share of |αx| > `bound` at the end. Longest runs first."""
+    model, base = settings["regime"]["model"], settings["regime"]["train"]
+    budgets = [(steps, "swiglu") for steps in sorted(settings["regime_steps"], reverse=True)]
+    budgets.insert(1, (base["steps"], "gelu"))
+    jobs = []
+    for steps, mlp in budgets:
+        every = max(1, steps // 10)
+        for label in REGIME_ARMS:
+            for seed in range(REGIME_SEED_BASE, REGIME_SEED_BASE + settings["regime_seeds"]):
+                train = {
+                    **base, "steps": steps, "warmup_steps": max(1, round(base["warmup_steps"] * steps / base["steps"])),
+                    "eval_every": every, "stream_every": every, "eval_batches": 4,
+                    **DERF_TRAIN, "step": settings["regime_step"], "seed": seed,
+                }  # fmt: skip
+                arm = regime_arm(label, model["width"], mlp)
+                tag = dict(scale="small", label=label, lr=train["lr"], seed=seed, steps=steps, mlp=mlp,
+                           batch_size=train["batch_size"], reference_alpha=True)  # fmt: skip
+                jobs.append(dict(model={**model, **arm}, train=train, tag=tag,
+                                 saturation_bound=bound if arm["norm"] == "dyt" else None))  # fmt: skip
+    return jobs
+
+
 def _alpha_points(settings: dict, runs: list[dict], width: int) -> list[tuple[float, float | None]]:
     """(α₀, final loss or None where the run diverged or is missing) of the authors' recipe at `width`, seed 0 and
     the reference learning rate, sorted by α₀."""
@@ -365,6 +398,8 @@ def run_name(job: dict, settings: dict) -> str:
         name += f" width {model['width']}"
     if not tag.get("reference_alpha", True):
         name += f" α₀ {model['dyt_alpha']:g}"
+    if "steps" in tag:  # V6: its budget and MLP
+        name += f" {tag['steps']} steps {tag['mlp']}"
     return name
 
 
