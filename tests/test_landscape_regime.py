@@ -123,3 +123,9 @@ def test_regime_claim_refuses_unpaired_runs():
     no_gelu = _runs({(2, "swiglu"): [0.0, 0.1], (20, "swiglu"): [0.2, 0.3]})
     with pytest.raises(ValueError, match="GELU pair"):
         regime.regime_claim(no_gelu, MARGIN, BOUND)
+
+
+def test_fragile_when_an_end_lies_within_the_half_width_of_the_line():
+    assert regime.fragile({"ci_low": -0.66, "ci_high": -0.10}, 0.03)
+    assert not regime.fragile({"ci_low": -0.30, "ci_high": -0.20}, 0.03)
+    assert not regime.fragile(None, 0.03)

@@ -7,7 +7,7 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from normlab.analysis.landscape.dyt import final_dyt_layer
 from normlab.study.present import significant
@@ -334,10 +334,11 @@ def regime(cells: dict, tokens_per_parameter: dict[str, float], margin: float):
                    label="SwiGLU" if i == 0 else None)  # fmt: skip
     left.scatter([xs[-1] * 1.15] * len(gelu[0]), gelu[0], marker="s", color="C1", label="GELU", zorder=3)
     right.scatter([xs[-1] * 1.15] * len(gelu[1]), gelu[1], marker="s", color="C1", label="GELU", zorder=3)
-    left.axhspan(-margin, margin, color="grey", alpha=0.2, label=f"±{significant(margin)} margin")
+    left.axhspan(-margin, margin, color="grey", alpha=0.2, label=f"±{margin:g} margin")
     left.axhline(0, color="black", linewidth=1)
     for ax in (left, right):
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())  # the decades alone: minor labels overlap
         ax.set_xlabel("tokens per parameter")
         ax.legend(fontsize=8)
     left.set_ylabel("DyT − RMSNorm, final validation loss (nats/byte)")

@@ -122,6 +122,15 @@ def tokens_per_parameter(runs: list[dict]) -> dict[str, float]:
     return out
 
 
+def fragile(paired: dict | None, line: float) -> bool:
+    """The registered fragility: the interval's end nearest `line` lies within the interval's half-width of it, so
+    a spread like this one could move the interval across it."""
+    if paired is None:
+        return False
+    half = (paired["ci_high"] - paired["ci_low"]) / 2
+    return min(abs(paired["ci_low"] - line), abs(paired["ci_high"] - line)) < half
+
+
 def regime_claim(runs: list[dict], margin: float, bound: float) -> Finding:
     """V6 by its registered rule (data/design.toml): holds when the regime difference lies above +margin (DyT
     worsens with more tokens) and the gate difference below −margin; holds with caveats when only the regime
@@ -153,6 +162,7 @@ def regime_claim(runs: list[dict], margin: float, bound: float) -> Finding:
     evidence = {
         **pairs,
         "regime_reading": regime,
+        "regime_fragile": fragile(primary, margin),
         "gate_reading": gate,
         "saturated_share": saturation(runs),
         "saturation_bound": bound,
@@ -255,9 +265,27 @@ def regime_paragraph(v6: Finding) -> str:
         f"validation loss {src['gain_1m_tokens']}% lower than LayerNorm's at 1M tokens and "
         f"{src['penalty_118m_tokens']}% higher at 118M, with {src['saturated_1m_tokens']}% of DyT's activations "
         f"saturated (|αx| > 2) against {src['saturated_118m_tokens']}%, all below {src['tokens_per_parameter_max']} "
-        "tokens per parameter. **What this scale can and cannot show:** whether DyT's deficit against RMSNorm in "
+        f"tokens per parameter. Here DyT's saturated share {_direction(share[str(steps[0])], share[str(steps[-1])])} "
+        f"from the smallest budget to the largest, where Verma's falls as the tokens grow"
+        + (
+            "; the regime difference's interval ends within its half-width of the margin, so the verdict is fragile. "
+            if e["regime_fragile"] and v6.verdict != "not testable here"
+            else ". "
+        )
+        + "**What this scale can and cannot show:** whether DyT's deficit against RMSNorm in "
         f"this {e['parameters']:,}-parameter byte-level model grows with the tokens it trains on, over a range of "
         "tokens per parameter close to Verma's, and whether swapping SwiGLU for GELU changes it at V1's budget. It "
         "cannot show Verma's GPT-2 or Llama scales, and its reference is RMSNorm, not LayerNorm; the smallest budget "
-        "trains a handful of steps, where both models are still near their initial loss."
+        f"trains {steps[0]} steps, so its difference measures how fast each model leaves its initial loss, not a "
+        "trained model's quality."
     )
+
+
+def _direction(low_budget: float, high_budget: float) -> str:
+    """How DyT's saturated share moves from the smallest budget to the largest, in words."""
+    if not (math.isfinite(low_budget) and math.isfinite(high_budget)):
+        return "was not measured at both ends"
+    if high_budget == low_budget:
+        return f"stays at {significant(100 * low_budget)}%"
+    word = "rises" if high_budget > low_budget else "falls"
+    return f"{word} from {significant(100 * low_budget)}% to {significant(100 * high_budget)}%"
