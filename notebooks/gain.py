@@ -60,6 +60,7 @@ from normlab.analysis.gain import (
 )
 from normlab.analysis.shared.runs import training_devices
 from normlab.gpt.corpus import load_corpus
+from normlab.gpt.train import TrainConfig
 from normlab.study import Results, design
 from normlab.study.present import claims_box, table, verdict_table
 from normlab.study.prose import percent, source, state
@@ -89,6 +90,7 @@ V5_MARGIN = design.value("V5", "margin")  # nats per byte, for each paired effec
 V5_DECAY = design.value("V5", "gain_decay")  # λ_g on the chosen gains
 state(v5_margin=V5_MARGIN, v5_decay=V5_DECAY, v5_pairs=P["placement_seeds"], v5_steps=P["placement"]["steps"])
 state(v5_timescale=P["placement"]["lr"] * V5_DECAY * P["placement"]["steps"])
+state(matrix_decay=TrainConfig.weight_decay)  # the trainer's default decay on weight matrices, the same in V5's arms
 
 # %% tags=["remove-input"]
 claims_box(["B15", "V5"], overrides=overrides)
@@ -290,7 +292,7 @@ _ = b15.record(results, "B15", "gain-wd-gpt")
 # and the MLP read: they are input norms. post_norm1 and post_norm2 normalise what the two sublayers add to the trunk:
 # they are output norms. Three runs per seed share initial weights and batches and differ only in where AdamW's
 # decoupled decay λ_g falls: on the input norms' gains, on the output norms' gains, or on neither. The final norm's
-# gain is undecayed in all three, and the weight matrices keep their usual decay of 0.1.
+# gain is undecayed in all three, and the weight matrices keep their usual decay of {glue:text}`matrix_decay`.
 #
 # **Registered before the runs:** λ_g = {glue:text}`v5_decay`, so ηλT = {glue:text}`v5_timescale` decay timescales
 # in {glue:text}`v5_steps` steps. That is above 1, B15's condition for decay to act, and below B15's λ_g = 10, where

@@ -48,7 +48,12 @@ def one_thread():
 
 def test_profile_settings_refuse_an_unknown_profile_and_a_sweep_without_baseline():
     settings = profiles.profile_settings("smoke")
-    assert settings == SMOKE and settings is not SMOKE and settings["qk"] is not SMOKE["qk"]  # a copy, all the way down
+    # a copy, all the way down, plus V5's step from the design (the reference at smoke)
+    assert (
+        settings.pop("placement_step") == "reference"
+        and profiles.profile_settings("cpu")["placement_step"] == "compiled"
+    )
+    assert settings == SMOKE and settings is not SMOKE and settings["qk"] is not SMOKE["qk"]
     with pytest.raises(ValueError, match="unknown profile .*; valid profiles: smoke, cpu, gpu"):
         profiles.profile_settings("tpu")
     with pytest.raises(ValueError, match=r"include 0\.0"):

@@ -115,9 +115,9 @@ def derf_claim(runs: list[dict], margin: float, entropy: float) -> Finding:
         summary = "A run diverged, so there is no paired interval of Derf − RMSNorm."
     else:
         summary = (
-            f"Derf by its authors' recipe − RMSNorm under the same AdamW, final validation loss "
-            f"{interval_text(primary, NATS_PER_BYTE, margin=False)}: {versus_rms} against a +{margin} margin; "
-            f"Derf − DyT {interval_text(pairs['derf_minus_dyt'], NATS_PER_BYTE, margin=False)}: {versus_dyt}. "
+            f"Final validation loss, Derf − RMSNorm {interval_text(primary, NATS_PER_BYTE, margin=False)}: "
+            f"{versus_rms} against +{margin}; Derf − DyT "
+            f"{interval_text(pairs['derf_minus_dyt'], NATS_PER_BYTE, margin=False)}: {versus_dyt}. "
             f"Derf's generalisation gap (validation minus evaluation-mode training loss) against RMSNorm's "
             f"{interval_text(pairs['gap_derf_minus_rms'], NATS_PER_BYTE, margin=False)}: {gap} "
             + ("(wholly below zero)." if gap == "smaller" else "(not wholly below zero).")

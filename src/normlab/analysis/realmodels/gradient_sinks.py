@@ -318,8 +318,8 @@ def v9_finding(result: GradientSinks, threshold: float, share: float, provenance
     )
     if verdict == UNTESTABLE:
         summary = (
-            f"No token of SmolLM2's {r.tokens.blocks}-block cut passes B5's massive-activation rule, so there is no "
-            "massive position to compare: not testable at this profile."
+            f"No token of SmolLM2's {r.tokens.blocks}-block cut passes B5's massive-activation rule: massive "
+            "positions are absent, so there is nothing to compare at this profile."
         )
     else:
         summary = (

@@ -106,12 +106,12 @@ def q6_finding(models: list[ModelShares], threshold: float, provenance: dict) ->
     verdict = q6_verdict(models, threshold)
     largest = max(models, key=lambda m: m.largest)
     parts = "; ".join(
-        f"{m.model}: at most {significant(m.largest)} (|cos| {significant(math.sqrt(m.largest))}, "
-        f"{angle_degrees(m.largest):.1f}° to the uniform vector), median {significant(m.median)}"
+        f"{m.model} at most {significant(m.largest)} ({angle_degrees(m.largest):.1f}° to the uniform vector), "
+        f"median {significant(m.median)}"
         for m in models
     )
     summary = (
-        f"The mean cos² of a norm input with the uniform vector, over all tokens: {parts}; threshold "
+        f"Mean cos² of a norm input with the uniform vector, over all tokens: {parts}; threshold "
         f"{significant(threshold)}."
     )
     above = {m.model: m.above(threshold) for m in models if m.above(threshold)}
