@@ -48,6 +48,7 @@ from normlab.analysis.landscape import (
 )
 from normlab.gpt.corpus import load_corpus
 from normlab.gpt.model import GPTConfig
+from normlab.norms.derf import DEFAULT_ALPHA_INIT, DEFAULT_SHIFT_INIT
 from normlab.study import Results, design
 from normlab.study.key_numbers import POINTS, format_value
 from normlab.study.present import claims_box, significant, table, verdict_table
@@ -196,7 +197,7 @@ Markdown(dyt.dyt_paragraph(v1))
 
 # %% tags=["remove-cell"]
 V7_MARGIN = design.value("V7", "margin")
-state(v7_margin=V7_MARGIN)
+state(v7_margin=V7_MARGIN, derf_alpha_init=DEFAULT_ALPHA_INIT, derf_shift_init=DEFAULT_SHIFT_INIT)
 
 # %% [markdown]
 # (landscape-derf)=
@@ -207,7 +208,8 @@ state(v7_margin=V7_MARGIN)
 # > (Chen, Lu, Zhu, Sun & Liu, "Stronger Normalization-Free Transformers", arXiv 2512.10938)
 #
 # Derf is DyT with erf in place of tanh and a learnable shift s. Its authors' GPT-2 code makes every norm Derf (with
-# γ and β per channel, α and s one scalar each, starting at 0.5 and 0) and multiplies the embeddings by a learnable
+# γ and β per channel, α and s one scalar each, starting at {glue:text}`derf_alpha_init` and
+# {glue:text}`derf_shift_init`) and multiplies the embeddings by a learnable
 # √width, as DyT's recipe does. **Design (registered before its runs):** V1's small model, steps and optimiser
 # (the DyT authors' AdamW, decay on every parameter), trained with the compiled trainer in three arms paired by seed:
 # RMSNorm, DyT by V1's authors' recipe, and Derf. Each run reports its final validation loss and, as the authors
