@@ -83,7 +83,7 @@ test-torch-oldest: $(INSTALLED)
 	$(NOX) -s "$(CI_CELL)"
 
 notebooks: $(INSTALLED)
-	$(PY) -m normlab.study.run --profile $(PROFILE) $(if $(FORCE),--force-chapters "$(FORCE)") $(if $(SET),--set "$(SET)")
+	$(PY) -m normlab.analysis --profile $(PROFILE) $(if $(FORCE),--force-chapters "$(FORCE)") $(if $(SET),--set "$(SET)")
 
 ledger: $(INSTALLED)
 	$(PY) -m normlab.study.ledger $(if $(MIXED),--allow-mixed)

@@ -79,7 +79,7 @@ def run_chapters(root: Path = ROOT) -> Path:
         # The runner exits 1 when an input changed while it ran (in a checkout where others edit the package, that
         # happens); a further pass re-runs only what changed.
         for _ in range(3):
-            chapters = step([str(VENV_BIN / "python"), "-m", "normlab.study.run", "--profile", "smoke"], root)
+            chapters = step([str(VENV_BIN / "python"), "-m", "normlab.analysis", "--profile", "smoke"], root)
             if chapters.returncode != 1 or "changed while this run went on" not in chapters.stderr:
                 break
     assert chapters.returncode == 0, chapters.stdout[-3000:] + chapters.stderr[-3000:]

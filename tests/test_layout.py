@@ -1,12 +1,14 @@
 """The package's layout is its architecture: floors that import only downwards, and no import cycles.
 
 Read from the package's own source (every `import`, lazy ones inside functions included), so a new
-module lands on a floor by its path, and an upward or circular import fails here before review.
+module lands on a floor by its path, and an upward or circular import fails here before review. A module named as a
+string (what `importlib.import_module` would load) counts as imported.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -77,6 +79,44 @@ def test_every_module_is_on_a_floor():
         floor_of(module)
 
 
+def named_modules(source: str) -> set[str]:
+    """The normlab modules a source names as a string that `importlib.import_module` could load: a string that is a
+    dotted module path ("normlab.analysis.quality.profiles"), or an f-string that starts with one
+    (f"normlab.analysis.{chapter}.profiles" names normlab.analysis). The import checks above do not see these."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+            text = str(node.values[0].value).rsplit(".", 1)[0] if len(node.values) > 1 else str(node.values[0].value)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+        else:
+            continue
+        if re.fullmatch(r"normlab(\.\w+)*", text):
+            found.add(text)
+    return found
+
+
+def module_named(name: str) -> str:
+    """The package module a dotted name lies in: itself, or its longest prefix that is one ("normlab.LayerNorm",
+    a class, lies in normlab)."""
+    parts = name.split(".")
+    return next(".".join(parts[:n]) for n in range(len(parts), 0, -1) if ".".join(parts[:n]) in MODULES)
+
+
+def test_no_floor_names_a_module_above_it_to_import_by_string():
+    upward = [
+        f"{m} ({FLOORS[floor_of(m)][0]}) names {t} ({FLOORS[floor_of(t)][0]})"
+        for m, path in MODULES.items()
+        for t in sorted(map(module_named, named_modules(path.read_text())))
+        if floor_of(t) > floor_of(m)
+    ]
+    assert not upward, (
+        "modules named as strings above their floor (an import by string is still an upward import: hand the "
+        "values down from a module that may import them, as normlab.analysis.__main__ hands the runner the "
+        "chapters' profile tables):\n" + "\n".join(upward)
+    )
+
+
 def test_no_floor_imports_from_a_floor_above_it():
     upward = [
         f"{m} ({FLOORS[floor_of(m)][0]}) imports {t} ({FLOORS[floor_of(t)][0]})"
@@ -115,6 +155,12 @@ def test_no_import_cycles():
 
 
 def test_the_checks_catch_what_they_are_for():
+    by_name = 'TABLES = {"quality": "normlab.analysis.quality.profiles"}\nimport_module(TABLES[name])'
+    assert named_modules(by_name) == {"normlab.analysis.quality.profiles"}
+    assert named_modules('import_module(f"normlab.analysis.{chapter}.profiles")') == {"normlab.analysis"}
+    assert named_modules('"""Reads `normlab.analysis.quality`."""\nerror = "normlab.analysis needs pandas"') == set()
+    assert module_named("normlab.LayerNorm") == "normlab" and module_named("normlab.analysis") == "normlab.analysis"
+    assert floor_of("normlab.analysis") > floor_of("normlab.study.run")
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
     assert floor_of("normlab.norms.functional") < floor_of("normlab.gpt.model") < floor_of("normlab.analysis.depth")
@@ -141,7 +187,8 @@ def test_no_analysis_module_is_longer_than_a_section():
 
 def test_each_chapter_is_a_package_and_shared_imports_no_chapter():
     chapters = {p.name for p in ANALYSIS.iterdir() if p.is_dir() and p.name not in ("shared", "__pycache__")}
-    loose = [p.name for p in ANALYSIS.glob("*.py") if p.name != "__init__.py"]
+    # __main__.py is the command that runs the chapters (python -m normlab.analysis), not a chapter's code
+    loose = [p.name for p in ANALYSIS.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
     assert not loose, f"chapter code belongs in its chapter's package, not at the top of analysis/: {loose}"
     assert all((ANALYSIS / c / "__init__.py").exists() for c in chapters)
     chapter_prefixes = tuple(f"normlab.analysis.{c}" for c in chapters)

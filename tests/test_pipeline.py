@@ -10,6 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from normlab.analysis import __main__ as command
 from normlab.study import paths, run
 
 CHEAP = """# %% tags=["parameters", "remove-cell"]
@@ -73,16 +74,16 @@ def _report(capsys) -> dict[str, str]:
 
 
 def test_editing_a_data_file_reruns_that_chapter_and_only_it(repo, capsys):
-    assert run.main(["--profile", "smoke"]) == 0
+    assert command.main(["--profile", "smoke"]) == 0
     assert _report(capsys) == {"ecosystem": "executed", "cheap": "executed"}
     families = json.loads((repo / "build/results/ecosystem.json").read_text())
-    assert run.main(["--profile", "smoke"]) == 0
+    assert command.main(["--profile", "smoke"]) == 0
     assert _report(capsys) == {"ecosystem": "cached", "cheap": "cached"}
 
     csv = repo / "data" / "model_families.csv"
     lines = csv.read_text().splitlines(keepends=True)
     csv.write_text("".join(line for line in lines if not line.startswith(("mpt,", "falcon,"))))  # two families fewer
-    assert run.main(["--profile", "smoke"]) == 0
+    assert command.main(["--profile", "smoke"]) == 0
     assert _report(capsys) == {"ecosystem": "executed", "cheap": "cached"}
     after = json.loads((repo / "build/results/ecosystem.json").read_text())
     count = lambda data: next(c for c in data["claims"] if c["id"] == "B1")["evidence"]["families_after_2019"]  # noqa: E731
@@ -90,10 +91,10 @@ def test_editing_a_data_file_reruns_that_chapter_and_only_it(repo, capsys):
 
     # A committed GPU result appearing (absent -> present) re-runs the chapter that reads it, and only it.
     (repo / "data" / "gpu-bench.json").write_text("{}")
-    assert run.main(["--profile", "smoke"]) == 0
+    assert command.main(["--profile", "smoke"]) == 0
     assert _report(capsys) == {"ecosystem": "cached", "cheap": "executed"}
     # FORCE=<chapter> re-runs that chapter even when nothing changed.
-    assert run.main(["--profile", "smoke", "--force-chapters", "ecosystem"]) == 0
+    assert command.main(["--profile", "smoke", "--force-chapters", "ecosystem"]) == 0
     assert _report(capsys) == {"ecosystem": "executed", "cheap": "cached"}
 
 

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
+from normlab.analysis import __main__ as command
 from normlab.analysis.quality import profiles as quality_profiles
 from normlab.runtime.profiles import lookup_profile, parse_overrides
 from normlab.study import present, run
@@ -64,27 +71,53 @@ def test_parse_overrides_splits_items_by_chapter_and_reads_literals():
 
 def test_the_runner_refuses_an_unknown_chapter_or_key_before_any_chapter_runs(capsys, monkeypatch):
     monkeypatch.setattr(run, "execute", lambda *a, **k: pytest.fail("a chapter ran despite a bad --set"))
-    assert run.main(["--profile", "smoke", "--set", "qualty.width=768"]) == 2
+    assert command.main(["--profile", "smoke", "--set", "qualty.width=768"]) == 2
     assert "unknown chapter(s) qualty; the chapters are: " in capsys.readouterr().err
-    assert run.main(["--profile", "smoke", "--set", "quality.pairs=24"]) == 2
+    assert command.main(["--profile", "smoke", "--set", "quality.pairs=24"]) == 2
     error = capsys.readouterr().err
     assert "the quality chapter has no setting 'pairs'" in error and "seeds, steps" in error
-    assert run.main(["--profile", "smoke", "--set", "ecosystem.texts=4"]) == 2
+    assert command.main(["--profile", "smoke", "--set", "ecosystem.texts=4"]) == 2
     assert "the ecosystem chapter has no sizes per profile" in capsys.readouterr().err
 
 
-def test_every_chapter_with_sizes_names_its_table_for_the_runner():
-    for chapter, module in run.PROFILE_TABLES.items():
+ANALYSIS = Path(command.__file__).parent
+
+
+def modules_with_a_profile_table() -> dict[str, list[str]]:
+    """Per chapter, its modules that define a module-level `PROFILES` (read from the source, not imported)."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(ANALYSIS.glob("*/*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        targets = [t for n in tree.body if isinstance(n, ast.Assign) for t in n.targets]
+        targets += [n.target for n in tree.body if isinstance(n, ast.AnnAssign)]
+        assigned = {t.id for t in targets if isinstance(t, ast.Name)}
+        if "PROFILES" in assigned:
+            found.setdefault(path.parent.name, []).append(f"normlab.analysis.{path.parent.name}.{path.stem}")
+    return found
+
+
+def test_the_entry_point_hands_the_runner_every_chapter_s_own_table():
+    tables = modules_with_a_profile_table()
+    assert set(command.PROFILE_TABLES) == set(tables), "a chapter with a PROFILES table must be in PROFILE_TABLES"
+    for chapter, table in command.PROFILE_TABLES.items():
         assert chapter in run.INPUTS, chapter
-        assert set(__import__(module, fromlist=["PROFILES"]).PROFILES) >= {"smoke", "cpu", "gpu"}, chapter
+        assert len(tables[chapter]) == 1, f"{chapter} has two profile tables: {tables[chapter]}"
+        # the chapter's table itself, not a copy: one home for its sizes
+        assert table is importlib.import_module(tables[chapter][0]).PROFILES, chapter
+        assert set(table) >= {"smoke", "cpu", "gpu"}, chapter
 
 
 def test_the_runner_passes_each_chapter_its_own_overrides(monkeypatch):
     calls = {}
     monkeypatch.setattr(run, "execute", lambda name, profile, **kw: calls.setdefault(name, kw["overrides"]))
     monkeypatch.setattr(run, "restamp", lambda names: [])
-    assert run.main(["--profile", "smoke", "quality", "depth", "--set", "quality.width=96,quality.heads=4"]) == 0
+    assert command.main(["--profile", "smoke", "quality", "depth", "--set", "quality.width=96,quality.heads=4"]) == 0
     assert calls == {"quality": {"width": 96, "heads": 4}, "depth": None}
+
+
+def test_the_old_runner_command_names_the_new_one():
+    done = subprocess.run([sys.executable, "-m", "normlab.study.run"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "python -m normlab.analysis" in done.stderr, done.stderr
 
 
 def test_overrides_change_the_fingerprint():

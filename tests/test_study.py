@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
+from normlab.analysis import __main__ as command
 from normlab.study import Results, decide, ledger, paths, run
 from normlab.study.claims import parse_claims
 from normlab.study.findings import Finding
@@ -236,9 +237,9 @@ def test_ledger_counts_fragile_verdicts_at_the_top():
 
 
 def test_runner_rejects_unknown_profile_and_notebook(capsys):
-    assert run.main(["--profile", "tpu"]) == 2
+    assert command.main(["--profile", "tpu"]) == 2
     assert "valid profiles: smoke, cpu, gpu, auto" in capsys.readouterr().err
-    assert run.main(["no_such_chapter"]) == 2
+    assert command.main(["no_such_chapter"]) == 2
     assert "valid notebooks:" in capsys.readouterr().err
     with pytest.raises(ValueError, match="valid profiles"):
         run.resolve_profile("fast")

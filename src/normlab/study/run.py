@@ -1,7 +1,11 @@
 """Run the study's notebooks through papermill.
 
-    python -m normlab.study.run [--profile auto|smoke|cpu|gpu] [--force | --force-chapters NAMES]
-                                [--set CHAPTER.KEY=VALUE,...] [NOTEBOOK ...]
+    python -m normlab.analysis [--profile auto|smoke|cpu|gpu] [--force | --force-chapters NAMES]
+                               [--set CHAPTER.KEY=VALUE,...] [NOTEBOOK ...]
+
+`make notebooks` runs it. The command lives in normlab/analysis/__main__.py, above the chapters: `--set` is
+checked against the chapters' sizes per profile, which this runner, on a floor below them, cannot import, so that
+entry point hands their tables to `main`.
 
 Notebooks live as jupytext percent scripts in notebooks/. Each is converted to
 .ipynb, executed with its `parameters` cell overridden (profile, results_dir
@@ -43,6 +47,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,18 +78,6 @@ INPUTS: dict[str, list[str]] = {
     "landscape": ["data/model_families.csv"],
 }
 COMMON_INPUTS = ["data/claims.md", "data/design.toml"]  # every chapter reads its thresholds from the design
-# The module holding each chapter's sizes per profile (`PROFILES`), read to check --set before any chapter runs;
-# imported by name, since the chapters sit on a floor above the runner. A chapter not listed has no sizes to set.
-PROFILE_TABLES = {
-    "geometry": "normlab.analysis.geometry.settings",
-    "jacobians": "normlab.analysis.jacobians.profiles",
-    "realmodels": "normlab.analysis.realmodels.profiles",
-    "quality": "normlab.analysis.quality.profiles",
-    "depth": "normlab.analysis.depth.profiles",
-    "gain": "normlab.analysis.gain.profiles",
-    "speed": "normlab.analysis.speed.settings",
-    "landscape": "normlab.analysis.landscape.profiles",
-}
 
 
 class NotebookFailed(RuntimeError):
@@ -645,10 +638,12 @@ def execute(
     return json.loads(result_file.read_text())
 
 
-def chapter_overrides(text: str, chapters: list[str]) -> dict[str, dict]:
-    """`--set` read into each chapter's overrides, checked against the chapters and their profiles' keys."""
-    import importlib
+def chapter_overrides(text: str, chapters: list[str], profile_tables: Mapping[str, Mapping]) -> dict[str, dict]:
+    """`--set` read into each chapter's overrides, checked against the chapters and their profiles' keys.
 
+    `profile_tables` maps each chapter that has sizes per profile to its table (`PROFILES`); the entry point above
+    the chapters passes them (normlab.analysis.__main__.PROFILE_TABLES).
+    """
     from normlab.runtime.profiles import check_overrides, parse_overrides
 
     overrides = parse_overrides(text)
@@ -658,10 +653,9 @@ def chapter_overrides(text: str, chapters: list[str]) -> dict[str, dict]:
             f"--set names unknown chapter(s) {', '.join(unknown)}; the chapters are: {', '.join(chapters)}"
         )
     for name, settings in overrides.items():
-        if name not in PROFILE_TABLES:
+        if name not in profile_tables:
             raise ValueError(f"--set: the {name} chapter has no sizes per profile to override")
-        table = importlib.import_module(PROFILE_TABLES[name]).PROFILES
-        check_overrides(table, settings, f"the {name} chapter")
+        check_overrides(profile_tables[name], settings, f"the {name} chapter")
     return overrides
 
 
@@ -669,8 +663,11 @@ def _split_names(values: list[str]) -> list[str]:
     return [name for value in values for name in re.split(r"[,\s]+", value) if name]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None, *, profile_tables: Mapping[str, Mapping]) -> int:
+    """The command line of `python -m normlab.analysis`; `profile_tables` as for `chapter_overrides`."""
+    parser = argparse.ArgumentParser(
+        prog="python -m normlab.analysis", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("notebooks", nargs="*", help=f"default: all ({', '.join(available_notebooks())})")
     parser.add_argument("--profile", default="auto", help=f"one of {', '.join(PROFILES)}")
     parser.add_argument("--force", action="store_true", help="re-execute every chapter run, even when nothing changed")
@@ -701,7 +698,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
-        overrides = chapter_overrides(args.set, valid)
+        overrides = chapter_overrides(args.set, valid, profile_tables)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -749,4 +746,9 @@ def restamp(names: list[str], executed_dir: Path | None = None, results_dir: Pat
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # The command moved up a floor (see the module's docstring); the old spelling says where rather than run nothing.
+    print(
+        "error: the chapters run with `python -m normlab.analysis` (make notebooks), not normlab.study.run",
+        file=sys.stderr,
+    )
+    sys.exit(2)
