@@ -100,7 +100,7 @@ def test_the_committed_design_covers_every_claim_with_unit_basis_test_and_answer
 def test_the_chapters_profiles_read_their_pairs_from_the_design():
     registered = design.load()
     settings = {entry.pairs_setting for entry in registered.claims.values() if entry.pairs_setting}
-    assert len(settings) == 12  # with V5's, V6's, V7's and V8's seeds (issue 46)
+    assert len(settings) == 13  # with V5's, V6's, V7's and V8's seeds (issue 46) and V4's confirmation's (issue 45)
     for setting in settings:
         chapter, key = setting.split(":")
         profiles = importlib.import_module(f"normlab.analysis.{chapter}.profiles").PROFILES

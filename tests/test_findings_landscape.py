@@ -66,7 +66,9 @@ from normlab.analysis.landscape.runs import (
 )
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.gpt.train import TrainConfig
+from normlab.study import design
 from normlab.study.key_numbers import POINTS
+from normlab.study.sample_size import confirmation_pairs
 
 matplotlib.use("Agg")
 
@@ -162,7 +164,9 @@ def test_profile_settings_are_checked_copies():
 def test_jobs_pair_every_variant_over_seeds_at_the_reference_lr():
     P = profile_settings("cpu")
     jobs = landscape_jobs(P)
-    assert len(jobs) == 138  # the sizing the cpu profile states: 86, and 52 more for V3's wide grid
+    # the sizing the cpu profile states: 86, 52 more for V3's wide grid, and V4's 8-pair confirmation in place of its
+    # 3-pair pilot (+10)
+    assert len(jobs) == 148
     tags = [j["tag"] for j in jobs]
     for scale, labels in (("small", SMALL_VARIANTS), ("deep", PLACEMENTS), ("deepest", ("pre", "1/√l"))):
         for label in labels:
@@ -176,7 +180,10 @@ def test_jobs_pair_every_variant_over_seeds_at_the_reference_lr():
                 and j["model"]["width"] == P[scale]["width"]
                 and t["reference_alpha"]
             ]
-            assert seeds == list(range(max(P["seeds"], P["qk_seeds"]) if wide else P["seeds"])), (scale, label)
+            expected = range(max(P["seeds"], P["qk_seeds"]) if wide else P["seeds"])
+            if scale == "deepest":  # V4's registered confirmation: its own fresh seeds
+                expected = range(1300, 1300 + design.pairs("landscape:v4_seeds")["cpu"])
+            assert seeds == list(expected), (scale, label)
     assert all(j["train"]["eval_every"] == j["train"]["steps"] // 10 for j in jobs)
     per_grid_label = P["seeds"] + (len(P["lr_grid"]) - 1) * P["grid_seeds"]
     # V3's wide grid: every point on qk_seeds seeds for both variants, each point trained once
@@ -299,7 +306,7 @@ def test_dyt_claim_flips_at_the_loss_margin():
     )
     assert dyt_paragraph(worse).startswith("**Verdict (V1): does not hold.** " + worse.summary)
     assert "the authors' recipe ends at 2.10 nats per byte and learned context" in dyt_paragraph(worse)
-    assert "α₀ 0.8 in front of attention and 0.2 elsewhere" in worse.rule
+    assert worse.evidence["authors_alpha_init"] == {"attention": 0.8, "other": 0.2}
 
 
 def test_dyt_claim_names_the_failing_part_from_the_traces():
@@ -602,7 +609,8 @@ def v4(plain, scaled, noise=0.0):
     def drop_one(t):
         values = scaled if t["label"] == "1/√l" else plain
         extra = noise if t["label"] == "1/√l" else 0.0
-        return [v + (0.01 + extra) * t["seed"] * (i == 3) for i, v in enumerate(values)]
+        pair = t["seed"] - settings()["v4_first_seed"]  # 0, 1, ...: V4's confirmation seeds start at 1300
+        return [v + (0.01 + extra) * pair * (i == 3) for i, v in enumerate(values)]
 
     return depth_claim(study_of(make_runs(drop_one=drop_one)), curse_share=0.35)
 
@@ -631,7 +639,7 @@ def test_depth_claim_reads_the_later_half_share():
     assert (held.meaning, held.unit) == ("change in the later half's share of the drop-one loss under 1/√l", POINTS)
     # a difference of two shares, written in percentage points, its interval too
     assert V4_KEY.signed(held.key_number) == "+25 percentage points"  # later-half share from 5.5% to about 30%
-    assert "1/√l changes that share by +25 percentage points (95% CI +23..+26, margin +5)" in held.summary
+    assert "1/√l changes that share by +25 percentage points (95% CI +23..+26, margin +5, 2 pairs)" in held.summary
     assert "It changes the final loss by 0 nats per byte." in held.summary
     assert held.evidence["scaled_variant"] == {"depth_scaling": True, "init": "unscaled"}
     assert held.key_number > 0
@@ -751,7 +759,7 @@ def test_qk_figure_draws_the_sensitivity_curves_and_the_logits():
 def test_depth_figure_pairs_the_seeds():
     P = settings()
     study = study_of(make_runs())
-    fig = figures.depth({label: study.pick("deepest", label) for label in ("pre", "1/√l")}, P["seeds"])
+    fig = figures.depth({label: study.pick("deepest", label) for label in ("pre", "1/√l")})
     drop, growth, paired = fig.axes
     assert len(drop.lines) == 2 and drop.get_yscale() == "symlog" and len(growth.lines) == 2
     assert len(paired.lines) == P["seeds"] and [t.get_text() for t in paired.get_xticklabels()] == ["pre-LN", "1/√l"]
@@ -767,3 +775,22 @@ def test_summary_figure_shades_the_margin():
     band = loss.patches[0].get_extents().transformed(loss.transData.inverted())
     assert band.x0 == pytest.approx(-0.03) and band.x1 == pytest.approx(0.03)
     assert lr.get_xscale() == "log" and time.get_xlabel() == "step time ÷ baseline's"
+
+
+def test_v4_is_decided_by_its_registered_confirmation_with_the_pilot_beside_it():
+    from normlab.analysis.shared import confirmation
+
+    registered = confirmation.registered("V4", "smoke")
+    assert registered.one_sided and registered.margin == 0.05 and registered.seeds == (1300, 1301)
+    # the cpu design's pairs are what its registered inputs give: 8 at the larger spread, 3 at the pilot's own
+    cpu = confirmation.registered("V4", "cpu")
+    assert cpu.pairs == cpu.required["V4"] == 8 and cpu.design.sizing("V4") == 0.036
+    assert confirmation_pairs(cpu.design.pilot_sd["V4"], 0.05, 0.9, one_sided=True) == 3
+    study = study_of(make_runs(drop_one=lambda t: [0.5, 0.2, 0.15, 0.15]))
+    finding = depth_claim(study, curse_share=0.35, confirmation=registered)
+    assert "the registered confirmation's 2 pairs" in finding.summary
+    e = finding.evidence
+    assert e["confirmation_seeds"] == [1300, 1301] and e["pilot_build"] == "data/builds/2fea7bb-epyc-avx512"
+    assert e["pilot_sd"] == pytest.approx(0.0053822) and e["sizing_sd"] == 0.036
+    # the pilot is read from its committed build, never pooled: its own 3 pairs, not the confirmation's
+    assert e["pilot"]["pairs"] == 3 and e["share_change"]["pairs"] == 2

@@ -171,3 +171,35 @@ def test_an_incomplete_confirmation_names_why_and_decides_nothing():
     assert confirmation.incomplete(17, 19, ["rms seed 1003"]) == (
         "1 run diverged: rms seed 1003; 17 complete pairs of the 19 registered"
     )
+
+
+def test_one_sided_pass_probability_matches_a_simulation_of_the_upper_end():
+    # V4's rule reads the interval against +margin alone: "does not hold" when its upper end lies below it
+    rng = np.random.default_rng(4)
+    for pairs, sd, delta in ((3, 0.036, 0.0), (8, 0.036, 0.0), (8, 0.036, 0.025)):
+        d = rng.normal(delta, sd, (200_000, pairs))
+        half = sample_size.t975(pairs - 1) * d.std(1, ddof=1) / math.sqrt(pairs)
+        simulated = np.mean(d.mean(1) + half < 0.05)
+        assert sample_size.pass_probability(pairs, sd, 0.05, delta, one_sided=True) == pytest.approx(
+            simulated, abs=0.004
+        )
+    # the 3-pair design at the Zen 2 spread decided about one time in four, which is why V4 is confirmed
+    assert sample_size.pass_probability(3, 0.036, 0.05, one_sided=True) == pytest.approx(0.283, abs=0.002)
+
+
+def test_a_confirmation_sized_on_a_larger_spread_must_say_where_it_was_recorded(tmp_path):
+    with pytest.raises(design.DesignError, match="sizing_sd needs sizing_basis"):
+        rewritten("sizing_basis = ", "sizing_note = ", tmp_path)
+    with pytest.raises(design.DesignError, match="reading must be one of inside, below"):
+        rewritten('reading = "below"', 'reading = "above"', tmp_path)
+
+
+def test_v4_registers_the_pairs_its_larger_spread_gives(tmp_path):
+    v4 = confirmation.registered("V4")
+    assert (v4.pairs, v4.required, v4.one_sided) == (8, {"V4": 8}, True)
+    assert v4.power("V4") >= 0.9 > sample_size.pass_probability(7, 0.036, 0.05, one_sided=True)
+    loaded = rewritten("sizing_sd = { V4 = 0.0360 }", "sizing_sd = { V4 = 0.0100 }", tmp_path)
+    with pytest.raises(
+        design.DesignError, match=r"registers 8 pairs, but its registered inputs .*margin \+0.05.* give 3"
+    ):
+        confirmation.registered("V4", loaded=loaded)

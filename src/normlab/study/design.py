@@ -29,6 +29,7 @@ CHANGE_FIELDS = ("date", "claim", "field", "old", "new", "why", "look")
 SOURCE_NUMBER_FIELDS = ("value", "unit", "where")
 CONFIRMATION_FIELDS = ("registered", "decides", "pilot", "pilot_sd", "alpha", "power", "true_difference", "test")
 PILOT_FIELDS = ("first_seed", "pairs", "build", "record", "evidence")
+CONFIRMATION_READINGS = ("inside", "below")
 # The updates a trained design may name: normlab.gpt.train.STEPS (tests/test_design.py holds them equal; the design
 # reads no training code).
 TRAINERS = ("reference", "compiled")
@@ -77,6 +78,18 @@ class Confirmation:
     test: str
     seeds: tuple[int, ...]  # the fresh seeds, first_seed .. first_seed + pairs − 1
     setting: str  # "<chapter>:<profile key>" of the first seed
+    margin: str = "margin"  # the threshold the decided claims' interval is read against
+    # "inside": the interval wholly inside ±margin (an equivalence); "below": wholly below +margin (a rule that reads
+    # the interval against +margin alone, V4's): what `power` is the chance of
+    reading: str = "inside"
+    # per claim decided, a larger spread recorded elsewhere (another machine's build, not committed) that sizes the
+    # pairs when it exceeds the pilot's, with its source in sizing_basis
+    sizing_sd: dict[str, float] | None = None
+    sizing_basis: str = ""
+
+    def sizing(self, claim_id: str) -> float:
+        """The spread the pairs are sized on: the pilot's, or the registered larger one recorded elsewhere."""
+        return max(self.pilot_sd[claim_id], (self.sizing_sd or {}).get(claim_id, 0.0))
 
 
 @dataclass(frozen=True)
@@ -399,6 +412,16 @@ def _parse_confirmation(claim_id: str, table: dict, where: str) -> Confirmation 
             raise DesignError(f"{where}: {name} must give one entry per claim it decides ({', '.join(decides)})")
     if claim_id not in decides:
         raise DesignError(f"{where}: decides must include {claim_id}, whose runs it trains")
+    reading = str(raw.get("reading", "inside"))
+    if reading not in CONFIRMATION_READINGS:
+        raise DesignError(f"{where}: reading must be one of {', '.join(CONFIRMATION_READINGS)}, got {reading!r}")
+    sizing_sd = raw.get("sizing_sd")
+    if sizing_sd is not None:
+        if not isinstance(sizing_sd, dict) or not set(sizing_sd) <= set(decides):
+            raise DesignError(f"{where}: sizing_sd must give spreads only for claims it decides ({', '.join(decides)})")
+        if not str(raw.get("sizing_basis", "")).strip():
+            raise DesignError(f"{where}: sizing_sd needs sizing_basis, saying where that spread was recorded")
+        sizing_sd = {key: float(value) for key, value in sizing_sd.items()}
     return Confirmation(
         owner=claim_id,
         registered=str(raw["registered"]),
@@ -415,6 +438,10 @@ def _parse_confirmation(claim_id: str, table: dict, where: str) -> Confirmation 
         test=str(raw["test"]),
         seeds=seeds,
         setting=str(raw["setting"]),
+        margin=str(raw.get("margin", "margin")),
+        reading=reading,
+        sizing_sd=sizing_sd,
+        sizing_basis=str(raw.get("sizing_basis", "")),
     )
 
 

@@ -89,9 +89,13 @@ def _phi(x: np.ndarray) -> np.ndarray:
     return 0.5 * _ERFC(-x / math.sqrt(2.0)).astype(float)
 
 
-def pass_probability(pairs: int, sd: float, margin: float, true_difference: float = 0.0) -> float:
+def pass_probability(
+    pairs: int, sd: float, margin: float, true_difference: float = 0.0, one_sided: bool = False
+) -> float:
     """The chance that the 95% t-interval of `pairs` normal differences (mean `true_difference`, spread `sd`) lies
-    wholly inside ±margin. At a true difference on the margin this is the test's false "no difference" rate."""
+    wholly inside ±margin. At a true difference on the margin this is the test's false "no difference" rate.
+    `one_sided`: the chance that it lies wholly below +margin (a rule that reads the interval against +margin
+    alone, as V4's does: its upper end is a one-sided 2.5% test)."""
     if isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 2:
         raise ValueError(f"pairs must be an int >= 2 (a spread needs two), got {pairs!r}")
     for name, value in (("sd", sd), ("margin", margin)):
@@ -104,35 +108,42 @@ def pass_probability(pairs: int, sd: float, margin: float, true_difference: floa
     weight = np.exp((df / 2) * log_v - v / 2 - (df / 2) * math.log(2) - math.lgamma(df / 2))
     half = t975(df) * sd * np.sqrt(v / df) / math.sqrt(pairs)
     se = sd / math.sqrt(pairs)
-    inside = np.clip(_phi((margin - half - true_difference) / se) - _phi((-margin + half - true_difference) / se), 0, 1)
+    below = _phi((margin - half - true_difference) / se)
+    inside = below if one_sided else np.clip(below - _phi((-margin + half - true_difference) / se), 0, 1)
     return float(np.clip(np.trapezoid(inside * weight, log_v), 0.0, 1.0))
 
 
-def confirmation_pairs(sd: float, margin: float, power: float, true_difference: float = 0.0) -> int:
-    """The fewest pairs whose 95% t-interval lies inside ±margin with probability `power` when the differences have
-    spread `sd` and mean `true_difference`."""
+def confirmation_pairs(
+    sd: float, margin: float, power: float, true_difference: float = 0.0, one_sided: bool = False
+) -> int:
+    """The fewest pairs whose 95% t-interval lies inside ±margin (`one_sided`: wholly below +margin) with
+    probability `power` when the differences have spread `sd` and mean `true_difference`."""
     _check(sd, margin, true_difference, power)
     low, high = 2, 2
-    while pass_probability(high, sd, margin, true_difference) < power:
+    while pass_probability(high, sd, margin, true_difference, one_sided) < power:
         low, high = high, high * 2
         if high > MOST_PAIRS:
             raise ValueError(f"more than {MOST_PAIRS} pairs would be needed (sd {sd:g}, margin ±{margin:g})")
     while low < high:  # the pass probability grows with the pairs: bisect for the first that reaches `power`
         middle = (low + high) // 2
         low, high = (
-            (middle + 1, high) if pass_probability(middle, sd, margin, true_difference) < power else (low, middle)
+            (middle + 1, high)
+            if pass_probability(middle, sd, margin, true_difference, one_sided) < power
+            else (low, middle)
         )
     return high
 
 
-def smallest_margin(pairs: int, sd: float, power: float = 0.9) -> float:
-    """The narrowest margin that `pairs` pairs of spread `sd` resolve as "no difference" with probability `power`
-    when the true difference is 0: the finest equivalence a design of that size can decide."""
+def smallest_margin(pairs: int, sd: float, power: float = 0.9, one_sided: bool = False) -> float:
+    """The narrowest margin that `pairs` pairs of spread `sd` resolve as "no difference" (`one_sided`: as below
+    +margin) with probability `power` when the true difference is 0: the finest a design of that size can decide."""
     _check(sd, 1.0, 0.0, power)
     low, high = 0.0, sd
-    while pass_probability(pairs, sd, high) < power:
+    while pass_probability(pairs, sd, high, one_sided=one_sided) < power:
         high *= 2
     for _ in range(40):  # bisection to 1e-12 of the spread: far below the three digits a sentence prints
         middle = (low + high) / 2
-        low, high = (middle, high) if pass_probability(pairs, sd, middle) < power else (low, middle)
+        low, high = (
+            (middle, high) if pass_probability(pairs, sd, middle, one_sided=one_sided) < power else (low, middle)
+        )
     return high

@@ -209,7 +209,7 @@ def qk(runs: list[dict], sensitivity: pd.DataFrame, lr_grid: list[float], seeds:
     return fig
 
 
-def depth(runs_by_label: dict[str, list[dict]], seeds: int):
+def depth(runs_by_label: dict[str, list[dict]]):
     """V4: drop-one contribution per block, hidden RMS per block at the end, and the paired final loss per seed.
 
     `runs_by_label` holds the plain model's runs first, then the scaled model's, each sorted by seed."""
@@ -222,17 +222,23 @@ def depth(runs_by_label: dict[str, list[dict]], seeds: int):
         stream = _stream(runs)
         last = stream[stream.step == stream.step.max()].groupby("layer").rms.mean()
         axes[1].plot(last.index, last.values, "o-", ms=3, color=f"C{i}", label=label)
-    for seed in range(seeds):
-        pair = [runs[seed]["final_val_loss"] for runs in runs_by_label.values()]
-        axes[2].plot([0, 1], pair, "o-", alpha=0.7, label=f"seed {seed}")
+    plain, scaled = runs_by_label.values()
+    scaled_by_seed = {r["tag"]["seed"]: r for r in scaled}
+    for run in plain:  # one line per seed both sides completed
+        if run["tag"]["seed"] in scaled_by_seed:
+            pair = [run["final_val_loss"], scaled_by_seed[run["tag"]["seed"]]["final_val_loss"]]
+            axes[2].plot([0, 1], pair, "o-", color="0.4", alpha=0.6)
     axes[0].set_yscale("symlog", linthresh=1e-3)
     axes[0].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     axes[0].set(xlabel="block dropped", ylabel="loss increase (nats/byte)", title="drop-one contribution")
     axes[1].set(yscale="log", xlabel="block (0 = embeddings)", ylabel="hidden RMS", title="hidden growth")
     axes[2].set(
-        xticks=[0, 1], xticklabels=["pre-LN", "1/√l"], ylabel="final validation loss", title="paired final loss"
+        xticks=[0, 1],
+        xticklabels=["pre-LN", "1/√l"],
+        ylabel="final validation loss",
+        title="paired final loss (a line per seed)",
     )
-    for ax in axes:
+    for ax in axes[:2]:
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig

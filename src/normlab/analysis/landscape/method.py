@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from normlab.analysis.landscape.profiles import MAX_LOGIT_PROBED, SCALES, is_dyt
+from normlab.analysis.landscape.profiles import MAX_LOGIT_PROBED, SCALES, is_dyt, paired_seeds
 from normlab.analysis.landscape.summaries import usable_flags, usable_lr_range
 from normlab.analysis.shared.missing_runs import RunGaps, not_testable
 from normlab.analysis.shared.paired import paired_or_none
@@ -118,11 +118,12 @@ class Landscape:
     def _pick(self, runs: list[dict], scale: str, label: str, lr=None, width=None, alpha=None) -> list[dict]:
         lr = self.settings[f"{scale}_train"]["lr"] if lr is None else lr
         width = self.settings[scale]["width"] if width is None else width
+        seeds = paired_seeds(self.settings, scale)
         keep = []
         for r in runs:
             t = r["tag"]
             if (
-                t["seed"] < self.settings["seeds"]  # V3's wide grid trains more seeds; the pairs are the design's
+                t["seed"] in seeds  # V3's wide grid trains more seeds; the pairs are the design's
                 and t["scale"] == scale
                 and t["label"] == label
                 and t["lr"] == lr

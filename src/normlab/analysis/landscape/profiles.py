@@ -15,6 +15,10 @@ REGISTERED_SEEDS = design.pairs("landscape:seeds")
 REGISTERED_QK_SEEDS = design.pairs("landscape:qk_seeds")
 REGISTERED_DERF_SEEDS = design.pairs("landscape:derf_seeds")
 REGISTERED_REGIME_SEEDS = design.pairs("landscape:regime_seeds")
+# V4's registered confirmation (data/design.toml, [claims.V4.confirmation]): its pairs and fresh seeds; the gpu
+# profile has no confirmation and trains its pairs from seed 0
+REGISTERED_V4_SEEDS = design.pairs("landscape:v4_seeds")
+V4_FIRST_SEED = design.confirmation_of("V4").seeds[0]
 # V7's seeds start here: its registration logged timing runs on seeds 0 and 1, which are not reused
 DERF_SEED_BASE = 200
 # V6's seeds start here, apart from every other design's
@@ -48,6 +52,8 @@ PROFILES = {
         # V6 (DyT's regime): V1's small model and batch at these step counts, the last V1's own
         regime_steps=[2, 6, 20],
         regime_seeds=REGISTERED_REGIME_SEEDS["smoke"],
+        v4_seeds=REGISTERED_V4_SEEDS["smoke"],
+        v4_first_seed=V4_FIRST_SEED,
         workers=None,
         devices=None,
     ),
@@ -81,6 +87,8 @@ PROFILES = {
         derf_seeds=REGISTERED_DERF_SEEDS["cpu"],
         regime_steps=[6, 35, 200],  # 33x in tokens per parameter, registered (data/design.toml, V6)
         regime_seeds=REGISTERED_REGIME_SEEDS["cpu"],
+        v4_seeds=REGISTERED_V4_SEEDS["cpu"],
+        v4_first_seed=V4_FIRST_SEED,
         workers=None,
         devices=None,
     ),
@@ -117,6 +125,8 @@ PROFILES = {
         ),
         regime_steps=[6, 35, 200],
         regime_seeds=REGISTERED_REGIME_SEEDS["gpu"],
+        v4_seeds=REGISTERED_V4_SEEDS["gpu"],
+        v4_first_seed=0,
         workers=None,
         devices=["cuda:0"] * 8,
     ),
@@ -239,6 +249,14 @@ def check_qk_grid(profile: str, settings: dict) -> None:
             f"profile {profile!r}: qk_lr_grid {grid} is not the registered V3 grid ({low:g} to {high:g} in steps of "
             f"{step:g} decades, data/design.toml); change one to match and log the change"
         )
+
+
+def paired_seeds(settings: dict, scale: str) -> range:
+    """The seeds a scale's paired comparisons read: V4's (the deepest scale) are its registered confirmation's fresh
+    seeds, every other scale's the design's first `seeds`."""
+    if scale == "deepest":
+        return range(settings["v4_first_seed"], settings["v4_first_seed"] + settings["v4_seeds"])
+    return range(settings["seeds"])
 
 
 def profile_settings(profile: str, overrides: dict | None = None) -> dict:

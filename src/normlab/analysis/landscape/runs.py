@@ -49,6 +49,7 @@ from normlab.analysis.landscape.profiles import (
     VARIANT_TRAIN,
     derf_arm,
     is_dyt,
+    paired_seeds,
     regime_arm,
     small_variant,
 )
@@ -288,7 +289,7 @@ def landscape_jobs(settings: dict, device: str = "cpu") -> list[dict]:
                 seed=s,
                 drop_one=True,
             )
-            for s in range(settings["seeds"])
+            for s in paired_seeds(settings, "deepest")
         ]
     return jobs
 

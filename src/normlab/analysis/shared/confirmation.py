@@ -54,21 +54,31 @@ class RegisteredConfirmation:
     def first_seed(self) -> int:
         return self.design.seeds[0]
 
+    @property
+    def one_sided(self) -> bool:
+        """Whether the interval is read against +margin alone (reading "below") rather than inside ±margin."""
+        return self.design.reading == "below"
+
     def power(self, claim_id: str, true_difference: float | None = None) -> float:
-        """The chance that the confirmation's interval says "no difference" for `claim_id` at its pilot's spread,
-        when the true difference is `true_difference` (the registered one by default)."""
+        """The chance that the confirmation's interval says "no difference" (inside ±margin, or wholly below
+        +margin) for `claim_id` at the spread it was sized on, when the true difference is `true_difference` (the
+        registered one by default)."""
         delta = self.design.true_difference if true_difference is None else true_difference
-        return pass_probability(self.pairs, self.design.pilot_sd[claim_id], self.margin, delta)
+        return pass_probability(self.pairs, self.design.sizing(claim_id), self.margin, delta, self.one_sided)
 
     def resolvable_margin(self, claim_id: str, sd: float | None = None) -> float:
-        """The narrowest margin the confirmation's pairs resolve at 90% power, at the pilot's spread (or `sd`)."""
-        return smallest_margin(self.pairs, sd if sd is not None else self.design.pilot_sd[claim_id], RESOLVING_POWER)
+        """The narrowest margin the confirmation's pairs resolve at 90% power, at the sizing spread (or `sd`)."""
+        spread = sd if sd is not None else self.design.sizing(claim_id)
+        return smallest_margin(self.pairs, spread, RESOLVING_POWER, one_sided=self.one_sided)
 
     def pilot_pair(self, claim_id: str) -> dict:
-        """The pilot's paired result for `claim_id` as its committed build recorded it, read off the confidence
-        sequence its looks require (the build itself may have recorded a t-interval, which its looks invalidate)."""
+        """The pilot's paired result for `claim_id` as its committed build recorded it: read off the confidence
+        sequence its looks require where its pairs grew after looks (the build itself may have recorded a
+        t-interval, which those looks invalidate), else its recorded t-interval."""
         recorded = pilot_evidence(self.design, claim_id)
         differences = recorded["differences"]
+        if not design.looks(claim_id):
+            return {**recorded, "seeds": self.design.pilot_seeds}
         return {
             **sequence_difference([0.0] * len(differences), differences, self.margin),
             "seeds": self.design.pilot_seeds,
@@ -93,6 +103,11 @@ def pilot_evidence(confirmation: Confirmation, claim_id: str) -> dict:
     return found
 
 
+# how the pilot's band is read, by whether its pairs grew after looks
+PILOT_BAND = {
+    True: "95% confidence sequence (valid under its looks)",
+    False: "95% t-interval, as its build recorded it",
+}
 CONFIRMED_PROFILES = ("smoke", "cpu")  # the gpu profile trains the GPU design, fixed before any run: no pilot
 
 
@@ -111,7 +126,7 @@ def registered(claim_id: str, profile: str = "cpu", loaded: design.Design | None
             f"claim {owner.id}'s confirmation registers alpha = {confirmation.alpha:g}; the chapters' 95% interval "
             f"serves alpha = {ALPHA:g} only"
         )
-    margins = {loaded.value(c, "margin") for c in confirmation.decides}
+    margins = {loaded.value(c, confirmation.margin) for c in confirmation.decides}
     if len(margins) != 1:
         raise DesignError(f"claim {owner.id}'s confirmation decides claims with different margins: {sorted(margins)}")
     margin = margins.pop()
@@ -122,16 +137,19 @@ def registered(claim_id: str, profile: str = "cpu", loaded: design.Design | None
                 f"claim {claim}: the confirmation registers the pilot's spread as {confirmation.pilot_sd[claim]:g}, "
                 f"but the pilot's build recorded {recorded:g}; register the recorded spread"
             )
+    one_sided = confirmation.reading == "below"
     required = {
-        claim: confirmation_pairs(sd, margin, confirmation.power, confirmation.true_difference)
-        for claim, sd in confirmation.pilot_sd.items()
+        claim: confirmation_pairs(
+            confirmation.sizing(claim), margin, confirmation.power, confirmation.true_difference, one_sided
+        )
+        for claim in confirmation.pilot_sd
     }
     pairs = owner.pairs["cpu"]
     if pairs != max(required.values()):
         computed = ", ".join(f"{claim} {n}" for claim, n in required.items())
         raise DesignError(
             f"claim {owner.id}'s confirmation registers {pairs} pairs, but its registered inputs (spread, margin "
-            f"±{margin:g}, alpha {ALPHA:g}, power {confirmation.power:g} at a true difference of "
+            f"{'+' if one_sided else '±'}{margin:g}, alpha {ALPHA:g}, power {confirmation.power:g} at a true difference of "
             f"{confirmation.true_difference:g}) give {max(required.values())} ({computed}); register that number"
         )
     return RegisteredConfirmation(confirmation, margin, owner.unit, required, owner.pairs[profile])
@@ -191,6 +209,7 @@ def evidence(confirmation: RegisteredConfirmation, claim_id: str, pilot: dict) -
         "pilot_seeds": [c.pilot_seeds[0], c.pilot_seeds[-1]],
         "pilot_build": c.pilot_build,
         "pilot_sd": c.pilot_sd[claim_id],
+        "sizing_sd": c.sizing(claim_id),
         "pilot": {key: value for key, value in pilot.items() if key not in ("differences", "seeds")},
     }
 
@@ -206,6 +225,14 @@ def resolution_sentence(finding: Finding, unit: str) -> str:
     )
 
 
+def spread_text(c: Confirmation, claim: str, unit: str) -> str:
+    """'pilot spread 0.0224 nats per byte', or, where a larger spread recorded elsewhere sizes the pairs, both."""
+    text = f"pilot spread {c.pilot_sd[claim]:.4f} {unit}"
+    if c.sizing(claim) > c.pilot_sd[claim]:
+        text += f", sized on {c.sizing(claim):.4f}, {c.sizing_basis}"
+    return text
+
+
 def seeds_text(seeds) -> str:
     return f"seeds {seeds[0]}–{seeds[-1]}"
 
@@ -214,19 +241,24 @@ def design_paragraph(confirmation: RegisteredConfirmation) -> str:
     """The page's account of the confirmation: registered when, sized how, and what decides."""
     c, unit = confirmation.design, confirmation.unit
     sizes = "; ".join(
-        f"{claim}: pilot spread {c.pilot_sd[claim]:.4f} {unit} → {n} pairs "
+        f"{claim}: {spread_text(c, claim, unit)} → {n} pairs "
         f"(power {confirmation.power(claim):.2f} at the registered {c.true_difference:g}, "
         f"{confirmation.power(claim, confirmation.margin / 2):.2f} at half the margin)"
         for claim, n in confirmation.required.items()
     )
+    where = (
+        f"wholly below +{confirmation.margin:g} {unit}"
+        if confirmation.one_sided
+        else f"inside ±{confirmation.margin:g} {unit}"
+    )
+    spread = "the larger recorded spread" if c.sizing_sd else "the pilot's spread alone"
     return (
         f"*The confirmation.* The pilot ({seeds_text(c.pilot_seeds)}, {len(c.pilot_seeds)} pairs, the committed "
-        f"build `{c.pilot_build}`) was read at each of its looks; it is shown, never pooled. On "
+        f"build `{c.pilot_build}`) was read before the confirmation was registered; it is shown, never pooled. On "
         f"{c.registered}, before any confirmatory run, the design registered a confirmation on fresh "
-        f"{seeds_text(confirmation.seeds)}: {confirmation.pairs} pairs, the fewest that give a 95% t-interval inside "
-        f"±{confirmation.margin:g} {unit} with probability {c.power:g} when the true difference is "
-        f"{c.true_difference:g}, computed from the pilot's spread alone, never its mean ({sizes}). Only the "
-        f"confirmation decides: {c.test.rstrip('.')}."
+        f"{seeds_text(confirmation.seeds)}: {confirmation.pairs} pairs, the fewest that give a 95% t-interval "
+        f"{where} with probability {c.power:g} when the true difference is {c.true_difference:g}, computed from "
+        f"{spread}, never a mean ({sizes}). Only the confirmation decides: {c.test.rstrip('.')}."
     )
 
 
@@ -240,7 +272,7 @@ def side_by_side(confirmation: RegisteredConfirmation, results: dict[str, dict |
             {
                 "claim": claim,
                 "run": f"pilot, {seeds_text(confirmation.design.pilot_seeds)}",
-                "band": "95% confidence sequence (valid under its looks)",
+                "band": PILOT_BAND[bool(design.looks(claim))],
                 "result": interval_text(confirmation.pilot_pair(claim), unit, margin=False),
                 "decides": "no",
             }

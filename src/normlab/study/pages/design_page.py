@@ -47,32 +47,45 @@ def confirmation_lines(design: Design) -> list[str]:
     lines = [
         "## Confirmations",
         "",
-        "A claim whose pairs grew after looks keeps those runs as a *pilot*: shown, never pooled, deciding nothing. A "
-        "*confirmation* registered before it ran decides instead: its pairs are the fewest whose 95% t-interval lies "
-        "inside the margin with the registered power at the registered true difference, computed by "
-        "`normlab.study.sample_size.confirmation_pairs` from the pilot's spread alone (never its mean), on seeds no "
-        "earlier run used. The chapter refuses a registered number other than this computation gives.",
+        "A claim whose pairs grew after looks, or whose verdict its pairs could not hold steady, keeps those runs as a "
+        "*pilot*: shown, never pooled, deciding nothing. A *confirmation* registered before it ran decides instead: "
+        "its pairs are the fewest whose 95% t-interval lies inside the margin (or, for a rule read against +margin "
+        "alone, wholly below it) with the registered power at the registered true difference, computed by "
+        "`normlab.study.sample_size.confirmation_pairs` from a recorded spread (the pilot's, or a larger one recorded "
+        "on another machine, named with its source), never a mean, on seeds no earlier run used. The chapter refuses "
+        "a registered number other than this computation gives.",
         "",
     ]
     for c in design.confirmations():
-        margin = design.value(c.owner, "margin")
+        margin = design.value(c.owner, c.margin)
         unit = design.claim(c.owner).unit
         pairs = design.claim(c.owner).pairs["cpu"]
+        one_sided = c.reading == "below"
+
+        def spread(claim: str, sd: float) -> str:
+            text = f"pilot spread (sd of the paired differences) {sd:g} {unit}"
+            if c.sizing(claim) > sd:
+                text += f", sized on {c.sizing(claim):g} ({c.sizing_basis})"
+            return text
+
         sizes = "; ".join(
-            f"{claim}: pilot spread (sd of the paired differences) {sd:g} {unit} → "
-            f"{confirmation_pairs(sd, margin, c.power, c.true_difference)} pairs; at the registered {pairs}, power "
-            f"{pass_probability(pairs, sd, margin, c.true_difference):.3f} at {c.true_difference:g} and "
-            f"{pass_probability(pairs, sd, margin, margin / 2):.3f} at half the margin (which would need "
-            f"{confirmation_pairs(sd, margin, c.power, margin / 2)} pairs for power {c.power:g})"
+            f"{claim}: {spread(claim, sd)} → "
+            f"{confirmation_pairs(c.sizing(claim), margin, c.power, c.true_difference, one_sided)} pairs; at the "
+            f"registered {pairs}, power "
+            f"{pass_probability(pairs, c.sizing(claim), margin, c.true_difference, one_sided):.3f} at "
+            f"{c.true_difference:g} and {pass_probability(pairs, c.sizing(claim), margin, margin / 2, one_sided):.3f} "
+            f"at half the margin (which would need "
+            f"{confirmation_pairs(c.sizing(claim), margin, c.power, margin / 2, one_sided)} pairs for power {c.power:g})"
             for claim, sd in c.pilot_sd.items()
         )
+        read_against = f"+{margin:g} {unit} (the interval wholly below it)" if one_sided else f"±{margin:g} {unit}"
         read = f"; read on the same runs: {', '.join(c.also_read)}" if c.also_read else ""
         lines += [
             f"**{c.owner}**, registered {c.registered}: decides {', '.join(c.decides)}{read}.",
             "",
             f"- Pilot: seeds {c.pilot_seeds[0]}–{c.pilot_seeds[-1]} ({len(c.pilot_seeds)} pairs), committed build "
             f"`{c.pilot_build}/{c.pilot_record}`.",
-            f"- Inputs: margin ±{margin:g} {unit}, α = {c.alpha:g}, power {c.power:g} at a true difference of "
+            f"- Inputs: margin {read_against}, α = {c.alpha:g}, power {c.power:g} at a true difference of "
             f"{c.true_difference:g}. {sizes}.",
             f"- Confirmation: {pairs} pairs, fresh seeds {c.seeds[0]}–{c.seeds[-1]} (`{c.setting}`). "
             f"Test: {_clause(c.test)}.",
