@@ -16,6 +16,7 @@ from normlab.analysis.depth import identity_path, initialisation, interlock, pos
 from normlab.analysis.shared import confirmation
 from normlab.analysis.shared.paired import paired_or_none  # noqa: E402
 from normlab.analysis.shared.runs import training_devices  # noqa: E402
+from normlab.study.findings import rule_text
 
 MARGIN = 0.02
 B17_RULE = dict(spread_limit=10.0, bound_slack=0.25)
@@ -167,7 +168,10 @@ def test_b17_finding_and_paragraph_name_the_numbers():
     assert "×2.00 under GPT-2's depth-scaled initialisation (inside ×10" in finding.summary
     assert "×10.99 under Xavier initialisation (Xiong et al.'s) (beyond ×10" in finding.summary
     assert "fragile" in finding.summary and finding.evidence["fragile_xavier"] is True
-    assert "≤ ×10" in finding.rule and finding.reads == ("spread_limit", "bound_slack", "margin")
+    assert finding.reads == ("spread_limit", "bound_slack", "margin")
+    assert "spread_limit = 10 factor between blocks' gradient norms; bound_slack = 0.25" in rule_text(
+        "B17", finding.reads
+    )
     text = identity_path.b17_paragraph(finding, m, deepest=4, deep=2)
     assert (
         "×1.00 (pre-LN) and ×1.10 (post-LN) of the curve of Xiong et al.'s bound pinned to the measurement at L₀ = 2"
@@ -241,7 +245,10 @@ def test_b18_verdict_follows_the_paired_interval():
     assert post_ln_decay.b18_verdict(same | {"pair": None}, **B18_RULE) == "not testable here"
     finding = post_ln_decay.b18_finding(worse, deep=2, deepest=4, margin=MARGIN, **B18_RULE)
     assert finding.key_number == pytest.approx(worse["pair"]["mean_difference"]) and finding.evidence["init_worse"]
-    assert "beyond +0.02 nats" in finding.rule
+    assert rule_text("B18", finding.reads).endswith(
+        "Thresholds: margin = 0.02 nats per byte; ratio_drop = 0.1 "
+        "fraction of the first/last-block gradient ratio; cosine_rise = 0.02 cosine."
+    )
     assert "**B18 verdict: holds.**" in post_ln_decay.b18_paragraph(finding, worse, deep=2, deepest=4)
 
 

@@ -330,7 +330,7 @@ def test_b15_finding_flips_with_the_sweep_and_names_its_numbers():
     assert sensitive.key_number == pytest.approx(pair["mean_difference"]) and sensitive.threshold == 0.02
     assert sensitive.spread == pytest.approx(pair["sd_of_differences"] / math.sqrt(3))
     assert "a^1.02" in sensitive.summary and "λ_g = 10 (ηλT = 3)" in sensitive.summary and "0.4%" in sensitive.summary
-    assert "±0.02 nats" in sensitive.rule
+    assert "margin" in sensitive.reads
     assert sensitive.evidence["decay_sweep"]["sensitive"] is True and sensitive.evidence["corpus_sha256"] == "abc"
     assert sensitive.evidence["wd_schedule"]["adamw_toy_norm_ratio"] == 1.01
 

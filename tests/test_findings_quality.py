@@ -27,6 +27,8 @@ from normlab.analysis.quality import figures as F  # noqa: E402
 from normlab.analysis.shared import confirmation
 from normlab.analysis.shared.paired import paired_difference  # noqa: E402
 from normlab.analysis.shared.runs import training_devices  # noqa: E402
+from normlab.study import design  # noqa: E402
+from normlab.study.findings import rule_text  # noqa: E402
 
 MARGIN = 0.02
 RESUME = {"difference": 0.0, "matches": True}
@@ -100,7 +102,10 @@ def test_a9_verdict_flips_when_the_interval_leaves_the_margin():
     pair = loss_parity.loss_parity(WORSE_SIX, MARGIN).final_pair
     assert outside.key_number == pytest.approx(max(abs(pair["ci_low"]), abs(pair["ci_high"])))
     assert outside.threshold == MARGIN and f"{pair['mean_difference']:+.4f}" in outside.summary
-    assert "±0.02 nats" in outside.rule
+    assert outside.reads == ("margin",)
+    assert (
+        rule_text("A9", outside.reads) == design.load().claim("A9").test + ". Thresholds: margin = 0.02 nats per byte."
+    )
 
 
 def test_a9_says_which_runs_diverged():
@@ -129,7 +134,7 @@ def test_a9_records_its_pilot_and_the_margin_its_confirmation_resolves():
     assert e["pilot_seeds"] == [0, 23] and e["confirmation_seeds"] == [1000, 1018]
     assert e["pilot"]["interval"] == "95% confidence sequence" and e["pilot"]["pairs"] == 24
     assert e["confirmation_power"] >= 0.9 and e["resolvable_margin_90_power"] < MARGIN
-    assert "registered confirmation's 19 fresh pairs" in finding.rule
+    assert rule_text("A9", finding.reads).startswith("the registered confirmation's 95% t-interval")
 
 
 def test_b7_needs_both_halves():
@@ -340,10 +345,11 @@ def test_b5_finding_and_paragraph_state_the_rule_they_apply():
     assert finding.reads == ("offset_large", "margin", "ablation_margin")
     assert "set to their mean change the loss by +0.0000 nats per token (equivalent against ±0.01)" in finding.summary
     text = residual_stream.b5_paragraph(finding, m, real, **B5_RULE, margin=MARGIN, depth=2)
-    assert "if the common offset is small (below 0.25 of the energy) in our trained models and in the deep real" in text
     assert "Offset large in our 2-block models: no; in the deep real model: yes." in text
     assert "A constant shown by our removal test: no; by the ablation: yes." in text
-    assert text.endswith("**B5 verdict: holds with caveats.**") and finding.rule in text
+    # the paragraph states the registered rule, the one the results file records
+    assert text.endswith("**B5 verdict: holds with caveats.**") and rule_text("B5", finding.reads) in text
+    assert "offset_large = 0.25 fraction of the stream's energy; margin = 0.02 nats per byte" in text
     alone = residual_stream.b5_finding(m, None, **B5_RULE, margin=MARGIN, depth=2, corpus_sha256="x")
     assert alone.key_number == pytest.approx(0.21) and alone.spread == pytest.approx(m["offset_sd"])
     text = residual_stream.b5_paragraph(alone, m, None, **B5_RULE, margin=MARGIN, depth=2)

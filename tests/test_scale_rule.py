@@ -8,7 +8,7 @@ import pytest
 from normlab.analysis.shared.scale_rule import RULE, Run, answer, answering, side_by_side
 from normlab.bench import provenance
 from normlab.study import paths
-from normlab.study.findings import Finding
+from normlab.study.findings import Finding, rule_text
 
 STALE = "gpu-study.json: measured at 0000000; since then 1 file of the GPT testbed changed, not yet re-measured"
 
@@ -39,7 +39,12 @@ def test_without_a_gpu_run_this_build_answers_alone():
     assert (
         alone.caveats == ("its own",) and "by_run" not in alone.evidence and alone.summary == "On CPU: It holds there."
     )
-    assert RULE in answer([cpu("holds"), gpu("holds")]).rule
+    # the study's rule for several runs is shown after the claim's registered one, and only where runs were weighed
+    assert alone.runs_rule is None and rule_text("A9", alone.reads, alone.runs_rule) == rule_text("A9")
+    weighed = answer([cpu("holds"), gpu("holds")])
+    assert (
+        weighed.runs_rule == RULE and rule_text("A9", weighed.reads, weighed.runs_rule) == f"{rule_text('A9')} {RULE}"
+    )
 
 
 def test_a_gpu_study_below_its_registered_pairs_is_shown_and_this_build_answers():

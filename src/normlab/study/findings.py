@@ -7,12 +7,17 @@ The finding also says what its key number measures and in which unit (`meaning`,
 `normlab.study.key_numbers`) and, for the claims the opening page leads with, the sentence it opens with
 (`headline`), so that the ledger and the opening page show it without knowing the claim's evidence. Its `caveats`
 reach every page that shows the verdict.
+
+A finding carries no rule of its own: a claim's rule is its registered test (data/design.toml, [claims.ID] test),
+and `rule_text` renders it, with the thresholds the finding `reads`, for the results file and any chapter text.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+
+from normlab.study import design as registered
 
 
 def finite_or_none(value):
@@ -37,7 +42,6 @@ class Finding:
     key_number: float | None = None  # the number the verdict turns on
     threshold: float | None = None  # what it is judged against
     spread: float | None = None  # its run-to-run sd, from repeats measured in this run
-    rule: str | None = None
     meaning: str | None = None  # what the key number measures, in words, as the ledger shows it
     unit: str | None = None  # the key number's unit
     headline: str | None = None  # the opening page's sentence, for the claims it leads with
@@ -50,6 +54,9 @@ class Finding:
     # the scale the key number was measured at (model size, depth, width, steps, pairs, machine), in words; the
     # opening page's sentence names it
     scale: str | None = None
+    # the study's rule for a verdict weighed from several runs (normlab.analysis.shared.scale_rule.RULE), shown after
+    # the claim's registered rule; None for a verdict from one run
+    runs_rule: str | None = None
 
     def __post_init__(self):
         # a number this run could not measure is None (shown as "—"), never NaN
@@ -61,3 +68,42 @@ class Finding:
     def record(self, results, claim_id: str, section: str):
         """Record this finding as the verdict of `claim_id` in a chapter's results (`Results.record`)."""
         return results.record(claim_id, self, section)
+
+
+def _number(value) -> str:
+    """A registered value as typed: 0.02, 1e-12, 2019 (`g` where it loses nothing, else every digit)."""
+    short = f"{value:g}"
+    return short if float(short) == float(value) else repr(value)
+
+
+def _threshold_text(threshold: registered.Threshold) -> str:
+    value = threshold.value
+    if isinstance(value, dict):
+        shown = ", ".join(f"{key} {_number(v)}" for key, v in value.items())
+    elif isinstance(value, tuple):
+        shown = " to ".join(_number(v) for v in value)
+    else:
+        shown = _number(value)
+    unit = "" if threshold.unit == "1" else f" {threshold.unit}"  # "1": a pure number
+    return f"{threshold.name} = {shown}{unit}"
+
+
+def rule_text(claim_id: str, reads=(), runs_rule: str | None = None, design: registered.Design | None = None) -> str:
+    """The rule a verdict on `claim_id` was judged by, from its one home, the registered design: the claim's test,
+    then each threshold in `reads` with its registered value and unit ("margin = 0.02 nats per byte"), then
+    `runs_rule` (the study's rule for a verdict weighed from several runs) where given. `Results.record` writes it
+    as the verdict's "rule"; a chapter text that states the rule shows this same string."""
+    design = design or registered.load()
+    entry = design.claim(claim_id)
+    test = (entry.test or "").strip().rstrip(".")
+    if not test:
+        raise registered.DesignError(
+            f"claim {claim_id} has no registered test in {design.path}, so its verdict has no rule to record; add "
+            f'test = "..." (the rule its verdict is judged by) to [claims.{claim_id}]'
+        )
+    parts = [f"{test}."]
+    if reads:
+        parts.append("Thresholds: " + "; ".join(_threshold_text(design.threshold(claim_id, n)) for n in reads) + ".")
+    if runs_rule:
+        parts.append(runs_rule)
+    return " ".join(parts)

@@ -21,7 +21,7 @@ from normlab.runtime.environment import git_commit, hardware, versions
 from normlab.runtime.jobs import jobs_by_machine, machines_since
 from normlab.study import paths
 from normlab.study.claims import Claim
-from normlab.study.findings import Finding
+from normlab.study.findings import Finding, rule_text
 
 VERDICTS = ("holds", "holds with caveats", "does not hold", "not testable here")
 
@@ -105,7 +105,8 @@ class Results:
         (its MyST label). The finding's fields are documented on `normlab.study.findings.Finding`: the ledger marks
         the verdict fragile when its spread could carry its key number across its threshold, refuses threshold
         names in `reads` that the design does not register for the claim, and shows the key number by its `meaning`
-        and `unit` (both required) without knowing the claim."""
+        and `unit` (both required) without knowing the claim. Its "rule" is the registered design's
+        (`normlab.study.findings.rule_text`): the claim's test and the thresholds the finding reads."""
         verdict, summary = finding.verdict, finding.summary
         if verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, got {verdict!r}")
@@ -126,7 +127,9 @@ class Results:
         entry["section"] = section
         for name in ("key_number", "threshold", "spread"):
             entry[name] = None if getattr(finding, name) is None else float(getattr(finding, name))
-        for name in ("rule", "meaning", "unit", "headline"):
+        # the rule from its one home, the registered design (refused, naming the claim and file, without a test)
+        entry["rule"] = rule_text(claim_id, finding.reads, finding.runs_rule)
+        for name in ("meaning", "unit", "headline"):
             entry[name] = getattr(finding, name)
         entry["caveats"] = [str(caveat) for caveat in finding.caveats]
         entry["reads"] = [str(name) for name in finding.reads]

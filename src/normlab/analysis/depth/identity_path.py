@@ -232,11 +232,6 @@ def b17_finding(
         threshold=spread_limit,
         spread=m["spread_sd"][key],
         **B17_KEY.fields(),
-        rule=f"Under GPT-2's initialisation (the registered one; Xavier's judged beside it by the same rule): pre-LN "
-        f"per-block gradient spread ≤ ×{spread_limit:g} and pre-LN trains without warm-up at least as often as "
-        "post-LN; caveat when post-LN trains as well or pre-LN's paired loss is not better, and under Xavier "
-        "initialisation when the last layer's gradients sit more than "
-        f"×{1 + bound_slack:g} above the curve of Xiong et al.'s bound pinned at the shallowest depth.",
         reads=("spread_limit", "bound_slack", "margin"),
         scale=m.get("scale"),
     )

@@ -166,11 +166,6 @@ def b19_finding(
         for s, p in ablation.swaps.items()
         if s in SINGLE_SWAPS
     )
-    sample = (
-        f"the registered confirmation's {registered.pairs} fresh seeds (the pilot decides nothing)"
-        if registered
-        else "seeds fixed before any run"
-    )
     finding = Finding(
         b19_verdict(ablation),
         f"Interaction of the norm and placement swaps at depth {depth}: {interaction_text(ablation)}. Single swaps "
@@ -191,8 +186,6 @@ def b19_finding(
         threshold=margin,
         spread=pair_spread(interaction),
         **B19_KEY.fields(),
-        rule=f"Paired interaction Δ(norm+placement) − Δ(norm) − Δ(placement), the 95% t-interval of {sample}: beyond "
-        f"±{B19_KEY.limit(margin)} holds with caveats (one pair of parts tested); inside does not hold; otherwise, or "
-        "with a run missing or diverged, not testable here.",
+        reads=("margin",),
     )
     return confirmation.decided(finding, registered, pairs=seeds, diverged=diverged_names(ablation))

@@ -109,9 +109,6 @@ def b18_finding(
         threshold=margin,
         spread=pair_spread(pair),
         **B18_KEY.fields(),
-        rule=f"Paired post-LN final loss RMSNorm − LayerNorm: interval beyond +{B18_KEY.limit(margin)} (and worse at "
-        "init) holds; "
-        f"interval inside ±{margin:g} does not hold; wider than the margin: not testable here.",
         reads=("margin", "ratio_drop", "cosine_rise"),
         scale=scale,
     )

@@ -36,7 +36,7 @@ def a11_named_families(table, table_again) -> Finding:
         threshold=design.value("A11", "none_other"),
         spread=float(abs(not_rms - not_rms_again)),
         **A11_KEY.fields(),
-        rule="Holds if none of the three named families measures as anything but RMSNorm (key number: how many do).",
+        reads=("none_other",),
     )
 
 
@@ -74,9 +74,7 @@ def b1_almost_all(table, table_again, almost_all: float) -> Finding:
         threshold=almost_all,
         spread=share_spread,
         **B1_KEY.fields(),
-        rule=f"Holds if the named families are all RMSNorm and at least {almost_all:.0%} of the listed families released "
-        f"after {B1_AFTER_YEAR} are; named families all RMSNorm but a smaller share gives a caveat; a named family that "
-        "is not gives 'does not hold'.",
+        reads=("almost_all", "after_year"),
     )
     finding.scale = b1_scale(finding)
     finding.headline = b1_headline(finding)

@@ -255,9 +255,6 @@ def v5_finding(study: PlacementStudy, *, trainer: str, corpus_sha256: str | None
         key_number=key["mean_difference"] if key else None,
         threshold=study.margin,
         spread=key["standard_error"] if key else None,
-        rule=f"Each effect's paired 95% interval against ±{V5_KEY.limit(study.margin)}: holds when decay helps the "
-        "input norms' gains and hurts the output norms'; one of the two: holds with caveats; either against the "
-        "source beyond the margin, or both inside it: does not hold.",
         meaning=V5_KEY.meaning,
         unit=V5_KEY.unit,
         reads=("margin",),

@@ -139,11 +139,9 @@ def b15_finding(
         key_number=key_pair["mean_difference"] if key_pair else None,
         threshold=sweep.margin,
         spread=key_pair["standard_error"] if key_pair else None,
-        rule="Four parts (forward invariance, Adam's linear scaling under the rescale symmetry, decay as a schedule on "
-        f"scale-invariant weights, paired sensitivity to gain decay at ηλT ≫ 1 beyond ±{B15_KEY.limit(sweep.margin)}): all "
-        "hold → holds; two or three → with caveats.",
         meaning=B15_KEY.meaning,
         unit=B15_KEY.unit,
+        reads=("forward_change", "exponent_tolerance", "tol", "angle_tolerance", "margin"),
     )
 
 

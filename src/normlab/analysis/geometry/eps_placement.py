@@ -245,9 +245,7 @@ def placement_findings(
         threshold=visible_rms,
         spread=crossover_spread,
         **Q1_KEY.fields(),
-        rule=f"Holds if torch measures as ε inside and the measured crossovers agree with max(ε/u, √(ε/2u)) within "
-        f"{agreement:g}×; a caveat if for ε = {short(eps)} the placements differ in float32 above RMS {visible_rms:g} "
-        "(the key number: that crossover RMS).",
+        reads=("eps", "agreement", "visible_rms", "float32_tol"),
     )
     a2 = Finding(
         decide(check.a2_vs_outside_reference < formula_tol, caveat=check.a2_vs_torch > formula_tol),
@@ -269,8 +267,7 @@ def placement_findings(
         threshold=formula_tol,
         spread=check.a2_gap_spread,
         **A2_KEY.fields(),
-        rule="Holds if A2's formula matches an ε-outside RMSNorm to FORMULA_TOL; a caveat if it differs from what "
-        "PyTorch computes by more than FORMULA_TOL (the key number).",
+        reads=("formula_tol",),
     )
     paragraph = (
         f"**Q1, A2.** PyTorch, LLaMA, T5, Gemma and three of the authors' four implementations put ε inside the root. "

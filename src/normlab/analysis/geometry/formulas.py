@@ -124,7 +124,7 @@ def a1_layer_norm_formula(check: FormulaCheck, formula_tol: float) -> Finding:
         threshold=formula_tol,
         spread=check.spread,
         **A1_KEY.fields(),
-        rule="Holds if the formula as written matches F.layer_norm to FORMULA_TOL (float64) at every ε tried.",
+        reads=("formula_tol",),
     )
 
 
@@ -144,7 +144,7 @@ def b2_formulas(check: FormulaCheck, formula_tol: float) -> Finding:
         threshold=formula_tol,
         spread=check.spread,
         **B2_KEY.fields(),
-        rule="Holds if both formulas as written match PyTorch to FORMULA_TOL (float64).",
+        reads=("formula_tol",),
     )
 
 
@@ -186,8 +186,7 @@ def a3_no_centring(check: FormulaCheck, formula_tol: float, uncentred: float, re
         threshold=uncentred,
         spread=spread,
         **A3_KEY.fields(),
-        rule="Holds if both RMSNorm modules hold only a gain, F.rms_norm matches a formula without a mean, and the median "
-        f"per-token |mean| of its output exceeds {uncentred:g} (not centred).",
+        reads=("uncentred", "formula_tol"),
     )
 
 

@@ -195,10 +195,7 @@ def invariance_findings(
         threshold=invariance_tol,
         spread=ln_shift_regime_spread,
         **A4_KEY.fields(),
-        rule=f"Holds if, in float64, LayerNorm's output moves by less than INVARIANCE_TOL under shifts up to "
-        f"{shift_regime:g}σ (the key number: the change at that shift) and both norms under any scale, while RMSNorm "
-        f"moves by more than {shift_sensitive:g} at c = σ; a caveat where float32 or bfloat16 rounding breaks the shift "
-        "invariance within the sweep.",
+        reads=("invariance_tol", "visible_change", "shift_regime", "shift_sensitive"),
     )
     b3_summary = (
         f"Invariance part: LayerNorm equals √d·Px/‖Px‖ (P = I − 11ᵀ/d) to {direction_error:.0e} and ignores shifts up "
@@ -229,8 +226,7 @@ def invariance_findings(
         threshold=shift_sensitive,
         spread=rms_shift_spread,
         **B4_KEY.fields(),
-        rule="Holds if RMSNorm's float64 output moves by less than INVARIANCE_TOL under any scale and by more than "
-        f"{shift_sensitive:g} under a shift of one σ (the key number).",
+        reads=("invariance_tol", "shift_sensitive"),
     )
     paragraph = (
         f"**A4, B4.** In float64 LayerNorm is unchanged by shifts up to {ln_shift_limit['float64']:.0e}σ "

@@ -6,7 +6,6 @@ import pandas as pd
 import torch
 
 from normlab.analysis.geometry.articles import repeated
-from normlab.analysis.geometry.settings import short
 from normlab.norms.reference import layer_norm_reference, rms_norm_reference
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import SHARE, KeyNumber
@@ -131,10 +130,7 @@ def b11_eps_on_mean_dominated(
         threshold=ln_takes_over,
         spread=ln_effect_spread,
         **B11_KEY.fields(),
-        rule=f"Holds if RMSNorm's ε effect is below {short(rms_negligible)} once mean(x²) ≥ 1, LayerNorm's exceeds "
-        f"{ln_takes_over:.0%} when σ² ≤ ε (the key number: its smallest value there) and stays below "
-        f"{short(ln_negligible)} when σ² ≥ 1e3·ε, and mean-dominated RMSNorm outputs are > {offset_dominated:.0%} "
-        "offset.",
+        reads=("eps", "rms_negligible", "ln_takes_over", "ln_negligible", "offset_dominated"),
     )
     sentence = (
         f"**B11.** With ε = {eps:g}, RMSNorm's output moves by at most {significant(rms_effect_large)} once mean(x²) "

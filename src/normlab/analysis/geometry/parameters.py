@@ -101,7 +101,5 @@ def a6_parameter_saving(memory: ParameterMemory, negligible_share: float) -> Fin
         threshold=design.value("A6", "no_extra_parameters"),
         spread=0.0,
         **A6_KEY.fields(),
-        rule="Holds if LayerNorm holds 2d parameters and RMSNorm d (key number: the difference, d; a count does not "
-        f"vary between draws); a caveat if the norms are under {negligible_share:.0%} of a d = 768 block's weights or "
-        "activation memory is not smaller.",
+        reads=("no_extra_parameters", "negligible_share"),
     )

@@ -76,9 +76,7 @@ def b13_finding(
         threshold=wrong_tol,
         spread=float(formulas.sd[PRINTED_INPUT_GRADIENT]),
         **B13_KEY.fields(),
-        rule="Holds if ∂ℓ/∂g = δ⊙x̂, the exact ∂ℓ/∂x and the uniform-gain scaling match autograd to MACHINE_TOL; a "
-        "caveat if the printed ∂ℓ/∂x is off by more than WRONG_TOL (the key number) or raising one channel's gain "
-        "does not always raise the gradient.",
+        reads=("machine_tol", "wrong_tol"),
     )
 
 

@@ -126,7 +126,5 @@ def b14_finding(fit: GainFit, machine_tol: float, fit_tol: float, correlation_to
         threshold=correlation_tol,
         spread=fit.correlation_gap_sd,
         **B14_KEY.fields(),
-        rule="Holds if the batch gain gradient matches autograd, descent reaches the least-squares slope and "
-        "no-signal channels stay within 4 standard errors of 0; a caveat if the learned gain differs from the "
-        "Pearson correlation by more than CORRELATION_TOL (the key number).",
+        reads=("machine_tol", "fit_tol", "correlation_tol"),
     )

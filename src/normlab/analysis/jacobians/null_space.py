@@ -124,6 +124,5 @@ def b3_finding(
         threshold=machine_tol,
         spread=float(formulas.sd[LAYER_NORM_FORMS].max()),
         **B3_KEY.fields(),
-        rule="Holds if the geometry chapter's invariance part and this chapter's Jacobian part both hold; a caveat "
-        "if the geometry part found rounding breaking the shift invariance, or is missing.",
+        reads=("machine_tol",),
     )

@@ -131,9 +131,7 @@ def b12_finding(
         threshold=wrong_tol,
         spread=float(formulas.sd[PRINTED_JACOBIAN]),
         **B12_KEY.fields(),
-        rule="Holds if the exact Jacobian (1/r)(I − x̂x̂ᵀ/d), the 1/r law, the removed scale direction and LayerNorm's "
-        "extra projection all match autograd to MACHINE_TOL; a caveat if the printed form is off by more than "
-        "WRONG_TOL (the key number).",
+        reads=("machine_tol", "wrong_tol"),
     )
     finding.scale = b12_scale(finding)
     finding.headline = b12_headline(finding)

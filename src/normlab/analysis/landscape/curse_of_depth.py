@@ -107,12 +107,6 @@ def depth_claim(study: Landscape, *, curse_share: float, share_margin: float | N
         key_number=share_change["mean_difference"] if share_change else None,
         threshold=share_margin,
         spread=share_change["standard_error"] if share_change else None,
-        rule=f"Curse present when pre-LN's later half carries <= {100 * curse_share:g}% of the drop-one loss (else not "
-        "testable here); LayerNorm Scaling is 1/sqrt(l) on every norm's output without GPT-2's scaled "
-        "initialisation (Sun et al.); holds when the paired 95% interval of the share change lies above "
-        f"+{100 * share_margin:g} percentage points, with a caveat when its final loss is not within "
-        f"+{study.loss_margin} {NATS_PER_BYTE}; does not hold when it lies entirely below +{100 * share_margin:g} "
-        "points; otherwise not testable here (fragile).",
         meaning=V4_KEY.meaning,
         unit=V4_KEY.unit,
     )

@@ -17,7 +17,7 @@ import pandas as pd
 
 from normlab.analysis.landscape.dyt import learned
 from normlab.analysis.landscape.method import measured, verdict_lead
-from normlab.analysis.landscape.profiles import DERF_ARMS, DERF_SEED_BASE
+from normlab.analysis.landscape.profiles import DERF_ARMS
 from normlab.analysis.landscape.summaries import non_inferiority
 from normlab.analysis.shared.paired import interval_text, paired_or_none
 from normlab.gpt.model import GPT, GPTConfig
@@ -148,16 +148,6 @@ def derf_claim(runs: list[dict], margin: float, entropy: float) -> Finding:
         key_number=primary["mean_difference"] if primary else None,
         threshold=margin,
         spread=primary["sd_of_differences"] if primary else None,
-        rule=(
-            "Three arms paired by seed (from "
-            f"{DERF_SEED_BASE}; same initial weights of every shared parameter and the same batches), V1's model, "
-            "steps and AdamW (decay on every parameter), compiled trainer: RMSNorm, DyT by V1's authors' recipe, "
-            "Derf by its authors' GPT-2 code. holds when the 95% paired interval of Derf − RMSNorm and of Derf − DyT "
-            f"(final validation loss) lie below +{margin} nats per byte and Derf's generalisation gap (validation "
-            "minus the training loss in evaluation mode over every tenth training batch) is below RMSNorm's (its "
-            "interval below 0); holds with caveats when only Derf − RMSNorm lies below +margin; does not hold when "
-            "it lies above; otherwise not testable here."
-        ),
         meaning=V7_KEY.meaning,
         unit=V7_KEY.unit,
     )

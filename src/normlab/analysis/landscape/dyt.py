@@ -341,14 +341,6 @@ def dyt_claim(study: Landscape, pairs: dict, alphas: pd.DataFrame, probes: dict,
         key_number=primary["mean_difference"] if primary else None,
         threshold=margin,
         spread=primary["sd_of_differences"] if primary else None,
-        rule="Non-inferiority of the DyT authors' LLaMA recipe (DyT without β in every norm, α₀ "
-        f"{attention_alpha:g} in front of attention and {other_alpha:g} elsewhere, embeddings times a learnable "
-        "√width, AdamW decay on every parameter) against RMSNorm under the same AdamW: holds when the 95% paired "
-        f"interval of DyT − RMSNorm lies below +{margin} nats per byte at the baseline's learning rate; caveat when it is not "
-        f"also below LayerNorm + {margin} or α₀ needs tuning (the authors' α₀ more than {margin} nats per byte off the best, or "
-        "the best α₀ differs between widths); does not hold when the interval lies above. The diagnosis calls the "
-        f"final DyT layer saturated when, in every seed, at least {_percent(saturated_share)} of its inputs end where "
-        "float32's tanh′ is 0; DyT with an RMSNorm final norm is read against the same margin, not judged.",
         meaning=V1_KEY.meaning,
         unit=V1_KEY.unit,
     )

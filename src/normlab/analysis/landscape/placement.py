@@ -110,9 +110,6 @@ def placement_claim(
         key_number=rel_mean[worse] if math.isfinite(rel_mean[worse]) else None,
         threshold=max_relative_growth,
         spread=rel_sd[worse] if math.isfinite(rel_sd[worse]) else None,
-        rule=f"Needs pre-LN growth >= {pre_growth_needed:g}x (else not testable here); holds when both Peri-LN and "
-        f"OLMo 2's placement have growth <= {max_relative_growth:g}x pre-LN's and a usable LR range at least as wide "
-        "(caveat when neither is strictly wider).",
         meaning=V2_KEY.meaning,
         unit=V2_KEY.unit,
     )

@@ -247,12 +247,6 @@ def qk_claim(study: Landscape, logit_rows: pd.DataFrame, *, min_seeds: int, sens
         key_number=reduction["mean_difference"] if reduction else None,
         threshold=sensitivity_margin,
         spread=reduction["standard_error"] if reduction else None,
-        rule="Wortsman et al.'s LR sensitivity (mean over the wide grid of min(final, initial loss) − best loss), "
-        "paired over seeds, without minus with QK-norm. Needs a divergence without QK-norm on the grid (a non-finite "
-        "loss or gradient, or a final loss above the initial one), else not testable here; holds when the 95% "
-        f"interval of the reduction lies above +{sensitivity_margin:g} {NATS_PER_BYTE}, does not hold when it lies "
-        f"entirely below +{sensitivity_margin:g}, otherwise not testable here (fragile); fewer than {min_seeds} "
-        "seeds mark the verdict fragile.",
         meaning=V3_KEY.meaning,
         unit=V3_KEY.unit,
     )

@@ -18,7 +18,6 @@ import numpy as np
 import pandas as pd
 
 from normlab.analysis.landscape.method import measured, verdict_lead
-from normlab.analysis.landscape.profiles import REGIME_SEED_BASE
 from normlab.analysis.landscape.summaries import non_inferiority
 from normlab.analysis.shared.paired import interval_text, paired_or_none
 from normlab.gpt.model import GPT, GPTConfig
@@ -182,15 +181,6 @@ def regime_claim(runs: list[dict], margin: float, bound: float) -> Finding:
         key_number=primary["mean_difference"] if primary else None,
         threshold=margin,
         spread=primary["sd_of_differences"] if primary else None,
-        rule=(
-            f"RMSNorm and DyT by V1's authors' recipe, paired by seed (from {REGIME_SEED_BASE}; same initial weights "
-            "of every shared parameter and the same batches), V1's model, batch and AdamW, compiled trainer, at "
-            f"{', '.join(str(s) for s in steps)} steps with SwiGLU and at {steps[-1]} with GELU. holds when the 95% "
-            "paired interval of the regime difference (DyT − RMSNorm at the largest budget minus at the smallest) "
-            f"lies above +{margin} nats per byte and that of the gate difference (with GELU minus with SwiGLU) below "
-            f"−{margin}; holds with caveats when only the regime difference lies above; does not hold when it lies "
-            "wholly below +margin; otherwise not testable here."
-        ),
         meaning=V6_KEY.meaning,
         unit=V6_KEY.unit,
     )

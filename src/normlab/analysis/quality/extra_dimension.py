@@ -156,7 +156,5 @@ def b16_finding(
             "used": m["uses_info"] or real_model_uses_offset(real16),
         },
         **key,
-        rule=f"Geometry's extra dimension and a paired loss change beyond ±{margin:g} {NATS_PER_BYTE} when it is removed "
-        f"(or SmolLM2's, beyond the real-model chapter's margin in {NATS_PER_TOKEN}): holds; "
-        "the dimension without use: holds with caveats; geometry absent: training alone, said so.",
+        reads=("margin", "real_margin"),
     )

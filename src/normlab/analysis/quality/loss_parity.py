@@ -222,18 +222,9 @@ def a9_finding(
         **farthest_end_key(pair),
         threshold=margin,
         **A9_KEY.fields(),
-        rule=f"Holds when the whole 95% t-interval of the {sample_name(registered)} (paired final-loss difference) lies "
-        f"inside ±{A9_KEY.limit(margin)}; does not hold when it lies wholly outside; not testable otherwise, or when a "
-        "run is missing or diverged.",
+        reads=("margin",),
     )
     return confirmation.decided(finding, registered, pairs=len(parity.final["rms"]), diverged=diverged_names(parity))
-
-
-def sample_name(registered: confirmation.RegisteredConfirmation | None) -> str:
-    """What the deciding interval is over: 'registered confirmation's 19 fresh pairs (the pilot decides nothing)'."""
-    if registered is None:
-        return "pairs, fixed before any run"
-    return f"registered confirmation's {registered.pairs} fresh pairs (the pilot decides nothing)"
 
 
 def millions(parameters: float) -> str:

@@ -13,7 +13,7 @@ from normlab.analysis.shared.paired import interval_outcome, interval_text, pair
 from normlab.analysis.shared.stream import deepest_value, mean_projection_effect, stream_report
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.runtime.jobs import load_weights
-from normlab.study.findings import Finding
+from normlab.study.findings import Finding, rule_text
 from normlab.study.key_numbers import NATS_PER_BYTE, SHARE, KeyNumber
 
 B5_KEY = KeyNumber(
@@ -165,16 +165,6 @@ def b5_verdict(parts: dict) -> str:
     return "holds with caveats"
 
 
-B5_RULE_TEXT = (
-    "B5 does not hold if either test shows per-token information (removing the all-ones component from our models "
-    "costs more than ±{margin:g} nats per byte, or in SmolLM2 the massive activations' mean does not stand in for "
-    "them within ±{ablation_margin:g} nats per token), or if the common offset is small (below {offset_large:g} of "
-    "the energy) in our trained models and in the deep real model alike. It is not testable here if neither test "
-    "shows a constant. It holds if the deep real model's offset is large and both tests show a constant; otherwise "
-    "(the offset large in only one of the two, or a constant shown by only one test) it holds with caveats."
-)
-
-
 def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
 
@@ -213,7 +203,6 @@ def b5_paragraph(
             f"{zero['mean_difference']:+.3g} (95% CI {zero['ci_low']:+.3g}..{zero['ci_high']:+.3g}, "
             f"**{zero['outcome']}**)."
         )
-    rule = B5_RULE_TEXT.format(margin=margin, ablation_margin=ablation_margin, offset_large=offset_large)
     return (
         f"In the trained RMSNorm models, after {depth} blocks: (a) the all-ones share is {m['ones_last']:.3f}; (b) the "
         f"common offset holds {m['offset_last']:.3f} of the energy (sd over seeds {m['offset_sd']:.3f}; embeddings "
@@ -221,7 +210,7 @@ def b5_paragraph(
         f"{m['massive']:.1f}× the median. Removing the all-ones component before every norm changes the loss by "
         f"{interval_text(m['info_pair'], NATS_PER_BYTE)} (LayerNorm models: {m['layer_increase_max_abs']:.1e}, blind by "
         f"construction). {real_text} {ablation_text}\n\n"
-        f"**Rule** (registered in data/design.toml). {rule}\n\n"
+        f"**Rule** (registered in data/design.toml). {rule_text('B5', b5.reads)}\n\n"
         f"**What it meets.** Offset large in our {depth}-block models: {_yes(parts['large_ours'])}; in the deep real "
         f"model: {_yes(parts['large_real'])}. Per-token information shown by our removal test: "
         f"{_yes(parts['per_token_ours'])}; by the ablation: {_yes(parts['per_token_real'])}. A constant shown by our "
@@ -297,6 +286,5 @@ def b5_finding(
         threshold=offset_large,
         spread=spread,
         **B5_KEY.fields(),
-        rule=B5_RULE_TEXT.format(margin=margin, ablation_margin=ablation_margin, offset_large=offset_large),
         reads=("offset_large", "margin", "ablation_margin"),
     )

@@ -6,13 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from normlab.analysis.quality.loss_parity import (
-    LossParity,
-    diverged_names,
-    farthest_end_key,
-    final_loss_verdict,
-    sample_name,
-)
+from normlab.analysis.quality.loss_parity import LossParity, diverged_names, farthest_end_key, final_loss_verdict
 from normlab.analysis.quality.profiles import NORMS
 from normlab.analysis.quality.training import model_config
 from normlab.analysis.shared import confirmation
@@ -106,9 +100,7 @@ def b7_finding(
             "narang_2021_t5_steps_per_s": {"rmsnorm": 3.68, "vanilla": 3.50},
         },
         **b7_key(curves, pair, speed, visible=visible, margin=margin),
-        rule=f"Both halves: the 95% t-interval of the {sample_name(registered)} (paired whole-curve loss difference) "
-        f"inside ±{margin:g} {NATS_PER_BYTE}, and the median step-time ratio ≤ {visible:g}; the curves alone give "
-        "'holds with caveats'.",
+        reads=("margin", "visible"),
     )
     return confirmation.decided(finding, registered, pairs=len(parity.curve["rms"]), diverged=diverged_names(parity))
 

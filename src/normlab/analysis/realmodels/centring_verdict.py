@@ -96,11 +96,6 @@ def q4_finding(
         evidence.update(centring_map_evidence(mapping))
     if massive is not None:
         evidence["massive_activation_ablation"] = massive.evidence()
-    rule = (
-        f"Centring matters if SmolLM2's paired loss interval lies wholly outside ±{Q4_KEY.limit(added.margin)} or "
-        f"MiniLM's median embedding cosine falls below {cosine_threshold}: both = holds, one = holds with caveats, neither = "
-        "does not hold, SmolLM2 inconclusive and MiniLM unchanged = not testable here."
-    )
     q4 = Finding(
         q4_verdict(smol, mini),
         summary,
@@ -108,7 +103,6 @@ def q4_finding(
         key_number=a["mean_difference"],
         threshold=a["margin"],
         spread=a["standard_error"],
-        rule=rule,
         meaning=Q4_KEY.meaning,
         unit=Q4_KEY.unit,
         reads=("margin", "cosine_threshold"),

@@ -211,11 +211,6 @@ def q5_finding(result: TimingResult, threshold: float, provenance: dict) -> Find
         "gpu_command": GPU_COMMAND,
         "provenance": provenance,
     }
-    rule = (
-        f"Holds when the norms' median share (hooks on CPU, ablation on GPU) of the forward time reaches "
-        f"{threshold:.0%} (the low end of 7%-64%) in both prefill and decoding, with caveats in one of them, does not "
-        "hold in neither."
-    )
     return Finding(
         q5_verdict(prefill, decode, threshold),
         summary,
@@ -223,8 +218,8 @@ def q5_finding(result: TimingResult, threshold: float, provenance: dict) -> Find
         key_number=prefill,
         threshold=threshold,
         spread=statistics.stdev(primary["prefill"]) if len(primary["prefill"]) > 1 else 0.0,
-        rule=rule,
         **Q5_KEY.fields(),
+        reads=("share_threshold",),
     )
 
 

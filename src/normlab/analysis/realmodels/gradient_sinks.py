@@ -329,12 +329,6 @@ def v9_finding(result: GradientSinks, threshold: float, share: float, provenance
             f"{len(frame)} norms; agreement within a factor {r.tolerance:g}, "
             f"{r.share_within:.0%} of the norms individually)."
         )
-    rule = (
-        f"Gradient sink: the median over attention-input norms of the gradient ratio (massive/other) at least "
-        f"{threshold:g}; 1/r: the median over norms of the measured attenuation ratio over r_other/r_massive within a "
-        f"factor {r.tolerance:g}. Both, with at least {share:.0%} of the norms within the factor = holds; both at the "
-        "median only = holds with caveats; either failing = does not hold; no massive position = not testable here."
-    )
     evidence = {
         "massive_depth": r.tokens.depth,
         "depth_passed_rule": r.found,
@@ -362,7 +356,6 @@ def v9_finding(result: GradientSinks, threshold: float, share: float, provenance
         key_number=r.agreement,
         threshold=r.tolerance,
         spread=r.agreement_sd,
-        rule=rule,
         meaning=V9_KEY.meaning,
         unit=V9_KEY.unit,
         reads=("concentration", "attenuation_tolerance", "agreement_share"),

@@ -116,10 +116,6 @@ def q6_finding(models: list[ModelShares], threshold: float, provenance: dict) ->
     )
     above = {m.model: m.above(threshold) for m in models if m.above(threshold)}
     caveats = tuple(f"{model}: above {threshold:g} at {', '.join(where)}" for model, where in above.items())
-    rule = (
-        f"holds if the mean cos² with the uniform vector is at most {threshold:g} at every norm input of both models; "
-        f"holds with caveats if at most {threshold:g} at the median norm input of each; otherwise does not hold."
-    )
     evidence = {
         m.model: {
             "width": m.width,
@@ -140,7 +136,6 @@ def q6_finding(models: list[ModelShares], threshold: float, provenance: dict) ->
         evidence,
         key_number=largest.largest,
         threshold=threshold,
-        rule=rule,
         meaning=Q6_KEY.meaning,
         unit=Q6_KEY.unit,
         caveats=caveats if verdict == CAVEATS else (),

@@ -162,9 +162,13 @@ def answer(runs: Sequence[Run], *, lead_first: bool = False) -> Finding:
     evidence = dict(decided.evidence, decided_on=chosen.name)
     if others:  # a run alone has nothing to show beside it
         evidence["by_run"] = by_run
-    rule = ((decided.rule or "") + " " + RULE).strip() if others else decided.rule
+    # the claim's own rule is its registered test (normlab.study.findings.rule_text); RULE, the study's rule for
+    # several runs, is shown after it wherever the runs were weighed
+    runs_rule = RULE if others else decided.runs_rule
     # one run's headline does not tell the combined verdict: the chapter writes it from this finding
-    return replace(decided, summary=" ".join(text), evidence=evidence, rule=rule, headline=None, caveats=caveats)
+    return replace(
+        decided, summary=" ".join(text), evidence=evidence, runs_rule=runs_rule, headline=None, caveats=caveats
+    )
 
 
 def _cell(value) -> str:

@@ -101,10 +101,8 @@ def _a5(df: pd.DataFrame, equal_time: float, one_op=None, memory_bound=None) -> 
         else (float(min(ln_ops) - max(rms_ops)) if ln_ops and rms_ops else None),
         threshold=equal_time if fused_gap is not None else design.value("A5", "one_more_op"),
         spread=gap_sd if fused_gap is not None else 0.0,
-        rule="Holds if LN's composite has more ops; a caveat if, where both are fused, the median saving is below the "
-        "equal-time threshold (the arithmetic does not show in the time). Key number: the fused median saving, or, "
-        "with no fused pair timed, LN's extra ops.",
         **(A5_KEY if fused_gap is not None else A5_UNTIMED_KEY).fields(),
+        reads=("equal_time", "one_more_op"),
     )
 
 

@@ -92,9 +92,8 @@ def _a10(df: pd.DataFrame, memory_bound: float) -> Finding:
         key_number=finite_or_none(best_fraction),
         threshold=memory_bound,
         spread=finite_or_none(best_sd),
-        rule="Holds if the best implementation reaches MEMORY_BOUND of copy bandwidth at the training batch; a caveat if "
-        "small batches fall below it (latency bound).",
         **A10_KEY.fields(),
+        reads=("memory_bound",),
     )
 
 
@@ -131,8 +130,8 @@ def _q2(df: pd.DataFrame, equal_time: float, one_op=None, memory_bound=None) -> 
         key_number=gap,
         threshold=equal_time,
         spread=spread,
-        rule="Holds (fusion leaves no advantage worth the name) if |median fused saving| is below EQUAL_TIME.",
         **Q2_KEY.fields(),
+        reads=("equal_time",),
     )
 
 

@@ -61,9 +61,8 @@ def _q3(df: pd.DataFrame, worth_it: float, estimate_error: float) -> Finding:
         key_number=savings[best],
         threshold=worth_it,
         spread=spreads.get(best),
-        rule="Holds if every implementation with partial RMS saves at least WORTH_IT; some but not all gives a caveat. "
-        "Key number: the best implementation's saving.",
         **Q3_KEY.fields(),
+        reads=("worth_it",),
     )
 
 

@@ -104,9 +104,8 @@ def _a7_b8(df: pd.DataFrame, extra_pass: float, chunked_df: pd.DataFrame | None 
         key_number=finite_or_none(gap),
         threshold=extra_pass,
         spread=finite_or_none(gap_sd),
-        rule="Holds if the best LN makes at least EXTRA_PASS more effective passes than the best RMS, with rows on "
-        "chip and with chunked rows; one of the two gives a caveat.",
         **PASS_GAP_KEY.fields(),
+        reads=("extra_pass",),  # A7's and B8's (same_as) alike
     )
     if verdict == "not testable here":
         text = "Every training-batch forward case of one of the norms was unstable in this run, so no pass count can be compared."
@@ -174,10 +173,8 @@ def _b9(df: pd.DataFrame, welford_equal: float, chunked_df: pd.DataFrame | None 
         threshold=welford_equal if timed else design.value("B9", "one_more_op"),
         # a traced op count is the same on every call (spread 0); a timed pass count has no repeat spread recorded here
         spread=None if timed else 0.0,
-        rule="Holds if the traces show 2 reductions for LN and 1 for RMS and (when timed) Welford's passes are within "
-        "WELFORD_EQUAL of RMS's; untimed Welford gives a caveat. Key number: reductions LN − RMS (untimed) or the "
-        "Welford−RMS pass gap (timed).",
         **B9_KEY.fields(),
+        reads=("welford_equal", "one_more_op"),
     )
 
 

@@ -60,9 +60,8 @@ def _b10(df: pd.DataFrame) -> Finding:
         key_number=median,
         threshold=nearest,
         spread=spread,
-        rule="Holds if the median small-batch saving over stable points lies in 1%-10%; a caveat if some implementation's "
-        "median lies outside. Threshold shown: the nearer edge of 1%-10%.",
         **B10_KEY.fields(),
+        reads=("few_percent",),
     )
 
 
