@@ -788,7 +788,7 @@ def test_v4_is_decided_by_its_registered_confirmation_with_the_pilot_beside_it()
     assert confirmation_pairs(cpu.design.pilot_sd["V4"], 0.05, 0.9, one_sided=True) == 3
     study = study_of(make_runs(drop_one=lambda t: [0.5, 0.2, 0.15, 0.15]))
     finding = depth_claim(study, curse_share=0.35, confirmation=registered)
-    assert "the registered confirmation's 2 pairs" in finding.summary
+    assert "margin +5, 2 confirmation pairs)" in finding.summary
     e = finding.evidence
     assert e["confirmation_seeds"] == [1300, 1301] and e["pilot_build"] == "data/builds/2fea7bb-epyc-avx512"
     assert e["pilot_sd"] == pytest.approx(0.0053822) and e["sizing_sd"] == 0.036

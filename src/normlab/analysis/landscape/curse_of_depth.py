@@ -10,6 +10,7 @@ import numpy as np
 
 from normlab.analysis.landscape.method import Landscape, measured, verdict_lead
 from normlab.analysis.landscape.summaries import growth_ratio, later_half_share, non_inferiority
+from normlab.analysis.shared.confirmation import RegisteredConfirmation, evidence
 from normlab.analysis.shared.paired import paired_or_none
 from normlab.study import design
 from normlab.study.findings import Finding
@@ -35,10 +36,17 @@ def share_verdict(curse: float, share_change: dict | None, *, curse_share: float
     return "not testable here"
 
 
-def depth_claim(study: Landscape, *, curse_share: float, share_margin: float | None = None) -> Finding:
+def depth_claim(
+    study: Landscape,
+    *,
+    curse_share: float,
+    share_margin: float | None = None,
+    confirmation: RegisteredConfirmation | None = None,
+) -> Finding:
     """V4: the curse is present when pre-LN's later half carries at most `curse_share` of the drop-one loss; the
     remedy (LayerNorm Scaling without GPT-2's scaled initialisation, as Sun et al. apply it) works when it raises
-    that share by more than `share_margin` (the registered design's, by default): `share_verdict`."""
+    that share by more than `share_margin` (the registered design's, by default): `share_verdict`. The runs are the
+    registered `confirmation`'s fresh seeds where one decides (cpu, smoke); its pilot is recorded beside them."""
     share_margin = design.value("V4", "share_margin") if share_margin is None else share_margin
     P = study.settings
     plain, scaled = study.pick("deepest", "pre"), study.pick("deepest", "1/√l")
@@ -70,6 +78,8 @@ def depth_claim(study: Landscape, *, curse_share: float, share_margin: float | N
     def points(value) -> str:  # an end of the interval, in the key number's percentage points
         return V4_KEY.signed(value).removesuffix(f" {POINTS}")
 
+    pairs = share_change["pairs"] if share_change else 0
+    decided_by = f", {pairs} {'confirmation ' if confirmation else ''}pairs"
     summary = (
         # the first sentence (the ledger's): the curse's test and the key number against its margin; the loss after it
         f"At depth {P['deepest']['depth']} the later half of pre-LN's blocks carries {significant(curse)} of the "
@@ -77,7 +87,7 @@ def depth_claim(study: Landscape, *, curse_share: float, share_margin: float | N
         + ("; above it, the curse is absent" if math.isfinite(curse) and curse > curse_share else "")
         + f"); 1/√l changes that share by {shown('mean_difference', share_change, V4_KEY.signed)} (95% CI "
         f"{shown('ci_low', share_change, points)}..{shown('ci_high', share_change, points)}, margin "
-        f"+{100 * share_margin:g})"
+        f"+{100 * share_margin:g}{decided_by})"
         + (", undecided" if spans else "")
         + f". It changes the final loss by {shown('mean_difference', scaling_loss)} {NATS_PER_BYTE}"
         + (f" ({fragile})" if fragile else "")
@@ -103,6 +113,7 @@ def depth_claim(study: Landscape, *, curse_share: float, share_margin: float | N
             "model": P["deepest"],
             "train": P["deepest_train"],
             "corpus_sha256": study.corpus_sha256,
+            **(evidence(confirmation, "V4", confirmation.pilot_pair("V4")) if confirmation else {}),
         },
         key_number=share_change["mean_difference"] if share_change else None,
         threshold=share_margin,

@@ -28,7 +28,7 @@ from normlab.study.present import table
 
 Q5_KEY = KeyNumber("norms' share of SmolLM2-135M's prefill time", SHARE)
 
-GPU_COMMAND = "python -m normlab.study.run --profile gpu realmodels"
+GPU_COMMAND = "python -m normlab.analysis --profile gpu realmodels"
 BASELINE = "transformers (as loaded)"
 LAYER_NORM = "LayerNorm (F.layer_norm)"
 NO_NORMS = "no norms (identity)"
