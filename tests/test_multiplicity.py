@@ -281,7 +281,14 @@ def test_each_measured_reading_says_what_its_design_resolves(tmp_path):
     # the finest margin at 24 pairs lies below ±0.02, which the registered pairs then resolve
     assert a9.finest_margin < 0.02 and a9.pairs_for_margin <= 24
     v1 = M.resolution(rows[("V1", "dyt_minus_rms")])
-    assert v1.finest_margin is None and v1.pairs_for_margin is None  # +margin alone: the half-width says it
+    # +margin alone: the pairs and the finest margin of a one-sided reading (the interval wholly below +margin)
+    v1_reading = rows[("V1", "dyt_minus_rms")].reading
+    assert v1.pairs_for_margin == sample_size.confirmation_pairs(v1_reading.sd, 0.03, 0.9, one_sided=True)
+    assert v1.finest_margin == pytest.approx(
+        sample_size.smallest_margin(v1_reading.pairs, v1_reading.sd, 0.9, one_sided=True)
+    )
+    # one-sided needs fewer pairs than the two-sided equivalence at the same spread and margin
+    assert v1.pairs_for_margin <= sample_size.confirmation_pairs(v1_reading.sd, 0.03, 0.9)
     assert M.resolution(rows[("Q4", "smollm2_ci")]) is None and M.resolution(rows[("B7", "paired_curve_loss")]) is None
     claims = [c.id for c in parse_claims()]
     page = render_design(design.parse(design.DESIGN, set(claims)), claims, M.family_table(_results(), M.parse()))

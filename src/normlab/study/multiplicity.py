@@ -312,13 +312,14 @@ POWER = 0.9  # the power at which the family's sizes are stated, as the register
 @dataclass(frozen=True)
 class Resolution:
     """What one measured reading's design can resolve, from the spread this build measured: the 95% interval's
-    half-width at the registered pairs, and, for a reading against ±margin, the narrowest margin those pairs decide as
-    "no difference" with probability POWER at a true difference of 0, and the pairs the registered margin needs."""
+    half-width at the registered pairs, and, for a reading against a margin, the narrowest margin those pairs decide
+    as "no difference" (against ±margin: inside it; against +margin alone: wholly below it) with probability POWER at
+    a true difference of 0, and the pairs the registered margin needs for that."""
 
     row: Row
     half_width: float
     finest_margin: float | None
-    pairs_for_margin: int | None  # None past sample_size.MOST_PAIRS, or where the reading is not against ±margin
+    pairs_for_margin: int | None  # None past sample_size.MOST_PAIRS, or where the reading is against zero
 
 
 def resolution(row: Row) -> Resolution | None:
@@ -329,13 +330,15 @@ def resolution(row: Row) -> Resolution | None:
     if reading is None or not (reading.pairs >= 2 and math.isfinite(reading.sd) and reading.sd > 0):
         return None
     half_width = sample_size.t975(reading.pairs - 1) * reading.sd / math.sqrt(reading.pairs)
-    if reading.reading != "margin" or not reading.margin:
+    if reading.reading not in ("margin", "plus_margin") or not reading.margin:
         return Resolution(row, half_width, None, None)
+    one_sided = reading.reading == "plus_margin"
     try:
-        needed = sample_size.confirmation_pairs(reading.sd, reading.margin, POWER)
+        needed = sample_size.confirmation_pairs(reading.sd, reading.margin, POWER, one_sided=one_sided)
     except ValueError:  # beyond MOST_PAIRS
         needed = None
-    return Resolution(row, half_width, sample_size.smallest_margin(reading.pairs, reading.sd, POWER), needed)
+    finest = sample_size.smallest_margin(reading.pairs, reading.sd, POWER, one_sided=one_sided)
+    return Resolution(row, half_width, finest, needed)
 
 
 def level_text(level: float | None) -> str:

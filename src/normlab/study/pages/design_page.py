@@ -165,12 +165,11 @@ def resolution_lines(table: multiplicity.FamilyTable, design: Design) -> list[st
         "### What each design can resolve",
         "",
         f"From the spread of each reading's paired differences in this build: the half-width of its 95% interval at "
-        f"the registered pairs; for a reading against ±margin, the narrowest margin those pairs would decide as no "
-        f"difference with {power} probability when there is none, and the pairs the registered margin needs for "
-        f"that (normlab.study.sample_size, the confirmations' own power rule). A design whose finest margin is wider "
-        f"than its registered one can only say *not testable here* about a difference smaller than that. A reading "
-        f"against +margin alone decides once its interval clears +margin, so its half-width says how far from the "
-        f"margin a difference must lie to be decided.",
+        f"the registered pairs; the narrowest margin those pairs would decide as no difference with {power} "
+        f"probability when there is none (inside ±margin; for a reading against +margin alone, wholly below it), and "
+        f"the pairs the registered margin needs for that (normlab.study.sample_size, the confirmations' own power "
+        f"rule). A design whose finest margin is wider than its registered one can only say *not testable here* about "
+        f"a difference smaller than that, unless the difference lies far from the margin.",
         "",
         "| Claim | Interval | Unit | Pairs | Spread (sd) | 95% half-width | Margin | Finest margin | Pairs the margin needs |",
         "|---|---|---|---|---|---|---|---|---|",
