@@ -130,7 +130,11 @@ def compile_kernel(kernel, io_dtype, stat_dtype, constexprs, warps, param_dtype=
 #   arguments: an op of E elements in a loop that runs k times per row moves E * k elements per row. L2 sees
 #   every such access; HBM sees each row-streamed tensor once per row (written, or read when not written: a
 #   chunked kernel's second read of its row comes from L2), and the weight, bias and dweight partial lines once
-#   per program (their bytes x programs / rows). Loads of the weight outside the loop: once per program.
+#   per program (their bytes x programs / rows). Loads of the weight outside the loop: once per program. The
+#   chunked backward walks (row, pass, chunk) steps in its one loop (norm_kernels.backward_chunked): each op there
+#   runs once per chunk of a pass, s, dy and the weight in both passes (the second read of s and dy from L2: one load
+#   op a pass, each masked to its pass), every other access (ds, dx, the partial lines) masked or branched to the
+#   second pass alone.
 # * predicted fraction of a same-size copy (read x, write y: 2 d e bytes a row), with the model in `predict`.
 # * batch invariance (on-chip kernels, whose tile height launch._tile clips to the row count): the layout along
 #   the row of every row reduction (elements per thread, threads, warps along the columns) is compared between
@@ -312,8 +316,21 @@ FLAG_SETS = {
 }  # fmt: skip
 
 
-def _traffic(analysis, persistent, d, chunk, per_iteration_rows, programs, rows):
-    """(HBM bytes per row, L2 bytes per row, weight loaded per row?, load bytes per innermost iteration)."""
+# the tensors the step loop of the chunked backward reads in both of a row's passes (the gain multiplies dy in both)
+BOTH_PASSES = frozenset({"S", "DY", "W"})
+
+
+def _load_ops(analysis, loop, tensors) -> int:
+    """The load ops in `loop` whose pointers come from `tensors`."""
+    return sum(
+        1 for op in analysis["ops"] if op["op"] == "load" and loop in op["loops"] and set(op["tensors"]) == tensors
+    )
+
+
+def _traffic(analysis, persistent, d, chunk, per_iteration_rows, programs, rows, pass_steps=0):
+    """(HBM bytes per row, L2 bytes per row, weight loaded per row?, load bytes per innermost iteration).
+
+    pass_steps: where the persistent loop walks (row, pass, chunk) steps, the steps of one pass (0 otherwise)."""
     l2, hbm_tensors, weight_per_row, once, hbm_once = 0.0, {}, False, 0.0, 0.0
     iteration_loads: dict[int, float] = {}
     for op in analysis["ops"]:
@@ -337,7 +354,14 @@ def _traffic(analysis, persistent, d, chunk, per_iteration_rows, programs, rows)
         ):
             continue  # an inner loop's prologue, peeled by the pipeliner: its iterations are counted with the loop
         per_row = (1 / per_iteration_rows) * (-(-d // chunk) if nested else 1)
-        l2 += op["bytes"] * per_row
+        if pass_steps and not nested:  # HBM sees one pass's reads; L2 both passes' of s, dy and the weight
+            per_row = pass_steps
+            both = op["op"] == "load" and tensors & BOTH_PASSES
+            # a tensor read in both passes by one load op counts twice; by one op a pass (each masked to its
+            # pass, to carry that pass's eviction hint), once each
+            l2 += op["bytes"] * per_row * (2 / _load_ops(analysis, persistent, tensors) if both else 1)
+        else:
+            l2 += op["bytes"] * per_row
         if op["op"] == "load":
             key = max(op["loops"])
             iteration_loads[key] = iteration_loads.get(key, 0) + op["bytes"]
@@ -386,8 +410,10 @@ def schedule_case(kind, direction, d, label, flags_name, rows):
              and loop[1] < next(l[1] for l in loops if l[0] == persistent)]  # fmt: skip
     programs = _kernels()[2].persistent_programs(tiles, SMS, config.programs_per_sm)
     chunk = shape.get("CHUNK", d)
+    # the step loop's steps of one pass: the kernel's own count (a pass takes at least 2 steps)
+    pass_steps = max(-(-d // chunk), 2) if kernel is _kernels()[1].backward_chunked else 0
     hbm, l2, weight_per_row, iteration_bytes = _traffic(
-        analysis, persistent, d, chunk, per_iteration_rows, programs, rows
+        analysis, persistent, d, chunk, per_iteration_rows, programs, rows, pass_steps
     )
     resident = min(config.programs_per_sm, usage["ctas_per_sm"]) or 1
     overlap = bool(persistent is not None and analysis["overlap"].get(persistent))

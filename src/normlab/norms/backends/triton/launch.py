@@ -499,6 +499,7 @@ def backward(
             CHUNK=chunk,
             STAGES=config.stages,
             num_warps=config.warps,
+            maxnreg=config.registers,
         )
     return (dx,) + _sum_partials(
         dw_partial,

@@ -29,7 +29,8 @@ tuning.KernelConfig.reload) reads the tile again from L2 after the reduction (fo
 
 Chunked kernels take one row at a time and stream it in CHUNK-sized pieces, so any N works: the statistics
 pass(es), then the normalising pass. The first pass marks the row evict_last, so the later ones find it in L2 (the
-grid is small enough for that), and the last marks it evict_first.
+grid is small enough for that), and the last marks it evict_first. The chunked backward walks its rows' (row,
+pass, chunk) steps in one pipelined loop, so the next row's first chunks load while this row's last are worked on.
 
 Backward, with g = dy * gain:
 * RMSNorm: c = sum_i g_i s_i over the whole row, dx_j = g_j * inv - [j < K] * s_j * c * inv' / K,
@@ -43,7 +44,7 @@ import triton
 import triton.language as tl
 
 from normlab.norms.backends.triton.fused_add import load_summed, reload_summed
-from normlab.norms.backends.triton.tuning import pipeline_depth, program_span
+from normlab.norms.backends.triton.tuning import pipeline_depth, program_span, step_pipeline_depth
 
 # The widest row whose weight (and bias) an on-chip forward holds in registers across its row loop, loaded once
 # per program; wider rows load it per tile (from L2). The results are the same bits either way.
@@ -448,68 +449,102 @@ def backward_chunked(
     STAGES: tl.constexpr,
 ):
     # Each program adds its rows into its own lines of DW_PARTIAL / DB_PARTIAL, read and rewritten per row (L2).
+    # One pipelined loop over the program's (row, pass, chunk) steps, not a row loop holding two chunk loops: the
+    # software pipeliner then keeps the next step's loads in flight across the passes and across rows (the next
+    # row's first chunks load while this row's last ones are worked on). Each row's arithmetic, and the order in
+    # which the rows are added into the partial lines, is the row loop's. A pass takes at least 2 steps (a row of
+    # one chunk gets a masked-off second), so a step's partial-line load, issued up to 2 steps ahead, never reads
+    # a chunk before the previous row's store to it.
     compute = STAT.dtype.element_ty
     partial_offset = tl.cast(tl.program_id(0), tl.int64) * N  # programs x N can pass 2^31 for very long rows
     dw_row, db_row = DW_PARTIAL + partial_offset, DB_PARTIAL + partial_offset
     _zero_partials(dw_row, db_row, N, HAS_WEIGHT, HAS_BIAS, CHUNK)
     first, last = program_span(n_rows, 1)
-    for row in range(first, last):
-        row64 = tl.cast(row, tl.int64)
-        s_row, dy_row = S + row64 * stride_s, DY + row64 * stride_dy
-        stat = tl.load(STAT + row)
+    per_pass = tl.maximum(tl.cdiv(N, CHUNK), 2)
+    steps = 2 * per_pass
+    zero = tl.sum(tl.zeros([CHUNK], dtype=compute), axis=0)  # a scalar in the statistics dtype
+    sum_g = tl.zeros([CHUNK], dtype=compute)
+    acc = tl.zeros([CHUNK], dtype=compute)
+    mean_g, mean_gx, c_slope = zero, zero, zero
+    # Streams the pipeliner buffers: s and dy (both passes), the weight, ds and the partial lines (second pass).
+    for step in tl.range(
+        tl.cast(first, tl.int64) * steps,
+        tl.cast(last, tl.int64) * steps,
+        num_stages=step_pipeline_depth(
+            STAGES,
+            2 * CHUNK, S.dtype.element_ty, True, True,
+            CHUNK, S.dtype.element_ty, HAS_DS, True,
+            CHUNK, W.dtype.element_ty, HAS_WEIGHT, True,
+            CHUNK, STAT.dtype.element_ty, HAS_WEIGHT, True,
+            CHUNK, STAT.dtype.element_ty, HAS_BIAS, True,
+        ),
+    ):  # fmt: skip
+        row64 = step // steps
+        k = (step - row64 * steps).to(tl.int32)
+        second = k >= per_pass  # pass 2: dx and the parameter-gradient shares; else pass 1: the row sums
+        cols = (k - per_pass * second.to(tl.int32)) * CHUNK + tl.arange(0, CHUNK)
+        in_row = cols < N
+        stat = tl.load(STAT + row64)
         if CENTRED:
-            scale = tl.load(RSTD + row)
+            scale = tl.load(RSTD + row64)
         else:
             scale = _inverse_rms(stat, eps, EPS_INSIDE)
             slope = _inverse_rms_slope(stat, scale, EPS_INSIDE)
-        # Pass 1: the row sums (RMSNorm: sum(g * s); LayerNorm: sum(g), sum(g * xhat)); the row stays in L2.
-        sum_g = tl.zeros([CHUNK], dtype=compute)
-        acc = tl.zeros([CHUNK], dtype=compute)
-        for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
-            cols = start + tl.arange(0, CHUNK)
-            in_row = cols < N
-            g = tl.load(dy_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last").to(compute)
-            if HAS_WEIGHT:
-                g = g * _gain(W, STAT, cols, in_row, offset, CENTRED)
-            s = tl.load(s_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last").to(compute)
-            if CENTRED:
-                sum_g += g
-                acc += g * tl.where(in_row, (s - stat) * scale, 0.0)
-            else:
-                acc += g * s
-        if CENTRED:
-            mean_g = tl.sum(sum_g, axis=0) / N
-            mean_gx = tl.sum(acc, axis=0) / N
-        else:
-            c_slope = tl.sum(acc, axis=0) * slope / K
-        # Pass 2: dx, and this row's share of the parameter gradients.
-        for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
-            cols = start + tl.arange(0, CHUNK)
-            in_row = cols < N
-            s = tl.load(s_row + cols, mask=in_row, other=0.0, eviction_policy="evict_first").to(compute)
-            dy = tl.load(dy_row + cols, mask=in_row, other=0.0, eviction_policy="evict_first").to(compute)
-            g = dy
-            if HAS_WEIGHT:
-                g = dy * _gain(W, STAT, cols, in_row, offset, CENTRED)
+        # Both passes read s and dy, and the weight (from L2). Each pass has its own masked load so that each keeps
+        # its eviction hint: the first keeps the row in L2 for the second (evict_last), the second lets it go.
+        s_ptr, dy_ptr = S + row64 * stride_s + cols, DY + row64 * stride_dy + cols
+        first_in_row = in_row & (k < per_pass)
+        s = tl.where(
+            second,
+            tl.load(s_ptr, mask=in_row & second, other=0.0, eviction_policy="evict_first"),
+            tl.load(s_ptr, mask=first_in_row, other=0.0, eviction_policy="evict_last"),
+        ).to(compute)
+        dy = tl.where(
+            second,
+            tl.load(dy_ptr, mask=in_row & second, other=0.0, eviction_policy="evict_first"),
+            tl.load(dy_ptr, mask=first_in_row, other=0.0, eviction_policy="evict_last"),
+        ).to(compute)
+        g = dy
+        if HAS_WEIGHT:
+            g = dy * _gain(W, STAT, cols, in_row, offset, CENTRED)
+        second_in_row = in_row & second
+        if HAS_DS:
+            ds = tl.load(DS + row64 * stride_ds + cols, mask=second_in_row, other=0.0, eviction_policy="evict_first")
+        if HAS_WEIGHT:
+            dw = tl.load(dw_row + cols, mask=second_in_row, other=0.0, eviction_policy="evict_last")
+        if HAS_BIAS:
+            db = tl.load(db_row + cols, mask=second_in_row, other=0.0, eviction_policy="evict_last")
+        if second:
             if CENTRED:
                 xhat = tl.where(in_row, (s - stat) * scale, 0.0)
                 dx = (g - mean_g - xhat * mean_gx) * scale
             else:
                 dx = g * scale - tl.where(cols < K, s, 0.0) * c_slope
             if HAS_DS:
-                ds = tl.load(DS + row64 * stride_ds + cols, mask=in_row, other=0.0, eviction_policy="evict_first")
                 dx += ds.to(compute)
             tl.store(DX + row64 * N + cols, dx.to(DX.dtype.element_ty), mask=in_row, eviction_policy="evict_first")
             if HAS_WEIGHT:
-                dw = tl.load(dw_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last")
                 if CENTRED:
                     dw = dw + dy * xhat
                 else:
                     dw = dw + dy * s * scale
                 tl.store(dw_row + cols, dw, mask=in_row, eviction_policy="evict_last")
             if HAS_BIAS:
-                db = tl.load(db_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last")
                 tl.store(db_row + cols, db + dy, mask=in_row, eviction_policy="evict_last")
+        else:
+            if CENTRED:
+                sum_g += g
+                acc += g * tl.where(in_row, (s - stat) * scale, 0.0)
+            else:
+                acc += g * s
+            if k == per_pass - 1:  # the row's sums, and the accumulators cleared for the next row
+                if CENTRED:
+                    mean_g = tl.sum(sum_g, axis=0) / N
+                    mean_gx = tl.sum(acc, axis=0) / N
+                else:
+                    c_slope = tl.sum(acc, axis=0) * slope / K
+                sum_g = tl.zeros([CHUNK], dtype=compute)
+                acc = tl.zeros([CHUNK], dtype=compute)
 
 
 @triton.jit(do_not_specialize=["n_rows"])

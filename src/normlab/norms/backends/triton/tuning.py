@@ -60,10 +60,32 @@ def _pipeline_depth(stages, *streams):
     return tl.constexpr(1 if stages <= 1 or stages * stage_bytes > PIPELINE_SHARED_BUDGET else stages + 1)
 
 
+def _step_pipeline_depth(stages, *streams):
+    """Triton's num_stages for a chunked kernel's one loop over (row, pass, chunk) steps (norm_kernels.
+    backward_chunked): `stages` itself, or 1 where `stages` buffers of its streams would pass PIPELINE_SHARED_BUDGET.
+
+    Unlike a row loop, that loop copies a step's chunks into registers at its top and then issues the next step's
+    copies, waiting at the partial-line load with async_wait {num > 0}: num_stages=2 already keeps the next step in
+    flight while this one computes, with one buffer per stream consumed at the top (two for those consumed in a
+    pass's branch); num_stages=3 would take a third buffer for those (layer fp32 with ds: 256 KiB, no fit).
+    `streams` as for _pipeline_depth."""
+    value = lambda x: getattr(x, "value", x)  # noqa: E731
+    stages = value(stages)
+    stage_bytes = 0
+    for i in range(0, len(streams), 4):
+        elements, dtype, present, also = (value(v) for v in streams[i : i + 4])
+        if present and also:
+            stage_bytes += elements * dtype.primitive_bitwidth // 8
+    return tl.constexpr(1 if stages <= 1 or stages * stage_bytes > PIPELINE_SHARED_BUDGET else stages)
+
+
 # Triton 3.4 and later call a plain Python function from a kernel only when it is marked a constexpr function; the
 # older releases of the tested range (triton 3.2 beside torch 2.6) have no such mark and call it as it is.
 pipeline_depth = (
     triton.constexpr_function(_pipeline_depth) if hasattr(triton, "constexpr_function") else _pipeline_depth
+)
+step_pipeline_depth = (
+    triton.constexpr_function(_step_pipeline_depth) if hasattr(triton, "constexpr_function") else _step_pipeline_depth
 )
 
 
@@ -260,7 +282,10 @@ def chunked_backward(kind: str, chunk: int, element_size: int) -> KernelConfig:
     # layer bf16 with ds: 128 KiB of chunk buffers once the chunk loops keep a chunk in flight -> 1
     pair = _CHUNKED_BACKWARD_PROGRAMS if kind == "rms" else (1, 1)
     programs = min(CHUNKED_PROGRAMS_PER_SM, _by_size(pair, element_size))
-    return KernelConfig(warps_for(chunk), _stages(chunk, element_size), programs)
+    # One loop over (row, pass, chunk) steps holds both passes' code: rms bf16 needs 142-144 registers at 8 warps
+    # unbounded (1 CTA), 122 with the budget of the 2 programs started (no spill, scripts/compile_kernels_sm90.py).
+    warps = warps_for(chunk)
+    return KernelConfig(warps, _stages(chunk, element_size), programs, registers=register_budget(warps, programs))
 
 
 @functools.cache
