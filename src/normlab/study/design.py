@@ -87,6 +87,11 @@ class Confirmation:
     sizing_sd: dict[str, float] | None = None
     sizing_basis: str = ""
 
+    @property
+    def one_sided(self) -> bool:
+        """Whether the interval is read against +margin alone (reading "below") rather than inside ±margin."""
+        return self.reading == "below"
+
     def sizing(self, claim_id: str) -> float:
         """The spread the pairs are sized on: the pilot's, or the registered larger one recorded elsewhere."""
         return max(self.pilot_sd[claim_id], (self.sizing_sd or {}).get(claim_id, 0.0))

@@ -56,8 +56,7 @@ class RegisteredConfirmation:
 
     @property
     def one_sided(self) -> bool:
-        """Whether the interval is read against +margin alone (reading "below") rather than inside ±margin."""
-        return self.design.reading == "below"
+        return self.design.one_sided
 
     def power(self, claim_id: str, true_difference: float | None = None) -> float:
         """The chance that the confirmation's interval says "no difference" (inside ±margin, or wholly below
@@ -137,7 +136,7 @@ def registered(claim_id: str, profile: str = "cpu", loaded: design.Design | None
                 f"claim {claim}: the confirmation registers the pilot's spread as {confirmation.pilot_sd[claim]:g}, "
                 f"but the pilot's build recorded {recorded:g}; register the recorded spread"
             )
-    one_sided = confirmation.reading == "below"
+    one_sided = confirmation.one_sided
     required = {
         claim: confirmation_pairs(
             confirmation.sizing(claim), margin, confirmation.power, confirmation.true_difference, one_sided

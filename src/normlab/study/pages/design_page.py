@@ -60,7 +60,7 @@ def confirmation_lines(design: Design) -> list[str]:
         margin = design.value(c.owner, c.margin)
         unit = design.claim(c.owner).unit
         pairs = design.claim(c.owner).pairs["cpu"]
-        one_sided = c.reading == "below"
+        one_sided = c.one_sided
 
         def spread(claim: str, sd: float) -> str:
             text = f"pilot spread (sd of the paired differences) {sd:g} {unit}"
