@@ -431,18 +431,11 @@ Markdown(qk_norm.qk_paragraph(v3))
 # %% tags=["remove-cell"]
 V4_RULE = design.values("V4", "curse_share")
 V4_SHARE_MARGIN = design.value("V4", "share_margin")
-v4_confirmed = profile in confirmation.CONFIRMED_PROFILES
-v4_registered = confirmation.registered("V4", profile) if v4_confirmed else None  # refuses an N its inputs do not give
-if v4_registered:
-    confirmation.check_profile(v4_registered, P, profile)
+v4_registered = curse_of_depth.registered_confirmation(profile, P)  # refuses an N its inputs do not give
 state(
     curse_share=percent(V4_RULE["curse_share"]),
     share_margin=format_value(V4_SHARE_MARGIN, POINTS, trim=True),
-    v4_design=(
-        f"{v4_registered.pairs} pairs, {confirmation.seeds_text(v4_registered.seeds)}"
-        if v4_registered
-        else f"this profile has no confirmation: {P['v4_seeds']} pairs from seed {P['v4_first_seed']}"
-    ),
+    v4_design=curse_of_depth.design_text(v4_registered, P),
 )
 v4 = study.judge(
     "V4", curse_of_depth.depth_claim(study, **V4_RULE, share_margin=V4_SHARE_MARGIN, confirmation=v4_registered)
@@ -459,9 +452,7 @@ Markdown(curse_of_depth.depth_paragraph(v4, **V4_RULE) + "\n\n" + method.what_wo
 Markdown(confirmation.design_paragraph(v4_registered) if v4_registered else "")
 
 # %% tags=["remove-input"]
-caption = "V4's pilot beside its registered confirmation (the share change under 1/√l, as a fraction of the drop-one loss): only the confirmation decides"
-v4_table = confirmation.side_by_side(v4_registered, {"V4": v4.evidence["share_change"]}) if v4_registered else None
-table(v4_table, caption=caption) if v4_registered else Markdown("")
+curse_of_depth.pilot_table(v4_registered, v4) if v4_registered else Markdown("")
 
 # %% tags=["remove-cell"]
 for claim, finding, section in (("V2", v2, "landscape-placement"), ("V3", v3, "landscape-qk")):

@@ -43,6 +43,7 @@ def repo(tmp_path, monkeypatch):
     shutil.copy(paths.NOTEBOOKS / "ecosystem.py", root / "notebooks")
     shutil.copy(paths.ROOT / "data" / "model_families.csv", root / "data")
     shutil.copy(paths.CLAIMS, root / "data" / "claims.md")
+    shutil.copy(paths.ROOT / "data" / "design.toml", root / "data")  # a verdict's recorded rule is its design's
     (root / "notebooks" / "cheap.py").write_text(CHEAP)
     (root / "data" / "cheap.csv").write_text("a\nb\n")
     for name, value in {

@@ -10,12 +10,13 @@ import numpy as np
 
 from normlab.analysis.landscape.method import Landscape, measured, verdict_lead
 from normlab.analysis.landscape.summaries import growth_ratio, later_half_share, non_inferiority
+from normlab.analysis.shared import confirmation as confirmations
 from normlab.analysis.shared.confirmation import RegisteredConfirmation, evidence
 from normlab.analysis.shared.paired import paired_or_none
 from normlab.study import design
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import NATS_PER_BYTE, POINTS, KeyNumber
-from normlab.study.present import significant
+from normlab.study.present import significant, table
 from normlab.study.results import decide
 
 # the share is a fraction of the drop-one loss; its change under scaling is a difference of two shares, so it is
@@ -82,9 +83,9 @@ def depth_claim(
     decided_by = f", {pairs} {'confirmation ' if confirmation else ''}pairs"
     summary = (
         # the first sentence (the ledger's): the curse's test and the key number against its margin; the loss after it
-        f"At depth {P['deepest']['depth']} the later half of pre-LN's blocks carries {significant(curse)} of the "
+        f"At depth {P['deepest']['depth']} pre-LN's later half of blocks carries {significant(curse)} of the "
         f"drop-one loss (curse threshold {curse_share:g}"
-        + ("; above it, the curse is absent" if math.isfinite(curse) and curse > curse_share else "")
+        + (": above it, no curse" if math.isfinite(curse) and curse > curse_share else "")
         + f"); 1/√l changes that share by {shown('mean_difference', share_change, V4_KEY.signed)} (95% CI "
         f"{shown('ci_low', share_change, points)}..{shown('ci_high', share_change, points)}, margin "
         f"+{100 * share_margin:g}{decided_by})"
@@ -159,4 +160,30 @@ def depth_paragraph(v4: Finding, *, curse_share: float) -> str:
         "found idle deep layers in models of 130M–7B parameters trained on billions of tokens; "
         f"{model['depth']} narrow blocks trained for {train['steps']} steps may not have reached the regime where later "
         "layers collapse to identity, so an absent curse here is a null result, not a refutation."
+    )
+
+
+def registered_confirmation(profile: str, settings: dict) -> RegisteredConfirmation | None:
+    """V4's registered confirmation at `profile`, checked against its registered inputs and the profile's first seed;
+    None where none decides (the gpu profile trains its own pairs from seed 0)."""
+    if profile not in confirmations.CONFIRMED_PROFILES:
+        return None
+    registered = confirmations.registered("V4", profile)
+    confirmations.check_profile(registered, settings, profile)
+    return registered
+
+
+def design_text(registered: RegisteredConfirmation | None, settings: dict) -> str:
+    """'8 pairs, seeds 1300–1307', as the chapter's test paragraph names the runs that decide."""
+    if registered is None:
+        return f"this profile has no confirmation: {settings['v4_seeds']} pairs from seed {settings['v4_first_seed']}"
+    return f"{registered.pairs} pairs, {confirmations.seeds_text(registered.seeds)}"
+
+
+def pilot_table(registered: RegisteredConfirmation, v4: Finding):
+    """The page's table: V4's pilot beside its confirmation, the share change under 1/√l."""
+    return table(
+        confirmations.side_by_side(registered, {"V4": v4.evidence["share_change"]}),
+        caption="V4's pilot beside its registered confirmation (the share change under 1/√l, as a fraction of the "
+        "drop-one loss): only the confirmation decides",
     )
