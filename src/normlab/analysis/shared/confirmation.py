@@ -228,7 +228,7 @@ def spread_text(c: Confirmation, claim: str, unit: str) -> str:
     """'pilot spread 0.0224 nats per byte', or, where a larger spread recorded elsewhere sizes the pairs, both."""
     text = f"pilot spread {c.pilot_sd[claim]:.4f} {unit}"
     if c.sizing(claim) > c.pilot_sd[claim]:
-        text += f", sized on {c.sizing(claim):.4f}, {c.sizing_basis}"
+        text += f"; sized on {c.sizing(claim):.4f}: {c.sizing_basis}"
     return text
 
 
@@ -239,10 +239,10 @@ def seeds_text(seeds) -> str:
 def design_paragraph(confirmation: RegisteredConfirmation) -> str:
     """The page's account of the confirmation: registered when, sized how, and what decides."""
     c, unit = confirmation.design, confirmation.unit
-    sizes = "; ".join(
-        f"{claim}: {spread_text(c, claim, unit)} → {n} pairs "
-        f"(power {confirmation.power(claim):.2f} at the registered {c.true_difference:g}, "
-        f"{confirmation.power(claim, confirmation.margin / 2):.2f} at half the margin)"
+    sizes = " ".join(
+        f"{claim}: {spread_text(c, claim, unit)}. That gives {n} pairs, with power {confirmation.power(claim):.2f} at "
+        f"the registered {c.true_difference:g} and {confirmation.power(claim, confirmation.margin / 2):.2f} at half "
+        "the margin."
         for claim, n in confirmation.required.items()
     )
     where = (
@@ -250,14 +250,14 @@ def design_paragraph(confirmation: RegisteredConfirmation) -> str:
         if confirmation.one_sided
         else f"inside ±{confirmation.margin:g} {unit}"
     )
-    spread = "the larger recorded spread" if c.sizing_sd else "the pilot's spread alone"
+    read = "at each of its looks" if design.looks(c.owner) else "before the confirmation was registered"
     return (
         f"*The confirmation.* The pilot ({seeds_text(c.pilot_seeds)}, {len(c.pilot_seeds)} pairs, the committed "
-        f"build `{c.pilot_build}`) was read before the confirmation was registered; it is shown, never pooled. On "
+        f"build `{c.pilot_build}`) was read {read}; it is shown, never pooled. On "
         f"{c.registered}, before any confirmatory run, the design registered a confirmation on fresh "
         f"{seeds_text(confirmation.seeds)}: {confirmation.pairs} pairs, the fewest that give a 95% t-interval "
-        f"{where} with probability {c.power:g} when the true difference is {c.true_difference:g}, computed from "
-        f"{spread}, never a mean ({sizes}). Only the confirmation decides: {c.test.rstrip('.')}."
+        f"{where} with probability {c.power:g} when the true difference is {c.true_difference:g}, computed from a "
+        f"recorded spread, never a mean. {sizes} Only the confirmation decides: {c.test.rstrip('.')}."
     )
 
 
