@@ -298,3 +298,6 @@ def test_each_measured_reading_says_what_its_design_resolves(tmp_path):
         f"| A9 | `paired_final_loss` | nats per byte | 24 | 0.01 | {a9.half_width:.3g} | 0.02 | "
         f"{a9.finest_margin:.3g} | {a9.pairs_for_margin} |"
     )
+    # a reading against +margin alone shows its one-sided pairs too, not a dash
+    v1_line = next(line for line in section.splitlines() if line.startswith("| V1 | `dyt_minus_rms`"))
+    assert v1_line.endswith(f"| {v1.finest_margin:.3g} | {v1.pairs_for_margin} |"), v1_line

@@ -182,7 +182,7 @@ def resolution_lines(table: multiplicity.FamilyTable, design: Design) -> list[st
             f"{reading.pairs} | "
             f"{_spread_text(reading.sd)} | {_spread_text(found_row.half_width)} | {_spread_text(reading.margin)} | "
             f"{_spread_text(found_row.finest_margin)} | "
-            f"{'—' if reading.reading != 'margin' else (needed if needed is not None else 'more than 100,000')} |"
+            f"{'—' if found_row.finest_margin is None else (needed if needed is not None else 'more than 100,000')} |"
         )
     lines.append("")
     return lines
