@@ -229,10 +229,7 @@ from normlab.analysis.depth import interlock
 from normlab.analysis.shared import confirmation
 
 # the gpu profile trains the GPU design, whose seeds were fixed before any run: no pilot, no confirmation
-confirmed = profile in confirmation.CONFIRMED_PROFILES
-registered = confirmation.registered("B19", profile) if confirmed else None  # refuses an N its inputs do not give
-if registered:
-    confirmation.check_profile(registered, P, profile)
+registered = confirmation.at_profile("B19", profile, P)  # refuses an N its inputs do not give
 ablation = interlock.ablation_study(training, MARGIN)
 b19 = interlock.b19_finding(
     ablation,

@@ -431,7 +431,7 @@ Markdown(qk_norm.qk_paragraph(v3))
 # %% tags=["remove-cell"]
 V4_RULE = design.values("V4", "curse_share")
 V4_SHARE_MARGIN = design.value("V4", "share_margin")
-v4_registered = curse_of_depth.registered_confirmation(profile, P)  # refuses an N its inputs do not give
+v4_registered = confirmation.at_profile("V4", profile, P)  # refuses an N its inputs do not give
 state(
     curse_share=percent(V4_RULE["curse_share"]),
     share_margin=format_value(V4_SHARE_MARGIN, POINTS, trim=True),

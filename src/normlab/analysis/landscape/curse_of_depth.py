@@ -163,16 +163,6 @@ def depth_paragraph(v4: Finding, *, curse_share: float) -> str:
     )
 
 
-def registered_confirmation(profile: str, settings: dict) -> RegisteredConfirmation | None:
-    """V4's registered confirmation at `profile`, checked against its registered inputs and the profile's first seed;
-    None where none decides (the gpu profile trains its own pairs from seed 0)."""
-    if profile not in confirmations.CONFIRMED_PROFILES:
-        return None
-    registered = confirmations.registered("V4", profile)
-    confirmations.check_profile(registered, settings, profile)
-    return registered
-
-
 def design_text(registered: RegisteredConfirmation | None, settings: dict) -> str:
     """'8 pairs, seeds 1300–1307', as the chapter's test paragraph names the runs that decide."""
     if registered is None:

@@ -154,6 +154,16 @@ def registered(claim_id: str, profile: str = "cpu", loaded: design.Design | None
     return RegisteredConfirmation(confirmation, margin, owner.unit, required, owner.pairs[profile])
 
 
+def at_profile(claim_id: str, profile: str, settings: dict) -> RegisteredConfirmation | None:
+    """The confirmation deciding `claim_id` at `profile`, checked against its registered inputs and the profile's
+    first seed; None where none decides (the gpu profile trains the GPU design, fixed before any run)."""
+    if profile not in CONFIRMED_PROFILES:
+        return None
+    confirmation = registered(claim_id, profile)
+    check_profile(confirmation, settings, profile)
+    return confirmation
+
+
 def check_profile(confirmation: RegisteredConfirmation, settings: dict, profile: str) -> None:
     """Refuse a cpu profile whose first seed is not the confirmation's (the pairs are the design's own: `design.pairs`)."""
     key = confirmation.design.setting.split(":", 1)[1]
