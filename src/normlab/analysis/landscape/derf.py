@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from normlab.analysis.landscape.dyt import learned
-from normlab.analysis.landscape.method import measured, verdict_lead
+from normlab.analysis.landscape.method import measured, paired_finding, run_scale, verdict_lead
 from normlab.analysis.landscape.profiles import DERF_ARMS
 from normlab.analysis.landscape.summaries import non_inferiority
 from normlab.analysis.shared.paired import interval_text, paired_or_none
@@ -122,7 +122,6 @@ def derf_claim(runs: list[dict], margin: float, entropy: float) -> Finding:
             f"{interval_text(pairs['gap_derf_minus_rms'], NATS_PER_BYTE, margin=False)}: {gap} "
             + ("(wholly below zero)." if gap == "smaller" else "(not wholly below zero).")
         )
-    some = next((r for r in runs if "missing" not in r), runs[0])  # a missing run keeps its model and tag
     evidence = {
         **pairs,
         "versus_rms": versus_rms,
@@ -135,22 +134,10 @@ def derf_claim(runs: list[dict], margin: float, entropy: float) -> Finding:
             for label, arm in arm_runs(runs).items()
             for r in arm[:1]
         },  # fmt: skip
-        "model": {k: v for k, v in some["model"].items() if k in ("width", "depth", "heads", "context")},
-        "train": {k: v for k, v in some.get("train", {}).items() if k in ("steps", "batch_size", "warmup_steps", "lr")},
-        "trainer": some["train"]["step"],
-        "seeds": sorted({r["tag"]["seed"] for r in runs}),
+        **run_scale(runs, ("steps", "batch_size", "warmup_steps", "lr")),
         "margin": margin,
     }
-    finding = Finding(
-        verdict,
-        summary,
-        evidence,
-        key_number=primary["mean_difference"] if primary else None,
-        threshold=margin,
-        spread=primary["sd_of_differences"] if primary else None,
-        meaning=V7_KEY.meaning,
-        unit=V7_KEY.unit,
-    )
+    finding = paired_finding(verdict, summary, evidence, primary, margin, V7_KEY)
     finding.headline = derf_headline(finding)
     return finding
 

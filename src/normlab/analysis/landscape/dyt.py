@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from normlab.analysis.landscape.method import Landscape, finals, measured, verdict_lead
+from normlab.analysis.landscape.method import Landscape, finals, measured, paired_finding, verdict_lead
 from normlab.analysis.landscape.probes import block_gradient_scale, probe_batches
 from normlab.analysis.landscape.profiles import AUTHORS_TRAIN, SMALL_VARIANTS, small_variant
 from normlab.analysis.landscape.summaries import non_inferiority
@@ -334,16 +334,7 @@ def dyt_claim(study: Landscape, pairs: dict, alphas: pd.DataFrame, probes: dict,
         "corpus_sha256": study.corpus_sha256,
         "margin": margin,
     }
-    finding = Finding(
-        verdict,
-        summary,
-        evidence,
-        key_number=primary["mean_difference"] if primary else None,
-        threshold=margin,
-        spread=primary["sd_of_differences"] if primary else None,
-        meaning=V1_KEY.meaning,
-        unit=V1_KEY.unit,
-    )
+    finding = paired_finding(verdict, summary, evidence, primary, margin, V1_KEY)
     finding.headline = dyt_headline(finding)
     return finding
 

@@ -210,6 +210,33 @@ class Landscape:
         return range_summary(self.ranges(scale, compared), label)
 
 
+def paired_finding(verdict: str, summary: str, evidence: dict, primary: dict | None, margin: float, key) -> Finding:
+    """A verdict whose key number is the paired interval `primary` (None where a run diverged) read against `margin`:
+    its mean difference, its sd of differences as the spread, and `key`'s meaning and unit (a KeyNumber)."""
+    return Finding(
+        verdict,
+        summary,
+        evidence,
+        key_number=primary["mean_difference"] if primary else None,
+        threshold=margin,
+        spread=primary["sd_of_differences"] if primary else None,
+        meaning=key.meaning,
+        unit=key.unit,
+    )
+
+
+def run_scale(runs: list[dict], train_keys: Sequence[str]) -> dict:
+    """The evidence that says at what scale `runs` trained: model shape, the `train_keys` of their schedule, the
+    trainer and the seeds. A missing run keeps its model and tag, so the first complete run is read if any."""
+    some = next((r for r in runs if "missing" not in r), runs[0])
+    return {
+        "model": {k: v for k, v in some["model"].items() if k in ("width", "depth", "heads", "context")},
+        "train": {k: v for k, v in some.get("train", {}).items() if k in train_keys},
+        "trainer": some["train"]["step"],
+        "seeds": sorted({r["tag"]["seed"] for r in runs}),
+    }
+
+
 def verdict_lead(claim_id: str, finding: Finding) -> str:
     """The start of a claim's verdict paragraph: its verdict in bold and its sentence, as the finding records them;
     each claim's paragraph goes on with what the runs say around it, read from the finding's evidence."""

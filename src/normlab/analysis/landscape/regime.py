@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from normlab.analysis.landscape.method import measured, verdict_lead
+from normlab.analysis.landscape.method import measured, paired_finding, run_scale, verdict_lead
 from normlab.analysis.landscape.summaries import non_inferiority
 from normlab.analysis.shared.paired import interval_text, paired_or_none
 from normlab.gpt.model import GPT, GPTConfig
@@ -157,7 +157,6 @@ def regime_claim(runs: list[dict], margin: float, bound: float) -> Finding:
             + f" the +{margin} margin. With GELU in place of SwiGLU at {steps[-1]} steps, DyT − RMSNorm changes by "
             f"{interval_text(pairs['gate_difference'], NATS_PER_BYTE, margin=False)} (the gate difference): {gate}."
         )
-    some = next((r for r in runs if "missing" not in r), runs[0])
     evidence = {
         **pairs,
         "regime_reading": regime,
@@ -168,22 +167,10 @@ def regime_claim(runs: list[dict], margin: float, bound: float) -> Finding:
         "tokens_per_parameter": tokens_per_parameter(runs),
         "budgets": steps,
         "parameters": GPT(GPTConfig(**cells(runs)[(steps[-1], "swiglu")]["v6-rms"][0]["model"])).num_parameters(),
-        "model": {k: v for k, v in some["model"].items() if k in ("width", "depth", "heads", "context")},
-        "train": {k: v for k, v in some.get("train", {}).items() if k in ("batch_size", "lr")},
-        "trainer": some["train"]["step"],
-        "seeds": sorted({r["tag"]["seed"] for r in runs}),
+        **run_scale(runs, ("batch_size", "lr")),
         "margin": margin,
     }
-    finding = Finding(
-        verdict,
-        summary,
-        evidence,
-        key_number=primary["mean_difference"] if primary else None,
-        threshold=margin,
-        spread=primary["sd_of_differences"] if primary else None,
-        meaning=V6_KEY.meaning,
-        unit=V6_KEY.unit,
-    )
+    finding = paired_finding(verdict, summary, evidence, primary, margin, V6_KEY)
     finding.headline = regime_headline(finding)
     return finding
 
