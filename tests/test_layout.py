@@ -291,8 +291,9 @@ def _dict_keys(node: ast.AST, names: dict[str, list[ast.AST]], seen: set[str]) -
 
 
 def evidence_keys(source: str) -> set[str]:
-    """Every evidence key a module's findings record: the `evidence` of each `Finding(...)` or `replace(...)` call,
-    read from the source."""
+    """Every evidence key a module's findings record: the `evidence` of each `Finding(...)`, `paired_finding(...)`
+    (the landscape chapter's Finding keyed on a paired interval, evidence third as in Finding) or `replace(...)`
+    call, read from the source."""
     keys: set[str] = set()
     tree = ast.parse(source)
     for scope in [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]:
@@ -307,8 +308,8 @@ def evidence_keys(source: str) -> set[str]:
         for call in ast.walk(scope):
             if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
                 continue
-            if call.func.id in ("Finding", "replace"):
-                given = call.args[2:3] if call.func.id == "Finding" else []
+            if call.func.id in ("Finding", "paired_finding", "replace"):
+                given = call.args[2:3] if call.func.id != "replace" else []
                 given += [kw.value for kw in call.keywords if kw.arg == "evidence"]
                 for expression in given:
                     keys |= _dict_keys(expression, names, set())
