@@ -131,10 +131,10 @@ def compile_kernel(kernel, io_dtype, stat_dtype, constexprs, warps, param_dtype=
 #   every such access; HBM sees each row-streamed tensor once per row (written, or read when not written: a
 #   chunked kernel's second read of its row comes from L2), and the weight, bias and dweight partial lines once
 #   per program (their bytes x programs / rows). Loads of the weight outside the loop: once per program. The
-#   chunked backward walks (row, pass, chunk) steps in its one loop (norm_kernels.backward_chunked): each op there
-#   runs once per chunk of a pass, s, dy and the weight in both passes (the second read of s and dy from L2: one load
-#   op a pass, each masked to its pass), every other access (ds, dx, the partial lines) masked or branched to the
-#   second pass alone.
+#   chunked kernels walk (row, pass, chunk) steps in one loop (norm_kernels.backward_chunked, forward_chunked):
+#   each op there runs once per chunk of a pass; a tensor read in several passes (_read_passes: s, dy and the
+#   weight in the backward's two, x and the residual in each of the forward's) is read again from L2, through one
+#   load op per eviction hint, each masked to its passes; every other access is masked or branched to one pass.
 # * predicted fraction of a same-size copy (read x, write y: 2 d e bytes a row), with the model in `predict`.
 # * batch invariance (on-chip kernels, whose tile height launch._tile clips to the row count): the layout along
 #   the row of every row reduction (elements per thread, threads, warps along the columns) is compared between
@@ -274,12 +274,13 @@ def enumerate_loops(enclosing):
     return sorted(enclosing)
 
 
-def _launch_case(kind, direction, d, size, rows):
-    """(kernel, shape constexprs, config, path, tiles) as launch.py picks them for `rows` rows of width d."""
+def _launch_case(kind, direction, d, size, rows, residual=False):
+    """(kernel, shape constexprs, config, path, tiles) as launch.py picks them for `rows` rows of width d (a forward
+    with a residual where `residual`)."""
     launch, norm_kernels, tuning = _kernels()
     if (
         direction == "forward"
-        and d <= launch.ONCHIP_LIMIT
+        and d <= launch._forward_onchip_limit(launch.ONCHIP_LIMIT, size, residual, None)
         or (direction == "backward" and d <= launch._backward_onchip_limit(kind, launch.ONCHIP_LIMIT, size, None))
     ):
         tile_rows, block = launch._tile(rows, d)
@@ -316,8 +317,18 @@ FLAG_SETS = {
 }  # fmt: skip
 
 
-# the tensors the step loop of the chunked backward reads in both of a row's passes (the gain multiplies dy in both)
-BOTH_PASSES = frozenset({"S", "DY", "W"})
+def _read_passes(kernel, constexprs) -> dict:
+    """{tensor: passes of a row that read it} for a kernel whose persistent loop walks (row, pass, chunk) steps
+    (norm_kernels.backward_chunked and forward_chunked); {} for the others. The chunked backward reads s, dy and
+    the weight (the gain multiplies dy) in both of its passes; the chunked forward reads x and the residual in
+    every pass: two, or three for LayerNorm's two-pass statistics."""
+    kernels = _kernels()[1]
+    if kernel is kernels.backward_chunked:
+        return {"S": 2, "DY": 2, "W": 2}
+    if kernel is kernels.forward_chunked:
+        passes = 3 if constexprs.get("CENTRED") and not constexprs.get("WELFORD") else 2
+        return {"X": passes, "R": passes}
+    return {}
 
 
 def _load_ops(analysis, loop, tensors) -> int:
@@ -327,10 +338,12 @@ def _load_ops(analysis, loop, tensors) -> int:
     )
 
 
-def _traffic(analysis, persistent, d, chunk, per_iteration_rows, programs, rows, pass_steps=0):
+def _traffic(analysis, persistent, d, chunk, per_iteration_rows, programs, rows, pass_steps=0, read_passes=None):
     """(HBM bytes per row, L2 bytes per row, weight loaded per row?, load bytes per innermost iteration).
 
-    pass_steps: where the persistent loop walks (row, pass, chunk) steps, the steps of one pass (0 otherwise)."""
+    pass_steps: where the persistent loop walks (row, pass, chunk) steps, the steps of one pass (0 otherwise);
+    read_passes: then, the passes of a row that read each tensor (_read_passes)."""
+    read_passes = read_passes or {}
     l2, hbm_tensors, weight_per_row, once, hbm_once = 0.0, {}, False, 0.0, 0.0
     iteration_loads: dict[int, float] = {}
     for op in analysis["ops"]:
@@ -354,12 +367,12 @@ def _traffic(analysis, persistent, d, chunk, per_iteration_rows, programs, rows,
         ):
             continue  # an inner loop's prologue, peeled by the pipeliner: its iterations are counted with the loop
         per_row = (1 / per_iteration_rows) * (-(-d // chunk) if nested else 1)
-        if pass_steps and not nested:  # HBM sees one pass's reads; L2 both passes' of s, dy and the weight
+        if pass_steps and not nested:  # HBM sees one pass's reads; L2 every pass's that reads the tensor
             per_row = pass_steps
-            both = op["op"] == "load" and tensors & BOTH_PASSES
-            # a tensor read in both passes by one load op counts twice; by one op a pass (each masked to its
-            # pass, to carry that pass's eviction hint), once each
-            l2 += op["bytes"] * per_row * (2 / _load_ops(analysis, persistent, tensors) if both else 1)
+            passes = max((read_passes.get(t, 1) for t in tensors), default=1) if op["op"] == "load" else 1
+            # a tensor read in p passes by one load op counts p times; by n ops (each masked to its passes, to
+            # carry their eviction hint), p / n times each
+            l2 += op["bytes"] * per_row * (passes / _load_ops(analysis, persistent, tensors) if passes > 1 else 1)
         else:
             l2 += op["bytes"] * per_row
         if op["op"] == "load":
@@ -391,8 +404,10 @@ def predict(copy_bytes, hbm, l2, in_flight):
 
 def schedule_case(kind, direction, d, label, flags_name, rows):
     io_dtype, stat_dtype, param_dtype, size = DTYPES[label]
-    kernel, shape, config, path, tiles, per_iteration_rows = _launch_case(kind, direction, d, size, rows)
-    constexprs = dict(FLAG_SETS[(kind, direction)][flags_name], **shape)
+    flags = FLAG_SETS[(kind, direction)][flags_name]
+    residual = flags.get("HAS_RESIDUAL", False)
+    kernel, shape, config, path, tiles, per_iteration_rows = _launch_case(kind, direction, d, size, rows, residual)
+    constexprs = dict(flags, **shape)
     usage, ttgir = compile_kernel(
         kernel, io_dtype, stat_dtype, constexprs, config.warps, param_dtype, ttgir=True, registers=config.registers
     )
@@ -411,9 +426,10 @@ def schedule_case(kind, direction, d, label, flags_name, rows):
     programs = _kernels()[2].persistent_programs(tiles, SMS, config.programs_per_sm)
     chunk = shape.get("CHUNK", d)
     # the step loop's steps of one pass: the kernel's own count (a pass takes at least 2 steps)
-    pass_steps = max(-(-d // chunk), 2) if kernel is _kernels()[1].backward_chunked else 0
+    read_passes = _read_passes(kernel, constexprs)
+    pass_steps = max(-(-d // chunk), 2) if read_passes else 0
     hbm, l2, weight_per_row, iteration_bytes = _traffic(
-        analysis, persistent, d, chunk, per_iteration_rows, programs, rows, pass_steps
+        analysis, persistent, d, chunk, per_iteration_rows, programs, rows, pass_steps, read_passes
     )
     resident = min(config.programs_per_sm, usage["ctas_per_sm"]) or 1
     overlap = bool(persistent is not None and analysis["overlap"].get(persistent))
@@ -453,8 +469,8 @@ def schedule_case(kind, direction, d, label, flags_name, rows):
         row_reduction_layout=analysis["row_reductions"],
     )
     if path == "onchip" and shape["ROWS"] > 1:  # the same row launched alone: its reduction must not change
-        kernel1, shape1, config1, *_ = _launch_case(kind, direction, d, size, 1)
-        constexprs1 = dict(FLAG_SETS[(kind, direction)][flags_name], **shape1)
+        kernel1, shape1, config1, *_ = _launch_case(kind, direction, d, size, 1, residual)
+        constexprs1 = dict(flags, **shape1)
         _, ttgir1 = compile_kernel(
             kernel1, io_dtype, stat_dtype, constexprs1, config1.warps, param_dtype, True, config1.registers
         )

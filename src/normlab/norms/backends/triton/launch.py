@@ -181,6 +181,18 @@ def _tile_rows(rows: int, n_rows: int, config: tuning.KernelConfig) -> int:
     return rows if config.rows is None else config.rows
 
 
+def _forward_onchip_limit(onchip_limit: int, element_size: int, has_residual: bool, config) -> int:
+    # The on-chip forward keeps the next row in flight in two shared-memory buffers of each stream it loads (x,
+    # and the residual): the widest row it takes is the widest whose buffers fit tuning.PIPELINE_SHARED_BUDGET
+    # (fp32 with a residual: 8192; two buffers of a 16K row of x and of the residual would take 256 KiB). Wider
+    # rows go chunked, whose loop keeps the next chunks in flight. A config given by the caller (the sweep) is
+    # taken as given.
+    if config is not None:
+        return onchip_limit
+    row_bytes = 2 * element_size * (2 if has_residual else 1)  # a row element's bytes in the two stages
+    return min(onchip_limit, 1 << ((tuning.PIPELINE_SHARED_BUDGET // row_bytes).bit_length() - 1))
+
+
 def _backward_onchip_limit(kind: str, onchip_limit: int, element_size: int, config) -> int:
     # The table's backward spills above BACKWARD_ONCHIP_LIMIT (unless a sweep measured a variant that does not);
     # a config given by the caller (the sweep) is taken as given, and onchip_limit alone picks its path.
@@ -293,6 +305,7 @@ def forward(
     if centred and stats not in LAYER_STATS:
         raise ValueError(f"stats must be one of {LAYER_STATS}, got {stats!r}")
     n_features = x.shape[-1]
+    onchip_limit = _forward_onchip_limit(onchip_limit, x.element_size(), residual is not None, config)
     if n_features > onchip_limit or onchip_limit < 0:  # chunked: one row stride
         n_features, x2, r2 = _prepare(x, residual, onchip_limit, chunk)
         split = (1, x2.stride(0), 0, 0, 0)

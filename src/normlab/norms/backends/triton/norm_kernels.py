@@ -27,10 +27,10 @@ one reduces. Streamed data is marked evict_first, the weight evict_last. RELOAD 
 tuning.KernelConfig.reload) reads the tile again from L2 after the reduction (forward), or the gain per tile
 (backward), instead of holding it in registers; the results are the same bits.
 
-Chunked kernels take one row at a time and stream it in CHUNK-sized pieces, so any N works: the statistics
-pass(es), then the normalising pass. The first pass marks the row evict_last, so the later ones find it in L2 (the
-grid is small enough for that), and the last marks it evict_first. The chunked backward walks its rows' (row,
-pass, chunk) steps in one pipelined loop, so the next row's first chunks load while this row's last are worked on.
+Chunked kernels stream each row in CHUNK-sized pieces, so any N works: the statistics pass(es), then the
+normalising pass. The first passes mark the row evict_last, so the later ones find it in L2 (the grid is small
+enough for that), and the last marks it evict_first. Each walks its rows' (row, pass, chunk) steps in one pipelined
+loop, so the next step's chunks, and the next row's first ones, load while this step is worked on.
 
 Backward, with g = dy * gain:
 * RMSNorm: c = sum_i g_i s_i over the whole row, dx_j = g_j * inv - [j < K] * s_j * c * inv' / K,
@@ -45,10 +45,6 @@ import triton.language as tl
 
 from normlab.norms.backends.triton.fused_add import load_summed, reload_summed
 from normlab.norms.backends.triton.tuning import pipeline_depth, program_span, step_pipeline_depth
-
-# The widest row whose weight (and bias) an on-chip forward holds in registers across its row loop, loaded once
-# per program; wider rows load it per tile (from L2). The results are the same bits either way.
-WEIGHT_HELD_LIMIT: tl.constexpr = tl.constexpr(8192)
 
 
 @triton.jit
@@ -124,15 +120,16 @@ def forward_onchip(
     compute = STAT.dtype.element_ty
     cols = tl.arange(0, BLOCK)
     col_ok = cols < N
+    # The weight (and bias), once per program, before the loop: not read again for every row. At 16K that is 16
+    # registers a thread of the 32 warps the table gives (tuning._row_warps).
     gain = tl.zeros([BLOCK], dtype=compute)
     bias = tl.zeros([BLOCK], dtype=compute)
-    if BLOCK <= WEIGHT_HELD_LIMIT:  # once per program, before the loop: not read again for every row
-        if HAS_WEIGHT:
-            gain = _gain(W, STAT, cols, col_ok, offset, CENTRED)
-        if HAS_BIAS:
-            bias = tl.load(B + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)
+    if HAS_WEIGHT:
+        gain = _gain(W, STAT, cols, col_ok, offset, CENTRED)
+    if HAS_BIAS:
+        bias = tl.load(B + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)
     first, last = program_span(n_rows, ROWS)
-    # Streams the pipeliner buffers: x, the residual, and the weight (and bias) where it is loaded per tile.
+    # Streams the pipeliner buffers: x and the residual.
     for tile in tl.range(
         first,
         last,
@@ -140,8 +137,6 @@ def forward_onchip(
             STAGES,
             ROWS * BLOCK, X.dtype.element_ty, True, True,
             ROWS * BLOCK, X.dtype.element_ty, HAS_RESIDUAL, True,
-            BLOCK, W.dtype.element_ty, HAS_WEIGHT, BLOCK > WEIGHT_HELD_LIMIT,
-            BLOCK, B.dtype.element_ty, HAS_BIAS, BLOCK > WEIGHT_HELD_LIMIT,
         ),
     ):  # fmt: skip
         rows = tile * ROWS + tl.arange(0, ROWS)
@@ -174,15 +169,9 @@ def forward_onchip(
             if RELOAD:
                 normed = reload_summed(X + x_at[:, None] + cols[None, :], s_ptrs, mask, HAS_RESIDUAL).to(compute)
         y = normed * scale[:, None]
-        # Above WEIGHT_HELD_LIMIT weight and bias are loaded per tile, from L2 (evict_last): held across the loop
-        # they cost 32 registers a thread at 16K, and spill.
         if HAS_WEIGHT:
-            if BLOCK > WEIGHT_HELD_LIMIT:
-                gain = _gain(W, STAT, cols, col_ok, offset, CENTRED)
             y = y * gain[None, :]
         if HAS_BIAS:
-            if BLOCK > WEIGHT_HELD_LIMIT:
-                bias = tl.load(B + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(compute)
             y = y + bias[None, :]
         tl.store(
             Y + rows64[:, None] * N + cols[None, :], y.to(Y.dtype.element_ty), mask=mask, eviction_policy="evict_first"
@@ -219,81 +208,119 @@ def forward_chunked(
     STAGES: tl.constexpr,
     WELFORD: tl.constexpr = False,
 ):
+    # One pipelined loop over the program's (row, pass, chunk) steps, as backward_chunked: the next step's loads,
+    # and the next row's first chunks, are in flight while this step is worked on. The passes: the statistics
+    # (RMSNorm: the squares of the first stat_end elements; LayerNorm "welford": Chan et al.'s merge of each
+    # chunk's centred statistics; "two_pass": the sum, then the centred squares), then the normalising pass. The
+    # statistics passes read the row evict_last, so that the normalising pass finds it in L2, which reads it
+    # evict_first; each pass has its own masked load so that each keeps its hint. With a residual every pass
+    # reads x and the residual and adds them (the same bits: the sum is taken in x's dtype, which is s's), and
+    # the first pass writes s: no pass reads back what this program wrote, so nothing waits on a store. Each
+    # row's arithmetic is the row loop's, chunk by chunk; a pass takes at least 2 steps (a row of one chunk gets
+    # a masked-off second, which adds nothing).
     compute = STAT.dtype.element_ty
-    if CENTRED and WELFORD:
-        zero = tl.sum(tl.zeros([CHUNK], dtype=compute), axis=0)  # a scalar in the statistics dtype
+    if CENTRED and not WELFORD:
+        passes = 3
+    else:
+        passes = 2
     first, last = program_span(n_rows, 1)
-    for row in range(first, last):
-        row64 = tl.cast(row, tl.int64)
-        x_row, y_row = X + row64 * stride_x, Y + row64 * N
-        r_row, s_row = R + row64 * stride_r, S + row64 * N
-        if CENTRED and WELFORD:
-            count, mean, m2 = zero, zero, zero
-            for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
-                cols = start + tl.arange(0, CHUNK)
-                in_row = cols < N
-                s = load_summed(x_row + cols, r_row + cols, s_row + cols, in_row, HAS_RESIDUAL, True)
-                s = s.to(compute)
-                n_chunk = tl.minimum(N - start, CHUNK).to(compute)
-                chunk_mean = tl.sum(s, axis=0) / n_chunk
-                centred = tl.where(in_row, s - chunk_mean, 0.0)
-                chunk_m2 = tl.sum(centred * centred, axis=0)
-                merged = count + n_chunk
-                delta = chunk_mean - mean
-                mean = mean + delta * (n_chunk / merged)
-                m2 = m2 + chunk_m2 + delta * delta * (count * n_chunk / merged)
-                count = merged
-            scale = 1.0 / tl.sqrt(m2 / N + eps)
-        elif CENTRED:
-            total = tl.zeros([CHUNK], dtype=compute)
-            for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
-                cols = start + tl.arange(0, CHUNK)
-                in_row = cols < N
-                s = load_summed(x_row + cols, r_row + cols, s_row + cols, in_row, HAS_RESIDUAL, True)
-                total += s.to(compute)
-            mean = tl.sum(total, axis=0) / N
-            if HAS_RESIDUAL:
-                tl.debug_barrier()
-            s_again = s_row if HAS_RESIDUAL else x_row
-            squares = tl.zeros([CHUNK], dtype=compute)
-            for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
-                cols = start + tl.arange(0, CHUNK)
-                in_row = cols < N
-                s = tl.load(s_again + cols, mask=in_row, other=0.0, eviction_policy="evict_last").to(compute)
-                centred = tl.where(in_row, s - mean, 0.0)
-                squares += centred * centred
-            scale = 1.0 / tl.sqrt(tl.sum(squares, axis=0) / N + eps)
-        else:
-            # The sum of squares over the first K elements; over all N (stat_end) when s must be written.
-            acc = tl.zeros([CHUNK], dtype=compute)
-            for start in tl.range(0, stat_end, CHUNK, num_stages=pipeline_depth(STAGES)):
-                cols = start + tl.arange(0, CHUNK)
-                in_row = cols < N
-                s = load_summed(x_row + cols, r_row + cols, s_row + cols, in_row, HAS_RESIDUAL, True)
-                s = tl.where(cols < K, s.to(compute), 0.0)
-                acc += s * s
-            mean = tl.sum(acc, axis=0) / K  # the mean square
-            scale = _inverse_rms(mean, eps, EPS_INSIDE)
-        tl.store(STAT + row, mean)
+    per_pass = tl.maximum(tl.cdiv(N, CHUNK), 2)
+    steps = passes * per_pass
+    zero = tl.sum(tl.zeros([CHUNK], dtype=compute), axis=0)  # a scalar in the statistics dtype
+    acc = tl.zeros([CHUNK], dtype=compute)  # the squares (RMSNorm), or the sum, then the centred squares
+    count, running_mean, m2 = zero, zero, zero  # Welford's running statistics of the row so far
+    mean, scale = zero, zero  # the row's statistics, for its normalising pass
+    # Streams the pipeliner buffers: x and the residual (a load for the statistics passes, one for the last),
+    # and the weight and bias (the last pass).
+    for step in tl.range(
+        tl.cast(first, tl.int64) * steps,
+        tl.cast(last, tl.int64) * steps,
+        num_stages=pipeline_depth(
+            STAGES,
+            2 * CHUNK, X.dtype.element_ty, True, True,
+            2 * CHUNK, X.dtype.element_ty, HAS_RESIDUAL, True,
+            CHUNK, W.dtype.element_ty, HAS_WEIGHT, True,
+            CHUNK, B.dtype.element_ty, HAS_BIAS, True,
+        ),
+    ):  # fmt: skip
+        row64 = step // steps
+        k = (step - row64 * steps).to(tl.int32)
+        pass_ = k // per_pass
+        start = (k - pass_ * per_pass) * CHUNK
+        cols = start + tl.arange(0, CHUNK)
+        in_row = cols < N
+        normalising = pass_ == passes - 1
+        last_in_row = in_row & normalising
         if CENTRED:
-            tl.store(RSTD + row, scale)
+            kept = in_row & (pass_ < passes - 1)
+        else:
+            kept = (cols < stat_end) & (pass_ == 0)
+        x_ptr = X + row64 * stride_x + cols
+        s = tl.where(
+            normalising,
+            tl.load(x_ptr, mask=last_in_row, other=0.0, eviction_policy="evict_first"),
+            tl.load(x_ptr, mask=kept, other=0.0, eviction_policy="evict_last"),
+        )
         if HAS_RESIDUAL:
-            tl.debug_barrier()  # the normalising pass reads back the s this program wrote
-            x_row = s_row
-        # The normalising pass; the row was read (or written) evict_last, so it comes from L2.
-        for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
-            cols = start + tl.arange(0, CHUNK)
-            in_row = cols < N
-            s = tl.load(x_row + cols, mask=in_row, other=0.0, eviction_policy="evict_first").to(compute)
-            if CENTRED:
-                y = (s - mean) * scale
+            r_ptr = R + row64 * stride_r + cols
+            s = s + tl.where(
+                normalising,
+                tl.load(r_ptr, mask=last_in_row, other=0.0, eviction_policy="evict_first"),
+                tl.load(r_ptr, mask=kept, other=0.0, eviction_policy="evict_last"),
+            )
+            tl.store(S + row64 * N + cols, s, mask=in_row & (pass_ == 0), eviction_policy="evict_first")
+        s = s.to(compute)
+        # The normalising pass's arithmetic is done at every step and stored at its steps alone: outside a branch,
+        # the weight and bias are consumed where they are loaded, and the pipeliner gives them one buffer, not two.
+        if CENTRED:
+            y = (s - mean) * scale
+        else:
+            y = s * scale
+        if HAS_WEIGHT:
+            y = y * _gain(W, STAT, cols, last_in_row, offset, CENTRED)
+        if HAS_BIAS:
+            y = y + tl.load(B + cols, mask=last_in_row, other=0.0, eviction_policy="evict_last").to(compute)
+        tl.store(Y + row64 * N + cols, y.to(Y.dtype.element_ty), mask=last_in_row, eviction_policy="evict_first")
+        if not normalising:
+            end_of_pass = k - pass_ * per_pass == per_pass - 1
+            if CENTRED and WELFORD:
+                if start < N:  # a masked-off step (a row of one chunk) merges nothing
+                    n_chunk = tl.minimum(N - start, CHUNK).to(compute)
+                    chunk_mean = tl.sum(s, axis=0) / n_chunk
+                    centred = tl.where(in_row, s - chunk_mean, 0.0)
+                    chunk_m2 = tl.sum(centred * centred, axis=0)
+                    merged = count + n_chunk
+                    delta = chunk_mean - running_mean
+                    running_mean = running_mean + delta * (n_chunk / merged)
+                    m2 = m2 + chunk_m2 + delta * delta * (count * n_chunk / merged)
+                    count = merged
+                if end_of_pass:
+                    mean = running_mean
+                    scale = 1.0 / tl.sqrt(m2 / N + eps)
+                    count, running_mean, m2 = zero, zero, zero
+            elif CENTRED:
+                if pass_ == 0:
+                    acc += s
+                    if end_of_pass:
+                        mean = tl.sum(acc, axis=0) / N
+                        acc = tl.zeros([CHUNK], dtype=compute)
+                else:
+                    centred = tl.where(in_row, s - mean, 0.0)
+                    acc += centred * centred
+                    if end_of_pass:
+                        scale = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / N + eps)
+                        acc = tl.zeros([CHUNK], dtype=compute)
             else:
-                y = s * scale
-            if HAS_WEIGHT:
-                y = y * _gain(W, STAT, cols, in_row, offset, CENTRED)
-            if HAS_BIAS:
-                y = y + tl.load(B + cols, mask=in_row, other=0.0, eviction_policy="evict_last").to(compute)
-            tl.store(y_row + cols, y.to(Y.dtype.element_ty), mask=in_row, eviction_policy="evict_first")
+                head = tl.where(cols < K, s, 0.0)
+                acc += head * head
+                if end_of_pass:
+                    mean = tl.sum(acc, axis=0) / K  # the mean square
+                    scale = _inverse_rms(mean, eps, EPS_INSIDE)
+                    acc = tl.zeros([CHUNK], dtype=compute)
+            if end_of_pass & (pass_ == passes - 2):
+                tl.store(STAT + row64, mean)
+                if CENTRED:
+                    tl.store(RSTD + row64, scale)
 
 
 @triton.jit

@@ -169,8 +169,8 @@ def launch_programs(work_items: int, device: torch.device, programs_per_sm: int)
 
 # On-chip forward, (programs per SM for 2-byte, 4-byte inputs) by tile elements, warps = warps_for(tile):
 #   rms   4096: bf16 48-64 regs -> 4-5 CTAs, fp32 56-76 -> 3-4; 8192: bf16 46 -> 2, fp32 52 -> 2 (16 warps);
-#         16384: bf16 99, fp32 128 (1 stage) -> 1.
-#   layer 4096: bf16 48-79 -> 3-5, fp32 64-79 -> 3; 8192: bf16 61 -> 2, fp32 92 -> 1; 16384: 113-128 -> 1.
+#         16384 (32 warps, the weight held): 51-60 -> 1.
+#   layer 4096: bf16 48-79 -> 3-5, fp32 64-79 -> 3; 8192: bf16 61 -> 2, fp32 92 -> 1; 16384 (32 warps): 64 -> 1.
 _FORWARD_PROGRAMS = {
     "rms": {4096: (4, 3), 8192: (2, 1), 16384: (1, 1)},
     "layer": {4096: (3, 2), 8192: (1, 1), 16384: (1, 1)},
@@ -187,9 +187,14 @@ _BACKWARD_PROGRAMS_PER_SM = 1
 # Chunked (chunk 4096), capped at CHUNKED_PROGRAMS_PER_SM for L2:
 #   rms forward, 8 warps: bf16 64 regs -> 4, fp32 98 -> 2. layer forward at 8 warps spilled 8 bytes (fp32,
 #   Welford, residual: 64 registers); at 16 warps it needs 64 with no spill -> 2.
+#   The forward's one loop over (row, pass, chunk) steps keeps the next step's chunks in flight in two buffers a
+#   stream (--schedule, d = 32768): rms fp32 with a residual takes 160 KiB of shared memory, layer fp32 128-192
+#   KiB, bf16 x with an fp32 weight and a residual 128 KiB -> 1 CTA; rms bf16 fits 2, but at the 128 registers
+#   of 2 it spills 64-624 B, at 1 it takes 124-156 and none. One program an SM has 48-96 KiB of loads in flight,
+#   above the 25 KiB an H200 SM needs (bench.compiled_schedule.NEEDED_IN_FLIGHT).
 #   backward, 8 warps: rms bf16 66 -> 3, fp32 141 -> 1; layer bf16 121 -> 2, fp32 151 -> 1.
 _CHUNKED_FORWARD_WARPS = {"rms": 8, "layer": 16}  # at chunk 4096; scaled with the chunk
-_CHUNKED_FORWARD_PROGRAMS = (2, 2)
+_CHUNKED_FORWARD_PROGRAMS = 1
 _CHUNKED_BACKWARD_PROGRAMS = (2, 1)
 # The tile below which launch._tile packs several rows (launch.TILE_ELEMENTS), and the warps a tile of it gets.
 _PACKED_TILE, _PACKED_WARPS = 4096, {"forward": 8, "backward": 16}
@@ -213,7 +218,10 @@ def _row_warps(direction: str, tile_elements: int, element_size: int) -> int:
     of one row wider than the packed tile keep warps_for's choice (no row count enters them)."""
     if tile_elements > _PACKED_TILE:
         warps = warps_for(tile_elements)
-        return warps if direction == "forward" else min(16, 2 * warps)
+        # a forward row of 16K takes 32 warps: holding its weight across the row loop then costs 16 registers a
+        # thread, and the loop's only streams are x and the residual (64 regs, no spill; at 16 warps, 32 and a
+        # spill, or the weight per row from L2 in shared memory the pipeline needs: no overlap)
+        return max(warps, tile_elements // (32 * 16)) if direction == "forward" else min(16, 2 * warps)
     vectors = max(1, tile_elements * element_size // (16 * 32))
     return min(_PACKED_WARPS[direction], 1 << (vectors - 1).bit_length())
 
@@ -270,7 +278,7 @@ def chunked_forward(kind: str, chunk: int, element_size: int) -> KernelConfig:
     if measured is not None:
         return measured
     warps = warps_for(chunk) if _CHUNKED_FORWARD_WARPS[kind] == 8 else min(16, 2 * warps_for(chunk))
-    programs = _by_size(_CHUNKED_FORWARD_PROGRAMS, element_size)
+    programs = _CHUNKED_FORWARD_PROGRAMS
     return KernelConfig(warps, _stages(chunk, element_size), programs, registers=register_budget(warps, programs))
 
 
