@@ -37,7 +37,7 @@ chapter = "geometry"
 quantity = "largest relative difference"
 unit = "1"
 test = "closed form against torch"
-answered_by = "this build"
+answered_by = ["this-build"]
 
 [claims.A1.thresholds.formula_tol]
 value = 1e-12
@@ -49,7 +49,7 @@ chapter = "quality"
 quantity = "paired loss difference"
 unit = "nats per byte"
 test = "confidence sequence inside ±margin"
-answered_by = "the gpu study if it meets its pairs, else the cpu run"
+answered_by = ["this-build"]
 trains = true
 trainer = "reference"
 pairs = { smoke = 3, cpu = 24, gpu = 16 }
@@ -69,7 +69,7 @@ chapter = "quality"
 quantity = "curve mean difference"
 unit = "nats per byte"
 test = "paired interval"
-answered_by = "the cpu run"
+answered_by = ["this-build"]
 trains = true
 trainer = "reference"
 pairs = { smoke = 3, cpu = 24, gpu = 16 }
@@ -115,7 +115,7 @@ chapter = "gain"
 quantity = "paired loss difference"
 unit = "nats per byte"
 test = "paired interval"
-answered_by = "this build's run"
+answered_by = ["this-build"]
 registered = "2026-12-05"
 
 [claims.V5.thresholds.margin]
@@ -258,7 +258,9 @@ def test_a_run_trained_with_another_step_than_its_design_is_refused(tmp_path):
 def test_a_trainer_the_code_lacks_or_without_training_is_refused(tmp_path):
     with pytest.raises(DesignError, match=r"trainer = one of 'reference', 'compiled' \(got 'fused'\)"):
         _parse(tmp_path, MINIMAL.replace('trainer = "reference"', 'trainer = "fused"', 1) + B7)
-    no_training = MINIMAL.replace('answered_by = "this build"\n', 'answered_by = "this build"\ntrainer = "compiled"\n')
+    no_training = MINIMAL.replace(
+        'answered_by = ["this-build"]\n', 'answered_by = ["this-build"]\ntrainer = "compiled"\n', 1
+    )
     with pytest.raises(DesignError, match=r"claim A1 names trainer = 'compiled' but trains no model"):
         _parse(tmp_path, no_training + B7)
 
@@ -277,6 +279,29 @@ def test_a_disagreeing_constant_is_refused_naming_both_values():
         registered.check_constant("A9", "margin", 0.03)
     with pytest.raises(DesignError, match=r"registers \(0.01, 0.1\)"):
         registered.check_constant("B10", "few_percent", (0.01, 0.2))
+
+
+@pytest.mark.parametrize(
+    "answered_by", ['"this build"', "[]", '["gpu-bench"]', '["this-build", "gpu-bench"]', '["gpu-study", "this-build"]']
+)
+def test_answered_by_names_registered_builds_ending_with_this_one(tmp_path, answered_by):
+    text = MINIMAL.replace('answered_by = ["this-build"]', f"answered_by = {answered_by}", 1) + B7
+    with pytest.raises(DesignError, match=r"claim A1: answered_by = .* ending with 'this-build'"):
+        _parse(tmp_path, text)
+    both = MINIMAL.replace('answered_by = ["this-build"]', 'answered_by = ["gpu-bench", "this-build"]', 1)
+    assert _parse(tmp_path, both + B7).claim("A1").answered_by == ("gpu-bench", "this-build")
+
+
+def test_a_verdict_answered_by_a_build_its_claim_does_not_register_is_refused():
+    registered = design.load()
+    assert registered.claim("A7").answered_by == ("gpu-bench", "this-build")
+    assert registered.claim("A9").answered_by == ("this-build",)
+    record = {"id": "A9", "verdict": "holds", "threshold": 0.02, "evidence": {"answered_by": "gpu-bench"}}
+    run = {"notebook": "quality", "profile": "cpu", "started": "2026-12-05T08:00:00+00:00", "claims": [record]}
+    with pytest.raises(DesignError, match=r"claim A9's verdict was answered by 'gpu-bench', but .* \['this-build'\]"):
+        design.check_runs([run], registered)
+    registered.check_answered("A7", "gpu-bench")
+    registered.check_answered("A9", "this-build")
 
 
 def test_a_recorded_threshold_the_design_does_not_hold_is_refused_naming_both():

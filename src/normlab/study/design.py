@@ -23,7 +23,17 @@ from normlab.study.claims import parse_claims
 
 DESIGN = paths.ROOT / "data" / "design.toml"
 PROFILES = ("smoke", "cpu", "gpu")
-CLAIM_FIELDS = ("chapter", "quantity", "unit", "test", "answered_by")
+CLAIM_FIELDS = ("chapter", "quantity", "unit", "test")
+# The builds that may answer a claim (`answered_by`, in order: the first that measured the claim answers), each as the
+# design page names it. "this-build": this build's own run at its profile (on a GPU machine, the gpu profile's);
+# "gpu-bench": a committed GPU bench, data/gpu-bench*.json, read by normlab.runtime.elsewhere. A record names the
+# build that answered it in its evidence (`answered_by`, normlab.analysis.shared.scale_rule; this build's where absent),
+# and the ledger refuses one the claim does not register (Design.check_answered).
+ANSWERING_BUILDS = {
+    "this-build": "this build's run at its profile",
+    "gpu-bench": "a committed GPU bench (`data/gpu-bench*.json`) where one measured the claim",
+}
+THIS_BUILD = "this-build"
 THRESHOLD_FIELDS = ("value", "basis", "source")
 CHANGE_FIELDS = ("date", "claim", "field", "old", "new", "why", "look")
 SOURCE_NUMBER_FIELDS = ("value", "unit", "where")
@@ -104,7 +114,7 @@ class ClaimDesign:
     quantity: str
     unit: str
     test: str
-    answered_by: str
+    answered_by: tuple[str, ...]  # names of ANSWERING_BUILDS, in order; the last is this build
     thresholds: dict[str, Threshold]
     trains: bool = False
     trainer: str | None = None  # where it trains: the update its runs use (TRAINERS)
@@ -121,6 +131,7 @@ class ClaimDesign:
     # the source's own numbers the chapter quotes ([claims.ID.source_numbers.NAME]: value, unit, where); a page that
     # writes one differently is refused by the book's {source} role (book/_ext/normlab_check.py)
     source_numbers: dict[str, dict] = field(default_factory=dict)
+    answered_note: str | None = None  # what this build's answer rests on, where it is not a run ("a formula")
 
 
 @dataclass(frozen=True)
@@ -191,6 +202,15 @@ class Design:
                 f"claim {claim_id}'s verdict was judged against {threshold!r}, which {self.path} does not register "
                 f"(its values: {', '.join(f'{n:g}' for n in registered) or 'none'}); register it with its basis, "
                 "or judge against the registered value"
+            )
+
+    def check_answered(self, claim_id: str, build: str) -> None:
+        """Refuse a verdict answered by a build its claim does not register as answering it, naming both."""
+        registered = self.claim(claim_id).answered_by
+        if build not in registered:
+            raise DesignError(
+                f"claim {claim_id}'s verdict was answered by {build!r}, but {self.path} registers answered_by = "
+                f"{list(registered)}; register that build (and log the change), or answer from a registered one"
             )
 
     def check_reads(self, claim_id: str, reads) -> None:
@@ -314,6 +334,22 @@ def _parse_claim(claim_id: str, table: dict, path: Path) -> tuple[dict, dict]:
             raise DesignError(f"{where}: pairs.{profile} = {count!r}; profiles are {PROFILES}, counts positive ints")
     if pairs and not table.get("pairs_setting"):
         raise DesignError(f'{where} registers pairs without pairs_setting = "<chapter>:<profile key>"')
+    answered_by = table.get("answered_by")
+    if (
+        not isinstance(answered_by, list)
+        or not answered_by
+        or any(name not in ANSWERING_BUILDS for name in answered_by)
+        or len(set(answered_by)) < len(answered_by)
+        or answered_by[-1] != THIS_BUILD
+    ):
+        raise DesignError(
+            f"{where}: answered_by = {answered_by!r}; give the builds that may answer it, in order, from "
+            f"{', '.join(map(repr, ANSWERING_BUILDS))}, ending with {THIS_BUILD!r} (this build answers where no "
+            f'other measured the claim): answered_by = ["{THIS_BUILD}"]'
+        )
+    answered_note = table.get("answered_note")
+    if answered_note is not None and (not isinstance(answered_note, str) or not answered_note.strip()):
+        raise DesignError(f"{where}: answered_note = {answered_note!r}; give a sentence, or drop it")
     confirmation = _parse_confirmation(claim_id, table, where)
     source_numbers = table.get("source_numbers") or {}
     for name, number in source_numbers.items():
@@ -334,6 +370,8 @@ def _parse_claim(claim_id: str, table: dict, path: Path) -> tuple[dict, dict]:
             decision=_parse_decision(table, where),
             registered=table.get("registered"),
             source_numbers={name: dict(number) for name, number in source_numbers.items()},
+            answered_by=tuple(answered_by),
+            answered_note=answered_note,
         ),
         raw_thresholds,
     )
@@ -634,5 +672,6 @@ def check_runs(runs: list[dict], design: Design | None = None) -> None:
                 try:
                     design.check_recorded(record["id"], record.get("threshold"))
                     design.check_reads(record["id"], record.get("reads"))
+                    design.check_answered(record["id"], (record.get("evidence") or {}).get("answered_by", THIS_BUILD))
                 except DesignError as error:
                     raise DesignError(f"{run.get('_file', run['notebook'])}: {error}") from None

@@ -56,6 +56,7 @@ class Run:
     identified: bool = True  # whether the code it ran can be identified
     key: str | None = None  # its name in the evidence, where `where` is too long (default: `where`)
     short: str | None = None  # its name in a summary's first sentence (`answer(lead_first=True)`; default: `where`)
+    build: str = "this-build"  # which of the design's answering builds it is (normlab.study.design.ANSWERING_BUILDS)
 
     @property
     def name(self) -> str:
@@ -154,12 +155,14 @@ def answer(runs: Sequence[Run], *, lead_first: bool = False) -> Finding:
             "pairs": run.pairs,
             "registered_pairs": run.registered_pairs,
             "answers": run is chosen,
+            "build": run.build,
             "summary": run.finding.summary,
             "evidence": run.finding.evidence,
         }
         for run in runs
     }
-    evidence = dict(decided.evidence, decided_on=chosen.name)
+    # the build that answered, which the ledger holds against the claim's registered answered_by
+    evidence = dict(decided.evidence, decided_on=chosen.name, answered_by=chosen.build)
     if others:  # a run alone has nothing to show beside it
         evidence["by_run"] = by_run
     # the claim's own rule is its registered test (normlab.study.findings.rule_text); RULE, the study's rule for

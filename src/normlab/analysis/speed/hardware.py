@@ -85,6 +85,7 @@ def _run(m: Measured, finding: Finding, parts) -> scale_rule.Run:
         identified=m.code_identified,
         key=_key(m, parts),
         short=short(m),
+        build="this-build" if m.source == "this run" else "gpu-bench",
     )
 
 

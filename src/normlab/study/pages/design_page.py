@@ -5,7 +5,7 @@ results were seen."""
 from __future__ import annotations
 
 from normlab.study import multiplicity
-from normlab.study.design import PROFILES, Design
+from normlab.study.design import ANSWERING_BUILDS, PROFILES, Design
 from normlab.study.prose import number_text
 from normlab.study.sample_size import confirmation_pairs, pass_probability
 
@@ -28,6 +28,12 @@ TRAINER_TEXT = {
     "reference": "the reference step (normlab.gpt.train), as every design registered before 2026-12-05",
     "compiled": 'the compiled step (TrainConfig(step="compiled"), normlab.gpt.train.CompiledStep)',
 }
+
+
+def answered_text(entry) -> str:
+    """'a committed GPU bench (...) where one measured the claim, else this build's run at its profile (a formula)'."""
+    text = ", else ".join(ANSWERING_BUILDS[name] for name in entry.answered_by)
+    return f"{text} ({_clause(entry.answered_note)})" if entry.answered_note else text
 
 
 def pairs_text(entry) -> str:
@@ -197,8 +203,8 @@ def render_design(design: Design, claim_order: list[str], family: multiplicity.F
         "Every verdict in this book is judged against a threshold registered in `data/design.toml`, with its unit, "
         "its basis in that unit and its source. The chapters read their constants from that file, and the ledger "
         "refuses a verdict judged against a value it does not hold. *Pairs* are the paired seeds (or repeats, or "
-        "text chunks) per profile; *answered by* names the run whose verdict the book reports: the largest scale "
-        "that meets its registered pairs.",
+        "text chunks) per profile; *answered by* names the builds that may answer the claim, in order: the first "
+        "that measured it answers, and a verdict answered by a build its claim does not name is refused.",
         "",
         "## Claims and their thresholds",
         "",
@@ -209,7 +215,7 @@ def render_design(design: Design, claim_order: list[str], family: multiplicity.F
             f"**{claim_id}** ({entry.chapter}): {_clause(entry.quantity)}, in {entry.unit}.",
             "",
             f"- Test: {_clause(entry.test)}.",
-            f"- Pairs: {pairs_text(entry)}; answered by {_clause(entry.answered_by)}.",
+            f"- Pairs: {pairs_text(entry)}; answered by {answered_text(entry)}.",
         ]
         if entry.registered:
             lines.append(f"- Registered {entry.registered}, before its first run (its entry under *Registrations*).")
