@@ -117,7 +117,6 @@ def sweep_variants(element_size):
         ("rms", "backward", "chunked"): (norm_kernels.backward_chunked, dict(RMS, HAS_DS=True, HAS_WEIGHT=True, EPS_INSIDE=True)),
         ("layer", "backward", "chunked"): (norm_kernels.backward_chunked, dict(LAYER, HAS_DS=True, HAS_WEIGHT=True, HAS_BIAS=True)),
     }  # fmt: skip
-    grouped = norm_kernels.backward_chunked_grouped
     for width in (4096, 8192, 16384):
         for kind in V.KINDS:
             for direction in V.DIRECTIONS:
@@ -131,9 +130,7 @@ def sweep_variants(element_size):
                         rows = config.rows if config.rows else 1
                         shape = dict(ROWS=rows, BLOCK=width, STAGES=config.stages, RELOAD=config.reload)
                     else:
-                        shape = dict(CHUNK=variant.chunk // config.group, STAGES=config.stages)
-                        if config.group > 1:
-                            kernel, shape = grouped, dict(GROUP=config.group) | shape
+                        shape = dict(GROUP=config.group, CHUNK=variant.chunk // config.group, STAGES=config.stages)
                     yield kernel, dict(flags, **shape), config, f"{variant.name} @ {width}"
 
 

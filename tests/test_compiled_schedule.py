@@ -73,6 +73,14 @@ def test_a_forward_whose_two_buffers_do_not_fit_goes_chunked(schedule):
     assert all(r["d"] == 16384 for r in schedule["records"] if r["direction"] == "forward" and r["path"] == "chunked")
 
 
+def test_a_chunked_kernels_rows_in_flight_between_its_passes_fit_in_l2(schedule):
+    chunked = [r for r in schedule["records"] if r["path"] == "chunked"]
+    assert chunked and all(r["rows_fit_in_l2"] and 0 < r["l2_working_set_bytes"] <= 50e6 for r in chunked)
+    # past L2, the later passes read from HBM, and the prediction says so: a 64K fp32 row re-read by 132 programs
+    wide = _compiled(cases=[("rms", "backward", 65536, "fp32", "plain")])["records"][0]
+    assert not wide["rows_fit_in_l2"] and wide["l2_working_set_bytes"] > 50e6
+
+
 def test_the_weight_is_loaded_once_per_program_on_chip(schedule):
     for r in schedule["records"]:
         if r["path"] == "onchip":

@@ -135,13 +135,16 @@ def compile_kernel(kernel, io_dtype, stat_dtype, constexprs, warps, param_dtype=
 #   each op there runs once per chunk of a pass; a tensor read in several passes (_read_passes: s, dy and the
 #   weight in the backward's two, x and the residual in each of the forward's) is read again from L2, through one
 #   load op per eviction hint, each masked to its passes; every other access is masked or branched to one pass.
-# * predicted fraction of a same-size copy (read x, write y: 2 d e bytes a row), with the model in `predict`.
+# * predicted fraction of a same-size copy (read x, write y: 2 d e bytes a row), with the model in `predict`; a
+#   chunked kernel whose rows in flight between its passes (programs x rows a step x d x the tensors read again)
+#   pass L2_BYTES reads them again from HBM (`rows_fit_in_l2` False), and the prediction counts those bytes there.
 # * batch invariance (on-chip kernels, whose tile height launch._tile clips to the row count): the layout along
 #   the row of every row reduction (elements per thread, threads, warps along the columns) is compared between
 #   the launch for `rows` rows and the launch for 1 row; a difference changes a row's summation order with the
 #   batch size.
 
 HBM_BYTES_PER_S = 4.8e12  # H200
+L2_BYTES = 50e6  # H100/H200 L2: the rows a chunked kernel reads again in a later pass must stay in it
 L2_BYTES_PER_S = 1.5 * HBM_BYTES_PER_S  # assumed: H100/H200 L2 read bandwidth is measured at 1.3-1.8x HBM's
 SMS = 132  # H200
 LATENCY_S = 700e-9  # a loaded HBM access, ns: bytes in flight per SM needed = bandwidth per SM x latency
@@ -298,11 +301,8 @@ def _launch_case(kind, direction, d, size, rows, residual=False):
         shape = dict(CHUNK=chunk, STAGES=config.stages) | (dict(WELFORD=True) if kind == "layer" else {})
         return norm_kernels.forward_chunked, shape, config, "chunked", rows, 1
     config = tuning.chunked_backward(kind, chunk, size)
-    if config.group > 1:
-        shape = dict(GROUP=config.group, CHUNK=max(1, chunk // config.group), STAGES=config.stages)
-        kernel = norm_kernels.backward_chunked_grouped
-        return kernel, shape, config, "chunked", -(-rows // config.group), config.group
-    return (norm_kernels.backward_chunked, dict(CHUNK=chunk, STAGES=config.stages), config, "chunked", rows, 1)
+    shape = dict(GROUP=config.group, CHUNK=max(1, chunk // config.group), STAGES=config.stages)
+    return norm_kernels.backward_chunked, shape, config, "chunked", -(-rows // config.group), config.group
 
 
 FLAG_SETS = {
@@ -368,7 +368,7 @@ def _traffic(analysis, persistent, d, chunk, per_iteration_rows, programs, rows,
             continue  # an inner loop's prologue, peeled by the pipeliner: its iterations are counted with the loop
         per_row = (1 / per_iteration_rows) * (-(-d // chunk) if nested else 1)
         if pass_steps and not nested:  # HBM sees one pass's reads; L2 every pass's that reads the tensor
-            per_row = pass_steps
+            per_row = pass_steps / per_iteration_rows  # a step's tile holds per_iteration_rows rows (the GROUP)
             passes = max((read_passes.get(t, 1) for t in tensors), default=1) if op["op"] == "load" else 1
             # a tensor read in p passes by one load op counts p times; by n ops (each masked to its passes, to
             # carry their eviction hint), p / n times each
@@ -439,6 +439,12 @@ def schedule_case(kind, direction, d, label, flags_name, rows):
     in_flight = resident * iteration_bytes * (depth if pipelined else 0.5)
     element = ELEMENT_BYTES[{"fp16": "f16", "fp32": "f32", "fp64": "f64"}.get(io_dtype, io_dtype)]
     copy_bytes = 2 * d * element
+    # A chunked kernel reads its rows' x (and residual), or s and dy, again in a later pass, from L2 while every
+    # program's rows in flight fit in it; past that, the later passes read them from HBM.
+    reread = [t for t in read_passes if t != "W" and (t != "R" or residual) and (t != "DS")]
+    working_set = programs * per_iteration_rows * d * element * len(reread)
+    fits_l2 = working_set <= L2_BYTES
+    hbm_read = hbm if fits_l2 else hbm + d * element * sum(read_passes[t] - 1 for t in reread)
     record = dict(
         kind=kind,
         direction=direction,
@@ -449,7 +455,7 @@ def schedule_case(kind, direction, d, label, flags_name, rows):
         path=path,
         shape=shape_of(constexprs)
         if "CHUNK" not in constexprs
-        else f"chunk {constexprs['CHUNK']}" + (f" x{constexprs['GROUP']}" if "GROUP" in constexprs else ""),
+        else f"chunk {constexprs['CHUNK']}" + (f" x{constexprs['GROUP']}" if constexprs.get("GROUP", 1) > 1 else ""),
         warps=config.warps,
         stages=config.stages,
         programs_per_sm=config.programs_per_sm,
@@ -464,8 +470,10 @@ def schedule_case(kind, direction, d, label, flags_name, rows):
         l2_bytes_per_row=round(l2, 1),
         copy_bytes_per_row=copy_bytes,
         in_flight_per_sm=round(in_flight),
+        l2_working_set_bytes=working_set,
+        rows_fit_in_l2=fits_l2,
         ideal_fraction=round(copy_bytes / hbm, 3),
-        predicted_fraction=round(predict(copy_bytes, hbm, l2, in_flight), 3),
+        predicted_fraction=round(predict(copy_bytes, hbm_read, l2, in_flight), 3),
         row_reduction_layout=analysis["row_reductions"],
     )
     if path == "onchip" and shape["ROWS"] > 1:  # the same row launched alone: its reduction must not change

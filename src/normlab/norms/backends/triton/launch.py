@@ -66,7 +66,6 @@ FORWARD_ONCHIP = DirectLauncher(norm_kernels.forward_onchip)
 FORWARD_CHUNKED = DirectLauncher(norm_kernels.forward_chunked)
 BACKWARD_ONCHIP = DirectLauncher(norm_kernels.backward_onchip)
 BACKWARD_CHUNKED = DirectLauncher(norm_kernels.backward_chunked)
-BACKWARD_CHUNKED_GROUPED = DirectLauncher(norm_kernels.backward_chunked_grouped)
 
 
 def _empty(shape, dtype, device) -> torch.Tensor:
@@ -486,9 +485,8 @@ def backward(
         programs = grid[0]
         dw_partial = _partials(programs, weight is not None, stats, s2)
         db_partial = _partials(programs, has_bias, stats, s2)
-        grouped = dict(GROUP=config.group) if config.group > 1 else {}
         chunk = max(1, chunk // config.group)  # GROUP rows of chunk / GROUP: a tile of the same size
-        (BACKWARD_CHUNKED_GROUPED if grouped else BACKWARD_CHUNKED)(
+        BACKWARD_CHUNKED(
             grid,
             dy2,
             ds_arg,
@@ -508,7 +506,7 @@ def backward(
             eps,
             offset,
             **flags,
-            **grouped,
+            GROUP=config.group,
             CHUNK=chunk,
             STAGES=config.stages,
             num_warps=config.warps,

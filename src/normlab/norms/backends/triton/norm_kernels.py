@@ -474,197 +474,109 @@ def backward_chunked(
     EPS_INSIDE: tl.constexpr,
     CHUNK: tl.constexpr,
     STAGES: tl.constexpr,
+    GROUP: tl.constexpr = 1,
 ):
-    # Each program adds its rows into its own lines of DW_PARTIAL / DB_PARTIAL, read and rewritten per row (L2).
-    # One pipelined loop over the program's (row, pass, chunk) steps, not a row loop holding two chunk loops: the
-    # software pipeliner then keeps the next step's loads in flight across the passes and across rows (the next
-    # row's first chunks load while this row's last ones are worked on). Each row's arithmetic, and the order in
-    # which the rows are added into the partial lines, is the row loop's. A pass takes at least 2 steps (a row of
-    # one chunk gets a masked-off second), so a step's partial-line load, issued up to 2 steps ahead, never reads
-    # a chunk before the previous row's store to it.
+    # Each program adds its rows into its own lines of DW_PARTIAL / DB_PARTIAL, read and rewritten per step of the
+    # second pass (L2). GROUP rows stream side by side, as [GROUP, CHUNK] tiles (tuning.KernelConfig.group): their
+    # parameter-gradient shares are summed on chip, so the partial lines are read and rewritten, and the weight
+    # read, once per GROUP rows instead of once per row. One pipelined loop over the program's (group, pass, chunk)
+    # steps, not a loop holding two chunk loops: the software pipeliner then keeps the next step's loads in flight
+    # across the passes and across groups (the next group's first chunks load while this group's last ones are
+    # worked on). Each row's arithmetic, and the order in which the groups are added into the partial lines, is the
+    # loop's of one group at a time. A pass takes at least 2 steps (a row of one chunk gets a masked-off second), so
+    # a step's partial-line load, issued up to 2 steps ahead, never reads a chunk before the previous group's store
+    # to it.
     compute = STAT.dtype.element_ty
     partial_offset = tl.cast(tl.program_id(0), tl.int64) * N  # programs x N can pass 2^31 for very long rows
     dw_row, db_row = DW_PARTIAL + partial_offset, DB_PARTIAL + partial_offset
     _zero_partials(dw_row, db_row, N, HAS_WEIGHT, HAS_BIAS, CHUNK)
-    first, last = program_span(n_rows, 1)
+    first, last = program_span(n_rows, GROUP)
     per_pass = tl.maximum(tl.cdiv(N, CHUNK), 2)
     steps = 2 * per_pass
-    zero = tl.sum(tl.zeros([CHUNK], dtype=compute), axis=0)  # a scalar in the statistics dtype
-    sum_g = tl.zeros([CHUNK], dtype=compute)
-    acc = tl.zeros([CHUNK], dtype=compute)
-    mean_g, mean_gx, c_slope = zero, zero, zero
+    sum_g = tl.zeros([GROUP, CHUNK], dtype=compute)
+    acc = tl.zeros([GROUP, CHUNK], dtype=compute)
+    mean_g = tl.zeros([GROUP], dtype=compute)
+    mean_gx = tl.zeros([GROUP], dtype=compute)
+    c_slope = tl.zeros([GROUP], dtype=compute)
     # Streams the pipeliner buffers: s and dy (both passes), the weight, ds and the partial lines (second pass).
     for step in tl.range(
         tl.cast(first, tl.int64) * steps,
         tl.cast(last, tl.int64) * steps,
         num_stages=step_pipeline_depth(
             STAGES,
-            2 * CHUNK, S.dtype.element_ty, True, True,
-            CHUNK, S.dtype.element_ty, HAS_DS, True,
+            2 * GROUP * CHUNK, S.dtype.element_ty, True, True,
+            GROUP * CHUNK, S.dtype.element_ty, HAS_DS, True,
             CHUNK, W.dtype.element_ty, HAS_WEIGHT, True,
             CHUNK, STAT.dtype.element_ty, HAS_WEIGHT, True,
             CHUNK, STAT.dtype.element_ty, HAS_BIAS, True,
         ),
     ):  # fmt: skip
-        row64 = step // steps
-        k = (step - row64 * steps).to(tl.int32)
+        group = step // steps
+        k = (step - group * steps).to(tl.int32)
         second = k >= per_pass  # pass 2: dx and the parameter-gradient shares; else pass 1: the row sums
         cols = (k - per_pass * second.to(tl.int32)) * CHUNK + tl.arange(0, CHUNK)
         in_row = cols < N
-        stat = tl.load(STAT + row64)
-        if CENTRED:
-            scale = tl.load(RSTD + row64)
-        else:
-            scale = _inverse_rms(stat, eps, EPS_INSIDE)
-            slope = _inverse_rms_slope(stat, scale, EPS_INSIDE)
+        rows = group * GROUP + tl.arange(0, GROUP)
+        row_ok = rows < n_rows
+        stat, scale, slope = _row_statistics(STAT, RSTD, rows, row_ok, eps, EPS_INSIDE, CENTRED)
         # Both passes read s and dy, and the weight (from L2). Each pass has its own masked load so that each keeps
-        # its eviction hint: the first keeps the row in L2 for the second (evict_last), the second lets it go.
-        s_ptr, dy_ptr = S + row64 * stride_s + cols, DY + row64 * stride_dy + cols
-        first_in_row = in_row & (k < per_pass)
+        # its eviction hint: the first keeps the rows in L2 for the second (evict_last), the second lets them go.
+        rows64 = rows.to(tl.int64)[:, None]
+        s_ptr = S + rows64 * stride_s + cols[None, :]
+        dy_ptr = DY + rows64 * stride_dy + cols[None, :]
+        mask = row_ok[:, None] & in_row[None, :]
+        first_mask = mask & (k < per_pass)
+        second_mask = mask & second
         s = tl.where(
             second,
-            tl.load(s_ptr, mask=in_row & second, other=0.0, eviction_policy="evict_first"),
-            tl.load(s_ptr, mask=first_in_row, other=0.0, eviction_policy="evict_last"),
+            tl.load(s_ptr, mask=second_mask, other=0.0, eviction_policy="evict_first"),
+            tl.load(s_ptr, mask=first_mask, other=0.0, eviction_policy="evict_last"),
         ).to(compute)
         dy = tl.where(
             second,
-            tl.load(dy_ptr, mask=in_row & second, other=0.0, eviction_policy="evict_first"),
-            tl.load(dy_ptr, mask=first_in_row, other=0.0, eviction_policy="evict_last"),
+            tl.load(dy_ptr, mask=second_mask, other=0.0, eviction_policy="evict_first"),
+            tl.load(dy_ptr, mask=first_mask, other=0.0, eviction_policy="evict_last"),
         ).to(compute)
         g = dy
         if HAS_WEIGHT:
-            g = dy * _gain(W, STAT, cols, in_row, offset, CENTRED)
+            g = dy * _gain(W, STAT, cols, in_row, offset, CENTRED)[None, :]
         second_in_row = in_row & second
         if HAS_DS:
-            ds = tl.load(DS + row64 * stride_ds + cols, mask=second_in_row, other=0.0, eviction_policy="evict_first")
+            ds_ptr = DS + rows64 * stride_ds + cols[None, :]
+            ds = tl.load(ds_ptr, mask=second_mask, other=0.0, eviction_policy="evict_first")
         if HAS_WEIGHT:
             dw = tl.load(dw_row + cols, mask=second_in_row, other=0.0, eviction_policy="evict_last")
         if HAS_BIAS:
             db = tl.load(db_row + cols, mask=second_in_row, other=0.0, eviction_policy="evict_last")
         if second:
             if CENTRED:
-                xhat = tl.where(in_row, (s - stat) * scale, 0.0)
-                dx = (g - mean_g - xhat * mean_gx) * scale
-            else:
-                dx = g * scale - tl.where(cols < K, s, 0.0) * c_slope
-            if HAS_DS:
-                dx += ds.to(compute)
-            tl.store(DX + row64 * N + cols, dx.to(DX.dtype.element_ty), mask=in_row, eviction_policy="evict_first")
-            if HAS_WEIGHT:
-                if CENTRED:
-                    dw = dw + dy * xhat
-                else:
-                    dw = dw + dy * s * scale
-                tl.store(dw_row + cols, dw, mask=in_row, eviction_policy="evict_last")
-            if HAS_BIAS:
-                tl.store(db_row + cols, db + dy, mask=in_row, eviction_policy="evict_last")
-        else:
-            if CENTRED:
-                sum_g += g
-                acc += g * tl.where(in_row, (s - stat) * scale, 0.0)
-            else:
-                acc += g * s
-            if k == per_pass - 1:  # the row's sums, and the accumulators cleared for the next row
-                if CENTRED:
-                    mean_g = tl.sum(sum_g, axis=0) / N
-                    mean_gx = tl.sum(acc, axis=0) / N
-                else:
-                    c_slope = tl.sum(acc, axis=0) * slope / K
-                sum_g = tl.zeros([CHUNK], dtype=compute)
-                acc = tl.zeros([CHUNK], dtype=compute)
-
-
-@triton.jit(do_not_specialize=["n_rows"])
-def backward_chunked_grouped(
-    DY,
-    DS,
-    S,
-    W,
-    STAT,
-    RSTD,
-    DX,
-    DW_PARTIAL,
-    DB_PARTIAL,
-    n_rows,
-    N,
-    K,
-    stride_dy,
-    stride_ds,
-    stride_s,
-    eps,
-    offset,
-    HAS_DS: tl.constexpr,
-    HAS_WEIGHT: tl.constexpr,
-    HAS_BIAS: tl.constexpr,
-    CENTRED: tl.constexpr,
-    EPS_INSIDE: tl.constexpr,
-    GROUP: tl.constexpr,
-    CHUNK: tl.constexpr,
-    STAGES: tl.constexpr,
-):
-    # A sweep variant of backward_chunked (tuning.KernelConfig.group): GROUP rows stream side by side, as
-    # [GROUP, CHUNK] tiles, and their parameter-gradient shares are summed on chip before the program's partial
-    # lines are read and rewritten: once per GROUP rows instead of once per row.
-    compute = STAT.dtype.element_ty
-    partial_offset = tl.cast(tl.program_id(0), tl.int64) * N
-    dw_row, db_row = DW_PARTIAL + partial_offset, DB_PARTIAL + partial_offset
-    _zero_partials(dw_row, db_row, N, HAS_WEIGHT, HAS_BIAS, CHUNK)
-    first, last = program_span(n_rows, GROUP)
-    for group in range(first, last):
-        rows = group * GROUP + tl.arange(0, GROUP)
-        row_ok = rows < n_rows
-        rows64 = rows.to(tl.int64)[:, None]
-        stat, scale, slope = _row_statistics(STAT, RSTD, rows, row_ok, eps, EPS_INSIDE, CENTRED)
-        sum_g = tl.zeros([GROUP, CHUNK], dtype=compute)
-        acc = tl.zeros([GROUP, CHUNK], dtype=compute)
-        for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
-            cols = start + tl.arange(0, CHUNK)
-            in_row = cols < N
-            mask = row_ok[:, None] & in_row[None, :]
-            g = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_last")
-            g = g.to(compute)
-            if HAS_WEIGHT:
-                g = g * _gain(W, STAT, cols, in_row, offset, CENTRED)[None, :]
-            s = tl.load(S + rows64 * stride_s + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_last")
-            if CENTRED:
-                sum_g += g
-                acc += g * tl.where(mask, (s.to(compute) - stat[:, None]) * scale[:, None], 0.0)
-            else:
-                acc += g * s.to(compute)
-        if CENTRED:
-            mean_g = tl.sum(sum_g, axis=1) / N
-            mean_gx = tl.sum(acc, axis=1) / N
-        else:
-            c_slope = tl.sum(acc, axis=1) * slope / K
-        for start in tl.range(0, N, CHUNK, num_stages=pipeline_depth(STAGES)):
-            cols = start + tl.arange(0, CHUNK)
-            in_row = cols < N
-            mask = row_ok[:, None] & in_row[None, :]
-            dy = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
-            dy = dy.to(compute)
-            g = dy
-            if HAS_WEIGHT:
-                g = dy * _gain(W, STAT, cols, in_row, offset, CENTRED)[None, :]
-            s = tl.load(S + rows64 * stride_s + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
-            s = s.to(compute)
-            if CENTRED:
                 xhat = tl.where(mask, (s - stat[:, None]) * scale[:, None], 0.0)
                 dx = (g - mean_g[:, None] - xhat * mean_gx[:, None]) * scale[:, None]
-                dw_share = dy * xhat
             else:
                 dx = g * scale[:, None] - tl.where((cols < K)[None, :], s, 0.0) * c_slope[:, None]
-                dw_share = dy * s * scale[:, None]
             if HAS_DS:
-                ds = tl.load(
-                    DS + rows64 * stride_ds + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first"
-                )
                 dx += ds.to(compute)
-            tl.store(
-                DX + rows64 * N + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask, eviction_policy="evict_first"
-            )
+            dx_ptr = DX + rows64 * N + cols[None, :]
+            tl.store(dx_ptr, dx.to(DX.dtype.element_ty), mask=mask, eviction_policy="evict_first")
             if HAS_WEIGHT:
-                dw = tl.load(dw_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last")
-                tl.store(dw_row + cols, dw + tl.sum(dw_share, axis=0), mask=in_row, eviction_policy="evict_last")
+                if CENTRED:
+                    share = dy * xhat
+                else:
+                    share = dy * s * scale[:, None]
+                tl.store(dw_row + cols, dw + tl.sum(share, axis=0), mask=in_row, eviction_policy="evict_last")
             if HAS_BIAS:
-                db = tl.load(db_row + cols, mask=in_row, other=0.0, eviction_policy="evict_last")
                 tl.store(db_row + cols, db + tl.sum(dy, axis=0), mask=in_row, eviction_policy="evict_last")
+        else:
+            if CENTRED:
+                sum_g += g
+                acc += g * tl.where(mask, (s - stat[:, None]) * scale[:, None], 0.0)
+            else:
+                acc += g * s
+            if k == per_pass - 1:  # the rows' sums, and the accumulators cleared for the next group
+                if CENTRED:
+                    mean_g = tl.sum(sum_g, axis=1) / N
+                    mean_gx = tl.sum(acc, axis=1) / N
+                else:
+                    c_slope = tl.sum(acc, axis=1) * slope / K
+                sum_g = tl.zeros([GROUP, CHUNK], dtype=compute)
+                acc = tl.zeros([GROUP, CHUNK], dtype=compute)
