@@ -300,7 +300,7 @@ def _launch_case(kind, direction, d, size, rows, residual=False):
         config = tuning.chunked_forward(kind, chunk, size)
         shape = dict(CHUNK=chunk, STAGES=config.stages) | (dict(WELFORD=True) if kind == "layer" else {})
         return norm_kernels.forward_chunked, shape, config, "chunked", rows, 1
-    config = tuning.chunked_backward(kind, chunk, size)
+    config = tuning.chunked_backward(kind, chunk, size, d)
     shape = dict(GROUP=config.group, CHUNK=max(1, chunk // config.group), STAGES=config.stages)
     return norm_kernels.backward_chunked, shape, config, "chunked", -(-rows // config.group), config.group
 

@@ -480,7 +480,7 @@ def backward(
         )
     else:
         chunk = _chunk(n_features, chunk)
-        config = config or tuning.chunked_backward(kind, chunk, s.element_size())
+        config = config or tuning.chunked_backward(kind, chunk, s.element_size(), n_features)
         grid = _grid(-(-n_rows // config.group), s.device, config.one_tile_per_program, config.programs_per_sm)
         programs = grid[0]
         dw_partial = _partials(programs, weight is not None, stats, s2)

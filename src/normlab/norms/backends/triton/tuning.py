@@ -283,7 +283,10 @@ def chunked_forward(kind: str, chunk: int, element_size: int) -> KernelConfig:
 
 
 @functools.cache
-def chunked_backward(kind: str, chunk: int, element_size: int) -> KernelConfig:
+def chunked_backward(kind: str, chunk: int, element_size: int, width: int | None = None) -> KernelConfig:
+    """The chunked backward's launch for chunks of `chunk` elements of this input size. With the row `width`: at
+    most as many programs an SM as keep every program's row of s and dy in L2 between the two passes (at least 1:
+    a 64K bf16 row takes 1, a 64K fp32 row passes L2 even then), and the rows each step streams (`rows_per_step`)."""
     measured = MEASURED.get((kind, "backward", "chunked", element_size, chunk))
     if measured is not None:
         return measured
@@ -293,7 +296,29 @@ def chunked_backward(kind: str, chunk: int, element_size: int) -> KernelConfig:
     # One loop over (row, pass, chunk) steps holds both passes' code: rms bf16 needs 142-144 registers at 8 warps
     # unbounded (1 CTA), 122 with the budget of the 2 programs started (no spill, scripts/compile_kernels_sm90.py).
     warps = warps_for(chunk)
-    return KernelConfig(warps, _stages(chunk, element_size), programs, registers=register_budget(warps, programs))
+    group = 1
+    if width is not None:
+        programs = max(1, min(programs, SM90_L2_BYTES // (SM90_SMS * width * 2 * element_size)))
+        group = rows_per_step(programs, width, element_size)
+    return KernelConfig(
+        warps, _stages(chunk, element_size), programs, registers=register_budget(warps, programs), group=group
+    )
+
+
+# The chunked backward reads and rewrites its program's dweight line, and reads the weight, once per step of its second
+# pass; streaming GROUP rows a step divides that by GROUP (at 16K in bf16 its L2 traffic is 3.7x its HBM traffic a
+# row at 1 row a step, 2.7x at 2 and 2.2x at 4: scripts/compile_kernels_sm90.py --schedule). But the rows' s and dy
+# must stay in L2 between the two passes, for every program at once: at most SM90_L2_BYTES.
+SM90_SMS, SM90_L2_BYTES, MAX_ROWS_PER_STEP = 132, 50 * 10**6, 4
+
+
+def rows_per_step(programs_per_sm: int, width: int, element_size: int) -> int:
+    """The chunked backward's GROUP: the most rows a step (up to MAX_ROWS_PER_STEP, a power of two) whose s and dy,
+    for every program of an sm_90 GPU, fit in its L2 (16K: 2, or 4 for one 2-byte program an SM; 32K: 1 or 2)."""
+    group = MAX_ROWS_PER_STEP
+    while group > 1 and SM90_SMS * programs_per_sm * group * width * 2 * element_size > SM90_L2_BYTES:
+        group //= 2
+    return group
 
 
 @functools.cache
