@@ -137,14 +137,14 @@ def compile_kernel(kernel, io_dtype, stat_dtype, constexprs, warps, param_dtype=
 #   load op per eviction hint, each masked to its passes; every other access is masked or branched to one pass.
 # * predicted fraction of a same-size copy (read x, write y: 2 d e bytes a row), with the model in `predict`; a
 #   chunked kernel whose rows in flight between its passes (programs x rows a step x d x the tensors read again)
-#   pass L2_BYTES reads them again from HBM (`rows_fit_in_l2` False), and the prediction counts those bytes there.
+#   pass the L2 (tuning.SM90_L2_BYTES) reads them again from HBM (`rows_fit_in_l2` False), and the prediction counts
+#   those bytes there.
 # * batch invariance (on-chip kernels, whose tile height launch._tile clips to the row count): the layout along
 #   the row of every row reduction (elements per thread, threads, warps along the columns) is compared between
 #   the launch for `rows` rows and the launch for 1 row; a difference changes a row's summation order with the
 #   batch size.
 
 HBM_BYTES_PER_S = 4.8e12  # H200
-L2_BYTES = 50e6  # H100/H200 L2: the rows a chunked kernel reads again in a later pass must stay in it
 L2_BYTES_PER_S = 1.5 * HBM_BYTES_PER_S  # assumed: H100/H200 L2 read bandwidth is measured at 1.3-1.8x HBM's
 SMS = 132  # H200
 LATENCY_S = 700e-9  # a loaded HBM access, ns: bytes in flight per SM needed = bandwidth per SM x latency
@@ -443,7 +443,7 @@ def schedule_case(kind, direction, d, label, flags_name, rows):
     # program's rows in flight fit in it; past that, the later passes read them from HBM.
     reread = [t for t in read_passes if t != "W" and (t != "R" or residual) and (t != "DS")]
     working_set = programs * per_iteration_rows * d * element * len(reread)
-    fits_l2 = working_set <= L2_BYTES
+    fits_l2 = working_set <= _kernels()[2].SM90_L2_BYTES
     hbm_read = hbm if fits_l2 else hbm + d * element * sum(read_passes[t] - 1 for t in reread)
     record = dict(
         kind=kind,
