@@ -441,7 +441,7 @@ def schedule_case(kind, direction, d, label, flags_name, rows):
     copy_bytes = 2 * d * element
     # A chunked kernel reads its rows' x (and residual), or s and dy, again in a later pass, from L2 while every
     # program's rows in flight fit in it; past that, the later passes read them from HBM.
-    reread = [t for t in read_passes if t != "W" and (t != "R" or residual) and (t != "DS")]
+    reread = [t for t in read_passes if t != "W" and (t != "R" or residual)]
     working_set = programs * per_iteration_rows * d * element * len(reread)
     fits_l2 = working_set <= _kernels()[2].SM90_L2_BYTES
     hbm_read = hbm if fits_l2 else hbm + d * element * sum(read_passes[t] - 1 for t in reread)

@@ -26,14 +26,14 @@ PROFILES = ("smoke", "cpu", "gpu")
 CLAIM_FIELDS = ("chapter", "quantity", "unit", "test")
 # The builds that may answer a claim (`answered_by`, in order: the first that measured the claim answers), each as the
 # design page names it. "this-build": this build's own run at its profile (on a GPU machine, the gpu profile's);
-# "gpu-bench": a committed GPU bench, data/gpu-bench*.json, read by normlab.runtime.elsewhere. A record names the
-# build that answered it in its evidence (`answered_by`, normlab.analysis.shared.scale_rule; this build's where absent),
-# and the ledger refuses one the claim does not register (Design.check_answered).
+# "gpu-bench": a committed GPU bench, data/gpu-bench*.json, read by normlab.runtime.elsewhere. A verdict weighed across
+# runs names the build that answered it in its evidence (`answered_by`, normlab.analysis.shared.scale_rule; a record
+# without one was answered by this build), and the ledger refuses one the claim does not register (check_answered).
+THIS_BUILD, GPU_BENCH = "this-build", "gpu-bench"
 ANSWERING_BUILDS = {
-    "this-build": "this build's run at its profile",
-    "gpu-bench": "a committed GPU bench (`data/gpu-bench*.json`) where one measured the claim",
+    THIS_BUILD: "this build's run at its profile",
+    GPU_BENCH: "a committed GPU bench (`data/gpu-bench*.json`) where one measured the claim",
 }
-THIS_BUILD = "this-build"
 THRESHOLD_FIELDS = ("value", "basis", "source")
 CHANGE_FIELDS = ("date", "claim", "field", "old", "new", "why", "look")
 SOURCE_NUMBER_FIELDS = ("value", "unit", "where")

@@ -31,6 +31,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from normlab.study.design import THIS_BUILD
 from normlab.study.findings import Finding
 
 UNTESTED = "not testable here"
@@ -56,7 +57,7 @@ class Run:
     identified: bool = True  # whether the code it ran can be identified
     key: str | None = None  # its name in the evidence, where `where` is too long (default: `where`)
     short: str | None = None  # its name in a summary's first sentence (`answer(lead_first=True)`; default: `where`)
-    build: str = "this-build"  # which of the design's answering builds it is (normlab.study.design.ANSWERING_BUILDS)
+    build: str = THIS_BUILD  # which of the design's answering builds it is (normlab.study.design.ANSWERING_BUILDS)
 
     @property
     def name(self) -> str:

@@ -23,6 +23,7 @@ import re
 from normlab.analysis.shared import scale_rule
 from normlab.bench.provenance import Measured
 from normlab.runtime.environment import machine_name
+from normlab.study import design
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import KeyNumber
 
@@ -85,7 +86,7 @@ def _run(m: Measured, finding: Finding, parts) -> scale_rule.Run:
         identified=m.code_identified,
         key=_key(m, parts),
         short=short(m),
-        build="this-build" if m.source == "this run" else "gpu-bench",
+        build=design.THIS_BUILD if m.source == "this run" else design.GPU_BENCH,
     )
 
 
