@@ -298,7 +298,7 @@ def chunked_backward(kind: str, chunk: int, element_size: int, width: int | None
     warps = warps_for(chunk)
     group = 1
     if width is not None:
-        programs = max(1, min(programs, SM90_L2_BYTES // (SM90_SMS * width * 2 * element_size)))
+        programs = max(1, min(programs, rows_in_l2_per_sm(width, element_size)))
         group = rows_per_step(programs, width, element_size)
     return KernelConfig(
         warps, _stages(chunk, element_size), programs, registers=register_budget(warps, programs), group=group
@@ -312,11 +312,17 @@ def chunked_backward(kind: str, chunk: int, element_size: int, width: int | None
 SM90_SMS, SM90_L2_BYTES, MAX_ROWS_PER_STEP = 132, 50 * 10**6, 4
 
 
+def rows_in_l2_per_sm(width: int, element_size: int) -> int:
+    """How many rows of s and dy each SM of an sm_90 GPU may hold between the chunked backward's passes, all SMs at
+    once, within its L2."""
+    return SM90_L2_BYTES // (SM90_SMS * width * 2 * element_size)
+
+
 def rows_per_step(programs_per_sm: int, width: int, element_size: int) -> int:
     """The chunked backward's GROUP: the most rows a step (up to MAX_ROWS_PER_STEP, a power of two) whose s and dy,
     for every program of an sm_90 GPU, fit in its L2 (16K: 2, or 4 for one 2-byte program an SM; 32K: 1 or 2)."""
     group = MAX_ROWS_PER_STEP
-    while group > 1 and SM90_SMS * programs_per_sm * group * width * 2 * element_size > SM90_L2_BYTES:
+    while group > 1 and programs_per_sm * group > rows_in_l2_per_sm(width, element_size):
         group //= 2
     return group
 
