@@ -89,6 +89,24 @@ def _sidebar_links(driver, base: str) -> list[str]:
     return list(dict.fromkeys(h.split("#")[0] for h in hrefs if h))
 
 
+def _open(driver, url: str, selector: str) -> list:
+    """The elements matching `selector` on `url`, once the browser is on that page and they are there. A run of the
+    API test once read an empty set straight after `get`: the wait rules out a navigation still under way, and a
+    timeout names the page the browser is on instead."""
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(url)
+    try:
+        return WebDriverWait(driver, 30).until(
+            lambda d: d.current_url.split("#")[0] == url and d.find_elements("css selector", selector)
+        )
+    except TimeoutException:
+        pytest.fail(
+            f"no {selector!r} on {url} within 30 s: the browser is on {driver.current_url!r} ({driver.title!r})"
+        )
+
+
 def test_executed_chapters_carry_no_terminal_output_or_machine_paths(book):
     import nbformat
 
@@ -173,8 +191,7 @@ def test_the_api_page_shows_the_public_api_and_the_code_s_feature_table(book, se
 
     links = _sidebar_links(browser, server)
     assert server + "book/api.html" in links, links
-    browser.get(server + "book/api.html")
-    documented = {e.get_attribute("id") for e in browser.find_elements("css selector", "dt.sig[id]")}
+    documented = {e.get_attribute("id") for e in _open(browser, server + "book/api.html", "dt.sig[id]")}
     assert {"normlab.rms_norm", "normlab.RMSNorm", "normlab.norms.huggingface.apply_to"} <= documented, documented
     rows = browser.find_elements("css selector", "table.normlab-features tbody tr")
     shown = [row.find_elements("css selector", "td")[0].text for row in rows]
