@@ -51,7 +51,7 @@ def limits(monkeypatch, request):
     def set_limit(onchip_limit):
         if onchip_limit is not None:
             monkeypatch.setattr(launch, "ONCHIP_LIMIT", onchip_limit)
-            monkeypatch.setattr(launch, "CHUNK", 16)
+            monkeypatch.setattr(launch, "CHUNK", 32)  # 4 chunks of a 100-wide row, the last masked
 
     return set_limit
 
