@@ -239,7 +239,7 @@ b19 = interlock.b19_finding(
     margin=MARGIN,
     registered=registered,
 )
-b19 = training.ablation_left.judge(b19)
+b19 = training.ablation_left.judge(b19, confirmation=registered, diverged=interlock.diverged_names(ablation))
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Ablation of the LLaMA style: paired final-loss change of each swap against the LLaMA-style run of the same seed (dots: seeds; bar: mean and 95% interval). The green band is the ±{glue:text}`margin`-nat-per-byte margin.", "name": "fig-depth-ablation"}}
 figures.ablation_effects(ablation.swaps, MARGIN)

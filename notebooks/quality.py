@@ -235,11 +235,12 @@ plt.show()
 backend = training.norm_backend(settings, "rms")
 ladder_evidence = scale_ladder.ladder_evidence(ladder, trend)
 a9 = loss_parity.a9_finding(parity, MARGIN, common, resume, ladder=ladder_evidence, registered=mine_confirmation)
-a9 = left.judge(a9, also=ladder_gaps)
+diverged = loss_parity.diverged_names(parity)
+a9 = left.judge(a9, also=ladder_gaps, confirmation=mine_confirmation, diverged=diverged)
 b7 = step_time.b7_finding(
     parity, timings, speed, visible=VISIBLE, margin=MARGIN, backend=backend, common=common, registered=mine_confirmation
 )
-b7 = left.judge(b7)
+b7 = left.judge(b7, confirmation=mine_confirmation, diverged=diverged)
 
 # %% tags=["remove-input"]
 Markdown(step_time.b7_paragraph(b7, repeats=speed["repeats"], device=device))

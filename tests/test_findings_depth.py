@@ -14,6 +14,7 @@ from matplotlib.collections import PathCollection  # noqa: E402
 from normlab.analysis.depth import figures as F  # noqa: E402
 from normlab.analysis.depth import identity_path, initialisation, interlock, post_ln_decay, profiles, training_at_depth  # noqa: E402
 from normlab.analysis.shared import confirmation
+from normlab.analysis.shared.missing_runs import PairsLeft, RunGaps
 from normlab.analysis.shared.paired import paired_or_none  # noqa: E402
 from normlab.analysis.shared.runs import training_devices  # noqa: E402
 from normlab.study.findings import rule_text
@@ -311,9 +312,11 @@ def test_b19_interaction_decides():
     assert confirmed.verdict == "holds with caveats" and confirmed.evidence["pilot"]["pairs"] == 14
     paragraph = interlock.b19_paragraph(confirmed, interlocked, registered)
     assert "*The pilot's looks.*" in paragraph and "fresh seeds 1000–1001" in paragraph
-    short = interlock.b19_finding(
-        interlocked, depth=1, steps=20, seeds=3, margin=MARGIN, registered=confirmation.registered("B19")
-    )
+    full = confirmation.registered("B19")
+    built = interlock.b19_finding(interlocked, depth=1, steps=20, seeds=3, margin=MARGIN, registered=full)
+    assert built.verdict == "holds with caveats"  # the builder reads the interval; the chapter's one call, the runs
+    diverged = interlock.diverged_names(interlocked)
+    short = PairsLeft(RunGaps(), 3, full.pairs).judge(built, confirmation=full, diverged=diverged)
     assert short.verdict == "not testable here" and "3 complete pairs of the 23 registered" in short.summary
 
 

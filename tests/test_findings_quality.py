@@ -25,6 +25,7 @@ from normlab.analysis.quality import (  # noqa: E402
 )
 from normlab.analysis.quality import figures as F  # noqa: E402
 from normlab.analysis.shared import confirmation
+from normlab.analysis.shared.missing_runs import PairsLeft, RunGaps
 from normlab.analysis.shared.paired import paired_difference  # noqa: E402
 from normlab.analysis.shared.runs import training_devices  # noqa: E402
 from normlab.study import design  # noqa: E402
@@ -32,6 +33,12 @@ from normlab.study.findings import rule_text  # noqa: E402
 
 MARGIN = 0.02
 RESUME = {"difference": 0.0, "matches": True}
+
+
+def judged_by_runs(finding, parity, registered, gaps=None):
+    """The chapter's one call: `finding` judged by the complete pairs of `parity` and the `registered` confirmation."""
+    left = PairsLeft(gaps or RunGaps(), len(parity.final["rms"]), registered.pairs)
+    return left.judge(finding, confirmation=registered, diverged=loss_parity.diverged_names(parity))
 
 
 def make_runs(layer_final, rms_final, diverged=()):
@@ -95,7 +102,9 @@ def test_a9_verdict_flips_when_the_interval_leaves_the_margin():
     too_few = loss_parity.loss_parity(EQUAL, MARGIN)
     assert loss_parity.final_loss_verdict(too_few)[0] == "holds"
     registered = confirmation.registered("A9")
-    judged = loss_parity.a9_finding(too_few, MARGIN, common, resume, registered=registered)
+    judged = judged_by_runs(
+        loss_parity.a9_finding(too_few, MARGIN, common, resume, registered=registered), too_few, registered
+    )
     assert judged.verdict == "not testable here" and f"3 complete pairs of the {registered.pairs} registered" in (
         judged.summary
     )
@@ -118,7 +127,9 @@ def test_a9_says_which_runs_diverged():
 def test_a9_under_its_confirmation_a_diverged_run_decides_nothing():
     parity = loss_parity.loss_parity(make_runs([2.0, 2.1], [2.0, 2.1], diverged={("rms", 1)}), MARGIN)
     registered = confirmation.registered("A9", "smoke")
-    finding = loss_parity.a9_finding(parity, MARGIN, {"steps": 20}, RESUME, registered=registered)
+    finding = judged_by_runs(
+        loss_parity.a9_finding(parity, MARGIN, {"steps": 20}, RESUME, registered=registered), parity, registered
+    )
     assert finding.verdict == "not testable here" and "confirmation is incomplete" in finding.summary
     assert "1 run diverged: rms seed 1" in finding.evidence["confirmation_incomplete"]
     paragraph = loss_parity.parity_paragraph(parity, registered)
@@ -175,7 +186,26 @@ def test_b7_under_its_confirmation_needs_every_registered_pair():
         common={},
         registered=confirmation.registered("B7"),
     )
+    b7 = judged_by_runs(b7, parity, confirmation.registered("B7"))
     assert b7.verdict == "not testable here" and "6 complete pairs of the 19 registered" in b7.summary
+
+
+def test_a_confirmation_short_of_a_missing_run_is_judged_once_and_names_the_run():
+    # the confirmation's rule and the missing-runs rule are one call: "not testable here" is said once, never stacked
+    parity = loss_parity.loss_parity(EQUAL_SIX, MARGIN)
+    registered = confirmation.registered("A9")
+    lost = RunGaps(("rms seed 1006", "layer seed 1006"))
+    finding = loss_parity.a9_finding(parity, MARGIN, {"steps": 20}, RESUME, registered=registered)
+    judged = judged_by_runs(finding, parity, registered, lost)
+    assert judged.verdict == "not testable here" and judged.summary.count("Not testable here") == 1
+    assert f"6 complete pairs of the {registered.pairs} registered" in judged.summary
+    assert judged.evidence["missing_runs"] == list(lost.names) and judged.evidence["complete_pairs"] == 6
+    assert lost.caveat in judged.caveats
+    # complete, with a run missing only from evidence beside it (`also`): the verdict stands and names that run
+    left = PairsLeft(RunGaps(), 6, 6)
+    smoke = confirmation.registered("A9", "smoke")
+    kept = left.judge(finding, RunGaps(("ladder rung 3e4",)), confirmation=smoke)
+    assert kept.verdict == finding.verdict and kept.evidence["missing_runs"] == ["ladder rung 3e4"]
 
 
 def test_b7_paragraph_shows_the_verdict_and_numbers_its_finding_records():

@@ -158,15 +158,15 @@ def b19_finding(
     margin: float,
     registered: confirmation.RegisteredConfirmation | None = None,
 ) -> Finding:
-    """B19 from the interaction's interval; with the `registered` confirmation (this build's seeds), one left
-    incomplete (a run missing or diverged) decides nothing, and the pilot's sequence is recorded beside it."""
+    """B19 from the interaction's interval; with the `registered` confirmation (this build's seeds), the pilot's
+    sequence is recorded beside it (the chapter judges its completeness: `PairsLeft.judge`)."""
     interaction = ablation.interaction
     singles = ", ".join(
         f"{s} {p['mean_difference']:+.3f}" if p else f"{s} diverged"
         for s, p in ablation.swaps.items()
         if s in SINGLE_SWAPS
     )
-    finding = Finding(
+    return Finding(
         b19_verdict(ablation),
         f"Interaction of the norm and placement swaps at depth {depth}: {interaction_text(ablation)}. Single swaps "
         f"vs LLaMA style: {singles} {NATS_PER_BYTE}.{absent_text(ablation)}",
@@ -188,4 +188,3 @@ def b19_finding(
         **B19_KEY.fields(),
         reads=("margin",),
     )
-    return confirmation.decided(finding, registered, pairs=seeds, diverged=diverged_names(ablation))

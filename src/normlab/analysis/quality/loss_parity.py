@@ -100,7 +100,7 @@ def diverged_names(parity: LossParity) -> list[str]:
 
 def final_loss_verdict(parity: LossParity) -> tuple[str, str]:
     """A9's verdict from the paired final loss, and the interval in words: a diverged run, does not hold. Under a
-    confirmation a diverged run leaves it incomplete instead, and `confirmation.decided` makes that not testable."""
+    confirmation a diverged run leaves it incomplete instead, and `PairsLeft.judge` makes that not testable."""
     if parity.final_pair is None:
         return "does not hold", f"{len(parity.diverged)} run(s) diverged: {', '.join(diverged_names(parity))}"
     return equivalence_verdict(parity.final_pair), interval_text(parity.final_pair, NATS_PER_BYTE)
@@ -200,12 +200,12 @@ def a9_finding(
     registered: confirmation.RegisteredConfirmation | None = None,
 ) -> Finding:
     """A9 holds when the whole 95% t-interval of the paired final-loss difference lies inside ±margin. With the
-    `registered` confirmation (this build's runs), one with fewer complete, non-diverged pairs than registered decides
-    nothing (`confirmation.decided`), and the pilot's sequence is recorded beside it; without (a GPU study's pairs,
-    fixed in advance) the interval alone decides. The scale ladder (`ladder_evidence`), when given, is evidence."""
+    `registered` confirmation (this build's runs) the pilot's sequence is recorded beside it, and the chapter judges
+    the finding by the confirmation's completeness (`PairsLeft.judge`); without (a GPU study's pairs, fixed in
+    advance) the interval alone decides. The scale ladder (`ladder_evidence`), when given, is evidence."""
     verdict, text = final_loss_verdict(parity)
     pair = parity.final_pair
-    finding = Finding(
+    return Finding(
         verdict,
         f"Final validation loss RMSNorm − LayerNorm after {common['steps']} steps = {text}. The loss still fell "
         f"{parity.last_drop:.4f} {NATS_PER_BYTE} over the last 10% of training.",
@@ -224,7 +224,6 @@ def a9_finding(
         **A9_KEY.fields(),
         reads=("margin",),
     )
-    return confirmation.decided(finding, registered, pairs=len(parity.final["rms"]), diverged=diverged_names(parity))
 
 
 def millions(parameters: float) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from normlab.analysis.quality.loss_parity import LossParity, diverged_names, farthest_end_key, final_loss_verdict
+from normlab.analysis.quality.loss_parity import LossParity, farthest_end_key, final_loss_verdict
 from normlab.analysis.quality.profiles import NORMS
 from normlab.analysis.quality.training import model_config
 from normlab.analysis.shared import confirmation
@@ -72,8 +72,8 @@ def b7_finding(
     common: dict,
     registered: confirmation.RegisteredConfirmation | None = None,
 ) -> Finding:
-    """B7 from both halves; with the `registered` confirmation (this build's runs), one left incomplete decides
-    nothing (`confirmation.decided`), and the pilot's curve sequence is recorded beside it."""
+    """B7 from both halves; with the `registered` confirmation (this build's runs), the pilot's curve sequence is
+    recorded beside it (the chapter judges its completeness: `PairsLeft.judge`)."""
     curves = curves_verdict(parity)
     pair = parity.curve_pair
     ratio = speed["ratio"]
@@ -82,7 +82,7 @@ def b7_finding(
         f"{interval_text(pair, NATS_PER_BYTE)}; step time RMSNorm/LayerNorm "
         f"{ratio:.3f} ± {speed['spread']:.3f} (visible if ≤ {visible})"
     )
-    finding = Finding(
+    return Finding(
         b7_verdict(curves, ratio, visible),
         f"Curves {curves if curves != 'holds' else 'coincide'}: {text}.",
         {
@@ -102,7 +102,6 @@ def b7_finding(
         **b7_key(curves, pair, speed, visible=visible, margin=margin),
         reads=("margin", "visible"),
     )
-    return confirmation.decided(finding, registered, pairs=len(parity.curve["rms"]), diverged=diverged_names(parity))
 
 
 def b7_paragraph(b7: Finding, *, repeats: int, device: str) -> str:

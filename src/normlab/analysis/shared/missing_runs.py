@@ -4,7 +4,10 @@ A training chapter asks `run_parallel(..., missing="keep", names=...)` for its r
 attempt leaves a `MissingRun` in its place instead of stopping the chapter. `completed` splits those outputs into
 the runs that finished and a `RunGaps`: the missing runs' names and where they failed. The chapter drops every pair
 that lost a member (`complete_pairs`), computes its verdicts from the complete pairs, and passes each verdict that
-rests on those runs through `judged`:
+rests on those runs through `PairsLeft.judge`, the one call that judges a trained verdict by its runs. A claim with a
+registered confirmation is judged by the confirmation's own rule (`confirmation.decided`: a run missing or diverged
+leaves it short of its registered pairs, and it decides nothing), said once, with the missing runs named. Any other is
+`judged`:
 
 - the verdict stands, with a caveat naming the missing runs, while the complete pairs still number at least the
   registered ones (`registered_pairs`: the chapter's least pairs for a paired verdict, or the whole design at a
@@ -22,6 +25,7 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
+from normlab.analysis.shared import confirmation as confirmations
 from normlab.runtime.parallel import MissingRun
 from normlab.study.findings import Finding
 
@@ -92,9 +96,17 @@ def judged(finding: Finding, gaps: RunGaps, *, pairs: int, registered: int) -> F
         return finding
     if pairs < registered:
         return not_testable(finding, gaps, shortfall(pairs, registered), complete_pairs=pairs)
+    return named(finding, gaps, complete_pairs=pairs)
+
+
+def named(finding: Finding, gaps: RunGaps, **evidence) -> Finding:
+    """`finding` with the missing runs named among its caveats and in its evidence; unchanged without any."""
+    if not gaps:
+        return finding
     caveats = tuple(dict.fromkeys([*finding.caveats, gaps.caveat]))
-    evidence = {**finding.evidence, "missing_runs": list(gaps.names), "complete_pairs": pairs}
-    return replace(finding, caveats=caveats, evidence=evidence)
+    return replace(
+        finding, caveats=caveats, evidence={**finding.evidence, "missing_runs": list(gaps.names), **evidence}
+    )
 
 
 def shortfall(pairs: int, registered: int) -> str:
@@ -106,12 +118,14 @@ def shortfall(pairs: int, registered: int) -> str:
 def not_testable(finding: Finding, gaps: RunGaps, reason: str, **evidence) -> Finding:
     """`finding` made "not testable here" for `reason` ("only 4 complete pairs remain of the 5 registered"), its
     numbers kept as the completed runs measured them and the missing runs named among its caveats."""
-    return replace(
-        finding,
-        verdict=NOT_TESTABLE,
-        summary=f"Not testable here: {reason}. From the runs that completed: {finding.summary}",
-        caveats=tuple(dict.fromkeys([*finding.caveats, gaps.caveat])),
-        evidence={**finding.evidence, "missing_runs": list(gaps.names), **evidence},
+    return named(
+        replace(
+            finding,
+            verdict=NOT_TESTABLE,
+            summary=f"Not testable here: {reason}. From the runs that completed: {finding.summary}",
+        ),
+        gaps,
+        **evidence,
     )
 
 
@@ -124,9 +138,23 @@ class PairsLeft:
     pairs: int
     registered: int
 
-    def judge(self, finding: Finding, also: RunGaps = RunGaps()) -> Finding:
-        """`judged` by these pairs; `also`: runs missing from evidence beside the verdict (named, never deciding)."""
-        return judged(finding, self.gaps + also, pairs=self.pairs, registered=self.registered)
+    def judge(
+        self,
+        finding: Finding,
+        also: RunGaps = RunGaps(),
+        *,
+        confirmation: confirmations.RegisteredConfirmation | None = None,
+        diverged: Sequence[str] = (),
+    ) -> Finding:
+        """`finding` judged by its runs, in one call. With the claim's registered `confirmation`, by its rule
+        (`confirmation.decided`: fewer complete pairs than registered, or a run `diverged`, decides nothing), the
+        missing runs named; without one, `judged` by these pairs. `also`: runs missing from evidence beside the
+        verdict (named, never deciding)."""
+        gaps = self.gaps + also
+        if confirmation is None:
+            return judged(finding, gaps, pairs=self.pairs, registered=self.registered)
+        decided = confirmations.decided(finding, confirmation, pairs=self.pairs, diverged=list(diverged))
+        return named(decided, gaps, complete_pairs=self.pairs)
 
     def paragraph(self) -> str:
         """The page's sentence on the missing runs: whether the verdicts resting on them still stand."""
