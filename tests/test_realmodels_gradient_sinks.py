@@ -15,6 +15,7 @@ from normlab.analysis.realmodels.massive import INTERVAL_KEYS, MassiveRule
 from normlab.analysis.realmodels.stream import along_ones_share
 from normlab.analysis.shared.paired import paired_difference
 from normlab.study import multiplicity
+from normlab.study.pages.ledger_page import SUMMARY_WORDS, first_sentences
 
 transformers = pytest.importorskip("transformers")
 
@@ -117,6 +118,11 @@ def test_summary_reads_the_ratios_and_the_rule():
     assert G.v9_verdict(math.nan, math.nan, 0.0, threshold=2.0, tolerance=2.0, share=0.75) == G.UNTESTABLE
     off = G.summarise(synthetic(ratio_r=100.0, attenuation_factor=3.0, gradient_ratio=30.0), tolerance=2.0)
     assert off.agreement == pytest.approx(3.0) and off.share_within == 0.0
+    # the ledger shows the first sentence, at most SUMMARY_WORDS words (the smoke run has no massive positions, so
+    # only this test reads the measured branch's wording; it ran 52 words in a cpu build)
+    finding = G.v9_finding(result, 2.0, 0.75, {})
+    first = first_sentences(finding.summary, 1)
+    assert first.startswith("In SmolLM2-135M") and len(first.split()) <= SUMMARY_WORDS, first
 
 
 def test_along_ones_share_is_cos_squared_with_the_uniform_vector():

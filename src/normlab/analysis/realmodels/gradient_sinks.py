@@ -324,8 +324,8 @@ def v9_finding(result: GradientSinks, threshold: float, share: float, provenance
     else:
         summary = (
             f"In SmolLM2-135M the attention sublayers send {significant(r.concentration)} times the gradient to B5's "
-            f"massive positions that they send to the other tokens (median over blocks; sink at ≥{threshold:g}); "
-            f"the norms attenuate it there by {significant(r.agreement)} times what 1/r predicts (median over "
+            f"massive positions that they send to the other tokens (median over blocks; sink at ≥{threshold:g}). "
+            f"The norms attenuate it there by {significant(r.agreement)} times what 1/r predicts (median over "
             f"{len(frame)} norms; agreement within a factor {r.tolerance:g}, "
             f"{r.share_within:.0%} of the norms individually)."
         )
