@@ -203,3 +203,15 @@ def test_v4_registers_the_pairs_its_larger_spread_gives(tmp_path):
         design.DesignError, match=r"registers 8 pairs, but its registered inputs .*margin \+0.05.* give 3"
     ):
         confirmation.registered("V4", loaded=loaded)
+
+
+def test_v8_registers_the_pairs_its_larger_spread_gives(tmp_path):
+    v8 = confirmation.registered("V8")
+    assert (v8.pairs, v8.required, v8.one_sided, v8.seeds_label) == (22, {"V8": 22}, True, "1400–1421")
+    assert v8.power("V8") >= 0.9 > sample_size.pass_probability(21, 0.041, 0.03, one_sided=True)
+    # the 4-pair design decided its loss reading about one time in five at the registration pilot's spread
+    assert sample_size.pass_probability(4, 0.041, 0.03, one_sided=True) == pytest.approx(0.18, abs=0.005)
+    # sized on the committed pilot's spread alone it would register 10 pairs: the larger spread is the one read
+    loaded = rewritten("sizing_sd = { V8 = 0.041 }", "sizing_sd = { V8 = 0.02 }", tmp_path)
+    with pytest.raises(design.DesignError, match=r"registers 22 pairs, but its registered inputs .*give 10"):
+        confirmation.registered("V8", loaded=loaded)
