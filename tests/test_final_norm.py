@@ -165,3 +165,51 @@ def test_arm_jobs_differ_only_in_the_dropped_norm():
     jobs, _, arms = fn.arm_jobs(settings, range(5))  # 5 seeds: chunks of 3 and 2, every seed once per arm
     assert [job["seeds"] for job in jobs if job["model"] == base] == [[0, 1, 2], [3, 4]]
     assert sorted(arms) == sorted(list(fn.ARMS) * 2)
+
+
+def _runs(seeds, diverged=()):
+    return pd.DataFrame(
+        [
+            dict(
+                seed=s,
+                arm=a,
+                final_val_loss=2.0,
+                diverged=(s, a) in diverged,
+                val=[],
+                scale=[dict(step=0, hidden_rms=1.0, trunk_rms=1.0, logit_rms=math.e)],
+            )
+            for s in seeds
+            for a in fn.ARMS
+        ]
+    )
+
+
+def test_the_confirmation_decides_only_on_every_registered_pair():
+    from normlab.analysis.shared import confirmation
+    from normlab.analysis.shared.missing_runs import RunGaps
+
+    registered = confirmation.registered("V8", "smoke")  # the pipeline check's 2 pairs, seeds 1400-1401
+    settings = dict(final_norm_first_seed=registered.first_seed, final_norm_seeds=registered.pairs)
+    assert fn.seeds_of(settings) == range(1400, 1402)
+    measures = fn.v8_measures(_finals(0.0, 2.0, seeds=3), margin=0.03, logit_ratio=1.5)
+    finding = fn.v8_finding(
+        measures, margin=0.03, logit_ratio=1.5, scale="tiny", trainer="compiled", confirmation=registered
+    )
+    assert finding.verdict == "holds with caveats"
+    assert finding.evidence["confirmation_seeds"] == [1400, 1401] and finding.evidence["pilot_seeds"] == [0, 3]
+
+    complete = fn.pairs_left(_runs([1400, 1401]), RunGaps(), settings)
+    assert complete.judge(finding, confirmation=registered).verdict == "holds with caveats"
+
+    lost = fn.pairs_left(_runs([1400]), RunGaps(("V8 all norms, seeds [1401]",)), settings)
+    judged = lost.judge(finding, confirmation=registered)
+    assert judged.verdict == "not testable here"
+    assert "1 complete pairs of the 2 registered" in judged.summary
+    assert judged.evidence["missing_runs"] == ["V8 all norms, seeds [1401]"]
+
+    runs = _runs([1400, 1401], diverged={(1401, fn.FINAL_REMOVED)})
+    assert fn.diverged_names(runs) == ["final norm removed seed 1401"]
+    judged = fn.pairs_left(runs, RunGaps(), settings).judge(
+        finding, confirmation=registered, diverged=fn.diverged_names(runs)
+    )
+    assert judged.verdict == "not testable here" and "1 run diverged: final norm removed seed 1401" in judged.summary

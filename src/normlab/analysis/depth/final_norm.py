@@ -23,6 +23,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from normlab.analysis.shared import confirmation as confirmations
+from normlab.analysis.shared.missing_runs import PairsLeft, RunGaps, completed
 from normlab.analysis.shared.paired import interval_text, paired_or_none
 from normlab.study.findings import Finding
 
@@ -140,22 +142,40 @@ def arm_jobs(settings: dict, seeds) -> tuple[list[dict], list[str], list[str]]:
     return jobs, names, arms
 
 
-def train_arms(settings: dict, seeds, devices=None) -> pd.DataFrame:
+def train_arms(settings: dict, seeds, devices=None) -> tuple[pd.DataFrame, RunGaps]:
     """Every arm at every seed in the study's pool: one row per run that completed (seed, arm, final_val_loss,
-    diverged, val, scale)."""
-    from normlab.runtime.parallel import MissingRun, run_parallel
+    diverged, val, scale), and the runs that failed every attempt, by name."""
+    from normlab.runtime.parallel import run_parallel
 
     seeds = list(seeds)
     if not seeds:
         raise ValueError("seeds is empty; give the registered seeds of V8 (design.pairs('depth:final_norm_seeds'))")
     jobs, names, arms = arm_jobs(settings, seeds)
     outputs = run_parallel(arm_job, jobs, devices=devices, desc="V8 final norm", names=names, missing="keep")
-    rows = []
-    for job, arm, out in zip(jobs, arms, outputs):
-        if isinstance(out, MissingRun):  # that arm's seeds are then not comparable: final_rows keeps complete seeds
-            continue
-        rows += [{"seed": seed, "arm": arm, **record} for seed, record in zip(job["seeds"], out)]
-    return pd.DataFrame(rows)
+    done = completed(outputs, range(len(jobs)))  # a lost job's seeds are then not comparable: final_rows drops them
+    rows = [
+        {"seed": seed, "arm": arms[index], **record}
+        for index, out in done.items()
+        for seed, record in zip(jobs[index]["seeds"], out)
+    ]
+    return pd.DataFrame(rows), done.gaps
+
+
+def seeds_of(settings: dict) -> range:
+    """V8's paired seeds at this profile: its registered confirmation's fresh ones where it has one."""
+    return range(settings["final_norm_first_seed"], settings["final_norm_first_seed"] + settings["final_norm_seeds"])
+
+
+def pairs_left(runs: pd.DataFrame, gaps: RunGaps, settings: dict) -> PairsLeft:
+    """What lost runs left of V8's design: the seeds whose three arms all completed, of the registered pairs."""
+    return PairsLeft(gaps, int(final_rows(runs)["seed"].nunique()) if len(runs) else 0, settings["final_norm_seeds"])
+
+
+def diverged_names(runs: pd.DataFrame) -> list[str]:
+    """'block norms removed seed 1403' for each run that diverged."""
+    if not len(runs):
+        return []
+    return [f"{row.arm} seed {row.seed}" for row in runs[runs["diverged"].astype(bool)].itertuples()]
 
 
 def final_rows(runs: pd.DataFrame) -> pd.DataFrame:
@@ -243,12 +263,21 @@ def _ratio_text(interval: dict | None) -> str:
     )
 
 
-def v8_finding(measures: dict, *, margin: float, logit_ratio: float, scale: str, trainer: str) -> Finding:
+def v8_finding(
+    measures: dict,
+    *,
+    margin: float,
+    logit_ratio: float,
+    scale: str,
+    trainer: str,
+    confirmation: confirmations.RegisteredConfirmation | None = None,
+) -> Finding:
     """V8's verdict, registered in data/design.toml: (b) 'small increase' when the paired (b) − (a) interval's upper
     end is below +margin, failed when its lower end is above; (c) 'logit growth' when the logits' RMS ratio (c)/(a)
     has its interval's lower end above logit_ratio, failed when its upper end is below. Both shown: holds with caveats
     (the block norms were removed, not tapered as the source does; one small size); either failed: does not hold;
-    otherwise not testable here (fragile)."""
+    otherwise not testable here (fragile). With the registered `confirmation` (cpu, smoke) the measures are its fresh
+    seeds', and its design and pilot are recorded beside them."""
     loss, ratio = measures["removed_minus_all"], measures["log_logit_ratio"]
     small, growth = _part(loss) == "below", _part(ratio) == "above"
     failed = [
@@ -288,6 +317,7 @@ def v8_finding(measures: dict, *, margin: float, logit_ratio: float, scale: str,
             "failed_parts": failed,
             "fragile": fragile,
             "trainer": trainer,
+            **(confirmations.evidence(confirmation, "V8", confirmation.pilot_pair("V8")) if confirmation else {}),
         },
         key_number=key,
         threshold=logit_ratio,

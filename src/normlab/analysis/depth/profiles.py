@@ -24,7 +24,10 @@ def validate_depths(depths, name: str = "depths") -> list[int]:
 # The paired seeds (or chunks, repeats) per profile: registered in data/design.toml, their one home.
 REGISTERED_SEEDS = design.pairs("depth:seeds")
 REGISTERED_ABLATION_SEEDS = design.pairs("depth:ablation_seeds")
-REGISTERED_FINAL_NORM_SEEDS = design.pairs("depth:final_norm_seeds")  # V8, seeds 0..N-1 (its pilot used 900-902)
+REGISTERED_FINAL_NORM_SEEDS = design.pairs("depth:final_norm_seeds")
+# V8's registered confirmation (data/design.toml, [claims.V8.confirmation]) trains fresh seeds from here; the gpu
+# profile has no confirmation and trains its pairs from seed 0
+FINAL_NORM_FIRST_SEED = design.confirmation_of("V8").seeds[0]
 
 PROFILES = {
     "smoke": dict(
@@ -47,6 +50,7 @@ PROFILES = {
         ablation_depth=1,
         ablation_steps=20,
         final_norm_seeds=REGISTERED_FINAL_NORM_SEEDS["smoke"],
+        final_norm_first_seed=FINAL_NORM_FIRST_SEED,
     ),
     # 2 cores: pre/post x RMS/Layer at depth 12 (5 pairs), a no-warm-up sweep, the ablation. The ablation is B19's
     # registered confirmation: 23 fresh seeds (1000-1022), sized from the pilot's spread (seeds 0-13, grown from 5
@@ -71,6 +75,7 @@ PROFILES = {
         ablation_depth=4,
         ablation_steps=300,
         final_norm_seeds=REGISTERED_FINAL_NORM_SEEDS["cpu"],
+        final_norm_first_seed=FINAL_NORM_FIRST_SEED,
     ),
     "gpu": dict(
         init_depths=[2, 4, 8, 16, 32, 64, 128],
@@ -92,12 +97,13 @@ PROFILES = {
         ablation_depth=8,
         ablation_steps=1000,
         final_norm_seeds=REGISTERED_FINAL_NORM_SEEDS["gpu"],
+        final_norm_first_seed=0,
     ),
 }
 
 
-# the least pairs for a paired verdict outside the smoke profile; V8's 4 are what its wall-time budget allows (its
-# registration in data/design.toml says what they can decide)
+# the least pairs for a paired verdict outside the smoke profile (V8's confirmation decides on every one of its
+# registered pairs, never on fewer)
 PAIRS = {"seeds": 5, "ablation_seeds": 5, "final_norm_seeds": 4}
 
 
