@@ -77,3 +77,16 @@ def test_close_pools_stops_the_kept_workers():
     assert not parallel._pools
     with pytest.raises(RuntimeError, match="shutdown"):
         kept[0].submit(square, 3)
+
+
+def test_the_runner_s_last_cell_records_the_modules_and_stops_the_pools(tmp_path):
+    # the kernel's shutdown interrupts idle workers, each printing a KeyboardInterrupt traceback to the terminal of
+    # `make book`; the cell the runner appends to every chapter stops them first
+    from normlab.study import run
+
+    run_parallel(square, [dict(x=1), dict(x=2)], workers=2)
+    assert parallel._pools
+    record = tmp_path / "modules.json"
+    exec(run._record_cell(record).source, {})
+    assert not parallel._pools
+    assert "normlab.runtime.parallel" in record.read_text()

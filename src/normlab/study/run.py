@@ -58,7 +58,9 @@ CHAPTER_PREFIX = "build/executed/"  # a _toc.yml entry `file: build/executed/NAM
 # Non-Python sources a module builds from (the cpp backend compiles rms_norm.cpp): they count with the modules
 # of their folder.
 NATIVE_SUFFIXES = (".cpp", ".cc", ".c", ".h", ".hpp", ".cu", ".cuh")
-RECORD_TAG = "normlab-record-modules"  # the last cell the runner appends; never kept in the executed copy
+# the last cell the runner appends (it records the modules loaded and stops the worker pools); never kept in the
+# executed copy
+RECORD_TAG = "normlab-record-modules"
 
 # What each chapter reads besides its notebook, its parameters, the package modules it imports and the results of
 # other chapters (those are read from its code: `results_read`), so that a change to any of them re-runs it. Every
@@ -470,6 +472,11 @@ def _normlab_record_modules(path):
                 except ValueError:
                     pass
     Path(path).write_text(json.dumps(loaded, sort_keys=True))
+    parallel = sys.modules.get("normlab.runtime.parallel")
+    if parallel is not None:
+        # the kept worker pools end here: the kernel's shutdown would interrupt their idle workers, each printing a
+        # KeyboardInterrupt traceback to the terminal, and leave their semaphores to the resource tracker
+        parallel.close_pools()
 
 
 _normlab_record_modules({path!r})
