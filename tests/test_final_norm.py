@@ -213,3 +213,27 @@ def test_the_confirmation_decides_only_on_every_registered_pair():
         finding, confirmation=registered, diverged=fn.diverged_names(runs)
     )
     assert judged.verdict == "not testable here" and "1 run diverged: final norm removed seed 1401" in judged.summary
+
+
+def test_an_increase_straddling_the_margin_is_read_as_a_real_cost_of_undecided_size():
+    def finals(increases):
+        rows = []
+        for seed, increase in enumerate(increases):
+            for arm, loss, logits in (
+                (fn.ALL, 2.0, 4.0),
+                (fn.BLOCKS_REMOVED, 2.0 + increase, 4.0),
+                (fn.FINAL_REMOVED, 2.2, 8.0 + seed / 10),
+            ):
+                rows.append(dict(seed=seed, arm=arm, val_loss=loss, hidden_rms=1.0, trunk_rms=1.0, logit_rms=logits))
+        return pd.DataFrame(rows)
+
+    def reading(increases):
+        measures = fn.v8_measures(finals(increases), margin=0.03, logit_ratio=1.5)
+        finding = fn.v8_finding(measures, margin=0.03, logit_ratio=1.5, scale="tiny", trainer="compiled")
+        return measures["removed_minus_all"], finding, fn.v8_paragraph(finding)
+
+    loss, finding, text = reading([0.02, 0.04, 0.03, 0.035, 0.025, 0.033])  # interval about +0.024..+0.037
+    assert 0 < loss["ci_low"] < 0.03 < loss["ci_high"]
+    assert finding.verdict == "not testable here" and "wholly above zero" in text
+    loss, finding, text = reading([-0.02, 0.04, 0.0, 0.05, -0.01, 0.03])  # the interval reaches below zero
+    assert loss["ci_low"] < 0 < 0.03 < loss["ci_high"] and "wholly above zero" not in text

@@ -208,6 +208,8 @@ def test_v4_registers_the_pairs_its_larger_spread_gives(tmp_path):
 def test_v8_registers_the_pairs_its_larger_spread_gives(tmp_path):
     v8 = confirmation.registered("V8")
     assert (v8.pairs, v8.required, v8.one_sided, v8.seeds_label) == (22, {"V8": 22}, True, "1400–1421")
+    assert v8.unit == "nats per byte"  # the margin's unit; the claim's own is "nats per byte; ratio"
+    assert "; ratio" not in confirmation.design_paragraph(v8)
     assert v8.power("V8") >= 0.9 > sample_size.pass_probability(21, 0.041, 0.03, one_sided=True)
     # the 4-pair design decided its loss reading about one time in five at the registration pilot's spread
     assert sample_size.pass_probability(4, 0.041, 0.03, one_sided=True) == pytest.approx(0.18, abs=0.005)

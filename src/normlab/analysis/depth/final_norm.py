@@ -346,6 +346,11 @@ def v8_paragraph(finding: Finding) -> str:
     for label, names in (("Shown", shown), ("Contradicted by its interval", ev["failed_parts"]), ("Undecided", open_)):
         if names:
             text += f" {label}: {' and '.join(names)}."
+    if _part(loss) == "undecided" and loss is not None and loss["ci_low"] > 0:
+        text += (
+            " The loss interval lies wholly above zero: removing the block norms does cost loss, by an amount whose "
+            "interval contains the margin."
+        )
     if finding.verdict == "not testable here":
         text += " An undecided part leaves the claim not testable here at these pairs (fragile)."
     if finding.caveats:

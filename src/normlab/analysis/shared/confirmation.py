@@ -36,7 +36,7 @@ SD_TOLERANCE = 1e-4  # relative: the registered pilot spread is the recorded one
 class RegisteredConfirmation:
     design: Confirmation
     margin: float  # the decided claims' shared margin, in their unit
-    unit: str
+    unit: str  # the margin's
     required: dict[str, int]  # per claim decided, the pairs its registered inputs give (the cpu profile's design)
     pairs: int  # registered for the profile: at cpu the largest of `required`; at smoke the pipeline check's few
 
@@ -151,7 +151,9 @@ def registered(claim_id: str, profile: str = "cpu", loaded: design.Design | None
             f"{'+' if one_sided else '±'}{margin:g}, alpha {ALPHA:g}, power {confirmation.power:g} at a true difference of "
             f"{confirmation.true_difference:g}) give {max(required.values())} ({computed}); register that number"
         )
-    return RegisteredConfirmation(confirmation, margin, owner.unit, required, owner.pairs[profile])
+    # the unit of the margin the interval is read against (V8's claim has two units, its loss and its ratio)
+    unit = owner.thresholds[confirmation.margin].unit
+    return RegisteredConfirmation(confirmation, margin, unit, required, owner.pairs[profile])
 
 
 def at_profile(claim_id: str, profile: str, settings: dict) -> RegisteredConfirmation | None:

@@ -64,7 +64,7 @@ def confirmation_lines(design: Design) -> list[str]:
     ]
     for c in design.confirmations():
         margin = design.value(c.owner, c.margin)
-        unit = design.claim(c.owner).unit
+        unit = design.claim(c.owner).thresholds[c.margin].unit  # the margin's (a claim may have two units)
         pairs = design.claim(c.owner).pairs["cpu"]
         one_sided = c.one_sided
 
