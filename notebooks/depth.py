@@ -226,7 +226,7 @@ Markdown(
 
 # %% tags=["remove-cell"]
 from normlab.analysis.depth import interlock
-from normlab.analysis.shared import confirmation
+from normlab.analysis.shared import confirmation, missing_runs
 
 # the gpu profile trains the GPU design, whose seeds were fixed before any run: no pilot, no confirmation
 registered = confirmation.at_profile("B19", profile, P)  # refuses an N its inputs do not give
@@ -307,7 +307,7 @@ v8 = final_norm.v8_finding(
     v8_measures, **V8_RULE, scale=v8_scale, trainer=P["final_norm_step"], confirmation=v8_registered
 )
 v8_left = final_norm.pairs_left(v8_runs, v8_lost, P)
-v8 = v8_left.judge(v8, confirmation=v8_registered, diverged=final_norm.diverged_names(v8_runs))
+v8 = v8_left.judge(v8, confirmation=v8_registered, diverged=missing_runs.diverged_names(v8_runs, "arm"))
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "The pre-logit scale over training, for all norms, the block norms removed (final norm kept) and the final norm removed (block norms kept): validation loss (left), RMS of the head's input, the last hidden state the logits are read from (middle), and RMS of the logits (right), both logarithmic. Lines: the mean over paired seeds; bands: the seeds' range. With a final norm, the head's input is held at the scale of the norm's gain, whatever the trunk's; without one, it is the trunk's own scale.", "name": "fig-depth-final-norm"}}
 figures.pre_logit_scale(v8_curves)

@@ -186,7 +186,7 @@ def _runs(seeds, diverged=()):
 
 def test_the_confirmation_decides_only_on_every_registered_pair():
     from normlab.analysis.shared import confirmation
-    from normlab.analysis.shared.missing_runs import RunGaps
+    from normlab.analysis.shared.missing_runs import RunGaps, diverged_names
 
     registered = confirmation.registered("V8", "smoke")  # the pipeline check's 2 pairs, seeds 1400-1401
     settings = dict(final_norm_first_seed=registered.first_seed, final_norm_seeds=registered.pairs)
@@ -208,9 +208,9 @@ def test_the_confirmation_decides_only_on_every_registered_pair():
     assert judged.evidence["missing_runs"] == ["V8 all norms, seeds [1401]"]
 
     runs = _runs([1400, 1401], diverged={(1401, fn.FINAL_REMOVED)})
-    assert fn.diverged_names(runs) == ["final norm removed seed 1401"]
+    assert diverged_names(runs, "arm") == ["final norm removed seed 1401"]
     judged = fn.pairs_left(runs, RunGaps(), settings).judge(
-        finding, confirmation=registered, diverged=fn.diverged_names(runs)
+        finding, confirmation=registered, diverged=diverged_names(runs, "arm")
     )
     assert judged.verdict == "not testable here" and "1 run diverged: final norm removed seed 1401" in judged.summary
 

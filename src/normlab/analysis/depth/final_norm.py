@@ -171,13 +171,6 @@ def pairs_left(runs: pd.DataFrame, gaps: RunGaps, settings: dict) -> PairsLeft:
     return PairsLeft(gaps, int(final_rows(runs)["seed"].nunique()) if len(runs) else 0, settings["final_norm_seeds"])
 
 
-def diverged_names(runs: pd.DataFrame) -> list[str]:
-    """'block norms removed seed 1403' for each run that diverged."""
-    if not len(runs):
-        return []
-    return [f"{row.arm} seed {row.seed}" for row in runs[runs["diverged"].astype(bool)].itertuples()]
-
-
 def final_rows(runs: pd.DataFrame) -> pd.DataFrame:
     """Per seed with all three arms: the final validation loss and the final pre-logit scale of each arm (a run that
     diverged counts as NaN, so its seed's pairs are not comparable)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from normlab.analysis.depth.training_at_depth import TrainingStudy, final_losses, pair_spread
-from normlab.analysis.shared import confirmation
+from normlab.analysis.shared import confirmation, missing_runs
 from normlab.analysis.shared.paired import interval_text, paired_or_none
 from normlab.analysis.shared.sequential import looks_text
 from normlab.study import design
@@ -126,10 +126,7 @@ def absent_text(ablation: Ablation) -> str:
 
 def diverged_names(ablation: Ablation) -> list[str]:
     """'swiglu→gelu seed 1004' for each diverged run of the ablation at the base learning rate."""
-    base = ablation.base
-    if base is None or "diverged" not in base:
-        return []
-    return [f"{row.label} seed {row.seed}" for row in base[base["diverged"].astype(bool)].itertuples()]
+    return missing_runs.diverged_names(ablation.base, "label")
 
 
 def b19_paragraph(b19: Finding, ablation: Ablation, registered: confirmation.RegisteredConfirmation | None) -> str:

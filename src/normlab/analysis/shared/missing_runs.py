@@ -171,6 +171,14 @@ class PairsLeft:
         return self.gaps.paragraph(consequence)
 
 
+def diverged_names(frame: pd.DataFrame | None, label: str) -> list[str]:
+    """'swiglu→gelu seed 1004' for each run of `frame` (a row per run: its `label` column, `seed`, `diverged`) that
+    diverged: the names `PairsLeft.judge` gives a confirmation."""
+    if frame is None or not len(frame) or "diverged" not in frame:
+        return []
+    return [f"{getattr(row, label)} seed {row.seed}" for row in frame[frame["diverged"].astype(bool)].itertuples()]
+
+
 def complete_rows(frame: pd.DataFrame, by: str, across: str, members: Iterable) -> pd.DataFrame:
     """The rows of `frame` whose `by` group (a seed) holds a row for each of `members` in column `across` (the
     variants): the complete pairs of a table from which missing runs' rows are absent."""
