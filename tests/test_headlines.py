@@ -15,7 +15,8 @@ from normlab.analysis.realmodels.centring_verdict import Q4_KEY, q4_headline, q4
 from normlab.analysis.realmodels.forward_time import Q5_KEY, q5_headline
 from normlab.analysis.speed.memory_bound import Q2_KEY, q2_headline
 from normlab.analysis.speed.partial import Q3_KEY, q3_headline
-from normlab.runtime.environment import machine_name
+from normlab.runtime import environment
+from normlab.runtime.environment import this_build
 from normlab.study.findings import Finding
 from normlab.study.pages.opening import HEADLINE_WORDS
 from normlab.study.results import VERDICTS
@@ -65,15 +66,15 @@ def test_q2_names_the_machine_and_the_cases_of_its_number():
     # the deciding H200's number stands with the H200 and its cases; the runs beside it are the chapter's (the
     # commit too), so no number of one machine is named under another
     assert q2 == (
-        "Both fused, RMSNorm and LayerNorm differ by 5.9% of LayerNorm's time on the NVIDIA H200 (gpu-bench.json), "
+        "Both fused, RMSNorm and LayerNorm differ by 5.9% of LayerNorm's time on the GPU run in gpu-bench.json, "
         "median of 12 training-batch cases, under the 10% counted as an advantage: not article A's 10–50%."
     )
-    assert "0.10%" not in q2 and "Test CPU" not in q2 and "commit" not in q2
+    assert "0.10%" not in q2 and "Test CPU" not in q2 and "commit" not in q2 and "H200" not in q2
     # this build's CPU decides (the GPU run could not test it): the CPU's number is named as the CPU's
     cpu = fused_q2(0.059, "holds")
     cpu.evidence["decided_on"], cpu.key_number = "Test CPU (2 cores)", 0.001
     cpu_first = q2_headline(cpu)
-    assert "differ by 0.10% of LayerNorm's time on this build's Test CPU (2 cores), median of 12" in cpu_first
+    assert f"differ by 0.10% of LayerNorm's time on {this_build()}, median of 12" in cpu_first
     assert "5.9%" not in cpu_first and "H200" not in cpu_first
     q2 = q2_headline(fused_q2(0.15, "does not hold"))
     assert "differ by 15% of LayerNorm's time" in q2 and "over the 10%" in q2 and "real advantage" in q2
@@ -81,9 +82,9 @@ def test_q2_names_the_machine_and_the_cases_of_its_number():
 
 def test_without_a_deciding_gpu_run_the_sentence_names_this_build_s_machine():
     alone = q3_headline(finding("Q3", "does not hold", 0.02, 0.05))
-    assert f"saves at best 2.0% of full RMSNorm's time on this build's {machine_name()}, short of the 5%" in alone
-    q5 = q5_headline(finding("Q5", "does not hold", 0.03, 0.07, 0.004))
-    assert f"take 3.0% of SmolLM2-135M's prefill on {machine_name()}, below 7%" in q5
+    assert f"saves at best 2.0% of full RMSNorm's time on {this_build()}, short of the 5%" in alone
+    q5 = q5_headline(finding("Q5", "does not hold", 0.03, 0.07, 0.004, device="cpu"))
+    assert "take 3.0% of SmolLM2-135M's prefill on this build's CPU, below 7%" in q5
 
 
 def test_sentences_in_nats_per_byte():
@@ -94,13 +95,14 @@ def test_sentences_in_nats_per_byte():
 
 def test_a9_names_the_model_size_and_hardware_it_was_measured_at():
     ladder = {"rungs": [{"parameters": 15_104}, {"parameters": 234_624}, {"parameters": 669_312}], "trend": "grows"}
-    measured = dict(parameters=234_624, hardware="Test CPU (2 cores)", scale_ladder=ladder)
+    measured = dict(parameters=234_624, device="cpu", hardware="Test CPU (2 cores)", scale_ladder=ladder)
     a9 = a9_headline(finding("A9", "holds", 0.015, 0.02, 0.004, **measured))
-    assert a9.startswith("At 0.23 million parameters on Test CPU (2 cores), RMSNorm and LayerNorm GPTs")
+    assert a9.startswith("At 0.23 million parameters on this build's CPU, RMSNorm and LayerNorm GPTs")
     assert a9.endswith("inside the ±0.02 nats per byte margin: equal quality at this scale.")
     assert "ladder" not in a9  # the ladder's trend is the chapter's (quality-ladder), not the opening page's
-    on_gpu = a9_headline(finding("A9", "holds", 0.015, 0.02, 0.004, parameters=6_570_000, hardware="NVIDIA H200"))
-    assert on_gpu.startswith("At 6.6 million parameters on NVIDIA H200, ")
+    gpu = dict(parameters=6_570_000, device="cuda:0", hardware="NVIDIA H200")
+    on_gpu = a9_headline(finding("A9", "holds", 0.015, 0.02, 0.004, **gpu))
+    assert on_gpu.startswith("At 6.6 million parameters on this build's GPU, ")
     alone = a9_headline(finding("A9", "does not hold", 0.05, 0.02, 0.004))
     assert alone.startswith("Small RMSNorm and LayerNorm GPTs") and alone.endswith(": their quality differs.")
 
@@ -216,9 +218,9 @@ def test_b12_keeps_the_structure_apart_from_the_printed_formula():
 # The longest evidence each writer meets (the cpu and gpu profiles' scales, the longest machine names in data/), so
 # that a headline fits the opening page at every verdict, not only at the smoke run's.
 LONGEST = {
-    "A9": dict(parameters=6_570_000, hardware="NVIDIA H200 (gpu-study-2.json)"),
+    "A9": dict(parameters=6_570_000, device="cuda:0", hardware="NVIDIA H200 (gpu-study-2.json)"),
     "Q4": dict(smollm2_outcome="different", smollm2_matters=True, minilm_matters=False, chunks=120, minilm_pairs=2000),
-    "Q5": dict(prompt_tokens=512, rounds=12, threads=16),
+    "Q5": dict(prompt_tokens=512, rounds=12, threads=16, device="cpu"),
     "B1": {},
     "B12": dict(dims=[8, 32, 768]),
     "B17": dict(
@@ -287,3 +289,55 @@ def test_the_speed_headlines_fit_in_the_opening_page_s_word_limit(claim_id, verd
             sentences = [q3_headline(finding("Q3", verdict, number, 0.05, **widths))]
         for sentence in sentences:
             assert len(sentence.split()) <= HEADLINE_WORDS, (len(sentence.split()), sentence)
+
+
+# Real machines' names, the longest included: a headline must not grow with the name of the machine it ran on (a
+# Xeon's five-word name once took the A9 sentence over the limit), nor name it (the opening page's "Where these
+# numbers come from" does).
+MACHINES = [
+    ("Intel(R) Xeon(R) Platinum 8480+", None),
+    ("Intel(R) Xeon(R) Processor", None),
+    ("AMD EPYC 7B13 64-Core Processor", None),
+    ("AMD EPYC 9R14 96-Core Processor", None),
+    ("AMD EPYC 9R14 96-Core Processor", "NVIDIA H100 80GB HBM3"),
+    ("Intel(R) Xeon(R) Platinum 8480+", "NVIDIA H200"),
+    ("unknown x86_64 CPU", None),
+]
+
+
+@pytest.mark.parametrize("cpu, gpu", MACHINES)
+def test_no_headline_names_or_grows_with_the_machine_it_ran_on(monkeypatch, cpu, gpu):
+    monkeypatch.setattr(environment, "_machine", lambda: {"cpu": cpu, "cpu_cores": 192, "gpu": gpu})
+    label = gpu or f"{cpu} (192 cores)"
+    device = "cuda:0" if gpu else "cpu"
+    for claim_id, (_, write) in WRITERS.items():
+        for verdict in VERDICTS:
+            longest = dict(LONGEST.get(claim_id, {}), hardware=label, device=device)
+            if claim_id == "Q2":
+                sentences = [q2_headline(fused_q2(0.28, verdict))]
+                sentences[0:0] = [q2_headline(_decided_here(fused_q2(0.28, verdict), label))]
+            elif claim_id == "Q3":
+                widths = dict(widths=[1024, 4096, 8192, 16384], best_backend="reference")
+                sentences = [q3_headline(finding("Q3", verdict, 0.28, 0.05, **widths))]
+            else:
+                sentences = [write(finding(claim_id, verdict, 0.7523, 0.02, 0.01, **longest))]
+            for sentence in sentences:
+                assert len(sentence.split()) <= HEADLINE_WORDS, (len(sentence.split()), sentence)
+                assert cpu not in sentence and (gpu is None or gpu not in sentence), sentence
+    assert environment.machine_name().startswith(cpu)  # the page's own line still names it
+
+
+def _decided_here(q2, label):
+    """The Q2 finding answered by this build's run, named by `label` in the evidence as `weigh` names it."""
+    q2.evidence["by_run"][label] = {"key_number": q2.key_number, "where": f"this run's {label}"}
+    q2.evidence["decided_on"] = label
+    return q2
+
+
+def test_a_cpu_without_a_model_name_is_named_unknown(monkeypatch, tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: Unknown\nmodel name\t:\n")
+    real_path = environment.Path
+    monkeypatch.setattr(environment, "Path", lambda p: cpuinfo if p == "/proc/cpuinfo" else real_path(p))
+    assert environment.cpu_model().startswith("unknown") and environment.cpu_model().endswith("CPU")
+    assert environment.machine_name({"cpu": None, "cpu_cores": 2, "gpu": None}) == "unknown CPU (2 cores)"

@@ -10,13 +10,15 @@ from pathlib import Path
 
 
 def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo; "unknown x86_64 CPU" where it reports none, so that no page shows
+    an empty name or a bare architecture."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
+            if line.startswith("model name") and line.split(":", 1)[1].strip():
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return " ".join(part for part in ("unknown", platform.machine(), "CPU") if part)
 
 
 # The vector extensions that decide which code paths PyTorch's CPU kernels and -march=native builds take.
@@ -76,7 +78,18 @@ def machine_name(recorded: dict | None = None) -> str:
 
     `recorded` is a results file's `hardware` entry; without it, this machine's."""
     hw = _machine() if recorded is None else recorded
-    return f"{hw.get('cpu', '?')} ({hw.get('cpu_cores', '?')} cores)" + (f", {hw['gpu']}" if hw.get("gpu") else "")
+    cores = f" ({hw['cpu_cores']} cores)" if hw.get("cpu_cores") else ""
+    return f"{hw.get('cpu') or 'unknown CPU'}{cores}" + (f", {hw['gpu']}" if hw.get("gpu") else "")
+
+
+def this_build(device: str | None = None) -> str:
+    """ "this build's CPU" or "this build's GPU": how an opening-page sentence names the machine its number was
+    measured on. A model's name runs from two words to six ("Intel(R) Xeon(R) Platinum 8480+"), and a sentence with
+    a word limit must not grow with it; the page's "Where these numbers come from" names the model.
+
+    `device`: the torch device the number was measured on; without it, a GPU where this machine has one."""
+    on_gpu = _machine()["gpu"] is not None if device is None else str(device).startswith("cuda")
+    return f"this build's {'GPU' if on_gpu else 'CPU'}"
 
 
 def versions() -> dict:

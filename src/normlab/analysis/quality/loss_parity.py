@@ -19,6 +19,7 @@ from normlab.analysis.shared import confirmation
 from normlab.analysis.shared.paired import interval_text, paired_difference
 from normlab.analysis.shared.parity import equivalence_verdict
 from normlab.analysis.shared.sequential import looks_text
+from normlab.runtime.environment import this_build
 from normlab.study import design, sample_size
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import NATS_PER_BYTE, KeyNumber, within
@@ -232,11 +233,11 @@ def millions(parameters: float) -> str:
 
 
 def a9_scale(a9: Finding) -> str:
-    """Where A9's number comes from, read off its evidence: ' at 0.23 million parameters on <hardware>'; '' for what a
-    record does not carry."""
+    """Where A9's number comes from, read off its evidence: " at 0.23 million parameters on this build's CPU"; '' for
+    what a record does not carry. The machine's model is the chapter's (`hardware`), not the sentence's."""
     e = a9.evidence
     where = f" at {millions(e['parameters'])} million parameters" if e.get("parameters") else ""
-    return where + (f" on {e['hardware']}" if e.get("hardware") else "")
+    return where + (f" on {this_build(e['device'])}" if e.get("device") else "")
 
 
 def a9_ladder(a9: Finding) -> str:

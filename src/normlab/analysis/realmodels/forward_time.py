@@ -19,7 +19,7 @@ from normlab.analysis.realmodels.load import SmolLM2Run, corpus_chunks
 from normlab.analysis.realmodels.timing import ablation_share, hooked_norm_share, summarise_times, time_variants
 from normlab.analysis.realmodels.variants import variant_modules
 from normlab.norms.huggingface import find_norms
-from normlab.runtime.environment import machine_name
+from normlab.runtime.environment import this_build
 from normlab.runtime.interleaved import median_and_sd
 from normlab.runtime.progress import terminal_progress
 from normlab.study.findings import Finding
@@ -224,8 +224,8 @@ def q5_finding(result: TimingResult, threshold: float, provenance: dict) -> Find
 
 
 def q5_scale(q5: Finding) -> str:
-    """The prompt length, rounds and threads, on this build's machine: 'on <machine> with a 32-token prompt (3 rounds,
-    2 threads)'."""
+    """The prompt length, rounds and threads, on this build's machine: "on this build's CPU with a 32-token prompt (3
+    rounds, 2 threads)". A share of time depends on the machine, so the sentence says whose it is."""
     e = q5.evidence
     prompt = f" with a {e['prompt_tokens']}-token prompt" if e.get("prompt_tokens") else ""
     parts = [
@@ -233,7 +233,7 @@ def q5_scale(q5: Finding) -> str:
         f"{e['threads']} threads" if e.get("threads") else None,
     ]
     detail = ", ".join(p for p in parts if p)
-    return f"on {machine_name()}{prompt}" + (f" ({detail})" if detail else "")
+    return f"on {this_build(e.get('device'))}{prompt}" + (f" ({detail})" if detail else "")
 
 
 def q5_headline(q5: Finding) -> str | None:

@@ -22,7 +22,7 @@ import re
 
 from normlab.analysis.shared import scale_rule
 from normlab.bench.provenance import Measured
-from normlab.runtime.environment import machine_name
+from normlab.runtime.environment import machine_name, this_build
 from normlab.study import design
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import KeyNumber
@@ -105,14 +105,16 @@ def code_caveats(finding: Finding, weighed: list[Measured]) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*finding.caveats, *stale]))
 
 
-def deciding_machine(finding: Finding, *, commit: bool = True) -> str:
-    """The machine whose run answered a weighed verdict, for a sentence: 'the NVIDIA H200 (gpu-bench.json, commit
-    12a0522)' for a committed run (without `commit`: 'the NVIDIA H200 (gpu-bench.json)', as the opening page names
-    it; the chapter gives the commit), else this build's machine."""
+def deciding_machine(finding: Finding) -> str:
+    """The run that answered a weighed verdict, as an opening-page sentence names it: 'the GPU run in gpu-bench.json'
+    for a committed run, else "this build's CPU" (or GPU). The machines' model names, whose length varies from one
+    machine to the next, and the commit are the chapter's (`other_machines`, `weigh`'s summary)."""
     decided = finding.evidence.get("decided_on")
-    answered = (finding.evidence.get("by_run") or {}).get(decided) or {}
-    machine = _machine(answered.get("where"))
-    return machine if commit else re.sub(r", commit [^)]*\)$", ")", machine)
+    answered = str(((finding.evidence.get("by_run") or {}).get(decided) or {}).get("where") or "this run")
+    committed = re.search(r"\(([^,()]+)(?:, commit [^)]*)?\)$", answered)
+    if answered.startswith("this run") or committed is None:
+        return this_build()
+    return f"the GPU run in {committed.group(1)}"
 
 
 def _machine(where: str | None) -> str:

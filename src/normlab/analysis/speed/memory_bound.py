@@ -147,7 +147,7 @@ def q2_scale(q2: Finding) -> str:
     """The deciding machine and how many fused cases at the training batch the median is over."""
     cases = sum(part.get("points", 0) for part in (q2.evidence.get("fused") or {}).values())
     over = f", median of {cases} training-batch cases" if cases else ""
-    return f"on {deciding_machine(q2, commit=False)}{over}"
+    return f"on {deciding_machine(q2)}{over}"
 
 
 def q2_headline(q2: Finding) -> str | None:

@@ -84,7 +84,7 @@ def q3_scale(q3: Finding) -> str:
     widths = q3.evidence.get("widths") or []
     best = q3.evidence.get("best_backend")
     return (
-        f"on {deciding_machine(q3, commit=False)}"
+        f"on {deciding_machine(q3)}"
         + (f", {best} implementation" if best else "")
         + (f", median over d = {_widths(widths)}" if widths else "")
     )
