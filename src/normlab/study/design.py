@@ -52,6 +52,11 @@ SMOKE_STEP = "reference"
 RELATIVE_TOLERANCE = 1e-9
 
 
+# The threshold every trained claim registers: how far below the byte frequencies' entropy each arm's final
+# validation loss must end for the arm to count as trained (normlab.study.trained).
+TRAINED_MINIMUM = "trained_minimum"
+
+
 class DesignError(ValueError):
     """A design file, or a constant checked against it, that the build must not use; the message names the claim."""
 
@@ -132,6 +137,10 @@ class ClaimDesign:
     # writes one differently is refused by the book's {source} role (book/_ext/normlab_check.py)
     source_numbers: dict[str, dict] = field(default_factory=dict)
     answered_note: str | None = None  # what this build's answer rests on, where it is not a run ("a formula")
+    # why an arm that fails to train is itself the answer (a claim about training without tuning); None for every
+    # other trained claim, whose comparison with an arm that did not train is no verdict on the norm
+    # (normlab.study.trained)
+    untrained_answers: str | None = None
 
 
 @dataclass(frozen=True)
@@ -334,6 +343,18 @@ def _parse_claim(claim_id: str, table: dict, path: Path) -> tuple[dict, dict]:
             raise DesignError(f"{where}: pairs.{profile} = {count!r}; profiles are {PROFILES}, counts positive ints")
     if pairs and not table.get("pairs_setting"):
         raise DesignError(f'{where} registers pairs without pairs_setting = "<chapter>:<profile key>"')
+    if trains and TRAINED_MINIMUM not in raw_thresholds:
+        raise DesignError(
+            f"{where} trains models but registers no minimum for 'did each arm train'; add "
+            f"[claims.{claim_id}.thresholds.{TRAINED_MINIMUM}] (how far below the byte frequencies' entropy every "
+            f'arm\'s final loss must end, in nats per byte) or same_as = "V1"'
+        )
+    untrained_answers = table.get("untrained_answers")
+    if untrained_answers is not None and (not trains or not isinstance(untrained_answers, str)):
+        raise DesignError(
+            f"{where}: untrained_answers = {untrained_answers!r}; on a claim that trains, give the sentence saying "
+            "why an arm that fails to train answers the claim (a claim about training without tuning), or drop it"
+        )
     answered_by = table.get("answered_by")
     if (
         not isinstance(answered_by, list)
@@ -372,6 +393,7 @@ def _parse_claim(claim_id: str, table: dict, path: Path) -> tuple[dict, dict]:
             source_numbers={name: dict(number) for name, number in source_numbers.items()},
             answered_by=tuple(answered_by),
             answered_note=answered_note,
+            untrained_answers=untrained_answers,
         ),
         raw_thresholds,
     )

@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass, field
 
 from normlab.study import design as registered
+from normlab.study.trained import ArmLosses
 
 
 def finite_or_none(value):
@@ -57,6 +58,9 @@ class Finding:
     # the study's rule for a verdict weighed from several runs (normlab.analysis.shared.scale_rule.RULE), shown after
     # the claim's registered rule; None for a verdict from one run
     runs_rule: str | None = None
+    # each arm's final and initial validation loss beside the byte frequencies' entropy (normlab.study.trained):
+    # required of every claim whose design trains models; `Results.record` applies the did-it-train rule to it
+    arms: ArmLosses | None = None
 
     def __post_init__(self):
         # a number this run could not measure is None (shown as "—"), never NaN

@@ -19,7 +19,7 @@ from pathlib import Path
 from normlab.runtime.code_identity import FINGERPRINT_KEY, loaded_source
 from normlab.runtime.environment import git_commit, hardware, versions
 from normlab.runtime.jobs import jobs_by_machine, machines_since
-from normlab.study import paths
+from normlab.study import design, paths, trained
 from normlab.study.claims import Claim
 from normlab.study.findings import Finding, rule_text
 
@@ -123,14 +123,27 @@ class Results:
                 )
         if finding.spread is not None and float(finding.spread) < 0:
             raise ValueError(f"spread for {claim_id} must be >= 0, got {finding.spread!r}")
-        entry = {"id": claim_id, "verdict": verdict, "summary": summary, "evidence": _to_json(finding.evidence)}
+        headline, evidence = finding.headline, dict(finding.evidence)
+        claim_design = design.load().claim(claim_id)
+        if claim_design.trains:
+            if finding.arms is None:
+                raise ValueError(
+                    f"claim {claim_id} trains models (data/design.toml: trains = true), so its finding must carry "
+                    "each arm's losses beside the byte frequencies' entropy: pass arms=ArmLosses(...) "
+                    "(normlab.study.trained) so that the did-it-train rule can read them"
+                )
+            judged = trained.judge(claim_id, verdict, summary, headline, finding.arms, design.load())
+            verdict, summary, headline = judged.verdict, judged.summary, judged.headline
+            evidence["arms_trained"] = judged.evidence
+        entry = {"id": claim_id, "verdict": verdict, "summary": summary, "evidence": _to_json(evidence)}
         entry["section"] = section
         for name in ("key_number", "threshold", "spread"):
             entry[name] = None if getattr(finding, name) is None else float(getattr(finding, name))
         # the rule from its one home, the registered design (refused, naming the claim and file, without a test)
         entry["rule"] = rule_text(claim_id, finding.reads, finding.runs_rule)
-        for name in ("meaning", "unit", "headline"):
+        for name in ("meaning", "unit"):
             entry[name] = getattr(finding, name)
+        entry["headline"] = headline
         entry["caveats"] = [str(caveat) for caveat in finding.caveats]
         entry["reads"] = [str(name) for name in finding.reads]
         entry["scale"] = finding.scale

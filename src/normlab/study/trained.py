@@ -1,0 +1,117 @@
+"""Did each arm train? The rule every trained claim's verdict passes before it stands.
+
+A model whose validation loss ends near the byte frequencies' entropy (the loss of predicting each byte from how
+often it occurs, ignoring context) has learned nothing a norm could be judged by: a comparison with it says that the
+arm failed to train, not which norm is better. So every claim whose design trains models (`trains = true` in
+data/design.toml) records each arm's mean final validation loss, its loss at step 0 and the entropy of the same
+validation text (`ArmLosses`), and registers a minimum, `trained_minimum`: how far below the entropy every arm's
+final loss must end. `Results.record` applies the rule (`judge`):
+
+- every arm at least the minimum below the entropy: the chapter's verdict stands;
+- an arm short of it: the verdict is *not testable here*, and the summary's first sentence names the arm, its loss
+  and the entropy. The exception is a claim about training without tuning (`untrained_answers` in the design): there
+  the failure is the answer, the verdict stands, and the first sentence says which arm failed to train.
+
+The record keeps every arm's losses beside the entropy (`arms_trained` in its evidence), whatever the outcome.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ArmLosses:
+    """Each arm's mean final validation loss and mean validation loss at step 0, in nats per byte, beside the byte
+    frequencies' entropy of the same validation text. `scale`: the model size and steps the arms trained at, in
+    words, for the sentence that names an arm that did not train."""
+
+    final: dict[str, float]
+    initial: dict[str, float]
+    entropy: float
+    scale: str = ""
+    names: dict[str, str] = field(default_factory=dict)  # arm label -> the name a sentence uses
+
+    def __post_init__(self):
+        if not self.final:
+            raise ValueError("ArmLosses needs at least one arm's final loss; pass final={arm: loss}")
+        if not (isinstance(self.entropy, (int, float)) and math.isfinite(self.entropy) and self.entropy > 0):
+            raise ValueError(f"the byte frequencies' entropy must be a positive number, got {self.entropy!r}")
+        extra = sorted(set(self.initial) - set(self.final))
+        if extra:
+            raise ValueError(f"ArmLosses.initial names arm(s) {', '.join(extra)} that have no final loss")
+
+    def name(self, arm: str) -> str:
+        return self.names.get(arm, arm)
+
+    def untrained(self, minimum: float) -> list[str]:
+        """The arms whose final loss did not end at least `minimum` below the entropy (a diverged arm, NaN, did not
+        train either)."""
+        return [arm for arm, loss in self.final.items() if not (math.isfinite(loss) and self.entropy - loss >= minimum)]
+
+    def record(self, minimum: float) -> dict:
+        """The evidence every trained claim carries: each arm's losses, the entropy, the minimum and the outcome."""
+        untrained = self.untrained(minimum)
+        return {
+            "unigram_entropy_nats": self.entropy,
+            "minimum_below_entropy": minimum,
+            "scale": self.scale,
+            "arms": {
+                self.name(arm): {
+                    "final_val_loss": loss if math.isfinite(loss) else None,
+                    "initial_val_loss": self.initial.get(arm),
+                    "below_entropy": self.entropy - loss if math.isfinite(loss) else None,
+                    "trained": arm not in untrained,
+                }
+                for arm, loss in self.final.items()
+            },
+        }
+
+    def sentence(self, minimum: float) -> str:
+        """ "Derf ended at 3.1220 nats per byte and DyT at 3.1220, against the byte frequencies' entropy of 3.1122
+        (width 32, 200 steps), short of the registered 0.25 nats per byte below it: neither trained"."""
+        untrained = self.untrained(minimum)
+        parts = []
+        for i, arm in enumerate(untrained):
+            loss = self.final[arm]
+            unit = " nats per byte" if i == 0 else ""
+            verb = "ended at" if i == 0 else "at"
+            finite = math.isfinite(loss)
+            parts.append(f"{self.name(arm)} {verb} {loss:.4f}{unit}" if finite else f"{self.name(arm)} diverged")
+        losses = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+        where = f" ({self.scale})" if self.scale else ""
+        outcome = {1: "it did not train", 2: "neither trained"}.get(len(untrained), "none of them trained")
+        return (
+            f"{losses}, against the byte frequencies' entropy of {self.entropy:.4f}{where}, short of the registered "
+            f"{minimum:g} nats per byte below it: {outcome}"
+        )
+
+
+@dataclass(frozen=True)
+class Judged:
+    verdict: str
+    summary: str
+    headline: str | None
+    evidence: dict
+
+
+def judge(claim_id: str, verdict: str, summary: str, headline: str | None, arms: ArmLosses, design) -> Judged:
+    """The did-it-train rule (the module docstring) on one trained claim's finding: the verdict, summary, headline
+    and the evidence entry `arms_trained` as they stand after it."""
+    entry = design.claim(claim_id)
+    minimum = float(design.value(claim_id, "trained_minimum"))
+    evidence = arms.record(minimum)
+    if not arms.untrained(minimum):
+        return Judged(verdict, summary, headline, evidence)
+    failed = arms.sentence(minimum)
+    if entry.untrained_answers:
+        lead = f"An arm failed to train: {failed}; {entry.untrained_answers.rstrip('.')}."
+        return Judged(verdict, f"{lead} {summary}", headline, evidence)
+    lead = f"Not a verdict on the norm: {failed}."
+    return Judged(
+        "not testable here",
+        f"{lead} {summary}",
+        None if headline is None else f"Not testable here: in {claim_id}'s comparison, {failed}.",
+        evidence,
+    )
