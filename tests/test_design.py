@@ -60,7 +60,15 @@ value = 0.02
 basis = "about five times Narang et al.'s 0.004 nats per byte"
 source = "Narang et al. 2021, Table 1"
 
+[claims.A9.thresholds.trained_minimum]
+value = 0.25
+basis = "an arm less than this below the byte frequencies' entropy learned little beyond them"
+source = "chosen"
+
 [claims.B7.thresholds.margin]
+same_as = "A9"
+
+[claims.B7.thresholds.trained_minimum]
 same_as = "A9"
 """
 B7 = """
