@@ -138,7 +138,7 @@ def rewritten(old: str, new: str, tmp_path):
 
 
 def test_a_confirmation_whose_seeds_overlap_the_pilot_is_refused_naming_them(tmp_path):
-    with pytest.raises(design.DesignError, match=r"overlap the pilot's at 20, 21, 22, 23"):
+    with pytest.raises(design.DesignError, match=r"seeds 20\.\.[0-9]+ overlap the pilot's 0\.\.23 at 20, 21, 22, 23"):
         rewritten(
             'first_seed = 1000\nsetting = "quality:first_seed"',
             'first_seed = 20\nsetting = "quality:first_seed"',

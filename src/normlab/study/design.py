@@ -467,7 +467,8 @@ def _parse_confirmation(claim_id: str, table: dict, where: str) -> Confirmation 
     shared = sorted(set(seeds) & set(pilot_seeds))
     if shared:
         raise DesignError(
-            f"{where}: its seeds {seeds[0]}..{seeds[-1]} overlap the pilot's at {', '.join(map(str, shared))}; a "
+            f"{where}: its seeds {seeds[0]}..{seeds[-1]} overlap the pilot's {pilot_seeds[0]}..{pilot_seeds[-1]} at "
+            f"{', '.join(map(str, shared))}; a "
             "confirmation trains fresh seeds: move first_seed past the pilot's last seed"
         )
     decides = tuple(raw["decides"])
