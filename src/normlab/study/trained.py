@@ -10,7 +10,9 @@ final loss must end. `Results.record` applies the rule (`judge`):
 - every arm at least the minimum below the entropy: the chapter's verdict stands;
 - an arm short of it: the verdict is *not testable here*, and the summary's first sentence names the arm, its loss
   and the entropy. The exception is a claim about training without tuning (`untrained_answers` in the design): there
-  the failure is the answer, the verdict stands, and the first sentence says which arm failed to train.
+  the failure is the answer, the verdict stands, and the first sentence says which arm failed to train. Where a
+  finding names the arms whose failure answers the claim (`ArmLosses.answers`), any other arm short of the minimum
+  makes the verdict not testable as above.
 
 The record keeps every arm's losses beside the entropy (`arms_trained` in its evidence), whatever the outcome.
 """
@@ -32,6 +34,9 @@ class ArmLosses:
     entropy: float
     scale: str = ""
     names: dict[str, str] = field(default_factory=dict)  # arm label -> the name a sentence uses
+    # the arms whose failure to train is the claim's answer where its design registers `untrained_answers` (B17's
+    # runs without warm-up, beside its paired runs with warm-up, whose failure answers nothing); empty: every arm
+    answers: tuple[str, ...] = ()
 
     def __post_init__(self):
         if not self.final:
@@ -41,6 +46,13 @@ class ArmLosses:
         extra = sorted(set(self.initial) - set(self.final))
         if extra:
             raise ValueError(f"ArmLosses.initial names arm(s) {', '.join(extra)} that have no final loss")
+        unknown = sorted(set(self.answers) - set(self.final))
+        if unknown:
+            raise ValueError(f"ArmLosses.answers names arm(s) {', '.join(unknown)} that have no final loss")
+
+    def answered(self, untrained: list[str]) -> bool:
+        """Whether every arm in `untrained` is one whose failure answers the claim (`answers`; empty: any arm)."""
+        return not self.answers or set(untrained) <= set(self.answers)
 
     def name(self, arm: str) -> str:
         return self.names.get(arm, arm)
@@ -105,7 +117,7 @@ def judge(claim_id: str, verdict: str, summary: str, headline: str | None, arms:
     if not arms.untrained(minimum):
         return Judged(verdict, summary, headline, evidence)
     failed = arms.sentence(minimum)
-    if entry.untrained_answers:
+    if entry.untrained_answers and arms.answered(arms.untrained(minimum)):
         lead = f"An arm failed to train: {failed}; {entry.untrained_answers.rstrip('.')}."
         return Judged(verdict, f"{lead} {summary}", headline, evidence)
     lead = f"Not a verdict on the norm: {failed}."
