@@ -241,12 +241,34 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         outcome = run_step(by_name[name], logs, env)
         outcomes.append(outcome)
+        if name == "device":
+            header["predictions"] = score_predictions(out / "device.jsonl", logs)
         pack_logs(out, logs)
         write_summary(out, outcomes, header)  # after every step: a session cut short keeps its record
         status = f"stopped at its {outcome.limit_s:.0f} s limit" if outcome.timed_out else f"exit {outcome.exit_status}"
         print(f"{name:17s} {status:28s} {outcome.seconds:7.1f} s  {outcome.last_line[:90]}", flush=True)
     print(f"{'total':17s} {'':28s} {sum(o.seconds for o in outcomes):7.1f} s   -> {out}")
     return 0 if all(o.exit_status == 0 for o in outcomes) else 1
+
+
+def score_predictions(device_jsonl: Path, logs: Path) -> dict:
+    """The device bench's cases beside the registered predictions (data/speed-predictions.toml); a registration
+    whose kernel fingerprint differs from the code timed is reported as a mismatch and not scored. The lines go to
+    logs/predictions.txt and the summary's `predictions`."""
+    registry = REPO / "data" / "speed-predictions.toml"
+    if not device_jsonl.exists() or not registry.exists():
+        return {"status": "not scored: no device records or no registered predictions"}
+    try:
+        sys.path.insert(0, str(REPO / "src"))
+        from normlab.bench import speed_model
+
+        scored = speed_model.score_file(device_jsonl, registry)
+    except Exception as error:  # the session goes on; the summary says why
+        return {"status": f"not scored: {type(error).__name__}: {error}"[:300]}
+    lines = speed_model.score_text(scored)
+    (logs / "predictions.txt").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines), flush=True)
+    return scored["summary"]
 
 
 def _scratch() -> Path:

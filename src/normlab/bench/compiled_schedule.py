@@ -33,7 +33,7 @@ from pathlib import Path
 
 TARGET = ("cuda", 90, 32)  # GPUTarget's backend, compute capability, warp size
 IO_POINTERS = "X R W B Y S DY DS DX DW DB".split()
-STAT_POINTERS = "STAT RSTD DW_PARTIAL DB_PARTIAL".split()
+STAT_POINTERS = "STAT RSTD DW_PARTIAL DB_PARTIAL MS MEAN".split()  # MS, MEAN: the 12a0522 kernels' (old_kernels.py)
 PARAM_POINTERS = ("W", "B", "DW", "DB")  # the parameters and their gradients, in the parameters' dtype
 # The dtypes compiled: (x's, the statistics', the weight's or None for x's, x's element size for tuning.py)
 DTYPES = {

@@ -328,6 +328,7 @@ def line(record: dict) -> str:
 def run(out: str | Path, *, dry_run: bool = False, budget_s: float = 200.0, settings: Settings | None = None,
         case_list: list[Case] | None = None, echo: Callable[[str], None] = print) -> dict:  # fmt: skip
     """Time every case into `out` (JSON lines, flushed per record); returns counts."""
+    from normlab.bench.speed_model import kernel_fingerprint  # the code timed, for the registered predictions
     from normlab.runtime.environment import git_commit, versions
 
     if not dry_run and not torch.cuda.is_available():
@@ -346,7 +347,7 @@ def run(out: str | Path, *, dry_run: bool = False, budget_s: float = 200.0, sett
             "type": "provenance", "schema": SCHEMA, "dry_run": dry_run, "device": str(device),
             "device_name": torch.cuda.get_device_name() if device.type == "cuda" else "cpu (dry run: measures nothing)",
             "l2_cache_bytes": l2, "flush_bytes": flush_bytes, "settings": asdict(settings), "versions": versions(),
-            "git_commit": git_commit(), "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "git_commit": git_commit(), "kernel_fingerprint": kernel_fingerprint(), "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "cases": len(case_list),
             "device_time_methods": {"graph": GRAPH, "profiler": PROFILER, "cpu": CPU_STAND_IN},
         })  # fmt: skip
