@@ -242,7 +242,10 @@ def test_q5_finding_flips_at_the_share_threshold():
     )
     assert above.verdict == "holds" and below.verdict == "does not hold"
     assert above.key_number == pytest.approx(0.10) and above.threshold == 0.07
-    assert "its norms take 10.0% of a 32-token prefill" in above.summary and "2-core CPU" in above.summary
+    assert "norms take 10.0% of a 32-token prefill" in above.summary
+    # a share of time on this machine: the first sentence says so, and whose machine it is
+    first = above.summary.split(". ")[0]
+    assert first.startswith("A share of time on this build's CPU (2 cores), so it turns on the machine: ")
     assert "changes prefill by +10.0% (sd 0.0%)" in above.summary
     assert above.reads == ("share_threshold",)
     assert above.evidence["share_method"] == "hooks"

@@ -118,9 +118,8 @@ def build(
     )
     # The committed builds are inputs of these pages: a new one changes the reproducibility page and the opening's.
     try:
-        machines = builds.cross_machine(
-            runs, builds.load_builds(builds_dir or data_dir / "builds"), executed_dir=executed_dir
-        )
+        committed = builds.load_builds(builds_dir or data_dir / "builds")
+        machines = builds.cross_machine(runs, committed, executed_dir=executed_dir)
     except builds.BuildError as error:
         raise LedgerError(str(error)) from None
     pages_dir.mkdir(parents=True, exist_ok=True)
@@ -134,7 +133,7 @@ def build(
             pages_dir / "contested.md": contested_page.encode(),
             pages_dir / "design.md": render_design(registered, [c.id for c in claims], family).encode(),
             pages_dir / "reproducibility.md": render_reproducibility(
-                runs, warning=warning, other_machines=machines.render()
+                runs, warning=warning, other_machines=machines.render(), builds=committed
             ).encode(),
             pages_dir / "intro.md": render_intro(
                 claims,

@@ -178,9 +178,11 @@ def q5_finding(result: TimingResult, threshold: float, provenance: dict) -> Find
     prefill, decode = statistics.median(primary["prefill"]), statistics.median(primary["decode"])
     reached = (prefill >= threshold) + (decode >= threshold)
     summary = (
-        # the first sentence (the ledger's): both shares against the threshold; LayerNorm's own change after it
-        f"SmolLM2-135M on this {result.cores}-core {result.device.upper()}: its norms take "
-        f"{prefill:.1%} of a {result.prompt_tokens}-token prefill and {decode:.1%} of a decoding step, "
+        # the first sentence (the ledger's): a share of time on this machine, so it says whose; both shares against
+        # the threshold; LayerNorm's own change after it
+        f"A share of time on {this_build(result.device)} ({result.cores} cores), so it turns on the machine: "
+        f"SmolLM2-135M's norms take {prefill:.1%} of a {result.prompt_tokens}-token prefill and {decode:.1%} of a "
+        "decoding step, "
         f"{ {0: 'both below', 1: 'one of them at least', 2: 'both at least'}[reached] } {threshold:.0%}, the papers' "
         f"smallest whole-model saving. LayerNorm instead of RMSNorm (F.layer_norm vs F.rms_norm) changes prefill by "
         f"{change_text(layer_vs['prefill']['vs normlab torch'])} and decoding by "

@@ -4,8 +4,15 @@ committed from other machines (`normlab.study.builds`)."""
 from __future__ import annotations
 
 from normlab.runtime.environment import machine_name
+from normlab.study import design
 from normlab.study.pages.markdown import cell, warning_box
 from normlab.study.results import checked_commit
+
+# The verdicts whose key number is a time, or a share of time, on the machine that ran them: (claim, the evidence
+# keys of the numbers set side by side, their column names). Their verdict can change with the machine alone.
+MACHINE_DEPENDENT = (
+    ("Q5", ("norm_time_share_prefill", "norm_time_share_decode"), ("norms' share of prefill", "of a decoding step")),
+)
 
 
 def instruction_set(run: dict) -> str:
@@ -52,8 +59,61 @@ def machines_section(runs: list[dict]) -> list[str]:
     return [*lines, ""]
 
 
-def render_reproducibility(runs: list[dict], *, warning: str | None = None, other_machines: list[str] = ()) -> str:
-    """other_machines: the section comparing this build with the committed builds (builds.CrossMachine.render)."""
+def _record(runs, claim_id: str) -> tuple[str, dict | None]:
+    """The commit of the run that recorded `claim_id`'s verdict, and the record; ("", None) where none did."""
+    for run in runs:
+        for record in run.get("claims", []):
+            if record["id"] == claim_id and record.get("verdict"):
+                return (run.get("git_commit") or "")[:7], record
+    return "", None
+
+
+def _share(record: dict | None, key: str) -> str:
+    value = (record or {}).get("evidence", {}).get(key)
+    return "—" if value is None else f"{value:.1%}"
+
+
+def machine_dependent_section(runs: list[dict], builds=()) -> list[str]:
+    """A verdict whose key number is a share of time on the machine that ran it, this build's beside each committed
+    build's (`normlab.study.builds.CommittedBuild`), and the numbers reported from builds that were not committed
+    (the claim's registered source numbers named `*_elsewhere`, with where they come from)."""
+    lines = []
+    for claim_id, keys, names in MACHINE_DEPENDENT:
+        rows = [("this build", machine_name(runs[0]["hardware"]) if runs else "—", *_record(runs, claim_id))]
+        rows += [(f"`{b.name}`", b.machine, *_record(b.runs, claim_id)) for b in builds]
+        rows = [row for row in rows if row[3] is not None]
+        if not rows:
+            continue
+        lines += [
+            f"## {claim_id}: a share of time on the machine that ran it",
+            "",
+            f"{claim_id}'s key number is a share of time measured on the build's own CPU, and its verdict can change "
+            "with the machine alone. This build's number beside those of the builds committed under `data/builds/`:",
+            "",
+            f"| build | machine | commit | {' | '.join(names)} | verdict |",
+            "|---|---|---|" + "---|" * len(names) + "---|",
+        ]
+        for build, machine, commit, record in rows:
+            shares = " | ".join(_share(record, key) for key in keys)
+            commit_cell = f"`{commit}`" if commit else "—"
+            lines.append(f"| {build} | {cell(machine)} | {commit_cell} | {shares} | {record['verdict']} |")
+        elsewhere = {
+            name: number
+            for name, number in design.load().claim(claim_id).source_numbers.items()
+            if name.endswith("_elsewhere")
+        }
+        for number in elsewhere.values():
+            lines += ["", f"From a build that was not committed: {number['where']}."]
+        lines.append("")
+    return lines
+
+
+def render_reproducibility(
+    runs: list[dict], *, warning: str | None = None, other_machines: list[str] = (), builds=()
+) -> str:
+    """other_machines: the section comparing this build with the committed builds (builds.CrossMachine.render);
+    builds: the committed builds (builds.load_builds), whose machine-dependent key numbers are set beside this
+    build's."""
     lines = [
         "# Reproducibility",
         "",
@@ -81,6 +141,7 @@ def render_reproducibility(runs: list[dict], *, warning: str | None = None, othe
         "The corpus and every seed are fixed in the notebooks.",
         "",
         *machines_section(runs),
+        *machine_dependent_section(runs, builds),
         *other_machines,
     ]
     return "\n".join(lines).rstrip() + "\n"
