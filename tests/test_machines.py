@@ -8,6 +8,15 @@ from normlab.runtime.parallel import run_parallel
 from normlab.study import Results
 from normlab.study.pages.reproducibility import render_reproducibility
 
+# Another machine's GPU and torch, never this machine's: on an H200 with torch 2.11.0 (in the supported range) a fixed
+# "NVIDIA H200" and "2.11.0" would name this very machine, and the page rightly lists no other machine.
+GPUS = ("NVIDIA H200", "NVIDIA H100 80GB HBM3")
+TORCHES = ("2.11.0", "2.12.0")
+
+
+def another(this, candidates):
+    return next(value for value in candidates if value != this)
+
 
 def test_the_results_file_lists_each_machine_once_with_its_jobs(tmp_path):
     results = Results("quality", "smoke", tmp_path)
@@ -28,8 +37,9 @@ def test_the_reproducibility_page_shows_only_the_machines_that_differ(tmp_path):
     alone = results.to_dict()
     page = render_reproducibility([alone])
     assert "Jobs run on other machines" not in page
-    other = {"host": "node-b", "hardware": {**alone["hardware"], "gpu": "NVIDIA H200"}, "torch": "2.11.0", "jobs": 7}
+    gpu, torch = another(alone["hardware"]["gpu"], GPUS), another(alone["versions"]["torch"], TORCHES)
+    other = {"host": "node-b", "hardware": {**alone["hardware"], "gpu": gpu}, "torch": torch, "jobs": 7}
     page = render_reproducibility([{**alone, "machines": [*alone["machines"], other]}])
     section = page.split("## Jobs run on other machines", 1)[1]
-    assert "| quality | node-b |" in section and "NVIDIA H200" in section and "| 2.11.0 | 7 |" in section
+    assert "| quality | node-b |" in section and gpu in section and f"| {torch} | 7 |" in section
     assert section.count("| quality |") == 1  # the notebook's own machine is not listed again
