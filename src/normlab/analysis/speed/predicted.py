@@ -1,0 +1,74 @@
+"""Section "Predicted, then measured": the schedule model's error on the old kernels' H200 runs, and HEAD's registered
+predictions (data/speed-predictions.toml, written by scripts/register_speed_predictions.py through
+normlab.bench.speed_model). Every number here is read from the registration; nothing is fitted or predicted while
+the page builds, so the page shows what was registered before any GPU run of HEAD's kernels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+from normlab.bench import speed_model
+
+LABELS = {"fit": "fitted on", "held_out": "held out"}
+
+
+def registry(root: Path | str = ".") -> dict | None:
+    path = Path(root) / speed_model.REGISTRY
+    return speed_model.load_registry(path) if path.exists() else None
+
+
+def old_kernel_cases(registered: dict) -> pd.DataFrame:
+    """The old kernels' cases, fitted and held out: run, role, norm, direction, dtype, rows, d, measured, predicted,
+    ratio (predicted / measured)."""
+    fit = pd.DataFrame(registered.get("fit_case", [])).assign(role=LABELS["fit"])
+    held = pd.DataFrame(registered.get("held_out_case", [])).assign(role=LABELS["held_out"])
+    return pd.concat([fit, held], ignore_index=True)
+
+
+def held_out_table(registered: dict) -> pd.DataFrame:
+    cases = pd.DataFrame(registered.get("held_out_case", []))
+    columns = ["study", "implementation", "norm", "direction", "dtype", "rows", "d", "measured", "predicted", "ratio"]
+    return cases[columns].round({"measured": 3, "predicted": 3, "ratio": 3}).rename(
+        columns={"measured": "measured fraction of copy", "predicted": "predicted fraction of copy",
+                 "ratio": "predicted / measured"}
+    )  # fmt: skip
+
+
+def predictions_table(registered: dict) -> pd.DataFrame:
+    """HEAD's registered predictions, labelled as predictions, with their intervals."""
+    frame = pd.DataFrame(registered["prediction"])
+    frame = frame.assign(
+        **{"predicted fraction of copy (a prediction)": frame["predicted"].round(2),
+           "interval from the held-out error": [f"{lo:.2f}–{hi:.2f}" for lo, hi in zip(frame["low"], frame["high"], strict=True)]}
+    )  # fmt: skip
+    columns = ["norm", "direction", "dtype", "rows", "d", "predicted fraction of copy (a prediction)",
+               "interval from the held-out error", "kernels"]  # fmt: skip
+    return frame[columns]
+
+
+def constants_table(registered: dict) -> pd.DataFrame:
+    constants, fitted = registered["constants"], registered["fitted"]
+    rows = []
+    for name in speed_model.FITTED + ("latency_s", "launch_s", "hbm_peak_tbs"):
+        status = "fitted" if name in fitted["names"] else "assumed (not fitted)"
+        rows.append(
+            {"constant": name, "value": constants[name], "status": status,
+             "bootstrap sd": fitted.get(f"{name}_sd"), "5 %": fitted.get(f"{name}_p05"), "95 %": fitted.get(f"{name}_p95")}
+        )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def figure(cases: pd.DataFrame):
+    """Predicted against measured fraction of copy for the old kernels, fitted run and held-out run."""
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    sns.scatterplot(data=cases, x="measured", y="predicted", hue="role", style="direction", ax=ax, s=60)
+    top = max(cases["measured"].max(), cases["predicted"].max()) * 1.05
+    ax.plot([0, top], [0, top], color="grey", linestyle=":", linewidth=1)
+    ax.set(xlim=(0, top), ylim=(0, top), xlabel="measured fraction of copy (H200)",
+           ylabel="predicted fraction of copy (model)")  # fmt: skip
+    ax.legend(fontsize="small")
+    return fig
