@@ -1,4 +1,5 @@
-"""The family rule's arithmetic: Student's t tail, each reading's level by interval inversion, Holm's adjustment."""
+"""The family rule: Student's t tail, each reading's level by interval inversion, Bonferroni's adjustment over every
+registered reading (a rule over the claims' `readings`, not a list), and the verdict it leaves where it is recorded."""
 
 import math
 import random
@@ -51,27 +52,17 @@ def test_a_zero_reading_follows_the_interval_around_zero():
     assert reading.outcome == "includes zero" and reading.level > 0.05
 
 
-def test_holm_adjusts_as_the_textbook_example():
-    adjusted = M.holm({"a": 0.01, "b": 0.04, "c": 0.03, "d": 0.005}, 0.05)
-    assert adjusted == pytest.approx({"d": 0.02, "a": 0.03, "c": 0.06, "b": 0.06})
-    assert M.holm({"only": 0.049}, 0.05) == {"only": 0.049}
-    assert M.holm({}, 0.05) == {}
-
-
-def test_holm_never_rejects_less_than_bonferroni_nor_more_than_unadjusted():
-    rng = random.Random(3)
-    for _ in range(200):
-        levels = {str(i): rng.random() ** 3 for i in range(rng.randint(1, 15))}
-        adjusted = M.holm(levels, 0.05)
-        for name, level in levels.items():
-            assert level <= adjusted[name] <= min(1.0, len(levels) * level) + 1e-15
+def test_bonferroni_multiplies_by_the_family_s_size_and_stops_at_one():
+    assert M.bonferroni(0.01, 4) == pytest.approx(0.04)
+    assert M.bonferroni(0.3, 24) == 1.0
+    assert M.bonferroni(0.049, 1) == 0.049
 
 
 @pytest.mark.parametrize(
     "call, refusal",
     [
-        (lambda: M.holm({"a": 1.5}, 0.05), "levels must lie in"),
-        (lambda: M.holm({"a": 0.1}, 0.0), "alpha must lie strictly"),
+        (lambda: M.bonferroni(1.5, 3), "a level must lie in"),
+        (lambda: M.bonferroni(0.1, 0), "positive whole number of readings"),
         (lambda: M.interval_level(0.1, 0.01, 1, "zero"), "pairs must be an int >= 2"),
         (lambda: M.interval_level(0.1, 0.01, 5, "margin"), "needs a positive finite margin"),
         (lambda: M.interval_level(math.nan, 0.01, 5, "zero"), "must be finite"),
@@ -90,20 +81,31 @@ def test_bad_input_is_refused_naming_the_problem(call, refusal):
 FAMILY_IDS = {"A9", "B7", "B15", "V1", "Q4"}
 FAMILY_TOML = """
 [multiplicity]
-registered = "2026-12-05"
-rule = "holm"
+registered = "2026-12-07"
+rule = "bonferroni"
 alpha = 0.05
-family_definition = "the readings below"
+family_definition = "every reading declared on a claim"
 basis = "family-wise error at α under any dependence"
-not_surviving = "kept, with a caveat"
-family = [
-    { claim = "A9", evidence = "paired_final_loss", reading = "margin" },
-    { claim = "B7", evidence = "paired_curve_loss", reading = "margin" },
-    { claim = "B15", evidence = "decay_sweep/pairs/30.0", reading = "margin" },
-    { claim = "V1", evidence = "dyt_minus_rms", reading = "plus_margin" },
-    { claim = "V1", evidence = "dyt_minus_layer", reading = "plus_margin", bears_on = ["holds", "holds with caveats"] },
-    { claim = "Q4", evidence = "smollm2_ci", reading = "margin" },
+not_surviving = "a reading that does not survive does not decide"
+seen_at_adoption = "the test's own results"
+
+[claims.A9]
+readings = [{ evidence = "paired_final_loss", reading = "margin" }]
+
+[claims.B7]
+readings = [{ evidence = "paired_curve_loss", reading = "margin" }]
+
+[claims.B15]
+readings = [{ evidence = "decay_sweep/pairs/30.0", reading = "margin" }]
+
+[claims.V1]
+readings = [
+    { evidence = "dyt_minus_rms", reading = "plus_margin" },
+    { evidence = "dyt_minus_layer", reading = "plus_margin", bears_on = ["holds", "holds with caveats"] },
 ]
+
+[claims.Q4]
+readings = [{ evidence = "smollm2_ci", reading = "margin" }]
 """
 
 
@@ -113,29 +115,44 @@ def _family(tmp_path, text=FAMILY_TOML):
     return M.parse(path, FAMILY_IDS)
 
 
-def test_the_committed_family_parses_with_every_reading_registered():
+def test_the_committed_family_is_every_reading_its_claims_declare():
+    import tomllib
+
+    from normlab.study import design
+
     family = M.parse()
-    assert family.rule == "holm" and family.alpha == 0.05 and family.registered == "2026-12-05"
-    claims = {entry.claim for entry in family.entries}
-    assert {"A9", "B5", "B7", "B15", "B16", "B17", "B18", "B19", "V1", "V3", "V4", "Q4"} <= claims
+    assert family.rule == "bonferroni" and family.alpha == 0.05 and family.registered == "2026-12-07"
+    declared = [
+        (claim, raw["evidence"])
+        for claim, entry in tomllib.loads(design.DESIGN.read_text(encoding="utf-8"))["claims"].items()
+        for raw in entry.get("readings", ())
+    ]
+    assert [(e.claim, e.evidence) for e in family.entries] == declared and family.size == len(declared) >= 24
+    assert {"A9", "B5", "B7", "B15", "B16", "B17", "B18", "B19", "V1", "V3", "V4", "Q4"} <= set(family.claims)
     assert all(entry.reading in M.READINGS for entry in family.entries)
-    assert "Holm" in family.basis and "false-discovery" in family.basis
+    assert "2026-12-07" in family.seen_at_adoption and "Holm" in family.basis
 
 
 @pytest.mark.parametrize(
     "old, new, refusal",
     [
-        ('claim = "B7"', 'claim = "Z9"', r"family entry 2 names unknown claim 'Z9'"),
+        ("[claims.B7]", "[claims.Z9]", r"claim 'Z9' declares readings but is not in data/claims.md"),
         ('reading = "plus_margin" }', 'reading = "sideways" }', r"V1's reading of 'dyt_minus_rms' is 'sideways'"),
-        ('evidence = "paired_curve_loss", ', "", r"B7's family entry 2 names no evidence path"),
-        ('rule = "holm"', 'rule = "bh"', r"rule must be one of \('holm',\)"),
+        ('evidence = "paired_curve_loss", ', "", r"B7's reading 1 names no evidence path"),
+        ('rule = "bonferroni"', 'rule = "bh"', r"rule must be one of \('bonferroni',\)"),
         ("alpha = 0.05", "alpha = 5", r"alpha must lie strictly between 0 and 1"),
         (
             'bears_on = ["holds", "holds with caveats"]',
             'bears_on = ["maybe"]',
             r"dyt_minus_layer' bears on \['maybe'\]",
         ),
-        ('{ claim = "B7", evidence = "paired_curve_loss"', '{ claim = "A9", evidence = "paired_final_loss"', "twice"),
+        ('evidence = "dyt_minus_layer"', 'evidence = "dyt_minus_rms"', "twice"),
+        ('seen_at_adoption = "the test\'s own results"', "", "seen_at_adoption must be a text"),
+        (
+            'seen_at_adoption = "the test\'s own results"',
+            'seen_at_adoption = "x"\nfamily = [{ claim = "A9", evidence = "extra", reading = "zero" }]',
+            r"lists a family .*'extra'.* the family is a rule",
+        ),
     ],
 )
 def test_a_bad_family_entry_is_refused_naming_it(tmp_path, old, new, refusal):
@@ -144,8 +161,11 @@ def test_a_bad_family_entry_is_refused_naming_it(tmp_path, old, new, refusal):
         _family(tmp_path, FAMILY_TOML.replace(old, new, 1))
 
 
-def test_a_design_without_the_table_registers_no_family(tmp_path):
+def test_a_design_without_the_table_registers_no_family_and_readings_without_it_are_refused(tmp_path):
     assert _family(tmp_path, "[claims]\n") is None
+    with pytest.raises(M.FamilyError, match=r"claim\(s\) A9 declare readings but no \[multiplicity\] table"):
+        _family(tmp_path, FAMILY_TOML.split("[claims.A9]")[0].replace("[multiplicity]", "[other]") + "[claims.A9]\n"
+                'readings = [{ evidence = "x", reading = "zero" }]\n')  # fmt: skip
 
 
 def _interval(mean, sd, pairs, margin):
@@ -185,55 +205,55 @@ def _results():
     return [run]
 
 
-def test_the_family_table_finds_survivors_and_caveats(tmp_path):
+def test_the_family_table_reads_every_registered_reading_against_the_whole_family(tmp_path):
     family = _family(tmp_path)
     table = M.family_table(_results(), family)
     rows = {(row.entry.claim, row.entry.evidence): row for row in table.rows}
-    assert rows[("B7", "paired_curve_loss")].status == M.NOT_MEASURED  # listed, not dropped, not counted
-    assert rows[("Q4", "smollm2_ci")].status == M.NO_SPREAD  # counted at level 1
-    assert len(table.counted) == 5
+    assert family.size == 6  # every registered reading, measured here or not
+    assert rows[("B7", "paired_curve_loss")].status == M.NOT_MEASURED  # listed, not dropped
+    assert rows[("Q4", "smollm2_ci")].status == M.NO_SPREAD
+    assert len(table.measured) == 5
     b15 = rows[("B15", "decay_sweep/pairs/30.0")]
     assert b15.decides(0.05) and not b15.survives(0.05)  # decides alone, not with the family
+    assert b15.adjusted == pytest.approx(min(1.0, 6 * b15.level))
     for key in (("A9", "paired_final_loss"), ("V1", "dyt_minus_rms"), ("V1", "dyt_minus_layer")):
         assert rows[key].survives(0.05), rows[key]
-    # Holm's adjustment over the five counted readings, Q4's at level 1
-    levels = {key: row.level if row.level is not None else 1.0 for key, row in rows.items() if row in table.counted}
-    adjusted = M.holm(levels, 0.05)
-    assert b15.adjusted == pytest.approx(adjusted[("B15", "decay_sweep/pairs/30.0")])
-    assert b15.adjusted == pytest.approx(min(1.0, 2 * b15.level))  # 4th of 5: two left, Q4 at 1 last
-    caveats = table.caveats()
-    assert set(caveats) == {"B15", "Q4"}
-    (b15_caveat,) = caveats["B15"]
-    assert b15_caveat.startswith("does not survive Holm's rule over the 5 readings") and M.is_family_caveat(b15_caveat)
-    assert f"adjusted level {M.level_text(b15.adjusted)}, above 0.05" in b15_caveat and "verdict is kept" in b15_caveat
-    assert "without its pairs or spread" in caveats["Q4"][0]
     sentence = M.summary_sentence(table)
     assert sentence.startswith(
-        "Of the 5 readings of paired intervals in this build, 4 decide at 95% read alone; 3 of those survive"
+        "Of the family's 6 registered readings of paired intervals, this build measured 5; 4 decide at 95% read "
+        "alone, and 3 of those survive"
     )
-    assert "B15 rests on a reading that does not survive, Q4 on one its chapter records without its spread" in sentence
 
 
-def test_a_caveat_only_reading_bears_on_holds_alone(tmp_path):
+def test_a_reading_that_does_not_survive_leaves_its_verdict_undecided(tmp_path):
     family = _family(tmp_path)
+    b15 = next(r for r in _results()[0]["claims"] if r["id"] == "B15")
+    judged = M.judge("B15", "holds with caveats", "B15's effect.", b15["evidence"], family)
+    assert judged.verdict == "not testable here"
+    assert judged.summary.startswith(f"{M.UNDECIDED} `decay_sweep/pairs/30.0` decides at 95% alone (level 0.0")
+    assert "not over the family's 6 registered readings (adjusted level" in judged.summary
+    assert judged.summary.endswith("B15's effect.")
+    a9 = next(r for r in _results()[0]["claims"] if r["id"] == "A9")
+    assert M.judge("A9", "holds", "A9.", a9["evidence"], family) == M.Judged("holds", "A9.", ())
+    q4 = next(r for r in _results()[0]["claims"] if r["id"] == "Q4")
+    (caveat,) = M.judge("Q4", "holds", "Q4.", q4["evidence"], family).caveats
+    assert caveat.startswith(M.NOT_CHECKED) and M.is_family_caveat(caveat)
+    # the pages name the claims the rule left undecided, read off the recorded summaries
     results = _results()
-    layer = results[0]["claims"][2]["evidence"]["dyt_minus_layer"]
-    layer.update(_interval(0.086, 0.0173205, 3, 0.03))  # above +0.03 alone (level about 0.03), not with the family
-    table = M.family_table(results, family)
-    row = next(r for r in table.rows if r.entry.evidence == "dyt_minus_layer")
-    assert row.decides(0.05) and not row.survives(0.05)
-    assert "V1" not in table.caveats()  # V1 does not hold: its LayerNorm reading only chooses holds/with caveats
-    results[0]["claims"][2]["verdict"] = "holds with caveats"
-    assert "V1" in M.family_table(results, family).caveats()
+    for record in results[0]["claims"]:
+        if record["id"] == "B15" and record["verdict"]:
+            record.update(verdict=judged.verdict, summary=judged.summary)
+    assert "B15 is not testable here because of it" in M.summary_sentence(M.family_table(results, family))
 
 
-def test_caveats_reach_the_records_as_copies(tmp_path):
-    results = _results()
-    table = M.family_table(results, _family(tmp_path))
-    caveated = M.with_caveats(results, table)
-    b15 = next(r for r in caveated[0]["claims"] if r["id"] == "B15" and r["verdict"])
-    assert any(M.is_family_caveat(c) for c in b15["caveats"])
-    assert "caveats" not in results[0]["claims"][1]  # the runs passed in are left as they are
+def test_a_caveat_only_reading_that_does_not_survive_turns_holds_into_holds_with_caveats(tmp_path):
+    family = _family(tmp_path)
+    v1 = next(r for r in _results()[0]["claims"] if r["id"] == "V1")
+    v1["evidence"]["dyt_minus_layer"].update(_interval(0.086, 0.0173205, 3, 0.03))  # level about 0.03 alone
+    kept = M.judge("V1", "does not hold", "V1.", v1["evidence"], family)
+    assert kept == M.Judged("does not hold", "V1.", ())  # it only chooses between holds and holds with caveats
+    weakened = M.judge("V1", "holds", "V1.", v1["evidence"], family)
+    assert weakened.verdict == "holds with caveats" and weakened.caveats[0].startswith(M.NOT_SURVIVING)
 
 
 def test_the_design_page_shows_the_rule_and_the_family_table(tmp_path):
@@ -245,8 +265,12 @@ def test_the_design_page_shows_the_rule_and_the_family_table(tmp_path):
     table = M.family_table(_results(), M.parse())
     page = render_design(design.parse(design.DESIGN, set(claims)), claims, table)
     section = page.split("## One rule for the family", 1)[1].split("## Changes after results were seen", 1)[0]
-    assert "**Holm's step-down over the family, α = 0.05 family-wise.**" in section
-    assert "- Why Holm's rule: Holm's step-down (Holm 1979)" in section
+    family = M.parse()
+    assert f"**Bonferroni's rule over the family's {family.size} registered readings, α = 0.05 family-wise.**" in (
+        section
+    )
+    assert "- Why this rule: Bonferroni's rule over the m registered readings" in section
+    assert "- What had been seen when it was adopted: adopted on 2026-12-07" in section
     assert "| Claim | Verdict | Interval | Read against | Level | Adjusted | Under the rule |" in section
     assert (
         "| B7 | not judged here | `paired_curve_loss` | inside or beyond ±margin | — | — | not measured here |"
@@ -255,7 +279,7 @@ def test_the_design_page_shows_the_rule_and_the_family_table(tmp_path):
     b15 = next(line for line in section.splitlines() if line.startswith("| B15 "))
     assert b15.endswith("| does not survive |") and "| holds with caveats |" in b15
     assert "| A9 | holds | `paired_final_loss` | inside or beyond ±margin | <0.001 | <0.001 | survives |" in section
-    assert "spread not recorded (counted at level 1)" in section
+    assert "spread not recorded (cannot be checked)" in section
     assert "{'" not in section  # no raw dicts
     assert "(family-rule)=" in page and "## One rule for the family" not in render_design(
         design.parse(design.DESIGN, set(claims)), claims

@@ -23,6 +23,10 @@ WHY_NOT_TESTABLE = (
     "not measured",
     "could not",
     "cannot",
+    "did not train",  # normlab.study.trained: an arm that did not train decides nothing about a norm
+    "neither trained",
+    "none of them trained",
+    "not decided",  # normlab.study.multiplicity: a reading that did not survive the family's rule
 )
 
 

@@ -34,7 +34,11 @@ def test_a_comparison_with_arms_that_did_not_train_is_not_a_verdict_on_the_norm(
     record = Results("landscape", "smoke", tmp_path).record("V7", _v7(3.1220, 3.1220), "landscape-derf")
     assert record["verdict"] == "not testable here"
     assert record["summary"].startswith("Not a verdict on the norm: DyT ended at 3.1220 nats per byte and Derf at")
-    assert "entropy of 3.1122 (width 32, 200 steps)" in record["summary"] and "neither trained" in record["summary"]
+    assert (
+        "less than the registered 0.25 below the byte frequencies' entropy of 3.1122 (width 32, 200 steps)"
+        in (record["summary"])
+    )
+    assert "neither trained" in record["summary"]
     assert "Derf − RMSNorm +0.787." in record["summary"]  # the measurement stays, after the rule's sentence
     assert record["headline"].startswith("Not testable here: in V7's comparison, DyT ended at 3.1220")
     arms = record["evidence"]["arms_trained"]["arms"]
@@ -64,7 +68,7 @@ def test_where_the_design_says_the_failure_is_the_answer_the_verdict_stands_and_
     record = Results("landscape", "smoke", tmp_path).record("V1", finding, "landscape-dyt")
     assert record["verdict"] == "does not hold"
     assert record["summary"].startswith("An arm failed to train: DyT ended at 3.0820 nats per byte")
-    assert "(234k parameters, 200 steps)" in record["summary"]
+    assert "(234k parameters, 200 steps): it did not train; V1 claims DyT" in record["summary"]
 
 
 def test_a_trained_claim_s_finding_without_its_arms_is_refused_naming_the_claim(tmp_path):

@@ -102,15 +102,13 @@ def build(
         design.check_runs(runs, registered)
     except design.DesignError as error:
         raise LedgerError(str(error)) from None
-    # The registered multiplicity rule over the family of paired readings: a decided verdict whose reading does not
-    # survive it keeps its verdict and carries a caveat, on every page that shows the verdict.
+    # The registered multiplicity rule over the family of paired readings, as the design page and the opening show
+    # it; each chapter's records already carry its verdicts (Results.record applies the rule).
     try:
         registered_family = multiplicity.parse(Path(design_path or design.DESIGN), {c.id for c in claims})
     except multiplicity.FamilyError as error:
         raise LedgerError(str(error)) from None
     family = multiplicity.family_table(runs, registered_family) if registered_family else None
-    if family is not None:
-        runs = multiplicity.with_caveats(runs, family)
     # The contested questions (data/contested.toml) beside this build's verdicts: a claim ID that is not in
     # data/claims.md, or a quoted source number the design does not hold, is refused (a LedgerError), naming it.
     contested_page = contested.render_contested(

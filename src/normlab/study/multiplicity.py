@@ -1,10 +1,17 @@
-"""One rule for the family of verdicts read from paired intervals: Holm's step-down over their levels.
+"""One rule for the family of verdicts read from paired intervals: Bonferroni's over every registered reading.
 
 Each chapter reads its paired intervals at 95% (`normlab.analysis.shared.paired`). Read one at a time, each may call
 a difference real by chance 5% of the time; over a family of m such readings the chance that at least one does is
-up to 1 − 0.95^m. Holm's step-down procedure (Holm 1979) keeps that family-wise error at most α for any dependence
-between the readings, and rejects at least what Bonferroni rejects; a false-discovery-rate rule would allow a share
-of the family's findings to be false, which a ledger of verdicts read one by one should not.
+up to 1 − 0.95^m. Bonferroni's rule (a reading survives when m times its level is at most α) keeps that family-wise
+error at most α for any dependence between the readings.
+
+The family is a rule, not a list: every reading a claim's registered verdict is read from, declared on the claim in
+data/design.toml (`readings`), including the readings of claims registered after the rule; m counts them all,
+measured in a build or not. The rule was adopted on 2026-12-07, after the study's builds had been read (the design
+page says which); it replaced Holm's step-down, registered on 2026-12-05 after the same kind of look, which only
+added caveats because its adjusted levels needed every chapter's results before any verdict could be decided.
+`judge` applies it where a verdict is recorded (`Results.record`): a reading that decides alone but does not survive
+does not decide its claim.
 
 A reading's level is the smallest two-sided level at which its Student-t interval still reads as the chapter read it
 at 95% (interval inversion): the interval d̄ ± t_{1−α/2}·se over n pairs
@@ -15,16 +22,14 @@ at 95% (interval inversion): the interval d̄ ± t_{1−α/2}·se over n pairs
   t·se < |d̄ − margin|: level 2·P(T > |d̄ − margin|/se);
 - excludes zero while t·se < |d̄|: level 2·P(T > |d̄|/se).
 
-At 95% the reading holds exactly when its level is at most 0.05, so the levels order the family as the chapters'
-intervals do. An interval the chapter found inconclusive concluded nothing: its level is the smaller of the two
-conclusions', above 0.05, and it stays in the family (the family is every registered reading, fixed before the runs,
-not the ones that came out significant).
+At 95% the reading holds exactly when its level is at most 0.05. An interval the chapter found inconclusive concluded
+nothing: its level is the smaller of the two conclusions', above 0.05, and it stays in the family.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import tomllib
@@ -151,22 +156,14 @@ def reading_of(claim_id: str, evidence_path: str, interval: dict, reading: str) 
     )
 
 
-def holm(levels: dict[str, float], alpha: float) -> dict[str, float]:
-    """Holm's adjusted levels: a reading survives the family's rule when its adjusted level is at most `alpha`.
-
-    With the m levels in ascending order p(1) <= ... <= p(m), the i-th adjusted level is the running maximum of
-    min(1, (m − j + 1)·p(j)) over j <= i; ties keep their order, which does not change any adjusted level."""
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must lie strictly between 0 and 1, got {alpha!r}")
-    bad = {name: level for name, level in levels.items() if not (0.0 <= level <= 1.0)}
-    if bad:
-        raise ValueError(f"levels must lie in [0, 1]; got {bad}")
-    ordered = sorted(levels, key=levels.get)
-    m, running, adjusted = len(ordered), 0.0, {}
-    for rank, name in enumerate(ordered):
-        running = max(running, min(1.0, (m - rank) * levels[name]))
-        adjusted[name] = running
-    return adjusted
+def bonferroni(level: float, m: int) -> float:
+    """Bonferroni's adjusted level of one reading in a family of `m`: min(1, m·level). A reading survives the
+    family's rule when it is at most α."""
+    if not 0.0 <= level <= 1.0:
+        raise ValueError(f"a level must lie in [0, 1], got {level!r}")
+    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+        raise ValueError(f"the family's size must be a positive whole number of readings, got {m!r}")
+    return min(1.0, m * level)
 
 
 def evidence_at(evidence: dict, path: str):
@@ -181,11 +178,15 @@ def evidence_at(evidence: dict, path: str):
 
 # --- The registered family (data/design.toml's [multiplicity] table) and its table for one build -------------------
 
-RULES = ("holm",)
+RULES = ("bonferroni",)
 DECIDED = ("holds", "holds with caveats", "does not hold")  # the verdicts a reading can have decided
 READING_TEXT = {"margin": "inside or beyond ±margin", "plus_margin": "above or below +margin", "zero": "away from zero"}
 # Every caveat the rule adds starts with one of these, so that a page can tell it from a chapter's own caveats.
-NOT_SURVIVING, NOT_CHECKED = "does not survive Holm's rule", "cannot be checked against Holm's rule"
+NOT_SURVIVING, NOT_CHECKED = "does not survive the family's rule", "cannot be checked against the family's rule"
+
+
+# The first words of a verdict's summary where a reading that did not survive left it undecided.
+UNDECIDED = "Not decided under the family's rule:"
 
 
 def is_family_caveat(caveat: str) -> bool:
@@ -217,7 +218,20 @@ class Family:
     definition: str
     basis: str
     not_surviving: str
+    seen_at_adoption: str
     entries: tuple[Entry, ...]
+
+    @property
+    def size(self) -> int:
+        """m: every registered reading, measured in a build or not."""
+        return len(self.entries)
+
+    @property
+    def claims(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(entry.claim for entry in self.entries))
+
+    def of(self, claim_id: str) -> list[Entry]:
+        return [entry for entry in self.entries if entry.claim == claim_id]
 
 
 def _design_path() -> Path:
@@ -227,53 +241,70 @@ def _design_path() -> Path:
 
 
 def parse(path: Path | None = None, claim_ids: set[str] | None = None) -> Family | None:
-    """The [multiplicity] table of the design file, checked; None where the file registers none.
+    """The family rule of the design file: its [multiplicity] table and every claim's `readings`, checked; None where
+    the file registers no rule.
 
-    Refused, naming the claim or the field: an unknown claim, a reading other than READINGS, an entry without its
-    evidence path, one registered twice, a rule other than Holm's, an α outside (0, 1), a missing text."""
+    The family is every reading declared on a claim, in the file's order. Refused, naming the claim or the field: a
+    family listed in [multiplicity] (the family is a rule over the claims' readings, not a list), a claim not in
+    data/claims.md, a reading other than READINGS, a reading without its evidence path or registered twice, a rule
+    other than Bonferroni's, an α outside (0, 1), a missing text, readings without a rule."""
     path = Path(path or _design_path())
     document = tomllib.loads(path.read_text(encoding="utf-8"))
     table = document.get("multiplicity")
+    claims = document.get("claims") or {}
+    declared = [claim for claim, entry in claims.items() if isinstance(entry, dict) and entry.get("readings")]
     if table is None:
+        if declared:
+            raise FamilyError(
+                f"{path}: claim(s) {', '.join(declared)} declare readings but no [multiplicity] table registers the "
+                "rule that reads them"
+            )
         return None
     if claim_ids is None:
         from normlab.study.claims import parse_claims
 
         claim_ids = {c.id for c in parse_claims()}
     where = f"{path}: [multiplicity]"
+    if "family" in table:
+        first = (table["family"] or [{}])[0]
+        raise FamilyError(
+            f"{where} lists a family (first entry: {first!r}); the family is a rule, every reading declared on a "
+            "claim: move each entry to its claim as readings = [{ evidence = ..., reading = ... }]"
+        )
     if table.get("rule") not in RULES:
         raise FamilyError(f"{where}: rule must be one of {RULES}, got {table.get('rule')!r}")
     alpha = table.get("alpha")
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
         raise FamilyError(f"{where}: alpha must lie strictly between 0 and 1, got {alpha!r}")
-    for key in ("registered", "family_definition", "basis", "not_surviving"):
+    for key in ("registered", "family_definition", "basis", "not_surviving", "seen_at_adoption"):
         if not isinstance(table.get(key), str) or not table[key].strip():
             raise FamilyError(f"{where}: {key} must be a text that says it (the design page shows it)")
     entries, seen = [], set()
-    for index, raw in enumerate(table.get("family") or []):
-        claim = raw.get("claim") if isinstance(raw, dict) else None
+    for claim in declared:
         if claim not in claim_ids:
-            raise FamilyError(f"{where}: family entry {index + 1} names unknown claim {claim!r} (see data/claims.md)")
-        if raw.get("reading") not in READINGS:
-            raise FamilyError(
-                f"{where}: {claim}'s reading of {raw.get('evidence')!r} is {raw.get('reading')!r}; it must be one of "
-                f"{', '.join(READINGS)}"
-            )
-        if not isinstance(raw.get("evidence"), str) or not raw["evidence"].strip():
-            raise FamilyError(f"{where}: {claim}'s family entry {index + 1} names no evidence path")
-        bears_on = tuple(raw.get("bears_on", DECIDED))
-        if not bears_on or set(bears_on) - set(DECIDED):
-            raise FamilyError(
-                f"{where}: {claim}'s reading of {raw['evidence']!r} bears on {list(bears_on)}; it must name some of "
-                f"{', '.join(DECIDED)}"
-            )
-        entry = Entry(claim, raw["evidence"], raw["reading"], bears_on)
-        if (claim, entry.evidence) in seen:
-            raise FamilyError(f"{where}: {claim}'s reading of {entry.evidence!r} is registered twice")
-        seen.add((claim, entry.evidence))
-        entries.append(entry)
+            raise FamilyError(f"{path}: claim {claim!r} declares readings but is not in data/claims.md")
+        for index, raw in enumerate(claims[claim]["readings"]):
+            raw = raw if isinstance(raw, dict) else {}
+            if raw.get("reading") not in READINGS:
+                raise FamilyError(
+                    f"{path}: claim {claim}'s reading of {raw.get('evidence')!r} is {raw.get('reading')!r}; it must "
+                    f"be one of {', '.join(READINGS)}"
+                )
+            if not isinstance(raw.get("evidence"), str) or not raw["evidence"].strip():
+                raise FamilyError(f"{path}: claim {claim}'s reading {index + 1} names no evidence path")
+            bears_on = tuple(raw.get("bears_on", DECIDED))
+            if not bears_on or set(bears_on) - set(DECIDED):
+                raise FamilyError(
+                    f"{path}: claim {claim}'s reading of {raw['evidence']!r} bears on {list(bears_on)}; it must name "
+                    f"some of {', '.join(DECIDED)}"
+                )
+            entry = Entry(claim, raw["evidence"], raw["reading"], bears_on)
+            if (claim, entry.evidence) in seen:
+                raise FamilyError(f"{path}: claim {claim}'s reading of {entry.evidence!r} is registered twice")
+            seen.add((claim, entry.evidence))
+            entries.append(entry)
     if not entries:
-        raise FamilyError(f"{where}: the family lists no reading")
+        raise FamilyError(f"{where}: no claim declares a reading, so the rule has no family")
     return Family(
         table["rule"],
         float(alpha),
@@ -281,14 +312,15 @@ def parse(path: Path | None = None, claim_ids: set[str] | None = None) -> Family
         table["family_definition"],
         table["basis"],
         table["not_surviving"],
+        table["seen_at_adoption"],
         tuple(entries),
     )
 
 
 @dataclass(frozen=True)
 class Row:
-    """One registered reading in one build: measured (with its level and Holm's adjusted level), not measured here,
-    or recorded without the spread its level needs (counted at level 1)."""
+    """One registered reading in one build: measured (with its level and its adjusted level over the family), not
+    measured here, or recorded without the spread its level needs."""
 
     entry: Entry
     status: str
@@ -297,6 +329,7 @@ class Row:
     adjusted: float | None = None
     outcome: str | None = None
     reading: Reading | None = None  # where measured: its pairs, spread and margin
+    undecided_by_rule: bool = False  # its claim's verdict is not testable here because a reading did not survive
 
     def decides(self, alpha: float) -> bool:
         """The reading decides read alone at 95% (its level at most α)."""
@@ -354,8 +387,8 @@ class FamilyTable:
     rows: tuple[Row, ...]
 
     @property
-    def counted(self) -> list[Row]:
-        """The readings this build made: measured, or recorded without their spread (counted at level 1)."""
+    def measured(self) -> list[Row]:
+        """The readings this build made: measured, or recorded without their spread."""
         return [row for row in self.rows if row.status != NOT_MEASURED]
 
     def decided(self) -> list[Row]:
@@ -368,31 +401,59 @@ class FamilyTable:
         """Readings that decide at 95% alone but not under the family's rule."""
         return [row for row in self.decided() if not row.survives(self.family.alpha)]
 
-    def caveats(self) -> dict[str, list[str]]:
-        """Per claim with a decided verdict the reading bears on, the caveats the registered rule gives it."""
-        alpha, m, out = self.family.alpha, len(self.counted), {}
-        for row in self.rows:
-            if row.verdict not in row.entry.bears_on:
-                continue
-            path = f"`{row.entry.evidence}`"
-            if row.status == NO_SPREAD:
-                text = (
-                    f"{NOT_CHECKED} over the {m} readings of paired intervals: the chapter records {path} without its "
-                    "pairs or spread (counted at level 1)"
-                )
-            elif row.decides(alpha) and not row.survives(alpha):
-                text = (
-                    f"{NOT_SURVIVING} over the {m} readings of paired intervals in this build: {path} decides at 95% "
-                    f"alone (level {level_text(row.level)}) but not with the family (adjusted level "
-                    f"{level_text(row.adjusted)}, above {alpha:g}); the verdict is kept"
-                )
-            else:
-                continue
-            out.setdefault(row.entry.claim, []).append(text)
-        return out
 
-    def caveated_claims(self) -> list[str]:
-        return list(self.caveats())
+def read_row(entry: Entry, evidence: dict, verdict: str | None, m: int) -> Row:
+    """One registered reading of one claim's evidence: measured (its level and adjusted level in a family of `m`),
+    recorded without the spread its level needs, or not measured here (its interval absent: the claim not run at
+    this profile, a run diverged)."""
+    try:
+        interval = evidence_at(evidence or {}, entry.evidence)
+    except KeyError:
+        interval = None
+    if interval is None:
+        return Row(entry, NOT_MEASURED, verdict)
+    try:
+        if not isinstance(interval, dict):
+            raise ValueError("not an interval record")
+        reading = reading_of(entry.claim, entry.evidence, interval, entry.reading)
+    except ValueError:
+        return Row(entry, NO_SPREAD, verdict)
+    return Row(entry, MEASURED, verdict, reading.level, bonferroni(reading.level, m), reading.outcome, reading)
+
+
+@dataclass(frozen=True)
+class Judged:
+    verdict: str
+    summary: str
+    caveats: tuple[str, ...]
+
+
+def judge(claim_id: str, verdict: str, summary: str, evidence: dict, family: Family) -> Judged:
+    """The family's rule on one verdict as it is recorded (the registered `not_surviving`): a reading that decides at
+    95% alone but not over the family does not decide its claim. Where it could decide any verdict, the verdict is
+    not testable here, its first sentence naming the reading; where it only chooses between holds and holds with
+    caveats, a 'holds' becomes 'holds with caveats'. A reading recorded without its spread gives a caveat."""
+    alpha, m = family.alpha, family.size
+    lead, caveats, result = None, [], verdict
+    for row in (read_row(entry, evidence, verdict, m) for entry in family.of(claim_id)):
+        if verdict not in row.entry.bears_on:
+            continue
+        path = f"`{row.entry.evidence}`"
+        if row.status == NO_SPREAD:
+            caveats.append(f"{NOT_CHECKED}: the chapter records {path} without its pairs or spread")
+        elif row.decides(alpha) and not row.survives(alpha):
+            text = (
+                f"{path} decides at 95% alone (level {level_text(row.level)}) but not over the family's {m} "
+                f"registered readings (adjusted level {level_text(row.adjusted)}, above {alpha:g})"
+            )
+            if row.entry.bears_on == DECIDED:
+                lead = lead or text
+                continue
+            caveats.append(f"{NOT_SURVIVING}: {text}")
+            result = "holds with caveats" if result == "holds" else result
+    if lead is not None:
+        return Judged("not testable here", f"{UNDECIDED} {lead}. {summary}", tuple(caveats))
+    return Judged(result, summary, tuple(caveats))
 
 
 def owner_records(runs: list[dict]) -> dict[str, dict]:
@@ -406,58 +467,17 @@ def owner_records(runs: list[dict]) -> dict[str, dict]:
 
 
 def family_table(runs: list[dict], registered: Family) -> FamilyTable:
-    """The registered family read off this build's results: each reading's level, Holm's adjusted level over the
-    readings this build made (a reading recorded without its spread counts at level 1, which can only raise the
-    others' adjusted levels), and the verdict it belongs to. A reading whose interval is absent (the claim not run
-    at this profile, a run diverged) is listed as not measured here and not counted."""
+    """The registered family read off this build's results, for the pages: each reading's level, its adjusted level
+    over the family's m registered readings, and the verdict recorded for its claim (the rule already applied:
+    `judge`, at `Results.record`)."""
     records = owner_records(runs)
-    found: list[tuple[Entry, str, str | None, Reading | None]] = []
-    for entry in registered.entries:
-        record = records.get(entry.claim)
-        verdict = record.get("verdict") if record else None
-        try:
-            interval = evidence_at((record or {}).get("evidence") or {}, entry.evidence)
-        except KeyError:
-            interval = None
-        if interval is None:
-            found.append((entry, NOT_MEASURED, verdict, None))
-            continue
-        try:
-            if not isinstance(interval, dict):
-                raise ValueError("not an interval record")
-            found.append((entry, MEASURED, verdict, reading_of(entry.claim, entry.evidence, interval, entry.reading)))
-        except ValueError:
-            found.append((entry, NO_SPREAD, verdict, None))
-    levels = {
-        index: (reading.level if reading else 1.0)
-        for index, (_, status, _, reading) in enumerate(found)
-        if status != NOT_MEASURED
-    }
-    adjusted = holm(levels, registered.alpha) if levels else {}
     rows = []
-    for index, (entry, status, verdict, reading) in enumerate(found):
-        if status == MEASURED:
-            rows.append(Row(entry, status, verdict, reading.level, adjusted[index], reading.outcome, reading))
-        else:
-            rows.append(Row(entry, status, verdict))
+    for entry in registered.entries:
+        record = records.get(entry.claim) or {}
+        row = read_row(entry, record.get("evidence") or {}, record.get("verdict"), registered.size)
+        undecided = str(record.get("summary", "")).startswith(UNDECIDED) and row.decides(registered.alpha)
+        rows.append(replace(row, undecided_by_rule=undecided and not row.survives(registered.alpha)))
     return FamilyTable(registered, tuple(rows))
-
-
-def with_caveats(runs: list[dict], table: FamilyTable) -> list[dict]:
-    """The runs with each decided verdict's family caveats appended to its record's caveats (copies; the files and
-    the runs passed in are left as they are)."""
-    caveats = table.caveats()
-    if not caveats:
-        return runs
-    out = []
-    for run in runs:
-        claims = []
-        for record in run.get("claims", ()):
-            if record.get("verdict") is not None and record["id"] in caveats:
-                record = {**record, "caveats": [*(record.get("caveats") or ()), *caveats[record["id"]]]}
-            claims.append(record)
-        out.append({**run, "claims": claims})
-    return out
 
 
 def _listed(items: list[str]) -> str:
@@ -469,32 +489,27 @@ def under_the_rule(row: Row, alpha: float) -> str:
     if row.status == NOT_MEASURED:
         return "not measured here"
     if row.status == NO_SPREAD:
-        return "spread not recorded (counted at level 1)"
+        return "spread not recorded (cannot be checked)"
     if row.survives(alpha):
         return "survives"
     return "does not survive" if row.decides(alpha) else "undecided at 95%"
 
 
-def summary_sentence(table: FamilyTable, where: str = "Holm's rule over the family") -> str:
-    """The opening page's count: how many readings decide alone, how many survive, which verdicts carry a caveat."""
-    alpha, counted, decided = table.family.alpha, table.counted, table.decided()
+def summary_sentence(table: FamilyTable, where: str = "the family's rule") -> str:
+    """The opening page's count: how many readings decide alone, how many survive, which verdicts the rule left
+    undecided or caveated."""
+    alpha, decided, lost = table.family.alpha, table.decided(), table.lost()
     surviving = [row for row in decided if row.survives(alpha)]
     text = (
-        f"Of the {len(counted)} readings of paired intervals in this build, {len(decided)} decide at 95% read alone; "
-        f"{len(surviving) or 'none'} of those {'survives' if len(surviving) == 1 else 'survive'} {where}."
+        f"Of the family's {table.family.size} registered readings of paired intervals, this build measured "
+        f"{len(table.measured)}; {len(decided)} decide at 95% read alone, and {len(surviving) or 'none'} of those "
+        f"{'survives' if len(surviving) == 1 else 'survive'} {where}."
     )
-    caveats = table.caveats()
-    if not caveats:
-        return text + " No verdict carries a caveat for it."
-    lost = [c for c, texts in caveats.items() if any(t.startswith(NOT_SURVIVING) for t in texts)]
-    unchecked = [c for c, texts in caveats.items() if c not in lost]
+    undecided = sorted({row.entry.claim for row in lost if row.undecided_by_rule})
+    caveated = sorted({row.entry.claim for row in lost} - set(undecided))
     parts = []
-    if lost:
-        parts.append(f"{_listed(lost)} {'rests' if len(lost) == 1 else 'rest'} on a reading that does not survive")
-    if unchecked:
-        parts.append(
-            f"{_listed(unchecked)} on one {'its chapter records' if len(unchecked) == 1 else 'their chapters record'} "
-            "without its spread"
-        )
-    n = len(caveats)
-    return text + f" {n} verdict{'s carry' if n > 1 else ' carries'} a caveat for it: {', '.join(parts)}."
+    if undecided:
+        parts.append(f"{_listed(undecided)} {'is' if len(undecided) == 1 else 'are'} not testable here because of it")
+    if caveated:
+        parts.append(f"{_listed(caveated)} carr{'ies' if len(caveated) == 1 else 'y'} a caveat for it")
+    return text + (f" {'; '.join(parts)}." if parts else " It changes no verdict in this build.")

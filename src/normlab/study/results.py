@@ -19,7 +19,7 @@ from pathlib import Path
 from normlab.runtime.code_identity import FINGERPRINT_KEY, loaded_source
 from normlab.runtime.environment import git_commit, hardware, versions
 from normlab.runtime.jobs import jobs_by_machine, machines_since
-from normlab.study import design, paths, trained
+from normlab.study import design, multiplicity, paths, trained
 from normlab.study.claims import Claim
 from normlab.study.findings import Finding, rule_text
 
@@ -135,6 +135,13 @@ class Results:
             judged = trained.judge(claim_id, verdict, summary, headline, finding.arms, design.load())
             verdict, summary, headline = judged.verdict, judged.summary, judged.headline
             evidence["arms_trained"] = judged.evidence
+        caveats = tuple(finding.caveats)
+        family = multiplicity.parse()
+        if family is not None and verdict != "not testable here":
+            ruled = multiplicity.judge(claim_id, verdict, summary, _to_json(evidence), family)
+            verdict, summary, caveats = ruled.verdict, ruled.summary, (*caveats, *ruled.caveats)
+        # the finding as recorded, so that what the chapter shows after recording it is what the ledger shows
+        finding.verdict, finding.summary, finding.headline, finding.caveats = verdict, summary, headline, caveats
         entry = {"id": claim_id, "verdict": verdict, "summary": summary, "evidence": _to_json(evidence)}
         entry["section"] = section
         for name in ("key_number", "threshold", "spread"):
@@ -144,7 +151,7 @@ class Results:
         for name in ("meaning", "unit"):
             entry[name] = getattr(finding, name)
         entry["headline"] = headline
-        entry["caveats"] = [str(caveat) for caveat in finding.caveats]
+        entry["caveats"] = [str(caveat) for caveat in caveats]
         entry["reads"] = [str(name) for name in finding.reads]
         entry["scale"] = finding.scale
         self.claims.append(entry)

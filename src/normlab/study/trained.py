@@ -95,8 +95,8 @@ class ArmLosses:
         where = f" ({self.scale})" if self.scale else ""
         outcome = {1: "it did not train", 2: "neither trained"}.get(len(untrained), "none of them trained")
         return (
-            f"{losses}, against the byte frequencies' entropy of {self.entropy:.4f}{where}, short of the registered "
-            f"{minimum:g} nats per byte below it: {outcome}"
+            f"{losses}, less than the registered {minimum:g} below the byte frequencies' entropy of "
+            f"{self.entropy:.4f}{where}: {outcome}"
         )
 
 

@@ -114,25 +114,27 @@ def decision_text(decision: dict) -> str:
 
 
 def family_lines(table: multiplicity.FamilyTable) -> list[str]:
-    """The registered multiplicity rule, its basis, and the family as this build's results read it."""
-    family, alpha = table.family, table.family.alpha
+    """The registered multiplicity rule, its basis, when it was adopted and what had been seen, and the family as this
+    build's results read it."""
+    family, alpha, m = table.family, table.family.alpha, table.family.size
     lines = [
         "(family-rule)=",
         "## One rule for the family",
         "",
-        f"Registered {family.registered}: **Holm's step-down over the family, α = {alpha:g} family-wise.** Each "
-        "chapter reads its paired intervals at 95%; read one at a time, many such readings call some difference real "
-        "by chance. The rule below says which readings form the family and what a verdict says when its reading "
-        "does not survive.",
+        f"Registered {family.registered}: **Bonferroni's rule over the family's {m} registered readings, α = "
+        f"{alpha:g} family-wise.** Each chapter reads its paired intervals at 95%; read one at a time, many such "
+        "readings call some difference real by chance. The rule below says which readings form the family and what "
+        "a verdict is when its reading does not survive.",
         "",
         f"- The family: {_clause(family.definition)}.",
-        f"- Why Holm's rule: {_clause(family.basis)}.",
+        f"- Why this rule: {_clause(family.basis)}.",
         f"- A verdict whose reading does not survive: {_clause(family.not_surviving)}.",
+        f"- What had been seen when it was adopted: {_clause(family.seen_at_adoption)}.",
         "",
         f"The family in this build. *Level*: the smallest two-sided level at which the reading's t-interval still "
         f"reads as its chapter read it at 95% (at most {alpha:g} exactly when it decides read alone). *Adjusted*: "
-        f"Holm's adjusted level over the {len(table.counted)} readings this build made. A reading survives when its "
-        f"adjusted level is at most {alpha:g}.",
+        f"{m} times the level (at most 1), over every registered reading, measured here or not. A reading survives "
+        f"when its adjusted level is at most {alpha:g}. *Verdict*: the claim's verdict with the rule applied.",
         "",
         "| Claim | Verdict | Interval | Read against | Level | Adjusted | Under the rule |",
         "|---|---|---|---|---|---|---|",

@@ -64,17 +64,10 @@ HEADLINE_WORDS = 35
 
 def caveats_pointer(caveats) -> str:
     """'; 2 caveats in the chapter' for a verdict's caveats, or '' without any: the caveats themselves stay on the
-    claim's chapter (and the ledger's list), one click away. A caveat the family's multiplicity rule added at the
-    ledger step (`multiplicity.is_family_caveat`) is not in the chapter: it is counted apart, '1 from the family's
-    rule', and the ledger's list and the design page state it."""
+    claim's chapter (and the ledger's list), one click away."""
     if not caveats:
         return ""
-    family = sum(1 for caveat in caveats if multiplicity.is_family_caveat(caveat))
-    own = len(caveats) - family
-    parts = [f"{own} caveat{'s' if own > 1 else ''} in the chapter"] if own else []
-    if family:
-        parts.append(f"{family}{'' if own else ' caveat' + ('s' if family > 1 else '')} from the family's rule")
-    return "; " + " and ".join(parts)
+    return f"; {len(caveats)} caveat{'s' if len(caveats) > 1 else ''} in the chapter"
 
 
 def findings_sentences(table: dict[str, dict]) -> list[str]:
@@ -156,7 +149,7 @@ def render_intro(
         + " The {ref}`ledger <ledger>` gives every claim with its key number, threshold and spread, each in its unit.",
         "",
         *(
-            [multiplicity.summary_sentence(family, "Holm's rule over the {ref}`family <family-rule>`"), ""]
+            [multiplicity.summary_sentence(family, "the {ref}`family's rule <family-rule>`"), ""]
             if family is not None
             else []
         ),
