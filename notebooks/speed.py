@@ -313,6 +313,73 @@ else:
     )
 
 # %% [markdown]
+# (speed-predicted)=
+# ### Predicted, then measured: the model's error, and HEAD's registered predictions
+#
+# A prediction without its error is not a forecast. The committed H200 runs timed the Triton kernels of commit
+# `12a0522`, which are still in git: those kernels were compiled for sm_90 with the same reader, and the model's free
+# constants fitted on the first run's cases that are not host-bound, then tested on the second run's. The kernels'
+# bandwidth came out at {glue:text}`model_efficiency` of the same run's copy (bootstrap sd {glue:text}`model_efficiency_sd`),
+# the L2's at {glue:text}`model_l2_tbs` TB/s (sd {glue:text}`model_l2_tbs_sd`), and the fixed cost of a call at
+# {glue:text}`model_fixed_forward_us` µs forward and {glue:text}`model_fixed_backward_us` µs forward+backward: host time,
+# since those runs timed the host's calls, so it does not carry to a run that times the device. The loads' latency, the
+# HBM peak and the device's launch latency are not fitted (no case constrains them) and stay assumptions:
+# {glue:text}`model_not_fitted`. {glue:text}`model_host_bound` of the first run's Triton cases were host-bound and left out
+# of the fit; {glue:text}`model_no_copy` had no same-run copy.
+#
+# On the {glue:text}`model_held_out_cases` held-out cases the prediction was {glue:text}`model_median_ratio` times the
+# measured fraction of copy at the median, and {glue:text}`model_worst_ratio` at worst ({numref}`fig-speed-predicted`).
+
+# %% tags=["remove-cell"]
+from normlab.analysis.speed import predicted
+
+registered = predicted.registry()
+if registered is not None:
+    constants, fitted_ = registered["constants"], registered["fitted"]
+    state(
+        model_efficiency=constants["efficiency"], model_efficiency_sd=fitted_["efficiency_sd"],
+        model_l2_tbs=constants["l2_tbs"], model_l2_tbs_sd=fitted_["l2_tbs_sd"],
+        model_fixed_forward_us=constants["fixed_forward_s"] * 1e6,
+        model_fixed_backward_us=constants["fixed_backward_s"] * 1e6,
+        model_not_fitted=", ".join(registered["not_fitted"]["names"]),
+        model_host_bound=registered["left_out"]["fit_host_bound"],
+        model_no_copy=len(registered["left_out"]["fit_no_copy_or_unstable"]),
+        model_held_out_cases=registered["held_out"]["cases"],
+        model_median_ratio=registered["held_out"]["median_ratio"], model_worst_ratio=registered["held_out"]["worst_ratio"],
+        registered_date=registered["registered"], registered_commit=registered["commit"][:7],
+        registered_fingerprint=registered["kernel_fingerprint"][:12],
+    )  # fmt: skip
+
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "The 12a0522 Triton kernels on the H200: the model's predicted fraction of copy against the measured one, for the cases of the run it was fitted on and of the run it was tested on (held out), cases that were not host-bound. On the dotted line the prediction is exact. What to see: how far the held-out points sit from the line; that spread is the interval given to HEAD's predictions below.", "name": "fig-speed-predicted"}}
+if registered is not None:
+    predicted.figure(predicted.old_kernel_cases(registered))
+    plt.show()
+
+# %% tags=["remove-input", "hide-output"]
+if registered is not None:
+    display(
+        table(predicted.constants_table(registered), caption="The model's constants: fitted on the first H200 run "
+              "(bootstrap sd and 5–95 % over resampled cases), or assumed."),
+        table(predicted.held_out_table(registered), caption="The held-out run: per case, the model's predicted and the "
+              "measured fraction of copy."),
+    )  # fmt: skip
+
+# %% [markdown]
+# **HEAD's kernels, predicted before any GPU has run them.** Registered on {glue:text}`registered_date` at commit
+# {glue:text}`registered_commit` for the kernels whose code fingerprint begins {glue:text}`registered_fingerprint`, these
+# are predictions, not measurements: each is the model's fraction of a same-size copy in a run that times the device
+# (`make gpu-session`), with the interval the held-out error allows. No verdict on this page reads them. The next GPU
+# run reports each measurement beside its prediction, and a run of kernels whose fingerprint differs reports a mismatch
+# instead of a score. torch's native kernels are CUDA C++ and Liger's are not compiled here, so neither is predicted.
+
+# %% tags=["remove-input"]
+if registered is not None:
+    display(table(predicted.predictions_table(registered), caption="Registered predictions for HEAD's Triton kernels "
+                  "(8192 rows): predicted fraction of a same-size copy and its interval. Predictions, not measurements."))  # fmt: skip
+else:
+    display(Markdown("No predictions are registered in this tree (`data/speed-predictions.toml`)."))
+
+# %% [markdown]
 # (speed-passes)=
 # ## Passes over memory: counted, not assumed (A7, B8, B9)
 #
