@@ -196,6 +196,18 @@ def resolution_lines(table: multiplicity.FamilyTable, design: Design) -> list[st
     return lines
 
 
+def looks_before_registration(design: Design, claim_id: str) -> list[str]:
+    """What its registration entries say was seen of a claim before it was registered (its outcome, a trial run of
+    its design), each with its date; none where every entry says it was registered before any look ("none: ...")."""
+    return [
+        f"{change['date']}: {change['look']}"
+        for change in design.changes
+        if change["claim"] == claim_id
+        and change["field"] == "registration"
+        and not str(change.get("look", "none")).lower().startswith("none")
+    ]
+
+
 def render_design(design: Design, claim_order: list[str], family: multiplicity.FamilyTable | None = None) -> str:
     """The design page; `family` (multiplicity.family_table on this build's results) adds the family's section."""
     lines = [
@@ -221,6 +233,8 @@ def render_design(design: Design, claim_order: list[str], family: multiplicity.F
         ]
         if entry.registered:
             lines.append(f"- Registered {entry.registered}, before its first run (its entry under *Registrations*).")
+        for look in looks_before_registration(design, claim_id):
+            lines.append(f"- **Seen before its registration:** {_clause(look)}.")
         if entry.trainer:
             lines.append(f"- Trainer: {TRAINER_TEXT[entry.trainer]}.")
         for name, number in entry.source_numbers.items():
