@@ -557,9 +557,9 @@ def test_a_look_before_a_claim_s_registration_is_stated_beside_the_claim_on_the_
     # V5's timing runs and V8's pilot were seen before their registrations (their change-log entries say so)
     assert {"V5", "V8"} <= looked
     page = render_design(registered, sorted(IDS))
-    v5 = page.split("**V5** (", 1)[1].split("\n\n", 1)[0]
+    v5 = page.split("**V5** (", 1)[1].split("\n\n**", 1)[0]
     assert "- **Seen before its registration:** 2026-12-05:" in v5
     # a registration made before any look says nothing more
     quiet = [c for c in registered.claims if registered.claim(c).registered and c not in looked]
     for claim in quiet:
-        assert "Seen before its registration" not in page.split(f"**{claim}** (", 1)[1].split("\n\n", 1)[0]
+        assert "Seen before its registration" not in page.split(f"**{claim}** (", 1)[1].split("\n\n**", 1)[0]
