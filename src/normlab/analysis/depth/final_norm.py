@@ -4,9 +4,9 @@ Three pre-LN RMSNorm models trained as pairs over seeds (same seed: identical in
 parameter, the same batches), differing only in which norms they keep:
 
 - "all norms": the baseline;
-- "block norms removed": every norm inside the blocks replaced by the identity, the final norm kept. The source
-  tapers them into fixed sample-independent maps with a gated schedule; this design removes them from the start,
-  the harder version of the same question (is per-token normalisation needed inside the blocks?);
+- "block norms removed": every norm inside the blocks replaced by the identity from step 0, the final norm kept. The
+  source tapers them into learned sample-independent maps during training with a gated schedule; removal from step 0
+  is another intervention, and the verdict's first sentence names it as what was tested;
 - "final norm removed": the blocks keep their norms, the head reads the trunk directly.
 
 Besides the validation loss, each run records the pre-logit scale over training on one fixed validation batch: the
@@ -27,8 +27,19 @@ from normlab.analysis.shared import confirmation as confirmations
 from normlab.analysis.shared.missing_runs import PairsLeft, RunGaps, completed
 from normlab.analysis.shared.paired import interval_text, paired_or_none
 from normlab.study.findings import Finding
+from normlab.study.trained import ArmLosses
 
 ALL, BLOCKS_REMOVED, FINAL_REMOVED = "all norms", "block norms removed", "final norm removed"
+# The registration's own pilot (seeds 900-902, not committed): its mean loss difference, block norms removed − all
+# norms, in nats per byte, as data/design.toml's V8 registration entry records it. With the committed pilot's mean it
+# says what the confirmation, sized for a true difference of 0, was likely to find.
+REGISTRATION_PILOT_MEAN = 0.038
+# What was seen before V8's registrations (data/design.toml's change log), for its caveats; the page says the same.
+V8_LOOKED = (
+    "a pilot's outcome was seen before each registration: seeds 900-902 (+0.038 nats per byte, logits' RMS ratio "
+    "about 1.7) before the design (2026-12-05), and the first design's 4 pairs (seeds 0-3) in every cpu build before "
+    "the confirmation (6aa0565)"
+)
 ARMS = {ALL: {}, BLOCKS_REMOVED: {"drop_block_norms": True}, FINAL_REMOVED: {"drop_final_norm": True}}
 PROBES = 10  # pre-logit scale measured at step 0 and ten evenly spaced steps
 
@@ -286,14 +297,26 @@ def v8_finding(
         verdict = "not testable here"
     fragile = verdict == "not testable here"
     summary = (
-        f"Block norms removed − all norms: {interval_text(loss, 'nats per byte', margin=False)} against +{margin:g}; "
+        "Block norms removed from step 0 (not tapered during training, as the source does) − all norms: "
+        f"{interval_text(loss, 'nats per byte', margin=False)} against +{margin:g}; "
         f"logits' RMS, final norm removed ÷ all norms: {_ratio_text(ratio)} against ×{logit_ratio:g}"
     )
-    caveats = ()
+    caveats = (
+        "the block norms were removed from step 0 rather than tapered into learned sample-independent maps during "
+        "training by the source's gated schedule",
+    )
     if verdict == "holds with caveats":
-        caveats = (
-            "the block norms were removed from the start rather than tapered into fixed maps by the source's schedule",
-            f"one small model ({scale})",
+        caveats += (f"one small model ({scale})",)
+    if confirmation is not None:
+        sized = confirmations.registered("V8")  # the registered (cpu) confirmation's pairs, whatever this profile ran
+        pilot = sized.pilot_pair("V8")["mean_difference"]
+        likely = [sized.power("V8", mean) for mean in (REGISTRATION_PILOT_MEAN, pilot)]
+        caveats += (
+            f"its confirmation was sized for a true difference of 0, though both pilots' means (+{REGISTRATION_PILOT_MEAN:.3f} "
+            f"and +{pilot:.3f} nats per byte) lay above the +{margin:g} margin: at those means its loss interval had a "
+            f"{likely[0]:.1%} and {likely[1]:.1%} chance of ending below the margin, so an undecided result was the "
+            "likely outcome",
+            V8_LOOKED,
         )
     key = None if ratio is None else math.exp(ratio["mean_difference"])
     # the key number is a ratio, so its spread is the sd of the per-seed ratios (not of their logs)
@@ -328,7 +351,8 @@ def v8_paragraph(finding: Finding) -> str:
     ev = finding.evidence
     loss, ratio, other = ev["removed_minus_all"], ev["log_logit_ratio"], ev["final_removed_minus_all"]
     text = (
-        f"**V8: {finding.verdict}.** Removing the block norms (final norm kept) changes the final validation loss by "
+        f"**V8: {finding.verdict}.** Removing the block norms from step 0 (final norm kept; the source tapers them "
+        f"during training instead) changes the final validation loss by "
         f"{interval_text(loss, 'nats per byte', margin=False)}. Removing the final norm (block norms kept) multiplies "
         f"the logits' RMS at the end of training by {_ratio_text(ratio)} and changes the loss by "
         f"{interval_text(other, 'nats per byte', margin=False)}."
@@ -341,11 +365,27 @@ def v8_paragraph(finding: Finding) -> str:
             text += f" {label}: {' and '.join(names)}."
     if _part(loss) == "undecided" and loss is not None and loss["ci_low"] > 0:
         text += (
-            " The loss interval lies wholly above zero: removing the block norms does cost loss, by an amount whose "
-            "interval contains the margin."
+            " Descriptive only, never registered and deciding nothing: the loss interval lies wholly above zero, a "
+            "reading against zero added after the pilot was seen."
         )
     if finding.verdict == "not testable here":
         text += " An undecided part leaves the claim not testable here at these pairs (fragile)."
     if finding.caveats:
         text += " Caveats: " + "; ".join(finding.caveats) + "."
     return text
+
+
+def v8_arms(runs: pd.DataFrame, entropy: float, scale: str) -> ArmLosses:
+    """Each arm's mean final and step-0 validation loss over its seeds (`ArmLosses`); an arm with a diverged run (a
+    non-finite loss) or no run is NaN, which did not train."""
+
+    def mean(arm: str, column: str) -> float:
+        values = runs[runs["arm"] == arm][column].astype(float) if len(runs) else pd.Series([], dtype=float)
+        return float(values.mean()) if len(values) and np.isfinite(values).all() else math.nan
+
+    return ArmLosses(
+        final={arm: mean(arm, "final_val_loss") for arm in ARMS},
+        initial={arm: mean(arm, "initial_val_loss") for arm in ARMS},
+        entropy=entropy,
+        scale=scale,
+    )

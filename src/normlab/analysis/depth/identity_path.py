@@ -177,6 +177,16 @@ def b17_paragraph(b17: Finding, measures: dict, *, deepest: int, deep: int) -> s
     )
 
 
+# What was seen before B17's rule took its present form (data/design.toml's change log), for its caveats; the page
+# says the same in its own words.
+B17_LOOKED = (
+    "its rule changed after cpu runs had been read: the seed mean replaced the largest seed in the bound test, and "
+    "the exponent's tolerance was written into the prose (2026-12-01); GPT-2's initialisation replaced the spread "
+    "pooled over both, after the pooled key flipped the verdict at 7a3a80b (2026-12-03); and 'trained' became the "
+    "registered minimum below the entropy, with a failure without warm-up registered as its answer (2026-12-07)"
+)
+
+
 def b17_finding(
     measures: dict,
     *,
@@ -232,6 +242,7 @@ def b17_finding(
         threshold=spread_limit,
         spread=m["spread_sd"][key],
         **B17_KEY.fields(),
+        caveats=(B17_LOOKED,),
         reads=("spread_limit", "bound_slack", "margin"),
         scale=m.get("scale"),
     )

@@ -75,6 +75,14 @@ def b18_paragraph(b18: Finding, measures: dict, *, deep: int, deepest: int) -> s
     )
 
 
+# What was seen before B18's decision was registered (data/design.toml's change log), for its caveats; the page says
+# the same in its own words.
+B18_LOOKED = (
+    "the cpu profile's pairs (seeds 0-4) are the pilot whose spread sized the registered decision (2026-12-03), and "
+    "their outcome (not testable here at fbce4a0) was seen before it; the decision itself has not run"
+)
+
+
 def b18_finding(
     measures: dict,
     *,
@@ -109,6 +117,7 @@ def b18_finding(
         threshold=margin,
         spread=pair_spread(pair),
         **B18_KEY.fields(),
+        caveats=(B18_LOOKED,),
         reads=("margin", "ratio_drop", "cosine_rise"),
         scale=scale,
     )

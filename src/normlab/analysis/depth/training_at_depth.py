@@ -2,7 +2,8 @@
 ablation, trained in one pool, and the paired final losses the verdicts read.
 
 Short training (`run_grid`, through the pool) records, per run, whether it diverged, whether it learned more than
-the byte frequencies (final validation loss below the corpus's unigram entropy), and how far it got."""
+the byte frequencies (final validation loss at least the registered trained_minimum below the corpus's unigram
+entropy, `normlab.study.trained`'s rule), and how far it got."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from normlab.analysis.depth.profiles import PAIRS
 from normlab.analysis.shared.missing_runs import PairsLeft, RunGaps, complete_rows, registered_pairs
 from normlab.analysis.shared.runs import flat_eval_every
 from normlab.gpt.run_record import run_record
+from normlab.study import design
+from normlab.study.trained import ArmLosses
 
 LLAMA = {"norm": "rms", "placement": "pre", "mlp": "swiglu", "positions": "rope"}
 
@@ -31,20 +34,21 @@ ABLATIONS = {
 }
 
 
-def run_outcome(result, unigram_entropy: float) -> dict:
+def run_outcome(result, unigram_entropy: float, minimum: float = 0.0) -> dict:
     """Summarise one TrainResult: `job_outcome` of its run record, with the best training loss."""
     losses = result.history["loss"].to_numpy(dtype=float)
     best = float(np.nanmin(losses)) if len(losses) else math.nan
-    return {**job_outcome(run_record(result), unigram_entropy), "best_train_loss": best}
+    return {**job_outcome(run_record(result), unigram_entropy, minimum), "best_train_loss": best}
 
 
-def job_outcome(out: dict, unigram_entropy: float) -> dict:
+def job_outcome(out: dict, unigram_entropy: float, minimum: float = 0.0) -> dict:
     """A run record (`normlab.gpt.run_record`, as `train_job` and the GPU study return it) with whether the run
-    trained beyond byte frequencies: not diverged, and a final loss below the unigram entropy."""
+    trained beyond byte frequencies: not diverged, and a final loss at least `minimum` below the unigram entropy
+    (the chapter passes the registered trained_minimum, the did-it-train rule's)."""
     final, diverged = out["final_val_loss"], bool(out["diverged"])
     return {
         "diverged": diverged,
-        "trained": (not diverged) and final < unigram_entropy,
+        "trained": (not diverged) and unigram_entropy - final >= minimum,
         "final_val_loss": final,
         "initial_val_loss": out["initial_val_loss"],
         "final_drop": out["final_drop"],
@@ -61,6 +65,7 @@ def run_grid(
     devices=None,
     desc: str = "depth runs",
     names: list[str] | None = None,
+    minimum: float = 0.0,
 ) -> tuple[pd.DataFrame, RunGaps]:
     """Train every entry of `grid` in parallel worker processes (`normlab.runtime.parallel.run_parallel`), one row per
     run that completed, with the runs that failed every attempt (named by `names`, one per entry).
@@ -85,7 +90,7 @@ def run_grid(
                 "label": entry.get("label", ""),
                 **entry.get("model", {}),
                 **entry.get("train", {}),
-                **job_outcome(out, unigram_entropy),
+                **job_outcome(out, unigram_entropy, minimum),
             }
             for index, (entry, out) in enumerate(zip(grid, outputs))
             if not isinstance(out, MissingRun)
@@ -174,7 +179,14 @@ def training_study(settings: dict, corpus, devices=None) -> TrainingStudy:
     everything = grid + [{**e, "train": {k: v for k, v in e["train"].items() if k != "stress"}} for e in ablation_grid]
     names = [run_name(entry) for entry in grid + ablation_grid]  # before the strip: "stress" names a run
     runs, gaps = run_grid(
-        everything, base_model, base_train, corpus.unigram_entropy_nats, devices=devices, desc="depth runs", names=names
+        everything,
+        base_model,
+        base_train,
+        corpus.unigram_entropy_nats,
+        devices=devices,
+        desc="depth runs",
+        names=names,
+        minimum=design.value("B17", "trained_minimum"),  # what "trained" means in B17's runs without warm-up
     )
     settings_of = ["base lr"] * len(grid) + [
         "stress lr" if e["train"].get("stress") else "base lr" for e in ablation_grid
@@ -240,3 +252,45 @@ def final_losses(frame: pd.DataFrame, **match) -> list[float]:
 def pair_spread(pair: dict | None) -> float | None:
     """The standard error of a paired mean difference, None without pairs."""
     return pair["standard_error"] if pair else None
+
+
+CONFIG_NAMES = {
+    "pre-rms": "pre-LN RMSNorm",
+    "post-rms": "post-LN RMSNorm",
+    "pre-layer": "pre-LN LayerNorm",
+    "post-layer": "post-LN LayerNorm",
+}
+
+
+def arm_losses(arms: dict[str, pd.DataFrame], entropy: float, scale: str, names: dict[str, str], answers=()):
+    """`ArmLosses` (`normlab.study.trained`) from each arm's runs (`arms`: label -> its rows, with final_val_loss and
+    initial_val_loss): the mean over its seeds; an arm with no run, or a diverged one (a non-finite loss), is NaN,
+    which did not train. `answers`: the arms whose failure to train answers the claim."""
+
+    def mean(rows: pd.DataFrame, column: str) -> float:
+        values = rows[column].astype(float) if len(rows) else pd.Series([math.nan])
+        return float(values.mean()) if np.isfinite(values).all() else math.nan
+
+    return ArmLosses(
+        final={arm: mean(rows, "final_val_loss") for arm, rows in arms.items()},
+        initial={arm: mean(rows, "initial_val_loss") for arm, rows in arms.items()},
+        entropy=entropy,
+        scale=scale,
+        names=names,
+        answers=tuple(answers),
+    )
+
+
+def paired_arms(training: TrainingStudy, configs) -> dict[str, pd.DataFrame]:
+    """The paired runs (with warm-up) of each of `configs` ("post-rms", ...), by config."""
+    return {config: training.paired[training.paired["config"] == config] for config in configs}
+
+
+def no_warmup_arms(training: TrainingStudy) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
+    """Each run without warm-up as its own arm ("no warm-up post-rms lr 0.01"), with the name a sentence gives it."""
+    arms, names = {}, {}
+    for (config, lr), rows in training.no_warmup.groupby(["config", "lr"], sort=True):
+        label = f"no warm-up {config} lr {lr:g}"
+        arms[label] = rows
+        names[label] = f"{CONFIG_NAMES.get(config, config)} without warm-up at lr {lr:g}"
+    return arms, names

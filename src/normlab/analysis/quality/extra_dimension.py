@@ -9,6 +9,13 @@ from normlab.analysis.shared.paired import interval_text
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import NATS_PER_BYTE, NATS_PER_TOKEN, KeyNumber
 
+# What was seen before B16's test was registered as it stands (data/design.toml's change log), for its caveats; the
+# page says the same in its own words.
+B16_LOOKED = (
+    "its removal test was read on A9's pilot runs (B16 holds at fbce4a0) before A9's confirmation was registered "
+    "(2026-12-03); no confirmation run was seen"
+)
+
 B16_KEY = KeyNumber("paired loss change when the all-ones dimension is removed", NATS_PER_BYTE)
 # when SmolLM2's paired test decides "used" (ours did not), the key number is SmolLM2's, per token of its tokenizer
 B16_REAL_KEY = KeyNumber(
@@ -129,19 +136,18 @@ def b16_finding(
             True: "The geometry chapter's rank check finds the extra dimension",
             False: "The geometry chapter's rank check finds no extra dimension",
         }[geometry_ok]
+        # what our interval shows, in its own words; a use shown only by SmolLM2 (trained elsewhere) is named as its
+        + f"; removing the all-ones component from our models changes the loss by "
+        f"{interval_text(pair, NATS_PER_BYTE, margin=False)} against ±{margin:g}"
+        + (": they use it. " if m["uses_info"] else ": no use shown. " if m["no_info"] else ": undecided. ")
         + (
-            ", and training uses it"
-            if m["uses_info"] or real_model_uses_offset(real16)
-            else ", and no use in training is shown"
-        )
-        + f": removing the all-ones component changes the loss by {interval_text(pair, NATS_PER_BYTE, margin=False)} "
-        f"against ±{margin:g}. "
-        f"Block write means correlate at r = {drift['correlation']:.2f} ({100 * drift['sign_agreement']:.0f}% same sign); "
-        + (
-            "real-model evidence absent."
+            "Real-model evidence absent. "
             if real16 is None
-            else f"SmolLM2 with centring added: {real16['evidence'].get('smollm2_outcome')}."
-        ),
+            else "SmolLM2-135M (not trained here) uses it: adding centring changes its loss beyond its margin. "
+            if real_model_uses_offset(real16)
+            else f"SmolLM2-135M (not trained here) with centring added: {real16['evidence'].get('smollm2_outcome')}. "
+        )
+        + f"Block write means correlate at r = {drift['correlation']:.2f} ({100 * drift['sign_agreement']:.0f}% same sign).",
         {
             "projection_paired": pair,
             "uses_offset": m["uses_info"],
@@ -154,7 +160,10 @@ def b16_finding(
             "realmodels_present": real16 is not None,
             "realmodels_smollm2_outcome": real16["evidence"].get("smollm2_outcome") if real16 else None,
             "used": m["uses_info"] or real_model_uses_offset(real16),
+            # which test showed the use the verdict counts: ours, SmolLM2's (trained elsewhere), or neither
+            "used_by": "ours" if m["uses_info"] else "SmolLM2" if real_model_uses_offset(real16) else None,
         },
         **key,
+        caveats=(B16_LOOKED,),
         reads=("margin", "real_margin"),
     )

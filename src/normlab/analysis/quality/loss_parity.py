@@ -24,6 +24,7 @@ from normlab.study import design, sample_size
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import NATS_PER_BYTE, KeyNumber, within
 from normlab.study.present import significant
+from normlab.study.trained import ArmLosses
 
 A9_KEY = KeyNumber(
     "farthest end of the confirmation's 95% t-interval of final loss, RMSNorm − LayerNorm", NATS_PER_BYTE
@@ -33,6 +34,19 @@ A9_KEY = KeyNumber(
 # inconclusive interval, then 24 after another. Those runs are now the pilot; tests/test_looks_coverage.py simulates
 # both the looks and the two-stage procedure that replaced them.
 A9_LOOKS = design.looks("A9")  # (6, 12, 24), registered in data/design.toml
+
+
+# What was seen before each registration (data/design.toml's change log), for the verdict's caveats; the page says
+# the same in its own words.
+A9_LOOKED = (
+    "the pilot's outcome (seeds 0-23, read at 6, 12 and 24 pairs) was seen before the confirmation was registered "
+    "(2026-12-03); no confirmation run was"
+)
+B7_LOOKED = (
+    "its loss half was decided on A9's pilot (holds with caveats at fbce4a0) before the confirmation was registered "
+    "(2026-12-03); no confirmation run was seen"
+)
+NORM_NAMES = {"rms": "RMSNorm", "layer": "LayerNorm"}
 
 
 @dataclass
@@ -77,6 +91,19 @@ def loss_parity(runs: dict[tuple[str, int], dict], margin: float) -> LossParity:
         last_drop=float(drops["drop"].mean()),
         initial_loss=float(curves[curves.step == 0].val_loss.mean()),
         final_loss=float(np.mean(final["layer"] + final["rms"])),
+    )
+
+
+def arm_losses(parity: LossParity, entropy: float, scale: str) -> ArmLosses:
+    """Each norm's mean final and step-0 validation loss over its seeds beside the corpus's unigram `entropy`: the
+    arms A9, B7, B5 and B16 read (`normlab.study.trained`)."""
+    start = parity.curves[parity.curves.step == 0].groupby("norm").val_loss.mean() if len(parity.curves) else {}
+    return ArmLosses(
+        final={norm: float(np.mean(parity.final[norm])) if parity.final[norm] else float("nan") for norm in NORMS},
+        initial={norm: float(start[norm]) for norm in NORMS if norm in start},
+        entropy=entropy,
+        scale=scale,
+        names=NORM_NAMES,
     )
 
 
@@ -223,6 +250,7 @@ def a9_finding(
         **farthest_end_key(pair),
         threshold=margin,
         **A9_KEY.fields(),
+        caveats=(A9_LOOKED,) if registered else (),
         reads=("margin",),
     )
 

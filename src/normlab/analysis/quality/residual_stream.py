@@ -16,6 +16,14 @@ from normlab.runtime.jobs import load_weights
 from normlab.study.findings import Finding, rule_text
 from normlab.study.key_numbers import NATS_PER_BYTE, SHARE, KeyNumber
 
+# What was seen before B5's rule was registered as it stands (data/design.toml's change log), for its caveats; the
+# page says the same in its own words.
+B5_LOOKED = (
+    "its rule was rewritten (2026-12-03) after the cpu builds at 7a3a80b and fbce4a0 had been read (offset 0.2215, "
+    "SmolLM2's 0.458, the ablation set to the mean equivalent and to zero different), and its removal test was read "
+    "on A9's pilot runs before A9's confirmation was registered"
+)
+
 B5_KEY = KeyNumber(
     "share of the residual stream's energy in the common offset after the deepest block measured (SmolLM2's where it "
     "ran, else this chapter's models)",
@@ -286,5 +294,6 @@ def b5_finding(
         threshold=offset_large,
         spread=spread,
         **B5_KEY.fields(),
+        caveats=(B5_LOOKED,),
         reads=("offset_large", "margin", "ablation_margin"),
     )

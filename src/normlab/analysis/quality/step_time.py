@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from normlab.analysis.quality import loss_parity
 from normlab.analysis.quality.loss_parity import LossParity, farthest_end_key, final_loss_verdict
 from normlab.analysis.quality.profiles import NORMS
 from normlab.analysis.quality.training import model_config
@@ -100,6 +101,7 @@ def b7_finding(
             "narang_2021_t5_steps_per_s": {"rmsnorm": 3.68, "vanilla": 3.50},
         },
         **b7_key(curves, pair, speed, visible=visible, margin=margin),
+        caveats=(loss_parity.B7_LOOKED,) if registered else (),
         reads=("margin", "visible"),
     )
 
