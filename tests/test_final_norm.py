@@ -215,7 +215,7 @@ def test_the_confirmation_decides_only_on_every_registered_pair():
     assert judged.verdict == "not testable here" and "1 run diverged: final norm removed seed 1401" in judged.summary
 
 
-def test_an_increase_straddling_the_margin_is_read_as_a_real_cost_of_undecided_size():
+def test_a_reading_against_zero_is_labelled_unregistered_and_deciding_nothing():
     def finals(increases):
         rows = []
         for seed, increase in enumerate(increases):
@@ -235,5 +235,7 @@ def test_an_increase_straddling_the_margin_is_read_as_a_real_cost_of_undecided_s
     loss, finding, text = reading([0.02, 0.04, 0.03, 0.035, 0.025, 0.033])  # interval about +0.024..+0.037
     assert 0 < loss["ci_low"] < 0.03 < loss["ci_high"]
     assert finding.verdict == "not testable here" and "wholly above zero" in text
+    assert "Descriptive only, never registered and deciding nothing" in text  # the rule reads +margin, never 0
+    assert "does cost loss" not in text
     loss, finding, text = reading([-0.02, 0.04, 0.0, 0.05, -0.01, 0.03])  # the interval reaches below zero
     assert loss["ci_low"] < 0 < 0.03 < loss["ci_high"] and "wholly above zero" not in text
