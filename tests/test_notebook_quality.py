@@ -25,7 +25,17 @@ def test_quality_notebook_smoke(smoke_book):
     assert "interval" not in paired and a9["pilot"]["interval"] == "95% confidence sequence"
     assert a9["confirmation_seeds"] == [1000, 1002] and a9["pilot_seeds"] == [0, 23]
     inside = -paired["margin"] < paired["ci_low"] and paired["ci_high"] < paired["margin"]
-    assert (claims["A9"]["verdict"] == "holds") == inside
+    # ... and only where both norms trained: every verdict of the chapter carries its arms beside the entropy, and an
+    # arm short of the registered minimum makes it not testable here (the smoke profile's 30 steps train neither)
+    for claim in owned.values():
+        arms = claim["evidence"]["arms_trained"]
+        assert set(arms["arms"]) == {"RMSNorm", "LayerNorm"}
+        assert arms["unigram_entropy_nats"] == a9["unigram_entropy_nats"]
+        if not all(arm["trained"] for arm in arms["arms"].values()):
+            assert claim["verdict"] == "not testable here"
+            assert claim["summary"].startswith("Not a verdict on the norm: ")
+    trained = all(arm["trained"] for arm in claims["A9"]["evidence"]["arms_trained"]["arms"].values())
+    assert (claims["A9"]["verdict"] == "holds") == (inside and trained)
     # The scale ladder: the profile's rungs and the chapter's own size, smallest first, each with its interval.
     ladder = a9["scale_ladder"]
     sizes = [rung["parameters"] for rung in ladder["rungs"]]
@@ -53,9 +63,11 @@ def test_quality_notebook_smoke(smoke_book):
     assert b5["massive_ratio_last"] >= 1 and math.isfinite(b5["projection_paired"]["mean_difference"])
     # Absent evidence from other chapters is said, never skipped.
     assert "absent" in claims["B5"]["summary"] or b5["realmodels_present"]
-    assert ("geometry evidence absent" in claims["B16"]["summary"]) == (
-        claims["B16"]["evidence"]["geometry_ok"] is None
-    )
-    assert ("real-model evidence absent" in claims["B16"]["summary"]) == (
-        not claims["B16"]["evidence"]["realmodels_present"]
-    )
+    b16 = claims["B16"]["summary"].lower()
+    # (the geometry chapter's evidence may be present with no rank comparison: then it too is absent here)
+    assert ("geometry chapter's rank check is absent" in b16) == (claims["B16"]["evidence"]["geometry_ok"] is None)
+    assert ("real-model evidence absent" in b16) == (not claims["B16"]["evidence"]["realmodels_present"])
+    # a use counted from SmolLM2 (trained elsewhere) is named as SmolLM2's, never as "training uses it"
+    assert "training uses it" not in b16
+    if claims["B16"]["evidence"]["used_by"] == "SmolLM2":
+        assert "smollm2-135m (not trained here) uses it" in b16
