@@ -209,3 +209,56 @@ def test_figure_draws_both_panels():
     assert [t.get_text() for t in left.get_yticklabels()] == ["input norms' gains only", "output norms' gains only"]
     assert right.get_yscale() == "log"
     matplotlib.pyplot.close(fig)
+
+
+# ---- the design registered 2026-12-07, which decides, and the earlier one beside it (issue 55) ----
+
+
+def test_the_deciding_design_is_registered_at_the_matrices_decay_on_fresh_seeds():
+    from normlab.analysis.gain import profiles
+    from normlab.gpt.train import TrainConfig
+    from normlab.study import design
+
+    assert design.value("V5", "source_gain_decay") == TrainConfig.weight_decay  # the matrices' own decay
+    assert design.load().claim("V5").registered == "2026-12-07"
+    cpu = profiles.profile_settings("cpu")
+    earlier, deciding = cpu[dp.EARLIER], cpu[dp.DECIDING]
+    assert deciding["steps"] == 1000 and cpu[f"{dp.DECIDING}_seeds"] == 14
+    # fresh seeds: none shared with the earlier design, nor with its timing runs (0) or this one's (99)
+    fresh = set(range(deciding["first_seed"], deciding["first_seed"] + cpu[f"{dp.DECIDING}_seeds"]))
+    used = set(range(earlier["first_seed"], earlier["first_seed"] + cpu["placement_seeds"])) | {0, 99}
+    assert not fresh & used
+    # the same model in both designs: only the decay, the steps and the seeds differ
+    assert {k: v for k, v in deciding.items() if k not in ("steps", "first_seed")} == {
+        k: v for k, v in earlier.items() if k not in ("steps", "first_seed")
+    }
+    jobs, keys = dp.placement_jobs(cpu, 0.1, dp.DECIDING)
+    assert keys[0] == ("neither", 2000) and keys[-1] == ("output", 2013)
+    assert jobs[1]["train"]["gain_weight_decay"] == 0.1 and jobs[1]["train"]["steps"] == 1000
+
+
+def test_the_earlier_design_is_shown_beside_never_pooled_with_its_look_named():
+    rng = np.random.default_rng(0)
+    earlier = dp.placement_study(fake_runs(rng, {"input": 0.1}), SETTINGS, gain_decay=3.0, margin=0.02)
+    deciding = dp.placement_study(fake_runs(rng, {}), SETTINGS, gain_decay=0.1, margin=0.02)
+    finding = dp.v5_finding(deciding, trainer="compiled", earlier=earlier)
+    assert finding.verdict == "does not hold"  # both inside the margin, by the deciding design alone
+    assert finding.evidence["input_minus_neither"] == deciding.effects["input"]  # the family's reading
+    record = finding.evidence["earlier_design"]
+    assert record["verdict"] == "does not hold" and record["gain_decay"] == 3.0
+    assert record["input_minus_neither"] == earlier.effects["input"]
+    assert any("eafd9ea" in c and "2.513" in c and "2.633" in c and "never pooled" in c for c in finding.caveats)
+    # the first sentence names how little time the decay had, beside the source's runs
+    lead = finding.summary.split(". ")[0]
+    assert lead.startswith("At λ_g = 0.1 for 0.0 decay timescales, fewer than the source's runs")  # ηλT = 0.006
+    assert "The earlier design (λ_g = 3, registered 2026-12-05 after a look) reads does not hold" in finding.summary
+    assert summary_problems({"verdict": finding.verdict, "summary": finding.summary}) == []
+    # without the earlier design, no caveat and no record of it
+    alone = dp.v5_finding(deciding, trainer="compiled")
+    assert alone.caveats == () and "earlier_design" not in alone.evidence
+
+
+def test_placement_text_ends_with_the_verdict_it_is_given():
+    study = dp.placement_study(fake_runs(np.random.default_rng(), {}), SETTINGS, gain_decay=0.1, margin=0.02)
+    text = dp.placement_text(study, "not testable here", "0.12", label="Earlier design's reading, not deciding")
+    assert text.endswith("**Earlier design's reading, not deciding: not testable here.**")

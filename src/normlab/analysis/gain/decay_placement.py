@@ -26,6 +26,7 @@ from normlab.gpt.train import norm_role
 from normlab.runtime.parallel import run_parallel
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import NATS_PER_BYTE, KeyNumber
+from normlab.study.trained import ArmLosses
 
 ARMS = ("neither", "input", "output")  # which norms' gains carry λ_g; "neither" is the baseline
 DECAYED = ("input", "output")
@@ -33,6 +34,13 @@ DECAYED = ("input", "output")
 CLAIMED = {"input": "helps", "output": "hurts"}
 OPPOSED = {"input": "hurts", "output": "helps"}
 V5_KEY = KeyNumber("paired final-loss change from decaying the input norms' gains only", NATS_PER_BYTE)
+# The look before the 2026-12-05 design's registration (its [[change]] entry in data/design.toml, commit eafd9ea):
+# the caveat its verdict carries wherever it is shown, beside the design that decides.
+EARLIER_LOOK = (
+    "the design registered 2026-12-05 (commit eafd9ea; λ_g = 3, 30 times the matrices' decay) was seen before its "
+    "registration: two seed-0 timing runs ended at 2.513 nats per byte with no gain decayed and 2.633 with the input "
+    "norms' gains decayed; it is shown beside the design that decides, never pooled with it"
+)
 ARM_LABEL = {
     "neither": "no gain decayed",
     "input": "input norms' gains decayed",
@@ -40,26 +48,33 @@ ARM_LABEL = {
 }
 
 
-def placement_model(settings: dict) -> dict:
-    """The Peri-LN GPT's configuration (GPTConfig keywords) at the chapter's `placement` sizes."""
-    sizes = settings["placement"]
+# V5's two designs, each a key of the chapter's settings (its sizes; its pairs under "<key>_seeds"): the one
+# registered 2026-12-05 (λ_g = 3, shown beside) and the one registered 2026-12-07 (the source's decay, which decides)
+EARLIER, DECIDING = "placement", "source_placement"
+
+
+def placement_model(settings: dict, design: str = EARLIER) -> dict:
+    """The Peri-LN GPT's configuration (GPTConfig keywords) at one design's sizes."""
+    sizes = settings[design]
     return dict(context=sizes["context"], width=sizes["width"], depth=sizes["depth"], heads=4, placement="peri")
 
 
-def parameter_count(settings: dict) -> int:
+def parameter_count(settings: dict, design: str = EARLIER) -> int:
     """The Peri-LN GPT's parameter count; built under a forked RNG, so the chapter's random state is untouched."""
     with torch.random.fork_rng():
-        return GPT(GPTConfig(**placement_model(settings))).num_parameters()
+        return GPT(GPTConfig(**placement_model(settings, design))).num_parameters()
 
 
-def placement_jobs(settings: dict, gain_decay: float) -> tuple[list[dict], list[tuple[str, int]]]:
-    """The three arms' training jobs for each seed, keyed (arm, seed): a Peri-LN GPT at the chapter's
-    `placement` sizes, trained with the design's step (settings["placement_step"]); the arms differ only in
+def placement_jobs(
+    settings: dict, gain_decay: float, design: str = EARLIER
+) -> tuple[list[dict], list[tuple[str, int]]]:
+    """The three arms' training jobs for each seed, keyed (arm, seed): a Peri-LN GPT at one design's sizes
+    (settings[design]), trained with the registered step (settings["placement_step"]); the arms differ only in
     `gain_decay_on`."""
     if not (isinstance(gain_decay, (int, float)) and math.isfinite(gain_decay) and gain_decay > 0):
         raise ValueError(f"gain_decay must be a positive finite number (the registered λ_g), got {gain_decay!r}")
-    sizes = settings["placement"]
-    model = placement_model(settings)
+    sizes = settings[design]
+    model = placement_model(settings, design)
     train = dict(
         steps=sizes["steps"],
         batch_size=sizes["batch"],
@@ -71,7 +86,7 @@ def placement_jobs(settings: dict, gain_decay: float) -> tuple[list[dict], list[
         step=settings["placement_step"],
     )
     decay = {"neither": {}, **{arm: dict(gain_weight_decay=gain_decay, gain_decay_on=arm) for arm in DECAYED}}
-    seeds = range(sizes["first_seed"], sizes["first_seed"] + settings["placement_seeds"])
+    seeds = range(sizes["first_seed"], sizes["first_seed"] + settings[f"{design}_seeds"])
     keys = [(arm, seed) for seed in seeds for arm in ARMS]
     jobs = [
         dict(model=model, train={**train, "seed": seed, **decay[arm]}, history_columns=("gain_norm/*",))
@@ -80,19 +95,19 @@ def placement_jobs(settings: dict, gain_decay: float) -> tuple[list[dict], list[
     return jobs, keys
 
 
-def train_placement(settings: dict, gain_decay: float) -> CompletedRuns:
+def train_placement(settings: dict, gain_decay: float, design: str = EARLIER) -> CompletedRuns:
     """Every arm of every seed in parallel CPU workers (the compiled step trains on the CPU): {(arm, seed): run},
     complete pairs only; a run that failed every attempt leaves its seed out, and `gaps` names it."""
-    jobs, keys = placement_jobs(settings, gain_decay)
-    names = [f"{ARM_LABEL[arm]} seed {seed}" for arm, seed in keys]
+    jobs, keys = placement_jobs(settings, gain_decay, design)
+    names = [f"{ARM_LABEL[arm]} (λ_g = {gain_decay:g}) seed {seed}" for arm, seed in keys]
     outputs = run_parallel(train_job, jobs, devices=None, desc="gain decay placement", names=names, missing="keep")
     return complete_pairs(completed(outputs, keys), ARMS)
 
 
-def placement_left(runs: CompletedRuns, settings: dict) -> PairsLeft:
+def placement_left(runs: CompletedRuns, settings: dict, design: str = EARLIER) -> PairsLeft:
     """What missing runs left of the design: its complete seeds against the registered pairs."""
     seeds = len({seed for _, seed in runs})
-    return PairsLeft(runs.gaps, seeds, registered_pairs(settings["placement_seeds"], 5))
+    return PairsLeft(runs.gaps, seeds, registered_pairs(settings[f"{design}_seeds"], 5))
 
 
 def reading(pair: dict | None, margin: float) -> str | None:
@@ -167,9 +182,11 @@ def final_value(run: dict) -> float:
     return math.nan if run["diverged"] else run["final_val_loss"]
 
 
-def placement_study(runs: dict, settings: dict, *, gain_decay: float, margin: float) -> PlacementStudy:
+def placement_study(
+    runs: dict, settings: dict, *, gain_decay: float, margin: float, design: str = EARLIER
+) -> PlacementStudy:
     """The two effects and their readings against ±`margin` (nats per byte), with the gains' trajectories."""
-    sizes = settings["placement"]
+    sizes = settings[design]
     seeds = sorted({seed for _, seed in runs})
     final = {arm: [final_value(runs[(arm, s)]) for s in seeds] for arm in ARMS} if seeds else {a: [] for a in ARMS}
     effects = {arm: paired_or_none(final["neither"], final[arm], margin) for arm in DECAYED}
@@ -193,7 +210,7 @@ def placement_study(runs: dict, settings: dict, *, gain_decay: float, margin: fl
         margin=margin,
         pairs=len(seeds),
         sizes=sizes,
-        parameters=parameter_count(settings),
+        parameters=parameter_count(settings, design),
     )
 
 
@@ -227,8 +244,17 @@ def _scale(study: PlacementStudy) -> str:
     )
 
 
-def v5_finding(study: PlacementStudy, *, trainer: str, corpus_sha256: str | None = None) -> Finding:
-    """V5's verdict from the two readings (`v5_verdict`), with its evidence and one summary sentence."""
+def v5_finding(
+    study: PlacementStudy,
+    *,
+    trainer: str,
+    corpus_sha256: str | None = None,
+    arms: ArmLosses | None = None,
+    earlier: PlacementStudy | None = None,
+) -> Finding:
+    """V5's verdict from the two readings of the design that decides (`v5_verdict`), with its evidence and one
+    summary sentence; `arms`: its arms' losses beside the byte frequencies' entropy (the did-it-train rule);
+    `earlier`: the 2026-12-05 design's study, shown beside it, never pooled, its look named among the caveats."""
     verdict = v5_verdict(study.readings)
     key = study.effects["input"]
     summary = _summary(study)
@@ -248,6 +274,27 @@ def v5_finding(study: PlacementStudy, *, trainer: str, corpus_sha256: str | None
         "corpus_sha256": corpus_sha256,
         "trainer": trainer,
     }
+    caveats = ()
+    if earlier is not None:
+        evidence["earlier_design"] = {
+            "registered": "2026-12-05",
+            "verdict": v5_verdict(earlier.readings),
+            "input_minus_neither": earlier.effects["input"],
+            "output_minus_neither": earlier.effects["output"],
+            "readings": dict(earlier.readings),
+            "gain_decay": earlier.gain_decay,
+            "eta_lambda_T": earlier.timescale,
+            "final_gain_rms": earlier.final_gain,
+            "final_val_loss": earlier.final_loss,
+            "sizes": dict(earlier.sizes),
+            "pairs": earlier.pairs,
+            "look": EARLIER_LOOK,
+        }
+        summary += (
+            f" The earlier design (λ_g = {earlier.gain_decay:g}, registered 2026-12-05 after a look) reads "
+            f"{v5_verdict(earlier.readings)}, shown beside, never pooled."
+        )
+        caveats = (f"Not pooled: {EARLIER_LOOK}.",)
     return Finding(
         verdict,
         summary,
@@ -259,6 +306,8 @@ def v5_finding(study: PlacementStudy, *, trainer: str, corpus_sha256: str | None
         unit=V5_KEY.unit,
         reads=("margin",),
         scale=_scale(study),
+        caveats=caveats,
+        arms=arms,
     )
 
 
@@ -276,15 +325,17 @@ def _summary(study: PlacementStudy) -> str:
             "norms' gains to help and on the output norms' to hurt."
         )
     i, o = pairs["input"], pairs["output"]
+    # the first sentence names how little time the decay had to act, beside the source's long pre-training runs
     lead = (
-        f"Decaying only the input norms' gains changes the final loss by {i['mean_difference']:+.4f} nats per byte "
-        f"(95% CI {i['ci_low']:+.4f}..{i['ci_high']:+.4f}), only the output norms' by {o['mean_difference']:+.4f} "
-        f"({o['ci_low']:+.4f}..{o['ci_high']:+.4f}), against ±{study.margin:g}; Wang et al. expect a fall, then a rise."
+        f"At λ_g = {study.gain_decay:g} for {study.timescale:.1f} decay timescales, fewer than the source's runs, "
+        f"decaying the input norms' gains alone changes the final loss by {i['mean_difference']:+.4f} nats per byte "
+        f"(95% CI {i['ci_low']:+.4f}..{i['ci_high']:+.4f}), the output norms' by {o['mean_difference']:+.4f} "
+        f"({o['ci_low']:+.4f}..{o['ci_high']:+.4f}), against ±{study.margin:g}."
     )
     return (
-        f"{lead} Here decay on the input norms' gains {READ_AS[study.readings['input']]} and on the output norms' "
-        f"{READ_AS[study.readings['output']]} ({_scale(study)}, {study.parameters:,} parameters, λ_g = "
-        f"{study.gain_decay:g}, ηλT = {study.timescale:.1f})."
+        f"{lead} Wang et al. expect a fall, then a rise; here decay on the input norms' gains "
+        f"{READ_AS[study.readings['input']]} and on the output norms' {READ_AS[study.readings['output']]} "
+        f"({_scale(study)}, {study.parameters:,} parameters, ηλT = {study.timescale:.1f})."
     )
 
 
@@ -311,10 +362,10 @@ def _direction(arm: str, pair: dict | None) -> str:
     return f"decay on the {arm} norms' gains {sign} the mean loss, {'as' if agrees else 'against what'} Wang et al. say"
 
 
-def placement_text(study: PlacementStudy, finding: Finding, source_size: str) -> str:
-    """The section's paragraph: each effect with its reading, the directions against Wang et al.'s, the gains'
-    final RMS, how much the loss still fell, and the verdict. `source_size` is the source's smallest model, written
-    with `normlab.study.prose.source`."""
+def placement_text(study: PlacementStudy, verdict: str, source_size: str, label: str = "V5 verdict") -> str:
+    """One design's paragraph: each effect with its reading, the directions against Wang et al.'s, the gains'
+    final RMS, how much the loss still fell, and its verdict (`verdict`, as recorded, after `label`).
+    `source_size` is the source's smallest model, written with `normlab.study.prose.source`."""
     gains = study.final_gain
     gain_sentence = ""
     if all(arm in gains and {"input", "output"} <= gains[arm].keys() for arm in ARMS):
@@ -331,5 +382,5 @@ def placement_text(study: PlacementStudy, finding: Finding, source_size: str) ->
         f"Decaying the output norms' gains instead of the input norms' changes the loss by {between}."
         f"{gain_sentence} The loss still fell {study.loss_drop:.4f} {NATS_PER_BYTE} over the last 10% of steps. "
         f"The model has {study.parameters:,} parameters and trains for {study.sizes['steps']} steps; Wang et al.'s "
-        f"smallest has {source_size} billion.\n\n**V5 verdict: {finding.verdict}.**"
+        f"smallest has {source_size} billion.\n\n**{label}: {verdict}.**"
     )

@@ -18,6 +18,16 @@ PLACEMENT = {
     "gpu": dict(width=48, depth=2, context=32, batch=8, steps=300, lr=3e-3, first_seed=100),
 }
 
+# V5's design registered 2026-12-07, the one that decides: the same Peri-LN GPT at the source's decay (λ_g = the
+# matrices' own 0.1), longer runs and fresh seeds, all registered in data/design.toml ([claims.V5], source_*); the
+# 2026-12-05 design above runs beside it, never pooled.
+SOURCE_PAIRS = design.value("V5", "source_pairs")
+SOURCE_STEPS = design.value("V5", "source_steps")
+SOURCE_PLACEMENT = {
+    profile: {**sizes, "steps": int(SOURCE_STEPS[profile]), "first_seed": int(design.value("V5", "source_first_seed"))}
+    for profile, sizes in PLACEMENT.items()
+}
+
 PROFILES = {
     "smoke": dict(
         scan_norms=[0.5, 1, 2, 4],
@@ -35,6 +45,8 @@ PROFILES = {
         seeds=REGISTERED_SEEDS["smoke"],
         placement_seeds=PLACEMENT_SEEDS["smoke"],
         placement=PLACEMENT["smoke"],
+        source_placement=SOURCE_PLACEMENT["smoke"],
+        source_placement_seeds=int(SOURCE_PAIRS["smoke"]),
         factors=[0.25, 0.5, 1, 2, 4],
         qk=dict(width=32, depth=1, context=16, batch=4, steps=3, lr=0.01),
     ),
@@ -54,6 +66,8 @@ PROFILES = {
         seeds=REGISTERED_SEEDS["cpu"],
         placement_seeds=PLACEMENT_SEEDS["cpu"],
         placement=PLACEMENT["cpu"],
+        source_placement=SOURCE_PLACEMENT["cpu"],
+        source_placement_seeds=int(SOURCE_PAIRS["cpu"]),
         factors=[0.25, 0.5, 0.71, 1, 1.41, 2, 4],
         qk=dict(width=48, depth=2, context=32, batch=8, steps=20, lr=0.01),
     ),
@@ -73,6 +87,8 @@ PROFILES = {
         seeds=REGISTERED_SEEDS["gpu"],
         placement_seeds=PLACEMENT_SEEDS["gpu"],
         placement=PLACEMENT["gpu"],
+        source_placement=SOURCE_PLACEMENT["gpu"],
+        source_placement_seeds=int(SOURCE_PAIRS["gpu"]),
         factors=[0.25, 0.5, 0.71, 1, 1.41, 2, 4],
         # The law is exact at any size, and float64 runs on the CPU: the GPU profile keeps this study small.
         qk=dict(width=64, depth=2, context=64, batch=8, steps=40, lr=0.01),
@@ -80,7 +96,11 @@ PROFILES = {
 }
 
 
-PAIRS = {"seeds": 5, "placement_seeds": 5}  # the least pairs for a paired verdict outside the smoke profile
+PAIRS = {
+    "seeds": 5,
+    "placement_seeds": 5,
+    "source_placement_seeds": 5,
+}  # the least pairs for a paired verdict outside the smoke profile
 
 
 def profile_settings(profile: str, overrides: dict | None = None) -> dict:
