@@ -18,6 +18,7 @@ from normlab.study.claims import parse_claims
 from normlab.study.findings import Finding
 from normlab.study.pages.ledger_page import render_ledger
 from normlab.study.results import Results
+from normlab.study.trained import ArmLosses
 
 TABLE = {
     "smoke": dict(width=16, seeds=2, train=dict(steps=10, lr=1e-2)),
@@ -131,7 +132,15 @@ def test_overrides_change_the_fingerprint():
 def test_overrides_are_recorded_and_shown_on_the_page_and_the_ledger(tmp_path):
     results = Results("quality", "smoke", tmp_path, {"width": 96})
     results.record(
-        "A9", Finding("holds", "RMSNorm matches LayerNorm within 0.02 nats.", {}, meaning="final loss", unit="nats")
+        "A9",
+        Finding(
+            "holds",
+            "RMSNorm matches LayerNorm within 0.02 nats.",
+            {},
+            meaning="final loss",
+            unit="nats",
+            arms=ArmLosses({"rms": 2.0, "layer": 2.0}, {}, 3.1122),  # a trained claim's arms, both trained
+        ),
     )
     document = results.to_dict()
     assert document["overrides"] == {"width": 96} and Results("quality", "smoke", tmp_path).to_dict()["overrides"] == {}
