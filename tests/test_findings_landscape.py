@@ -313,7 +313,14 @@ def test_dyt_claim_names_the_failing_part_from_the_traces():
     worse = v1(make_runs(loss=v1_loss(0.1)))
     assert "The part of the authors' recipe that fails is its final DyT layer: it saturates" in worse.summary
     assert "with 100% of its inputs" in worse.summary and "at least 50% from step 10 on" in worse.summary
-    assert "with an RMSNorm final norm, DyT in the blocks is within the margin (+0.03 nats per byte)" in worse.summary
+    # the sentence leads with the failure and DyT with an RMSNorm final norm, then reads the interval
+    assert worse.summary.startswith("The part of the authors' recipe that fails is its final DyT layer")
+    assert "the last hidden state's RMS ending at 21" in worse.summary
+    assert (
+        "with an RMSNorm final norm, DyT in the blocks ends at 2.00 nats per byte against RMSNorm's 2.00, and is "
+        "within the margin (+0.03 nats per byte)"
+    ) in worse.summary
+    assert worse.summary.index("DyT in the blocks") < worse.summary.index("DyT by the authors' LLaMA recipe − RMSNorm")
     assert "reaching the blocks' matrices in the authors' recipe is 0 in seed 0, 0 in seed 1" in dyt_paragraph(worse)
     ev = worse.evidence
     assert ev["saturation"]["dyt-authors"]["layer"] == "final_norm"
@@ -326,6 +333,33 @@ def test_dyt_claim_names_the_failing_part_from_the_traces():
     assert "at least 75% from step 20 on" in later.summary
 
 
+def test_v1_s_untrained_dyt_is_its_answer_and_an_untrained_baseline_leaves_it_not_testable(tmp_path):
+    from normlab.analysis.landscape import method
+    from normlab.study import Results
+
+    # DyT by the authors' recipe ends at 2.4 against an entropy of 2.5: it did not train, and V1 keeps its verdict,
+    # its first sentence saying so, at what size and steps, and why (its final DyT layer saturated)
+    failed = v1(make_runs(loss=v1_loss(0.4)))
+    assert failed.verdict == "does not hold"
+    recorded = method.record(failed, Results("landscape", "smoke", tmp_path), "V1", "landscape-dyt")
+    assert recorded.verdict == "does not hold"
+    first = recorded.summary.split(": it did not train")[0]
+    assert first.startswith("An arm failed to train: DyT (authors' recipe) ended at 2.40")
+    assert "20 steps; its final DyT layer saturated from step 10, the last hidden state's RMS ending at 21" in first
+    arms = recorded.evidence["arms_trained"]["arms"]
+    assert set(arms) == {
+        "DyT (authors' recipe)",
+        "DyT with an RMSNorm final norm",
+        "RMSNorm (authors' AdamW)",
+        "LayerNorm",
+    }
+    assert any("trained_minimum" in caveat for caveat in recorded.caveats)  # the looks before it was registered
+    # RMSNorm short of the minimum answers nothing: V1 is not testable here
+    baseline_failed = v1(make_runs(loss=lambda t: 2.4 + 0.001 * t["seed"] + 0.1 * (t["label"] == "dyt-authors")))
+    recorded = method.record(baseline_failed, Results("landscape", "smoke", tmp_path), "V1", "landscape-dyt")
+    assert recorded.verdict == "not testable here"
+
+
 def test_dyt_claim_writes_its_opening_page_sentence_and_key_number_meaning():
     worse = v1(make_runs(loss=v1_loss(0.1)))
     assert (worse.meaning, worse.unit) == ("paired final loss, DyT − RMSNorm", "nats per byte")
@@ -333,7 +367,8 @@ def test_dyt_claim_writes_its_opening_page_sentence_and_key_number_meaning():
     assert worse.evidence["parameters"] == parameters
     assert worse.headline == (
         f"Dynamic Tanh by its authors' recipe ends 0.100 nats per byte worse than RMSNorm at {parameters / 1000:,.0f}k "
-        "parameters, 20 steps, its interval beyond the +0.03 nats per byte margin: its final DyT layer saturates."
+        "parameters, 20 steps: its final layer saturates; in the blocks with an RMSNorm final norm it ends 2.50e-04 "
+        "worse."
     )
     # a threshold the traces never reach: no saturation, so the sentence ends on the verdict instead
     unsaturated = v1(make_runs(loss=v1_loss(0.1)), saturated_share=1.1)

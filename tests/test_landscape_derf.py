@@ -9,11 +9,12 @@ import pytest
 import torch
 
 from normlab.analysis.landscape import derf as v7
-from normlab.analysis.landscape import runs
+from normlab.analysis.landscape import method, runs
 from normlab.analysis.landscape.profiles import DERF_ARMS, DERF_SEED_BASE, profile_settings
 from normlab.gpt.corpus import load_corpus
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.gpt.train import TrainConfig, evaluate, train
+from normlab.study import Results
 
 MARGIN = 0.03
 
@@ -58,7 +59,8 @@ def test_derf_jobs_pair_the_arms_by_seed_and_differ_only_in_the_norm():
 
 def _run(label, seed, val, fit, diverged=False):
     return {"tag": {"label": label, "seed": seed}, "model": dict(width=16, depth=1, heads=2, context=16),
-            "train": {"steps": 20, "step": "compiled"}, "final_val_loss": val, "train_loss_eval": fit, "diverged": diverged}  # fmt: skip
+            "train": {"steps": 20, "step": "compiled"}, "final_val_loss": val, "initial_val_loss": 5.5,
+            "train_loss_eval": fit, "diverged": diverged}  # fmt: skip
 
 
 def _runs(derf_offset, dyt_offset, gap_offset, seeds=4):
@@ -105,3 +107,26 @@ def test_a_diverged_run_makes_it_not_testable_and_unpaired_arms_are_refused():
     assert v7.derf_claim(runs_, MARGIN, 5.5).verdict == "not testable here"
     with pytest.raises(ValueError, match="paired seed for seed"):
         v7.derf_claim([r for r in runs_ if not (r["tag"]["label"] == "v7-dyt" and r["tag"]["seed"] == 1)], MARGIN, 5.5)
+
+
+def test_an_arm_that_did_not_train_makes_v7_not_testable_whatever_its_intervals_say(tmp_path):
+    # Derf 0.5 worse than RMSNorm (2.5 against 2.0) and DyT beside it: by the rule alone "does not hold"; against an
+    # entropy of 2.6, Derf and DyT end 0.1 below it, short of the registered 0.25: neither trained
+    finding = v7.derf_claim(_runs(0.5, 0.5, 0.0), MARGIN, 2.6)
+    assert finding.verdict == "does not hold"
+    recorded = method.record(finding, Results("landscape", "smoke", tmp_path), "V7", "landscape-derf")
+    assert recorded.verdict == "not testable here"
+    first = recorded.summary.split(". ")[0]
+    assert first.startswith("Not a verdict on the norm: DyT ended at") and "and Derf at" in first
+    # the sentence names what differs from the authors' recipe, and no sentence calls the recipe theirs
+    assert "V1's AdamW and α₀ 0.5, not the Derf authors'" in first
+    for text in (recorded.summary, recorded.headline, v7.derf_headline(finding) or ""):
+        assert "by its authors' recipe" not in text
+    arms = recorded.evidence["arms_trained"]["arms"]
+    assert {name: a["trained"] for name, a in arms.items()} == {"RMSNorm": True, "DyT": False, "Derf": False}
+
+
+def test_v7_stands_when_every_arm_trained(tmp_path):
+    finding = v7.derf_claim(_runs(0.5, 0.0, -0.02), MARGIN, 5.5)
+    recorded = method.record(finding, Results("landscape", "smoke", tmp_path), "V7", "landscape-derf")
+    assert recorded.verdict == "does not hold" and recorded.headline.startswith("Dynamic erf, with V1's AdamW")

@@ -121,6 +121,7 @@ def depth_claim(
         spread=share_change["standard_error"] if share_change else None,
         meaning=V4_KEY.meaning,
         unit=V4_KEY.unit,
+        arms=study.arms("deepest", {"pre": "pre-LN", "1/√l": "LayerNorm Scaling"}),
     )
 
 

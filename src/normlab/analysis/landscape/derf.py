@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from normlab.analysis.landscape.dyt import learned
-from normlab.analysis.landscape.method import measured, paired_finding, run_scale, verdict_lead
+from normlab.analysis.landscape.method import arm_losses, measured, paired_finding, run_scale, verdict_lead
 from normlab.analysis.landscape.profiles import DERF_ARMS
 from normlab.analysis.landscape.summaries import non_inferiority
 from normlab.analysis.shared.paired import interval_text, paired_or_none
@@ -27,7 +27,12 @@ from normlab.study.key_numbers import NATS_PER_BYTE, KeyNumber
 from normlab.study.present import significant
 
 V7_KEY = KeyNumber("paired final validation loss, Derf − RMSNorm", NATS_PER_BYTE)
-ARM_NAMES = {"v7-rms": "RMSNorm", "v7-dyt": "DyT (authors' recipe)", "v7-derf": "Derf (authors' recipe)"}
+ARM_NAMES = {"v7-rms": "RMSNorm", "v7-dyt": "DyT (V1's recipe)", "v7-derf": "Derf (authors' module)"}
+# What V7's registered design does not take from the Derf authors' GPT-2 recipe (github.com/zlab-princeton/Derf,
+# 'language model': nanoGPT's train.py with their train_derf.patch): their AdamW decays only the weight matrices and
+# their training script starts every Derf layer's α at 1.0 (attn_alpha_init_value, ffn_alpha_init_value,
+# dec_alpha_init_value override the module's default, 0.5). The sentence naming an arm that did not train says so
+# (the arms' `scale`), and the page's Markdown says it in full.
 # evidence key: (row name, baseline arm, variant arm, the measure read)
 DERF_PAIRS = {
     "derf_minus_rms": ("Derf − RMSNorm, validation loss", "v7-rms", "v7-derf", "val"),
@@ -139,6 +144,13 @@ def derf_claim(runs: list[dict], margin: float, entropy: float) -> Finding:
     }
     finding = paired_finding(verdict, summary, evidence, primary, margin, V7_KEY)
     finding.headline = derf_headline(finding)
+    model, train = evidence["model"], evidence["train"]
+    finding.arms = arm_losses(
+        arm_runs(runs),
+        entropy,
+        scale=f"width {model['width']}, {train['steps']} steps, V1's AdamW and α₀ 0.5, not the Derf authors'",
+        names={label: name.split(" (")[0] for label, name in ARM_NAMES.items()},
+    )
     return finding
 
 
@@ -150,8 +162,8 @@ def derf_headline(v7: Finding) -> str | None:
     key = KeyNumber.of(v7)
     where = {"no worse": "below", "worse": "beyond", "undecided": "across"}[v7.evidence["versus_rms"]]
     return (
-        f"Dynamic erf by its authors' recipe ends {key.format(abs(k))} {'worse' if k > 0 else 'better'} than "
-        f"RMSNorm, its interval {where} the +{key.limit(t)} margin."
+        f"Dynamic erf, with V1's AdamW and α₀ 0.5 rather than its authors', ends {key.format(abs(k))} "
+        f"{'worse' if k > 0 else 'better'} than RMSNorm, its interval {where} the +{key.limit(t)} margin."
     )
 
 
@@ -209,6 +221,7 @@ def derf_paragraph(v7: Finding) -> str:
         f"as RMSNorm under the same optimiser, and whether any gain shows in the gap rather than in the fit. It cannot "
         f"show the authors' 124M-parameter GPT-2 result: the model here has "
         f"{e['parameters']['v7-derf']:,} parameters and trains {e['train']['steps']} steps, the optimiser is V1's "
-        "(the DyT authors' AdamW, decay on every parameter) rather than nanoGPT's, and α₀ is the Derf module's "
-        "default, which the authors' GPT-2 commands may have changed."
+        "(the DyT authors' AdamW, decay on every parameter) rather than the Derf authors' nanoGPT AdamW (decay on the "
+        "weight matrices only), and α₀ is the Derf module's default, 0.5, where their training script starts every "
+        "Derf layer at 1.0."
     )

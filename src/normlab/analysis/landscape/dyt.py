@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from normlab.analysis.landscape.method import Landscape, finals, measured, paired_finding, verdict_lead
+from normlab.analysis.landscape.method import Landscape, arm_losses, finals, measured, paired_finding, verdict_lead
 from normlab.analysis.landscape.probes import block_gradient_scale, probe_batches
 from normlab.analysis.landscape.profiles import AUTHORS_TRAIN, SMALL_VARIANTS, small_variant
 from normlab.analysis.landscape.summaries import non_inferiority
@@ -56,6 +56,16 @@ DYT_PAIRS = {  # evidence key: (row name, baseline, variant), all at the small s
     "layer_minus_rms": ("LayerNorm − RMSNorm", "rms", "layer"),
 }
 TRACED = ("dyt-authors", "dyt-rmsfinal", "dyt")  # the DyT variants whose trace V1 reads and draws
+# the arms whose runs V1's verdict reads (its pairs, its diagnosis and its LayerNorm caveat), with their names
+V1_ARMS = {
+    "dyt-authors": "DyT (authors' recipe)",
+    "dyt-rmsfinal": "DyT with an RMSNorm final norm",
+    "rms-authors": "RMSNorm (authors' AdamW)",
+    "layer": "LayerNorm",
+}
+# the arms whose failure to train answers V1 (DyT without tuning); RMSNorm or LayerNorm short of the minimum leaves
+# V1 not testable here
+V1_ANSWERS = ("dyt-authors", "dyt-rmsfinal")
 V1_KEY = KeyNumber("paired final loss, DyT − RMSNorm", NATS_PER_BYTE)
 
 
@@ -194,7 +204,13 @@ def _percent_range(low: float, high: float) -> str:
 
 
 def dyt_diagnosis(
-    authors: dict, rmsfinal: dict, rmsfinal_vs_rms: dict | None, *, margin: float, threshold: float
+    authors: dict,
+    rmsfinal: dict,
+    rmsfinal_vs_rms: dict | None,
+    *,
+    margin: float,
+    threshold: float,
+    means: tuple[float, float] | None = None,
 ) -> str:
     """The sentence that names the part of the authors' recipe that fails, from the measured numbers: whether the
     final DyT layer saturates (`traced_saturation` of the recipe, against `threshold`), and whether DyT in the blocks
@@ -208,6 +224,7 @@ def dyt_diagnosis(
             f"{_percent_range(authors['share_low'], authors['share_high'])} of its inputs where float32's "
             f"tanh′(αx) is exactly 0 at the end (over {authors['seeds']} seeds), and at least "
             f"{_percent(threshold)} from step {authors['onset_step']} on"
+            + (f", the last hidden state's RMS ending at {_hidden_rms(authors)}" if authors.get("per_seed") else "")
         )
     else:
         first = (
@@ -217,6 +234,11 @@ def dyt_diagnosis(
         )
     outcome = non_inferiority(rmsfinal_vs_rms)
     lead = "with an RMSNorm final norm, DyT in the blocks is"
+    if means is not None and all(math.isfinite(m) for m in means):
+        lead = (
+            f"with an RMSNorm final norm, DyT in the blocks ends at {significant(means[0])} nats per byte against "
+            f"RMSNorm's {significant(means[1])}, and is"
+        )
     if rmsfinal_vs_rms is None:
         second = "with an RMSNorm final norm a run diverged, so there is no paired interval"
     elif outcome == "no worse":
@@ -234,6 +256,15 @@ def dyt_diagnosis(
             f"{_percent_range(rmsfinal['share_low'], rmsfinal['share_high'])} of its inputs saturated"
         )
     return f"{first}; {second}."
+
+
+def _hidden_rms(saturation: dict) -> str:
+    """The last hidden state's RMS at the end over the seeds of `traced_saturation`, as a range."""
+    values = [s["final_hidden_rms"] for s in saturation["per_seed"] if s.get("final_hidden_rms") is not None]
+    if not values:
+        return "not measured"
+    low, high = significant(min(values)), significant(max(values))
+    return low if low == high else f"{low}–{high}"
 
 
 def trace_table(runs_by_label: dict[str, dict]) -> dict:
@@ -262,6 +293,12 @@ def traced_runs(study: Landscape, seed: int = 0) -> dict[str, dict]:
     return {label: run for label in TRACED for run in study.pick("small", label) if run["tag"]["seed"] == seed}
 
 
+def _mean_final(runs: Sequence[dict]) -> float:
+    """The mean final loss over the runs that did not diverge; NaN where none finished."""
+    values = [v for v in finals(runs) if math.isfinite(v)]
+    return float(np.mean(values)) if values else math.nan
+
+
 def learned(final: float, entropy: float) -> str:
     """How far a final loss got: past byte frequencies (the unigram entropy) by at least 0.25 nats, or not."""
     if final >= entropy:
@@ -287,29 +324,31 @@ def dyt_claim(study: Landscape, pairs: dict, alphas: pd.DataFrame, probes: dict,
     else:
         verdict = "not testable here"
     saturation = {label: traced_saturation(study.pick("small", label), saturated_share) for label in TRACED}
+    finals_by_label = {label: _mean_final(study.pick("small", label)) for label in SMALL_VARIANTS}
     diagnosis = dyt_diagnosis(
         saturation["dyt-authors"],
         saturation["dyt-rmsfinal"],
         pairs["dyt_rmsfinal_minus_rms"],
         margin=margin,
         threshold=saturated_share,
+        means=(finals_by_label["dyt-rmsfinal"], finals_by_label["rms-authors"]),
     )
-    summary = (
+    # the page and the ledger lead with what the record shows: where DyT fails, and DyT with an RMSNorm final norm
+    summary = diagnosis + (
         (
-            f"DyT by the authors' LLaMA recipe − RMSNorm under the same AdamW, final loss {interval_text(primary, NATS_PER_BYTE, margin=False)}: "
+            f" DyT by the authors' LLaMA recipe − RMSNorm under the same AdamW, final loss {interval_text(primary, NATS_PER_BYTE, margin=False)}: "
             f"{v1_outcome} against a +{margin} margin. Best α₀ "
             + ", ".join(
                 f"{significant(a, 2)} at width {w}" + ("" if inside else " (at the sweep's edge, not an optimum)")
                 for w, a, inside in zip(P["alpha_widths"], best_alphas, alphas["optimum interior"])
             )
-            + ". "
+            + "."
         )
         if primary
-        else "A DyT or RMSNorm run diverged at the reference learning rate, so no paired interval exists. "
-    ) + diagnosis
+        else " A DyT or RMSNorm run diverged at the reference learning rate, so no paired interval exists."
+    )
     v1_compared = ("rms", "dyt-authors", "dyt-rmsfinal")
     ranges = {label: study.usable_range("small", label, v1_compared) for label in v1_compared}
-    finals_by_label = {label: float(np.nanmean(finals(study.pick("small", label)))) for label in SMALL_VARIANTS}
     attention_alpha, other_alpha = authors_alpha_init(P["small"]["width"])
     evidence = {
         "parameters": GPT(GPTConfig(**P["small"])).num_parameters(),
@@ -336,13 +375,28 @@ def dyt_claim(study: Landscape, pairs: dict, alphas: pd.DataFrame, probes: dict,
     }
     finding = paired_finding(verdict, summary, evidence, primary, margin, V1_KEY)
     finding.headline = dyt_headline(finding)
+    authors = saturation["dyt-authors"]
+    why = (
+        f"; its final DyT layer saturated from step {authors['onset_step']}, the last hidden state's RMS ending at "
+        f"{_hidden_rms(authors)}"
+        if authors["saturated"]
+        else ""
+    )
+    finding.arms = arm_losses(
+        {label: study.pick("small", label) for label in V1_ARMS},
+        entropy,
+        scale=f"{evidence['parameters']:,} parameters, {P['small_train']['steps']} steps{why}",
+        names=V1_ARMS,
+        answers=V1_ANSWERS,
+    )
     return finding
 
 
 def dyt_headline(v1: Finding) -> str | None:
     """The opening page's sentence on V1 (at most 35 words), from the key number, threshold and verdict the finding
-    records and its traces: whether the final DyT layer saturates. How DyT fares with an RMSNorm final norm instead
-    stays on the chapter (`dyt_paragraph`). None without a key number or threshold."""
+    records and its traces: where the final DyT layer saturates, the sentence leads with that and with how DyT in
+    the blocks with an RMSNorm final norm compares; otherwise with the interval against the margin. None without a
+    key number or threshold."""
     k, t, e = v1.key_number, v1.threshold, v1.evidence
     if k is None or t is None:
         return None
@@ -350,12 +404,22 @@ def dyt_headline(v1: Finding) -> str | None:
     # the verdict reads the paired interval against +margin (`non_inferiority`), so the sentence does too
     interval = {"no worse": "below", "worse": "beyond", "undecided": "across"}[non_inferiority(e.get("dyt_minus_rms"))]
     scale = f" at {e['parameters'] / 1000:,.0f}k parameters, {e['train']['steps']} steps" if "parameters" in e else ""
+    worse = "worse" if k > 0 else "better"
+    if e["saturation"]["dyt-authors"]["saturated"]:
+        # what the record shows leads: where DyT fails, and DyT in the blocks with an RMSNorm final norm
+        sentence = f"Dynamic Tanh by its authors' recipe ends {key.format(abs(k))} {worse} than RMSNorm{scale}: its final layer saturates"
+        rmsfinal = e.get("dyt_rmsfinal_minus_rms")
+        if rmsfinal is None:
+            return sentence + "."
+        other = rmsfinal["mean_difference"]
+        return (
+            f"{sentence}; in the blocks with an RMSNorm final norm it ends {significant(abs(other))} "
+            f"{'worse' if other > 0 else 'better'}."
+        )
     sentence = (
-        f"Dynamic Tanh by its authors' recipe ends {key.format(abs(k))} {'worse' if k > 0 else 'better'} than RMSNorm"
+        f"Dynamic Tanh by its authors' recipe ends {key.format(abs(k))} {worse} than RMSNorm"
         f"{scale}, its interval {interval} the +{key.limit(t)} margin"
     )
-    if e["saturation"]["dyt-authors"]["saturated"]:
-        return f"{sentence}: its final DyT layer saturates."
     return sentence + {
         "does not hold": ": untuned, it does not match RMSNorm.",
         "holds": ": untuned, it matches RMSNorm.",

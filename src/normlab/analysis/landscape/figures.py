@@ -313,13 +313,14 @@ def derf(runs_by_arm: dict[str, list[dict]], names: dict[str, str], entropy: flo
     return fig
 
 
-def regime(cells: dict, tokens_per_parameter: dict[str, float], margin: float):
-    """V6. Left: DyT − RMSNorm final validation loss per seed against tokens per parameter (log scale), SwiGLU at
-    each budget joined per seed, GELU at the largest budget beside it; the band is ±margin. Right: DyT's saturated
-    share (|αx| > 2) at the end of each run, the same layout."""
+def regime(cells: dict, margin: float):
+    """V6. Left: DyT − RMSNorm final validation loss per seed against the training set's size in bytes (log scale;
+    every run the same steps, so the smallest set is passed over most), SwiGLU on each set joined per seed, GELU on
+    the largest beside it; the band is ±margin. Right: DyT's saturated share (|αx| > 2) at the end of each run, the
+    same layout."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
-    budgets = sorted(steps for steps, mlp in cells if mlp == "swiglu")
-    xs = [tokens_per_parameter[str(s)] for s in budgets]
+    budgets = sorted(size for size, mlp in cells if mlp == "swiglu")
+    xs = [float(s) for s in budgets]
 
     def ok(run):
         return "missing" not in run and not run["diverged"]
@@ -345,7 +346,7 @@ def regime(cells: dict, tokens_per_parameter: dict[str, float], margin: float):
     for ax in (left, right):
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())  # the decades alone: minor labels overlap
-        ax.set_xlabel("tokens per parameter")
+        ax.set_xlabel("training set (bytes; the same steps on each)")
         ax.legend(fontsize=8)
     left.set_ylabel("DyT − RMSNorm, final validation loss (nats/byte)")
     right.set_ylabel("DyT's inputs with |αx| > 2 (share)")

@@ -15,8 +15,10 @@ from normlab.analysis.landscape.summaries import usable_flags, usable_lr_range
 from normlab.analysis.shared.missing_runs import RunGaps, not_testable
 from normlab.analysis.shared.paired import paired_or_none
 from normlab.gpt.model import GPT, GPTConfig
+from normlab.study import design
 from normlab.study.findings import Finding
 from normlab.study.present import significant
+from normlab.study.trained import ArmLosses
 
 
 def frame_of(runs: list[dict]) -> pd.DataFrame:
@@ -101,6 +103,18 @@ class Landscape:
         if not gaps:
             return finding
         return not_testable(finding, gaps, "runs it rests on failed, and its design registers every pair it trains")
+
+    def arms(self, scale: str, names: dict[str, str]) -> ArmLosses:
+        """Each arm's (label: name) mean final and step-0 validation loss at the scale's reference learning rate and
+        the seeds its pairs read, beside the byte frequencies' entropy, for the did-it-train rule."""
+        size = GPT(GPTConfig(**self.settings[scale])).num_parameters()
+        steps = self.settings[f"{scale}_train"]["steps"]
+        return arm_losses(
+            {label: self.pick(scale, label) for label in names},
+            self.entropy,
+            scale=f"{size:,} parameters, {steps} steps",
+            names=names,
+        )
 
     def missing_paragraph(self) -> str:
         """The page's sentence on the runs that failed every attempt; '' when none did."""
@@ -223,6 +237,100 @@ def paired_finding(verdict: str, summary: str, evidence: dict, primary: dict | N
         meaning=key.meaning,
         unit=key.unit,
     )
+
+
+def _mean_of(runs: Sequence[dict], key: str) -> float:
+    """The mean of `key` over the runs that finished without diverging; NaN where none did (an arm that did not
+    train, for the did-it-train rule)."""
+    values = [float(r[key]) for r in runs if "missing" not in r and not r["diverged"] and math.isfinite(r[key])]
+    return sum(values) / len(values) if values else math.nan
+
+
+def arm_losses(
+    arms: dict[str, Sequence[dict]],
+    entropy: float,
+    *,
+    scale: str,
+    names: dict | None = None,
+    answers: Sequence[str] = (),
+) -> ArmLosses:
+    """Each arm's mean final and step-0 validation loss over its finished runs, beside the byte frequencies' entropy
+    (normlab.study.trained.ArmLosses), for the did-it-train rule `Results.record` applies; `answers`: the arms whose
+    failure to train answers a claim that registers `untrained_answers` (V1's DyT arms)."""
+    return ArmLosses(
+        final={arm: _mean_of(runs, "final_val_loss") for arm, runs in arms.items()},
+        initial={arm: _mean_of(runs, "initial_val_loss") for arm, runs in arms.items()},
+        entropy=entropy,
+        scale=scale,
+        names=dict(names or {}),
+        answers=tuple(answers),
+    )
+
+
+def looks(claim_id: str) -> list[dict]:
+    """The change-log entries (data/design.toml) made after something of `claim_id` had been seen: its own entries
+    whose `look` is not "none", and the did-it-train minimum's, registered for every trained claim after V1's, V6's
+    and V7's arms were seen not to train."""
+    out = []
+    for change in design.load().changes:
+        own = change["claim"] == claim_id or change["field"].startswith(f"thresholds.{design.TRAINED_MINIMUM} ")
+        if own and not change["look"].lower().startswith("none"):
+            out.append(change)
+    return out
+
+
+def disclosed(finding: Finding, claim_id: str) -> Finding:
+    """`finding` with a caveat for every look before a registration or change of its design (`looks`): what had
+    been seen, and when, in the change log's own words."""
+    clauses = tuple(
+        f"its design's {change['field'].split(' (')[0]} ({change['date']}) was set after a look: {change['look']}"
+        for change in looks(claim_id)
+    )
+    finding.caveats = (*finding.caveats, *clauses)
+    return finding
+
+
+def looks_table(claim_ids: Sequence[str]) -> pd.DataFrame:
+    """Per claim, each look before a registration or change of its design: the date, what changed, what had been
+    seen (the change log's entries, `looks`)."""
+    return pd.DataFrame(
+        [
+            {"claim": claim_id, "date": c["date"], "what changed": c["field"], "seen before": c["look"]}
+            for claim_id in claim_ids
+            for c in looks(claim_id)
+        ]
+    )
+
+
+def record(finding: Finding, results, claim_id: str, section: str) -> Finding:
+    """Record `finding`, every look at its claim disclosed in its caveats (`disclosed`), and return it as recorded:
+    the verdict, sentence and headline after the did-it-train rule (`Results.record`), and each arm's losses beside
+    the entropy in its evidence (`arms_trained`), so that the page shows what the ledger shows."""
+    entry = disclosed(finding, claim_id).record(results, claim_id, section)
+    finding.verdict, finding.summary, finding.headline = entry["verdict"], entry["summary"], entry["headline"]
+    finding.evidence = {**finding.evidence, "arms_trained": entry["evidence"]["arms_trained"]}
+    return finding
+
+
+def arms_table(findings: dict[str, Finding]) -> pd.DataFrame:
+    """Per claim and arm, as recorded: the mean final and step-0 validation loss, how far the final loss ends below
+    the byte frequencies' entropy, and whether that clears the registered minimum."""
+    rows = []
+    for claim, finding in findings.items():
+        record_ = finding.evidence["arms_trained"]
+        for arm, losses in record_["arms"].items():
+            rows.append(
+                {
+                    "claim": claim,
+                    "arm": arm,
+                    "step 0": losses["initial_val_loss"],
+                    "final": losses["final_val_loss"],
+                    "entropy": record_["unigram_entropy_nats"],
+                    "below entropy": losses["below_entropy"],
+                    "trained": "yes" if losses["trained"] else "no",
+                }
+            )
+    return pd.DataFrame(rows)
 
 
 def run_scale(runs: list[dict], train_keys: Sequence[str]) -> dict:

@@ -17,6 +17,9 @@ from normlab.study.key_numbers import FACTOR, KeyNumber
 from normlab.study.present import significant
 from normlab.study.results import decide
 
+# V2's arms, the four placements at the deep scale, by the names the page gives them
+PLACEMENT_NAMES = {"pre": "pre-LN", "post": "post-LN", "peri": "Peri-LN", "post-sublayer": "OLMo 2's"}
+
 OUTPUT_NORMED = ("peri", "post-sublayer")  # the placements that normalise each sublayer's output
 V2_KEY = KeyNumber("hidden-RMS growth relative to pre-LN's, weaker placement", FACTOR)
 
@@ -112,6 +115,7 @@ def placement_claim(
         spread=rel_sd[worse] if math.isfinite(rel_sd[worse]) else None,
         meaning=V2_KEY.meaning,
         unit=V2_KEY.unit,
+        arms=study.arms("deep", PLACEMENT_NAMES),
     )
 
 

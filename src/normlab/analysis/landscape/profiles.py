@@ -21,8 +21,11 @@ REGISTERED_V4_SEEDS = design.pairs("landscape:v4_seeds")
 V4_FIRST_SEED = design.confirmation_of("V4").seeds[0]
 # V7's seeds start here: its registration logged timing runs on seeds 0 and 1, which are not reused
 DERF_SEED_BASE = 200
-# V6's seeds start here, apart from every other design's
-REGIME_SEED_BASE = 600
+# V6's seeds start here, apart from every other design's. Its first design (registered 2026-12-05: token budgets of
+# 6, 35 and 200 steps) trained seeds 600-602; its second (registered 2026-12-07: training-set sizes at fixed steps, as
+# Verma ran it) starts at 700, so that no run of the first is reused or pooled; seeds 690-691 were trial runs of the
+# second design before its registration (its change-log entry), never reused
+REGIME_SEED_BASE = 700
 
 PROFILES = {
     # seconds: proves the pipeline, not the claims
@@ -49,8 +52,9 @@ PROFILES = {
             train=dict(steps=20, batch_size=4, warmup_steps=2, lr=1e-2),
         ),
         derf_seeds=REGISTERED_DERF_SEEDS["smoke"],
-        # V6 (DyT's regime): V1's small model and batch at these step counts, the last V1's own
-        regime_steps=[2, 6, 20],
+        # V6 (DyT's regime, as Verma ran it): a fixed number of steps, the training set a prefix of these sizes
+        regime_steps=20,
+        regime_sizes=[40, 160, 1000],
         regime_seeds=REGISTERED_REGIME_SEEDS["smoke"],
         v4_seeds=REGISTERED_V4_SEEDS["smoke"],
         v4_first_seed=V4_FIRST_SEED,
@@ -85,7 +89,11 @@ PROFILES = {
             train=dict(steps=200, batch_size=16, warmup_steps=20, lr=5e-3),
         ),
         derf_seeds=REGISTERED_DERF_SEEDS["cpu"],
-        regime_steps=[6, 35, 200],  # 33x in tokens per parameter, registered (data/design.toml, V6)
+        # V6 (registered 2026-12-07, data/design.toml): 120 steps of V1's batch (122,880 bytes), the training set a
+        # prefix of 750, 7,500 and 88,000 bytes: 164, 16.4 and 1.40 passes, Verma's over WikiText-103's 1M and 10M
+        # subsets and its full 118M tokens at 5,000 steps of 64 x 512 tokens
+        regime_steps=120,
+        regime_sizes=[750, 7_500, 88_000],
         regime_seeds=REGISTERED_REGIME_SEEDS["cpu"],
         v4_seeds=REGISTERED_V4_SEEDS["cpu"],
         v4_first_seed=V4_FIRST_SEED,
@@ -123,7 +131,8 @@ PROFILES = {
             model=dict(width=64, depth=4, heads=4, context=64),
             train=dict(steps=200, batch_size=16, warmup_steps=20, lr=5e-3),
         ),
-        regime_steps=[6, 35, 200],
+        regime_steps=120,
+        regime_sizes=[750, 7_500, 88_000],
         regime_seeds=REGISTERED_REGIME_SEEDS["gpu"],
         v4_seeds=REGISTERED_V4_SEEDS["gpu"],
         v4_first_seed=0,
@@ -176,32 +185,62 @@ def derf_arm(label: str, width: int) -> dict:
     return model
 
 
-# V6's two arms, V7's RMSNorm and DyT (V1's authors' recipe) under the same optimiser, each with SwiGLU at every budget
-# and with GELU at V1's; the budget's steps and the MLP are filled in by `regime_jobs`.
-REGIME_ARMS = {"v6-rms": "v7-rms", "v6-dyt": "v7-dyt"}
+# V6's two arms as Verma ran them (github.com/lucky-verma/dyt-composition-study, code/model.py and train.py): RMSNorm,
+# and DyT in every norm, the final one included, without β (their launchers pass --bias=False), α₀ = 2.0 everywhere
+# (their dyt_alpha_init) and no embedding scale (their nanoGPT has none); both under nanoGPT's AdamW (decay 0.1 on the
+# weight matrices only, betas 0.9 and 0.95, clipping at 1), so that the pair differs in the norm alone. Each with
+# SwiGLU at every training-set size and with GELU at the largest (Verma's R5 ablation, --ablate_swiglu, at 118M).
+VERMA_ALPHA = 2.0
+REGIME_ARMS = {
+    "v6-rms": dict(norm="rms"),
+    "v6-dyt": dict(norm="dyt", dyt_bias=False, dyt_alpha=VERMA_ALPHA, embedding_scale=False),
+}
 REGIME_MLPS = ("swiglu", "gelu")
-REGIME_MIN_SPAN = 30.0  # the registered span of tokens per parameter, largest budget over smallest (cpu, gpu)
+# Verma's schedule: 2,000 warm-up steps of 5,000, then a cosine over 600,000 (lr_decay_iters) that has barely begun
+# by step 5,000: a warm-up of 40% of the steps, then a constant rate
+REGIME_TRAIN = dict(weight_decay_on="matrices", min_lr_ratio=1.0, device="cpu")
+REGIME_WARMUP_SHARE = 0.4
+# The passes Verma's 5,000 steps of 64 x 512 tokens make over its training sets (1M, 10M and the full WikiText-103
+# train split, about 118M GPT-2 tokens): 163.84, 16.38 and 1.39; outside smoke, the profile's sizes must give these
+# within REGIME_PASS_TOLERANCE
+VERMA_PASSES = (163.84, 16.384, 1.39)
+REGIME_PASS_TOLERANCE = 0.05
 
 
-def regime_arm(label: str, width: int, mlp: str = "swiglu") -> dict:
-    """The model options of a V6 arm at this width with this MLP: V7's arm of the same norm (`derf_arm`)."""
+def regime_arm(label: str, mlp: str = "swiglu") -> dict:
+    """The model options of a V6 arm with this MLP."""
     if label not in REGIME_ARMS:
         raise ValueError(f"regime_arm: unknown V6 arm {label!r}; choose one of {', '.join(REGIME_ARMS)}")
     if mlp not in REGIME_MLPS:
         raise ValueError(f"regime_arm: V6 compares the MLPs {REGIME_MLPS}, got {mlp!r}")
-    return {**derf_arm(REGIME_ARMS[label], width), "mlp": mlp}
+    return {**REGIME_ARMS[label], "mlp": mlp}
 
 
-def check_regime_steps(profile: str, steps: list[int], train_steps: int) -> None:
-    """V6's budgets: increasing, the largest V1's own steps, spanning the registered 30x beyond smoke."""
-    if len(steps) < 3 or sorted(set(steps)) != list(steps) or steps[0] < 1:
-        raise ValueError(f"profile {profile!r}: regime_steps must be 3 or more increasing step counts, got {steps}")
-    if steps[-1] != train_steps:
-        raise ValueError(f"profile {profile!r}: regime_steps must end at V1's {train_steps} steps, got {steps}")
-    if profile != "smoke" and steps[-1] / steps[0] < REGIME_MIN_SPAN:
+def regime_passes(steps: int, batch_size: int, context: int, size: int) -> float:
+    """How many times a run of `steps` batches of `batch_size` windows of `context` bytes passes over a training set
+    of `size` bytes, on average (windows are drawn at random, as nanoGPT's get_batch draws them)."""
+    return steps * batch_size * context / size
+
+
+def check_regime_sizes(profile: str, sizes: list[int], steps: int, batch_size: int, context: int) -> None:
+    """V6's training sets: increasing, each longer than a window, and outside smoke Verma's passes (VERMA_PASSES)."""
+    if len(sizes) < 2 or sorted(set(sizes)) != list(sizes) or sizes[0] < context + 2:
         raise ValueError(
-            f"profile {profile!r}: regime_steps {steps} span {steps[-1] / steps[0]:.1f}x, under the registered "
-            f"{REGIME_MIN_SPAN:g}x in tokens per parameter; lower the smallest"
+            f"profile {profile!r}: regime_sizes must be 2 or more increasing byte counts, each at least a window of "
+            f"{context + 2} bytes, got {sizes}"
+        )
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 10:
+        raise ValueError(f"profile {profile!r}: regime_steps must be one step count of at least 10, got {steps!r}")
+    if profile == "smoke":
+        return
+    passes = [regime_passes(steps, batch_size, context, size) for size in sizes]
+    if len(passes) != len(VERMA_PASSES) or any(
+        abs(p / v - 1) > REGIME_PASS_TOLERANCE for p, v in zip(passes, VERMA_PASSES)
+    ):
+        raise ValueError(
+            f"profile {profile!r}: regime_sizes {sizes} at {steps} steps of {batch_size} x {context} bytes give "
+            f"{', '.join(f'{p:.3g}' for p in passes)} passes, not Verma's {', '.join(f'{v:g}' for v in VERMA_PASSES)} "
+            "(data/design.toml, V6); change one to match and log the change"
         )
 
 
@@ -278,9 +317,15 @@ def profile_settings(profile: str, overrides: dict | None = None) -> dict:
     settings["derf_step"] = design.training_step("V7", profile)  # the registered trainer; the reference at smoke
     if settings["regime_seeds"] < 2:
         raise ValueError(f"profile {profile!r}: regime_seeds must be at least 2 (a paired interval)")
-    if profile != "gpu":  # V6 is registered at V1's sizes, as V7
+    if profile != "gpu":  # V6 is registered at V1's model, batch and learning rate, as V7
         settings["regime"] = dict(model=dict(settings["small"]), train=dict(settings["small_train"]))
-    check_regime_steps(profile, settings["regime_steps"], settings["regime"]["train"]["steps"])
+    check_regime_sizes(
+        profile,
+        settings["regime_sizes"],
+        settings["regime_steps"],
+        settings["regime"]["train"]["batch_size"],
+        settings["regime"]["model"]["context"],
+    )
     settings["regime_step"] = design.training_step("V6", profile)
     if profile != "smoke" and settings["deep"]["depth"] < 12:
         raise ValueError("V2 needs at least 12 blocks, where placement matters")

@@ -249,6 +249,8 @@ def qk_claim(study: Landscape, logit_rows: pd.DataFrame, *, min_seeds: int, sens
         spread=reduction["standard_error"] if reduction else None,
         meaning=V3_KEY.meaning,
         unit=V3_KEY.unit,
+        # V3's arms for the did-it-train rule, at the reference learning rate (the wide grid diverges by design)
+        arms=study.arms("small", QK_NAMES),
     )
 
 

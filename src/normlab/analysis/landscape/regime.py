@@ -1,13 +1,17 @@
-"""V6, DyT's regime and V1's failure explained: DyT (V1's authors' recipe) against RMSNorm, paired by seed, at three
-token budgets of V1's model and batch, and at V1's budget with a GELU MLP in place of SwiGLU. The verdict
-(`regime_claim`) reads two paired intervals, each a difference of two paired differences DyT − RMSNorm per seed:
+"""V6, DyT's regime as Verma ran it: DyT (Verma's: α₀ 2, no β, no embedding scale) against RMSNorm, paired by seed,
+in V1's model for a fixed number of steps on training sets of several sizes (prefixes of the corpus's training split,
+so that the smallest is passed over many times and the largest about once), and on the largest with a GELU MLP in
+place of SwiGLU. The verdict (`regime_claim`) reads two paired intervals, each a difference of two paired differences
+DyT − RMSNorm per seed:
 
-- the regime difference, DyT − RMSNorm at the largest budget minus at the smallest, against +margin (Verma, arXiv
-  2604.23434: DyT helps at few tokens per parameter and hurts at many);
-- the gate difference, DyT − RMSNorm with GELU minus with SwiGLU at V1's budget, against ±margin (Verma localises
-  Llama-DyT's collapse to SwiGLU's gating).
+- the regime difference, DyT − RMSNorm on the largest training set minus on the smallest, against +margin (Verma,
+  arXiv 2604.23434: DyT helps on 1M tokens and hurts on 118M, both trained 5,000 steps);
+- the gate difference, DyT − RMSNorm with GELU minus with SwiGLU on the largest set, against ±margin (Verma localises
+  Llama-DyT's collapse to SwiGLU's gating, ablated at 118M).
 
-DyT's saturated share (|αx| > 2, Verma's definition) at the end of each run is reported beside them.
+DyT's saturated share (|αx| > 2, Verma's definition) at the end of each run is reported beside them, and the record
+holds each set's size, the passes over it and the steps. The first design of V6 (registered 2026-12-05) varied the
+steps instead, on data that never repeats; its runs are not read here (the design page's change log keeps it).
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from normlab.analysis.landscape.method import measured, paired_finding, run_scale, verdict_lead
+from normlab.analysis.landscape.method import arm_losses, measured, paired_finding, run_scale, verdict_lead
+from normlab.analysis.landscape.profiles import regime_passes
 from normlab.analysis.landscape.summaries import non_inferiority
 from normlab.analysis.shared.paired import interval_text, paired_or_none
 from normlab.gpt.model import GPT, GPTConfig
@@ -26,7 +31,8 @@ from normlab.study.findings import Finding
 from normlab.study.key_numbers import NATS_PER_BYTE, KeyNumber
 from normlab.study.present import significant
 
-V6_KEY = KeyNumber("paired regime difference of DyT − RMSNorm, largest budget minus smallest", NATS_PER_BYTE)
+V6_KEY = KeyNumber("paired regime difference of DyT − RMSNorm, largest training set minus smallest", NATS_PER_BYTE)
+ARM_NAMES = {"v6-rms": "RMSNorm", "v6-dyt": "DyT"}
 
 
 def _loss(run: dict) -> float:
@@ -37,12 +43,12 @@ def _loss(run: dict) -> float:
 
 
 def cells(runs: list[dict]) -> dict[tuple[int, str], dict[str, list[dict]]]:
-    """V6's runs by (steps, MLP) and arm, each arm sorted by seed; refuses a cell whose arms are not paired seed for
-    seed, or a design whose cells do not all share the same seeds."""
+    """V6's runs by (training-set bytes, MLP) and arm, each arm sorted by seed; refuses a cell whose arms are not
+    paired seed for seed, or a design whose cells do not all share the same seeds."""
     out: dict[tuple[int, str], dict[str, list[dict]]] = {}
     for r in runs:
         t = r["tag"]
-        out.setdefault((t["steps"], t["mlp"]), {}).setdefault(t["label"], []).append(r)
+        out.setdefault((t["train_bytes"], t["mlp"]), {}).setdefault(t["label"], []).append(r)
     seeds = set()
     for key, arms in out.items():
         for arm in arms.values():
@@ -63,20 +69,20 @@ def differences(arms: dict[str, list[dict]]) -> list[float]:
     return [_loss(d) - _loss(r) for r, d in zip(arms["v6-rms"], arms["v6-dyt"])]
 
 
-def budgets(runs: list[dict]) -> list[int]:
-    """The SwiGLU budgets' step counts, smallest first."""
-    return sorted(steps for steps, mlp in cells(runs) if mlp == "swiglu")
+def sizes(runs: list[dict]) -> list[int]:
+    """The SwiGLU cells' training-set sizes in bytes, smallest first."""
+    return sorted(size for size, mlp in cells(runs) if mlp == "swiglu")
 
 
 def regime_pairs(runs: list[dict], margin: float) -> dict:
-    """The paired intervals V6 reads and reports: DyT − RMSNorm at each SwiGLU budget ('dyt_minus_rms/<steps>') and
-    with GELU ('dyt_minus_rms/gelu'); the regime difference (largest minus smallest budget) and the gate difference
-    (GELU minus SwiGLU at the largest), each paired by seed across cells."""
+    """The paired intervals V6 reads and reports: DyT − RMSNorm on each SwiGLU training set
+    ('dyt_minus_rms/<bytes>') and with GELU ('dyt_minus_rms/gelu'); the regime difference (largest minus smallest
+    set) and the gate difference (GELU minus SwiGLU on the largest), each paired by seed across cells."""
     by_cell = cells(runs)
-    steps = budgets(runs)
+    steps = sizes(runs)
     largest, smallest = steps[-1], steps[0]
     if (largest, "gelu") not in by_cell:
-        raise ValueError(f"V6 needs the GELU pair at its largest budget, {largest} steps")
+        raise ValueError(f"V6 needs the GELU pair on its largest training set, {largest} bytes")
     diff = {key: differences(arms) for key, arms in by_cell.items()}
     zero = [0.0] * len(diff[(largest, "swiglu")])
     out = {f"dyt_minus_rms/{s}": paired_or_none(zero, diff[(s, "swiglu")], margin) for s in steps}
@@ -102,23 +108,29 @@ def gate_reading(paired: dict | None) -> str:
 
 
 def saturation(runs: list[dict]) -> dict[str, float | None]:
-    """DyT's mean saturated share over seeds per cell ('<steps>' for SwiGLU, 'gelu'), None where no run measured it."""
+    """DyT's mean saturated share over seeds per cell ('<bytes>' for SwiGLU, 'gelu'), None where no run measured it."""
     out = {}
-    for (steps, mlp), arms in cells(runs).items():
+    for (size, mlp), arms in cells(runs).items():
         shares = [r["saturated_share"] for r in arms["v6-dyt"] if r.get("saturated_share") is not None]
-        out["gelu" if mlp == "gelu" else str(steps)] = float(np.mean(shares)) if shares else None
+        out["gelu" if mlp == "gelu" else str(size)] = float(np.mean(shares)) if shares else None
     return out
 
 
-def tokens_per_parameter(runs: list[dict]) -> dict[str, float]:
-    """Per SwiGLU budget, the tokens trained on over the RMSNorm arm's parameters."""
+def data_scale(runs: list[dict]) -> dict:
+    """Per SwiGLU training set (keyed by its bytes): the passes the fixed steps make over it, and its bytes per
+    parameter of the RMSNorm arm (Verma's T/P is the training set's tokens per parameter); and the steps, the bytes
+    a run trains on, and the sizes."""
     by_cell = cells(runs)
-    out = {}
-    for steps in budgets(runs):
-        run = by_cell[(steps, "swiglu")]["v6-rms"][0]  # a missing run keeps its tag and model
-        tokens = steps * run["tag"]["batch_size"] * run["model"]["context"]
-        out[str(steps)] = tokens / GPT(GPTConfig(**run["model"])).num_parameters()
-    return out
+    passes, per_parameter = {}, {}
+    steps = None
+    for size in sizes(runs):
+        run = by_cell[(size, "swiglu")]["v6-rms"][0]  # a missing run keeps its tag and model
+        steps, batch, context = run["tag"]["steps"], run["tag"]["batch_size"], run["model"]["context"]
+        passes[str(size)] = regime_passes(steps, batch, context, size)
+        per_parameter[str(size)] = size / GPT(GPTConfig(**run["model"])).num_parameters()
+    trained = steps * batch * context
+    return {"sizes": sizes(runs), "passes": passes, "bytes_per_parameter": per_parameter, "steps": steps,
+            "bytes_trained": trained}  # fmt: skip
 
 
 def fragile(paired: dict | None, line: float) -> bool:
@@ -130,7 +142,7 @@ def fragile(paired: dict | None, line: float) -> bool:
     return min(abs(paired["ci_low"] - line), abs(paired["ci_high"] - line)) < half
 
 
-def regime_claim(runs: list[dict], margin: float, bound: float) -> Finding:
+def regime_claim(runs: list[dict], margin: float, bound: float, entropy: float) -> Finding:
     """V6 by its registered rule (data/design.toml): holds when the regime difference lies above +margin (DyT
     worsens with more tokens) and the gate difference below −margin; holds with caveats when only the regime
     difference does; does not hold when the regime difference lies wholly below +margin; else not testable here."""
@@ -146,17 +158,21 @@ def regime_claim(runs: list[dict], margin: float, bound: float) -> Finding:
         verdict = "does not hold"
     else:
         verdict = "not testable here"
-    steps = budgets(runs)
+    scale = data_scale(runs)
+    steps, (smallest, *_, largest) = scale["steps"], scale["sizes"]
+    passes = scale["passes"]
     if primary is None:
         summary = "A run diverged, so there is no paired interval of the regime difference."
     else:
         summary = (
-            f"DyT − RMSNorm at {steps[-1]} steps minus at {steps[0]} steps (the regime difference) "
+            f"At {steps} steps, DyT − RMSNorm on {largest:,} training bytes ({passes[str(largest)]:.3g} passes) minus "
+            f"on {smallest:,} ({passes[str(smallest)]:.3g} passes), the regime difference, "
             f"{interval_text(primary, NATS_PER_BYTE, margin=False)}: "
             + {"worse": "wholly above", "no worse": "wholly below", "undecided": "across"}[regime]
-            + f" the +{margin} margin. With GELU in place of SwiGLU at {steps[-1]} steps, DyT − RMSNorm changes by "
+            + f" the +{margin} margin. With GELU in place of SwiGLU on {largest:,} bytes, DyT − RMSNorm changes by "
             f"{interval_text(pairs['gate_difference'], NATS_PER_BYTE, margin=False)} (the gate difference): {gate}."
         )
+    model = cells(runs)[(largest, "swiglu")]["v6-rms"][0]["model"]
     evidence = {
         **pairs,
         "regime_reading": regime,
@@ -164,14 +180,23 @@ def regime_claim(runs: list[dict], margin: float, bound: float) -> Finding:
         "gate_reading": gate,
         "saturated_share": saturation(runs),
         "saturation_bound": bound,
-        "tokens_per_parameter": tokens_per_parameter(runs),
-        "budgets": steps,
-        "parameters": GPT(GPTConfig(**cells(runs)[(steps[-1], "swiglu")]["v6-rms"][0]["model"])).num_parameters(),
-        **run_scale(runs, ("batch_size", "lr")),
+        **scale,
+        "parameters": GPT(GPTConfig(**model)).num_parameters(),
+        **run_scale(runs, ("batch_size", "lr", "warmup_steps", "min_lr_ratio", "weight_decay_on")),
         "margin": margin,
     }
     finding = paired_finding(verdict, summary, evidence, primary, margin, V6_KEY)
     finding.headline = regime_headline(finding)
+    finding.arms = arm_losses(
+        {f"{label} {size} {mlp}": arms[label] for (size, mlp), arms in cells(runs).items() for label in ARM_NAMES},
+        entropy,
+        scale=f"{finding.evidence['parameters']:,} parameters, {steps} steps",
+        names={
+            f"{label} {size} {mlp}": f"{name} on {size:,} bytes" + (" with GELU" if mlp == "gelu" else "")
+            for (size, mlp), arms in cells(runs).items()
+            for label, name in ARM_NAMES.items()
+        },
+    )
     return finding
 
 
@@ -183,33 +208,32 @@ def regime_headline(v6: Finding) -> str | None:
     key = KeyNumber.of(v6)
     where = {"worse": "above", "no worse": "below", "undecided": "across"}[v6.evidence["regime_reading"]]
     return (
-        f"DyT's loss against RMSNorm's moves {key.format(abs(k))} {'up' if k > 0 else 'down'} from the smallest "
-        f"token budget to V1's, its interval {where} the +{key.limit(t)} margin; with GELU for SwiGLU: "
-        f"{v6.evidence['gate_reading']}."
+        f"At a fixed {v6.evidence['steps']} steps, DyT's loss against RMSNorm's moves {key.format(abs(k))} "
+        f"{'up' if k > 0 else 'down'} from the smallest training set to the largest, its interval {where} the "
+        f"+{key.limit(t)} margin; with GELU for SwiGLU: {v6.evidence['gate_reading']}."
     )
 
 
 def regime_table(v6: Finding) -> pd.DataFrame:
-    """Per budget: tokens per parameter, DyT − RMSNorm with its interval, DyT's saturated share; then the two
-    differences the verdict reads."""
+    """Per training set: its bytes, the passes over it, DyT − RMSNorm with its interval, DyT's saturated share;
+    then the two differences the verdict reads."""
     e = v6.evidence
     rows = []
-    for steps in e["budgets"]:
-        p = e[f"dyt_minus_rms/{steps}"]
-        rows.append(_row(f"{steps} steps, SwiGLU", e["tokens_per_parameter"][str(steps)], p,
-                         e["saturated_share"].get(str(steps))))  # fmt: skip
-    largest = e["budgets"][-1]
-    rows.append(_row(f"{largest} steps, GELU", e["tokens_per_parameter"][str(largest)], e["dyt_minus_rms/gelu"],
+    for size in e["sizes"]:
+        p = e[f"dyt_minus_rms/{size}"]
+        rows.append(_row(f"{size:,} bytes, SwiGLU", e["passes"][str(size)], p, e["saturated_share"].get(str(size))))
+    largest = e["sizes"][-1]
+    rows.append(_row(f"{largest:,} bytes, GELU", e["passes"][str(largest)], e["dyt_minus_rms/gelu"],
                      e["saturated_share"].get("gelu")))  # fmt: skip
-    rows.append(_row("regime difference (largest − smallest budget)", None, e["regime_difference"], None))
+    rows.append(_row("regime difference (largest − smallest set)", None, e["regime_difference"], None))
     rows.append(_row("gate difference (GELU − SwiGLU)", None, e["gate_difference"], None))
     return pd.DataFrame(rows)
 
 
-def _row(name: str, tpp: float | None, p: dict | None, share: float | None) -> dict:
+def _row(name: str, passes: float | None, p: dict | None, share: float | None) -> dict:
     return {
         "compared": name,
-        "tokens per parameter": tpp,
+        "passes over the set": passes,
         "DyT − RMSNorm": None if p is None else p["mean_difference"],
         "95% low": None if p is None else p["ci_low"],
         "95% high": None if p is None else p["ci_high"],
@@ -218,51 +242,43 @@ def _row(name: str, tpp: float | None, p: dict | None, share: float | None) -> d
 
 
 def regime_paragraph(v6: Finding) -> str:
-    """V6's verdict paragraph: the verdict, the per-budget differences and saturated shares beside the source's own
-    numbers, and what this scale can show."""
+    """V6's verdict paragraph: the verdict, the per-set differences and saturated shares beside the source's own
+    numbers. What could not be matched stays in the page's Markdown."""
     e = v6.evidence
-    steps = e["budgets"]
-    tpp = e["tokens_per_parameter"]
+    sets = e["sizes"]
     share = {k: measured(v) for k, v in e["saturated_share"].items()}
     diff = {s: measured(None if e[f"dyt_minus_rms/{s}"] is None else e[f"dyt_minus_rms/{s}"]["mean_difference"])
-            for s in steps}  # fmt: skip
+            for s in sets}  # fmt: skip
     src = {name: prose.source("V6", name) for name in (
-        "gain_1m_tokens", "penalty_118m_tokens", "saturated_1m_tokens", "saturated_118m_tokens",
-        "tokens_per_parameter_max")}  # fmt: skip
-    per_budget = "; ".join(
-        f"{significant(diff[s])} nats per byte at {significant(tpp[str(s)])} tokens per parameter "
-        f"({s} steps, {significant(100 * share[str(s)])}% of DyT's inputs saturated)"
-        for s in steps
+        "gain_1m_tokens", "penalty_118m_tokens", "saturated_1m_tokens", "saturated_118m_tokens")}  # fmt: skip
+    per_set = "; ".join(
+        f"{significant(diff[s])} nats per byte on {s:,} bytes ({significant(e['passes'][str(s)])} passes, "
+        f"{significant(100 * share[str(s)])}% of DyT's inputs saturated)"
+        for s in sets
     )
+    gelu = e["dyt_minus_rms/gelu"]
     return (
         verdict_lead("V6", v6)
-        + f"Averaged over {len(e['seeds'])} seeds, DyT − RMSNorm is {per_budget}; with GELU at {steps[-1]} steps it "
-        f"is {significant(measured(e['dyt_minus_rms/gelu'] and e['dyt_minus_rms/gelu']['mean_difference']))} "
+        + f"Averaged over {len(e['seeds'])} seeds, DyT − RMSNorm is {per_set}; with GELU on {sets[-1]:,} bytes it "
+        f"is {significant(measured(gelu and gelu['mean_difference']))} "
         f"({significant(100 * share['gelu'])}% saturated). Verma's GPT-2 runs at 64M parameters found DyT's "
-        f"validation loss {src['gain_1m_tokens']}% lower than LayerNorm's at 1M tokens and "
-        f"{src['penalty_118m_tokens']}% higher at 118M, with {src['saturated_1m_tokens']}% of DyT's activations "
-        f"saturated (|αx| > 2) against {src['saturated_118m_tokens']}%, all below {src['tokens_per_parameter_max']} "
-        f"tokens per parameter. Here DyT's saturated share {_direction(share[str(steps[0])], share[str(steps[-1])])} "
-        f"from the smallest budget to the largest, where Verma's falls as the tokens grow"
+        f"validation loss {src['gain_1m_tokens']}% lower than LayerNorm's on 1M tokens and "
+        f"{src['penalty_118m_tokens']}% higher on 118M, with {src['saturated_1m_tokens']}% of DyT's activations "
+        f"saturated (|αx| > 2) against {src['saturated_118m_tokens']}%. Here DyT's saturated share "
+        f"{_direction(share[str(sets[0])], share[str(sets[-1])])} from the smallest set to the largest"
         + (
-            "; the regime difference's interval ends within its half-width of the margin, so the verdict is fragile. "
+            "; the regime difference's interval ends within its half-width of the margin, so the verdict is fragile."
             if e["regime_fragile"] and v6.verdict != "not testable here"
-            else ". "
+            else "."
         )
-        + "**What this scale can and cannot show:** whether DyT's deficit against RMSNorm in "
-        f"this {e['parameters']:,}-parameter byte-level model grows with the tokens it trains on, over a range of "
-        "tokens per parameter close to Verma's, and whether swapping SwiGLU for GELU changes it at V1's budget. It "
-        "cannot show Verma's GPT-2 or Llama scales, and its reference is RMSNorm, not LayerNorm; the smallest budget "
-        f"trains {steps[0]} steps, so its difference measures how fast each model leaves its initial loss, not a "
-        "trained model's quality."
     )
 
 
-def _direction(low_budget: float, high_budget: float) -> str:
-    """How DyT's saturated share moves from the smallest budget to the largest, in words."""
-    if not (math.isfinite(low_budget) and math.isfinite(high_budget)):
+def _direction(small_set: float, large_set: float) -> str:
+    """How DyT's saturated share moves from the smallest training set to the largest, in words."""
+    if not (math.isfinite(small_set) and math.isfinite(large_set)):
         return "was not measured at both ends"
-    if high_budget == low_budget:
-        return f"stays at {significant(100 * low_budget)}%"
-    word = "rises" if high_budget > low_budget else "falls"
-    return f"{word} from {significant(100 * low_budget)}% to {significant(100 * high_budget)}%"
+    if large_set == small_set:
+        return f"stays at {significant(100 * small_set)}%"
+    word = "rises" if large_set > small_set else "falls"
+    return f"{word} from {significant(100 * small_set)}% to {significant(100 * large_set)}%"

@@ -22,11 +22,15 @@ GPTConfig(**model) with TrainConfig(**train) on the study corpus through
 - with `saturation_bound` (V6), a DyT model's share of DyT inputs with |αx| above it after training, on the first
   probe batch (`bounded_share`);
 - with `train_loss_every`, the training loss in evaluation mode after training (V7, the Derf authors' measure of
-  fit) over every `train_loss_every`-th batch the run trained on (`training_batches`).
+  fit) over every `train_loss_every`-th batch the run trained on (`training_batches`);
+- with `train_bytes` (V6), the run trains on the first `train_bytes` bytes of the corpus's training split alone
+  (`training_prefix`), as Verma's subsets are the first 1M and 10M tokens of WikiText-103's, and is validated on the
+  same validation text as every other run; the record keeps the size and the prefix's SHA-256.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import tempfile
 from dataclasses import replace
@@ -44,6 +48,8 @@ from normlab.analysis.landscape.profiles import (
     REFERENCE_LR_ONLY,
     REGIME_ARMS,
     REGIME_SEED_BASE,
+    REGIME_TRAIN,
+    REGIME_WARMUP_SHARE,
     SCALE_COST,
     SMALL_VARIANTS,
     VARIANT_TRAIN,
@@ -97,6 +103,16 @@ def training_batches(corpus, mcfg: GPTConfig, tcfg: TrainConfig, every: int) -> 
     return batches
 
 
+def training_prefix(corpus, size: int):
+    """The corpus with its training split cut to its first `size` bytes (the validation split, the byte frequencies
+    and the corpus's SHA-256 unchanged: every run is validated on the same text and read against the same entropy)."""
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= corpus.train.numel():
+        raise ValueError(
+            f"training_prefix needs a size between 1 and the {corpus.train.numel()} training bytes, got {size!r}"
+        )
+    return replace(corpus, train=corpus.train[:size].clone())
+
+
 def _train_probed(mcfg: GPTConfig, tcfg: TrainConfig, corpus, every: int, probe) -> tuple:
     """Train in segments of `every` steps through checkpoints; `probe(model, step)` between segments."""
     trace = []
@@ -122,9 +138,12 @@ def landscape_run(
     trace_dyt: bool = False,
     train_loss_every: int = 0,
     saturation_bound: float | None = None,
+    train_bytes: int | None = None,
     tag: dict | None = None,
 ) -> dict:
     corpus = load_corpus()
+    if train_bytes is not None:
+        corpus = training_prefix(corpus, train_bytes)
     device = train.get("device") or worker_device()
     tcfg = TrainConfig(**{**train, "progress": False, "device": device})
     mcfg = GPTConfig(**model)
@@ -170,6 +189,9 @@ def landscape_run(
     if train_loss_every:
         fit = None if diverged else evaluate(result.model, training_batches(corpus, mcfg, tcfg, train_loss_every))
         out["train_loss_eval"] = fit
+    if train_bytes is not None:
+        out["train_bytes"] = train_bytes
+        out["train_prefix_sha256"] = hashlib.sha256(corpus.train.numpy().tobytes()).hexdigest()
     return out
 
 
@@ -316,26 +338,31 @@ def derf_jobs(settings: dict) -> list[dict]:
 
 
 def regime_jobs(settings: dict, bound: float) -> list[dict]:
-    """V6's runs: RMSNorm and DyT (V1's authors' recipe) at every registered seed (from REGIME_SEED_BASE) with SwiGLU
-    at each budget of `regime_steps` (V1's batch, warm-up a tenth of the steps, at least 1), and with GELU at V1's
-    budget; the design's trainer on the CPU; DyT's share of |αx| > `bound` at the end. Longest runs first."""
+    """V6's runs, as Verma ran them: RMSNorm and DyT (Verma's, `REGIME_ARMS`) at every registered seed (from
+    REGIME_SEED_BASE), each for the same `regime_steps` steps of V1's batch, on a training set of each of
+    `regime_sizes` bytes (a prefix of the corpus's) with SwiGLU, and on the largest with GELU; warm-up 40% of the steps
+    then a constant rate, nanoGPT's AdamW; the design's trainer on the CPU; DyT's share of |αx| > `bound` at the end.
+    Largest sets first (their GELU pair second)."""
     model, base = settings["regime"]["model"], settings["regime"]["train"]
-    budgets = [(steps, "swiglu") for steps in sorted(settings["regime_steps"], reverse=True)]
-    budgets.insert(1, (base["steps"], "gelu"))
+    steps = settings["regime_steps"]
+    sizes = sorted(settings["regime_sizes"], reverse=True)
+    cells = [(size, "swiglu") for size in sizes]
+    cells.insert(1, (sizes[0], "gelu"))
+    every = max(1, steps // 10)
     jobs = []
-    for steps, mlp in budgets:
-        every = max(1, steps // 10)
+    for size, mlp in cells:
         for label in REGIME_ARMS:
             for seed in range(REGIME_SEED_BASE, REGIME_SEED_BASE + settings["regime_seeds"]):
                 train = {
-                    **base, "steps": steps, "warmup_steps": max(1, round(base["warmup_steps"] * steps / base["steps"])),
+                    "batch_size": base["batch_size"], "lr": base["lr"], "steps": steps,
+                    "warmup_steps": max(1, round(REGIME_WARMUP_SHARE * steps)),
                     "eval_every": every, "stream_every": every, "eval_batches": 4,
-                    **DERF_TRAIN, "step": settings["regime_step"], "seed": seed,
+                    **REGIME_TRAIN, "step": settings["regime_step"], "seed": seed,
                 }  # fmt: skip
-                arm = regime_arm(label, model["width"], mlp)
+                arm = regime_arm(label, mlp)
                 tag = dict(scale="small", label=label, lr=train["lr"], seed=seed, steps=steps, mlp=mlp,
-                           batch_size=train["batch_size"], reference_alpha=True)  # fmt: skip
-                jobs.append(dict(model={**model, **arm}, train=train, tag=tag,
+                           train_bytes=size, batch_size=train["batch_size"], reference_alpha=True)  # fmt: skip
+                jobs.append(dict(model={**model, **arm}, train=train, tag=tag, train_bytes=size,
                                  saturation_bound=bound if arm["norm"] == "dyt" else None))  # fmt: skip
     return jobs
 
@@ -399,8 +426,8 @@ def run_name(job: dict, settings: dict) -> str:
         name += f" width {model['width']}"
     if not tag.get("reference_alpha", True):
         name += f" α₀ {model['dyt_alpha']:g}"
-    if "steps" in tag:  # V6: its budget and MLP
-        name += f" {tag['steps']} steps {tag['mlp']}"
+    if "train_bytes" in tag:  # V6: its training set and MLP
+        name += f" {tag['train_bytes']} bytes {tag['mlp']}"
     return name
 
 
