@@ -47,6 +47,7 @@ from normlab.gpt.model import INIT_STD
 from normlab.study import Results, design, paths
 from normlab.study.present import claims_box, table, verdict_table
 from normlab.study.prose import percent, state
+from normlab.study.results import judge
 
 warnings.filterwarnings("ignore", category=UserWarning, module="seaborn")
 warnings.filterwarnings("ignore", category=FutureWarning)
@@ -214,6 +215,8 @@ depths = dict(deepest=deepest, deep=P["deep"])
 b17_numbers = identity_path.b17_measures(init, training, P, MARGIN)
 b17 = identity_path.b17_finding(b17_numbers, **depths, margin=MARGIN, **B17_RULE, corpus_sha256=corpus.sha256)
 b17 = training.left.judge(b17)  # a run that failed every attempt: named, and its pair left out
+# the study's rules (did each arm train, the family's), before the page states the verdict
+b17 = judge("B17", replace(b17, headline=identity_path.b17_headline(b17), arms=b17_arms))
 
 # %% tags=["remove-input"]
 Markdown(identity_path.b17_paragraph(b17, b17_numbers, **depths))
@@ -240,6 +243,7 @@ b18_numbers = post_ln_decay.b18_measures(init, training, MARGIN)
 b18_decision = post_ln_decay.b18_decision(design.load().claim("B18").decision, MARGIN, paths.ROOT)
 scale = dict(scale=post_ln_decay.run_scale(P, b18_numbers), decision=post_ln_decay.decision_scale(b18_decision))
 b18 = training.left.judge(post_ln_decay.b18_finding(b18_numbers, **depths, margin=MARGIN, **B18_RULE, **scale))
+b18 = judge("B18", replace(b18, headline=post_ln_decay.b18_headline(b18), arms=b18_arms))
 
 # %% tags=["remove-input"]
 Markdown(
@@ -285,6 +289,7 @@ b19_arms = training_at_depth.arm_losses(
     f"depth {P['ablation_depth']}, width {P['width']}, {P['ablation_steps']} steps",
     {"llama": "the LLaMA style"},
 )
+b19 = judge("B19", replace(b19, arms=b19_arms))
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Ablation of the LLaMA style: paired final-loss change of each swap against the LLaMA-style run of the same seed (dots: seeds; bar: mean and 95% interval). The green band is the ±{glue:text}`margin`-nat-per-byte margin.", "name": "fig-depth-ablation"}}
 figures.ablation_effects(ablation.swaps, MARGIN)
@@ -364,6 +369,7 @@ v8 = final_norm.v8_finding(
 v8_left = final_norm.pairs_left(v8_runs, v8_lost, P)
 v8 = v8_left.judge(v8, confirmation=v8_registered, diverged=missing_runs.diverged_names(v8_runs, "arm"))
 v8_arms = final_norm.v8_arms(v8_runs, entropy, v8_scale)
+v8 = judge("V8", replace(v8, arms=v8_arms))
 v8_sized = confirmation.registered("V8")  # the registered (cpu) confirmation, whatever this profile runs
 v8_pilot = v8_sized.pilot_pair("V8")["mean_difference"]
 state(
@@ -397,10 +403,10 @@ table(v8_table, caption=caption) if v8_registered else Markdown("")
 # never replaces this build's verdict.
 
 # %% tags=["remove-cell"]
-_ = replace(b17, headline=identity_path.b17_headline(b17), arms=b17_arms).record(results, "B17", "depth-init")
-_ = replace(b18, headline=post_ln_decay.b18_headline(b18), arms=b18_arms).record(results, "B18", "depth-training")
-_ = replace(b19, arms=b19_arms).record(results, "B19", "depth-b19")
-_ = replace(v8, arms=v8_arms).record(results, "V8", "depth-final-norm")
+_ = b17.record(results, "B17", "depth-init")
+_ = b18.record(results, "B18", "depth-training")
+_ = b19.record(results, "B19", "depth-b19")
+_ = v8.record(results, "V8", "depth-final-norm")
 
 # %% tags=["remove-input"]
 verdict_table(results)

@@ -41,7 +41,7 @@ from normlab.gpt.corpus import load_corpus
 from normlab.study import Results, design
 from normlab.study.present import claims_box, table, verdict_table
 from normlab.study.prose import percent, state
-from normlab.study.results import load_evidence
+from normlab.study.results import judge, load_evidence
 
 warnings.filterwarnings("ignore", category=UserWarning, module="seaborn")
 warnings.filterwarnings("ignore", category=FutureWarning)
@@ -263,6 +263,9 @@ b7 = step_time.b7_finding(
     parity, timings, speed, visible=VISIBLE, margin=MARGIN, backend=backend, common=common, registered=mine_confirmation
 )
 b7 = left.judge(b7, confirmation=mine_confirmation, diverged=diverged)
+# the study's rules (did each arm train, the family's), before the page states the verdicts
+a9 = judge("A9", replace(a9, headline=loss_parity.a9_headline(a9), arms=quality_arms))
+b7 = judge("B7", replace(b7, arms=quality_arms))
 
 # %% tags=["remove-input"]
 Markdown(step_time.b7_paragraph(b7, repeats=speed["repeats"], device=device))
@@ -274,8 +277,8 @@ Markdown(step_time.b7_paragraph(b7, repeats=speed["repeats"], device=device))
 # never replaces this build's verdict.
 
 # %% tags=["remove-cell"]
-_ = replace(a9, headline=loss_parity.a9_headline(a9), arms=quality_arms).record(results, "A9", "quality-parity")
-_ = replace(b7, arms=quality_arms).record(results, "B7", "quality-speed")
+_ = a9.record(results, "A9", "quality-parity")
+_ = b7.record(results, "B7", "quality-speed")
 b6_summary, b6_evidence = step_time.step_time_evidence(parity, speed, backend=backend, device=device)
 _ = results.record_evidence("B6", b6_summary, b6_evidence, section="quality-speed")
 
@@ -343,13 +346,13 @@ state(offset_large=B5_RULE["offset_large"], ablation_margin=B5_RULE["ablation_ma
 offsets = residual_stream.offset_measures(tables, depth, MARGIN)
 real = load_evidence("realmodels", "B5", results_dir)
 b5 = residual_stream.b5_finding(offsets, real, **B5_RULE, margin=MARGIN, depth=depth, corpus_sha256=corpus.sha256)
-b5 = left.judge(b5)
+b5 = judge("B5", replace(left.judge(b5), arms=quality_arms))
 
 # %% tags=["remove-input"]
 Markdown(residual_stream.b5_paragraph(b5, offsets, real, **B5_RULE, margin=MARGIN, depth=depth))
 
 # %% tags=["remove-cell"]
-_ = replace(b5, arms=quality_arms).record(results, "B5", "quality-stream")
+_ = b5.record(results, "B5", "quality-stream")
 
 # %% [markdown]
 # (quality-b16)=
@@ -388,13 +391,13 @@ drift = extra_dimension.write_mean_drift(tables.drift)
 real16 = load_evidence("realmodels", "B16", results_dir)
 geometry = load_evidence("geometry", "B16", results_dir)
 b16 = extra_dimension.b16_finding(offsets, drift, real16, geometry, margin=MARGIN, **TOGETHER)
-b16 = left.judge(b16)
+b16 = judge("B16", replace(left.judge(b16), arms=quality_arms))
 
 # %% tags=["remove-input"]
 Markdown(extra_dimension.b16_paragraph(b16, offsets, drift, real16, geometry, **TOGETHER))
 
 # %% tags=["remove-cell"]
-_ = replace(b16, arms=quality_arms).record(results, "B16", "quality-b16")
+_ = b16.record(results, "B16", "quality-b16")
 
 # %% [markdown]
 # (quality-pretrained)=

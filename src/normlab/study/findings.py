@@ -61,6 +61,9 @@ class Finding:
     # each arm's final and initial validation loss beside the byte frequencies' entropy (normlab.study.trained):
     # required of every claim whose design trains models; `Results.record` applies the did-it-train rule to it
     arms: ArmLosses | None = None
+    # whether the study's rules have been applied to it (normlab.study.results.judge): a judged finding is shown and
+    # recorded as it is
+    judged: bool = False
 
     def __post_init__(self):
         # a number this run could not measure is None (shown as "—"), never NaN

@@ -13,6 +13,7 @@ import json
 import math
 import numbers
 import sys
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -86,6 +87,41 @@ def _check_key_number_stated(claim_id: str, meaning, unit, headline) -> None:
         raise ValueError(f"claim {claim_id}: its headline must be a sentence or None, got {headline!r}")
 
 
+def judge(claim_id: str, finding: Finding) -> Finding:
+    """The study's rules on one claim's finding, before it is shown or recorded: the finding as they leave it.
+
+    - Did each arm train (`normlab.study.trained`): a claim whose design trains models must carry its arms' losses;
+      an arm that did not train makes the comparison not testable here, unless the design says the failure answers
+      the claim.
+    - The family's rule (`normlab.study.multiplicity.judge`): a reading that decides at 95% alone but not over the
+      family does not decide its claim.
+
+    `Results.record` applies it to what it records; a chapter that shows a verdict before recording it judges it
+    first, so that its page and the ledger agree. A finding already judged is returned as it is."""
+    if finding.judged:
+        return finding
+    verdict, summary, headline, evidence = finding.verdict, finding.summary, finding.headline, dict(finding.evidence)
+    registered = design.load()
+    if registered.claim(claim_id).trains:
+        if finding.arms is None:
+            raise ValueError(
+                f"claim {claim_id} trains models (data/design.toml: trains = true), so its finding must carry "
+                "each arm's losses beside the byte frequencies' entropy: pass arms=ArmLosses(...) "
+                "(normlab.study.trained) so that the did-it-train rule can read them"
+            )
+        trained_rule = trained.judge(claim_id, verdict, summary, headline, finding.arms, registered)
+        verdict, summary, headline = trained_rule.verdict, trained_rule.summary, trained_rule.headline
+        evidence["arms_trained"] = trained_rule.evidence
+    caveats = tuple(finding.caveats)
+    family = multiplicity.parse()
+    if family is not None and verdict != "not testable here":
+        ruled = multiplicity.judge(claim_id, verdict, summary, _to_json(evidence), family)
+        verdict, summary, caveats = ruled.verdict, ruled.summary, (*caveats, *ruled.caveats)
+    return replace(
+        finding, verdict=verdict, summary=summary, headline=headline, caveats=caveats, evidence=evidence, judged=True
+    )
+
+
 class Results:
     def __init__(
         self, notebook: str, profile: str, results_dir: str | Path = "build/results", overrides: dict | None = None
@@ -123,25 +159,17 @@ class Results:
                 )
         if finding.spread is not None and float(finding.spread) < 0:
             raise ValueError(f"spread for {claim_id} must be >= 0, got {finding.spread!r}")
-        headline, evidence = finding.headline, dict(finding.evidence)
-        claim_design = design.load().claim(claim_id)
-        if claim_design.trains:
-            if finding.arms is None:
-                raise ValueError(
-                    f"claim {claim_id} trains models (data/design.toml: trains = true), so its finding must carry "
-                    "each arm's losses beside the byte frequencies' entropy: pass arms=ArmLosses(...) "
-                    "(normlab.study.trained) so that the did-it-train rule can read them"
-                )
-            judged = trained.judge(claim_id, verdict, summary, headline, finding.arms, design.load())
-            verdict, summary, headline = judged.verdict, judged.summary, judged.headline
-            evidence["arms_trained"] = judged.evidence
-        caveats = tuple(finding.caveats)
-        family = multiplicity.parse()
-        if family is not None and verdict != "not testable here":
-            ruled = multiplicity.judge(claim_id, verdict, summary, _to_json(evidence), family)
-            verdict, summary, caveats = ruled.verdict, ruled.summary, (*caveats, *ruled.caveats)
-        # the finding as recorded, so that what the chapter shows after recording it is what the ledger shows
-        finding.verdict, finding.summary, finding.headline, finding.caveats = verdict, summary, headline, caveats
+        judged = judge(claim_id, finding)
+        # the finding as recorded, so that what a chapter shows after recording it is what the ledger shows
+        for name in ("verdict", "summary", "headline", "caveats", "evidence", "judged"):
+            setattr(finding, name, getattr(judged, name))
+        verdict, summary, headline, caveats, evidence = (
+            judged.verdict,
+            judged.summary,
+            judged.headline,
+            judged.caveats,
+            judged.evidence,
+        )
         entry = {"id": claim_id, "verdict": verdict, "summary": summary, "evidence": _to_json(evidence)}
         entry["section"] = section
         for name in ("key_number", "threshold", "spread"):
