@@ -58,7 +58,9 @@ def test_a_diverged_run_leaves_its_arm_untrained():
 
 
 def test_placement_arms_and_the_table_read_from_the_record():
-    runs = {(arm, seed): run(2.4 + 0.01 * (seed - 2000)) for arm in ("neither", "input", "output") for seed in (2000, 2001)}
+    runs = {
+        (arm, seed): run(2.4 + 0.01 * (seed - 2000)) for arm in ("neither", "input", "output") for seed in (2000, 2001)
+    }
     labels = {"neither": "no gain decayed", "input": "input norms' gains decayed", "output": "output norms' decayed"}
     sizes = dict(width=48, depth=2, steps=1000)
     losses = arms.placement_arms(runs, sizes, labels, entropy=3.11)

@@ -111,10 +111,12 @@ def test_summary_reads_the_ratios_and_the_rule():
     assert result.concentration == pytest.approx(30.0)
     assert result.agreement == pytest.approx(1.5)
     assert result.share_within == 1.0 and result.massive_tokens == 4 and result.massive_on_first_token == 4
-    assert G.v9_verdict(30.0, 1.5, 1.0, threshold=2.0, tolerance=2.0, share=0.75) == G.HOLDS
+    # limited to what is measured (re-registered 2026-12-07): the sink decides; never "holds", since the regulator
+    # half (the source's intervention) is not run and the 1/r agreement is B12's identity, which does not vote
+    assert G.v9_verdict(30.0, 1.5, 1.0, threshold=2.0, tolerance=2.0, share=0.75) == G.CAVEATS
     assert G.v9_verdict(30.0, 1.5, 0.5, threshold=2.0, tolerance=2.0, share=0.75) == G.CAVEATS
+    assert G.v9_verdict(30.0, 0.3, 1.0, threshold=2.0, tolerance=2.0, share=0.75) == G.CAVEATS
     assert G.v9_verdict(1.5, 1.0, 1.0, threshold=2.0, tolerance=2.0, share=0.75) == G.FAILS
-    assert G.v9_verdict(30.0, 0.3, 1.0, threshold=2.0, tolerance=2.0, share=0.75) == G.FAILS
     assert G.v9_verdict(math.nan, math.nan, 0.0, threshold=2.0, tolerance=2.0, share=0.75) == G.UNTESTABLE
     off = G.summarise(synthetic(ratio_r=100.0, attenuation_factor=3.0, gradient_ratio=30.0), tolerance=2.0)
     assert off.agreement == pytest.approx(3.0) and off.share_within == 0.0
@@ -122,7 +124,17 @@ def test_summary_reads_the_ratios_and_the_rule():
     # only this test reads the measured branch's wording; it ran 52 words in a cpu build)
     finding = G.v9_finding(result, 2.0, 0.75, {})
     first = first_sentences(finding.summary, 1)
-    assert first.startswith("In SmolLM2-135M") and len(first.split()) <= SUMMARY_WORDS, first
+    assert (
+        first.startswith("Only the gradient sink is measured: SmolLM2-135M's") and len(first.split()) <= SUMMARY_WORDS
+    )
+    assert "B12's Jacobian identity, not a test" in finding.summary and finding.verdict == G.CAVEATS
+    assert (
+        finding.key_number == pytest.approx(30.0) and finding.threshold == 2.0 and finding.reads == ("concentration",)
+    )
+    caveats = " ".join(finding.caveats)
+    assert "intervention" in caveats and "not run here" in caveats and "B12's Jacobian identity" in caveats
+    assert "All 4 massive positions are the first token of their chunk." in finding.caveats
+    assert "4-bit GGUF" in caveats
 
 
 def test_along_ones_share_is_cos_squared_with_the_uniform_vector():
@@ -140,14 +152,24 @@ def test_uniform_share_numbers_and_rule():
         U.minilm_label("L3x")
     with pytest.raises(ValueError, match="share of energy"):
         U.angle_degrees(1.5)
-    low = U.ModelShares("a", 10, ["n0", "n1", "n2"], [0.001, 0.002, 0.003])
-    mixed = U.ModelShares("b", 10, ["n0", "n1", "n2"], [0.001, 0.002, 0.05])
-    high = U.ModelShares("c", 10, ["n0", "n1", "n2"], [0.02, 0.03, 0.05])
-    assert U.q6_verdict([low, low], 0.01) == U.HOLDS
-    assert U.q6_verdict([low, mixed], 0.01) == U.CAVEATS
-    assert U.q6_verdict([low, high], 0.01) == U.FAILS
-    finding = U.q6_finding([low, mixed], 0.01, {})
-    assert finding.key_number == pytest.approx(0.05) and "b: above 0.01 at n2" in finding.caveats
+    # read against the random direction of the same width (1/d), on the decoder LLM alone (re-registered 2026-12-07)
+    minilm = U.ModelShares("all-MiniLM-L6-v2", 384, ["n0", "n1"], [0.0005, 0.05])  # beside it: never decides
+    low = U.ModelShares("SmolLM2-135M", 576, ["n0", "n1", "n2"], [0.0005, 0.001, 0.0017])
+    mixed = U.ModelShares("SmolLM2-135M", 576, ["n0", "n1", "n2"], [0.0005, 0.001, 0.00262])
+    high = U.ModelShares("SmolLM2-135M", 576, ["n0", "n1", "n2"], [0.0005, 0.002, 0.00262])
+    assert low.random == pytest.approx(1 / 576) and low.multiple(1 / 576) == pytest.approx(1.0)
+    assert U.q6_verdict([low, minilm], 1.0) == U.HOLDS
+    assert U.q6_verdict([mixed, minilm], 1.0) == U.CAVEATS
+    assert U.q6_verdict([high, minilm], 1.0) == U.FAILS
+    finding = U.q6_finding([mixed, minilm], 1.0, {})
+    assert finding.key_number == pytest.approx(0.00262 * 576) and finding.threshold == 1.0
+    assert finding.caveats == ("SmolLM2-135M: above 1 × 1/d at n2",)
+    assert finding.summary.startswith("In SmolLM2-135M, the decoder that decides, the mean cos² of a norm input")
+    assert "1.51 times a random direction's 1/d = 0.00174" in finding.summary
+    assert "all-MiniLM-L6-v2, beside it: at most 19.20 times its 1/d = 0.00260" in finding.summary
+    assert finding.evidence["SmolLM2-135M"]["decides"] and not finding.evidence["all-MiniLM-L6-v2"]["decides"]
+    with pytest.raises(ValueError, match="decided by SmolLM2-135M"):
+        U.q6_verdict([minilm], 1.0)
 
 
 def test_interval_records_carry_what_the_multiplicity_rule_reads():

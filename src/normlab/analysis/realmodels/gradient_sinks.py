@@ -40,7 +40,7 @@ from normlab.study.key_numbers import FACTOR, KeyNumber
 from normlab.study.present import significant, table
 
 V9_KEY = KeyNumber(
-    "SmolLM2-135M: norms' attenuation ratio (massive/other tokens) over the ratio 1/r predicts, median over norms",
+    "SmolLM2-135M: gradient the attention sublayers send to massive positions over other tokens, median over blocks",
     FACTOR,
 )
 HOLDS, CAVEATS, FAILS, UNTESTABLE = "holds", "holds with caveats", "does not hold", "not testable here"
@@ -300,15 +300,27 @@ def measure(run, stream, rule: MassiveRule, settings: dict, tolerance: float) ->
 def v9_verdict(
     concentration: float, agreement: float, share_within: float, *, threshold: float, tolerance: float, share: float
 ) -> str:
-    """V9's registered rule (data/design.toml): not testable without massive positions (NaN); does not hold if
-    either median fails; holds if both pass and at least `share` of the norms agree within the tolerance; else holds
-    with caveats."""
+    """V9's rule as re-registered 2026-12-07 (data/design.toml), limited to what is measured: not testable without
+    massive positions (NaN); does not hold if the gradient is not concentrated at them; else holds with caveats, never
+    holds: the source's evidence for the regulator half is an intervention, not run here, and the 1/r agreement is
+    B12's Jacobian identity, reported beside the verdict (`agreement`, `share_within`), not voting."""
     if not (math.isfinite(concentration) and math.isfinite(agreement)):
         return UNTESTABLE
-    agrees = 1 / tolerance <= agreement <= tolerance
-    if concentration < threshold or not agrees:
-        return FAILS
-    return HOLDS if share_within >= share else CAVEATS
+    return FAILS if concentration < threshold else CAVEATS
+
+
+# What V9's verdict does not test, the caveats every measured verdict carries (issue 55; data/design.toml's
+# [[change]] of 2026-12-07 for V9)
+NOT_RUN = (
+    "the source's evidence that massive activations regulate the gradient is an intervention (attenuating the "
+    "sink-induced gradients weakens the massive activations during training); it was not run here, so the verdict "
+    "covers the gradient sink alone"
+)
+IDENTITY = (
+    "the norms' 1/r attenuation is B12's Jacobian identity (the jacobians chapter), shown as a check of the "
+    "measurement, not a test of the claim"
+)
+MODEL = "the model is SmolLM2-135M-Instruct in a 4-bit GGUF file, not the base model in full precision"
 
 
 def v9_finding(result: GradientSinks, threshold: float, share: float, provenance: dict) -> Finding:
@@ -322,13 +334,22 @@ def v9_finding(result: GradientSinks, threshold: float, share: float, provenance
             "positions are absent, so there is nothing to compare at this profile."
         )
     else:
+        # the first sentence: what was measured, and only that
         summary = (
-            f"In SmolLM2-135M the attention sublayers send {significant(r.concentration)} times the gradient to B5's "
-            f"massive positions that they send to the other tokens (median over blocks; sink at ≥{threshold:g}). "
-            f"The norms attenuate it there by {significant(r.agreement)} times what 1/r predicts (median over "
-            f"{len(frame)} norms; agreement within a factor {r.tolerance:g}, "
-            f"{r.share_within:.0%} of the norms individually)."
+            f"Only the gradient sink is measured: SmolLM2-135M's attention sublayers send "
+            f"{significant(r.concentration)} times the gradient to B5's massive positions that they send to the other "
+            f"tokens (median over blocks; sink at ≥{threshold:g}). The norms attenuate it there by "
+            f"{significant(r.agreement)} times what 1/r predicts, B12's Jacobian identity, not a test; the source's "
+            f"intervention was not run."
         )
+    caveats = ()
+    if verdict != UNTESTABLE:
+        first = (
+            [f"all {r.massive_tokens} massive positions are the first token of their chunk"]
+            if r.massive_tokens and r.massive_on_first_token == r.massive_tokens
+            else []
+        )
+        caveats = tuple(f"{c[0].upper()}{c[1:]}." for c in (NOT_RUN, IDENTITY, *first, MODEL))
     evidence = {
         "massive_depth": r.tokens.depth,
         "depth_passed_rule": r.found,
@@ -353,12 +374,13 @@ def v9_finding(result: GradientSinks, threshold: float, share: float, provenance
         verdict,
         summary,
         evidence,
-        key_number=r.agreement,
-        threshold=r.tolerance,
-        spread=r.agreement_sd,
+        key_number=r.concentration,
+        threshold=threshold,
+        spread=r.concentration_sd,
         meaning=V9_KEY.meaning,
         unit=V9_KEY.unit,
-        reads=("concentration", "attenuation_tolerance", "agreement_share"),
+        reads=("concentration",),
+        caveats=caveats,
         scale=f"SmolLM2-135M, {r.tokens.blocks} blocks, {evidence['chunks']} chunks of {r.tokens_per_chunk} tokens",
     )
     return finding

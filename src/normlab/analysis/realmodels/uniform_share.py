@@ -19,10 +19,14 @@ import pandas as pd
 
 from normlab.analysis.realmodels.stream import StreamSummary
 from normlab.study.findings import Finding
-from normlab.study.key_numbers import SHARE, KeyNumber
+from normlab.study.key_numbers import FACTOR, KeyNumber
 from normlab.study.present import significant, table
 
-Q6_KEY = KeyNumber("largest mean cos² of a norm input with the uniform vector, SmolLM2-135M and MiniLM", SHARE)
+Q6_KEY = KeyNumber(
+    "SmolLM2-135M: largest mean cos² of a norm input with the uniform vector, in multiples of a random direction's 1/d",
+    FACTOR,
+)
+DECIDING = "SmolLM2-135M"  # the decoder LLM decides Q6; MiniLM is read beside it (re-registered 2026-12-07)
 HOLDS, CAVEATS, FAILS = "holds", "holds with caveats", "does not hold"
 
 
@@ -62,6 +66,15 @@ class ModelShares:
     def above(self, threshold: float) -> list[str]:
         return [label for label, share in zip(self.labels, self.shares) if share > threshold]
 
+    @property
+    def random(self) -> float:
+        """The mean cos² a random direction has with the uniform vector in this width: 1/d."""
+        return 1 / self.width
+
+    def multiple(self, share: float) -> float:
+        """A share in multiples of the random direction's 1/d."""
+        return share * self.width
+
 
 def smollm2_shares(stream: StreamSummary, tokens_per_chunk: int) -> ModelShares:
     frame = stream.stream
@@ -92,55 +105,69 @@ def minilm_shares(shares: list[float], labels: list[str], width: int = 384) -> M
     return ModelShares("all-MiniLM-L6-v2", width, [minilm_label(label) for label in labels], [float(s) for s in shares])
 
 
-def q6_verdict(models: list[ModelShares], threshold: float) -> str:
-    """Q6's registered rule: every norm input at most `threshold` = holds; the median norm input of each model at
-    most `threshold` = holds with caveats; otherwise does not hold."""
-    if all(m.largest <= threshold for m in models):
+def deciding_model(models: list[ModelShares]) -> ModelShares:
+    found = [m for m in models if m.model == DECIDING]
+    if len(found) != 1:
+        raise ValueError(f"Q6 is decided by {DECIDING}; got models {[m.model for m in models]}")
+    return found[0]
+
+
+def q6_verdict(models: list[ModelShares], multiple: float) -> str:
+    """Q6's rule as re-registered 2026-12-07, read on the decoder LLM (SmolLM2) alone, against the random direction
+    of its own width: every norm input at most `multiple` × 1/d = holds; the median norm input at most that =
+    holds with caveats; otherwise does not hold."""
+    m = deciding_model(models)
+    if m.multiple(m.largest) <= multiple:
         return HOLDS
-    if all(m.median <= threshold for m in models):
+    if m.multiple(m.median) <= multiple:
         return CAVEATS
     return FAILS
 
 
-def q6_finding(models: list[ModelShares], threshold: float, provenance: dict) -> Finding:
-    verdict = q6_verdict(models, threshold)
-    largest = max(models, key=lambda m: m.largest)
-    parts = "; ".join(
-        f"{m.model} at most {significant(m.largest)} ({angle_degrees(m.largest):.1f}° to the uniform vector), "
-        f"median {significant(m.median)}"
-        for m in models
-    )
+def q6_finding(models: list[ModelShares], multiple: float, provenance: dict) -> Finding:
+    verdict = q6_verdict(models, multiple)
+    m = deciding_model(models)
+    beside = [other for other in models if other is not m]
     summary = (
-        f"Mean cos² of a norm input with the uniform vector, over all tokens: {parts}; threshold "
-        f"{significant(threshold)}."
+        f"In {m.model}, the decoder that decides, the mean cos² of a norm input with the uniform vector is at most "
+        f"{significant(m.largest)}, {m.multiple(m.largest):.2f} times a random direction's 1/d = "
+        f"{significant(m.random)} (median {m.multiple(m.median):.2f} times), against {multiple:g} times."
+        + "".join(
+            f" {o.model}, beside it: at most {o.multiple(o.largest):.2f} times its 1/d = {significant(o.random)}, "
+            f"median {o.multiple(o.median):.2f} times."
+            for o in beside
+        )
     )
-    above = {m.model: m.above(threshold) for m in models if m.above(threshold)}
-    caveats = tuple(f"{model}: above {threshold:g} at {', '.join(where)}" for model, where in above.items())
+    above = m.above(multiple * m.random)
+    caveats = (f"{m.model}: above {multiple:g} × 1/d at {', '.join(above)}",) if verdict == CAVEATS else ()
     evidence = {
-        m.model: {
-            "width": m.width,
-            "norm_inputs": m.labels,
-            "mean_cos2_all_tokens": m.shares,
-            "largest": m.largest,
-            "largest_at": m.where_largest,
-            "median": m.median,
-            "random_direction": 1 / m.width,
+        o.model: {
+            "width": o.width,
+            "norm_inputs": o.labels,
+            "mean_cos2_all_tokens": o.shares,
+            "largest": o.largest,
+            "largest_at": o.where_largest,
+            "median": o.median,
+            "random_direction": o.random,
+            "largest_over_random": o.multiple(o.largest),
+            "median_over_random": o.multiple(o.median),
+            "decides": o is m,
         }
-        for m in models
+        for o in models
     }
-    evidence["measure"] = "cos² with the uniform vector, mean over tokens (Q4's along-ones share)"
+    evidence["measure"] = "cos² with the uniform vector, mean over tokens (Q4's along-ones share), over 1/d"
     evidence["provenance"] = provenance
     return Finding(
         verdict,
         summary,
         evidence,
-        key_number=largest.largest,
-        threshold=threshold,
+        key_number=m.multiple(m.largest),
+        threshold=multiple,
         meaning=Q6_KEY.meaning,
         unit=Q6_KEY.unit,
-        caveats=caveats if verdict == CAVEATS else (),
-        reads=("orthogonal_share",),
-        scale="SmolLM2-135M and all-MiniLM-L6-v2, every norm input, Q4's text",
+        caveats=caveats,
+        reads=("random_direction_multiple",),
+        scale=f"{m.model} deciding, every norm input, Q4's text; " + ", ".join(o.model for o in beside) + " beside",
     )
 
 
@@ -156,7 +183,9 @@ def uniform_table(models: list[ModelShares]):
                 "median cos²": m.median,
                 "largest |cos|": math.sqrt(m.largest),
                 "smallest angle (°)": angle_degrees(m.largest),
-                "random direction (1/d)": 1 / m.width,
+                "random direction (1/d)": m.random,
+                "largest ÷ 1/d": m.multiple(m.largest),
+                "median ÷ 1/d": m.multiple(m.median),
             }
         )
     return table(
@@ -175,12 +204,9 @@ def uniform_paragraph(models: list[ModelShares], finding: Finding) -> str:
             f"{significant(m.median)} over its {len(m.shares)} norm inputs, against {significant(1 / m.width)} for a "
             "random direction"
         )
-    above = {m.model: m.above(finding.threshold) for m in models if m.above(finding.threshold)}
-    where = (
-        " Above the threshold: " + "; ".join(f"{model} at {', '.join(labels)}" for model, labels in above.items()) + "."
-        if above
-        else ""
-    )
+    m = deciding_model(models)
+    above = m.above(finding.threshold * m.random)
+    where = f" Above {finding.threshold:g} × 1/d in {m.model}: {', '.join(above)}." if above else ""
     return (
         f"Over all tokens, {parts[0]}; {'; '.join(parts[1:])}.{where} Gupta et al.'s statement is about the average "
         f"token, and so is this test: SmolLM2's first tokens enter the mean with their weight, and their own share is "
