@@ -125,8 +125,8 @@ Markdown(method.overview(study) + "\n\n" + study.missing_paragraph())
 # how DyT in the blocks with an RMSNorm final norm compares with RMSNorm; the table after them sets each arm's final
 # loss beside the byte frequencies' entropy ({glue:text}`entropy` nats per byte, the loss of a model that knows only
 # how often each byte occurs). An arm is *trained* when it ends at least {glue:text}`trained_minimum` nats per byte
-# below it (registered for every trained claim on 2026-12-07, after the committed build 2fea7bb had shown V1's, V6's
-# and V7's DyT arms short of it). V1 claims DyT replaces the norms *without tuning*, so an arm that fails to train
+# below it (registered for every trained claim on 2026-12-07, after the committed build 2fea7bb had shown V1's DyT
+# arm, V7's Derf and DyT arms and V6's shortest budgets short of it). V1 claims DyT replaces the norms *without tuning*, so an arm that fails to train
 # under the authors' recipe is its answer, not a failed test: its verdict stands and says so.
 
 # %% tags=["remove-cell"]
@@ -374,7 +374,8 @@ Markdown(regime.regime_paragraph(v6))
 # %% tags=["remove-input"]
 table(
     method.arms_table({"V6": v6}),
-    caption="V6's arms, mean over seeds, in nats per byte: the validation loss at step 0 and at the end, the byte "
+    caption="V6's arms on the sets its verdict reads (the smallest and the largest, and the largest with GELU), mean "
+    "over seeds, in nats per byte: the validation loss at step 0 and at the end, the byte "
     "frequencies' entropy, how far the final loss ends below it, and whether that is the registered minimum or more.",
 )
 

@@ -187,13 +187,15 @@ def regime_claim(runs: list[dict], margin: float, bound: float, entropy: float) 
     }
     finding = paired_finding(verdict, summary, evidence, primary, margin, V6_KEY)
     finding.headline = regime_headline(finding)
+    # the arms whose runs the verdict reads: both norms on the smallest and the largest set, and with GELU
+    read = {key: arms for key, arms in cells(runs).items() if key[0] in (smallest, largest)}
     finding.arms = arm_losses(
-        {f"{label} {size} {mlp}": arms[label] for (size, mlp), arms in cells(runs).items() for label in ARM_NAMES},
+        {f"{label} {size} {mlp}": arms[label] for (size, mlp), arms in read.items() for label in ARM_NAMES},
         entropy,
         scale=f"{finding.evidence['parameters']:,} parameters, {steps} steps",
         names={
             f"{label} {size} {mlp}": f"{name} on {size:,} bytes" + (" with GELU" if mlp == "gelu" else "")
-            for (size, mlp), arms in cells(runs).items()
+            for (size, mlp) in read
             for label, name in ARM_NAMES.items()
         },
     )
@@ -208,9 +210,9 @@ def regime_headline(v6: Finding) -> str | None:
     key = KeyNumber.of(v6)
     where = {"worse": "above", "no worse": "below", "undecided": "across"}[v6.evidence["regime_reading"]]
     return (
-        f"At a fixed {v6.evidence['steps']} steps, DyT's loss against RMSNorm's moves {key.format(abs(k))} "
-        f"{'up' if k > 0 else 'down'} from the smallest training set to the largest, its interval {where} the "
-        f"+{key.limit(t)} margin; with GELU for SwiGLU: {v6.evidence['gate_reading']}."
+        f"At fixed steps, DyT − RMSNorm moves {key.format(abs(k))} {'up' if k > 0 else 'down'} from the smallest "
+        f"training set to the largest, its interval {where} the +{key.limit(t)} margin; GELU for SwiGLU: "
+        f"{v6.evidence['gate_reading']}."
     )
 
 
