@@ -40,6 +40,10 @@ def test_owned_verdicts_and_evidence_records(run):
         assert claims[part]["verdict"] is None and claims[part]["summary"]
     assert "nats" in claims["Q4"]["summary"] and "SmolLM2" in claims["Q4"]["summary"]
     assert "%" in claims["Q5"]["summary"]
+    # a share of time on this machine says so first (issue 55); Q6 is decided by the decoder LLM against its 1/d
+    assert claims["Q5"]["summary"].startswith("A share of time on this build's CPU")
+    assert claims["Q6"]["evidence"]["SmolLM2-135M"]["decides"] and claims["Q6"]["threshold"] == 1.0
+    assert not claims["Q6"]["evidence"]["all-MiniLM-L6-v2"]["decides"]
 
 
 def test_evidence_is_finite_and_carries_provenance(run):
