@@ -95,8 +95,10 @@ SOURCE = P["source_placement"]
 state(v5_margin=V5_MARGIN, v5_decay=V5_DECAY, v5_pairs=P["placement_seeds"], v5_steps=P["placement"]["steps"])
 state(v5_timescale=P["placement"]["lr"] * V5_DECAY * P["placement"]["steps"])
 state(v5_source_decay=V5_SOURCE_DECAY, v5_source_pairs=P["source_placement_seeds"], v5_source_steps=SOURCE["steps"])
-state(v5_source_timescale=SOURCE["lr"] * V5_SOURCE_DECAY * SOURCE["steps"], v5_source_seed=SOURCE["first_seed"])
-state(v5_ratio=V5_DECAY / TrainConfig.weight_decay)
+state(
+    v5_source_timescale=round(SOURCE["lr"] * V5_SOURCE_DECAY * SOURCE["steps"], 3), v5_source_seed=SOURCE["first_seed"]
+)
+state(v5_ratio=round(V5_DECAY / TrainConfig.weight_decay))
 state(matrix_decay=TrainConfig.weight_decay)
 state(
     trained_minimum=design.value("B15", "trained_minimum")
