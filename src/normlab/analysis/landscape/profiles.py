@@ -169,7 +169,8 @@ MAX_LOGIT_PROBED = ("rms", "rms+qk")  # V3 tracks their largest attention logit 
 
 # V7's three arms, paired by seed under one optimiser (V1's: the DyT authors' AdamW, decay on every parameter) and the
 # compiled trainer: RMSNorm, DyT by V1's authors' recipe (its α₀ filled in by `derf_arm`), and Derf by its authors'
-# GPT-2 code (normlab.norms.derf: every norm Derf with β, α₀ 0.5, s₀ 0, the embeddings times a learnable √width).
+# GPT-2 module (normlab.norms.derf: every norm Derf with β, α₀ 0.5, s₀ 0, the embeddings times a learnable √width);
+# their training script starts α at 1.0 and their AdamW decays the matrices only, which this registered design does not.
 DERF_ARMS = {"v7-rms": dict(norm="rms"), "v7-dyt": AUTHORS_DYT, "v7-derf": dict(norm="derf")}
 DERF_TRAIN = dict(AUTHORS_TRAIN, device="cpu")  # the step is the design's: settings["derf_step"]
 
