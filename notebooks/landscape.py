@@ -127,7 +127,9 @@ Markdown(method.overview(study) + "\n\n" + study.missing_paragraph())
 # how often each byte occurs). An arm is *trained* when it ends at least {glue:text}`trained_minimum` nats per byte
 # below it (registered for every trained claim on 2026-12-07, after the committed build 2fea7bb had shown V1's DyT
 # arm, V7's Derf and DyT arms and V6's shortest budgets short of it). V1 claims DyT replaces the norms *without tuning*, so an arm that fails to train
-# under the authors' recipe is its answer, not a failed test: its verdict stands and says so.
+# under the authors' recipe is its answer, not a failed test: its verdict stands and says so. A DyT layer is read as
+# *saturated* when at least {glue:text}`saturated_share` of its inputs sit where float32's tanh′(αx) is exactly 0, in
+# every seed at the end of training (the rule is stated in full below).
 
 # %% tags=["remove-cell"]
 SATURATED_SHARE = design.value("V1", "saturated_share")
