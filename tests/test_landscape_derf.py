@@ -130,3 +130,5 @@ def test_v7_stands_when_every_arm_trained(tmp_path):
     finding = v7.derf_claim(_runs(0.5, 0.0, -0.02), MARGIN, 5.5)
     recorded = method.record(finding, Results("landscape", "smoke", tmp_path), "V7", "landscape-derf")
     assert recorded.verdict == "does not hold" and recorded.headline.startswith("Dynamic erf, with V1's AdamW")
+    # where every arm trained, the verdict's own first sentence names what differs from the authors' recipe
+    assert recorded.summary.startswith("With V1's AdamW (decay on every parameter) and α₀ 0.5, not the Derf authors'")

@@ -120,7 +120,9 @@ def derf_claim(runs: list[dict], margin: float, entropy: float) -> Finding:
         summary = "A run diverged, so there is no paired interval of Derf − RMSNorm."
     else:
         summary = (
-            f"Final validation loss, Derf − RMSNorm {interval_text(primary, NATS_PER_BYTE, margin=False)}: "
+            "With V1's AdamW (decay on every parameter) and α₀ 0.5, not the Derf authors' (decay on the weight "
+            "matrices only, α₀ 1.0), "
+            f"final validation loss, Derf − RMSNorm {interval_text(primary, NATS_PER_BYTE, margin=False)}: "
             f"{versus_rms} against +{margin}; Derf − DyT "
             f"{interval_text(pairs['derf_minus_dyt'], NATS_PER_BYTE, margin=False)}: {versus_dyt}. "
             f"Derf's generalisation gap (validation minus evaluation-mode training loss) against RMSNorm's "
