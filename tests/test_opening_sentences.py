@@ -116,14 +116,29 @@ def headline_records(smoke_book):
     return records
 
 
-def test_every_opening_sentence_reads_its_number_bound_and_scale_from_the_results(headline_records):
+def untrained_claims(smoke_book) -> set[str]:
+    """The claims of the smoke run whose verdict the did-it-train rule made not testable here."""
+    return {
+        record["id"]
+        for name in CHAPTERS
+        for record in chapter(smoke_book, name).results["claims"]
+        if record.get("verdict") == "not testable here"
+        and not all(arm["trained"] for arm in (record["evidence"].get("arms_trained") or {}).get("arms", {}).values())
+    }
+
+
+def test_every_opening_sentence_reads_its_number_bound_and_scale_from_the_results(headline_records, smoke_book):
     problems = {
         claim: found
         for claim in HEADLINES
         if claim in headline_records and (found := check_sentence(headline_records[claim], scaled=claim in SCALED))
     }
     assert not problems, problems
-    assert set(SCALED) <= set(headline_records), sorted(set(SCALED) - set(headline_records))
+    # every scaled claim has its sentence, but where an arm did not train (normlab.study.trained): that comparison
+    # is no finding about a norm, and the opening page states none (the smoke run's arms train for seconds)
+    assert set(SCALED) - set(headline_records) <= untrained_claims(smoke_book), sorted(
+        set(SCALED) - set(headline_records)
+    )
 
 
 def test_every_opening_sentence_of_the_smoke_run_fits_in_the_word_limit(headline_records):

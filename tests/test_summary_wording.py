@@ -24,8 +24,7 @@ WHY_NOT_TESTABLE = (
     "could not",
     "cannot",
     "did not train",  # normlab.study.trained: an arm that did not train decides nothing about a norm
-    "neither trained",
-    "none of them trained",
+    "they did not train",
     "not decided",  # normlab.study.multiplicity: a reading that did not survive the family's rule
 )
 

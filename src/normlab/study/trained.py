@@ -81,23 +81,22 @@ class ArmLosses:
         }
 
     def sentence(self, minimum: float) -> str:
-        """ "Derf ended at 3.1220 nats per byte and DyT at 3.1220, against the byte frequencies' entropy of 3.1122
-        (width 32, 200 steps), short of the registered 0.25 nats per byte below it: neither trained"."""
+        """ "DyT ended at 3.1220 nats per byte, less than the registered 0.25 below the byte frequencies' entropy of
+        3.1122 (width 32, 200 steps): it did not train"; with several arms short of it, the count and the one that
+        came nearest ("2 of its 3 arms ended less than ... (the nearest, DyT, at 3.1220): they did not train"). Each
+        arm's loss is in the record (`record`) and on the chapter's page."""
         untrained = self.untrained(minimum)
-        parts = []
-        for i, arm in enumerate(untrained):
-            loss = self.final[arm]
-            unit = " nats per byte" if i == 0 else ""
-            verb = "ended at" if i == 0 else "at"
-            finite = math.isfinite(loss)
-            parts.append(f"{self.name(arm)} {verb} {loss:.4f}{unit}" if finite else f"{self.name(arm)} diverged")
-        losses = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
         where = f" ({self.scale})" if self.scale else ""
-        outcome = {1: "it did not train", 2: "neither trained"}.get(len(untrained), "none of them trained")
-        return (
-            f"{losses}, less than the registered {minimum:g} below the byte frequencies' entropy of "
-            f"{self.entropy:.4f}{where}: {outcome}"
-        )
+        below = f"less than the registered {minimum:g} below the byte frequencies' entropy of {self.entropy:.4f}{where}"
+        finite = [arm for arm in untrained if math.isfinite(self.final[arm])]
+        if len(untrained) == 1:
+            (arm,) = untrained
+            if not finite:
+                return f"{self.name(arm)} diverged: it did not train"
+            return f"{self.name(arm)} ended at {self.final[arm]:.4f} nats per byte, {below}: it did not train"
+        nearest = min(finite, key=lambda arm: self.final[arm], default=None)
+        near = "" if nearest is None else f" (the nearest, {self.name(nearest)}, at {self.final[nearest]:.4f})"
+        return f"{len(untrained)} of its {len(self.final)} arms ended {below}{near}: they did not train"
 
 
 @dataclass(frozen=True)
@@ -118,12 +117,7 @@ def judge(claim_id: str, verdict: str, summary: str, headline: str | None, arms:
         return Judged(verdict, summary, headline, evidence)
     failed = arms.sentence(minimum)
     if entry.untrained_answers and arms.answered(arms.untrained(minimum)):
-        lead = f"An arm failed to train: {failed}; {entry.untrained_answers.rstrip('.')}."
+        lead = f"{failed[:1].upper()}{failed[1:]}. {entry.untrained_answers.rstrip('.')}."
         return Judged(verdict, f"{lead} {summary}", headline, evidence)
-    lead = f"Not a verdict on the norm: {failed}."
-    return Judged(
-        "not testable here",
-        f"{lead} {summary}",
-        None if headline is None else f"Not testable here: in {claim_id}'s comparison, {failed}.",
-        evidence,
-    )
+    # no opening-page sentence: a comparison with an arm that did not train is no finding about a norm
+    return Judged("not testable here", f"Not a verdict on the norm: {failed}. {summary}", None, evidence)
