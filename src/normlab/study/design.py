@@ -141,6 +141,9 @@ class ClaimDesign:
     # other trained claim, whose comparison with an arm that did not train is no verdict on the norm
     # (normlab.study.trained)
     untrained_answers: str | None = None
+    # why the verdict can change with the machine alone (its key number is a time, or a share of time, on the
+    # machine that ran it); the reproducibility page sets each build's number beside the others'
+    depends_on_machine: str | None = None
 
 
 @dataclass(frozen=True)
@@ -394,6 +397,7 @@ def _parse_claim(claim_id: str, table: dict, path: Path) -> tuple[dict, dict]:
             answered_by=tuple(answered_by),
             answered_note=answered_note,
             untrained_answers=untrained_answers,
+            depends_on_machine=table.get("depends_on_machine"),
         ),
         raw_thresholds,
     )

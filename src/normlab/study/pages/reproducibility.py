@@ -5,14 +5,9 @@ from __future__ import annotations
 
 from normlab.runtime.environment import machine_name
 from normlab.study import design
+from normlab.study.key_numbers import KeyNumber
 from normlab.study.pages.markdown import cell, warning_box
 from normlab.study.results import checked_commit
-
-# The verdicts whose key number is a time, or a share of time, on the machine that ran them: (claim, the evidence
-# keys of the numbers set side by side, their column names). Their verdict can change with the machine alone.
-MACHINE_DEPENDENT = (
-    ("Q5", ("norm_time_share_prefill", "norm_time_share_decode"), ("norms' share of prefill", "of a decoding step")),
-)
 
 
 def instruction_set(run: dict) -> str:
@@ -68,43 +63,39 @@ def _record(runs, claim_id: str) -> tuple[str, dict | None]:
     return "", None
 
 
-def _share(record: dict | None, key: str) -> str:
-    value = (record or {}).get("evidence", {}).get(key)
-    return "—" if value is None else f"{value:.1%}"
-
-
 def machine_dependent_section(runs: list[dict], builds=()) -> list[str]:
-    """A verdict whose key number is a share of time on the machine that ran it, this build's beside each committed
-    build's (`normlab.study.builds.CommittedBuild`), and the numbers reported from builds that were not committed
-    (the claim's registered source numbers named `*_elsewhere`, with where they come from)."""
-    lines = []
-    for claim_id, keys, names in MACHINE_DEPENDENT:
+    """Each verdict the design marks as depending on the machine (`depends_on_machine`): this build's key number and
+    verdict beside each committed build's (`normlab.study.builds.CommittedBuild`), and the numbers reported from
+    builds that were not committed (the claim's registered source numbers named `*_elsewhere`)."""
+    lines, registered = [], design.load()
+    for claim_id, entry in registered.claims.items():
+        if not entry.depends_on_machine:
+            continue
         rows = [("this build", machine_name(runs[0]["hardware"]) if runs else "—", *_record(runs, claim_id))]
         rows += [(f"`{b.name}`", b.machine, *_record(b.runs, claim_id)) for b in builds]
         rows = [row for row in rows if row[3] is not None]
         if not rows:
             continue
         lines += [
-            f"## {claim_id}: a share of time on the machine that ran it",
+            f"## {claim_id}: a verdict that depends on the machine",
             "",
-            f"{claim_id}'s key number is a share of time measured on the build's own CPU, and its verdict can change "
-            "with the machine alone. This build's number beside those of the builds committed under `data/builds/`:",
+            f"{claim_id}'s verdict can change with the machine alone: {entry.depends_on_machine}. This build's key "
+            "number beside those of the builds committed under `data/builds/`:",
             "",
-            f"| build | machine | commit | {' | '.join(names)} | verdict |",
-            "|---|---|---|" + "---|" * len(names) + "---|",
+            "| build | machine | commit | key number | verdict |",
+            "|---|---|---|---|---|",
         ]
         for build, machine, commit, record in rows:
-            shares = " | ".join(_share(record, key) for key in keys)
+            key = KeyNumber.of(record)
+            number = "—" if record.get("key_number") is None else key.format(record["key_number"])
             commit_cell = f"`{commit}`" if commit else "—"
-            lines.append(f"| {build} | {cell(machine)} | {commit_cell} | {shares} | {record['verdict']} |")
-        elsewhere = {
-            name: number
-            for name, number in design.load().claim(claim_id).source_numbers.items()
-            if name.endswith("_elsewhere")
-        }
-        for number in elsewhere.values():
-            lines += ["", f"From a build that was not committed: {number['where']}."]
+            lines.append(f"| {build} | {cell(machine)} | {commit_cell} | {cell(number)} | {record['verdict']} |")
         lines.append("")
+        meaning = {r[3].get("meaning") for r in rows} - {None}
+        if meaning:
+            lines += [f"The key number: {', '.join(sorted(meaning))}.", ""]
+        for number in (n for name, n in entry.source_numbers.items() if name.endswith("_elsewhere")):
+            lines += [f"From a build that was not committed: {number['where']}.", ""]
     return lines
 
 
