@@ -2,9 +2,14 @@
 
 Tolerances, from the largest differences seen over 4 steps (lr 3e-3) of a small model of the chapters' kind, both
 norms, both steps: float64, loss and total gradient norm within 1e-14 relative (seen 4.1e-16) and every parameter
-within 5e-14 (seen 4.5e-15); float32, loss and gradient norm within 2e-6 relative (seen 2.2e-7) and parameters within
-3e-5 (seen 3.2e-6). The float32 parameter bound is 1% of one step's largest move (lr): AdamW divides by sqrt(v), so a
-gradient element near zero that rounds differently moves its parameter by a visible part of lr.
+within 5e-14 (seen 4.5e-15); float32, loss and gradient norm within 2e-5 relative and parameters within 3e-5. The
+float32 agreement is the rounding of reductions whose order the CPU's kernels pick, so its bounds come from three
+kernel sets: loss and norm seen at 2.2e-7 with AVX-512, 1.4e-7 with AVX2 and 2.5e-6 under ATEN_CPU_CAPABILITY=default
+(inductor's scalar loops sum in order: 2.5e-6 already at the first step, from identical weights; the old bound of
+2e-6, set on AVX-512 alone, failed there); parameters at 3.2e-6, 4.9e-6 and 1.6e-6. The float32 parameter bound is 1%
+of one step's largest move (lr): AdamW divides by sqrt(v), so a gradient element near zero that rounds differently
+moves its parameter by a visible part of lr. A float32 step that ran in bfloat16 (rounding 3.9e-3) would be far
+outside them; the float64 bounds are the sharp check of the step's arithmetic.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from normlab.gpt.model import GPTConfig
 from normlab.gpt.train import CompiledStep, TrainConfig, _optimisation_step, _set_up
 
 STEPS = 4
-TOLERANCE = {torch.float64: (1e-14, 5e-14), torch.float32: (2e-6, 3e-5)}  # (loss and norm, relative; parameters)
+TOLERANCE = {torch.float64: (1e-14, 5e-14), torch.float32: (2e-5, 3e-5)}  # (loss and norm, relative; parameters)
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +146,8 @@ def test_candidate_throughput_counts_model_steps(corpus):
 def test_train_with_the_compiled_step_gives_the_reference_result_to_rounding(corpus):
     """TrainConfig(step="compiled") through normlab.gpt.train.train: the same rows, validation and stream steps as
     the reference trainer, numbers to float32 rounding (the bound test_compiled_step_agrees_with_the_reference
-    states per step, loosened for 6 steps and an evaluation)."""
+    states per step, loosened for 6 steps and an evaluation: seen 2.4e-7 with AVX-512, 1.8e-7 with AVX2 and 3.5e-6
+    under ATen's default kernels)."""
     from normlab.gpt.train import train
 
     mcfg, tcfg = _configs("rms")
@@ -154,7 +160,7 @@ def test_train_with_the_compiled_step_gives_the_reference_result_to_rounding(cor
     for ours, theirs in zip(compiled.history_rows + compiled.val_rows, reference.history_rows + reference.val_rows):
         for key in ("loss", "val_loss", "grad_norm/total"):
             if key in theirs:
-                assert _close(ours[key], theirs[key], 1e-5), (key, ours, theirs)
+                assert _close(ours[key], theirs[key], 5e-5), (key, ours, theirs)
     assert compiled.train_config["step"] == "compiled" and "step" not in reference.train_config
     assert compiled.steps_done == 6 and not compiled.diverged
 
