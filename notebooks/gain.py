@@ -95,9 +95,8 @@ SOURCE = P["source_placement"]
 state(v5_margin=V5_MARGIN, v5_decay=V5_DECAY, v5_pairs=P["placement_seeds"], v5_steps=P["placement"]["steps"])
 state(v5_timescale=P["placement"]["lr"] * V5_DECAY * P["placement"]["steps"])
 state(v5_source_decay=V5_SOURCE_DECAY, v5_source_pairs=P["source_placement_seeds"], v5_source_steps=SOURCE["steps"])
-state(
-    v5_source_timescale=round(SOURCE["lr"] * V5_SOURCE_DECAY * SOURCE["steps"], 3), v5_source_seed=SOURCE["first_seed"]
-)
+state(v5_source_timescale=round(SOURCE["lr"] * V5_SOURCE_DECAY * SOURCE["steps"], 3))
+state(v5_source_seed=SOURCE["first_seed"])
 state(v5_ratio=round(V5_DECAY / TrainConfig.weight_decay))
 state(matrix_decay=TrainConfig.weight_decay)
 state(
@@ -206,7 +205,7 @@ table(exact_toy.toy_frame(toy), caption="Scale-invariant weights on the exact to
 # gradient on the unit sphere: the effective learning rate is η/‖W_q‖².
 #
 # We measure it on a freshly initialised float64 copy of the small GPT with QK-norm on, with ε = 10⁻³⁰ so that the
-# invariance is exact in exact arithmetic (and once with the usual ε = 10⁻⁵, to see what ε costs), for a from 0.25 to 4:
+# invariance is exact in exact arithmetic (and once with the usual ε = 10⁻⁵, to see what ε costs), for a from 1/4 to 4:
 # (a) the largest change of a logit after scaling W_q, W_k or both by a; (b) the slopes of log‖∇W_q‖ and log‖∇W_k‖ on
 # log a; (c) plain SGD on every parameter for a few steps on fixed batches with W_q and W_k scaled by a: the slope of
 # W_q's first-step angular update on log‖W_q‖ (every run starts from the same direction, so only the norm differs), the

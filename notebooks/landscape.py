@@ -94,7 +94,7 @@ claims_box(["V1", "V7", "V6", "V2", "V3", "V4"], overrides=overrides)
 #   not of stability: V3, a claim about divergence, reads divergence alone. This rule first read "the best run at that scale": once DyT with
 #   an RMSNorm final norm, under the authors' AdamW, was added and trained 0.2 nats per byte better than any other variant, that
 #   bar would have judged QK-norm against a model V3 is no part of, so the bar is now each claim's own.
-# - **V1's α₀ sweep** (registered on 2026-12-03, before it ran): while the best α₀ at a width is the sweep's lowest,
+# - **V1's α₀ sweep** (registered on 3 December 2026, before it ran): while the best α₀ at a width is the sweep's lowest,
 #   the sweep adds the value {glue:text}`alpha_step` times lower, down to {glue:text}`alpha_floor`, round after round.
 
 # %% tags=["remove-cell"]
@@ -125,7 +125,7 @@ Markdown(method.overview(study) + "\n\n" + study.missing_paragraph())
 # how DyT in the blocks with an RMSNorm final norm compares with RMSNorm; the table after them sets each arm's final
 # loss beside the byte frequencies' entropy ({glue:text}`entropy` nats per byte, the loss of a model that knows only
 # how often each byte occurs). An arm is *trained* when it ends at least {glue:text}`trained_minimum` nats per byte
-# below it (registered for every trained claim on 2026-12-07, after the committed build 2fea7bb had shown V1's DyT
+# below it (registered for every trained claim on 7 December 2026, after the committed build 2fea7bb had shown V1's DyT
 # arm, V7's Derf and DyT arms and V6's shortest budgets short of it). V1 claims DyT replaces the norms *without tuning*, so an arm that fails to train
 # under the authors' recipe is its answer, not a failed test: its verdict stands and says so. A DyT layer is read as
 # *saturated* when at least {glue:text}`saturated_share` of its inputs sit where float32's tanh′(αx) is exactly 0, in
@@ -245,9 +245,9 @@ state(v7_margin=V7_MARGIN, derf_alpha_init=DEFAULT_ALPHA_INIT, derf_shift_init=D
 # `train.py` with their `train_derf.patch` and `model_derf.patch`, read file by file) train with nanoGPT's AdamW,
 # which decays only the weight matrices (α, s, γ, β and the embedding scale undecayed), and their training script
 # starts every Derf layer's α at 1.0 (`attn_alpha_init_value`, `ffn_alpha_init_value` and `dec_alpha_init_value`,
-# which override the module's own default of 0.5; their README leaves the three values to the reader). Their rate is
+# which override the module's own default of {glue:text}`derf_alpha_init`; their README leaves the three values to the reader). Their rate is
 # 6e-4 with 2,000 warm-up steps of a 600,000-step cosine, for 124M parameters. The design registered here (before
-# its runs, on 2026-12-05) took V1's optimiser, AdamW with decay on **every** parameter, and α₀ = 0.5 for every Derf
+# its runs, on 5 December 2026) took V1's optimiser, AdamW with decay on **every** parameter, and α₀ = {glue:text}`derf_alpha_init` for every Derf
 # layer: so it is not the authors' recipe, and no sentence on this page calls it theirs. Changing it now, after its
 # outcome was seen, would need a new registration on fresh seeds; this build keeps the registered design and names
 # the difference in the verdict's first sentence.
@@ -257,7 +257,7 @@ derf_runs = runs.run_jobs(runs.derf_jobs(P), P)
 v7 = derf.derf_claim(derf_runs, V7_MARGIN, corpus.unigram_entropy_nats)
 v7 = method.record(v7, results, "V7", "landscape-derf")  # the did-it-train rule, and every look disclosed
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "V7's three arms, paired by seed (RMSNorm, DyT by V1's recipe, Derf by its authors' GPT-2 module with V1's AdamW and α₀ 0.5). Left: final validation loss, one line per seed joining its paired runs; the dotted line is the byte frequencies' entropy. Right: each run's training loss in evaluation mode (over every tenth batch it trained on) against its validation loss; the dashed diagonal is a generalisation gap of zero.", "name": "fig-landscape-derf"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "V7's three arms, paired by seed (RMSNorm, DyT by V1's recipe, Derf by its authors' GPT-2 module with V1's AdamW and its default α₀). Left: final validation loss, one line per seed joining its paired runs; the dotted line is the byte frequencies' entropy. Right: each run's training loss in evaluation mode (over every tenth batch it trained on) against its validation loss; the dashed diagonal is a generalisation gap of zero.", "name": "fig-landscape-derf"}}
 figures.derf(derf.arm_runs(derf_runs), derf.ARM_NAMES, corpus.unigram_entropy_nats)
 plt.show()
 
@@ -315,7 +315,7 @@ state(
 # `--max_iters=5000` steps of 64 × 512 tokens (`code/run_3seed.sh`, `run_scaling.sh`): about 164 passes over the 1M
 # set, 16 over the 10M set and 1.4 over the full one. So DyT's "regime" is how often a model sees the same data.
 #
-# **Design (registered on 2026-12-07, before any run of its seeds).** V1's small model, batch and learning rate,
+# **Design (registered on 7 December 2026, before any run of its seeds).** V1's small model, batch and learning rate,
 # every run trained the same **{glue:text}`v6_steps` steps** ({glue:text}`v6_bytes_trained` bytes) on a training set
 # that is the first **{glue:text}`v6_sizes` bytes** of the corpus's training split: **{glue:text}`v6_passes`
 # passes**, Verma's passes over 1M, 10M and 118M tokens. Every run is validated on the same validation text. The arms
@@ -351,7 +351,7 @@ state(
 #   subset's size, at least 10,000 tokens); here every set is validated on the same text, so the sets differ in
 #   their training data alone.
 #
-# The first design of V6 (registered 2026-12-05) varied the number of steps on data that never repeats; its runs
+# The first design of V6 (registered 5 December 2026) varied the number of steps on data that never repeats; its runs
 # (build 2fea7bb: "does not hold") are not read here, and the design page's change log keeps it.
 
 # %% tags=["remove-cell"]
@@ -440,7 +440,7 @@ Markdown(
 # over the grid of min(final loss, initial loss) − the best final loss on the grid (a run that blew up counts as no
 # better than the untrained model). The key number is its paired reduction with QK-norm (without − with) over seeds.
 # Divergence is the study's one run record (`normlab.gpt.run_record`): a non-finite loss or gradient, a non-finite final
-# loss, or a final loss above the initial one. **Rule (registered in `data/design.toml` on 2026-12-03, before any run on
+# loss, or a final loss above the initial one. **Rule (registered in `data/design.toml` on 3 December 2026, before any run on
 # this grid):** the claim needs the model without QK-norm to diverge somewhere on the grid (else even this grid shows no
 # instability, and the claim is not testable here); it holds when the reduction's 95% interval over seeds lies above
 # **+{glue:text}`sensitivity_margin` nats per byte** (the study's loss margin: a smaller reduction is not a change of
@@ -513,7 +513,7 @@ Markdown(qk_norm.qk_paragraph(v3))
 # (`init="unscaled"`): Sun et al. found that combining the two diminishes the scaling's effect and recommend removing
 # the latter (arXiv 2502.05795, footnote 1 to the abstract; checked against its arXiv HTML). Paired over seeds. Each
 # block's contribution is the validation loss increase when that block is replaced by the identity. **Rule (the margin
-# read since 2026-12-03, registered before these runs):** the curse is present when the later half of the blocks
+# read since 3 December 2026, registered before these runs):** the curse is present when the later half of the blocks
 # accounts for at most {glue:text}`curse_share` of the total loss increase (an even split is half). The remedy works
 # when scaling raises that share by more than the margin of **{glue:text}`share_margin`** (a smaller change would not
 # make the later layers "useful again"): its paired 95% interval lies above +{glue:text}`share_margin`, with a caveat

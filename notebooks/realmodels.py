@@ -360,7 +360,7 @@ _ = results.record_evidence(
 # new runs: these are Q4's numbers.
 #
 # **The baseline.** A direction with no relation to the uniform vector has a mean $\cos^2$ of $1/d$ with it: 0.0017 in
-# SmolLM2 ($d = 576$) and 0.0026 in MiniLM ($d = 384$). The threshold registered first, 0.01, was 4 to 6 times that and
+# SmolLM2 ($d = 576$) and 0.0026 in MiniLM ($d = 384$). The threshold registered first was 4 to 6 times that and
 # passed almost any share. Q6 is now read against the random direction of the same width, and on the decoder LLM,
 # SmolLM2, which decides; MiniLM is a sentence encoder and is shown beside it only. This reading was registered on
 # 2026-12-07, after the numbers below had been seen (the design's change log). Q6 holds if SmolLM2's mean $\cos^2$ is
