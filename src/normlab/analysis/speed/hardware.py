@@ -69,10 +69,13 @@ def _key(m: Measured, parts) -> str:
 
 
 def short(m: Measured) -> str:
-    """'the NVIDIA H200 (gpu-bench.json)' or "this run's Xeon (2 cores)": `where` without the commit, which the
-    sentence after the summary's first names (`weigh`)."""
-    if m.hardware == "this run" or m.source == "this run":
+    """'the NVIDIA H200 (gpu-bench.json)' or "this build's CPU": `where` without the commit, which the sentence after
+    the summary's first names (`weigh`), and without this build's model name, which its page names."""
+    if m.hardware == "this run":
         return where(m)
+    if m.source == "this run":
+        # the summary's first sentence has a word limit; a CPU's model name runs to seven words
+        return this_build("cuda" if m.on_gpu else "cpu")
     return f"the {m.hardware} ({m.source})"
 
 
