@@ -153,20 +153,7 @@ MARGIN = design.value("B18", "margin")
 TRAINED_MINIMUM = design.value("B17", "trained_minimum")  # nats per byte below the entropy; same_as V1
 state(margin=MARGIN, trained_minimum=TRAINED_MINIMUM, entropy=round(corpus.unigram_entropy_nats, 4))
 training = training_at_depth.training_study(P, corpus, devices)
-entropy = corpus.unigram_entropy_nats
-deep_scale = f"depth {P['deep']}, width {P['width']}, {P['steps']} steps"
-names = training_at_depth.CONFIG_NAMES
-nowarm_arms, nowarm_names = training_at_depth.no_warmup_arms(training)
-b17_arms = training_at_depth.arm_losses(
-    {**training_at_depth.paired_arms(training, ["pre-rms", "post-rms"]), **nowarm_arms},
-    entropy,
-    deep_scale,
-    {**names, **nowarm_names},
-    answers=nowarm_arms,  # without warm-up, a failure to train is B17's measurement (design: untrained_answers)
-)
-b18_arms = training_at_depth.arm_losses(
-    training_at_depth.paired_arms(training, ["post-rms", "post-layer"]), entropy, deep_scale, names
-)
+arms = training_at_depth.depth_arms(training, P, corpus.unigram_entropy_nats)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Final validation loss at the training depth (12 blocks on the cpu profile), one dot per seed, lines joining a seed's pair. Left: the paired runs with warm-up; right: one seed without warm-up at each learning rate (above the dotted unigram entropy means it learned nothing).", "name": "fig-depth-training"}}
 figures.training_at_depth(training.paired, training.no_warmup, corpus.unigram_entropy_nats, P["deep"])
@@ -177,10 +164,7 @@ table(training_at_depth.no_warmup_table(training), caption=f"Without warm-up at 
 
 # %% tags=["remove-input"]
 caption = f"The paired runs with warm-up at depth {P['deep']}: each arm's validation loss beside the byte frequencies' entropy"
-paired_arms = training_at_depth.paired_arms(training, list(names))
-table(
-    arms_table(training_at_depth.arm_losses(paired_arms, entropy, deep_scale, names), TRAINED_MINIMUM), caption=caption
-)
+table(arms_table(arms["paired"], TRAINED_MINIMUM), caption=caption)
 
 # %% tags=["remove-input"]
 # the runs that failed every attempt, named; nothing at all (not an empty cell's repr) when none did
@@ -216,7 +200,7 @@ b17_numbers = identity_path.b17_measures(init, training, P, MARGIN)
 b17 = identity_path.b17_finding(b17_numbers, **depths, margin=MARGIN, **B17_RULE, corpus_sha256=corpus.sha256)
 b17 = training.left.judge(b17)  # a run that failed every attempt: named, and its pair left out
 # the study's rules (did each arm train, the family's), before the page states the verdict
-b17 = judge("B17", replace(b17, headline=identity_path.b17_headline(b17), arms=b17_arms))
+b17 = judge("B17", replace(b17, headline=identity_path.b17_headline(b17), arms=arms["B17"]))
 
 # %% tags=["remove-input"]
 Markdown(identity_path.b17_paragraph(b17, b17_numbers, **depths))
@@ -243,7 +227,7 @@ b18_numbers = post_ln_decay.b18_measures(init, training, MARGIN)
 b18_decision = post_ln_decay.b18_decision(design.load().claim("B18").decision, MARGIN, paths.ROOT)
 scale = dict(scale=post_ln_decay.run_scale(P, b18_numbers), decision=post_ln_decay.decision_scale(b18_decision))
 b18 = training.left.judge(post_ln_decay.b18_finding(b18_numbers, **depths, margin=MARGIN, **B18_RULE, **scale))
-b18 = judge("B18", replace(b18, headline=post_ln_decay.b18_headline(b18), arms=b18_arms))
+b18 = judge("B18", replace(b18, headline=post_ln_decay.b18_headline(b18), arms=arms["B18"]))
 
 # %% tags=["remove-input"]
 Markdown(
@@ -281,15 +265,7 @@ b19 = interlock.b19_finding(
     registered=registered,
 )
 b19 = training.ablation_left.judge(b19, confirmation=registered, diverged=interlock.diverged_names(ablation))
-base_lr = training.ablation[training.ablation["setting"] == "base lr"]
-b19_read = ["llama", "rms→layer", "pre→post", "rms→layer + pre→post"]  # the arms the interaction reads
-b19_arms = training_at_depth.arm_losses(
-    {label: base_lr[base_lr["label"] == label] for label in b19_read},
-    entropy,
-    f"depth {P['ablation_depth']}, width {P['width']}, {P['ablation_steps']} steps",
-    {"llama": "the LLaMA style"},
-)
-b19 = judge("B19", replace(b19, arms=b19_arms))
+b19 = judge("B19", replace(b19, arms=arms["B19"]))
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Ablation of the LLaMA style: paired final-loss change of each swap against the LLaMA-style run of the same seed (dots: seeds; bar: mean and 95% interval). The green band is the ±{glue:text}`margin`-nat-per-byte margin.", "name": "fig-depth-ablation"}}
 figures.ablation_effects(ablation.swaps, MARGIN)
@@ -368,8 +344,10 @@ v8 = final_norm.v8_finding(
 )
 v8_left = final_norm.pairs_left(v8_runs, v8_lost, P)
 v8 = v8_left.judge(v8, confirmation=v8_registered, diverged=missing_runs.diverged_names(v8_runs, "arm"))
-v8_arms = final_norm.v8_arms(v8_runs, entropy, v8_scale)
-v8 = judge("V8", replace(v8, arms=v8_arms))
+v8 = judge("V8", replace(v8, arms=final_norm.v8_arms(v8_runs, corpus.unigram_entropy_nats, v8_scale)))
+
+# %% tags=["remove-cell"]
+# what the registered confirmation could decide at the pilots' means (issue 55: sized for a true difference of 0)
 v8_sized = confirmation.registered("V8")  # the registered (cpu) confirmation, whatever this profile runs
 v8_pilot = v8_sized.pilot_pair("V8")["mean_difference"]
 state(

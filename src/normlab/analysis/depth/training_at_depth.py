@@ -294,3 +294,33 @@ def no_warmup_arms(training: TrainingStudy) -> tuple[dict[str, pd.DataFrame], di
         arms[label] = rows
         names[label] = f"{CONFIG_NAMES.get(config, config)} without warm-up at lr {lr:g}"
     return arms, names
+
+
+# The ablation's arms that B19's interaction reads.
+B19_ARMS = ("llama", "rms→layer", "pre→post", "rms→layer + pre→post")
+
+
+def depth_arms(training: TrainingStudy, P: dict, entropy: float) -> dict[str, ArmLosses]:
+    """The arms each trained claim of the chapter reads, as `ArmLosses`: "B17" (its paired runs, and each run
+    without warm-up, whose failure to train is B17's measurement: design untrained_answers), "B18", "B19" (the
+    ablation's arms its interaction reads) and "paired" (every paired configuration, for the page's table)."""
+    deep = f"depth {P['deep']}, width {P['width']}, {P['steps']} steps"
+    nowarm, nowarm_names = no_warmup_arms(training)
+    base_lr = training.ablation[training.ablation["setting"] == "base lr"]
+    return {
+        "B17": arm_losses(
+            {**paired_arms(training, ["pre-rms", "post-rms"]), **nowarm},
+            entropy,
+            deep,
+            {**CONFIG_NAMES, **nowarm_names},
+            answers=nowarm,
+        ),
+        "B18": arm_losses(paired_arms(training, ["post-rms", "post-layer"]), entropy, deep, CONFIG_NAMES),
+        "B19": arm_losses(
+            {label: base_lr[base_lr["label"] == label] for label in B19_ARMS},
+            entropy,
+            f"depth {P['ablation_depth']}, width {P['width']}, {P['ablation_steps']} steps",
+            {"llama": "the LLaMA style"},
+        ),
+        "paired": arm_losses(paired_arms(training, list(CONFIG_NAMES)), entropy, deep, CONFIG_NAMES),
+    }
