@@ -51,7 +51,8 @@ def test_an_untrained_arm_makes_a_quality_verdict_not_testable(tmp_path):
     results = Results("quality", "smoke", tmp_path)
     judged = results.record("A9", replace(finding, arms=short), "quality-parity")
     assert judged["verdict"] == "not testable here"
-    assert judged["summary"].startswith("Not a verdict on the norm: LayerNorm ended at 2.1000 nats per byte")
+    assert judged["summary"].startswith("Not a verdict on the norm: 2 of its 2 arms did not train")
+    assert "ended at 2.1000 nats per byte" in judged["summary"]
     with pytest.raises(ValueError, match="claim B16 trains models"):
         Results("quality", "smoke", tmp_path).record("B16", finding, "quality-b16")  # no arms: refused
 
@@ -101,7 +102,8 @@ def test_an_untrained_arm_makes_v8_not_testable(tmp_path):
     stalled = fn.v8_arms(_v8_runs({fn.ALL: 2.0, fn.BLOCKS_REMOVED: 3.0, fn.FINAL_REMOVED: 2.2}), ENTROPY, "tiny")
     record = Results("depth", "smoke", tmp_path).record("V8", replace(finding, arms=stalled))
     assert record["verdict"] == "not testable here"
-    assert record["summary"].startswith("Not a verdict on the norm: block norms removed ended at 3.0000")
+    assert record["summary"].startswith("Not a verdict on the norm: block norms removed did not train (tiny).")
+    assert "It ended at 3.0000 nats per byte" in record["summary"]
     diverged = _v8_runs({fn.ALL: 2.0, fn.BLOCKS_REMOVED: math.nan, fn.FINAL_REMOVED: 2.2})
     assert fn.v8_arms(diverged, ENTROPY, "tiny").untrained(MINIMUM) == [fn.BLOCKS_REMOVED]
 
@@ -182,12 +184,11 @@ def test_b17_a_run_without_warm_up_that_fails_is_its_answer_a_paired_arm_that_fa
     finding = _b17_finding()
     answered = Results("depth", "smoke", tmp_path).record("B17", replace(finding, arms=_b17_arms(2.3, 3.2)))
     assert answered["verdict"] == "holds with caveats"
-    assert answered["summary"].startswith(
-        "An arm failed to train: post-LN RMSNorm without warm-up at lr 0.01 ended at 3.2000"
-    )
+    assert answered["summary"].startswith("Post-LN RMSNorm without warm-up at lr 0.01 did not train")
+    assert "It ended at 3.2000 nats per byte" in answered["summary"]
     failed = Results("depth", "smoke", tmp_path).record("B17", replace(finding, arms=_b17_arms(3.0, 3.2)))
     assert failed["verdict"] == "not testable here"
-    assert failed["summary"].startswith("Not a verdict on the norm: pre-LN RMSNorm ended at 3.0000")
+    assert failed["summary"].startswith("Not a verdict on the norm: ") and "ended at 3.0000" in failed["summary"]
 
 
 def test_a_run_counts_as_trained_only_the_registered_minimum_below_the_entropy():

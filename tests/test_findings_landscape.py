@@ -343,8 +343,8 @@ def test_v1_s_untrained_dyt_is_its_answer_and_an_untrained_baseline_leaves_it_no
     assert failed.verdict == "does not hold"
     recorded = method.record(failed, Results("landscape", "smoke", tmp_path), "V1", "landscape-dyt")
     assert recorded.verdict == "does not hold"
-    first = recorded.summary.split(": it did not train")[0]
-    assert first.startswith("An arm failed to train: DyT (authors' recipe) ended at 2.40")
+    first = recorded.summary.split(". It ended at")[0]
+    assert first.startswith("DyT (authors' recipe) did not train (") and "It ended at 2.40" in recorded.summary
     assert "20 steps; its final DyT layer saturated from step 10, the last hidden state's RMS ending at 21" in first
     arms = recorded.evidence["arms_trained"]["arms"]
     assert set(arms) == {

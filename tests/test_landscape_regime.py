@@ -195,4 +195,5 @@ def test_an_arm_that_did_not_train_leaves_v6_not_testable_naming_it(tmp_path):
     assert v6.verdict == "does not hold"  # the rule alone
     recorded = method.record(v6, Results("landscape", "smoke", tmp_path), "V6", "landscape-regime")
     assert recorded.verdict == "not testable here"
-    assert recorded.summary.startswith("Not a verdict on the norm: RMSNorm on 20 bytes ended at 2.9000")
+    assert recorded.summary.startswith("Not a verdict on the norm: ") and " did not train (" in recorded.summary
+    assert "ended at 2.9000 nats per byte" in recorded.summary

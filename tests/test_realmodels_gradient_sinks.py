@@ -164,8 +164,9 @@ def test_uniform_share_numbers_and_rule():
     finding = U.q6_finding([mixed, minilm], 1.0, {})
     assert finding.key_number == pytest.approx(0.00262 * 576) and finding.threshold == 1.0
     assert finding.caveats == ("SmolLM2-135M: above 1 × 1/d at n2",)
-    assert finding.summary.startswith("In SmolLM2-135M, the decoder that decides, the mean cos² of a norm input")
-    assert "1.51 times a random direction's 1/d = 0.00174" in finding.summary
+    assert finding.summary.startswith("In SmolLM2-135M, which decides, a norm input's mean cos² with the uniform")
+    assert "at most 1.51 times a random direction's 1/d, against 1 times." in finding.summary
+    assert "Its largest is 0.00262 against 1/d = 0.00174" in finding.summary
     assert "all-MiniLM-L6-v2, beside it: at most 19.20 times its 1/d = 0.00260" in finding.summary
     assert finding.evidence["SmolLM2-135M"]["decides"] and not finding.evidence["all-MiniLM-L6-v2"]["decides"]
     with pytest.raises(ValueError, match="decided by SmolLM2-135M"):

@@ -16,7 +16,6 @@ from normlab.study.key_numbers import NATS_PER_BYTE
 from normlab.study.results import Results
 from normlab.study.trained import ArmLosses
 
-
 # both arms trained well below the byte frequencies' entropy, so the did-it-train rule leaves each verdict as it is
 TRAINED = ArmLosses({"rms": 2.0, "layer": 2.0}, {"rms": 5.5, "layer": 5.5}, 3.11)
 

@@ -81,22 +81,24 @@ class ArmLosses:
         }
 
     def sentence(self, minimum: float) -> str:
-        """ "DyT ended at 3.1220 nats per byte, less than the registered 0.25 below the byte frequencies' entropy of
-        3.1122 (width 32, 200 steps): it did not train"; with several arms short of it, the count and the one that
-        came nearest ("2 of its 3 arms ended less than ... (the nearest, DyT, at 3.1220): they did not train"). Each
-        arm's loss is in the record (`record`) and on the chapter's page."""
+        """Two sentences, the first short enough to lead a ledger summary: "DyT did not train (width 32, 200
+        steps). It ended at 3.1220 nats per byte, less than the registered 0.25 below the byte frequencies' entropy
+        of 3.1122"; with several arms short of it, their count, then the one that came nearest. Each arm's loss is
+        in the record (`record`) and on the chapter's page."""
         untrained = self.untrained(minimum)
         where = f" ({self.scale})" if self.scale else ""
-        below = f"less than the registered {minimum:g} below the byte frequencies' entropy of {self.entropy:.4f}{where}"
+        below = f"less than the registered {minimum:g} below the byte frequencies' entropy of {self.entropy:.4f}"
         finite = [arm for arm in untrained if math.isfinite(self.final[arm])]
         if len(untrained) == 1:
             (arm,) = untrained
             if not finite:
-                return f"{self.name(arm)} diverged: it did not train"
-            return f"{self.name(arm)} ended at {self.final[arm]:.4f} nats per byte, {below}: it did not train"
-        nearest = min(finite, key=lambda arm: self.final[arm], default=None)
-        near = "" if nearest is None else f" (the nearest, {self.name(nearest)}, at {self.final[nearest]:.4f})"
-        return f"{len(untrained)} of its {len(self.final)} arms ended {below}{near}: they did not train"
+                return f"{self.name(arm)} diverged, so it did not train{where}"
+            return f"{self.name(arm)} did not train{where}. It ended at {self.final[arm]:.4f} nats per byte, {below}"
+        lead = f"{len(untrained)} of its {len(self.final)} arms did not train{where}"
+        if not finite:
+            return f"{lead}. They diverged"
+        nearest = min(finite, key=lambda arm: self.final[arm])
+        return f"{lead}. The nearest, {self.name(nearest)}, ended at {self.final[nearest]:.4f} nats per byte, {below}"
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,7 @@ def judge(claim_id: str, verdict: str, summary: str, headline: str | None, arms:
         return Judged(verdict, summary, headline, evidence)
     failed = arms.sentence(minimum)
     if entry.untrained_answers and arms.answered(arms.untrained(minimum)):
-        lead = f"{failed[:1].upper()}{failed[1:]}. {entry.untrained_answers.rstrip('.')}."
+        lead = f"{failed[:1].upper()}{failed[1:]}. {entry.untrained_answers.rstrip('.')}."  # failed: two sentences
         return Judged(verdict, f"{lead} {summary}", headline, evidence)
     # no opening-page sentence: a comparison with an arm that did not train is no finding about a norm
     return Judged("not testable here", f"Not a verdict on the norm: {failed}. {summary}", None, evidence)

@@ -129,9 +129,10 @@ def q6_finding(models: list[ModelShares], multiple: float, provenance: dict) -> 
     m = deciding_model(models)
     beside = [other for other in models if other is not m]
     summary = (
-        f"In {m.model}, the decoder that decides, the mean cos² of a norm input with the uniform vector is at most "
-        f"{significant(m.largest)}, {m.multiple(m.largest):.2f} times a random direction's 1/d = "
-        f"{significant(m.random)} (median {m.multiple(m.median):.2f} times), against {multiple:g} times."
+        f"In {m.model}, which decides, a norm input's mean cos² with the uniform vector is at most "
+        f"{m.multiple(m.largest):.2f} times a random direction's 1/d, against {multiple:g} times. Its largest is "
+        f"{significant(m.largest)} against 1/d = {significant(m.random)}; its median, {m.multiple(m.median):.2f} "
+        "times."
         + "".join(
             f" {o.model}, beside it: at most {o.multiple(o.largest):.2f} times its 1/d = {significant(o.random)}, "
             f"median {o.multiple(o.median):.2f} times."
