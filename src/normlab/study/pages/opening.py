@@ -118,7 +118,7 @@ def render_intro(
     gpu_runs: the committed GPU runs the speed chapter weighs beside this build's own (committed_gpu_runs).
     checked_on: how many machines the verdicts were checked on (builds.CrossMachine.sentence).
     family: the registered family of paired readings on this build (multiplicity.family_table): one sentence says
-    how many survive Holm's rule and which verdicts carry a caveat for it."""
+    how many survive the family's rule and which verdicts it left undecided."""
     table = verdicts(claims, runs)
     counts = Counter(slot["record"]["verdict"] if slot["record"] else PENDING for slot in table.values())
     judged = [slot["record"] for slot in table.values() if slot["record"]]
