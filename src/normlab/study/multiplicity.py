@@ -506,7 +506,12 @@ def summary_sentence(table: FamilyTable, where: str = "the family's rule") -> st
         f"{'survives' if len(surviving) == 1 else 'survive'} {where}."
     )
     undecided = sorted({row.entry.claim for row in lost if row.undecided_by_rule})
-    caveated = sorted({row.entry.claim for row in lost} - set(undecided))
+    # a reading that only chooses between holds and holds with caveats gives a caveat where its claim's verdict is one
+    # of those two; a claim not testable here for another reason carries none
+    caveated = sorted(
+        {row.entry.claim for row in lost if row.verdict in row.entry.bears_on and row.verdict != "not testable here"}
+        - set(undecided)
+    )
     parts = []
     if undecided:
         parts.append(f"{_listed(undecided)} {'is' if len(undecided) == 1 else 'are'} not testable here because of it")
