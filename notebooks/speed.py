@@ -337,15 +337,17 @@ registered = predicted.registry()
 if registered is not None:
     constants, fitted_ = registered["constants"], registered["fitted"]
     state(
-        model_efficiency=constants["efficiency"], model_efficiency_sd=fitted_["efficiency_sd"],
-        model_l2_tbs=constants["l2_tbs"], model_l2_tbs_sd=fitted_["l2_tbs_sd"],
-        model_fixed_forward_us=constants["fixed_forward_s"] * 1e6,
-        model_fixed_backward_us=constants["fixed_backward_s"] * 1e6,
-        model_not_fitted=", ".join(registered["not_fitted"]["names"]),
+        model_efficiency=f"{constants['efficiency']:.2f}", model_efficiency_sd=f"{fitted_['efficiency_sd']:.2f}",
+        model_l2_tbs=f"{constants['l2_tbs']:.1f}", model_l2_tbs_sd=f"{fitted_['l2_tbs_sd']:.1f}",
+        model_fixed_forward_us=f"{constants['fixed_forward_s'] * 1e6:.0f}",
+        model_fixed_backward_us=f"{constants['fixed_backward_s'] * 1e6:.0f}",
+        model_not_fitted=f"{constants['latency_s'] * 1e9:.0f} ns, {constants['hbm_peak_tbs']:.1f} TB/s and "
+        f"{constants['launch_s'] * 1e6:.0f} µs",
         model_host_bound=registered["left_out"]["fit_host_bound"],
         model_no_copy=len(registered["left_out"]["fit_no_copy_or_unstable"]),
         model_held_out_cases=registered["held_out"]["cases"],
-        model_median_ratio=registered["held_out"]["median_ratio"], model_worst_ratio=registered["held_out"]["worst_ratio"],
+        model_median_ratio=f"{registered['held_out']['median_ratio']:.2f}",
+        model_worst_ratio=f"{registered['held_out']['worst_ratio']:.2f}",
         registered_date=registered["registered"], registered_commit=registered["commit"][:7],
         registered_fingerprint=registered["kernel_fingerprint"][:12],
     )  # fmt: skip

@@ -50,14 +50,33 @@ def predictions_table(registered: dict) -> pd.DataFrame:
     return frame[columns]
 
 
+# Each constant of the schedule model as the page names it, with the unit and scale its numbers are shown in.
+CONSTANT_NAMES = {
+    "efficiency": ("the kernels' bandwidth, as a fraction of the same run's copy", "", 1.0),
+    "l2_tbs": ("L2 bandwidth", "TB/s", 1.0),
+    "fixed_forward_s": ("fixed cost of a forward call (host time)", "µs", 1e6),
+    "fixed_backward_s": ("fixed cost of a forward+backward call (host time)", "µs", 1e6),
+    "latency_s": ("a load's latency", "ns", 1e9),
+    "launch_s": ("the device's launch latency", "µs", 1e6),
+    "hbm_peak_tbs": ("HBM peak bandwidth", "TB/s", 1.0),
+}
+
+
 def constants_table(registered: dict) -> pd.DataFrame:
+    """The model's constants in readable units: fitted (with the bootstrap's sd and 5-95% range) or assumed."""
     constants, fitted = registered["constants"], registered["fitted"]
     rows = []
     for name in speed_model.FITTED + ("latency_s", "launch_s", "hbm_peak_tbs"):
-        status = "fitted" if name in fitted["names"] else "assumed (not fitted)"
+        label, unit, scale = CONSTANT_NAMES[name]
+
+        def shown(value):
+            return None if value is None else value * scale
+
         rows.append(
-            {"constant": name, "value": constants[name], "status": status,
-             "bootstrap sd": fitted.get(f"{name}_sd"), "5 %": fitted.get(f"{name}_p05"), "95 %": fitted.get(f"{name}_p95")}
+            {"constant": label, "unit": unit or "fraction", "value": shown(constants[name]),
+             "status": "fitted" if name in fitted["names"] else "assumed (not fitted)",
+             "bootstrap sd": shown(fitted.get(f"{name}_sd")), "5 %": shown(fitted.get(f"{name}_p05")),
+             "95 %": shown(fitted.get(f"{name}_p95"))}
         )  # fmt: skip
     return pd.DataFrame(rows)
 
