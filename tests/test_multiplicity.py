@@ -325,3 +325,14 @@ def test_each_measured_reading_says_what_its_design_resolves(tmp_path):
     # a reading against +margin alone shows its one-sided pairs too, not a dash
     v1_line = next(line for line in section.splitlines() if line.startswith("| V1 | `dyt_minus_rms`"))
     assert v1_line.endswith(f"| {v1.finest_margin:.3g} | {v1.pairs_for_margin} |"), v1_line
+
+
+def test_the_pages_name_as_caveated_only_verdicts_the_lost_reading_bears_on(tmp_path):
+    family = _family(tmp_path)
+    results = _results()
+    v1 = next(r for r in results[0]["claims"] if r["id"] == "V1")
+    v1["evidence"]["dyt_minus_layer"].update(_interval(0.086, 0.0173205, 3, 0.03))  # decides alone, not over six
+    for verdict, named in (("not testable here", False), ("does not hold", False), ("holds with caveats", True)):
+        v1["verdict"] = verdict  # not testable for another reason, or a verdict the reading does not bear on
+        sentence = M.summary_sentence(M.family_table(results, family))
+        assert ("V1 carries a caveat for it" in sentence) is named, (verdict, sentence)
