@@ -335,22 +335,7 @@ from normlab.analysis.speed import predicted
 
 registered = predicted.registry()
 if registered is not None:
-    constants, fitted_ = registered["constants"], registered["fitted"]
-    state(
-        model_efficiency=f"{constants['efficiency']:.2f}", model_efficiency_sd=f"{fitted_['efficiency_sd']:.2f}",
-        model_l2_tbs=f"{constants['l2_tbs']:.1f}", model_l2_tbs_sd=f"{fitted_['l2_tbs_sd']:.1f}",
-        model_fixed_forward_us=f"{constants['fixed_forward_s'] * 1e6:.0f}",
-        model_fixed_backward_us=f"{constants['fixed_backward_s'] * 1e6:.0f}",
-        model_not_fitted=f"{constants['latency_s'] * 1e9:.0f} ns, {constants['hbm_peak_tbs']:.1f} TB/s and "
-        f"{constants['launch_s'] * 1e6:.0f} µs",
-        model_host_bound=registered["left_out"]["fit_host_bound"],
-        model_no_copy=len(registered["left_out"]["fit_no_copy_or_unstable"]),
-        model_held_out_cases=registered["held_out"]["cases"],
-        model_median_ratio=f"{registered['held_out']['median_ratio']:.2f}",
-        model_worst_ratio=f"{registered['held_out']['worst_ratio']:.2f}",
-        registered_date=registered["registered"], registered_commit=registered["commit"][:7],
-        registered_fingerprint=registered["kernel_fingerprint"][:12],
-    )  # fmt: skip
+    state(**predicted.glued(registered))
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "The 12a0522 Triton kernels on the H200: the model's predicted fraction of copy against the measured one, for the cases of the run it was fitted on and of the run it was tested on (held out), cases that were not host-bound. On the dotted line the prediction is exact. What to see: how far the held-out points sit from the line; that spread is the interval given to HEAD's predictions below.", "name": "fig-speed-predicted"}}
 if registered is not None:

@@ -160,3 +160,17 @@ def test_the_reader_on_the_old_kernels_counts_their_bytes():
     assert not chunked["rows_fit_in_l2"]
     assert chunked["hbm_bytes_per_row"] == pytest.approx(3 * 65536 * 4, rel=0.01)
     assert math.isclose(chunked["l2_bytes_per_row"] / (65536 * 4), 4, rel_tol=0.01)  # x twice, w, y
+
+
+def test_the_speed_page_pastes_every_registered_number_it_names_rounded_as_a_sentence_reads_it():
+    import re
+    from pathlib import Path
+
+    from normlab.analysis.speed import predicted
+
+    glued = predicted.glued(predicted.registry())
+    page = (Path(__file__).resolve().parents[1] / "notebooks" / "speed.py").read_text(encoding="utf-8")
+    named = set(re.findall(r"\{glue:text\}`((?:model|registered)_\w+)`", page))
+    assert named and named <= set(glued), sorted(named - set(glued))
+    for key, value in glued.items():  # no six-digit floats, no code names in the prose
+        assert not re.search(r"\d\.\d{3,}", str(value)) and "_s" not in str(value), (key, value)

@@ -62,6 +62,29 @@ CONSTANT_NAMES = {
 }
 
 
+def glued(registered: dict) -> dict:
+    """The registration's numbers the speed page pastes into its prose, each rounded as a sentence reads it."""
+    constants, fitted, held_out = registered["constants"], registered["fitted"], registered["held_out"]
+    return {
+        "model_efficiency": f"{constants['efficiency']:.2f}",
+        "model_efficiency_sd": f"{fitted['efficiency_sd']:.2f}",
+        "model_l2_tbs": f"{constants['l2_tbs']:.1f}",
+        "model_l2_tbs_sd": f"{fitted['l2_tbs_sd']:.1f}",
+        "model_fixed_forward_us": f"{constants['fixed_forward_s'] * 1e6:.0f}",
+        "model_fixed_backward_us": f"{constants['fixed_backward_s'] * 1e6:.0f}",
+        "model_not_fitted": f"{constants['latency_s'] * 1e9:.0f} ns, {constants['hbm_peak_tbs']:.1f} TB/s and "
+        f"{constants['launch_s'] * 1e6:.0f} µs",
+        "model_host_bound": registered["left_out"]["fit_host_bound"],
+        "model_no_copy": len(registered["left_out"]["fit_no_copy_or_unstable"]),
+        "model_held_out_cases": held_out["cases"],
+        "model_median_ratio": f"{held_out['median_ratio']:.2f}",
+        "model_worst_ratio": f"{held_out['worst_ratio']:.2f}",
+        "registered_date": registered["registered"],
+        "registered_commit": registered["commit"][:7],
+        "registered_fingerprint": registered["kernel_fingerprint"][:12],
+    }
+
+
 def constants_table(registered: dict) -> pd.DataFrame:
     """The model's constants in readable units: fitted (with the bootstrap's sd and 5-95% range) or assumed."""
     constants, fitted = registered["constants"], registered["fitted"]
