@@ -40,7 +40,7 @@ A9_LOOKS = design.looks("A9")  # (6, 12, 24), registered in data/design.toml
 # the same in its own words.
 A9_LOOKED = (
     "the pilot's outcome (seeds 0-23, read at 6, 12 and 24 pairs) was seen before the confirmation was registered "
-    "(2026-12-03); no confirmation run was"
+    "(2026-12-03); no confirmation run was seen"
 )
 B7_LOOKED = (
     "its loss half was decided on A9's pilot (holds with caveats at fbce4a0) before the confirmation was registered "
