@@ -57,6 +57,7 @@ from normlab.analysis.realmodels import (
     stream,
     uniform_share,
 )
+from normlab.analysis.shared.looks import disclosed
 from normlab.study import Results, design
 from normlab.study.present import claims_box, verdict_table
 from normlab.study.prose import percent, state
@@ -233,7 +234,7 @@ _ = results.record_evidence("B5", *massive.b5_evidence(residual, run.provenance,
 # %% tags=["remove-cell"]
 state(gradient_chunks=P["gradient_chunks"], gradient_length=P["gradient_length"])
 gradients = gradient_sinks.measure(run, residual, MASSIVE, P, V9_TOLERANCE)
-v9 = gradient_sinks.v9_finding(gradients, V9_CONCENTRATION, V9_SHARE, run.provenance)
+v9 = disclosed(gradient_sinks.v9_finding(gradients, V9_CONCENTRATION, V9_SHARE, run.provenance), "V9")
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "SmolLM2's backward pass at and past the depth where its massive activations appear, massive positions against the other tokens. Left: the attention each receives in each block, summed over later queries and averaged over heads (log scale). Middle: the gradient at the output of the attention-input and MLP-input norms, and the total gradient at the residual stream, massive over other (log scale; 1 is no concentration). Right: the norms' measured attenuation ratio (massive over other) against the ratio 1/r predicts, with the registered tolerance shaded.", "name": "fig-realmodels-gradient-sinks"}}
 figures.gradient_sinks_figure(gradients.per_norm, V9_TOLERANCE)
@@ -372,7 +373,7 @@ uniform = [
     uniform_share.smollm2_shares(residual, int(run.stream_chunks.shape[1])),
     uniform_share.minilm_shares(minilm_shares, centring_removed.minilm_norm_labels(len(minilm_shares))),
 ]
-q6 = uniform_share.q6_finding(uniform, Q6_THRESHOLD, run.provenance)
+q6 = disclosed(uniform_share.q6_finding(uniform, Q6_THRESHOLD, run.provenance), "Q6")  # looks: the change log
 
 # %% tags=["remove-input"]
 uniform_share.uniform_table(uniform)

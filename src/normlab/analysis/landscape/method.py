@@ -12,10 +12,10 @@ import pandas as pd
 
 from normlab.analysis.landscape.profiles import MAX_LOGIT_PROBED, SCALES, is_dyt, paired_seeds
 from normlab.analysis.landscape.summaries import usable_flags, usable_lr_range
+from normlab.analysis.shared.looks import disclosed, looks
 from normlab.analysis.shared.missing_runs import RunGaps, not_testable
 from normlab.analysis.shared.paired import paired_or_none
 from normlab.gpt.model import GPT, GPTConfig
-from normlab.study import design
 from normlab.study.findings import Finding
 from normlab.study.present import significant
 from normlab.study.trained import ArmLosses
@@ -265,29 +265,6 @@ def arm_losses(
         names=dict(names or {}),
         answers=tuple(answers),
     )
-
-
-def looks(claim_id: str) -> list[dict]:
-    """The change-log entries (data/design.toml) made after something of `claim_id` had been seen: its own entries
-    whose `look` is not "none", and the did-it-train minimum's, registered for every trained claim after V1's, V6's
-    and V7's arms were seen not to train."""
-    out = []
-    for change in design.load().changes:
-        own = change["claim"] == claim_id or change["field"].startswith(f"thresholds.{design.TRAINED_MINIMUM} ")
-        if own and not change["look"].lower().startswith("none"):
-            out.append(change)
-    return out
-
-
-def disclosed(finding: Finding, claim_id: str) -> Finding:
-    """`finding` with a caveat for every look before a registration or change of its design (`looks`): what had
-    been seen, and when, in the change log's own words."""
-    clauses = tuple(
-        f"its design's {change['field'].split(' (')[0]} ({change['date']}) was set after a look: {change['look']}"
-        for change in looks(claim_id)
-    )
-    finding.caveats = (*finding.caveats, *clauses)
-    return finding
 
 
 def looks_table(claim_ids: Sequence[str]) -> pd.DataFrame:
