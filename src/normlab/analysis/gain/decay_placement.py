@@ -26,7 +26,6 @@ from normlab.gpt.train import norm_role
 from normlab.runtime.parallel import run_parallel
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import NATS_PER_BYTE, KeyNumber
-from normlab.study.trained import ArmLosses
 
 ARMS = ("neither", "input", "output")  # which norms' gains carry λ_g; "neither" is the baseline
 DECAYED = ("input", "output")
@@ -245,15 +244,10 @@ def _scale(study: PlacementStudy) -> str:
 
 
 def v5_finding(
-    study: PlacementStudy,
-    *,
-    trainer: str,
-    corpus_sha256: str | None = None,
-    arms: ArmLosses | None = None,
-    earlier: PlacementStudy | None = None,
+    study: PlacementStudy, *, trainer: str, corpus_sha256: str | None = None, earlier: PlacementStudy | None = None
 ) -> Finding:
     """V5's verdict from the two readings of the design that decides (`v5_verdict`), with its evidence and one
-    summary sentence; `arms`: its arms' losses beside the byte frequencies' entropy (the did-it-train rule);
+    summary sentence (the chapter adds its arms' losses before judging);
     `earlier`: the 2026-12-05 design's study, shown beside it, never pooled, its look named among the caveats."""
     verdict = v5_verdict(study.readings)
     key = study.effects["input"]
@@ -307,7 +301,6 @@ def v5_finding(
         reads=("margin",),
         scale=_scale(study),
         caveats=caveats,
-        arms=arms,
     )
 
 

@@ -12,7 +12,6 @@ from normlab.analysis.shared.paired import interval_text
 from normlab.study import decide
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import NATS_PER_BYTE, KeyNumber
-from normlab.study.trained import ArmLosses
 
 B15_KEY = KeyNumber("paired final-loss change under strong decay of the gain", NATS_PER_BYTE)
 
@@ -72,13 +71,11 @@ def b15_finding(
     *,
     tolerance: float,
     corpus_sha256: str,
-    arms: ArmLosses | None = None,
 ) -> Finding:
     """B15 from its four parts; the key number is the strongest decay's paired loss change, against the margin.
 
     The QK-norm law does not vote: it says where the claim's premise (exact scale invariance) holds, and the
-    summary's second sentence reports it. `arms`: the decay sweep's arms beside the byte frequencies' entropy
-    (`normlab.analysis.gain.arms.sweep_arms`), which the did-it-train rule reads when the finding is recorded.
+    summary's second sentence reports it. The chapter adds the decay sweep's arms (`arms.sweep_arms`) before judging.
     """
     parts = b15_parts(forward, scaling, toy, sweep)
     key_pair = sweep.key_pair
@@ -145,7 +142,6 @@ def b15_finding(
         meaning=B15_KEY.meaning,
         unit=B15_KEY.unit,
         reads=("forward_change", "exponent_tolerance", "tol", "angle_tolerance", "margin"),
-        arms=arms,
     )
 
 
