@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from normlab.analysis.landscape.probes import max_attention_logit
-from normlab.analysis.landscape.runs import drop_one_losses, landscape_run
+from normlab.analysis.landscape.runs import drop_one_losses, landscape_run, submission_order
 from normlab.analysis.landscape.summaries import (
     growth_ratio,
     later_half_share,
@@ -83,6 +83,19 @@ def test_probed_run_equals_unprobed_run():
     assert [p["step"] for p in probed["max_logit"]] == [0, 3, 6, 9, 10]
     assert len(probed["drop_one"]) == 2 and plain["drop_one"] is None
     assert len(probed["grad_norms"][0]) == 2 and {layer for _, layer, _ in probed["stream_rms"]} == {0, 1, 2}
+
+
+def test_runs_start_deepest_first_and_each_model_once_before_any_repeat():
+    def job(scale, norm, seed):
+        return dict(model={"norm": norm, "depth": 2}, tag={"scale": scale, "seed": seed})
+
+    jobs = [job("small", "rms", 0), job("small", "rms", 1), job("small", "dyt", 0), job("deepest", "rms", 0)]
+    jobs += [job("small", "dyt", 1), job("small", "derf", 0)]
+    order = submission_order(jobs)
+    assert sorted(order) == list(range(len(jobs)))
+    assert order[0] == 3  # the deepest scale first
+    # then the first run of each small model (rms, dyt, derf), before the second of rms or dyt
+    assert order[1:4] == [0, 2, 5] and order[4:] == [1, 4]
 
 
 def test_block_gradient_scale_is_the_mean_absolute_gradient_of_the_block_matrices():

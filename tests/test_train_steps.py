@@ -130,7 +130,8 @@ def _summary(result: TrainResult, reported: list[dict] | None = None) -> dict:
 
 def _run(train_fn, corpus, model: GPTConfig, cfg: TrainConfig, *, report: bool = False) -> dict:
     reported: list[dict] = []
-    result = train_fn(model, cfg, corpus, on_step=reported.append if report else None)
+    # the trainer before the split reports the row alone; today's trainer the row and the model
+    result = train_fn(model, cfg, corpus, on_step=(lambda row, *model: reported.append(row)) if report else None)
     return _summary(result, reported if report else None)
 
 

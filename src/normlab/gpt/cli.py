@@ -162,7 +162,7 @@ def main(argv=None) -> int:
     if not resuming and metrics.exists():
         metrics.unlink()  # a fresh run: no stale lines from an earlier one
 
-    def on_step(row: dict) -> None:
+    def on_step(row: dict, model) -> None:
         with metrics.open("a") as f:
             f.write(json.dumps(row) + "\n")
 

@@ -91,27 +91,13 @@ def scale_job(model: dict, train: dict) -> dict:
     probe = corpus.batch("val", tcfg.batch_size, mcfg.context, torch.Generator().manual_seed(0))[0]
     torch.manual_seed(tcfg.seed)  # the trainer's own construction: the initial model of this run
     scale = [{"step": 0, **pre_logit_scale(GPT(mcfg), probe)}]
-    trained = {}
-    # The trainer builds its model inside train(); a one-shot global hook takes hold of it at its first (eager)
-    # forward, the step-0 validation, and removes itself before the compiled step is traced.
-    handle = None
-
-    def take_model(module, args):
-        if isinstance(module, GPT) and "model" not in trained:
-            trained["model"] = module
-            handle.remove()
-
-    handle = torch.nn.modules.module.register_module_forward_pre_hook(take_model)
     due = probe_steps(tcfg.steps)
 
-    def on_step(row):
-        if row["step"] in due and "model" in trained:
-            scale.append({"step": int(row["step"]), **pre_logit_scale(trained["model"], probe.to(tcfg.device))})
+    def on_step(row, trained_model):
+        if row["step"] in due:
+            scale.append({"step": int(row["step"]), **pre_logit_scale(trained_model, probe.to(tcfg.device))})
 
-    try:
-        result = train_model(mcfg, tcfg, corpus, on_step=on_step)
-    finally:
-        handle.remove()
+    result = train_model(mcfg, tcfg, corpus, on_step=on_step)
     return {**run_record(result), "scale": scale}
 
 

@@ -31,10 +31,10 @@ GPTConfig(**model) with TrainConfig(**train) on the study corpus through
 from __future__ import annotations
 
 import hashlib
+import json
 import math
-import tempfile
+from collections import Counter
 from dataclasses import replace
-from pathlib import Path
 
 import torch
 
@@ -114,17 +114,17 @@ def training_prefix(corpus, size: int):
 
 
 def _train_probed(mcfg: GPTConfig, tcfg: TrainConfig, corpus, every: int, probe) -> tuple:
-    """Train in segments of `every` steps through checkpoints; `probe(model, step)` between segments."""
+    """Train, calling `probe(model, step)` every `every` steps and after the last step (or the step that diverged)."""
     trace = []
-    with tempfile.TemporaryDirectory() as folder:
-        segmented = replace(
-            tcfg, checkpoint_path=str(Path(folder) / "run.ckpt"), checkpoint_every=0, interrupt_after=every
-        )
-        while True:
-            result = train_model(mcfg, segmented, corpus)
-            trace.append(probe(result.model, result.steps_done))
-            if not result.interrupted:
-                return result, trace
+
+    def on_step(row, model):
+        if row["step"] % every == 0:
+            trace.append(probe(model, row["step"]))
+
+    result = train_model(mcfg, tcfg, corpus, on_step=on_step)
+    if not trace or trace[-1]["step"] != result.steps_done:
+        trace.append(probe(result.model, result.steps_done))
+    return result, trace
 
 
 def landscape_run(
@@ -431,11 +431,24 @@ def run_name(job: dict, settings: dict) -> str:
     return name
 
 
+def submission_order(jobs: list[dict]) -> list[int]:
+    """The order `run_jobs` starts `jobs` in. Longest scale first, so that no core idles at the end waiting on one
+    deep run; within a scale, the first run of each model before the second of any, so that two workers never compile
+    the same model at once (on a fresh machine a compiled step's first compilation takes 20-40 s, longer than its
+    run, and the second worker then finds it in inductor's cache)."""
+    nth_of_its_model, seen = [], Counter()
+    for job in jobs:
+        model = json.dumps(job["model"], sort_keys=True)
+        nth_of_its_model.append(seen[model])
+        seen[model] += 1
+    return sorted(range(len(jobs)), key=lambda i: (-SCALE_COST[jobs[i]["tag"]["scale"]], nth_of_its_model[i]))
+
+
 def run_jobs(jobs: list[dict], settings: dict) -> list[dict]:
-    """Run every job in parallel worker processes, longest first (so that no core idles at the end waiting on
-    one deep run), and return the records in the jobs' order. A run that failed every attempt leaves, in its place,
-    its `tag`, `model`, `missing` (its name) and `where` it failed, for `method.Landscape`."""
-    order = sorted(range(len(jobs)), key=lambda i: -SCALE_COST[jobs[i]["tag"]["scale"]])
+    """Run every job in parallel worker processes (in `submission_order`) and return the records in the jobs' order.
+    A run that failed every attempt leaves, in its place, its `tag`, `model`, `missing` (its name) and `where` it
+    failed, for `method.Landscape`."""
+    order = submission_order(jobs)
     outputs = run_parallel(
         landscape_run,
         [jobs[i] for i in order],
