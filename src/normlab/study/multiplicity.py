@@ -452,7 +452,9 @@ def judge(claim_id: str, verdict: str, summary: str, evidence: dict, family: Fam
             caveats.append(f"{NOT_SURVIVING}: {text}")
             result = "holds with caveats" if result == "holds" else result
     if lead is not None:
-        return Judged("not testable here", f"{UNDECIDED} {lead}. {summary}", tuple(caveats))
+        # the chapter's own sentences still read the interval at 95% alone ("worse", "the answer"): say so once
+        summary = f"{UNDECIDED} {lead}. The rest of this summary reads it at 95% alone. {summary}"
+        return Judged("not testable here", summary, tuple(caveats))
     return Judged(result, summary, tuple(caveats))
 
 
