@@ -172,7 +172,9 @@ def test_the_ledger_summary_is_short_and_agrees_with_its_verdict(effects, verdic
 
 @pytest.mark.parametrize(
     "low, high, expected",
-    [(-0.5, -0.03, "helps"), (0.02, 0.3, "hurts"), (-0.019, 0.019, "no effect"), (-0.03, 0.01, "undecided")],
+    [(-0.5, -0.03, "helps"), (0.021, 0.3, "hurts"), (-0.019, 0.019, "no effect"), (-0.03, 0.01, "undecided")]
+    # an interval that reaches a margin line is across it, as every interval reading of the study has it
+    + [(0.02, 0.3, "undecided"), (-0.3, -0.02, "undecided")],
 )
 def test_reading_against_the_margin(low, high, expected):
     assert dp.reading({"ci_low": low, "ci_high": high}, 0.02) == expected

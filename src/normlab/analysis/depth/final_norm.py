@@ -25,7 +25,7 @@ import torch
 
 from normlab.analysis.shared import confirmation as confirmations
 from normlab.analysis.shared.missing_runs import PairsLeft, RunGaps, completed
-from normlab.analysis.shared.paired import interval_text, paired_or_none
+from normlab.analysis.shared.paired import ABOVE, BELOW, interval_text, paired_or_none, side_of
 from normlab.study.findings import Finding
 from normlab.study.trained import ArmLosses
 
@@ -234,13 +234,8 @@ def v8_measures(finals: pd.DataFrame, margin: float, logit_ratio: float) -> dict
 
 def _part(interval: dict | None) -> str:
     """One part's reading against its registered +threshold: 'below', 'above' or 'undecided' (None: undecided)."""
-    if interval is None:
-        return "undecided"
-    if interval["ci_high"] < interval["margin"]:
-        return "below"
-    if interval["ci_low"] > interval["margin"]:
-        return "above"
-    return "undecided"
+    side = "undecided" if interval is None else side_of(interval, interval["margin"])
+    return {BELOW: "below", ABOVE: "above"}.get(side, "undecided")
 
 
 def _ratio_text(interval: dict | None) -> str:
@@ -349,7 +344,7 @@ def v8_paragraph(finding: Finding) -> str:
     for label, names in (("Shown", shown), ("Contradicted by its interval", ev["failed_parts"]), ("Undecided", open_)):
         if names:
             text += f" {label}: {' and '.join(names)}."
-    if _part(loss) == "undecided" and loss is not None and loss["ci_low"] > 0:
+    if _part(loss) == "undecided" and loss is not None and side_of(loss, 0.0) == ABOVE:
         text += (
             " Descriptive only, never registered and deciding nothing: the loss interval lies wholly above zero, a "
             "reading against zero added after the pilot was seen."

@@ -19,7 +19,7 @@ import pandas as pd
 import torch
 
 from normlab.analysis.shared.missing_runs import CompletedRuns, PairsLeft, complete_pairs, completed, registered_pairs
-from normlab.analysis.shared.paired import interval_text, paired_or_none
+from normlab.analysis.shared.paired import ABOVE, BELOW, INSIDE, against_margin, interval_text, paired_or_none
 from normlab.analysis.shared.runs import flat_eval_every, train_job
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.gpt.train import norm_role
@@ -114,13 +114,7 @@ def reading(pair: dict | None, margin: float) -> str | None:
     above +margin), "no effect" (wholly inside), "undecided"; None where no pair could be formed (a run diverged)."""
     if pair is None:
         return None
-    if pair["ci_high"] <= -margin:
-        return "helps"
-    if pair["ci_low"] >= margin:
-        return "hurts"
-    if -margin < pair["ci_low"] and pair["ci_high"] < margin:
-        return "no effect"
-    return "undecided"
+    return {BELOW: "helps", ABOVE: "hurts", INSIDE: "no effect"}.get(against_margin(pair, margin), "undecided")
 
 
 def v5_verdict(readings: dict) -> str:

@@ -12,7 +12,7 @@ from normlab.analysis.landscape.method import Landscape, measured, verdict_lead
 from normlab.analysis.landscape.summaries import growth_ratio, later_half_share, non_inferiority
 from normlab.analysis.shared import confirmation as confirmations
 from normlab.analysis.shared.confirmation import RegisteredConfirmation, evidence
-from normlab.analysis.shared.paired import paired_or_none
+from normlab.analysis.shared.paired import ABOVE, ACROSS, BELOW, paired_or_none, side_of
 from normlab.study import design
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import NATS_PER_BYTE, POINTS, KeyNumber
@@ -30,11 +30,10 @@ def share_verdict(curse: float, share_change: dict | None, *, curse_share: float
     within the loss margin), does not hold when it lies entirely below +`share_margin`, otherwise not testable."""
     if share_change is None or not math.isfinite(curse) or curse > curse_share:
         return "not testable here"
-    if share_change["ci_low"] > share_margin:
+    side = side_of(share_change, share_margin)
+    if side == ABOVE:
         return decide(True, caveat=not loss_ok)
-    if share_change["ci_high"] < share_margin:
-        return "does not hold"
-    return "not testable here"
+    return "does not hold" if side == BELOW else "not testable here"
 
 
 def depth_claim(
@@ -70,7 +69,7 @@ def depth_claim(
     growth_scaled = float(np.nanmean([growth_ratio(r["stream_rms"]) for r in scaled]))
     loss_ok = non_inferiority(scaling_loss) == "no worse"
     verdict = share_verdict(curse, share_change, curse_share=curse_share, share_margin=share_margin, loss_ok=loss_ok)
-    spans = share_change is not None and share_change["ci_low"] <= share_margin <= share_change["ci_high"]
+    spans = share_change is not None and side_of(share_change, share_margin) == ACROSS
     fragile = f"fragile: the interval spans the +{100 * share_margin:g}-point margin" if spans else None
 
     def shown(key: str, paired: dict | None, write=significant) -> str:
@@ -133,8 +132,8 @@ def depth_paragraph(v4: Finding, *, curse_share: float) -> str:
     curse = float(np.nanmean([measured(share) for share in e["later_half_share_plain"]]))
     first_block, first_share = measured(e["first_block_drop_loss"]), measured(e["first_block_share"])
     share_change, model, train = e["share_change"], e["model"], e["train"]
-    unmoved = bool(share_change) and share_change["ci_low"] <= 0 <= share_change["ci_high"]
-    below_margin = bool(share_change) and share_change["ci_high"] < e.get("share_margin", 0.0)
+    unmoved = bool(share_change) and side_of(share_change, 0.0) == ACROSS
+    below_margin = bool(share_change) and side_of(share_change, e.get("share_margin", 0.0)) == BELOW
     return (
         verdict_lead("V4", v4)
         + (

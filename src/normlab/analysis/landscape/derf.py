@@ -19,7 +19,7 @@ from normlab.analysis.landscape.dyt import learned
 from normlab.analysis.landscape.method import arm_losses, measured, paired_finding, run_scale, verdict_lead
 from normlab.analysis.landscape.profiles import DERF_ARMS
 from normlab.analysis.landscape.summaries import non_inferiority
-from normlab.analysis.shared.paired import interval_text, paired_or_none
+from normlab.analysis.shared.paired import ABOVE, BELOW, interval_text, paired_or_none, side_of
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.study import prose
 from normlab.study.findings import Finding
@@ -91,11 +91,7 @@ def _gap_reading(paired: dict | None) -> str:
     """The gap difference against zero: 'smaller' when its interval lies wholly below 0, 'larger' wholly above."""
     if paired is None:
         return "not measured"
-    if paired["ci_high"] < 0:
-        return "smaller"
-    if paired["ci_low"] > 0:
-        return "larger"
-    return "undecided"
+    return {BELOW: "smaller", ABOVE: "larger"}.get(side_of(paired, 0.0), "undecided")
 
 
 def derf_claim(runs: list[dict], margin: float, entropy: float) -> Finding:

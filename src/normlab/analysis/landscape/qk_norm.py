@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from normlab.analysis.landscape.method import Landscape, verdict_lead
-from normlab.analysis.shared.paired import paired_or_none
+from normlab.analysis.shared.paired import ABOVE, ACROSS, BELOW, paired_or_none, side_of
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import NATS_PER_BYTE, KeyNumber
 from normlab.study.present import significant
@@ -149,9 +149,10 @@ def sensitivity_verdict(
     if reduction is None:
         return "not testable here", "fragile: no paired interval (fewer than two complete seeds)"
     few = f"fragile: {seeds} seeds, fewer than the {min_seeds} registered" if seeds < min_seeds else None
-    if reduction["ci_low"] > sensitivity_margin:
+    side = side_of(reduction, sensitivity_margin)
+    if side == ABOVE:
         return decide(True), few
-    if reduction["ci_high"] < sensitivity_margin:
+    if side == BELOW:
         return "does not hold", few
     return "not testable here", f"fragile: the interval spans the +{sensitivity_margin:g} margin"
 
@@ -203,7 +204,7 @@ def qk_claim(study: Landscape, logit_rows: pd.DataFrame, *, min_seeds: int, sens
                 f"{significant(grid[-1])}, so the instability to remove is absent; {reduced}."
             )
         else:
-            spans = reduction["ci_low"] <= sensitivity_margin <= reduction["ci_high"]
+            spans = side_of(reduction, sensitivity_margin) == ACROSS
             lead = (
                 f"Over {len(grid)} learning rates from {significant(grid[0])} to {significant(grid[-1])}, "
                 f"{reduced}{', undecided' if spans else ''}."

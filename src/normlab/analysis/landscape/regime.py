@@ -24,7 +24,7 @@ import pandas as pd
 from normlab.analysis.landscape.method import arm_losses, measured, paired_finding, run_scale, verdict_lead
 from normlab.analysis.landscape.profiles import regime_passes
 from normlab.analysis.landscape.summaries import non_inferiority
-from normlab.analysis.shared.paired import interval_text, paired_or_none
+from normlab.analysis.shared.paired import ABOVE, BELOW, INSIDE, against_margin, interval_text, paired_or_none
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.study import prose
 from normlab.study.findings import Finding
@@ -97,14 +97,8 @@ def gate_reading(paired: dict | None) -> str:
     'no difference' wholly inside, else 'undecided'."""
     if paired is None:
         return "not measured"
-    m = paired["margin"]
-    if paired["ci_high"] < -m:
-        return "gate matters"
-    if paired["ci_low"] > m:
-        return "GELU worse"
-    if -m < paired["ci_low"] and paired["ci_high"] < m:
-        return "no difference"
-    return "undecided"
+    side = against_margin(paired, paired["margin"])
+    return {BELOW: "gate matters", ABOVE: "GELU worse", INSIDE: "no difference"}.get(side, "undecided")
 
 
 def saturation(runs: list[dict]) -> dict[str, float | None]:

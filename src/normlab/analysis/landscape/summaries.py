@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from normlab.analysis.shared.paired import ABOVE, BELOW, side_of
+
 
 def usable_lr_range(lrs: Sequence[float], trained: Sequence[bool]) -> dict:
     """The contiguous run of trained learning rates around the best-known one, on a sorted grid.
@@ -61,14 +63,9 @@ def later_half_share(drop_one: Sequence[float]) -> float:
 
 def non_inferiority(paired: dict | None) -> str:
     """Reads a paired interval of (variant − baseline) loss against +margin: 'no worse' when the whole
-    interval lies below +margin, 'worse' when it lies at or above it, else 'undecided'."""
-    if paired is None:
-        return "undecided"
-    if paired["ci_high"] < paired["margin"]:
-        return "no worse"
-    if paired["ci_low"] >= paired["margin"]:
-        return "worse"
-    return "undecided"
+    interval lies below +margin, 'worse' when it lies above it, else 'undecided'."""
+    side = "undecided" if paired is None else side_of(paired, paired["margin"])
+    return {BELOW: "no worse", ABOVE: "worse"}.get(side, "undecided")
 
 
 def usable_flags(final_losses: Sequence[float], diverged: Sequence[bool], best: float, tolerance: float) -> list[bool]:

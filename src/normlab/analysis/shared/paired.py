@@ -50,13 +50,35 @@ def check_margin(margin: float) -> None:
         raise ValueError(f"the equivalence margin must be a positive finite number, got {margin!r}")
 
 
+BELOW, ABOVE, ACROSS, INSIDE = "below", "above", "across", "inside"
+
+
+def side_of(paired: dict, line: float) -> str:
+    """Where a paired interval lies against one line (a margin, or zero): BELOW when its high end is under the line,
+    ABOVE when its low end is over it, ACROSS when the line lies inside it, ends included. Every one-sided reading of
+    an interval (no worse than +margin, wholly above a threshold, against zero) is this."""
+    if paired["ci_high"] < line:
+        return BELOW
+    if paired["ci_low"] > line:
+        return ABOVE
+    return ACROSS
+
+
+def against_margin(paired: dict, margin: float) -> str:
+    """A paired interval against ±margin: BELOW when it lies wholly below −margin, ABOVE wholly above +margin, INSIDE
+    wholly between them, ACROSS otherwise (it reaches a margin line, ends included)."""
+    lower, upper = side_of(paired, -margin), side_of(paired, margin)
+    if lower == BELOW:
+        return BELOW
+    if upper == ABOVE:
+        return ABOVE
+    return INSIDE if (lower, upper) == (ABOVE, BELOW) else ACROSS
+
+
 def interval_outcome(low: float, high: float, margin: float) -> str:
     """The two-one-sided-tests reading of an interval [low, high] against ±margin (see the module's docstring)."""
-    if -margin < low and high < margin:
-        return EQUIVALENT
-    if low >= margin or high <= -margin:
-        return DIFFERENT
-    return INCONCLUSIVE
+    side = against_margin({"ci_low": low, "ci_high": high}, margin)
+    return {INSIDE: EQUIVALENT, BELOW: DIFFERENT, ABOVE: DIFFERENT}.get(side, INCONCLUSIVE)
 
 
 def paired_difference(a: Sequence[float], b: Sequence[float], margin: float) -> dict:
