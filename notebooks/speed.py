@@ -472,7 +472,7 @@ Markdown(verdict_line("A10", a10) + "\n\n" + verdict_line("Q2", q2))
 # %% tags=["remove-input"]
 from normlab.analysis.speed import small_batch
 
-low, high = small_batch.FEW_PERCENT
+low, high = small_batch.few_percent()
 state(few_percent_low=percent(low), few_percent_high=percent(high))
 table(small_batch.small_batch_frame(ratios), caption="Small-batch latency per implementation (stable cases).")
 

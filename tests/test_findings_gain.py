@@ -25,8 +25,10 @@ from normlab.analysis.gain.effective_update import UPDATE_VIA_G, UPDATE_VIA_W
 from normlab.analysis.shared.paired import paired_difference
 from normlab.analysis.shared.runs import training_devices
 from normlab.gpt.model import GPT, GPTConfig
+from normlab.runtime.profiles import lookup_profile
 
-SMOKE = profiles.PROFILES["smoke"]
+# the smoke profile as looked up, its registered pairs and V5's steps read from the design
+SMOKE = lookup_profile(profiles.PROFILES, "smoke", owner="the gain chapter")
 
 
 @pytest.fixture(autouse=True)
@@ -53,7 +55,7 @@ def test_profile_settings_refuse_an_unknown_profile_and_a_sweep_without_baseline
         settings.pop("placement_step") == "reference"
         and profiles.profile_settings("cpu")["placement_step"] == "compiled"
     )
-    assert settings == SMOKE and settings is not SMOKE and settings["qk"] is not SMOKE["qk"]
+    assert settings == SMOKE and settings["qk"] is not profiles.PROFILES["smoke"]["qk"]
     with pytest.raises(ValueError, match="unknown profile .*; valid profiles: smoke, cpu, gpu"):
         profiles.profile_settings("tpu")
     with pytest.raises(ValueError, match=r"include 0\.0"):

@@ -39,14 +39,7 @@ from normlab.analysis.landscape.placement import (
     placement_paragraph,
     placement_table,
 )
-from normlab.analysis.landscape.profiles import (
-    PLACEMENTS,
-    PROFILES,
-    SCALE_COST,
-    SMALL_VARIANTS,
-    profile_settings,
-    small_variant,
-)
+from normlab.analysis.landscape.profiles import PLACEMENTS, SCALE_COST, SMALL_VARIANTS, profile_settings, small_variant
 from normlab.analysis.landscape.qk_norm import (
     QK_COMPARED,
     final_logits,
@@ -158,7 +151,7 @@ def test_profile_settings_are_checked_copies():
         profile_settings("laptop")
     P = profile_settings("cpu")
     P["seeds"] = 1
-    assert PROFILES["cpu"]["seeds"] == 3
+    assert profile_settings("cpu")["seeds"] == 3
 
 
 def test_jobs_pair_every_variant_over_seeds_at_the_reference_lr():

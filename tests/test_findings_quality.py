@@ -67,7 +67,7 @@ def test_settings_for_checks_the_profile_and_hands_out_a_copy():
         profiles.settings_for("tpu")
     settings = profiles.settings_for("smoke")
     settings["seeds"] = 99
-    assert profiles.PROFILES["smoke"]["seeds"] == 3
+    assert profiles.settings_for("smoke")["seeds"] == 3
 
 
 def test_training_devices_is_the_cpu_outside_the_gpu_profile():

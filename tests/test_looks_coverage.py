@@ -14,8 +14,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from normlab.analysis.depth import interlock
-from normlab.analysis.quality import loss_parity
 from normlab.analysis.shared.paired import paired_difference
 from normlab.analysis.shared.parity import equivalence_verdict
 from normlab.analysis.shared.sequential import sequence_difference
@@ -54,28 +52,28 @@ def verdict_rates(looks, sd: float, verdict_at, studies: int, seed: int) -> dict
 
 
 def test_a9_confidence_sequence_keeps_false_holds_below_five_percent_under_its_looks():
-    rates = verdict_rates(loss_parity.A9_LOOKS, A9_SD, sequence_verdict, STUDIES, seed=9)
+    rates = verdict_rates(design.looks("A9"), A9_SD, sequence_verdict, STUDIES, seed=9)
     print(f"A9 under its looks, confidence sequence: {rates}")
-    assert loss_parity.A9_LOOKS == (6, 12, 24)
+    assert design.looks("A9") == (6, 12, 24)
     assert rates.get("holds", 0.0) <= 0.05 and rates.get("does not hold", 0.0) <= 0.05
 
 
 def test_a9_t_interval_under_the_same_looks_says_holds_too_often():
-    rates = verdict_rates(loss_parity.A9_LOOKS, A9_SD, t_interval_verdict, NAIVE_STUDIES, seed=9)
+    rates = verdict_rates(design.looks("A9"), A9_SD, t_interval_verdict, NAIVE_STUDIES, seed=9)
     print(f"A9 under its looks, t-interval: {rates}")
     assert rates.get("holds", 0.0) > 0.05
 
 
 def test_b19_confidence_sequence_keeps_both_wrong_verdicts_below_five_percent_under_its_looks():
-    rates = verdict_rates(interlock.B19_LOOKS, B19_SD, sequence_verdict, STUDIES, seed=19)
+    rates = verdict_rates(design.looks("B19"), B19_SD, sequence_verdict, STUDIES, seed=19)
     print(f"B19 under its looks, confidence sequence: {rates}")
-    assert interlock.B19_LOOKS == (5, 14)
+    assert design.looks("B19") == (5, 14)
     assert design.value("B19", "margin") == MARGIN
     assert rates.get("holds", 0.0) <= 0.05 and rates.get("does not hold", 0.0) <= 0.05  # inside / beyond the margin
 
 
 def test_b19_t_interval_under_the_same_looks_exceeds_its_single_look_rate():
-    rates = verdict_rates(interlock.B19_LOOKS, B19_SD, t_interval_verdict, NAIVE_STUDIES, seed=19)
+    rates = verdict_rates(design.looks("B19"), B19_SD, t_interval_verdict, NAIVE_STUDIES, seed=19)
     print(f"B19 under its looks, t-interval: {rates}")
     # B19's t-interval stays under 5% at these two looks (about 3.8% and 4.5%), but not under its own 2.5% a side.
     assert rates.get("holds", 0.0) > SINGLE_LOOK_RATE and rates.get("does not hold", 0.0) > SINGLE_LOOK_RATE

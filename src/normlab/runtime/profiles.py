@@ -1,8 +1,10 @@
 """The one profile lookup: a design's sizes for one profile, copied, overridden and checked.
 
 Every chapter's sizes (`normlab.analysis.<chapter>.profiles`) are tables of profile name -> settings dict.
-`lookup_profile` is how each of them is read, so that each does the same three things:
+`lookup_profile` is how each of them is read, so that each does the same four things:
 
+- it reads the settings a table names but does not hold (`ReadAtLookup`: the pairs data/design.toml registers, say),
+  so that importing a chapter reads nothing;
 - it hands out a deep copy, so a notebook that edits its settings never edits the table;
 - it applies the overrides given on the command line (`make book SET=quality.width=768,quality.seeds=24`), after
   the copy and before the checks, so an overridden design is checked like a committed one;
@@ -18,9 +20,32 @@ from __future__ import annotations
 import ast
 import copy
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 PILOT_PROFILES = ("smoke",)  # sized to prove the pipeline, never to decide a claim
+
+
+@dataclass(frozen=True)
+class ReadAtLookup:
+    """A setting a profile table names but does not hold: `read(profile)` is its value, read when a profile is
+    looked up (`lookup_profile`), never when the table's module is imported. `source` says where the value lives
+    (`design.pairs("quality:seeds")`), for a reader of the table. An override replaces the value read."""
+
+    source: str
+    read: Callable[[str], object]
+
+    def __repr__(self) -> str:
+        return f"<{self.source}, read at lookup>"
+
+
+def _read_at_lookup(value, profile: str):
+    """`value` with every `ReadAtLookup` in it, nested dicts included, replaced by its value at `profile`."""
+    if isinstance(value, ReadAtLookup):
+        return value.read(profile)
+    if isinstance(value, Mapping):
+        return {key: _read_at_lookup(inner, profile) for key, inner in value.items()}
+    return value
 
 
 def setting_keys(settings: Mapping) -> list[str]:
@@ -60,13 +85,14 @@ def lookup_profile(
     overrides: Mapping | None = None,
     minimum_pairs: Mapping[str, int] | None = None,
 ) -> dict:
-    """`table[profile]` as a deep copy, with `overrides` applied, and each setting of `minimum_pairs` checked
-    against its least count outside the pilot profiles. `owner` ("the quality chapter") names the design in errors.
+    """`table[profile]` as a deep copy, its `ReadAtLookup` settings read, with `overrides` applied, and each setting
+    of `minimum_pairs` checked against its least count outside the pilot profiles. `owner` ("the quality chapter")
+    names the design in errors.
     """
     if profile not in table:
         raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(table)} ({owner})")
     check_overrides({profile: table[profile]}, overrides, owner)
-    settings = copy.deepcopy(dict(table[profile]))
+    settings = copy.deepcopy(_read_at_lookup(dict(table[profile]), profile))
     for path, value in (overrides or {}).items():
         holder, key = _parent(settings, path)
         holder[key] = copy.deepcopy(value)

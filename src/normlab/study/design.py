@@ -2,10 +2,11 @@
 per profile and the run that answers it, plus the log of changes made after results were seen.
 
 Chapters take their constants from it (`value("A9", "margin")`, `values("B17", "spread_limit", ...)`), so that
-a threshold has one source; `check_constant` refuses a chapter constant that disagrees with it, and
-`check_recorded` lets the ledger refuse a verdict judged against a threshold the design does not hold. `load`
-refuses, naming the claim, a file whose entry lacks a unit, a threshold's basis or source, or its pairs where the
-claim trains, and an ID that data/claims.md does not list.
+a threshold has one source, and read them where they use them, never at import (a profile table names its registered
+pairs with `pairs_at_lookup`, read by `lookup_profile`); `check_constant` refuses a chapter constant that disagrees
+with it, and `check_recorded` lets the ledger refuse a verdict judged against a threshold the design does not hold.
+`load` refuses, naming the claim, a file whose entry lacks a unit, a threshold's basis or source, or its pairs where
+the claim trains, and an ID that data/claims.md does not list.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import tomllib
 
+from normlab.runtime.profiles import ReadAtLookup
 from normlab.study import paths
 from normlab.study.claims import parse_claims
 
@@ -627,7 +629,7 @@ def load(path: Path | None = None) -> Design:
 
 
 def value(claim_id: str, name: str):
-    """A registered threshold of the committed design: `MARGIN = design.value("A9", "margin")`."""
+    """A registered threshold of the committed design: `margin = design.value("A9", "margin")`, where it is used."""
     return load().value(claim_id, name)
 
 
@@ -666,8 +668,28 @@ def check_constant(claim_id: str, name: str, constant) -> None:
 
 
 def pairs(setting: str) -> dict[str, int]:
-    """The committed design's pairs per profile for a chapter setting: `seeds=design.pairs("quality:seeds")[...]`."""
+    """The committed design's pairs per profile for a chapter setting: `design.pairs("quality:seeds")["cpu"]`."""
     return load().pairs_of(setting)
+
+
+def pairs_at_lookup(setting: str) -> ReadAtLookup:
+    """A chapter setting's registered pairs as its profile table's entry, e.g.
+    `seeds=design.pairs_at_lookup("quality:seeds")`: read from the committed design when a profile is looked up
+    (`lookup_profile`), never when the chapter is imported."""
+    return ReadAtLookup(f"design.pairs({setting!r})", lambda profile: pairs(setting)[profile])
+
+
+def first_seed_at_lookup(claim_id: str) -> ReadAtLookup:
+    """The first fresh seed of the confirmation deciding `claim_id`, as a profile table's entry: read when a profile is
+    looked up (`lookup_profile`), never when the chapter is imported."""
+
+    def read(profile: str) -> int:
+        confirmation = confirmation_of(claim_id)
+        if confirmation is None:
+            raise DesignError(f"claim {claim_id} has no registered confirmation, so no first fresh seed")
+        return confirmation.seeds[0]
+
+    return ReadAtLookup(f"design.confirmation_of({claim_id!r}).seeds[0]", read)
 
 
 def check_runs(runs: list[dict], design: Design | None = None) -> None:

@@ -3,8 +3,8 @@ swap at a time and one double swap, and the interaction of norm and placement.
 
 The seeds trained here are B19's registered confirmation (`normlab.analysis.shared.confirmation`): fresh seeds in a
 number fixed before they ran, whose 95% t-interval of the interaction alone decides. The pilot (seeds 0-13, which
-grew after a look, `B19_LOOKS`) is shown beside it from its committed build, under the confidence sequence its looks
-require."""
+grew after a look, `design.looks("B19")`) is shown beside it from its committed build, under the confidence sequence
+its looks require."""
 
 from __future__ import annotations
 
@@ -30,10 +30,6 @@ DOUBLE_SWAP = "rms→layer + pre→post"
 
 
 INTERACTION_SWAPS = ("rms→layer", "pre→post", DOUBLE_SWAP)  # with the LLaMA style: the 2x2 the interaction reads
-
-# The seed counts at which the pilot's interaction was read (git history of depth/profiles.py): 5, then 14 after an
-# inconclusive interval; tests/test_looks_coverage.py simulates these looks and the two-stage procedure.
-B19_LOOKS = design.looks("B19")  # (5, 14), registered in data/design.toml
 
 
 @dataclass
@@ -138,9 +134,12 @@ def b19_paragraph(b19: Finding, ablation: Ablation, registered: confirmation.Reg
     )
     if registered is None:
         return text
+    # The seed counts at which the pilot's interaction was read (git history of depth/profiles.py): 5, then 14 after
+    # an inconclusive interval; tests/test_looks_coverage.py simulates these looks and the two-stage procedure.
+    looks = design.looks("B19")  # (5, 14), registered in data/design.toml
     return (
         f"{text}\n\n*The pilot's looks.* The pilot's seeds were not fixed in advance: its interaction was read at "
-        f"{looks_text(B19_LOOKS, 'seeds')}, and seeds were added after the first came out inconclusive, so it is read "
+        f"{looks_text(looks, 'seeds')}, and seeds were added after the first came out inconclusive, so it is read "
         "off an anytime-valid 95% confidence sequence (Lai 1976), valid under its looks but wide. "
         f"{confirmation.design_paragraph(registered)}"
     )

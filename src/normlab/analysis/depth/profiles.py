@@ -21,13 +21,14 @@ def validate_depths(depths, name: str = "depths") -> list[int]:
     return sorted({int(d) for d in depths})
 
 
-# The paired seeds (or chunks, repeats) per profile: registered in data/design.toml, their one home.
-REGISTERED_SEEDS = design.pairs("depth:seeds")
-REGISTERED_ABLATION_SEEDS = design.pairs("depth:ablation_seeds")
-REGISTERED_FINAL_NORM_SEEDS = design.pairs("depth:final_norm_seeds")
+# The paired seeds (or chunks, repeats) per profile: registered in data/design.toml, their one home, read from it
+# when a profile is looked up (`lookup_profile`), not when this module is imported.
+REGISTERED_SEEDS = design.pairs_at_lookup("depth:seeds")
+REGISTERED_ABLATION_SEEDS = design.pairs_at_lookup("depth:ablation_seeds")
+REGISTERED_FINAL_NORM_SEEDS = design.pairs_at_lookup("depth:final_norm_seeds")
 # V8's registered confirmation (data/design.toml, [claims.V8.confirmation]) trains fresh seeds from here; the gpu
 # profile has no confirmation and trains its pairs from seed 0
-FINAL_NORM_FIRST_SEED = design.confirmation_of("V8").seeds[0]
+FINAL_NORM_FIRST_SEED = design.first_seed_at_lookup("V8")
 
 PROFILES = {
     "smoke": dict(
@@ -44,12 +45,12 @@ PROFILES = {
         lr=3e-3,
         warmup=4,
         stress_lrs=[3e-2],
-        seeds=REGISTERED_SEEDS["smoke"],
-        ablation_seeds=REGISTERED_ABLATION_SEEDS["smoke"],
+        seeds=REGISTERED_SEEDS,
+        ablation_seeds=REGISTERED_ABLATION_SEEDS,
         ablation_first_seed=1000,
         ablation_depth=1,
         ablation_steps=20,
-        final_norm_seeds=REGISTERED_FINAL_NORM_SEEDS["smoke"],
+        final_norm_seeds=REGISTERED_FINAL_NORM_SEEDS,
         final_norm_first_seed=FINAL_NORM_FIRST_SEED,
     ),
     # 2 cores: pre/post x RMS/Layer at depth 12 (5 pairs), a no-warm-up sweep, the ablation. The ablation is B19's
@@ -69,12 +70,12 @@ PROFILES = {
         lr=3e-3,
         warmup=30,
         stress_lrs=[1e-2, 3e-2],
-        seeds=REGISTERED_SEEDS["cpu"],
-        ablation_seeds=REGISTERED_ABLATION_SEEDS["cpu"],
+        seeds=REGISTERED_SEEDS,
+        ablation_seeds=REGISTERED_ABLATION_SEEDS,
         ablation_first_seed=1000,
         ablation_depth=4,
         ablation_steps=300,
-        final_norm_seeds=REGISTERED_FINAL_NORM_SEEDS["cpu"],
+        final_norm_seeds=REGISTERED_FINAL_NORM_SEEDS,
         final_norm_first_seed=FINAL_NORM_FIRST_SEED,
     ),
     "gpu": dict(
@@ -91,12 +92,12 @@ PROFILES = {
         lr=1e-3,
         warmup=100,
         stress_lrs=[3e-3, 1e-2],
-        seeds=REGISTERED_SEEDS["gpu"],
-        ablation_seeds=REGISTERED_ABLATION_SEEDS["gpu"],
+        seeds=REGISTERED_SEEDS,
+        ablation_seeds=REGISTERED_ABLATION_SEEDS,
         ablation_first_seed=0,  # the GPU design's seeds were fixed before any look
         ablation_depth=8,
         ablation_steps=1000,
-        final_norm_seeds=REGISTERED_FINAL_NORM_SEEDS["gpu"],
+        final_norm_seeds=REGISTERED_FINAL_NORM_SEEDS,
         final_norm_first_seed=0,
     ),
 }

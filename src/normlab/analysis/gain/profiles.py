@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from normlab.runtime.profiles import lookup_profile
+from normlab.runtime.profiles import ReadAtLookup, lookup_profile
 from normlab.study import design
 
-# The paired seeds (or chunks, repeats) per profile: registered in data/design.toml, their one home.
-REGISTERED_SEEDS = design.pairs("gain:seeds")
-PLACEMENT_SEEDS = design.pairs("gain:placement_seeds")  # V5's pairs
+# The paired seeds (or chunks, repeats) per profile: registered in data/design.toml, their one home, read from it
+# when a profile is looked up (`lookup_profile`), not when this module is imported.
+REGISTERED_SEEDS = design.pairs_at_lookup("gain:seeds")
+PLACEMENT_SEEDS = design.pairs_at_lookup("gain:placement_seeds")  # V5's pairs
 
 # V5's Peri-LN runs (section "Weight decay on input norms' gains against output norms'"): the decay sweep's sizes,
 # trained with the compiled step on the CPU at every profile; seeds from first_seed on (0-4 ran B15's sweep, and 0 a
@@ -18,14 +19,25 @@ PLACEMENT = {
     "gpu": dict(width=48, depth=2, context=32, batch=8, steps=300, lr=3e-3, first_seed=100),
 }
 
+
+def _registered_count(name: str, *, per_profile: bool) -> ReadAtLookup:
+    """V5's registered count `name` (per profile, or one for all), an int read when a profile is looked up."""
+
+    def read(profile: str) -> int:
+        value = design.value("V5", name)
+        return int(value[profile] if per_profile else value)
+
+    return ReadAtLookup(f"design.value('V5', {name!r})", read)
+
+
 # V5's design registered 2026-12-07, the one that decides: the same Peri-LN GPT at the source's decay (λ_g = the
 # matrices' own 0.1), longer runs and fresh seeds, all registered in data/design.toml ([claims.V5], source_*); the
 # 2026-12-05 design above runs beside it, never pooled.
-SOURCE_PAIRS = design.value("V5", "source_pairs")
-SOURCE_STEPS = design.value("V5", "source_steps")
+SOURCE_PAIRS = _registered_count("source_pairs", per_profile=True)
+SOURCE_STEPS = _registered_count("source_steps", per_profile=True)
+SOURCE_FIRST_SEED = _registered_count("source_first_seed", per_profile=False)
 SOURCE_PLACEMENT = {
-    profile: {**sizes, "steps": int(SOURCE_STEPS[profile]), "first_seed": int(design.value("V5", "source_first_seed"))}
-    for profile, sizes in PLACEMENT.items()
+    profile: {**sizes, "steps": SOURCE_STEPS, "first_seed": SOURCE_FIRST_SEED} for profile, sizes in PLACEMENT.items()
 }
 
 PROFILES = {
@@ -42,11 +54,11 @@ PROFILES = {
         sweep_steps=20,
         lr=3e-3,
         gain_decays=[0.0, 30.0],
-        seeds=REGISTERED_SEEDS["smoke"],
-        placement_seeds=PLACEMENT_SEEDS["smoke"],
+        seeds=REGISTERED_SEEDS,
+        placement_seeds=PLACEMENT_SEEDS,
         placement=PLACEMENT["smoke"],
         source_placement=SOURCE_PLACEMENT["smoke"],
-        source_placement_seeds=int(SOURCE_PAIRS["smoke"]),
+        source_placement_seeds=SOURCE_PAIRS,
         factors=[0.25, 0.5, 1, 2, 4],
         qk=dict(width=32, depth=1, context=16, batch=4, steps=3, lr=0.01),
     ),
@@ -63,11 +75,11 @@ PROFILES = {
         sweep_steps=300,
         lr=3e-3,
         gain_decays=[0.0, 1.0, 10.0, 30.0],
-        seeds=REGISTERED_SEEDS["cpu"],
-        placement_seeds=PLACEMENT_SEEDS["cpu"],
+        seeds=REGISTERED_SEEDS,
+        placement_seeds=PLACEMENT_SEEDS,
         placement=PLACEMENT["cpu"],
         source_placement=SOURCE_PLACEMENT["cpu"],
-        source_placement_seeds=int(SOURCE_PAIRS["cpu"]),
+        source_placement_seeds=SOURCE_PAIRS,
         factors=[0.25, 0.5, 0.71, 1, 1.41, 2, 4],
         qk=dict(width=48, depth=2, context=32, batch=8, steps=20, lr=0.01),
     ),
@@ -84,11 +96,11 @@ PROFILES = {
         sweep_steps=1000,
         lr=1e-3,
         gain_decays=[0.0, 1.0, 10.0, 30.0],
-        seeds=REGISTERED_SEEDS["gpu"],
-        placement_seeds=PLACEMENT_SEEDS["gpu"],
+        seeds=REGISTERED_SEEDS,
+        placement_seeds=PLACEMENT_SEEDS,
         placement=PLACEMENT["gpu"],
         source_placement=SOURCE_PLACEMENT["gpu"],
-        source_placement_seeds=int(SOURCE_PAIRS["gpu"]),
+        source_placement_seeds=SOURCE_PAIRS,
         factors=[0.25, 0.5, 0.71, 1, 1.41, 2, 4],
         # The law is exact at any size, and float64 runs on the CPU: the GPU profile keeps this study small.
         qk=dict(width=64, depth=2, context=64, batch=8, steps=40, lr=0.01),

@@ -10,15 +10,16 @@ from normlab.norms.dyt import authors_alpha_init
 from normlab.runtime.profiles import lookup_profile
 from normlab.study import design
 
-# The paired seeds (or chunks, repeats) per profile: registered in data/design.toml, their one home.
-REGISTERED_SEEDS = design.pairs("landscape:seeds")
-REGISTERED_QK_SEEDS = design.pairs("landscape:qk_seeds")
-REGISTERED_DERF_SEEDS = design.pairs("landscape:derf_seeds")
-REGISTERED_REGIME_SEEDS = design.pairs("landscape:regime_seeds")
+# The paired seeds (or chunks, repeats) per profile: registered in data/design.toml, their one home, read from it
+# when a profile is looked up (`lookup_profile`), not when this module is imported.
+REGISTERED_SEEDS = design.pairs_at_lookup("landscape:seeds")
+REGISTERED_QK_SEEDS = design.pairs_at_lookup("landscape:qk_seeds")
+REGISTERED_DERF_SEEDS = design.pairs_at_lookup("landscape:derf_seeds")
+REGISTERED_REGIME_SEEDS = design.pairs_at_lookup("landscape:regime_seeds")
 # V4's registered confirmation (data/design.toml, [claims.V4.confirmation]): its pairs and fresh seeds; the gpu
 # profile has no confirmation and trains its pairs from seed 0
-REGISTERED_V4_SEEDS = design.pairs("landscape:v4_seeds")
-V4_FIRST_SEED = design.confirmation_of("V4").seeds[0]
+REGISTERED_V4_SEEDS = design.pairs_at_lookup("landscape:v4_seeds")
+V4_FIRST_SEED = design.first_seed_at_lookup("V4")
 # V7's seeds start here: its registration logged timing runs on seeds 0 and 1, which are not reused
 DERF_SEED_BASE = 200
 # V6's seeds start here, apart from every other design's. Its first design (registered 2026-12-05: token budgets of
@@ -34,8 +35,8 @@ PROFILES = {
         small_train=dict(steps=20, batch_size=4, warmup_steps=2, lr=1e-2),
         lr_grid=[1e-2, 1e-1],
         qk_lr_grid=[1e-2, 1e-1, 1.0],
-        qk_seeds=REGISTERED_QK_SEEDS["smoke"],
-        seeds=REGISTERED_SEEDS["smoke"],
+        qk_seeds=REGISTERED_QK_SEEDS,
+        seeds=REGISTERED_SEEDS,
         grid_seeds=1,
         deep_grid_seeds=1,
         alphas=[0.2, 0.8],
@@ -51,12 +52,12 @@ PROFILES = {
             model=dict(width=16, depth=2, heads=2, context=16),
             train=dict(steps=20, batch_size=4, warmup_steps=2, lr=1e-2),
         ),
-        derf_seeds=REGISTERED_DERF_SEEDS["smoke"],
+        derf_seeds=REGISTERED_DERF_SEEDS,
         # V6 (DyT's regime, as Verma ran it): a fixed number of steps, the training set a prefix of these sizes
         regime_steps=20,
         regime_sizes=[40, 160, 1000],
-        regime_seeds=REGISTERED_REGIME_SEEDS["smoke"],
-        v4_seeds=REGISTERED_V4_SEEDS["smoke"],
+        regime_seeds=REGISTERED_REGIME_SEEDS,
+        v4_seeds=REGISTERED_V4_SEEDS,
         v4_first_seed=V4_FIRST_SEED,
         workers=None,
         devices=None,
@@ -72,8 +73,8 @@ PROFILES = {
         # V3 under Wortsman et al.'s protocol: half-decade steps from 1.5e-3 to 1.5 (the design's lr_range and
         # lr_step), every point on qk_seeds seeds, without and with QK-norm only
         qk_lr_grid=[1.5e-3, 5e-3, 1.5e-2, 5e-2, 1.5e-1, 5e-1, 1.5],
-        qk_seeds=REGISTERED_QK_SEEDS["cpu"],
-        seeds=REGISTERED_SEEDS["cpu"],
+        qk_seeds=REGISTERED_QK_SEEDS,
+        seeds=REGISTERED_SEEDS,
         grid_seeds=2,
         deep_grid_seeds=1,
         alphas=[0.05, 0.2, 0.8],
@@ -88,14 +89,14 @@ PROFILES = {
             model=dict(width=64, depth=4, heads=4, context=64),
             train=dict(steps=200, batch_size=16, warmup_steps=20, lr=5e-3),
         ),
-        derf_seeds=REGISTERED_DERF_SEEDS["cpu"],
+        derf_seeds=REGISTERED_DERF_SEEDS,
         # V6 (registered 2026-12-07, data/design.toml): 120 steps of V1's batch (122,880 bytes), the training set a
         # prefix of 750, 7,500 and 88,000 bytes: 164, 16.4 and 1.40 passes, Verma's over WikiText-103's 1M and 10M
         # subsets and its full 118M tokens at 5,000 steps of 64 x 512 tokens
         regime_steps=120,
         regime_sizes=[750, 7_500, 88_000],
-        regime_seeds=REGISTERED_REGIME_SEEDS["cpu"],
-        v4_seeds=REGISTERED_V4_SEEDS["cpu"],
+        regime_seeds=REGISTERED_REGIME_SEEDS,
+        v4_seeds=REGISTERED_V4_SEEDS,
         v4_first_seed=V4_FIRST_SEED,
         workers=None,
         devices=None,
@@ -108,8 +109,8 @@ PROFILES = {
         # V3 under Wortsman et al.'s protocol: the design's wide grid (lr_range 1.5e-3..1.5, half-decade steps) on
         # qk_seeds seeds, without and with QK-norm
         qk_lr_grid=[1.5e-3, 5e-3, 1.5e-2, 5e-2, 1.5e-1, 5e-1, 1.5],
-        qk_seeds=REGISTERED_QK_SEEDS["gpu"],
-        seeds=REGISTERED_SEEDS["gpu"],
+        qk_seeds=REGISTERED_QK_SEEDS,
+        seeds=REGISTERED_SEEDS,
         grid_seeds=2,
         deep_grid_seeds=2,
         deep=dict(width=128, depth=24, heads=4, context=128),
@@ -125,7 +126,7 @@ PROFILES = {
             model=dict(width=64, depth=4, heads=4, context=64),
             train=dict(steps=200, batch_size=16, warmup_steps=20, lr=5e-3),
         ),
-        derf_seeds=REGISTERED_DERF_SEEDS["gpu"],
+        derf_seeds=REGISTERED_DERF_SEEDS,
         # V6 trains the cpu profile's sizes here too (the compiled trainer runs on the CPU)
         regime=dict(
             model=dict(width=64, depth=4, heads=4, context=64),
@@ -133,8 +134,8 @@ PROFILES = {
         ),
         regime_steps=120,
         regime_sizes=[750, 7_500, 88_000],
-        regime_seeds=REGISTERED_REGIME_SEEDS["gpu"],
-        v4_seeds=REGISTERED_V4_SEEDS["gpu"],
+        regime_seeds=REGISTERED_REGIME_SEEDS,
+        v4_seeds=REGISTERED_V4_SEEDS,
         v4_first_seed=0,
         workers=None,
         devices=["cuda:0"] * 8,

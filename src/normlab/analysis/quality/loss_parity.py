@@ -3,8 +3,8 @@ differences of the final and the whole-curve validation loss, and A9's verdict.
 
 The runs trained here are A9's registered confirmation (`normlab.analysis.shared.confirmation`): fresh seeds in a
 number fixed before they ran, so their 95% t-interval is valid and alone decides. The pilot (seeds 0-23, whose pairs
-grew after looks, `A9_LOOKS`) is shown beside it from its committed build, under the confidence sequence its looks
-require, and decides nothing. B7's whole-curve difference comes from the same runs."""
+grew after looks, `design.looks("A9")`) is shown beside it from its committed build, under the confidence sequence its
+looks require, and decides nothing. B7's whole-curve difference comes from the same runs."""
 
 from __future__ import annotations
 
@@ -29,11 +29,6 @@ from normlab.study.trained import ArmLosses
 A9_KEY = KeyNumber(
     "farthest end of the confirmation's 95% t-interval of final loss, RMSNorm − LayerNorm", NATS_PER_BYTE
 )
-
-# The pair counts at which the pilot's A9 interval was read (git history of quality/profiles.py): 6, then 12 after an
-# inconclusive interval, then 24 after another. Those runs are now the pilot; tests/test_looks_coverage.py simulates
-# both the looks and the two-stage procedure that replaced them.
-A9_LOOKS = design.looks("A9")  # (6, 12, 24), registered in data/design.toml
 
 
 # What was seen before each registration (data/design.toml's change log), for the verdict's caveats; the page says
@@ -211,9 +206,13 @@ def literature_paragraph(
 
 def looks_paragraph() -> str:
     """The disclosure of the pilot's looks, which is why the pilot cannot decide."""
+    # The pair counts at which the pilot's A9 interval was read (git history of quality/profiles.py): 6, then 12 after
+    # an inconclusive interval, then 24 after another. Those runs are now the pilot; tests/test_looks_coverage.py
+    # simulates both the looks and the two-stage procedure that replaced them.
+    looks = design.looks("A9")  # (6, 12, 24), registered in data/design.toml
     return (
         f"*The pilot's looks.* The pilot's pairs were not fixed in advance: on the cpu profile its interval was read "
-        f"at {looks_text(A9_LOOKS)}, and pairs were added each time it came out inconclusive. Read that way a 95% "
+        f"at {looks_text(looks)}, and pairs were added each time it came out inconclusive. Read that way a 95% "
         't-interval says "no difference" too often, so the pilot is read off an anytime-valid 95% confidence sequence '
         "(Lai 1976), valid under its looks but wide; it stayed undecided."
     )

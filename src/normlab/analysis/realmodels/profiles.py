@@ -7,16 +7,17 @@ import torch
 from normlab.runtime.profiles import lookup_profile
 from normlab.study import design
 
-# The paired seeds (or chunks, repeats) per profile: registered in data/design.toml, their one home.
-REGISTERED_LOSS_CHUNKS = design.pairs("realmodels:loss_chunks")
-REGISTERED_REPEATS = design.pairs("realmodels:repeats")
+# The paired seeds (or chunks, repeats) per profile: registered in data/design.toml, their one home, read from it
+# when a profile is looked up (`lookup_profile`), not when this module is imported.
+REGISTERED_LOSS_CHUNKS = design.pairs_at_lookup("realmodels:loss_chunks")
+REGISTERED_REPEATS = design.pairs_at_lookup("realmodels:repeats")
 
 PROFILES = {
     # A two-layer cut of SmolLM2 and a few dozen tokens: checks the whole chapter in about a minute.
     "smoke": dict(
         layers=2,
         stream_chunks=2,
-        loss_chunks=REGISTERED_LOSS_CHUNKS["smoke"],
+        loss_chunks=REGISTERED_LOSS_CHUNKS,
         sweep_chunks=2,
         sweep_length=16,
         map_chunks=1,
@@ -25,7 +26,7 @@ PROFILES = {
         batch=4,
         prompt=32,
         decode_steps=2,
-        repeats=REGISTERED_REPEATS["smoke"],
+        repeats=REGISTERED_REPEATS,
         hook_repeats=2,
         backends=["reference", "torch", "auto"],
         minilm_texts=8,
@@ -36,7 +37,7 @@ PROFILES = {
     "cpu": dict(
         layers=30,
         stream_chunks=8,
-        loss_chunks=REGISTERED_LOSS_CHUNKS["cpu"],
+        loss_chunks=REGISTERED_LOSS_CHUNKS,
         sweep_chunks=4,
         sweep_length=64,
         map_chunks=1,
@@ -45,7 +46,7 @@ PROFILES = {
         batch=4,
         prompt=512,
         decode_steps=8,
-        repeats=REGISTERED_REPEATS["cpu"],
+        repeats=REGISTERED_REPEATS,
         hook_repeats=3,
         backends=["reference", "torch", "compile", "auto"],
         minilm_texts=32,
@@ -56,7 +57,7 @@ PROFILES = {
     "gpu": dict(
         layers=30,
         stream_chunks=32,
-        loss_chunks=REGISTERED_LOSS_CHUNKS["gpu"],
+        loss_chunks=REGISTERED_LOSS_CHUNKS,
         sweep_chunks=16,
         sweep_length=512,
         map_chunks=4,
@@ -65,7 +66,7 @@ PROFILES = {
         batch=16,
         prompt=512,
         decode_steps=32,
-        repeats=REGISTERED_REPEATS["gpu"],
+        repeats=REGISTERED_REPEATS,
         hook_repeats=0,
         backends=["reference", "torch", "compile", "triton", "auto"],
         minilm_texts=64,
