@@ -51,7 +51,7 @@ test: lint
 # to match (baseline SSE under `default`, AVX2 under `avx2`): the bytes must not depend on the CPU kind. Each
 # capability gets its own inductor cache: torch 2.13's FX graph cache does not key on ATEN_CPU_CAPABILITY, so a
 # graph that `make test` compiled with AVX-512 is reloaded under `default` and its vectorised C++ fails to build.
-PORTABLE_TESTS := tests/test_scale_ladder.py tests/test_train_cli.py tests/test_cpu_kernel.py \
+PORTABLE_TESTS := tests/test_scale_ladder.py tests/test_train_cli.py tests/test_cpu_kernel.py tests/test_fast_step.py \
 	tests/test_triton_persistent.py::test_outputs_match_the_kernels_before_the_persistent_grid
 PORTABLE_CAPABILITIES := default $(shell grep -qw avx512f /proc/cpuinfo 2>/dev/null && echo avx2)
 
