@@ -337,3 +337,25 @@ def test_the_pages_name_as_caveated_only_verdicts_the_lost_reading_bears_on(tmp_
         sentence = M.summary_sentence(M.family_table(results, family))
         listed = sentence.rsplit(". ", 1)[-1]
         assert (listed.startswith(("V1", "B15 and V1")) and "caveat" in listed) is named, (verdict, sentence)
+
+
+def test_a_verdict_the_family_leaves_undecided_leads_no_opening_sentence():
+    """Through the study's one judge (results.judge), on the registered family: B15's deciding reading at level about
+    0.04 alone decides nothing over the family, so its verdict is not testable here, its summary says that the rest
+    reads the interval alone, and it keeps no opening-page sentence."""
+    from normlab.study.findings import Finding
+    from normlab.study.results import judge
+    from normlab.study.trained import ArmLosses
+
+    half = 2.776 * 0.02 / 5**0.5
+    interval = dict(pairs=5, mean_difference=0.047, sd_of_differences=0.02, margin=0.02, outcome="different",
+                    ci_low=0.047 - half, ci_high=0.047 + half)  # fmt: skip
+    arms = ArmLosses({"none": 2.3, "decayed": 2.35}, {"none": 5.5, "decayed": 5.5}, 3.1122, "a small GPT")
+    finding = Finding(
+        "holds with caveats", "Decay moves the loss.", {"decay_sweep": {"pairs": {"30.0": interval}}},
+        headline="Decay moves the loss.", arms=arms,
+    )  # fmt: skip
+    judged = judge("B15", finding)
+    assert judged.verdict == "not testable here" and judged.headline is None
+    assert judged.summary.startswith(M.UNDECIDED)
+    assert "The rest of this summary reads it at 95% alone. Decay moves the loss." in judged.summary

@@ -116,6 +116,8 @@ def judge(claim_id: str, finding: Finding) -> Finding:
     family = multiplicity.parse()
     if family is not None and verdict != "not testable here":
         ruled = multiplicity.judge(claim_id, verdict, summary, _to_json(evidence), family)
+        if ruled.verdict == "not testable here":
+            headline = None  # no opening-page sentence: what the rule leaves undecided is no finding to lead with
         verdict, summary, caveats = ruled.verdict, ruled.summary, (*caveats, *ruled.caveats)
     return replace(
         finding, verdict=verdict, summary=summary, headline=headline, caveats=caveats, evidence=evidence, judged=True

@@ -148,7 +148,7 @@ def b19_paragraph(b19: Finding, ablation: Ablation, registered: confirmation.Reg
 # What was seen before B19's confirmation was registered (data/design.toml's change log), for its caveats.
 B19_LOOKED = (
     "the pilot's outcome (seeds 0-13, read at 5 and 14 seeds; does not hold at fbce4a0) was seen before the "
-    "confirmation was registered (2026-12-03); no confirmation run was"
+    "confirmation was registered (2026-12-03); no confirmation run was seen"
 )
 
 
