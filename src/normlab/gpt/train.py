@@ -646,8 +646,8 @@ def _result(run: _Run, interrupted: bool) -> TrainResult:
 def train(model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus, *, on_step=None) -> TrainResult:
     """Train one model in this process, or resume it from tcfg.checkpoint_path. `on_step(row, model)` is called
     after each step that did not diverge, before that step's validation; it must leave the model's weights, mode and
-    the random state as it found them (a probe of the model between steps). Many models train as jobs of `normlab.runtime.parallel.run_parallel` (this machine's pool, or a
-    Dask cluster), each calling this."""
+    the random state as it found them (a probe of the model between steps). Many models train as jobs of
+    `normlab.runtime.parallel.run_parallel` (this machine's pool, or a Dask cluster), each calling this."""
     mcfg, tcfg = model_config, train_config
     run = _set_up(mcfg, tcfg, corpus)
     progress = None

@@ -234,8 +234,9 @@ def v8_measures(finals: pd.DataFrame, margin: float, logit_ratio: float) -> dict
 
 def _part(interval: dict | None) -> str:
     """One part's reading against its registered +threshold: 'below', 'above' or 'undecided' (None: undecided)."""
-    side = "undecided" if interval is None else side_of(interval, interval["margin"])
-    return {BELOW: "below", ABOVE: "above"}.get(side, "undecided")
+    if interval is None:
+        return "undecided"
+    return {BELOW: "below", ABOVE: "above"}.get(side_of(interval, interval["margin"]), "undecided")
 
 
 def _ratio_text(interval: dict | None) -> str:

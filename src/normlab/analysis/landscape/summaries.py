@@ -64,8 +64,9 @@ def later_half_share(drop_one: Sequence[float]) -> float:
 def non_inferiority(paired: dict | None) -> str:
     """Reads a paired interval of (variant − baseline) loss against +margin: 'no worse' when the whole
     interval lies below +margin, 'worse' when it lies above it, else 'undecided'."""
-    side = "undecided" if paired is None else side_of(paired, paired["margin"])
-    return {BELOW: "no worse", ABOVE: "worse"}.get(side, "undecided")
+    if paired is None:
+        return "undecided"
+    return {BELOW: "no worse", ABOVE: "worse"}.get(side_of(paired, paired["margin"]), "undecided")
 
 
 def usable_flags(final_losses: Sequence[float], diverged: Sequence[bool], best: float, tolerance: float) -> list[bool]:
