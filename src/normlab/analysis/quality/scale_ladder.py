@@ -77,7 +77,8 @@ def scale_ladder_runs(settings: dict, devices: list[str] | None, margin: float) 
     alone at load average ~10, LayerNorm / RMSNorm: width 128 depth 5 (1.06M) 0.89 / 0.75 s, width 112 depth 4
     (669k) 0.46 / 0.53 s, the chapter's width 64 depth 4 (235k) 0.30 / 0.20 s and 0.30 / 0.43 s, width 16 depth 2
     (15k) 0.063 / 0.072 s. Scaled to the 0.073 s step of a quiet machine's chapter run, 4 pairs x 600 steps at 669k
-    take about 5 min and 6 pairs at 15k about 1 min; 3 pairs at 1.06M would have taken about 7 min alone."""
+    take about 5 min and 6 pairs at 15k about 1 min; 3 pairs at 1.06M would have taken about 7 min alone. The cpu
+    profile dropped its 669k rung on 2026-12-08 (its profile says why)."""
     device = devices[0] if devices else "cpu"
     # the largest rung's jobs first, so that the small ones fill the workers' idle time at the end
     rungs = sorted((rung_settings(settings, rung) for rung in settings["ladder"]), key=parameter_count, reverse=True)
