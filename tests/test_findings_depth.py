@@ -17,6 +17,7 @@ from normlab.analysis.shared import confirmation
 from normlab.analysis.shared.missing_runs import PairsLeft, RunGaps
 from normlab.analysis.shared.paired import paired_or_none  # noqa: E402
 from normlab.analysis.shared.runs import training_devices  # noqa: E402
+from normlab.study import design
 from normlab.study.findings import rule_text
 
 MARGIN = 0.02
@@ -289,13 +290,18 @@ def synthetic_ablation(double_extra, diverge_stress=()):
     return training_at_depth.TrainingStudy(paired=pd.DataFrame(), no_warmup=pd.DataFrame(), ablation=pd.DataFrame(rows))
 
 
+def b19_verdict(ablation) -> str:
+    """B19's verdict as the chapter decides it: its registered rules on the interaction's interval."""
+    return design.registered_verdict("B19", {"interaction": ablation.interaction})
+
+
 def test_b19_interaction_decides():
     adds_up = interlock.ablation_study(synthetic_ablation(0.0, diverge_stress={"pre→post"}), MARGIN)
     assert adds_up.interaction["mean_difference"] == pytest.approx(0.0, abs=1e-3)
-    assert interlock.b19_verdict(adds_up) == "does not hold"
+    assert b19_verdict(adds_up) == "does not hold"
     interlocked = interlock.ablation_study(synthetic_ablation(0.1), MARGIN)
-    assert interlock.b19_verdict(interlocked) == "holds with caveats"
-    assert interlock.b19_verdict(
+    assert b19_verdict(interlocked) == "holds with caveats"
+    assert b19_verdict(
         interlock.Ablation(swaps={}, interaction=None, stress_diverged=pd.Series(dtype=bool), base=None)
     ) == ("not testable here")
     shown = interlock.swap_table(adds_up).set_index("swap")
@@ -376,13 +382,13 @@ def test_the_ablation_skips_swaps_a_run_did_not_train_and_names_them():
         interlock.DOUBLE_SWAP,
     }
     kept_b19 = interlock.b19_finding(kept, depth=1, steps=20, seeds=3, margin=MARGIN)
-    assert kept_b19.verdict == "holds with caveats" == interlock.b19_verdict(kept)
+    assert kept_b19.verdict == "holds with caveats" == b19_verdict(kept)
     assert "Not run here: swiglu→gelu, rope→learned." in interlock.b19_paragraph(kept_b19, kept, None)
     no_double = runs[runs["label"] != interlock.DOUBLE_SWAP]
     lost = interlock.ablation_study(
         training_at_depth.TrainingStudy(paired=None, no_warmup=None, ablation=no_double), MARGIN
     )
-    assert lost.interaction is None and interlock.b19_verdict(lost) == "not testable here"
+    assert lost.interaction is None and b19_verdict(lost) == "not testable here"
     assert (
         "not computable (rms→layer + pre→post not run)"
         in interlock.b19_finding(lost, depth=1, steps=20, seeds=3, margin=MARGIN).summary

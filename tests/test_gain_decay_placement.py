@@ -12,6 +12,7 @@ import torch
 from normlab.analysis.gain import decay_placement as dp
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.gpt.train import CompiledStep, TrainConfig, norm_role, parameter_groups
+from normlab.study import design
 from test_summary_wording import summary_problems
 
 TINY = dict(vocab_size=256, context=8, width=16, depth=2, heads=2)
@@ -180,6 +181,14 @@ def test_reading_against_the_margin(low, high, expected):
     assert dp.reading({"ci_low": low, "ci_high": high}, 0.02) == expected
 
 
+INTERVALS = {  # an interval with each reading against ±0.02, as `reading` names them
+    "helps": (-0.05, -0.03),
+    "hurts": (0.03, 0.05),
+    "no effect": (-0.01, 0.01),
+    "undecided": (0.01, 0.03),
+}
+
+
 @pytest.mark.parametrize(
     "input_, output, verdict",
     [
@@ -191,10 +200,19 @@ def test_reading_against_the_margin(low, high, expected):
         ("no effect", "no effect", "does not hold"),
         ("undecided", "no effect", "not testable here"),
         ("undecided", "undecided", "not testable here"),
+        ("helps", None, "not testable here"),
     ],
 )
 def test_registered_verdict_rule(input_, output, verdict):
-    assert dp.v5_verdict({"input": input_, "output": output}) == verdict
+    def interval(name):
+        if name is None:
+            return None
+        low, high = INTERVALS[name]
+        assert dp.reading({"ci_low": low, "ci_high": high}, 0.02) == name
+        return {"ci_low": low, "ci_high": high, "margin": 0.02}
+
+    effects = {"input_minus_neither": interval(input_), "output_minus_neither": interval(output)}
+    assert design.registered_verdict("V5", effects) == verdict
 
 
 def test_figure_draws_both_panels():

@@ -36,11 +36,12 @@ def a9_verdict(differences: np.ndarray, margin: float) -> str:
 
 
 def b19_verdict(differences: np.ndarray, margin: float) -> str:
-    """B19 through the depth chapter's code: the interaction carried by the double swap, judged by `b19_verdict`."""
+    """B19 through the depth chapter's code: the interaction carried by the double swap, judged by its registered
+    verdict rules."""
     zeros = [0.0] * len(differences)
     pair = interlock.interaction_pair(zeros, zeros, zeros, list(differences), margin)
     ablation = interlock.Ablation(swaps={}, interaction=pair, stress_diverged=pd.Series(dtype=bool), base=None)
-    return interlock.b19_verdict(ablation)
+    return design.registered_verdict("B19", {"interaction": ablation.interaction})
 
 
 # per claim: its decision code and the verdict that says "no difference" (A9: equal quality; B19: the effects add up)

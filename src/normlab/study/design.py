@@ -20,7 +20,7 @@ from pathlib import Path
 import tomllib
 
 from normlab.runtime.profiles import ReadAtLookup
-from normlab.study import paths
+from normlab.study import paths, verdict_rules
 from normlab.study.claims import parse_claims
 
 DESIGN = paths.ROOT / "data" / "design.toml"
@@ -146,6 +146,9 @@ class ClaimDesign:
     # why the verdict can change with the machine alone (its key number is a time, or a share of time, on the
     # machine that ran it); the reproducibility page sets each build's number beside the others'
     depends_on_machine: str | None = None
+    # how its registered readings decide its verdict, where declared (`verdict_rules`, `verdict_needs`): applied by
+    # normlab.study.verdict_rules, and the rule's text rendered from it
+    verdict_rules: verdict_rules.VerdictRules | None = None
 
 
 @dataclass(frozen=True)
@@ -400,6 +403,7 @@ def _parse_claim(claim_id: str, table: dict, path: Path) -> tuple[dict, dict]:
             answered_note=answered_note,
             untrained_answers=untrained_answers,
             depends_on_machine=table.get("depends_on_machine"),
+            verdict_rules=verdict_rules.parse(claim_id, table, where),
         ),
         raw_thresholds,
     )
@@ -656,6 +660,19 @@ def source_number(claim_id: str, name: str) -> dict:
 def confirmation_of(claim_id: str) -> Confirmation | None:
     """The registered confirmation deciding `claim_id` (or on whose runs it is read); None without one."""
     return load().confirmation_of(claim_id)
+
+
+def registered_verdict(claim_id: str, evidence: dict) -> str:
+    """`claim_id`'s verdict read from the measured `evidence` by its registered readings and `verdict_rules`
+    (normlab.study.verdict_rules): the one place such a verdict is decided. Refused, naming the claim: a claim that
+    declares no verdict rules, a reading whose key the evidence lacks."""
+    declared = load().claim(claim_id).verdict_rules
+    if declared is None:
+        raise DesignError(
+            f"claim {claim_id} declares no verdict_rules in data/design.toml, so its readings decide nothing; add "
+            f"verdict_rules = [{{ verdict = ..., when = {{ <evidence> = <outcome> }} }}] to [claims.{claim_id}]"
+        )
+    return verdict_rules.decide(declared, verdict_rules.outcomes(claim_id, declared, evidence))
 
 
 def looks(claim_id: str) -> tuple[int, ...]:

@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass, field
 
 from normlab.study import design as registered
+from normlab.study import verdict_rules
 from normlab.study.trained import ArmLosses
 
 
@@ -97,7 +98,7 @@ def _threshold_text(threshold: registered.Threshold) -> str:
 
 def rule_text(claim_id: str, reads=(), runs_rule: str | None = None, design: registered.Design | None = None) -> str:
     """The rule a verdict on `claim_id` was judged by, from its one home, the registered design: the claim's test,
-    then each threshold in `reads` with its registered value and unit ("margin = 0.02 nats per byte"), then
+    its verdict rules rendered where it declares them (normlab.study.verdict_rules), then each threshold in `reads` with its registered value and unit ("margin = 0.02 nats per byte"), then
     `runs_rule` (the study's rule for a verdict weighed from several runs) where given. `Results.record` writes it
     as the verdict's "rule"; a chapter text that states the rule shows this same string."""
     design = design or registered.load()
@@ -109,6 +110,8 @@ def rule_text(claim_id: str, reads=(), runs_rule: str | None = None, design: reg
             f'test = "..." (the rule its verdict is judged by) to [claims.{claim_id}]'
         )
     parts = [f"{test}."]
+    if entry.verdict_rules is not None:
+        parts.append(verdict_rules.rule_text(entry.verdict_rules))
     if reads:
         parts.append("Thresholds: " + "; ".join(_threshold_text(design.threshold(claim_id, n)) for n in reads) + ".")
     if runs_rule:

@@ -25,9 +25,11 @@ import torch
 
 from normlab.analysis.shared import confirmation as confirmations
 from normlab.analysis.shared.missing_runs import PairsLeft, RunGaps, completed
-from normlab.analysis.shared.paired import ABOVE, BELOW, interval_text, paired_or_none, side_of
+from normlab.analysis.shared.paired import interval_text, paired_or_none
+from normlab.study import design
 from normlab.study.findings import Finding
 from normlab.study.trained import ArmLosses
+from normlab.study.verdict_rules import ABOVE, BELOW, side_of
 
 ALL, BLOCKS_REMOVED, FINAL_REMOVED = "all norms", "block norms removed", "final norm removed"
 # The registration's own pilot (seeds 900-902, not committed): its mean loss difference, block norms removed − all
@@ -258,25 +260,17 @@ def v8_finding(
     trainer: str,
     confirmation: confirmations.RegisteredConfirmation | None = None,
 ) -> Finding:
-    """V8's verdict, registered in data/design.toml: (b) 'small increase' when the paired (b) − (a) interval's upper
-    end is below +margin, failed when its lower end is above; (c) 'logit growth' when the logits' RMS ratio (c)/(a)
-    has its interval's lower end above logit_ratio, failed when its upper end is below. Both shown: holds with caveats
-    (the block norms were removed, not tapered as the source does; one small size); either failed: does not hold;
-    otherwise not testable here (fragile). With the registered `confirmation` (cpu, smoke) the measures are its fresh
-    seeds', and its design and pilot are recorded beside them."""
+    """V8's finding: its verdict by its registered readings and verdict rules (data/design.toml), the loss part
+    ('small increase', the paired (b) − (a) interval against +margin) and the logit part ('logit growth', the log of
+    the logits' RMS ratio (c)/(a) against log logit_ratio). With the registered `confirmation` (cpu, smoke) the
+    measures are its fresh seeds', and its design and pilot are recorded beside them."""
     loss, ratio = measures["removed_minus_all"], measures["log_logit_ratio"]
-    small, growth = _part(loss) == "below", _part(ratio) == "above"
     failed = [
         name
         for name, bad in (("small increase", _part(loss) == "above"), ("logit growth", _part(ratio) == "below"))
         if bad
     ]
-    if failed:
-        verdict = "does not hold"
-    elif small and growth:
-        verdict = "holds with caveats"
-    else:
-        verdict = "not testable here"
+    verdict = design.registered_verdict("V8", measures)
     fragile = verdict == "not testable here"
     summary = (
         "Block norms removed from step 0 (not tapered during training, as the source does) − all norms: "

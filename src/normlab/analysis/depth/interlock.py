@@ -98,16 +98,6 @@ def swap_table(ablation: Ablation) -> pd.DataFrame:
     )
 
 
-def b19_verdict(ablation: Ablation) -> str:
-    """Interaction beyond the margin: holds with caveats (one pair of parts tested); inside: does not hold (the
-    effects add up); wider, a run diverged, or a swap it needs not run: not testable here."""
-    if ablation.interaction is None:
-        return "not testable here"
-    return {"equivalent": "does not hold", "different": "holds with caveats"}.get(
-        ablation.interaction["outcome"], "not testable here"
-    )
-
-
 def interaction_text(ablation: Ablation) -> str:
     if ablation.interaction is not None:
         return interval_text(ablation.interaction, NATS_PER_BYTE)
@@ -170,7 +160,7 @@ def b19_finding(
         if s in SINGLE_SWAPS
     )
     return Finding(
-        b19_verdict(ablation),
+        design.registered_verdict("B19", {"interaction": interaction}),
         f"Interaction of the norm and placement swaps at depth {depth}: {interaction_text(ablation)}. Single swaps "
         f"vs LLaMA style: {singles} {NATS_PER_BYTE}.{absent_text(ablation)}",
         {

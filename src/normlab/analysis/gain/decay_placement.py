@@ -19,19 +19,20 @@ import pandas as pd
 import torch
 
 from normlab.analysis.shared.missing_runs import CompletedRuns, PairsLeft, complete_pairs, completed, registered_pairs
-from normlab.analysis.shared.paired import ABOVE, BELOW, INSIDE, against_margin, interval_text, paired_or_none
+from normlab.analysis.shared.paired import interval_text, paired_or_none
 from normlab.analysis.shared.runs import flat_eval_every, train_job
 from normlab.gpt.model import GPT, GPTConfig
 from normlab.gpt.train import norm_role
 from normlab.runtime.parallel import run_parallel
+from normlab.study import design
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import NATS_PER_BYTE, KeyNumber
+from normlab.study.verdict_rules import ABOVE, BELOW, INSIDE, against_margin
 
 ARMS = ("neither", "input", "output")  # which norms' gains carry λ_g; "neither" is the baseline
 DECAYED = ("input", "output")
 # What Wang et al. say decay does to each kind of norm's gain, and its opposite (a reading of the paired interval)
 CLAIMED = {"input": "helps", "output": "hurts"}
-OPPOSED = {"input": "hurts", "output": "helps"}
 V5_KEY = KeyNumber("paired final-loss change from decaying the input norms' gains only", NATS_PER_BYTE)
 # The look before the 2026-12-05 design's registration (its [[change]] entry in data/design.toml, commit eafd9ea):
 # the caveat its verdict carries wherever it is shown, beside the design that decides.
@@ -115,18 +116,6 @@ def reading(pair: dict | None, margin: float) -> str | None:
     if pair is None:
         return None
     return {BELOW: "helps", ABOVE: "hurts", INSIDE: "no effect"}.get(against_margin(pair, margin), "undecided")
-
-
-def v5_verdict(readings: dict) -> str:
-    """The registered rule: holds when decay helps the input norms' gains and hurts the output norms'; with
-    caveats when one reads as the source says and the other is undecided or no effect; does not hold when either
-    lies beyond the margin against the source, or both read no effect; otherwise not testable here."""
-    if any(readings[arm] is None for arm in DECAYED):
-        return "not testable here"
-    if any(readings[arm] == OPPOSED[arm] for arm in DECAYED) or all(readings[a] == "no effect" for a in DECAYED):
-        return "does not hold"
-    matched = sum(readings[arm] == CLAIMED[arm] for arm in DECAYED)
-    return {2: "holds", 1: "holds with caveats"}.get(matched, "not testable here")
 
 
 @dataclass
@@ -237,18 +226,22 @@ def _scale(study: PlacementStudy) -> str:
     )
 
 
+def _effects(study: PlacementStudy) -> dict:
+    """The study's two effects under the keys V5's readings name (data/design.toml)."""
+    return {"input_minus_neither": study.effects["input"], "output_minus_neither": study.effects["output"]}
+
+
 def v5_finding(
     study: PlacementStudy, *, trainer: str, corpus_sha256: str | None = None, earlier: PlacementStudy | None = None
 ) -> Finding:
-    """V5's verdict from the two readings of the design that decides (`v5_verdict`), with its evidence and one
-    summary sentence (the chapter adds its arms' losses before judging);
+    """V5's verdict from the two readings of the design that decides (its registered verdict rules), with its
+    evidence and one summary sentence (the chapter adds its arms' losses before judging);
     `earlier`: the 2026-12-05 design's study, shown beside it, never pooled, its look named among the caveats."""
-    verdict = v5_verdict(study.readings)
+    verdict = design.registered_verdict("V5", _effects(study))
     key = study.effects["input"]
     summary = _summary(study)
     evidence = {
-        "input_minus_neither": study.effects["input"],
-        "output_minus_neither": study.effects["output"],
+        **_effects(study),
         "output_minus_input": study.between,
         "readings": dict(study.readings),
         "source_direction": dict(CLAIMED),
@@ -266,9 +259,8 @@ def v5_finding(
     if earlier is not None:
         evidence["earlier_design"] = {
             "registered": "2026-12-05",
-            "verdict": v5_verdict(earlier.readings),
-            "input_minus_neither": earlier.effects["input"],
-            "output_minus_neither": earlier.effects["output"],
+            "verdict": design.registered_verdict("V5", _effects(earlier)),
+            **_effects(earlier),
             "readings": dict(earlier.readings),
             "gain_decay": earlier.gain_decay,
             "eta_lambda_T": earlier.timescale,
@@ -280,7 +272,7 @@ def v5_finding(
         }
         summary += (
             f" The earlier design (λ_g = {earlier.gain_decay:g}, registered 2026-12-05 after a look) reads "
-            f"{v5_verdict(earlier.readings)}, shown beside, never pooled."
+            f"{evidence['earlier_design']['verdict']}, shown beside, never pooled."
         )
         caveats = (f"Not pooled: {EARLIER_LOOK}.",)
     return Finding(

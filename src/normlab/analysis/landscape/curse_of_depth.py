@@ -12,12 +12,13 @@ from normlab.analysis.landscape.method import Landscape, measured, verdict_lead
 from normlab.analysis.landscape.summaries import growth_ratio, later_half_share, non_inferiority
 from normlab.analysis.shared import confirmation as confirmations
 from normlab.analysis.shared.confirmation import RegisteredConfirmation, evidence
-from normlab.analysis.shared.paired import ABOVE, ACROSS, BELOW, paired_or_none, side_of
+from normlab.analysis.shared.paired import paired_or_none
 from normlab.study import design
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import NATS_PER_BYTE, POINTS, KeyNumber
 from normlab.study.present import significant, table
 from normlab.study.results import decide
+from normlab.study.verdict_rules import ABOVE, ACROSS, BELOW, side_of
 
 # the share is a fraction of the drop-one loss; its change under scaling is a difference of two shares, so it is
 # written in percentage points of that loss (a change from 30% to 33% is +3 percentage points)

@@ -19,12 +19,13 @@ from normlab.analysis.landscape.dyt import learned
 from normlab.analysis.landscape.method import arm_losses, measured, paired_finding, run_scale, verdict_lead
 from normlab.analysis.landscape.profiles import DERF_ARMS
 from normlab.analysis.landscape.summaries import non_inferiority
-from normlab.analysis.shared.paired import ABOVE, BELOW, interval_text, paired_or_none, side_of
+from normlab.analysis.shared.paired import interval_text, paired_or_none
 from normlab.gpt.model import GPT, GPTConfig
-from normlab.study import prose
+from normlab.study import design, prose
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import NATS_PER_BYTE, KeyNumber
 from normlab.study.present import significant
+from normlab.study.verdict_rules import ABOVE, BELOW, side_of
 
 V7_KEY = KeyNumber("paired final validation loss, Derf − RMSNorm", NATS_PER_BYTE)
 ARM_NAMES = {"v7-rms": "RMSNorm", "v7-dyt": "DyT (V1's recipe)", "v7-derf": "Derf (authors' module)"}
@@ -95,23 +96,14 @@ def _gap_reading(paired: dict | None) -> str:
 
 
 def derf_claim(runs: list[dict], margin: float, entropy: float) -> Finding:
-    """V7 by its registered rule (data/design.toml): holds when Derf is no worse than RMSNorm and than DyT
-    (validation loss, against +margin) and its generalisation gap is smaller than RMSNorm's; holds with caveats
-    when it is no worse than RMSNorm alone; does not hold when it is worse than RMSNorm; else not testable here."""
+    """V7's measurements, and its verdict by its registered readings and verdict rules (data/design.toml)."""
     pairs = derf_pairs(runs, margin)
     means = arm_means(runs)
     versus_rms = non_inferiority(pairs["derf_minus_rms"])
     versus_dyt = non_inferiority(pairs["derf_minus_dyt"])
     gap = _gap_reading(pairs["gap_derf_minus_rms"])
     primary = pairs["derf_minus_rms"]
-    if primary is None:
-        verdict = "not testable here"
-    elif versus_rms == "worse":
-        verdict = "does not hold"
-    elif versus_rms == "no worse":
-        verdict = "holds" if versus_dyt == "no worse" and gap == "smaller" else "holds with caveats"
-    else:
-        verdict = "not testable here"
+    verdict = design.registered_verdict("V7", pairs)
     if primary is None:
         summary = "A run diverged, so there is no paired interval of Derf − RMSNorm."
     else:

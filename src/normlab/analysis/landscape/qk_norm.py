@@ -15,11 +15,12 @@ import numpy as np
 import pandas as pd
 
 from normlab.analysis.landscape.method import Landscape, verdict_lead
-from normlab.analysis.shared.paired import ABOVE, ACROSS, BELOW, paired_or_none, side_of
+from normlab.analysis.shared.paired import paired_or_none
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import NATS_PER_BYTE, KeyNumber
 from normlab.study.present import significant
 from normlab.study.results import decide
+from normlab.study.verdict_rules import ABOVE, ACROSS, BELOW, side_of
 
 QK_COMPARED = ("rms", "rms+qk")
 QK_NAMES = {"rms": "no QK-norm", "rms+qk": "QK-norm"}

@@ -24,12 +24,13 @@ import pandas as pd
 from normlab.analysis.landscape.method import arm_losses, measured, paired_finding, run_scale, verdict_lead
 from normlab.analysis.landscape.profiles import regime_passes
 from normlab.analysis.landscape.summaries import non_inferiority
-from normlab.analysis.shared.paired import ABOVE, BELOW, INSIDE, against_margin, interval_text, paired_or_none
+from normlab.analysis.shared.paired import interval_text, paired_or_none
 from normlab.gpt.model import GPT, GPTConfig
-from normlab.study import prose
+from normlab.study import design, prose
 from normlab.study.findings import Finding
 from normlab.study.key_numbers import NATS_PER_BYTE, KeyNumber
 from normlab.study.present import significant
+from normlab.study.verdict_rules import ABOVE, BELOW, INSIDE, against_margin
 
 V6_KEY = KeyNumber("paired regime difference of DyT − RMSNorm, largest training set minus smallest", NATS_PER_BYTE)
 ARM_NAMES = {"v6-rms": "RMSNorm", "v6-dyt": "DyT"}
@@ -137,21 +138,12 @@ def fragile(paired: dict | None, line: float) -> bool:
 
 
 def regime_claim(runs: list[dict], margin: float, bound: float, entropy: float) -> Finding:
-    """V6 by its registered rule (data/design.toml): holds when the regime difference lies above +margin (DyT
-    worsens with more tokens) and the gate difference below −margin; holds with caveats when only the regime
-    difference does; does not hold when the regime difference lies wholly below +margin; else not testable here."""
+    """V6's measurements, and its verdict by its registered readings and verdict rules (data/design.toml)."""
     pairs = regime_pairs(runs, margin)
     regime = non_inferiority(pairs["regime_difference"])  # 'worse' = wholly at or above +margin
     gate = gate_reading(pairs["gate_difference"])
     primary = pairs["regime_difference"]
-    if primary is None:
-        verdict = "not testable here"
-    elif regime == "worse":
-        verdict = "holds" if gate == "gate matters" else "holds with caveats"
-    elif regime == "no worse":
-        verdict = "does not hold"
-    else:
-        verdict = "not testable here"
+    verdict = design.registered_verdict("V6", pairs)
     scale = data_scale(runs)
     steps, (smallest, *_, largest) = scale["steps"], scale["sizes"]
     passes = scale["passes"]

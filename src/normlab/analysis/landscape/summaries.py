@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from normlab.analysis.shared.paired import ABOVE, BELOW, side_of
+from normlab.study.verdict_rules import ABOVE, BELOW, side_of
 
 
 def usable_lr_range(lrs: Sequence[float], trained: Sequence[bool]) -> dict:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 
 from normlab.analysis.shared.parity import t975
 from normlab.study.sample_size import smallest_margin
+from normlab.study.verdict_rules import ABOVE, BELOW, INSIDE, against_margin
 
 RESOLVING_POWER = 0.9  # the power at which a sentence states the finest margin its pairs could decide
 
@@ -48,31 +49,6 @@ def checked_pairs(a: Sequence[float], b: Sequence[float]) -> tuple[list[float], 
 def check_margin(margin: float) -> None:
     if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin > 0):
         raise ValueError(f"the equivalence margin must be a positive finite number, got {margin!r}")
-
-
-BELOW, ABOVE, ACROSS, INSIDE = "below", "above", "across", "inside"
-
-
-def side_of(paired: dict, line: float) -> str:
-    """Where a paired interval lies against one line (a margin, or zero): BELOW when its high end is under the line,
-    ABOVE when its low end is over it, ACROSS when the line lies inside it, ends included. Every one-sided reading of
-    an interval (no worse than +margin, wholly above a threshold, against zero) is this."""
-    if paired["ci_high"] < line:
-        return BELOW
-    if paired["ci_low"] > line:
-        return ABOVE
-    return ACROSS
-
-
-def against_margin(paired: dict, margin: float) -> str:
-    """A paired interval against ±margin: BELOW when it lies wholly below −margin, ABOVE wholly above +margin, INSIDE
-    wholly between them, ACROSS otherwise (it reaches a margin line, ends included)."""
-    lower, upper = side_of(paired, -margin), side_of(paired, margin)
-    if lower == BELOW:
-        return BELOW
-    if upper == ABOVE:
-        return ABOVE
-    return INSIDE if (lower, upper) == (ABOVE, BELOW) else ACROSS
 
 
 def interval_outcome(low: float, high: float, margin: float) -> str:

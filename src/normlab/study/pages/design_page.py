@@ -4,7 +4,7 @@ results were seen."""
 
 from __future__ import annotations
 
-from normlab.study import multiplicity
+from normlab.study import multiplicity, verdict_rules
 from normlab.study.design import ANSWERING_BUILDS, PROFILES, Design
 from normlab.study.prose import number_text
 from normlab.study.sample_size import confirmation_pairs, pass_probability
@@ -231,6 +231,8 @@ def render_design(design: Design, claim_order: list[str], family: multiplicity.F
             f"- Test: {_clause(entry.test)}.",
             f"- Pairs: {pairs_text(entry)}; answered by {answered_text(entry)}.",
         ]
+        if entry.verdict_rules is not None:
+            lines.append(f"- Verdict: {verdict_rules.rule_text(entry.verdict_rules)}")
         if entry.registered:
             lines.append(f"- Registered {entry.registered}, before its first run (its entry under *Registrations*).")
         for look in looks_before_registration(design, claim_id):
