@@ -28,7 +28,7 @@ from normlab.analysis.shared import confirmation
 from normlab.analysis.shared.missing_runs import PairsLeft, RunGaps
 from normlab.analysis.shared.paired import paired_difference  # noqa: E402
 from normlab.analysis.shared.runs import training_devices  # noqa: E402
-from normlab.study import design  # noqa: E402
+from normlab.study import design, verdict_rules  # noqa: E402
 from normlab.study.findings import rule_text  # noqa: E402
 
 MARGIN = 0.02
@@ -100,7 +100,7 @@ def test_a9_verdict_flips_when_the_interval_leaves_the_margin():
     assert inside.verdict == "holds" and outside.verdict == "does not hold"
     # three pairs this close fit a t-interval inside the margin; under the registered confirmation they are too few
     too_few = loss_parity.loss_parity(EQUAL, MARGIN)
-    assert loss_parity.final_loss_verdict(too_few)[0] == "holds"
+    assert loss_parity.a9_reading(too_few)[0] == "holds"
     registered = confirmation.registered("A9")
     judged = judged_by_runs(
         loss_parity.a9_finding(too_few, MARGIN, common, resume, registered=registered), too_few, registered
@@ -112,8 +112,9 @@ def test_a9_verdict_flips_when_the_interval_leaves_the_margin():
     assert outside.key_number == pytest.approx(max(abs(pair["ci_low"]), abs(pair["ci_high"])))
     assert outside.threshold == MARGIN and f"{pair['mean_difference']:+.4f}" in outside.summary
     assert outside.reads == ("margin",)
-    assert (
-        rule_text("A9", outside.reads) == design.load().claim("A9").test + ". Thresholds: margin = 0.02 nats per byte."
+    registered = design.load().claim("A9")
+    assert rule_text("A9", outside.reads) == (
+        f"{registered.test}. {verdict_rules.rule_text(registered.verdict_rules)} Thresholds: margin = 0.02 nats per byte."
     )
 
 

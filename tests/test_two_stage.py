@@ -29,10 +29,10 @@ TEMPLATE = loss_parity.LossParity(pd.DataFrame(), {}, {}, [], None, None, 0.0, 0
 
 
 def a9_verdict(differences: np.ndarray, margin: float) -> str:
-    """A9 through the quality chapter's code: the pair `final_loss_pair` builds, read by `final_loss_verdict`."""
+    """A9 through the quality chapter's code: the pair `final_loss_pair` builds, read by `a9_reading`."""
     zeros = [0.0] * len(differences)
     parity = replace(TEMPLATE, final_pair=loss_parity.final_loss_pair(zeros, list(differences), margin))
-    return loss_parity.final_loss_verdict(parity)[0]
+    return loss_parity.a9_reading(parity)[0]
 
 
 def b19_verdict(differences: np.ndarray, margin: float) -> str:

@@ -4,8 +4,8 @@ rendered from the same declaration (issue 56: every claim's rule written once, a
 In `data/design.toml` a claim declares its `readings` (each a paired interval of its evidence, read against ±margin,
 +margin or zero: `normlab.study.multiplicity`) and its `verdict_rules`, an ordered list of
 `{ verdict = "...", when = { <evidence> = "<outcome>", ... } }`. An outcome is where the interval lies against the
-reading's line or lines (`normlab.analysis.shared.paired`): "below", "above", "inside" (between −margin and +margin;
-±margin readings only) or "across" (it reaches a line). The first rule whose every outcome matches decides;
+reading's line or lines: "below", "above", "inside" (between −margin and +margin; ±margin readings only), "across"
+(it reaches a line), or "missing" (no interval: a run it needs diverged). The first rule whose every outcome matches decides;
 "not testable here" when none does, or when a reading named in `verdict_needs` (the first reading where not given;
 `[]` for none) has no interval (a run diverged).
 """
@@ -41,10 +41,11 @@ def against_margin(paired: dict, margin: float) -> str:
 
 NOT_TESTABLE = "not testable here"
 RULE_VERDICTS = ("holds", "holds with caveats", "does not hold", NOT_TESTABLE)
+MISSING = "missing"  # a reading with no interval: a run it needs diverged
 OUTCOMES = {
-    "margin": (BELOW, ABOVE, INSIDE, ACROSS),
-    "plus_margin": (BELOW, ABOVE, ACROSS),
-    "zero": (BELOW, ABOVE, ACROSS),
+    "margin": (BELOW, ABOVE, INSIDE, ACROSS, MISSING),
+    "plus_margin": (BELOW, ABOVE, ACROSS, MISSING),
+    "zero": (BELOW, ABOVE, ACROSS, MISSING),
 }
 LINE_TEXT = {"margin": ("−margin", "+margin"), "plus_margin": ("+margin",), "zero": ("zero",)}
 
@@ -141,7 +142,7 @@ def decide(declared: VerdictRules, found: dict[str, str | None]) -> str:
     if any(found.get(key) is None for key in declared.needs):
         return NOT_TESTABLE
     for rule in declared.rules:
-        if all(found.get(key) == wanted for key, wanted in rule.when):
+        if all((found.get(key) or MISSING) == wanted for key, wanted in rule.when):
             return rule.verdict
     return NOT_TESTABLE
 
@@ -158,6 +159,8 @@ def _condition_text(declared: VerdictRules, key: str, wanted: str) -> str:
         return f"{name} wholly between {lines[0]} and {lines[1]}"
     if wanted == ACROSS:
         return f"{name} reaching {' or '.join(lines)}"
+    if wanted == MISSING:
+        return f"no interval of {name} (a run diverged)"
     line = lines[0] if wanted == BELOW else lines[-1]
     return f"{name} wholly {wanted} {line}"
 

@@ -17,7 +17,6 @@ from normlab.analysis.quality.profiles import NORMS
 from normlab.analysis.quality.training import hardware_label, parameter_count
 from normlab.analysis.shared import confirmation
 from normlab.analysis.shared.paired import interval_text, paired_difference
-from normlab.analysis.shared.parity import equivalence_verdict
 from normlab.analysis.shared.sequential import looks_text
 from normlab.runtime.environment import this_build
 from normlab.study import design, sample_size
@@ -121,12 +120,13 @@ def diverged_names(parity: LossParity) -> list[str]:
     return [f"{norm} seed {seed}" for norm, seed in parity.diverged]
 
 
-def final_loss_verdict(parity: LossParity) -> tuple[str, str]:
-    """A9's verdict from the paired final loss, and the interval in words: a diverged run, does not hold. Under a
-    confirmation a diverged run leaves it incomplete instead, and `PairsLeft.judge` makes that not testable."""
+def a9_reading(parity: LossParity) -> tuple[str, str]:
+    """A9's verdict by its registered rules (a diverged run: does not hold; under a confirmation a diverged run leaves
+    it incomplete instead, and `PairsLeft.judge` makes that not testable), and the interval in words."""
+    verdict = design.registered_verdict("A9", {"paired_final_loss": parity.final_pair})
     if parity.final_pair is None:
-        return "does not hold", f"{len(parity.diverged)} run(s) diverged: {', '.join(diverged_names(parity))}"
-    return equivalence_verdict(parity.final_pair), interval_text(parity.final_pair, NATS_PER_BYTE)
+        return verdict, f"{len(parity.diverged)} run(s) diverged: {', '.join(diverged_names(parity))}"
+    return verdict, interval_text(parity.final_pair, NATS_PER_BYTE)
 
 
 def common_evidence(corpus, settings: dict, device: str, margin: float, parity: LossParity) -> dict:
@@ -154,7 +154,7 @@ def common_evidence(corpus, settings: dict, device: str, margin: float, parity: 
 def parity_paragraph(parity: LossParity, registered: confirmation.RegisteredConfirmation | None) -> str:
     """The section's verdict paragraph. With the `registered` confirmation, the verdict as it decides (incomplete:
     not testable), and the account of the pilot's looks and of the confirmation that replaced them."""
-    verdict, text = final_loss_verdict(parity)
+    verdict, text = a9_reading(parity)
     flattened = (
         f"Over the last 10% of the steps the validation loss still fell by {parity.last_drop:.4f} {NATS_PER_BYTE} on "
         f"average (from {parity.initial_loss:.2f} at the start to {parity.final_loss:.3f}), so the runs had flattened."
@@ -230,7 +230,7 @@ def a9_finding(
     `registered` confirmation (this build's runs) the pilot's sequence is recorded beside it, and the chapter judges
     the finding by the confirmation's completeness (`PairsLeft.judge`); without (a GPU study's pairs, fixed in
     advance) the interval alone decides. The scale ladder (`ladder_evidence`), when given, is evidence."""
-    verdict, text = final_loss_verdict(parity)
+    verdict, text = a9_reading(parity)
     pair = parity.final_pair
     return Finding(
         verdict,

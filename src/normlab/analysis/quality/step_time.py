@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from normlab.analysis.quality import loss_parity
-from normlab.analysis.quality.loss_parity import LossParity, farthest_end_key, final_loss_verdict
+from normlab.analysis.quality.loss_parity import LossParity, a9_reading, farthest_end_key
 from normlab.analysis.quality.profiles import NORMS
 from normlab.analysis.quality.training import model_config
 from normlab.analysis.shared import confirmation
@@ -129,7 +129,7 @@ def step_time_evidence(parity: LossParity, speed: dict, *, backend: str, device:
     summary = (
         f"Model-level step here: RMSNorm's training step takes {ratio:.3f}× LayerNorm's (spread {speed['spread']:.3f}), "
         f"a speed-up of {100 * speedup:+.1f}% (backend {backend!r}, {device}), with final-loss difference "
-        f"{final_loss_verdict(parity)[1]}."
+        f"{a9_reading(parity)[1]}."
     )
     evidence = {
         "step_time_ratio_rms_over_layer": ratio,
