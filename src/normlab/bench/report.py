@@ -12,6 +12,9 @@ import pandas as pd
 from normlab.bench.profiles import DTYPES
 from normlab.bench.traffic import copy_bytes as _copy_bytes
 
+# the fields that name a timed case, in the order every table of cases shows them
+CASE_KEY = ("study", "norm", "implementation", "direction", "dtype", "rows", "d")
+
 
 def copy_bytes(rows: int, d: int, dtype: str) -> int:
     return _copy_bytes(rows, d, DTYPES[dtype])
@@ -182,21 +185,7 @@ def table(df: pd.DataFrame) -> str:
         of_copy=ok["fraction_of_copy"],
         passes=ok["effective_passes"],
     )
-    columns = [
-        "study",
-        "norm",
-        "implementation",
-        "direction",
-        "dtype",
-        "rows",
-        "d",
-        "mode",
-        "time_ms",
-        "iqr_ms",
-        "GBps",
-        "of_copy",
-        "passes",
-    ]
+    columns = [*CASE_KEY, "mode", "time_ms", "iqr_ms", "GBps", "of_copy", "passes"]
     if "device_time_s" in ok and ok["device_time_s"].notna().any():
         shown = shown.assign(device_ms=ok["device_time_s"] * 1e3, host_share=host_share(ok))
         columns += ["device_ms", "host_share"]
@@ -237,13 +226,7 @@ def census(df: pd.DataFrame) -> pd.DataFrame:
     rows["profiler_count"] = rows["profiler_ops"].map(len)
     rows["traced_count"] = rows["traced_ops"].map(lambda ops: len(ops) if isinstance(ops, list) else None)
     columns = [
-        "study",
-        "norm",
-        "implementation",
-        "direction",
-        "dtype",
-        "rows",
-        "d",
+        *CASE_KEY,
         "traced_passes",
         "traced_count",
         "profiler_count",

@@ -28,21 +28,7 @@ def measurement_text(run: SpeedRun, agreement: pd.DataFrame) -> str:
     )
 
 
-CASE_COLUMNS = [
-    "study",
-    "norm",
-    "implementation",
-    "direction",
-    "dtype",
-    "rows",
-    "d",
-    "mode",
-    "time (ms)",
-    "sd (ms)",
-    "fraction_of_copy",
-    "effective_passes",
-    "unstable",
-]
+CASE_COLUMNS = [*report.CASE_KEY, "mode", "time (ms)", "sd (ms)", "fraction_of_copy", "effective_passes", "unstable"]
 
 
 def cases_frame(timed: pd.DataFrame) -> pd.DataFrame:
