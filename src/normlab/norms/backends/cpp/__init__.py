@@ -164,23 +164,11 @@ def _load() -> ctypes.CDLL | KernelBuildError:
             "writable directory, or use backend='compile'"
         )
     pointer, size = ctypes.c_void_p, ctypes.c_int64
+    # after the tensors' pointers (6 forward, 7 backward): rows, d, eps, offset, eps_inside and threads
+    scalars = [size, size, ctypes.c_double, ctypes.c_double, ctypes.c_int, ctypes.c_int]
     for suffix in _SUFFIX.values():
-        getattr(lib, f"normlab_rms_forward_{suffix}").argtypes = [pointer] * 6 + [
-            size,
-            size,
-            ctypes.c_double,
-            ctypes.c_double,
-            ctypes.c_int,
-            ctypes.c_int,
-        ]
-        getattr(lib, f"normlab_rms_backward_{suffix}").argtypes = [pointer] * 7 + [
-            size,
-            size,
-            ctypes.c_double,
-            ctypes.c_double,
-            ctypes.c_int,
-            ctypes.c_int,
-        ]
+        getattr(lib, f"normlab_rms_forward_{suffix}").argtypes = [pointer] * 6 + scalars
+        getattr(lib, f"normlab_rms_backward_{suffix}").argtypes = [pointer] * 7 + scalars
     return lib
 
 
