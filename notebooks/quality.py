@@ -182,8 +182,8 @@ Markdown(paragraph if confirmed else "")
 #
 # *A rung dropped after it was seen.* Until 2026-12-08 the cpu ladder had a third rung above the chapter's size:
 # 669k parameters at 4 pairs. It cost about 4 of the build's 45 minutes, and its 95% interval was too wide to move the
-# reading below (half-width 0.069 nats per byte in build `e3911fe`, 3.4 times the margin), so it was dropped to fit the
-# build's time. Its outcome had been seen: +0.0102 nats per byte (−0.0587..+0.0792).
+# reading below (half-width 0.069 nats per byte in the cpu build of commit `e3911fe`, 3.4 times the margin), so it was
+# dropped to fit the build's time. Its outcome had been seen: +0.0102 nats per byte (−0.0587..+0.0792).
 #
 # **Rule, stated before measuring.** We compare the largest rung with the smallest: the change in the mean difference,
 # with a Welch 95% interval from the two rungs' standard errors. If that interval excludes zero, the difference *shrinks*
