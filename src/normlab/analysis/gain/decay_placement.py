@@ -31,7 +31,7 @@ from normlab.study.verdict_rules import ABOVE, BELOW, INSIDE, against_margin
 
 ARMS = ("neither", "input", "output")  # which norms' gains carry λ_g; "neither" is the baseline
 DECAYED = ("input", "output")
-# What Wang et al. say decay does to each kind of norm's gain, and its opposite (a reading of the paired interval)
+# What Wang et al. say decay does to each kind of norm's gain (a reading of the paired interval)
 CLAIMED = {"input": "helps", "output": "hurts"}
 V5_KEY = KeyNumber("paired final-loss change from decaying the input norms' gains only", NATS_PER_BYTE)
 # The look before the 2026-12-05 design's registration (its [[change]] entry in data/design.toml, commit eafd9ea):
